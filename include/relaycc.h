@@ -1,0 +1,176 @@
+/*
+ * relaycc: collectives for a subset of the GPUs (or processes) of one node.
+ *
+ * Shaped like nccl.h: an opaque communicator, one result enum, the same
+ * datatype and reduction-op numbering as NCCL (a ncclDataType_t / ncclRedOp_t
+ * value can be cast to its relaycc twin), collectives that take
+ * (sendbuff, recvbuff, count, datatype, [op], ..., comm, stream).
+ *
+ * What differs from NCCL: every collective runs on a LAYOUT, nGroups groups of
+ * nActive comm ranks each. A rank is active in at most one group; the helpers
+ * of a group are all comm ranks outside it. EVERY rank of the comm calls every
+ * collective with the same layout, per-group counts, datatype and op; a rank
+ * passes only its own buffers (NULL when it is active in no group) and helpers
+ * never touch caller memory. Idle helpers lend their links: part of a message
+ * travels two hops through them (the "relay" route).
+ *
+ * Buffer contracts (count = counts[g] of the caller's group g, A = nActive):
+ *   relayAllGather     send: count          recv: A*count   (block i from active i)
+ *                      in place: sendbuff == recvbuff + myActiveIndex*count
+ *   relayReduceScatter send: A*count        recv: count     (block i goes to active i)
+ *                      in place: recvbuff == sendbuff + myActiveIndex*count
+ *   relayAllReduce     send: count          recv: count     in place: sendbuff == recvbuff
+ *   relayAllToAll      send: A*count        recv: A*count   (segment j goes to active j)
+ *                      in place is REJECTED (relayInvalidArgument), as in the reference.
+ * Any other overlap of send and recv is undefined, as in NCCL.
+ */
+#ifndef RELAYCC_H_
+#define RELAYCC_H_
+
+#include <stddef.h>
+#include <limits.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RELAYCC_MAJOR 0
+#define RELAYCC_MINOR 1
+#define RELAYCC_PATCH 0
+#define RELAYCC_VERSION_CODE (RELAYCC_MAJOR * 10000 + RELAYCC_MINOR * 100 + RELAYCC_PATCH)
+
+typedef struct relayComm* relayComm_t;
+
+/* A stream: cudaStream_t on the NCCL transport, ignored (pass NULL) on shm. */
+typedef void* relayStream_t;
+
+/* One table for codes, names and messages (libuv style). */
+#define RELAY_RESULT_TABLE(X)                                                              \
+  X(relaySuccess, 0, "no error")                                                           \
+  X(relayUnhandledCudaError, 1, "unhandled CUDA error")                                    \
+  X(relaySystemError, 2, "system call or allocation failed")                               \
+  X(relayInternalError, 3, "internal error")                                               \
+  X(relayInvalidArgument, 4, "invalid argument")                                           \
+  X(relayInvalidUsage, 5, "invalid usage (ranks disagree on a call, or a failed comm)")    \
+  X(relayRemoteError, 6, "a remote rank failed, rejected the call or died")               \
+  X(relayInProgress, 7, "operation in progress")                                           \
+  X(relayTimeout, 8, "a wait passed its deadline")                                         \
+  X(relayNotSupported, 9, "not supported")
+
+typedef enum {
+#define RELAY_RESULT_ENUM_(name, value, msg) name = value,
+  RELAY_RESULT_TABLE(RELAY_RESULT_ENUM_)
+#undef RELAY_RESULT_ENUM_
+  relayNumResults = 10
+} relayResult_t;
+
+/* Same values as ncclDataType_t. */
+typedef enum {
+  relayInt8 = 0,
+  relayUint8 = 1,
+  relayInt32 = 2,
+  relayUint32 = 3,
+  relayInt64 = 4,
+  relayUint64 = 5,
+  relayFloat16 = 6,
+  relayFloat32 = 7,
+  relayFloat64 = 8,
+  relayBfloat16 = 9,
+  relayNumTypes = 10
+} relayDataType_t;
+
+/* Same values as ncclRedOp_t. Avg divides by nActive (integers: truncating). */
+typedef enum {
+  relaySum = 0,
+  relayProd = 1,
+  relayMax = 2,
+  relayMin = 3,
+  relayAvg = 4,
+  relayNumOps = 5
+} relayRedOp_t;
+
+/* nGroups groups of nActive comm ranks: ranks[g * nActive + i] is the comm
+ * rank of active index i of group g. Any order; no rank twice. */
+typedef struct {
+  int nGroups;
+  int nActive;
+  const int* ranks;
+} relayLayout_t;
+
+/* Routes. Auto asks the cost model; the others force a route (a route that
+ * cannot serve a call falls back to direct). */
+typedef enum {
+  relayRouteAuto = 0,
+  relayRouteDirect = 1,
+  relayRouteRelay = 2,
+  relayRouteOneShot = 3,
+  relayNumRoutes = 4
+} relayRoute_t;
+
+/*
+ * Versioned config. Initialize with RELAY_CONFIG_INITIALIZER, then set what
+ * you need. A field left at RELAY_CONFIG_UNDEF_INT (or NULL) takes its value
+ * from the environment variable named beside it, else the default.
+ */
+#define RELAY_CONFIG_UNDEF_INT INT_MIN
+#define RELAY_CONFIG_MAGIC 0x72656c61u /* "rela" */
+typedef struct relayConfig {
+  size_t size;           /* sizeof(relayConfig_t), set by the initializer */
+  unsigned int magic;    /* RELAY_CONFIG_MAGIC */
+  unsigned int version;  /* RELAYCC_VERSION_CODE */
+  int timeoutMs;         /* RELAYCC_TIMEOUT_MS: deadline of every wait (default 120000) */
+  int checkMode;         /* RELAYCC_CHECK: 1 = ranks agree on each call's signature (default 0) */
+  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot (default auto) */
+  int depth;             /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
+  int shmRingBytes;      /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
+  int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default 200) */
+  const char* topo;      /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
+} relayConfig_t;
+
+#define RELAY_CONFIG_INITIALIZER                                                    \
+  {                                                                                 \
+    sizeof(relayConfig_t), RELAY_CONFIG_MAGIC, RELAYCC_VERSION_CODE,                \
+        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT,     \
+        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, NULL \
+  }
+
+const char* relayGetErrorString(relayResult_t result);
+/* The last error of this comm on this rank: which argument, rank, step. */
+const char* relayGetLastError(relayComm_t comm);
+relayResult_t relayGetVersion(int* version);
+
+/*
+ * Shared-memory transport (CPU, one process per rank on one host).
+ * nranks <= 0, rank < 0 or jobName == NULL take RELAYCC_NRANKS / RELAYCC_RANK /
+ * RELAYCC_JOB, then WORLD_SIZE / RANK as torchrun sets them (job "relaycc").
+ * Collective: blocks until all nranks have arrived or the deadline passes.
+ */
+relayResult_t relayCommInitShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
+                               const relayConfig_t* config);
+
+/* Release everything the comm owns. Must not race a call on the same comm. */
+relayResult_t relayCommDestroy(relayComm_t comm);
+/* Mark the comm failed (peers see it), wake a call stuck in it, then free it.
+ * Safe to call from another thread while a call is in flight. */
+relayResult_t relayCommAbort(relayComm_t comm);
+
+relayResult_t relayCommCount(const relayComm_t comm, int* count);
+relayResult_t relayCommUserRank(const relayComm_t comm, int* rank);
+
+relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
+                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
+                             relayStream_t stream);
+relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                 relayDataType_t datatype, relayRedOp_t op,
+                                 const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
+relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
+                             relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
+                             relayComm_t comm, relayStream_t stream);
+relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
+                            relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
+                            relayStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RELAYCC_H_ */

@@ -1,0 +1,63 @@
+/* The communicator: what every layer below the API may read. */
+#ifndef RELAY_COMM_H_
+#define RELAY_COMM_H_
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "relaycc.h"
+#include "transport/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Config after resolving fields, environment and defaults. */
+typedef struct {
+  int timeoutMs;
+  int checkMode;
+  int route; /* relayRoute_t */
+  int depth; /* 0 = model */
+  int shmRingBytes;
+  int spinCount;
+  char topo[256];
+} relayResolvedConfig;
+
+struct relayPlanCache;
+
+struct relayComm {
+  int rank, nranks;
+  relayResolvedConfig cfg;
+  const relayTransportOps* tp;
+  void* tpState;
+  /* The call in flight, for error messages and wire headers: callSeq counts
+   * the calls every rank entered (same on all ranks); curStep is the plan
+   * step being run (-1 outside steps). */
+  uint64_t callSeq;
+  int curStep;
+  const char* curCallName;
+  int failed;         /* sticky: an error after data may have moved */
+  atomic_int aborted; /* set by relayCommAbort, read by waits */
+  atomic_int inCall;
+  struct relayPlanCache* plans;
+  void* execBuf; /* executor's descriptor arrays, grown as needed */
+  size_t execBufBytes;
+  char lastError[1024];
+};
+
+/* Resolve config fields > environment > defaults. */
+relayResult_t relayResolveConfig(const relayConfig_t* cfg, relayResolvedConfig* out);
+/* Allocate a comm and resolve its config (transport not yet attached). */
+relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, struct relayComm** out);
+void relayCommFree(struct relayComm* comm);
+
+/* Internal conveniences for tools and tests (not part of the public API). */
+relayResult_t relayCommBarrier(struct relayComm* comm);
+relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
+/* The route and depth the last call on this comm ran (after fallbacks). */
+void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

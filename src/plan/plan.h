@@ -1,0 +1,185 @@
+/*
+ * The plan IR: for one call signature, the program of every rank.
+ *
+ * A plan has nSteps steps; every rank has a program of exactly nSteps steps
+ * (most may be empty for it). A step is a set of sends and receives that
+ * progress together (one transport group), followed by local ops in order.
+ * A send in step s to peer p is matched by a receive in step s on p from this
+ * rank; the k-th send from r to p in a step matches the k-th receive on p
+ * from r in that step, with the same element count. A send to oneself is
+ * matched by a receive from oneself (the transport copies locally).
+ *
+ * Buffers are named, not pointed at: the caller's send buffer, the caller's
+ * recv buffer, or an internal scratch slot. Offsets and counts are elements
+ * of the call's datatype. Helpers never name SEND or RECV (the checker holds
+ * us to it). Local ops: COPY dst <- src, and REDUCE dst <- op(src[0..k-1]) in
+ * that fixed order, divided by `divisor` when > 1 (avg), accumulating in fp32
+ * for 16-bit floats. An op's lane is 0 (in order after the step's transfers)
+ * or 1 (a side lane: it may overlap later steps; the executor joins side
+ * lanes before the call returns, and no later step may touch what it reads
+ * or writes).
+ *
+ * Plans are pure functions of planKey; the same plan runs on the shm
+ * transport, on NCCL, in the simulator and in the reference executor.
+ */
+#ifndef RELAY_PLAN_H_
+#define RELAY_PLAN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "relaycc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  RELAY_COLL_ALLGATHER = 0,
+  RELAY_COLL_REDUCESCATTER = 1,
+  RELAY_COLL_ALLREDUCE = 2,
+  RELAY_COLL_ALLTOALL = 3,
+  RELAY_NUM_COLLS = 4
+} relayColl_t;
+
+const char* relayCollName(relayColl_t coll);
+int relayParseColl(const char* s, relayColl_t* out); /* 0 on success */
+
+enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
+#define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
+#define PLAN_MAX_SRCS 64   /* inputs of one reduce */
+
+typedef struct {
+  uint8_t buf;  /* PLAN_BUF_* */
+  uint8_t slot; /* scratch slot when buf == PLAN_BUF_SCRATCH */
+  uint64_t off; /* elements */
+} planRef;
+
+typedef struct {
+  int32_t peer;
+  planRef ref;
+  uint64_t count; /* elements, > 0 */
+} planXfer;
+
+enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1 };
+
+typedef struct {
+  uint8_t kind;    /* PLAN_OP_* */
+  uint8_t lane;    /* 0 main, 1 side */
+  uint16_t nsrc;   /* 1 for COPY */
+  int32_t divisor; /* > 1: divide the reduction by it (avg) */
+  planRef dst;
+  uint32_t srcBase; /* index into plan->srcs */
+  uint64_t count;   /* elements, > 0 */
+} planOp;
+
+typedef struct {
+  uint32_t sendBase, nSend;
+  uint32_t recvBase, nRecv;
+  uint32_t opBase, nOp;
+} planStep;
+
+typedef struct {
+  int activeGroup; /* -1: helper in every group */
+  int activeIndex; /* index within its group, -1 when not active */
+  uint64_t scratchElems[PLAN_MAX_SLOTS];
+  uint64_t sendElems, recvElems; /* extent of the caller buffers this rank passes */
+} planRank;
+
+/* The call signature. ranks has nGroups*nActive entries, counts nGroups. */
+typedef struct {
+  relayColl_t coll;
+  int nranks;
+  int nGroups;
+  int nActive;
+  const int* ranks;
+  const size_t* counts;
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int route; /* relayRoute_t, never Auto here */
+  int depth; /* >= 1 */
+} planKey;
+
+typedef struct relayPlan {
+  relayColl_t coll;
+  int nranks, nGroups, nActive;
+  int* ranks;     /* copy, nGroups*nActive */
+  size_t* counts; /* copy, nGroups */
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int route, depth;
+  size_t elemSize;
+  int nSteps;
+  planRank* rank;   /* [nranks] */
+  planStep* steps;  /* [nranks * nSteps]: steps[r * nSteps + s] */
+  planXfer* sends;
+  planXfer* recvs;
+  planOp* ops;
+  planRef* srcs;
+  uint32_t nSends, nRecvs, nOps, nSrcs;
+  uint32_t maxXfersPerStep, maxOpsPerStep; /* over ranks and steps, for executors */
+} relayPlan;
+
+static inline const planStep* planRankStep(const relayPlan* p, int rank, int step) {
+  return &p->steps[(size_t)rank * (size_t)p->nSteps + (size_t)step];
+}
+
+/* ---- building ---------------------------------------------------------- */
+
+typedef struct planBuilder planBuilder;
+
+planBuilder* planBuilderNew(const planKey* key);
+void planBuilderFree(planBuilder* b);
+const planKey* planBuilderKey(const planBuilder* b);
+/* Appends a step and returns its index. */
+int planAddStep(planBuilder* b);
+/* Zero counts are dropped (both ends apply the same rule). */
+void planSend(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_t count);
+void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_t count);
+void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count);
+void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
+                uint64_t count, int divisor);
+void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
+/* Scratch slot `slot` of `rank` holds at least `elems` elements. */
+void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems);
+/* Finishes the plan (sorts items into rank programs). NULL on allocation failure. */
+relayPlan* planBuilderFinish(planBuilder* b);
+
+void relayPlanFree(relayPlan* p);
+
+static inline planRef planSendRef(uint64_t off) { planRef r = {PLAN_BUF_SEND, 0, off}; return r; }
+static inline planRef planRecvRef(uint64_t off) { planRef r = {PLAN_BUF_RECV, 0, off}; return r; }
+static inline planRef planScratchRef(int slot, uint64_t off) {
+  planRef r = {PLAN_BUF_SCRATCH, (uint8_t)slot, off};
+  return r;
+}
+static inline planRef planRefAdd(planRef r, uint64_t elems) { r.off += elems; return r; }
+
+/* Layout facts every builder needs. */
+int planActiveGroupOf(const planKey* k, int rank, int* activeIndex); /* -1 when helper */
+static inline int planActiveRank(const planKey* k, int group, int index) {
+  return k->ranks[group * k->nActive + index];
+}
+
+/* Build the plan of key (route Direct/Relay/...). Returns relaySuccess,
+ * relayNotSupported (the route cannot serve this key) or relaySystemError. */
+relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
+
+/* Validate the plan's structural invariants (matching, ordering, coverage,
+ * helpers never touching caller memory, no overlap of a step's receive
+ * targets with its send sources). 0 when sound; otherwise writes a message. */
+int relayPlanCheck(const relayPlan* p, char* err, size_t errlen);
+
+/* Bytes each rank sends to each peer in step s: out[src * nranks + dst]
+ * (self transfers excluded). out has nranks*nranks entries. */
+void relayPlanStepTraffic(const relayPlan* p, int step, uint64_t* out);
+/* Sum over steps of the busiest directed link's bytes. */
+uint64_t relayPlanCriticalPathBytes(const relayPlan* p);
+
+/* Print rank programs (rank < 0: all ranks). */
+void relayPlanPrint(const relayPlan* p, int rank, void* file /* FILE* */);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

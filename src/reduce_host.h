@@ -1,0 +1,29 @@
+/* The CPU member of the reduce family: used by the shm transport and by the
+ * reference executor, so both compute the same bits. */
+#ifndef RELAY_REDUCE_HOST_H_
+#define RELAY_REDUCE_HOST_H_
+
+#include <stddef.h>
+
+#include "relaycc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) in that order, then / divisor
+ * when divisor > 1. 16-bit floats accumulate in fp32 and round once (to
+ * nearest even). dst may alias any source element-for-element. */
+void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
+                     relayDataType_t dt, relayRedOp_t op, int divisor);
+
+/* Conversions used by tests and the bench for 16-bit floats. */
+float relayHalfToFloat(unsigned short h);
+unsigned short relayFloatToHalf(float f);
+float relayBf16ToFloat(unsigned short h);
+unsigned short relayFloatToBf16(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
