@@ -24,6 +24,7 @@ typedef struct {
 } relayResolvedConfig;
 
 struct relayPlanCache;
+struct relayTopo;
 
 struct relayComm {
   int rank, nranks;
@@ -39,6 +40,8 @@ struct relayComm {
   int failed;         /* sticky: an error after data may have moved */
   atomic_int aborted; /* set by relayCommAbort, read by waits */
   atomic_int inCall;
+  int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
+  struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   struct relayPlanCache* plans;
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   size_t execBufBytes;
@@ -50,6 +53,10 @@ relayResult_t relayResolveConfig(const relayConfig_t* cfg, relayResolvedConfig* 
 /* Allocate a comm and resolve its config (transport not yet attached). */
 relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, struct relayComm** out);
 void relayCommFree(struct relayComm* comm);
+
+/* Load comm->topo from cfg.topo (RELAYCC_TOPO), else from fallback (a preset
+ * name, or NULL/"" for none). */
+relayResult_t relayCommLoadTopo(struct relayComm* comm, const char* fallback);
 
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);

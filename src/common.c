@@ -1,0 +1,132 @@
+#include "common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "core/comm.h"
+
+static const struct {
+  const char* name;
+  size_t size;
+} kTypes[relayNumTypes] = {
+    [relayInt8] = {"int8", 1},       [relayUint8] = {"uint8", 1},   [relayInt32] = {"int32", 4},
+    [relayUint32] = {"uint32", 4},   [relayInt64] = {"int64", 8},   [relayUint64] = {"uint64", 8},
+    [relayFloat16] = {"half", 2},    [relayFloat32] = {"float", 4}, [relayFloat64] = {"double", 8},
+    [relayBfloat16] = {"bfloat16", 2},
+};
+static const char* const kOps[relayNumOps] = {"sum", "prod", "max", "min", "avg"};
+static const char* const kRoutes[relayNumRoutes] = {"auto", "direct", "relay", "oneshot"};
+
+size_t relayTypeSize(relayDataType_t dt) {
+  return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0;
+}
+const char* relayTypeName(relayDataType_t dt) {
+  return ((unsigned)dt < relayNumTypes) ? kTypes[dt].name : "?";
+}
+const char* relayOpName(relayRedOp_t op) { return ((unsigned)op < relayNumOps) ? kOps[op] : "?"; }
+const char* relayRouteName(int route) {
+  return ((unsigned)route < relayNumRoutes) ? kRoutes[route] : "?";
+}
+
+int relayParseType(const char* s, relayDataType_t* out) {
+  static const struct {
+    const char* alias;
+    relayDataType_t dt;
+  } aliases[] = {{"int8", relayInt8},       {"char", relayInt8},       {"uint8", relayUint8},
+                 {"int32", relayInt32},     {"int", relayInt32},       {"uint32", relayUint32},
+                 {"int64", relayInt64},     {"uint64", relayUint64},   {"half", relayFloat16},
+                 {"float16", relayFloat16}, {"fp16", relayFloat16},    {"float", relayFloat32},
+                 {"float32", relayFloat32}, {"fp32", relayFloat32},    {"double", relayFloat64},
+                 {"float64", relayFloat64}, {"fp64", relayFloat64},    {"bfloat16", relayBfloat16},
+                 {"bf16", relayBfloat16}};
+  if (!s) return -1;
+  for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcasecmp(s, aliases[i].alias) == 0) {
+      *out = aliases[i].dt;
+      return 0;
+    }
+  return -1;
+}
+int relayParseOp(const char* s, relayRedOp_t* out) {
+  for (int i = 0; s && i < relayNumOps; i++)
+    if (strcasecmp(s, kOps[i]) == 0) {
+      *out = (relayRedOp_t)i;
+      return 0;
+    }
+  return -1;
+}
+int relayParseRoute(const char* s, int* out) {
+  for (int i = 0; s && i < relayNumRoutes; i++)
+    if (strcasecmp(s, kRoutes[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
+}
+
+double relayTypeTolerance(relayDataType_t dt) {
+  switch (dt) {
+    case relayFloat16: return 1e-2;  /* 11-bit mantissa, a few roundings */
+    case relayBfloat16: return 2e-2; /* 8-bit mantissa */
+    case relayFloat32: return 1e-5;
+    case relayFloat64: return 1e-12;
+    default: return 0.0; /* integers are exact */
+  }
+}
+
+/* Errors raised before a comm exists (init) land here, per thread. */
+static _Thread_local char tlsLastError[1024];
+
+relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const char* fmt, ...) {
+  char* buf = comm ? comm->lastError : tlsLastError;
+  size_t len = comm ? sizeof comm->lastError : sizeof tlsLastError;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, len, fmt, ap);
+  va_end(ap);
+  if (comm) snprintf(tlsLastError, sizeof tlsLastError, "%s", comm->lastError);
+  if (relayEnvLong("RELAYCC_DEBUG", 0))
+    fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
+  return result;
+}
+
+const char* relayGetErrorString(relayResult_t result) {
+  switch (result) {
+#define RELAY_RESULT_CASE_(name, value, msg) \
+  case name: return #name ": " msg;
+    RELAY_RESULT_TABLE(RELAY_RESULT_CASE_)
+#undef RELAY_RESULT_CASE_
+    default: return "unknown relaycc result";
+  }
+}
+
+const char* relayGetLastError(relayComm_t comm) { return comm ? comm->lastError : tlsLastError; }
+
+relayResult_t relayGetVersion(int* version) {
+  if (!version) return relaySetError(NULL, relayInvalidArgument, "relayGetVersion: version is NULL");
+  *version = RELAYCC_VERSION_CODE;
+  return relaySuccess;
+}
+
+long relayEnvLong(const char* name, long def) {
+  const char* v = getenv(name);
+  if (!v || !*v) return def;
+  char* end;
+  long x = strtol(v, &end, 0);
+  return (end == v) ? def : x;
+}
+
+const char* relayEnvStr(const char* name, const char* def) {
+  const char* v = getenv(name);
+  return (v && *v) ? v : def;
+}
+
+uint64_t relayNowNs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}

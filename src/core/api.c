@@ -1,0 +1,380 @@
+/*
+ * The public API: validate a call, agree on it (check mode), pick a route,
+ * look up or build the plan, run it.
+ *
+ * Failure handling (invariants 4-6):
+ *  - Argument errors are found before any data moves and write nothing.
+ *  - With check mode on, every call starts with one small agreement round in
+ *    which ranks exchange a digest of their call and their local verdict, so
+ *    a rank's bad argument or a signature mismatch makes EVERY rank return the
+ *    same error and the comm stays usable.
+ *  - With it off, a rank that rejects a call tells the others (transport
+ *    reject()), so peers waiting on it fail at once instead of at the
+ *    deadline; anything that goes wrong after data may have moved leaves the
+ *    comm failed (sticky), as NCCL's asynchronous errors do.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "core/plancache.h"
+#include "exec/exec.h"
+#include "route/route.h"
+#include "topo/topo.h"
+#include "transport/shm.h"
+
+static const char* kCallNames[RELAY_NUM_COLLS] = {"relayAllGather", "relayReduceScatter",
+                                                  "relayAllReduce", "relayAllToAll"};
+
+/* ---- init / destroy ---------------------------------------------------- */
+
+relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                               const relayConfig_t* config) {
+  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
+  *out = NULL;
+  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
+  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
+  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
+  if (nranks < 1)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
+                         nranks);
+  if (rank < 0 || rank >= nranks)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
+                         rank, nranks);
+  struct relayComm* c;
+  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
+  relayResult_t res = relayShmAttach(c, jobName);
+  if (res == relaySuccess) res = relayCommLoadTopo(c, "cpu");
+  if (res != relaySuccess) {
+    relaySetError(NULL, res, "%s", c->lastError);
+    if (c->tp) c->tp->destroy(c);
+    relayCommFree(c);
+    return res;
+  }
+  *out = c;
+  return relaySuccess;
+}
+
+relayResult_t relayCommLoadTopo(struct relayComm* c, const char* fallback) {
+  const char* want = c->cfg.topo[0] ? c->cfg.topo : fallback;
+  if (!want || !*want) return relaySuccess;
+  if (relayTopoLoad(want, &c->topo) != relaySuccess)
+    return relaySetError(c, relayInvalidArgument, "rank %d: RELAYCC_TOPO / config.topo = \"%s\": %s", c->rank,
+                         want, relayGetLastError(NULL));
+  return relaySuccess;
+}
+
+relayResult_t relayCommDestroy(relayComm_t comm) {
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
+  if (comm->tp) comm->tp->destroy(comm);
+  relayTopoFree(comm->topo);
+  relayCommFree(comm);
+  return relaySuccess;
+}
+
+relayResult_t relayCommAbort(relayComm_t comm) {
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
+  atomic_store(&comm->aborted, 1);
+  if (comm->tp) comm->tp->abort(comm);
+  /* A call in flight on another thread sees the flag within one wait slice;
+   * wait for it to leave before freeing what it uses (bounded: 10 s). */
+  for (int i = 0; i < 10000 && atomic_load(&comm->inCall); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (atomic_load(&comm->inCall)) return relaySetError(comm, relayInternalError, "relayCommAbort: a call did not leave within 10 s");
+  return relayCommDestroy(comm);
+}
+
+relayResult_t relayCommCount(const relayComm_t comm, int* count) {
+  if (!comm || !count) return relaySetError(NULL, relayInvalidArgument, "relayCommCount: %s is NULL", comm ? "count" : "comm");
+  *count = comm->nranks;
+  return relaySuccess;
+}
+
+relayResult_t relayCommUserRank(const relayComm_t comm, int* rank) {
+  if (!comm || !rank) return relaySetError(NULL, relayInvalidArgument, "relayCommUserRank: %s is NULL", comm ? "rank" : "comm");
+  *rank = comm->rank;
+  return relaySuccess;
+}
+
+/* ---- validation -------------------------------------------------------- */
+
+typedef struct {
+  relayColl_t coll;
+  const void* send;
+  void* recv;
+  const size_t* counts;
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  const relayLayout_t* layout;
+} callArgs;
+
+static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
+  const char* fn = kCallNames[a->coll];
+  int r = c->rank;
+  *myGroup = -1;
+  *myIndex = -1;
+  if (relayTypeSize(a->dtype) == 0)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): datatype %d is not a relayDataType_t", fn, r,
+                         (int)a->dtype);
+  if ((a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) &&
+      (unsigned)a->op >= relayNumOps)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): op %d is not a relayRedOp_t", fn, r, (int)a->op);
+  const relayLayout_t* L = a->layout;
+  if (!L) return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout is NULL", fn, r);
+  if (L->nGroups < 1)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.nGroups = %d must be >= 1", fn, r, L->nGroups);
+  if (L->nActive < 2 || L->nActive > PLAN_MAX_SRCS)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.nActive = %d must be in [2, %d]", fn, r,
+                         L->nActive, PLAN_MAX_SRCS);
+  if ((long long)L->nGroups * L->nActive > c->nranks)
+    return relaySetError(c, relayInvalidArgument,
+                         "%s (rank %d): layout has %d groups x %d active = %lld ranks, the comm has %d", fn, r,
+                         L->nGroups, L->nActive, (long long)L->nGroups * L->nActive, c->nranks);
+  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.ranks is NULL", fn, r);
+  int n = L->nGroups * L->nActive;
+  for (int i = 0; i < n; i++) {
+    if (L->ranks[i] < 0 || L->ranks[i] >= c->nranks)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.ranks[%d] = %d is not in [0, %d)", fn, r,
+                           i, L->ranks[i], c->nranks);
+    for (int j = 0; j < i; j++)
+      if (L->ranks[j] == L->ranks[i])
+        return relaySetError(c, relayInvalidArgument,
+                             "%s (rank %d): layout.ranks[%d] and [%d] both name rank %d (a rank is active in at most one group)",
+                             fn, r, j, i, L->ranks[i]);
+    if (L->ranks[i] == r) {
+      *myGroup = i / L->nActive;
+      *myIndex = i % L->nActive;
+    }
+  }
+  if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
+  size_t es = relayTypeSize(a->dtype);
+  for (int g = 0; g < L->nGroups; g++) {
+    /* The largest buffer of any collective is A*count elements. */
+    if (a->counts[g] > SIZE_MAX / es / (size_t)L->nActive)
+      return relaySetError(c, relayInvalidArgument,
+                           "%s (rank %d): counts[%d] = %zu overflows: %d x count x %zu bytes exceeds size_t", fn, r,
+                           g, a->counts[g], L->nActive, es);
+  }
+  if (*myGroup >= 0 && a->counts[*myGroup] > 0) {
+    if (!a->send)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): sendbuff is NULL (active rank, group %d, count %zu)",
+                           fn, r, *myGroup, a->counts[*myGroup]);
+    if (!a->recv)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): recvbuff is NULL (active rank, group %d, count %zu)",
+                           fn, r, *myGroup, a->counts[*myGroup]);
+    if (a->coll == RELAY_COLL_ALLTOALL && a->send == a->recv)
+      return relaySetError(c, relayInvalidArgument,
+                           "%s (rank %d): in-place all-to-all (sendbuff == recvbuff) is not supported", fn, r);
+  }
+  return relaySuccess;
+}
+
+/* ---- check mode -------------------------------------------------------- */
+
+typedef struct {
+  int32_t status; /* this rank's local verdict */
+  int32_t coll, dtype, op, nGroups, nActive, route, depth;
+  uint64_t ranksHash, countsHash;
+} callDigest;
+
+static uint64_t hashBytes(const void* p, size_t n) {
+  const unsigned char* b = p;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
+                                 int depth) {
+  const char* fn = kCallNames[a->coll];
+  callDigest mine;
+  memset(&mine, 0, sizeof mine);
+  mine.status = (int32_t)local;
+  if (local == relaySuccess) {
+    mine.coll = (int32_t)a->coll;
+    mine.dtype = (int32_t)a->dtype;
+    mine.op = (a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) ? (int32_t)a->op : 0;
+    mine.nGroups = a->layout->nGroups;
+    mine.nActive = a->layout->nActive;
+    mine.route = route;
+    mine.depth = depth;
+    mine.ranksHash = hashBytes(a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
+    mine.countsHash = hashBytes(a->counts, (size_t)mine.nGroups * sizeof(size_t));
+  }
+  callDigest* all = malloc((size_t)c->nranks * sizeof *all);
+  if (!all) return relaySetError(c, relaySystemError, "%s (rank %d): out of memory in check mode", fn, c->rank);
+  char saved[sizeof c->lastError];
+  memcpy(saved, c->lastError, sizeof saved);
+  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  if (res != relaySuccess) {
+    free(all);
+    c->failed = 1;
+    return res;
+  }
+  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
+    if (all[q].status != relaySuccess) {
+      if (q == c->rank)
+        memcpy(c->lastError, saved, sizeof saved);
+      else
+        relaySetError(c, (relayResult_t)all[q].status, "%s (rank %d): rank %d rejected the call (%s)", fn, c->rank, q,
+                      relayGetErrorString((relayResult_t)all[q].status));
+      res = (relayResult_t)all[q].status;
+    }
+  }
+  for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
+    const callDigest* x = &all[0];
+    const callDigest* y = &all[q];
+    const char* what = x->coll != y->coll                   ? "collective"
+                       : x->dtype != y->dtype               ? "datatype"
+                       : x->op != y->op                     ? "op"
+                       : x->nGroups != y->nGroups           ? "layout.nGroups"
+                       : x->nActive != y->nActive           ? "layout.nActive"
+                       : x->ranksHash != y->ranksHash       ? "layout.ranks"
+                       : x->countsHash != y->countsHash     ? "counts"
+                       : x->route != y->route               ? "route (RELAYCC_ROUTE)"
+                       : x->depth != y->depth               ? "depth (RELAYCC_DEPTH)"
+                                                            : NULL;
+    if (what)
+      res = relaySetError(c, relayInvalidUsage, "%s (rank %d): ranks 0 and %d disagree on the %s of call #%llu", fn,
+                          c->rank, q, what, (unsigned long long)c->callSeq + 1);
+  }
+  free(all);
+  return res;
+}
+
+/* ---- the call ---------------------------------------------------------- */
+
+static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
+  const char* fn = kCallNames[a->coll];
+  if (c->failed)
+    return relaySetError(c, relayInvalidUsage, "%s (rank %d): the comm failed in an earlier call; destroy it (%s)",
+                         fn, c->rank, c->lastError);
+  int myGroup, myIndex;
+  relayResult_t local = validate(c, a, &myGroup, &myIndex);
+
+  planKey key;
+  memset(&key, 0, sizeof key);
+  int route = c->cfg.route, depth = c->cfg.depth > 0 ? c->cfg.depth : 1;
+  if (local == relaySuccess) {
+    key.coll = a->coll;
+    key.nranks = c->nranks;
+    key.nGroups = a->layout->nGroups;
+    key.nActive = a->layout->nActive;
+    key.ranks = a->layout->ranks;
+    key.counts = a->counts;
+    key.dtype = a->dtype;
+    key.op = (a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) ? a->op : relaySum;
+    if (route == relayRouteAuto) {
+      int d = 1;
+      relayRouteChoose(&key, c->topo, &route, &d);
+      if (c->cfg.depth == 0) depth = d;
+    }
+  }
+  if (c->cfg.checkMode) {
+    relayResult_t agreed = agreeOnCall(c, a, local, route, depth);
+    if (agreed != relaySuccess) return agreed;
+  } else if (local != relaySuccess) {
+    if (c->tp->reject) c->tp->reject(c);
+    return local;
+  }
+
+  c->callSeq++;
+  c->curCallName = fn;
+  /* Nothing to move anywhere: every group's count is zero. */
+  int any = 0;
+  for (int g = 0; g < key.nGroups; g++) any |= key.counts[g] != 0;
+  if (!any) {
+    c->lastRoute = route;
+    c->lastDepth = depth;
+    return relaySuccess;
+  }
+
+  key.route = route;
+  key.depth = depth;
+  const relayPlan* plan = relayPlanCacheFind(c->plans, &key);
+  relayPlan* owned = NULL;
+  if (!plan) {
+    relayResult_t res = relayPlanBuild(&key, &owned);
+    if (res == relayNotSupported && key.route != relayRouteDirect) {
+      /* "Not supported" is a normal answer; every rank gets the same one
+       * because plans are pure functions of the key. */
+      key.route = relayRouteDirect;
+      key.depth = 1;
+      plan = relayPlanCacheFind(c->plans, &key);
+      if (!plan) res = relayPlanBuild(&key, &owned);
+      else res = relaySuccess;
+    }
+    if (res != relaySuccess) {
+      c->failed = 1; /* peers may be moving data already */
+      return relaySetError(c, res == relayNotSupported ? relayInternalError : res,
+                           "%s (rank %d): building the %s plan failed (%s)", fn, c->rank, relayRouteName(key.route),
+                           relayGetErrorString(res));
+    }
+    if (owned) {
+      char err[512];
+      if (relayPlanCheck(owned, err, sizeof err) != 0) {
+        relayPlanFree(owned);
+        c->failed = 1;
+        return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s", fn, c->rank,
+                             relayRouteName(key.route), err);
+      }
+      if (relayPlanCacheAdd(c->plans, &key, owned) == 0) {
+        plan = owned;
+        owned = NULL;
+      } else {
+        plan = owned;
+      }
+    }
+  }
+  c->lastRoute = plan->route;
+  c->lastDepth = plan->depth;
+  relayResult_t res = relayExecRun(c, plan, a->send, a->recv, stream);
+  relayPlanFree(owned);
+  if (res != relaySuccess) c->failed = 1;
+  return res;
+}
+
+static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", kCallNames[a->coll]);
+  atomic_store(&comm->inCall, 1);
+  relayResult_t res = atomic_load(&comm->aborted)
+                          ? relaySetError(comm, relayInvalidUsage, "%s (rank %d): the comm was aborted",
+                                          kCallNames[a->coll], comm->rank)
+                          : runCall(comm, a, stream);
+  atomic_store(&comm->inCall, 0);
+  return res;
+}
+
+relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
+                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
+                             relayStream_t stream) {
+  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout};
+  return call(&a, comm, stream);
+}
+
+relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                 relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
+                                 relayComm_t comm, relayStream_t stream) {
+  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout};
+  return call(&a, comm, stream);
+}
+
+relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
+                             relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
+  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout};
+  return call(&a, comm, stream);
+}
+
+relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
+                            relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
+                            relayStream_t stream) {
+  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout};
+  return call(&a, comm, stream);
+}

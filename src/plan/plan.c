@@ -1,0 +1,377 @@
+/* Plan IR: the builder, traffic accounting and printing. Items are collected
+ * in any (rank, step) order and sorted once into rank programs at finish, so
+ * route builders can write the schedule in whatever order reads best. */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common.h"
+
+static const char* const kCollNames[RELAY_NUM_COLLS] = {"allgather", "reducescatter", "allreduce",
+                                                        "alltoall"};
+
+const char* relayCollName(relayColl_t coll) {
+  return ((unsigned)coll < RELAY_NUM_COLLS) ? kCollNames[coll] : "?";
+}
+
+int relayParseColl(const char* s, relayColl_t* out) {
+  for (int i = 0; s && i < RELAY_NUM_COLLS; i++)
+    if (strcasecmp(s, kCollNames[i]) == 0) {
+      *out = (relayColl_t)i;
+      return 0;
+    }
+  return -1;
+}
+
+int planActiveGroupOf(const planKey* k, int rank, int* activeIndex) {
+  for (int g = 0; g < k->nGroups; g++)
+    for (int i = 0; i < k->nActive; i++)
+      if (k->ranks[g * k->nActive + i] == rank) {
+        if (activeIndex) *activeIndex = i;
+        return g;
+      }
+  if (activeIndex) *activeIndex = -1;
+  return -1;
+}
+
+/* ---- builder ------------------------------------------------------------ */
+
+enum { ITEM_SEND = 0, ITEM_RECV = 1, ITEM_OP = 2 };
+
+typedef struct {
+  int32_t rank, step;
+  uint32_t seq; /* insertion order: keeps per-pair order and op order */
+  uint8_t type;
+  planXfer x;
+  planOp op;
+  uint32_t srcBase; /* into builder srcs */
+} planItem;
+
+struct planBuilder {
+  planKey key;
+  int* ranksCopy;
+  size_t* countsCopy;
+  int nSteps;
+  int lane;
+  planItem* items;
+  size_t nItems, capItems;
+  planRef* srcs;
+  size_t nSrcs, capSrcs;
+  planRank* rank;
+  int oom;
+};
+
+planBuilder* planBuilderNew(const planKey* key) {
+  planBuilder* b = calloc(1, sizeof *b);
+  if (!b) return NULL;
+  b->key = *key;
+  size_t nr = (size_t)key->nGroups * (size_t)key->nActive;
+  b->ranksCopy = malloc(nr * sizeof(int) + 1);
+  b->countsCopy = malloc((size_t)key->nGroups * sizeof(size_t) + 1);
+  b->rank = calloc((size_t)key->nranks, sizeof(planRank));
+  if (!b->ranksCopy || !b->countsCopy || !b->rank) {
+    planBuilderFree(b);
+    return NULL;
+  }
+  memcpy(b->ranksCopy, key->ranks, nr * sizeof(int));
+  memcpy(b->countsCopy, key->counts, (size_t)key->nGroups * sizeof(size_t));
+  b->key.ranks = b->ranksCopy;
+  b->key.counts = b->countsCopy;
+  for (int r = 0; r < key->nranks; r++) {
+    b->rank[r].activeGroup = planActiveGroupOf(key, r, &b->rank[r].activeIndex);
+    int g = b->rank[r].activeGroup;
+    if (g >= 0) {
+      uint64_t c = key->counts[g], A = (uint64_t)key->nActive;
+      switch (key->coll) {
+        case RELAY_COLL_ALLGATHER: b->rank[r].sendElems = c; b->rank[r].recvElems = A * c; break;
+        case RELAY_COLL_REDUCESCATTER: b->rank[r].sendElems = A * c; b->rank[r].recvElems = c; break;
+        case RELAY_COLL_ALLREDUCE: b->rank[r].sendElems = c; b->rank[r].recvElems = c; break;
+        default: b->rank[r].sendElems = A * c; b->rank[r].recvElems = A * c; break;
+      }
+    }
+  }
+  return b;
+}
+
+void planBuilderFree(planBuilder* b) {
+  if (!b) return;
+  free(b->ranksCopy);
+  free(b->countsCopy);
+  free(b->items);
+  free(b->srcs);
+  free(b->rank);
+  free(b);
+}
+
+const planKey* planBuilderKey(const planBuilder* b) { return &b->key; }
+
+int planAddStep(planBuilder* b) { return b->nSteps++; }
+
+void planSetLane(planBuilder* b, int lane) { b->lane = lane; }
+
+static planItem* pushItem(planBuilder* b, int rank, int step, int type) {
+  if (b->nItems == b->capItems) {
+    size_t cap = b->capItems ? 2 * b->capItems : 64;
+    planItem* n = realloc(b->items, cap * sizeof *n);
+    if (!n) {
+      b->oom = 1;
+      return NULL;
+    }
+    b->items = n;
+    b->capItems = cap;
+  }
+  planItem* it = &b->items[b->nItems];
+  memset(it, 0, sizeof *it);
+  it->rank = rank;
+  it->step = step;
+  it->seq = (uint32_t)b->nItems;
+  it->type = (uint8_t)type;
+  b->nItems++;
+  return it;
+}
+
+static void xfer(planBuilder* b, int type, int rank, int step, int peer, planRef ref, uint64_t count) {
+  if (count == 0) return;
+  planItem* it = pushItem(b, rank, step, type);
+  if (!it) return;
+  it->x.peer = peer;
+  it->x.ref = ref;
+  it->x.count = count;
+}
+
+void planSend(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_t count) {
+  xfer(b, ITEM_SEND, rank, step, peer, ref, count);
+}
+void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_t count) {
+  xfer(b, ITEM_RECV, rank, step, peer, ref, count);
+}
+
+static void addOp(planBuilder* b, int kind, int rank, int step, planRef dst, const planRef* srcs,
+                  int nsrc, uint64_t count, int divisor) {
+  if (count == 0) return;
+  if (b->nSrcs + (size_t)nsrc > b->capSrcs) {
+    size_t cap = b->capSrcs ? 2 * b->capSrcs : 64;
+    while (cap < b->nSrcs + (size_t)nsrc) cap *= 2;
+    planRef* n = realloc(b->srcs, cap * sizeof *n);
+    if (!n) {
+      b->oom = 1;
+      return;
+    }
+    b->srcs = n;
+    b->capSrcs = cap;
+  }
+  planItem* it = pushItem(b, rank, step, ITEM_OP);
+  if (!it) return;
+  it->op.kind = (uint8_t)kind;
+  it->op.lane = (uint8_t)b->lane;
+  it->op.nsrc = (uint16_t)nsrc;
+  it->op.divisor = divisor;
+  it->op.dst = dst;
+  it->op.count = count;
+  it->srcBase = (uint32_t)b->nSrcs;
+  memcpy(b->srcs + b->nSrcs, srcs, (size_t)nsrc * sizeof(planRef));
+  b->nSrcs += (size_t)nsrc;
+}
+
+void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count) {
+  addOp(b, PLAN_OP_COPY, rank, step, dst, &src, 1, count, 0);
+}
+
+void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
+                uint64_t count, int divisor) {
+  if (nsrc == 1 && divisor <= 1) { /* a one-input reduce is a copy */
+    planCopy(b, rank, step, dst, srcs[0], count);
+    return;
+  }
+  addOp(b, PLAN_OP_REDUCE, rank, step, dst, srcs, nsrc, count, divisor);
+}
+
+void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems) {
+  if (slot < 0 || slot >= PLAN_MAX_SLOTS || rank < 0 || rank >= b->key.nranks) {
+    b->oom = 1; /* a builder bug: refuse the plan */
+    return;
+  }
+  if (b->rank[rank].scratchElems[slot] < elems) b->rank[rank].scratchElems[slot] = elems;
+}
+
+static int itemCmp(const void* pa, const void* pb) {
+  const planItem* a = pa;
+  const planItem* b = pb;
+  if (a->rank != b->rank) return a->rank < b->rank ? -1 : 1;
+  if (a->step != b->step) return a->step < b->step ? -1 : 1;
+  if (a->type != b->type) return a->type < b->type ? -1 : 1;
+  return a->seq < b->seq ? -1 : (a->seq > b->seq);
+}
+
+relayPlan* planBuilderFinish(planBuilder* b) {
+  if (b->oom) return NULL;
+  const planKey* k = &b->key;
+  relayPlan* p = calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->coll = k->coll;
+  p->nranks = k->nranks;
+  p->nGroups = k->nGroups;
+  p->nActive = k->nActive;
+  p->dtype = k->dtype;
+  p->op = k->op;
+  p->route = k->route;
+  p->depth = k->depth;
+  p->elemSize = relayTypeSize(k->dtype);
+  p->nSteps = b->nSteps;
+  size_t nr = (size_t)k->nGroups * (size_t)k->nActive;
+  p->ranks = malloc(nr * sizeof(int) + 1);
+  p->counts = malloc((size_t)k->nGroups * sizeof(size_t) + 1);
+  p->rank = malloc((size_t)k->nranks * sizeof(planRank));
+  p->steps = calloc((size_t)k->nranks * (size_t)(b->nSteps ? b->nSteps : 1), sizeof(planStep));
+  size_t nS = 0, nR = 0, nO = 0;
+  for (size_t i = 0; i < b->nItems; i++) {
+    nS += b->items[i].type == ITEM_SEND;
+    nR += b->items[i].type == ITEM_RECV;
+    nO += b->items[i].type == ITEM_OP;
+  }
+  p->sends = malloc(nS * sizeof(planXfer) + 1);
+  p->recvs = malloc(nR * sizeof(planXfer) + 1);
+  p->ops = malloc(nO * sizeof(planOp) + 1);
+  p->srcs = malloc(b->nSrcs * sizeof(planRef) + 1);
+  if (!p->ranks || !p->counts || !p->rank || !p->steps || !p->sends || !p->recvs || !p->ops ||
+      !p->srcs) {
+    relayPlanFree(p);
+    return NULL;
+  }
+  memcpy(p->ranks, k->ranks, nr * sizeof(int));
+  memcpy(p->counts, k->counts, (size_t)k->nGroups * sizeof(size_t));
+  memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
+  memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
+  p->nSrcs = (uint32_t)b->nSrcs;
+
+  qsort(b->items, b->nItems, sizeof(planItem), itemCmp);
+  for (size_t i = 0; i < b->nItems; i++) {
+    const planItem* it = &b->items[i];
+    planStep* st = &p->steps[(size_t)it->rank * (size_t)p->nSteps + (size_t)it->step];
+    if (it->type == ITEM_SEND) {
+      if (st->nSend == 0) st->sendBase = p->nSends;
+      p->sends[p->nSends++] = it->x;
+      st->nSend++;
+    } else if (it->type == ITEM_RECV) {
+      if (st->nRecv == 0) st->recvBase = p->nRecvs;
+      p->recvs[p->nRecvs++] = it->x;
+      st->nRecv++;
+    } else {
+      if (st->nOp == 0) st->opBase = p->nOps;
+      planOp op = it->op;
+      op.srcBase = it->srcBase;
+      p->ops[p->nOps++] = op;
+      st->nOp++;
+    }
+  }
+  for (size_t i = 0; i < (size_t)k->nranks * (size_t)p->nSteps; i++) {
+    uint32_t x = p->steps[i].nSend + p->steps[i].nRecv;
+    if (x > p->maxXfersPerStep) p->maxXfersPerStep = x;
+    if (p->steps[i].nOp > p->maxOpsPerStep) p->maxOpsPerStep = p->steps[i].nOp;
+  }
+  return p;
+}
+
+void relayPlanFree(relayPlan* p) {
+  if (!p) return;
+  free(p->ranks);
+  free(p->counts);
+  free(p->rank);
+  free(p->steps);
+  free(p->sends);
+  free(p->recvs);
+  free(p->ops);
+  free(p->srcs);
+  free(p);
+}
+
+/* ---- traffic ------------------------------------------------------------ */
+
+void relayPlanStepTraffic(const relayPlan* p, int step, uint64_t* out) {
+  int n = p->nranks;
+  memset(out, 0, (size_t)n * (size_t)n * sizeof(uint64_t));
+  for (int r = 0; r < n; r++) {
+    const planStep* st = planRankStep(p, r, step);
+    for (uint32_t i = 0; i < st->nSend; i++) {
+      const planXfer* x = &p->sends[st->sendBase + i];
+      if (x->peer != r) out[(size_t)r * (size_t)n + (size_t)x->peer] += x->count * p->elemSize;
+    }
+  }
+}
+
+uint64_t relayPlanCriticalPathBytes(const relayPlan* p) {
+  size_t n = (size_t)p->nranks;
+  uint64_t* t = malloc(n * n * sizeof(uint64_t));
+  if (!t) return 0;
+  uint64_t total = 0;
+  for (int s = 0; s < p->nSteps; s++) {
+    relayPlanStepTraffic(p, s, t);
+    uint64_t mx = 0;
+    for (size_t i = 0; i < n * n; i++)
+      if (t[i] > mx) mx = t[i];
+    total += mx;
+  }
+  free(t);
+  return total;
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static void printRef(FILE* f, planRef r) {
+  if (r.buf == PLAN_BUF_SEND)
+    fprintf(f, "send[%llu", (unsigned long long)r.off);
+  else if (r.buf == PLAN_BUF_RECV)
+    fprintf(f, "recv[%llu", (unsigned long long)r.off);
+  else
+    fprintf(f, "scratch%u[%llu", r.slot, (unsigned long long)r.off);
+}
+
+void relayPlanPrint(const relayPlan* p, int rank, void* file) {
+  FILE* f = file ? (FILE*)file : stdout;
+  fprintf(f, "plan %s route=%s depth=%d nranks=%d nGroups=%d A=%d dtype=%s op=%s steps=%d\n",
+          relayCollName(p->coll), relayRouteName(p->route), p->depth, p->nranks, p->nGroups,
+          p->nActive, relayTypeName(p->dtype), relayOpName(p->op), p->nSteps);
+  for (int r = 0; r < p->nranks; r++) {
+    if (rank >= 0 && r != rank) continue;
+    const planRank* pr = &p->rank[r];
+    fprintf(f, "rank %d: %s", r, pr->activeGroup >= 0 ? "active" : "helper");
+    if (pr->activeGroup >= 0) fprintf(f, " group %d index %d", pr->activeGroup, pr->activeIndex);
+    for (int s = 0; s < PLAN_MAX_SLOTS; s++)
+      if (pr->scratchElems[s])
+        fprintf(f, " scratch%d=%llu", s, (unsigned long long)pr->scratchElems[s]);
+    fprintf(f, "\n");
+    for (int s = 0; s < p->nSteps; s++) {
+      const planStep* st = planRankStep(p, r, s);
+      if (!st->nSend && !st->nRecv && !st->nOp) continue;
+      fprintf(f, "  step %d\n", s);
+      for (uint32_t i = 0; i < st->nSend; i++) {
+        const planXfer* x = &p->sends[st->sendBase + i];
+        fprintf(f, "    send -> %d  ", x->peer);
+        printRef(f, x->ref);
+        fprintf(f, " +%llu]\n", (unsigned long long)x->count);
+      }
+      for (uint32_t i = 0; i < st->nRecv; i++) {
+        const planXfer* x = &p->recvs[st->recvBase + i];
+        fprintf(f, "    recv <- %d  ", x->peer);
+        printRef(f, x->ref);
+        fprintf(f, " +%llu]\n", (unsigned long long)x->count);
+      }
+      for (uint32_t i = 0; i < st->nOp; i++) {
+        const planOp* o = &p->ops[st->opBase + i];
+        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : "reduce", o->lane ? "@side" : "");
+        printRef(f, o->dst);
+        fprintf(f, " +%llu] <-", (unsigned long long)o->count);
+        for (int k = 0; k < o->nsrc; k++) {
+          fprintf(f, " ");
+          printRef(f, p->srcs[o->srcBase + (uint32_t)k]);
+          fprintf(f, "]");
+        }
+        if (o->divisor > 1) fprintf(f, " /%d", o->divisor);
+        fprintf(f, "\n");
+      }
+    }
+  }
+}

@@ -1,0 +1,29 @@
+/* Route builders: each fills a planBuilder for its key, or answers
+ * relayNotSupported (a normal answer: the call falls back to direct). */
+#ifndef RELAY_PLAN_ROUTES_H_
+#define RELAY_PLAN_ROUTES_H_
+
+#include "plan/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+relayResult_t planBuildDirect(planBuilder* b);
+relayResult_t planBuildRelay(planBuilder* b);
+
+/* Index of active i among the A-1 peers of active j (i != j), for compact
+ * per-source scratch layouts. */
+static inline int planPeerSlot(int i, int j) { return i < j ? i : i - 1; }
+
+/* Split count into n near-equal parts; part p is [*off, *off + *len). */
+static inline void planSplit(uint64_t count, int n, int p, uint64_t* off, uint64_t* len) {
+  uint64_t q = count / (uint64_t)n, r = count % (uint64_t)n;
+  *off = (uint64_t)p * q + ((uint64_t)p < r ? (uint64_t)p : r);
+  *len = q + ((uint64_t)p < r ? 1 : 0);
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

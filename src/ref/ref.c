@@ -1,0 +1,129 @@
+/* Steps run for all ranks at once: every send of a step is snapshotted before
+ * any receive of that step is written (a transport may move them in any
+ * order, so a plan must not depend on one), then each rank's ops run. */
+#include "ref/ref.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce_host.h"
+
+typedef struct {
+  void* send;
+  void* recv;
+  void* scratch[PLAN_MAX_SLOTS];
+} refRank;
+
+static char* resolve(const relayPlan* p, const refRank* rr, planRef ref) {
+  char* base = ref.buf == PLAN_BUF_SEND ? rr->send : ref.buf == PLAN_BUF_RECV ? rr->recv : rr->scratch[ref.slot];
+  return base + ref.off * p->elemSize;
+}
+
+int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err,
+                size_t errlen) {
+  int n = p->nranks, rc = 0;
+  refRank* rr = calloc((size_t)n, sizeof *rr);
+  char** msgs = NULL;
+  if (err && errlen) err[0] = 0;
+  if (!rr) return 1;
+  for (int r = 0; r < n; r++) {
+    rr[r].send = sendbufs ? sendbufs[r] : NULL;
+    rr[r].recv = recvbufs ? recvbufs[r] : NULL;
+    for (int s = 0; s < PLAN_MAX_SLOTS; s++) {
+      size_t bytes = p->rank[r].scratchElems[s] * p->elemSize;
+      if (!bytes) continue;
+      rr[r].scratch[s] = malloc(bytes);
+      if (!rr[r].scratch[s]) {
+        rc = 1;
+        goto done;
+      }
+      memset(rr[r].scratch[s], 0xA5, bytes);
+    }
+  }
+  for (int s = 0; s < p->nSteps && !rc; s++) {
+    /* snapshot sends */
+    size_t nMsgs = 0;
+    for (int r = 0; r < n; r++) nMsgs += planRankStep(p, r, s)->nSend;
+    msgs = calloc(nMsgs + 1, sizeof(char*));
+    if (!msgs) {
+      rc = 1;
+      break;
+    }
+    size_t m = 0;
+    for (int r = 0; r < n; r++) {
+      const planStep* st = planRankStep(p, r, s);
+      for (uint32_t i = 0; i < st->nSend; i++, m++) {
+        const planXfer* x = &p->sends[st->sendBase + i];
+        size_t bytes = x->count * p->elemSize;
+        msgs[m] = malloc(bytes);
+        if (!msgs[m]) {
+          rc = 1;
+          goto stepdone;
+        }
+        memcpy(msgs[m], resolve(p, &rr[r], x->ref), bytes);
+      }
+    }
+    /* deliver: the k-th recv on q from r takes the k-th send of r to q */
+    for (int q = 0; q < n; q++) {
+      const planStep* qt = planRankStep(p, q, s);
+      for (uint32_t i = 0; i < qt->nRecv; i++) {
+        const planXfer* x = &p->recvs[qt->recvBase + i];
+        int r = x->peer;
+        uint32_t k = 0; /* ordinal of this recv among q's recvs from r */
+        for (uint32_t j = 0; j < i; j++) k += p->recvs[qt->recvBase + j].peer == r;
+        size_t mi = 0;
+        for (int rr2 = 0; rr2 < r; rr2++) mi += planRankStep(p, rr2, s)->nSend;
+        const planStep* st = planRankStep(p, r, s);
+        uint32_t seen = 0;
+        int found = 0;
+        for (uint32_t j = 0; j < st->nSend; j++) {
+          const planXfer* y = &p->sends[st->sendBase + j];
+          if (y->peer != q) continue;
+          if (seen++ == k) {
+            if (y->count != x->count) {
+              snprintf(err, errlen, "step %d: rank %d sends %llu to %d, which receives %llu", s, r,
+                       (unsigned long long)y->count, q, (unsigned long long)x->count);
+              rc = 1;
+              goto stepdone;
+            }
+            memcpy(resolve(p, &rr[q], x->ref), msgs[mi + j], x->count * p->elemSize);
+            found = 1;
+            break;
+          }
+        }
+        if (!found) {
+          snprintf(err, errlen, "step %d: rank %d receives from %d with no matching send", s, q, r);
+          rc = 1;
+          goto stepdone;
+        }
+      }
+    }
+    /* ops */
+    for (int r = 0; r < n; r++) {
+      const planStep* st = planRankStep(p, r, s);
+      for (uint32_t i = 0; i < st->nOp; i++) {
+        const planOp* o = &p->ops[st->opBase + i];
+        if (o->kind == PLAN_OP_COPY) {
+          memmove(resolve(p, &rr[r], o->dst), resolve(p, &rr[r], p->srcs[o->srcBase]),
+                  o->count * p->elemSize);
+        } else {
+          const void* srcs[PLAN_MAX_SRCS];
+          for (int k = 0; k < o->nsrc; k++) srcs[k] = resolve(p, &rr[r], p->srcs[o->srcBase + (uint32_t)k]);
+          relayHostReduce(resolve(p, &rr[r], o->dst), srcs, o->nsrc, o->count, p->dtype, p->op,
+                          o->divisor);
+        }
+      }
+    }
+  stepdone:
+    for (size_t i = 0; i < nMsgs; i++) free(msgs[i]);
+    free(msgs);
+    msgs = NULL;
+  }
+done:
+  for (int r = 0; r < n; r++)
+    for (int s = 0; s < PLAN_MAX_SLOTS; s++) free(rr[r].scratch[s]);
+  free(rr);
+  if (rc && err && errlen && !err[0]) snprintf(err, errlen, "out of memory");
+  return rc;
+}
