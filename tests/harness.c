@@ -15,6 +15,14 @@ void t_run_ranks(int nranks, relayRankFn fn, void* arg, int timeoutSec) {
   }
 }
 
+int t_launch(int nranks, relayRankFn fn, void* arg, int timeoutSec, int graceMs, int* codes) {
+  relayLaunchJobName("t", t_jobName, sizeof t_jobName);
+  relayLaunchResult res;
+  int rc = relayLaunchRanks(nranks, fn, arg, timeoutSec * 1000, graceMs, &res, codes);
+  if (rc) fprintf(stderr, "launch: %s\n", res.message);
+  return rc;
+}
+
 relayComm_t t_comm(int rank, int nranks, const relayConfig_t* cfg) {
   relayComm_t comm = NULL;
   relayResult_t r = relayCommInitShm(&comm, nranks, rank, t_jobName, cfg);

@@ -31,6 +31,10 @@
  * any rank fails or the launch outlives timeoutSec. */
 void t_run_ranks(int nranks, relayRankFn fn, void* arg, int timeoutSec);
 
+/* Like t_run_ranks but returns instead of failing: codes[r] gets each rank's
+ * exit code (-signal when killed); survivors get graceMs after a failure. */
+int t_launch(int nranks, relayRankFn fn, void* arg, int timeoutSec, int graceMs, int* codes);
+
 /* Init a shm comm for this rank on a job name shared by the launch
  * (t_run_ranks sets it before forking). cfg may be NULL. */
 relayComm_t t_comm(int rank, int nranks, const relayConfig_t* cfg);

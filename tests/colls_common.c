@@ -1,0 +1,107 @@
+#include "colls_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "reduce_host.h"
+
+static void store(relayDataType_t dt, double v, void* out) {
+  switch (dt) {
+    case relayInt8: *(int8_t*)out = (int8_t)(int64_t)v; break;
+    case relayUint8: *(uint8_t*)out = (uint8_t)(int64_t)v; break;
+    case relayInt32: *(int32_t*)out = (int32_t)v; break;
+    case relayUint32: *(uint32_t*)out = (uint32_t)v; break;
+    case relayInt64: *(int64_t*)out = (int64_t)v; break;
+    case relayUint64: *(uint64_t*)out = (uint64_t)v; break;
+    case relayFloat16: *(uint16_t*)out = relayFloatToHalf((float)v); break;
+    case relayBfloat16: *(uint16_t*)out = relayFloatToBf16((float)v); break;
+    case relayFloat32: *(float*)out = (float)v; break;
+    case relayFloat64: *(double*)out = v; break;
+    default: break;
+  }
+}
+
+double tc_as_double(relayDataType_t dt, const void* p, size_t i) {
+  switch (dt) {
+    case relayInt8: return ((const int8_t*)p)[i];
+    case relayUint8: return ((const uint8_t*)p)[i];
+    case relayInt32: return ((const int32_t*)p)[i];
+    case relayUint32: return ((const uint32_t*)p)[i];
+    case relayInt64: return (double)((const int64_t*)p)[i];
+    case relayUint64: return (double)((const uint64_t*)p)[i];
+    case relayFloat16: return relayHalfToFloat(((const uint16_t*)p)[i]);
+    case relayBfloat16: return relayBf16ToFloat(((const uint16_t*)p)[i]);
+    case relayFloat32: return ((const float*)p)[i];
+    case relayFloat64: return ((const double*)p)[i];
+    default: return 0;
+  }
+}
+
+void tc_value(relayDataType_t dt, relayRedOp_t op, int src, int dst, size_t e, void* out) {
+  double v;
+  if (op == relayProd) {
+    v = ((size_t)src * 3 + (size_t)dst + e) % 5 == 0 ? 2 : 1; /* products stay tiny */
+  } else if (dt == relayFloat16 || dt == relayBfloat16) {
+    v = 1 + (double)((src * 5 + dst * 3 + e) % 7); /* <= 7: bf16 sums of 8 stay exact */
+  } else {
+    /* Integers and fp32/fp64: source in the tens, destination in the units. */
+    v = 1 + src * 10 + dst + (double)(e % 5) * 0.0;
+    v += (double)(e % 31);
+    if (dt != relayFloat32 && dt != relayFloat64 && dt != relayUint8 && dt != relayUint32 && dt != relayUint64 &&
+        (e & 1))
+      v = -v; /* negative values for signed types */
+  }
+  store(dt, v, out);
+}
+
+size_t tc_send_elems(relayColl_t coll, int A, size_t count) {
+  return (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) ? (size_t)A * count : count;
+}
+size_t tc_recv_elems(relayColl_t coll, int A, size_t count) {
+  return (coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL) ? (size_t)A * count : count;
+}
+
+void tc_fill_input(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf) {
+  size_t es = relayTypeSize(dt);
+  int blocks = (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) ? A : 1;
+  for (int b = 0; b < blocks; b++)
+    for (size_t e = 0; e < count; e++) tc_value(dt, op, me, b, e, (char*)buf + ((size_t)b * count + e) * es);
+}
+
+void tc_expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out) {
+  size_t es = relayTypeSize(dt);
+  if (count == 0) return;
+  if (coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL) {
+    for (int i = 0; i < A; i++)
+      for (size_t e = 0; e < count; e++)
+        tc_value(dt, op, i, coll == RELAY_COLL_ALLTOALL ? me : 0, e, (char*)out + ((size_t)i * count + e) * es);
+    return;
+  }
+  int dst = coll == RELAY_COLL_REDUCESCATTER ? me : 0;
+  char* in = malloc((size_t)A * count * es);
+  const void* srcs[PLAN_MAX_SRCS];
+  for (int i = 0; i < A; i++) {
+    for (size_t e = 0; e < count; e++) tc_value(dt, op, i, dst, e, in + ((size_t)i * count + e) * es);
+    srcs[i] = in + (size_t)i * count * es;
+  }
+  relayHostReduce(out, srcs, A, count, dt, op, op == relayAvg ? A : 0);
+  free(in);
+}
+
+size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t n, size_t* firstBad) {
+  size_t es = relayTypeSize(dt), bad = 0;
+  double tol = relayTypeTolerance(dt);
+  for (size_t i = 0; i < n; i++) {
+    int ok;
+    if (tol == 0) {
+      ok = memcmp((const char*)got + i * es, (const char*)want + i * es, es) == 0;
+    } else {
+      double g = tc_as_double(dt, got, i), w = tc_as_double(dt, want, i);
+      ok = fabs(g - w) <= tol * fmax(1.0, fabs(w));
+    }
+    if (!ok && bad++ == 0 && firstBad) *firstBad = i;
+  }
+  return bad;
+}

@@ -1,0 +1,26 @@
+/* Fill patterns and the serial reference shared by the collective tests. */
+#ifndef RELAY_TEST_COLLS_COMMON_H_
+#define RELAY_TEST_COLLS_COMMON_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+#include "relaycc.h"
+
+/* The value active `src` contributes at element e of the block it sends to
+ * active `dst` (dst = 0 for all-gather and all-reduce, whose input is one
+ * block). Encodes source, destination and position, never zero, and small
+ * enough that float sums of up to 64 inputs stay exact in fp32. */
+void tc_value(relayDataType_t dt, relayRedOp_t op, int src, int dst, size_t e, void* out);
+void tc_fill_input(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf);
+/* Expected output of active `me`, computed serially (relayHostReduce over
+ * the A inputs in active-index order). out holds the recv extent. */
+void tc_expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out);
+size_t tc_send_elems(relayColl_t coll, int A, size_t count);
+size_t tc_recv_elems(relayColl_t coll, int A, size_t count);
+/* Number of elements of got that differ from want (floats within tolerance). */
+size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t n, size_t* firstBad);
+double tc_as_double(relayDataType_t dt, const void* p, size_t i);
+
+#endif
