@@ -1,5 +1,5 @@
 /* Test harness: assertions that name file and line, and the rank launcher.
- * Each ctest case is its own process with a timeout (see tests/*.cmake). */
+ * Each ctest case is its own process with a timeout (see the tests .cmake files). */
 #ifndef RELAY_TEST_HARNESS_H_
 #define RELAY_TEST_HARNESS_H_
 
