@@ -1,0 +1,97 @@
+# relaycc-bench: bad arguments fail fast naming the argument; short real runs
+# on the shm transport with 8 ranks pass their own data check.
+if(TARGET relaycc-bench)
+  set(BENCH_SH ${CMAKE_CURRENT_LIST_DIR}/test_bench.sh)
+  set(BENCH $<TARGET_FILE:relaycc-bench>)
+
+  # name | regex the message must match | arguments. Each must exit non-zero
+  # within 3 s (the tool answers in milliseconds, before forking; the slack
+  # is for a loaded 2-core CI machine).
+  set(BENCH_BAD_CASES
+    "A_gt_ranks|-A 9|--ranks 8 -A 9"
+    "AG_gt_ranks|-A 5 x -G 2|--ranks 8 -A 5 -G 2"
+    "A1|-A 1|-A 1"
+    "G0|-G 0|-G 0"
+    "dtype|--dtype 'foo'|--dtype foo"
+    "op|--op 'foo'|--op foo"
+    "route|--route 'foo'|--route foo"
+    "coll|-c 'foo'|-c foo"
+    "b_gt_e|-b .* > -e|-b 8M -e 4K"
+    "neg_b|-b '-5'|-b -5"
+    "neg_size|--sizes '-1'|--sizes 4K,-1"
+    "bad_size|--sizes '1x'|--sizes 1x"
+    "factor1|-f 1|-f 1"
+    "iters0|-n 0|-n 0"
+    "reps0|-r 0|-r 0"
+    "check2|--check 2|--check 2"
+    "unknown_flag|--bogus|--bogus"
+    "missing_value|--ranks: missing value|--ranks"
+    "stray|'stray'|stray"
+    "ranks1|--ranks 1|--ranks 1"
+    "layout_dup|rank 0 appears twice|--layout 0,0"
+    "layout_range|rank 9 out of range|--layout 0,9"
+    "layout_len|--layout has 3 ranks|-A 2 -G 2 --layout 0,1,2"
+    "backend|--backend 'cuda'|--backend cuda"
+    "graph_shm|--graph|--backend shm --graph"
+    "json_dir|--json /nonexistent|--json /nonexistent/dir/out.json"
+  )
+  foreach(case ${BENCH_BAD_CASES})
+    string(REPLACE "|" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 regex)
+    list(GET parts 2 args)
+    separate_arguments(args UNIX_COMMAND "${args}")
+    add_test(NAME bench_badarg_${name} COMMAND ${BENCH_SH} fail 3 "${regex}" ${BENCH} ${args})
+    set_tests_properties(bench_badarg_${name} PROPERTIES TIMEOUT 30 LABELS cpu)
+  endforeach()
+
+  # --backend nccl must refuse clearly while this binary cannot run it: no
+  # CUDA + NCCL in the build, or no NCCL bench backend in tools/bench/cuda/
+  # yet. (Once it exists, whether it runs depends on the machine's GPUs.)
+  file(GLOB BENCH_NCCL_SRC ${CMAKE_CURRENT_LIST_DIR}/../tools/bench/cuda/*.c)
+  if(NOT RELAY_HAVE_CUDA OR NOT BENCH_NCCL_SRC)
+    add_test(NAME bench_badarg_backend_nccl COMMAND ${BENCH_SH} fail 3 "--backend nccl: .*NCCL" ${BENCH}
+             --backend nccl)
+    set_tests_properties(bench_badarg_backend_nccl PROPERTIES TIMEOUT 30 LABELS cpu)
+  endif()
+
+  # A short real run per collective: 8 ranks, tiny and odd sizes, -n 2.
+  set(BENCH_SHORT --backend shm --ranks 8 --sizes 0,4,1K,12K,100K -n 2 -w 1 -r 2)
+  foreach(c allreduce allgather reducescatter alltoall)
+    add_test(NAME bench_run_${c} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} -c ${c})
+    set_tests_properties(bench_run_${c} PROPERTIES TIMEOUT 120 LABELS cpu)
+  endforeach()
+  # Fused groups on a permuted layout, 16-bit and 8-bit types, in place.
+  set(BENCH_VARIANTS
+    "fused_A4G2_half_avg|-A 4 -G 2 --layout 7,0,5,2,1,6,3,4 -d half -o avg"
+    "A4_int8_prod|-A 4 -d int8 -o prod"
+    "A2G4_bf16_max|-A 2 -G 4 -d bfloat16 -o max"
+    "inplace_A4_double_min|-A 4 --inplace -d double -o min"
+    "inplace_A2G2_int32|-A 2 -G 2 --inplace -d int32"
+  )
+  foreach(case ${BENCH_VARIANTS})
+    string(REPLACE "|" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 args)
+    separate_arguments(args UNIX_COMMAND "${args}")
+    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
+    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
+  endforeach()
+
+  # What `make run` does, with the default sweep.
+  add_test(NAME bench_default COMMAND ${BENCH_SH} ok ${BENCH} --backend auto)
+  set_tests_properties(bench_default PROPERTIES TIMEOUT 300 LABELS cpu)
+
+  add_test(NAME bench_json COMMAND ${BENCH_SH} json ${CMAKE_CURRENT_BINARY_DIR}/bench_test.json ${BENCH}
+           ${BENCH_SHORT} -c allreduce,alltoall)
+  set_tests_properties(bench_json PROPERTIES TIMEOUT 120 LABELS cpu)
+
+  # The check must catch a wrong element (and fail the run), and a rank that
+  # dies must fail the run fast, naming the rank.
+  add_test(NAME bench_detects_wrong COMMAND ${BENCH_SH} fail 60 "wrong elements" ${BENCH} ${BENCH_SHORT}
+           -c allgather --debug-corrupt 1)
+  set_tests_properties(bench_detects_wrong PROPERTIES TIMEOUT 120 LABELS cpu)
+  add_test(NAME bench_rank_dies COMMAND ${BENCH_SH} fail 30 "FAILED: rank 3 died" ${BENCH} ${BENCH_SHORT}
+           -c allreduce --debug-kill 3)
+  set_tests_properties(bench_rank_dies PROPERTIES TIMEOUT 120 LABELS cpu)
+endif()

@@ -1,0 +1,132 @@
+/* relaycc-bench internals shared by the driver's files (tools/bench.c,
+ * tools/bench/ sources) and the backends. */
+#ifndef RELAY_BENCH_H_
+#define RELAY_BENCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan/plan.h" /* relayColl_t */
+#include "relaycc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BENCH_MAX_RANKS 256 /* more processes than this on one host is a mistake */
+#define BENCH_MAX_SIZES 256
+#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * RELAY_NUM_COLLS)
+
+typedef struct {
+  const char* backendName; /* shm|nccl|auto as given */
+  int nranks;              /* resolved (--ranks or the backend's default) */
+  int ranksGiven;
+  int nColls;
+  relayColl_t colls[RELAY_NUM_COLLS]; /* in run order */
+  int nActive, nGroups;               /* -A, -G */
+  int layout[BENCH_MAX_RANKS];        /* nGroups*nActive comm ranks, group-major */
+  int nSizes;
+  uint64_t sizes[BENCH_MAX_SIZES]; /* bytes of per-active-rank input */
+  int iters, warmup, reps;         /* -n, -w, -r */
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int route;      /* relayRoute_t, or -1: leave to RELAYCC_ROUTE / the library */
+  int depth;      /* >= 0, or -1: leave to RELAYCC_DEPTH / the library */
+  int check;      /* 1: check every output element (default) */
+  int inplace;    /* 1: the in-place forms of relaycc.h */
+  int graph;      /* 1: time replays of a captured graph (nccl backend) */
+  int timeoutSec; /* whole launch; a rank past it fails the run */
+  int killRank;   /* test hook (--debug-kill R): rank R dies after its first check */
+  int corruptRank;/* test hook (--debug-corrupt R): rank R damages one output element
+                     of every check run, so the check itself is tested */
+  const char* jsonPath;
+  char cmdline[1024];
+} benchOpts;
+
+/* One table row, as rank 0 prints it and the parent writes it to JSON. */
+typedef struct {
+  int coll;
+  int inplace;
+  uint64_t bytes, count; /* count: relaycc's count argument (per group) */
+  int route, depth;
+  double tMin, tMed, spread; /* us; spread = max/min of per-repetition minima */
+  double algbw, busbw;       /* GB/s */
+  long long wrong;           /* summed over ranks; -1: not checked */
+  int hasBase;
+  double baseMin, baseMed, baseSpread, speedup; /* baseline (nccl) when hasBase */
+  long long baseWrong;
+} benchRow;
+
+/* Lives in a MAP_SHARED page set up before the fork: rank 0 fills it, the
+ * parent reads it after the launch (JSON, exit code). */
+typedef struct {
+  int nRows;
+  int finished; /* rank 0 reached the end */
+  long long totalWrong;
+  char device[256];
+  char backend[32];
+  char baseline[32];
+  benchRow rows[BENCH_MAX_ROWS];
+} benchResults;
+
+/* args.c: 0 = run, 1 = bad argument (message in err), 2 = --help printed. */
+int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t errLen);
+/* Checks that need the resolved rank count (after the backend is known). */
+int benchCheckOpts(benchOpts* o, char* err, size_t errLen);
+void benchUsage(FILE* f);
+int benchParseBytes(const char* s, uint64_t* out); /* 4096, 4K, 1M, 2G, 1.5M */
+const char* benchCollName(relayColl_t c);
+
+/* run.c: the body of one rank process. */
+typedef struct {
+  const benchOpts* opts;
+  const struct benchBackend* backend;
+  const char* job;
+  benchResults* results;
+} benchRunArg;
+int benchRankMain(int rank, int nranks, void* arg);
+
+/* Element counts for a size: the count argument of relaycc, and the
+ * elements of the send and recv buffers of an active rank. 0 when the size
+ * does not divide (the row is skipped). */
+int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
+                uint64_t* sendElems, uint64_t* recvElems);
+/* nccl-tests factors with n = A. algbw uses the collective's total data
+ * (all-gather: A * per-rank input), busbw the per-link traffic. */
+double benchAlgBytes(relayColl_t coll, uint64_t bytes, int nActive);
+double benchBusFactor(relayColl_t coll, int nActive);
+
+/* check.c: pattern, sentinel and the serial reference. */
+typedef struct {
+  relayColl_t coll;
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int nActive;
+  int group, me; /* this rank's group and active index */
+  uint64_t count;
+} benchCheckKey;
+/* Fill this rank's input: elements of the send buffer (A blocks of count for
+ * reduce-scatter and all-to-all, else count). */
+void benchFillInput(const benchCheckKey* k, void* buf);
+void benchFillSentinel(relayDataType_t dt, void* buf, uint64_t elems);
+/* Count wrong elements of this rank's output (recv buffer layout). Prints
+ * the first few mismatches to stderr, prefixed with tag. */
+long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* tag);
+/* Count elements of the send buffer that differ from the input pattern (a
+ * collective must not write its send buffer). */
+long long benchCheckInputIntact(const benchCheckKey* k, const void* in, const char* tag);
+
+/* report.c */
+void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res);
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, int hasBase);
+void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row);
+void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why);
+int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res, int exitCode,
+                   const char* failure);
+const char* benchRouteLabel(int route, int depth, char* buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

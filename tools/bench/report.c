@@ -1,0 +1,201 @@
+/* relaycc-bench output: nccl-tests style tables on stdout (rank 0), JSON
+ * from the parent. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "common.h"
+
+/* nccl-tests' spellings, so tables from the two read alike. */
+static const char* typeName(relayDataType_t dt) {
+  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
+                                "uint64", "half", "float", "double", "bfloat16"};
+  return (int)dt >= 0 && dt < relayNumTypes ? names[dt] : "?";
+}
+static const char* opName(relayRedOp_t op) {
+  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
+  return (int)op >= 0 && op < relayNumOps ? names[op] : "?";
+}
+static int isReduction(int coll) { return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER; }
+
+const char* benchRouteLabel(int route, int depth, char* buf, size_t len) {
+  static const char* names[] = {"auto", "direct", "relay", "oneshot"};
+  const char* n = route >= 0 && route < relayNumRoutes ? names[route] : "?";
+  /* Depth matters only for the relay (depth 1 is the two-group schedule). */
+  if (route == relayRouteRelay && depth > 0)
+    snprintf(buf, len, "%s/%d", n, depth);
+  else
+    snprintf(buf, len, "%s", n);
+  return buf;
+}
+
+void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
+  fprintf(f, "# relaycc-bench: backend %s, %d ranks, %s\n", res->backend, o->nranks, res->device);
+  fprintf(f, "# layout: A=%d G=%d ranks [", o->nActive, o->nGroups);
+  for (int g = 0; g < o->nGroups; g++) {
+    fprintf(f, g ? " | " : "");
+    for (int i = 0; i < o->nActive; i++) fprintf(f, i ? " %d" : "%d", o->layout[g * o->nActive + i]);
+  }
+  char route[32], depth[16];
+  if (o->route >= 0)
+    benchRouteLabel(o->route, 0, route, sizeof route);
+  else
+    snprintf(route, sizeof route, "default");
+  if (o->depth < 0)
+    snprintf(depth, sizeof depth, "default");
+  else if (o->depth == 0)
+    snprintf(depth, sizeof depth, "model");
+  else
+    snprintf(depth, sizeof depth, "%d", o->depth);
+  fprintf(f, "]  dtype %s  op %s  route %s  depth %s  %s  check %s%s\n", typeName(o->dtype), opName(o->op), route,
+          depth, o->inplace ? "in place" : "out of place", o->check ? "on" : "off", o->graph ? "  graph" : "");
+  fprintf(f,
+          "# -n %d -w %d -r %d: an iteration's time is the max over ranks of one call after a barrier;\n"
+          "#   time-min = min over all iterations, time-med = median, spread = max/min of the %d repetitions' minima\n"
+          "# size = bytes of per-active-rank input; algbw = data/time (all-gather: A x size); busbw with n = A\n",
+          o->iters, o->warmup, o->reps, o->reps);
+  fflush(f);
+}
+
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, int hasBase) {
+  (void)o;
+  fprintf(f, "#\n# %s\n", benchCollName(coll));
+  fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "size", "count", "type", "redop", "route",
+          "time-min", "time-med", "spread", "algbw", "busbw");
+  if (hasBase) fprintf(f, " %10s %8s", "nccl", "speedup");
+  fprintf(f, " %7s\n", "#wrong");
+  fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "(B)", "(elements)", "", "", "", "(us)", "(us)", "",
+          "(GB/s)", "(GB/s)");
+  if (hasBase) fprintf(f, " %10s", "(us)");
+  fprintf(f, "\n");
+  fflush(f);
+}
+
+void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row) {
+  char route[32], wrong[24];
+  benchRouteLabel(row->route, row->depth, route, sizeof route);
+  long long w = row->wrong < 0 ? -1 : row->wrong + (row->hasBase && row->baseWrong > 0 ? row->baseWrong : 0);
+  if (w < 0)
+    snprintf(wrong, sizeof wrong, "N/A");
+  else
+    snprintf(wrong, sizeof wrong, "%lld", w);
+  fprintf(f, " %11llu %12llu %9s %6s %9s %10.2f %10.2f %7.2f %8.3f %8.3f", (unsigned long long)row->bytes,
+          (unsigned long long)row->count, typeName(o->dtype), isReduction(row->coll) ? opName(o->op) : "none",
+          route, row->tMin, row->tMed, row->spread, row->algbw, row->busbw);
+  if (row->hasBase) fprintf(f, " %10.2f %8.3f", row->baseMin, row->speedup);
+  fprintf(f, " %7s\n", wrong);
+  fflush(f);
+}
+
+void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why) {
+  fprintf(f, "# %s %llu bytes skipped: %s\n", benchCollName(coll), (unsigned long long)bytes, why);
+  fflush(f);
+}
+
+static void jsonStr(FILE* f, const char* s) {
+  fputc('"', f);
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void jsonNum(FILE* f, double v) {
+  if (isfinite(v))
+    fprintf(f, "%.6g", v);
+  else
+    fprintf(f, "null");
+}
+
+int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res, int exitCode,
+                   const char* failure) {
+  FILE* f = fopen(path, "w");
+  if (!f) return 1;
+  char date[64];
+  time_t now = time(NULL);
+  struct tm tmv;
+  gmtime_r(&now, &tmv);
+  strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
+  fprintf(f, "{\n  \"tool\": \"relaycc-bench\",\n  \"version\": \"%d.%d.%d\",\n  \"date\": \"%s\",\n",
+          RELAYCC_MAJOR, RELAYCC_MINOR, RELAYCC_PATCH, date);
+  fprintf(f, "  \"command\": ");
+  jsonStr(f, o->cmdline);
+  fprintf(f, ",\n  \"backend\": ");
+  jsonStr(f, res->backend);
+  fprintf(f, ",\n  \"baseline\": ");
+  if (res->baseline[0])
+    jsonStr(f, res->baseline);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\n  \"device\": ");
+  jsonStr(f, res->device);
+  fprintf(f, ",\n  \"nranks\": %d,\n  \"nActive\": %d,\n  \"nGroups\": %d,\n  \"layout\": [", o->nranks,
+          o->nActive, o->nGroups);
+  for (int i = 0; i < o->nActive * o->nGroups; i++) fprintf(f, i ? ", %d" : "%d", o->layout[i]);
+  fprintf(f, "],\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n  \"inplace\": %s,\n  \"graph\": %s,\n", typeName(o->dtype),
+          opName(o->op), o->inplace ? "true" : "false", o->graph ? "true" : "false");
+  fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"reps\": %d,\n  \"check\": %s,\n", o->iters, o->warmup,
+          o->reps, o->check ? "true" : "false");
+  fprintf(f, "  \"exit_code\": %d,\n  \"failure\": ", exitCode);
+  if (failure && *failure)
+    jsonStr(f, failure);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\n  \"total_wrong\": %lld,\n  \"rows\": [", res->totalWrong);
+  for (int i = 0; i < res->nRows; i++) {
+    const benchRow* r = &res->rows[i];
+    char route[32];
+    fprintf(f, "%s\n    {\"coll\": \"%s\", \"bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": ",
+            i ? "," : "", benchCollName((relayColl_t)r->coll), (unsigned long long)r->bytes,
+            (unsigned long long)r->count, typeName(o->dtype));
+    if (isReduction(r->coll))
+      fprintf(f, "\"%s\"", opName(o->op));
+    else
+      fprintf(f, "null");
+    fprintf(f, ", \"inplace\": %s, \"route\": \"%s\", \"route_id\": %d, \"depth\": %d, ",
+            r->inplace ? "true" : "false", benchRouteLabel(r->route, r->depth, route, sizeof route), r->route,
+            r->depth);
+    fprintf(f, "\"time_min_us\": ");
+    jsonNum(f, r->tMin);
+    fprintf(f, ", \"time_med_us\": ");
+    jsonNum(f, r->tMed);
+    fprintf(f, ", \"spread\": ");
+    jsonNum(f, r->spread);
+    fprintf(f, ", \"algbw_gbs\": ");
+    jsonNum(f, r->algbw);
+    fprintf(f, ", \"busbw_gbs\": ");
+    jsonNum(f, r->busbw);
+    fprintf(f, ", \"wrong\": ");
+    if (r->wrong < 0)
+      fprintf(f, "null");
+    else
+      fprintf(f, "%lld", r->wrong);
+    if (r->hasBase) {
+      fprintf(f, ", \"base_time_min_us\": ");
+      jsonNum(f, r->baseMin);
+      fprintf(f, ", \"base_time_med_us\": ");
+      jsonNum(f, r->baseMed);
+      fprintf(f, ", \"base_spread\": ");
+      jsonNum(f, r->baseSpread);
+      fprintf(f, ", \"speedup\": ");
+      jsonNum(f, r->speedup);
+      fprintf(f, ", \"base_wrong\": ");
+      if (r->baseWrong < 0)
+        fprintf(f, "null");
+      else
+        fprintf(f, "%lld", r->baseWrong);
+    }
+    fprintf(f, "}");
+  }
+  fprintf(f, "\n  ]\n}\n");
+  int bad = ferror(f);
+  return fclose(f) || bad;
+}

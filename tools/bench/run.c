@@ -1,0 +1,442 @@
+/* The body of one rank process: for every collective and size, check once,
+ * warm up, then time. The same on every backend (backend.h says what a
+ * backend provides). Rank 0 prints the tables and fills the shared results
+ * page that the parent turns into JSON and the exit code. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "bench.h"
+#include "common.h"
+
+int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
+                uint64_t* sendElems, uint64_t* recvElems) {
+  uint64_t A = (uint64_t)nActive;
+  switch (coll) {
+    case RELAY_COLL_ALLREDUCE:
+      if (bytes % esize) return 0;
+      *count = bytes / esize;
+      *sendElems = *recvElems = *count;
+      return 1;
+    case RELAY_COLL_ALLGATHER:
+      if (bytes % esize) return 0;
+      *count = bytes / esize;
+      *sendElems = *count;
+      *recvElems = A * *count;
+      return 1;
+    case RELAY_COLL_REDUCESCATTER:
+      if (bytes % (esize * A)) return 0;
+      *count = bytes / (esize * A);
+      *sendElems = A * *count;
+      *recvElems = *count;
+      return 1;
+    case RELAY_COLL_ALLTOALL:
+      if (bytes % (esize * A)) return 0;
+      *count = bytes / (esize * A);
+      *sendElems = *recvElems = A * *count;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+double benchAlgBytes(relayColl_t coll, uint64_t bytes, int nActive) {
+  /* nccl-tests' algbw divides the collective's total data by the time: for
+   * all-gather that is the gathered output, A inputs. */
+  return coll == RELAY_COLL_ALLGATHER ? (double)bytes * nActive : (double)bytes;
+}
+
+double benchBusFactor(relayColl_t coll, int nActive) {
+  double n = nActive;
+  return coll == RELAY_COLL_ALLREDUCE ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+typedef struct {
+  double tMin, tMed, spread;
+} benchStats;
+
+static int cmpDouble(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+/* Agreed at the end of each (collective, size): the check's result and the
+ * route relaycc took, so rank 0 can print what the first active rank saw. */
+typedef struct {
+  long long wrong[BENCH_NUM_TARGETS];
+  int route, depth;
+} benchRecord;
+
+#define TIMES_PER_AGREE 32 /* 32 doubles = the 256-byte limit of one agreement */
+
+typedef struct {
+  benchRank r;
+  const benchBackend* be;
+  const benchOpts* o;
+  benchResults* res;
+  relayLayout_t layout;
+  int group, me; /* -1 on a helper */
+  size_t esize;
+  double* times;   /* [iters*reps] this rank's */
+  double* maxTimes;/* [iters*reps] max over ranks */
+  double* all;     /* [nranks * TIMES_PER_AGREE] */
+  int checkedOnce;
+} rankCtx;
+
+static int failRank(rankCtx* x, const char* what, relayColl_t coll, uint64_t bytes) {
+  fprintf(stderr, "relaycc-bench: rank %d: %s (%s, %llu bytes, backend %s): %s\n", x->r.rank, what,
+          benchCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
+  fflush(stderr);
+  return 1;
+}
+
+/* Time iters*reps calls; every iteration starts after a barrier so that no
+ * rank's clock includes waiting for a late peer's previous iteration. */
+static int timeLoop(rankCtx* x, const benchCall* c, benchTarget t, benchStats* st) {
+  const benchOpts* o = x->o;
+  benchRank* r = &x->r;
+  for (int i = 0; i < o->warmup; i++)
+    if (x->be->run(r, c, t)) return 1;
+  if (x->be->sync(r)) return 1;
+  int total = o->iters * o->reps;
+  for (int k = 0; k < total; k++) {
+    if (x->be->barrier(r) || x->be->timerStart(r) || x->be->run(r, c, t) || x->be->timerStop(r, &x->times[k]))
+      return 1;
+  }
+  /* An iteration lasts until its slowest rank finishes: max over ranks,
+   * gathered after the timed region. */
+  for (int k0 = 0; k0 < total; k0 += TIMES_PER_AGREE) {
+    double mine[TIMES_PER_AGREE] = {0};
+    int n = total - k0 < TIMES_PER_AGREE ? total - k0 : TIMES_PER_AGREE;
+    memcpy(mine, &x->times[k0], (size_t)n * sizeof(double));
+    if (x->be->agree(r, mine, x->all, sizeof mine)) return 1;
+    for (int j = 0; j < n; j++) {
+      double m = 0;
+      for (int q = 0; q < r->nranks; q++) m = fmax(m, x->all[q * TIMES_PER_AGREE + j]);
+      x->maxTimes[k0 + j] = m;
+    }
+  }
+  double lo = INFINITY, hi = 0;
+  for (int rep = 0; rep < o->reps; rep++) {
+    double m = INFINITY;
+    for (int i = 0; i < o->iters; i++) m = fmin(m, x->maxTimes[rep * o->iters + i]);
+    lo = fmin(lo, m);
+    hi = fmax(hi, m);
+  }
+  qsort(x->maxTimes, (size_t)total, sizeof(double), cmpDouble);
+  st->tMin = lo;
+  st->spread = lo > 0 ? hi / lo : 1.0;
+  st->tMed = total % 2 ? x->maxTimes[total / 2] : 0.5 * (x->maxTimes[total / 2 - 1] + x->maxTimes[total / 2]);
+  return 0;
+}
+
+typedef struct {
+  void* send; /* backend buffers (out of place) */
+  void* recv;
+  void* one;  /* in place: the single buffer */
+  void* hostIn;  /* host staging when the backend's memory is not host-visible */
+  void* hostOut;
+  uint64_t sendBytes, recvBytes;
+} rankBufs;
+
+/* Fill inputs and sentinels, run once, compare. Returns wrong elements on
+ * this rank, or -1 on a backend failure. */
+static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBufs* b, uint64_t count,
+                           uint64_t sendElems, uint64_t recvElems) {
+  const benchOpts* o = x->o;
+  benchRank* r = &x->r;
+  const benchBackend* be = x->be;
+  long long wrong = 0;
+  benchCheckKey key = {c->coll, o->dtype, o->op, o->nActive, x->group, x->me, count};
+  uint64_t es = x->esize;
+  char tag[160];
+  snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s", r->rank,
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
+           (unsigned long long)(c->coll == RELAY_COLL_ALLGATHER || c->coll == RELAY_COLL_ALLREDUCE
+                                    ? count * es
+                                    : count * es * (uint64_t)o->nActive),
+           o->inplace ? " in place" : "");
+  if (x->me >= 0) {
+    /* Host images of what the buffers must hold before the call. */
+    void* in = be->hostVisible ? (o->inplace ? b->one : b->send) : b->hostIn;
+    void* out = be->hostVisible ? (o->inplace ? b->one : b->recv) : b->hostOut;
+    if (!o->inplace) {
+      benchFillInput(&key, in);
+      benchFillSentinel(o->dtype, out, recvElems);
+      if (!be->hostVisible && (be->toDevice(r, b->send, in, sendElems * es) ||
+                               be->toDevice(r, b->recv, out, recvElems * es)))
+        return -1;
+    } else {
+      /* In place: the input sits inside the output buffer (relaycc.h). */
+      uint64_t bufElems = sendElems > recvElems ? sendElems : recvElems;
+      if (c->coll == RELAY_COLL_ALLGATHER) {
+        benchFillSentinel(o->dtype, in, bufElems);
+        benchFillInput(&key, (char*)in + (uint64_t)x->me * count * es);
+      } else {
+        benchFillInput(&key, in);
+      }
+      if (!be->hostVisible && be->toDevice(r, b->one, in, bufElems * es)) return -1;
+    }
+  }
+  if (be->barrier(r) || be->run(r, c, t) || be->sync(r)) return -1;
+  if (x->me >= 0) {
+    void* outImg;
+    if (be->hostVisible) {
+      outImg = c->recv;
+    } else {
+      if (be->toHost(r, b->hostOut, c->recv, recvElems * es)) return -1;
+      outImg = b->hostOut;
+    }
+    if (r->rank == o->corruptRank && recvElems > 0) {
+      /* Flip a bit of the top byte of the middle element: sign or exponent
+       * in floats, a large step in integers, beyond any tolerance. */
+      unsigned char* p = (unsigned char*)outImg + (recvElems / 2) * es + es - 1;
+      *p ^= 0x40;
+    }
+    wrong += benchCheckOutput(&key, outImg, tag);
+    if (!o->inplace) {
+      const void* inImg = b->send;
+      if (!be->hostVisible) {
+        if (be->toHost(r, b->hostIn, b->send, sendElems * es)) return -1;
+        inImg = b->hostIn;
+      }
+      wrong += benchCheckInputIntact(&key, inImg, tag);
+    }
+    if (wrong > 5) fprintf(stderr, "%s: %lld wrong elements in all\n", tag, wrong);
+  }
+  return wrong;
+}
+
+static int runColl(rankCtx* x, relayColl_t coll) {
+  const benchOpts* o = x->o;
+  const benchBackend* be = x->be;
+  benchRank* r = &x->r;
+  int printer = r->rank == 0;
+  int nTargets = be->baselineName ? 2 : 1;
+
+  if (o->inplace && coll == RELAY_COLL_ALLTOALL) {
+    if (printer) {
+      fprintf(stdout, "#\n# %s: in place is rejected by relaycc (as in the reference); skipped\n",
+              benchCollName(coll));
+      fflush(stdout);
+    }
+    return 0;
+  }
+  /* Buffers for the largest size that divides, reused across sizes. */
+  uint64_t maxSend = 0, maxRecv = 0;
+  for (int s = 0; s < o->nSizes; s++) {
+    uint64_t cnt, se, re;
+    if (!benchCounts(coll, o->sizes[s], x->esize, o->nActive, &cnt, &se, &re)) continue;
+    if (se > maxSend) maxSend = se;
+    if (re > maxRecv) maxRecv = re;
+  }
+  rankBufs b;
+  memset(&b, 0, sizeof b);
+  uint64_t es = x->esize;
+  int allocFail = 0;
+  if (x->me >= 0) {
+    uint64_t oneElems = maxSend > maxRecv ? maxSend : maxRecv;
+    if (o->inplace) {
+      b.one = be->alloc(r, oneElems * es);
+      allocFail = !b.one;
+    } else {
+      b.send = be->alloc(r, maxSend * es);
+      b.recv = b.send ? be->alloc(r, maxRecv * es) : NULL;
+      allocFail = !b.send || !b.recv;
+    }
+    if (!allocFail && !be->hostVisible) {
+      b.hostIn = malloc(oneElems * es + 64);
+      b.hostOut = malloc(oneElems * es + 64);
+      if (!b.hostIn || !b.hostOut) {
+        snprintf(r->err, sizeof r->err, "host staging of %llu bytes: out of memory",
+                 (unsigned long long)(oneElems * es));
+        allocFail = 1;
+      }
+    }
+  }
+  if (allocFail) {
+    char what[96];
+    snprintf(what, sizeof what, "allocating %llu + %llu bytes", (unsigned long long)(maxSend * es),
+             (unsigned long long)(maxRecv * es));
+    return failRank(x, what, coll, 0);
+  }
+  if (printer) benchPrintTableHead(stdout, o, coll, nTargets > 1);
+
+  size_t counts[BENCH_MAX_RANKS];
+  int rc = 0;
+  for (int s = 0; s < o->nSizes && !rc; s++) {
+    uint64_t bytes = o->sizes[s], count, sendElems, recvElems;
+    if (!benchCounts(coll, bytes, es, o->nActive, &count, &sendElems, &recvElems)) {
+      if (printer) {
+        char why[96];
+        if (coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_ALLGATHER)
+          snprintf(why, sizeof why, "not a multiple of the element size %zu", x->esize);
+        else
+          snprintf(why, sizeof why, "not a multiple of A x element size = %llu",
+                   (unsigned long long)(x->esize * (uint64_t)o->nActive));
+        benchPrintSkip(stdout, coll, bytes, why);
+      }
+      continue;
+    }
+    for (int g = 0; g < o->nGroups; g++) counts[g] = (size_t)count;
+    benchCall c = {coll, o->dtype, o->op, &x->layout, counts, x->group, x->me, NULL, NULL};
+    if (x->me >= 0) {
+      if (!o->inplace) {
+        c.send = b.send;
+        c.recv = b.recv;
+      } else {
+        char* one = b.one;
+        c.send = one;
+        c.recv = one;
+        if (coll == RELAY_COLL_ALLGATHER) c.send = one + (uint64_t)x->me * count * es;
+        if (coll == RELAY_COLL_REDUCESCATTER) c.recv = one + (uint64_t)x->me * count * es;
+      }
+    }
+    benchRecord rec;
+    memset(&rec, 0, sizeof rec);
+    benchStats st[BENCH_NUM_TARGETS];
+    memset(st, 0, sizeof st);
+    for (int t = 0; t < nTargets && !rc; t++) {
+      if (be->prepare && be->prepare(r, &c, (benchTarget)t)) {
+        rc = failRank(x, "prepare", coll, bytes);
+        break;
+      }
+      if (o->check) {
+        long long w = checkOnce(x, &c, (benchTarget)t, &b, count, sendElems, recvElems);
+        if (w < 0) {
+          rc = failRank(x, "check run", coll, bytes);
+          break;
+        }
+        rec.wrong[t] = w;
+      }
+      if (!x->checkedOnce && r->rank == o->killRank) {
+        /* Test hook: die the way a crashed rank does, mid-run, while the
+         * others are about to wait for it in the timed loop. */
+        fprintf(stderr, "relaycc-bench: rank %d: --debug-kill: dying now\n", r->rank);
+        fflush(stderr);
+        raise(SIGKILL);
+      }
+      x->checkedOnce = 1;
+      if (timeLoop(x, &c, (benchTarget)t, &st[t])) {
+        rc = failRank(x, t == BENCH_TARGET_RELAY ? "timed run" : "baseline timed run", coll, bytes);
+        break;
+      }
+      if (t == BENCH_TARGET_RELAY) be->lastRoute(r, &rec.route, &rec.depth);
+      if (be->unprepare) be->unprepare(r, &c, (benchTarget)t);
+    }
+    if (rc) break;
+    benchRecord* all = malloc(sizeof(benchRecord) * (size_t)r->nranks);
+    if (!all) {
+      snprintf(r->err, sizeof r->err, "out of memory");
+      rc = failRank(x, "agreement", coll, bytes);
+      break;
+    }
+    if (be->agree(r, &rec, all, sizeof rec)) {
+      free(all);
+      rc = failRank(x, "agreement", coll, bytes);
+      break;
+    }
+    if (printer) {
+      benchRow row;
+      memset(&row, 0, sizeof row);
+      row.coll = coll;
+      row.inplace = o->inplace;
+      row.bytes = bytes;
+      row.count = count;
+      row.route = all[o->layout[0]].route; /* what the first active rank ran */
+      row.depth = all[o->layout[0]].depth;
+      row.tMin = st[0].tMin;
+      row.tMed = st[0].tMed;
+      row.spread = st[0].spread;
+      row.algbw = row.tMin > 0 ? benchAlgBytes(coll, bytes, o->nActive) / row.tMin / 1e3 : 0;
+      row.busbw = row.algbw * benchBusFactor(coll, o->nActive);
+      row.wrong = o->check ? 0 : -1;
+      row.baseWrong = o->check ? 0 : -1;
+      for (int q = 0; q < r->nranks && o->check; q++) {
+        row.wrong += all[q].wrong[0];
+        row.baseWrong += all[q].wrong[1];
+      }
+      if (nTargets > 1) {
+        row.hasBase = 1;
+        row.baseMin = st[1].tMin;
+        row.baseMed = st[1].tMed;
+        row.baseSpread = st[1].spread;
+        row.speedup = row.tMin > 0 ? row.baseMin / row.tMin : 0;
+      }
+      benchPrintRow(stdout, o, &row);
+      if (x->res->nRows < BENCH_MAX_ROWS) x->res->rows[x->res->nRows++] = row;
+      if (row.wrong > 0) x->res->totalWrong += row.wrong;
+      if (row.hasBase && row.baseWrong > 0) x->res->totalWrong += row.baseWrong;
+    }
+    free(all);
+  }
+  if (x->me >= 0) {
+    if (o->inplace) {
+      be->release(r, b.one);
+    } else {
+      be->release(r, b.send);
+      be->release(r, b.recv);
+    }
+    free(b.hostIn);
+    free(b.hostOut);
+  }
+  return rc;
+}
+
+int benchRankMain(int rank, int nranks, void* argp) {
+  benchRunArg* a = argp;
+  rankCtx x;
+  memset(&x, 0, sizeof x);
+  x.be = a->backend;
+  x.o = a->opts;
+  x.res = a->results;
+  x.r.rank = rank;
+  x.r.nranks = nranks;
+  x.r.job = a->job;
+  x.r.opts = a->opts;
+  x.layout.nGroups = x.o->nGroups;
+  x.layout.nActive = x.o->nActive;
+  x.layout.ranks = x.o->layout;
+  x.group = x.me = -1;
+  for (int i = 0; i < x.o->nGroups * x.o->nActive; i++)
+    if (x.o->layout[i] == rank) x.group = i / x.o->nActive, x.me = i % x.o->nActive;
+  x.esize = relayTypeSize(x.o->dtype);
+  if (x.esize == 0) {
+    fprintf(stderr, "relaycc-bench: rank %d: datatype %d has no size\n", rank, (int)x.o->dtype);
+    return 3;
+  }
+  int total = x.o->iters * x.o->reps;
+  x.times = calloc((size_t)total, sizeof(double));
+  x.maxTimes = calloc((size_t)total, sizeof(double));
+  x.all = calloc((size_t)nranks * TIMES_PER_AGREE, sizeof(double));
+  if (!x.times || !x.maxTimes || !x.all) {
+    fprintf(stderr, "relaycc-bench: rank %d: out of memory for %d timings\n", rank, total);
+    return 3;
+  }
+  if (x.be->init(&x.r)) {
+    fprintf(stderr, "relaycc-bench: rank %d: init of backend %s: %s\n", rank, x.be->name, x.r.err);
+    return 4;
+  }
+  if (rank == 0) {
+    x.be->describe(&x.r, x.res->device, sizeof x.res->device);
+    snprintf(x.res->backend, sizeof x.res->backend, "%s", x.be->name);
+    snprintf(x.res->baseline, sizeof x.res->baseline, "%s", x.be->baselineName ? x.be->baselineName : "");
+    benchPrintHeader(stdout, x.o, x.res);
+  }
+  int rc = 0;
+  for (int i = 0; i < x.o->nColls && !rc; i++) rc = runColl(&x, x.o->colls[i]);
+  if (!rc && x.be->barrier(&x.r)) {
+    fprintf(stderr, "relaycc-bench: rank %d: final barrier: %s\n", rank, x.r.err);
+    rc = 1;
+  }
+  if (!rc && rank == 0) x.res->finished = 1;
+  x.be->fini(&x.r);
+  free(x.times);
+  free(x.maxTimes);
+  free(x.all);
+  return rc ? 5 : 0;
+}
