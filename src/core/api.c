@@ -218,14 +218,15 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     c->failed = 1;
     return res;
   }
+  /* Own rejection first: its message names the argument. */
+  if (local != relaySuccess) {
+    memcpy(c->lastError, saved, sizeof saved);
+    res = local;
+  }
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
     if (all[q].status != relaySuccess) {
-      if (q == c->rank)
-        memcpy(c->lastError, saved, sizeof saved);
-      else
-        relaySetError(c, (relayResult_t)all[q].status, "%s (rank %d): rank %d rejected the call (%s)", fn, c->rank, q,
-                      relayGetErrorString((relayResult_t)all[q].status));
-      res = (relayResult_t)all[q].status;
+      res = relaySetError(c, (relayResult_t)all[q].status, "%s (rank %d): rank %d rejected the call (%s)", fn,
+                          c->rank, q, relayGetErrorString((relayResult_t)all[q].status));
     }
   }
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
