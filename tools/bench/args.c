@@ -422,6 +422,8 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
     }
   }
   if (optind < argc) return fail(err, len, "'%s': unexpected argument (see --help)", argv[optind]);
+  if ((long long)o->iters * o->reps > 100000000)
+    return fail(err, len, "-n %d x -r %d: more than 1e8 timed iterations per size", o->iters, o->reps);
 
   if (o->nColls == 0) {
     static const relayColl_t all[] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_ALLGATHER, RELAY_COLL_REDUCESCATTER,

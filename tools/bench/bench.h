@@ -119,7 +119,8 @@ long long benchCheckInputIntact(const benchCheckKey* k, const void* in, const ch
 
 /* report.c */
 void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res);
-void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, int hasBase);
+/* baseName: the baseline's column title ("nccl"), NULL without a baseline. */
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName);
 void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row);
 void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why);
 int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res, int exitCode,

@@ -32,7 +32,15 @@ const char* benchRouteLabel(int route, int depth, char* buf, size_t len) {
 }
 
 void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
-  fprintf(f, "# relaycc-bench: backend %s, %d ranks, %s\n", res->backend, o->nranks, res->device);
+  /* Date and command up front: a table pasted into docs/perf/ carries them. */
+  char date[64];
+  time_t now = time(NULL);
+  struct tm tmv;
+  gmtime_r(&now, &tmv);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv);
+  fprintf(f, "# %s: %s\n", date, o->cmdline);
+  fprintf(f, "# relaycc-bench %d.%d.%d: backend %s, %d ranks, %s\n", RELAYCC_MAJOR, RELAYCC_MINOR, RELAYCC_PATCH,
+          res->backend, o->nranks, res->device);
   fprintf(f, "# layout: A=%d G=%d ranks [", o->nActive, o->nGroups);
   for (int g = 0; g < o->nGroups; g++) {
     fprintf(f, g ? " | " : "");
@@ -59,16 +67,16 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
   fflush(f);
 }
 
-void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, int hasBase) {
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName) {
   (void)o;
   fprintf(f, "#\n# %s\n", benchCollName(coll));
   fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "size", "count", "type", "redop", "route",
           "time-min", "time-med", "spread", "algbw", "busbw");
-  if (hasBase) fprintf(f, " %10s %8s", "nccl", "speedup");
+  if (baseName) fprintf(f, " %10s %8s", baseName, "speedup");
   fprintf(f, " %7s\n", "#wrong");
   fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "(B)", "(elements)", "", "", "", "(us)", "(us)", "",
           "(GB/s)", "(GB/s)");
-  if (hasBase) fprintf(f, " %10s", "(us)");
+  if (baseName) fprintf(f, " %10s", "(us)");
   fprintf(f, "\n");
   fflush(f);
 }

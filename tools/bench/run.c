@@ -264,7 +264,7 @@ static int runColl(rankCtx* x, relayColl_t coll) {
              (unsigned long long)(maxRecv * es));
     return failRank(x, what, coll, 0);
   }
-  if (printer) benchPrintTableHead(stdout, o, coll, nTargets > 1);
+  if (printer) benchPrintTableHead(stdout, o, coll, nTargets > 1 ? be->baselineName : NULL);
 
   size_t counts[BENCH_MAX_RANKS];
   int rc = 0;
