@@ -1,0 +1,802 @@
+/*
+ * Tests of the shared-memory transport, driven through the transport table
+ * (comm->tp) so they pin down its contract independently of plans:
+ * rendezvous, group semantics (any order, any size, several transfers per
+ * peer, self transfers), agreement, and every failure path (size mismatch,
+ * missing rank, killed rank, abort, reject, stale segment), each within its
+ * deadline.
+ *
+ * Usage: test_shm <case>   (cases: see kCases at the bottom)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------- helpers */
+
+static double tSec(uint64_t t0) { return (double)(relayNowNs() - t0) / 1e9; }
+
+static void tSleepMs(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+static relayConfig_t tCfg(int timeoutMs, int ringBytes) {
+  relayConfig_t c = RELAY_CONFIG_INITIALIZER;
+  c.timeoutMs = timeoutMs;
+  if (ringBytes > 0) c.shmRingBytes = ringBytes;
+  return c;
+}
+
+static relayComm_t tInit(int rank, int nranks, const char* job, const relayConfig_t* cfg) {
+  relayComm_t c = NULL;
+  relayResult_t r = relayCommInitShm(&c, nranks, rank, job, cfg);
+  T_CHECK(r == relaySuccess, "rank %d: init of job %s: %s (%s)", rank, job, relayGetErrorString(r),
+          relayGetLastError(NULL));
+  return c;
+}
+
+/* Every test group runs as one "call" with one step, as the executor would. */
+static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const relayXferDesc* r, int nr) {
+  c->callSeq++;
+  c->curStep = 0;
+  relayResult_t res = c->tp->group(c, s, ns, r, nr, NULL);
+  c->curStep = -1;
+  return res;
+}
+
+static int tSegmentExists(const char* job) {
+  char path[300];
+  snprintf(path, sizeof path, "/dev/shm/relaycc-%s", job);
+  return access(path, F_OK) == 0;
+}
+
+/* A byte that depends on source, destination, transfer index and offset, so
+ * a misplaced, swapped or shifted byte shows. */
+static unsigned char tPat(int src, int dst, int k, size_t off, unsigned iter) {
+  uint64_t h = ((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)k << 32) ^ ((uint64_t)iter << 56) ^ off;
+  h *= 0x9E3779B97F4A7C15ull;
+  return (unsigned char)(h >> 56);
+}
+
+/* ---------------------------------------------------------- rendezvous */
+
+static int rankRendezvous(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  int n = -1, r = -1;
+  T_OK(relayCommCount(c, &n));
+  T_OK(relayCommUserRank(c, &r));
+  T_CHECK(n == nranks && r == rank, "rank %d: count %d rank %d", rank, n, r);
+  T_CHECK(strcmp(c->tp->name, "shm") == 0, "transport %s", c->tp->name);
+  T_OK(c->tp->barrier(c));
+  /* Rank 0 unlinked the name once everyone arrived: nothing left behind. */
+  T_CHECK(!tSegmentExists(t_job()), "rank %d: /dev/shm/relaycc-%s still exists after init", rank, t_job());
+  /* Everyone sees everyone's pid. */
+  int pid = (int)getpid(), all[8];
+  T_OK(c->tp->agree(c, &pid, all, sizeof pid));
+  T_CHECK(all[rank] == pid, "rank %d: own record %d", rank, all[rank]);
+  for (int q = 0; q < nranks; q++) T_CHECK(all[q] > 0, "rank %d: pid of rank %d is %d", rank, q, all[q]);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Two comms with different job names in one process at once. */
+static int rankTwoComms(int rank, int nranks, void* arg) {
+  (void)arg;
+  char jobA[160], jobB[160];
+  snprintf(jobA, sizeof jobA, "%s-a", t_job());
+  snprintf(jobB, sizeof jobB, "%s-b", t_job());
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t a = tInit(rank, nranks, jobA, &cfg);
+  relayComm_t b = tInit(rank, nranks, jobB, &cfg);
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  for (int it = 0; it < 20; it++) {
+    unsigned char sa[5000], ra[5000], sb[7000], rb[7000];
+    for (size_t i = 0; i < sizeof sa; i++) sa[i] = tPat(rank, next, 0, i, (unsigned)it);
+    for (size_t i = 0; i < sizeof sb; i++) sb[i] = tPat(rank, prev, 1, i, (unsigned)it);
+    relayXferDesc s1 = {next, sa, sizeof sa}, r1 = {prev, ra, sizeof ra};
+    relayXferDesc s2 = {prev, sb, sizeof sb}, r2 = {next, rb, sizeof rb};
+    /* Alternate which comm goes first: they must not interfere. */
+    if (it & 1) {
+      T_OK(tGroup(b, &s2, 1, &r2, 1));
+      T_OK(tGroup(a, &s1, 1, &r1, 1));
+    } else {
+      T_OK(tGroup(a, &s1, 1, &r1, 1));
+      T_OK(tGroup(b, &s2, 1, &r2, 1));
+    }
+    for (size_t i = 0; i < sizeof ra; i++)
+      T_CHECK(ra[i] == tPat(prev, rank, 0, i, (unsigned)it), "rank %d it %d: comm a byte %zu", rank, it, i);
+    for (size_t i = 0; i < sizeof rb; i++)
+      T_CHECK(rb[i] == tPat(next, rank, 1, i, (unsigned)it), "rank %d it %d: comm b byte %zu", rank, it, i);
+  }
+  T_OK(relayCommDestroy(a));
+  T_OK(relayCommDestroy(b));
+  return 0;
+}
+
+/* ------------------------------------------------------------- groups */
+
+typedef struct {
+  int K;           /* transfers per ordered pair (self included) */
+  size_t maxBytes; /* per transfer */
+  int ring;
+  int iters;
+} bigArg;
+
+static size_t bigSize(const bigArg* a, int s, int d, int k, int iter) {
+  unsigned long long st = ((unsigned long long)s << 40) ^ ((unsigned long long)d << 24) ^ ((unsigned)k << 8) ^
+                          (unsigned)iter;
+  unsigned long long r = t_rand(&st);
+  if (r % 11 == 0) return 0; /* zero-byte transfers still pair up in order */
+  return (size_t)(r % a->maxBytes) | 1; /* odd sizes */
+}
+
+/* Every rank sends K transfers to every rank (itself included) in a random
+ * interleaving that keeps per-peer order; every byte checked. */
+static int rankBig(int rank, int nranks, void* argp) {
+  const bigArg* a = argp;
+  relayConfig_t cfg = tCfg(20000, a->ring);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  int nx = nranks * a->K;
+  relayXferDesc* sends = calloc((size_t)nx, sizeof *sends);
+  relayXferDesc* recvs = calloc((size_t)nx, sizeof *recvs);
+  int* left = calloc((size_t)nranks, sizeof(int));
+  T_CHECK(sends && recvs && left, "oom");
+  unsigned long long rng = 1234567ull + (unsigned long long)rank;
+  size_t moved = 0;
+  uint64_t t0 = relayNowNs();
+  for (int it = 0; it < a->iters; it++) {
+    for (int pass = 0; pass < 2; pass++) {
+      relayXferDesc* x = pass ? recvs : sends;
+      for (int p = 0; p < nranks; p++) left[p] = a->K;
+      for (int i = 0; i < nx; i++) {
+        int p;
+        do p = (int)(t_rand(&rng) % (unsigned)nranks);
+        while (!left[p]);
+        int k = a->K - left[p]--;
+        size_t bytes = pass ? bigSize(a, p, rank, k, it) : bigSize(a, rank, p, k, it);
+        x[i].peer = p;
+        x[i].bytes = bytes;
+        x[i].ptr = malloc(bytes ? bytes : 1);
+        T_CHECK(x[i].ptr, "oom");
+        if (pass == 0) {
+          for (size_t o = 0; o < bytes; o++) ((unsigned char*)x[i].ptr)[o] = tPat(rank, p, k, o, (unsigned)it);
+          moved += bytes;
+        } else {
+          memset(x[i].ptr, 0xEE, bytes);
+        }
+      }
+    }
+    T_OK(tGroup(c, sends, nx, recvs, nx));
+    for (int p = 0; p < nranks; p++) left[p] = 0;
+    for (int i = 0; i < nx; i++) {
+      int p = recvs[i].peer, k = left[p]++;
+      const unsigned char* b = recvs[i].ptr;
+      for (size_t o = 0; o < recvs[i].bytes; o++)
+        T_CHECK(b[o] == tPat(p, rank, k, o, (unsigned)it),
+                "rank %d iter %d: transfer %d from rank %d (%zu bytes): byte %zu is %#x, want %#x", rank, it, k, p,
+                recvs[i].bytes, o, b[o], tPat(p, rank, k, o, (unsigned)it));
+    }
+    for (int i = 0; i < nx; i++) {
+      free(sends[i].ptr);
+      free(recvs[i].ptr);
+    }
+  }
+  if (rank == 0)
+    printf("%d ranks, ring %d: %d groups of %d sends each, %.1f MB sent by rank 0 in %.3f s\n", nranks, a->ring,
+           a->iters, nx, (double)moved / 1e6, tSec(t0));
+  free(sends);
+  free(recvs);
+  free(left);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Self transfers alone, and the in-place case (same pointer: nothing moves). */
+static int rankSelf(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  unsigned char a[3000], b[3000], z[10];
+  for (size_t i = 0; i < sizeof a; i++) a[i] = tPat(rank, rank, 0, i, 0);
+  memset(b, 0, sizeof b);
+  relayXferDesc s[3] = {{rank, a, 1000}, {rank, a + 1000, 2000}, {rank, z, 0}};
+  relayXferDesc r[3] = {{rank, b + 2000, 1000}, {rank, b, 2000}, {rank, NULL, 0}};
+  T_OK(tGroup(c, s, 3, r, 3));
+  T_CHECK(memcmp(b + 2000, a, 1000) == 0 && memcmp(b, a + 1000, 2000) == 0, "rank %d: self transfers misplaced",
+          rank);
+  relayXferDesc si = {rank, a, sizeof a}, ri = {rank, a, sizeof a};
+  T_OK(tGroup(c, &si, 1, &ri, 1));
+  for (size_t i = 0; i < sizeof a; i++) T_CHECK(a[i] == tPat(rank, rank, 0, i, 0), "in place changed byte %zu", i);
+  /* Self count mismatch is a usage error (and fails the comm). */
+  relayXferDesc s2[2] = {{rank, a, 10}, {rank, a, 10}};
+  relayResult_t res = tGroup(c, s2, 2, r, 1);
+  T_CHECK(res == relayInvalidUsage, "rank %d: 2 self sends, 1 self recv -> %s", rank, relayGetErrorString(res));
+  T_CHECK(c->failed, "comm not failed");
+  res = c->tp->barrier(c);
+  T_CHECK(res == relayInvalidUsage, "barrier on a failed comm -> %s", relayGetErrorString(res));
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* 1000 small back-to-back groups to every peer, sizes 0..200. */
+static int rankMany(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  enum { N = 1000, MAXB = 200 };
+  unsigned char sb[8][MAXB], rb[8][MAXB];
+  relayXferDesc s[8], r[8];
+  uint64_t t0 = relayNowNs();
+  for (int it = 0; it < N; it++) {
+    int ns = 0;
+    for (int p = 0; p < nranks; p++) {
+      size_t b = (size_t)((it * 7 + rank * 3 + p * 5) % (MAXB + 1));
+      size_t rbytes = (size_t)((it * 7 + p * 3 + rank * 5) % (MAXB + 1));
+      for (size_t o = 0; o < b; o++) sb[p][o] = tPat(rank, p, it, o, 1);
+      memset(rb[p], 0, sizeof rb[p]);
+      /* Reverse order on odd ranks: posting order must not matter. */
+      int i = (rank & 1) ? nranks - 1 - ns : ns;
+      s[i] = (relayXferDesc){p, sb[p], b};
+      r[i] = (relayXferDesc){p, rb[p], rbytes};
+      ns++;
+    }
+    T_OK(tGroup(c, s, nranks, r, nranks));
+    for (int p = 0; p < nranks; p++) {
+      size_t b = (size_t)((it * 7 + p * 3 + rank * 5) % (MAXB + 1));
+      for (size_t o = 0; o < b; o++)
+        T_CHECK(rb[p][o] == tPat(p, rank, it, o, 1), "rank %d group %d: from %d byte %zu", rank, it, p, o);
+    }
+  }
+  double dt = tSec(t0);
+  if (rank == 0) printf("%d ranks: %d groups in %.3f s (%.1f us per group)\n", nranks, N, dt, dt * 1e6 / N);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* ----------------------------------------------------------- agreement */
+
+static int rankAgree(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  unsigned char mine[256], all[8 * 256];
+  for (int round = 0; round < 500; round++) {
+    size_t bytes = (size_t)(round * 37) % 257;
+    for (size_t i = 0; i < bytes; i++) mine[i] = tPat(rank, 0, round, i, 2);
+    memset(all, 0, sizeof all);
+    T_OK(c->tp->agree(c, mine, all, bytes));
+    for (int q = 0; q < nranks; q++)
+      for (size_t i = 0; i < bytes; i++)
+        T_CHECK(all[(size_t)q * bytes + i] == tPat(q, 0, round, i, 2), "rank %d round %d: record of %d byte %zu",
+                rank, round, q, i);
+    if (round % 50 == 0) T_OK(c->tp->barrier(c));
+  }
+  /* Too large a record is an argument error. */
+  relayResult_t res = c->tp->agree(c, mine, all, 257);
+  T_CHECK(res == relayInvalidArgument, "agree of 257 bytes -> %s", relayGetErrorString(res));
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Ranks disagree on a record's size: relayInvalidUsage, never a hang. */
+static int rankAgreeMismatch(int rank, int nranks, void* arg) {
+  (void)arg;
+  (void)nranks;
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  unsigned char mine[16] = {0}, all[8 * 16];
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = c->tp->agree(c, mine, all, rank == 1 ? 8 : 16);
+  T_CHECK(res == relayInvalidUsage || res == relayRemoteError, "rank %d: -> %s", rank, relayGetErrorString(res));
+  T_CHECK(tSec(t0) < 5, "rank %d: took %.1f s", rank, tSec(t0));
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* ----------------------------------------------------- failure: mismatch */
+
+typedef struct {
+  size_t sent, expected; /* what rank 1 sends to rank 0 and rank 0 expects */
+} mismatchArg;
+
+/* Rank 1 sends rank 0 a different size than rank 0 expects; rank 2 exchanges
+ * normally with both. Rank 0 must name rank 1 and both sizes; nobody hangs
+ * (the 30 s deadline is far above the 5 s we allow). */
+static int rankMismatch(int rank, int nranks, void* argp) {
+  const mismatchArg* a = argp;
+  (void)nranks;
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  size_t big = a->sent > a->expected ? a->sent : a->expected;
+  unsigned char* buf = calloc(1, big);
+  unsigned char* rbuf = calloc(1, big);
+  unsigned char x2[100], r2[2][100];
+  relayXferDesc s[2], r[2];
+  int ns = 0, nr = 0;
+  if (rank == 0) {
+    r[nr++] = (relayXferDesc){1, rbuf, a->expected};
+    r[nr++] = (relayXferDesc){2, r2[0], 100};
+    s[ns++] = (relayXferDesc){2, x2, 100};
+  } else if (rank == 1) {
+    s[ns++] = (relayXferDesc){0, buf, a->sent};
+    s[ns++] = (relayXferDesc){2, x2, 100};
+    r[nr++] = (relayXferDesc){2, r2[0], 100};
+  } else {
+    s[ns++] = (relayXferDesc){0, x2, 100};
+    s[ns++] = (relayXferDesc){1, x2, 100};
+    r[nr++] = (relayXferDesc){0, r2[0], 100};
+    r[nr++] = (relayXferDesc){1, r2[1], 100};
+  }
+  memset(x2, rank, sizeof x2);
+  memset(rbuf, 0xEE, big);
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = tGroup(c, s, ns, r, nr);
+  const char* msg = relayGetLastError(c);
+  if (rank == 0) {
+    char want1[64], want2[64];
+    snprintf(want1, sizeof want1, "%zu bytes", a->sent);
+    snprintf(want2, sizeof want2, "expects %zu", a->expected);
+    T_CHECK(res == relayInvalidUsage, "rank 0: -> %s (%s)", relayGetErrorString(res), msg);
+    T_CHECK(strstr(msg, "rank 1") && strstr(msg, want1) && strstr(msg, want2) && strstr(msg, "step 0"),
+            "rank 0: message does not name rank 1, the step and both sizes: %s", msg);
+    for (size_t i = 0; i < big; i++) T_CHECK(rbuf[i] == 0xEE, "rank 0: receive buffer written at %zu", i);
+  } else if (res != relaySuccess) {
+    /* Rank 1 can finish its send (it fit the ring) or be stuck sending; a
+     * stuck sender must learn of rank 0's failure. */
+    T_CHECK(res == relayRemoteError, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  }
+  /* Whoever succeeded meets the failed rank 0 in the next call: fast error. */
+  if (res == relaySuccess) {
+    res = c->tp->barrier(c);
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0 failed"), "rank %d: barrier -> %s (%s)",
+            rank, relayGetErrorString(res), relayGetLastError(c));
+  }
+  T_CHECK(tSec(t0) < 5, "rank %d: mismatch took %.1f s to surface", rank, tSec(t0));
+  relayCommDestroy(c);
+  free(buf);
+  free(rbuf);
+  return 0;
+}
+
+/* ------------------------------------------------------ failure: timeout */
+
+/* Rank 2 never calls: ranks 0 and 1 time out naming it, within the deadline. */
+static int rankTimeout(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(1500, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  if (rank == 2) {
+    tSleepMs(2500);
+    relayCommDestroy(c);
+    return 0;
+  }
+  unsigned char sb[8192], rb[8192];
+  memset(sb, 1, sizeof sb);
+  relayXferDesc s[2] = {{1 - rank, sb, 100}, {2, sb, 8192}}, r[2] = {{1 - rank, rb, 100}, {2, rb, 8192}};
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = tGroup(c, s, 2, r, 2);
+  double dt = tSec(t0);
+  const char* msg = relayGetLastError(c);
+  T_CHECK(res == relayTimeout, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  T_CHECK(dt >= 1.4 && dt < 2.4, "rank %d: timed out after %.2f s, deadline 1.5 s", rank, dt);
+  T_CHECK(strstr(msg, "waiting for rank 2") && strstr(msg, "recv 0 of 8192 bytes") && strstr(msg, "1500 ms") &&
+              strstr(msg, "step 0"),
+          "rank %d: message: %s", rank, msg);
+  printf("rank %d: %s\n", rank, msg);
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* Rank 2 never inits: the others time out naming it. */
+static int rankInitTimeout(int rank, int nranks, void* arg) {
+  (void)arg;
+  if (rank == 2) {
+    tSleepMs(2000);
+    return 0;
+  }
+  relayConfig_t cfg = tCfg(1000, 4096);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  double dt = tSec(t0);
+  const char* msg = relayGetLastError(NULL);
+  T_CHECK(res == relayTimeout && !c, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  T_CHECK(dt >= 0.9 && dt < 2.0, "rank %d: init timed out after %.2f s, deadline 1 s", rank, dt);
+  T_CHECK(strstr(msg, "ranks 2 to arrive"), "rank %d: message does not name rank 2: %s", rank, msg);
+  if (rank == 0) {
+    printf("rank 0: %s\n", msg);
+    T_CHECK(!tSegmentExists(t_job()), "rank 0 left the segment behind after a failed init");
+  }
+  return 0;
+}
+
+/* Ranks disagree on nranks: an argument error, not a timeout. */
+static int rankNranksMismatch(int rank, int nranks, void* arg) {
+  (void)arg;
+  (void)nranks;
+  relayConfig_t cfg = tCfg(rank == 0 ? 3000 : 20000, 4096);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, rank == 0 ? 2 : 3, rank, t_job(), &cfg);
+  if (rank == 1) {
+    T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), "nranks 2"), "rank 1: -> %s (%s)",
+            relayGetErrorString(res), relayGetLastError(NULL));
+    T_CHECK(tSec(t0) < 2, "rank 1 took %.1f s to see the mismatch", tSec(t0));
+  } else {
+    /* Rank 0 (nranks 2) never sees rank 1 check in; it times out. */
+    T_CHECK(res == relayTimeout, "rank 0: -> %s (%s)", relayGetErrorString(res), relayGetLastError(NULL));
+  }
+  return 0;
+}
+
+static int rankBadArgs(int rank, int nranks, void* arg) {
+  (void)arg;
+  (void)rank;
+  (void)nranks;
+  relayConfig_t cfg = tCfg(1000, 4096);
+  relayComm_t c = NULL;
+  relayResult_t res = relayCommInitShm(&c, 2, 0, "a/b", &cfg);
+  T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), "job name"), "job a/b -> %s (%s)",
+          relayGetErrorString(res), relayGetLastError(NULL));
+  res = relayCommInitShm(&c, 2, 0, "", &cfg);
+  T_CHECK(res == relayInvalidArgument, "empty job -> %s", relayGetErrorString(res));
+  char longName[400];
+  memset(longName, 'x', sizeof longName - 1);
+  longName[sizeof longName - 1] = 0;
+  res = relayCommInitShm(&c, 2, 0, longName, &cfg);
+  T_CHECK(res == relayInvalidArgument, "long job -> %s", relayGetErrorString(res));
+  res = relayCommInitShm(&c, 2, 2, "x", &cfg);
+  T_CHECK(res == relayInvalidArgument, "rank 2 of 2 -> %s", relayGetErrorString(res));
+  /* A one-rank comm: self transfers, local ops, scratch. */
+  char job[160];
+  snprintf(job, sizeof job, "%s-solo", t_job());
+  c = tInit(0, 1, job, &cfg);
+  relayXferDesc bad = {1, longName, 10};
+  res = tGroup(c, &bad, 1, NULL, 0);
+  T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(c), "peer 1"), "peer 1 of 1 -> %s (%s)",
+          relayGetErrorString(res), relayGetLastError(c));
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* Local ops on a one-rank comm: scratch grows only and stays aligned. */
+static int rankLocal(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(5000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  void *p0 = NULL, *p1 = NULL, *p2 = NULL, *q = NULL;
+  T_OK(c->tp->scratch(c, 0, 1000, &p0, NULL));
+  T_CHECK(((uintptr_t)p0 & 63) == 0, "scratch not 64-byte aligned");
+  memset(p0, 7, 1000);
+  T_OK(c->tp->scratch(c, 0, 500, &p1, NULL));
+  T_CHECK(p1 == p0, "scratch moved on a smaller request");
+  T_OK(c->tp->scratch(c, 5, 100, &q, NULL));
+  T_CHECK(q && q != p0 && ((uintptr_t)q & 63) == 0, "slot 5");
+  T_OK(c->tp->scratch(c, 0, 1 << 20, &p2, NULL));
+  T_CHECK(((uintptr_t)p2 & 63) == 0, "grown scratch not aligned");
+  memset(p2, 1, 1 << 20); /* the whole size is usable */
+  T_OK(c->tp->scratch(c, 0, 1000, &p1, NULL));
+  T_CHECK(p1 == p2, "scratch shrank");
+  int32_t a[5] = {1, 2, 3, 4, 5}, b[5] = {10, 20, 30, 40, 50}, d[5];
+  const void* srcs[2] = {a, b};
+  T_OK(c->tp->reduce(c, d, srcs, 2, 5, relayInt32, relaySum, 1, 0, NULL));
+  for (int i = 0; i < 5; i++) T_CHECK(d[i] == 11 * (i + 1), "reduce [%d] = %d", i, d[i]);
+  T_OK(c->tp->copy(c, d + 1, d, 3 * sizeof(int32_t), 0, NULL)); /* overlapping: memmove */
+  T_CHECK(d[1] == 11 && d[2] == 22 && d[3] == 33, "copy");
+  T_OK(c->tp->join(c, NULL));
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* --------------------------------------------------- failure: killed rank */
+
+static void* tKillSoon(void* arg) {
+  tSleepMs(*(int*)arg);
+  raise(SIGKILL);
+  return NULL;
+}
+
+/* All ranks run back-to-back groups with everyone; rank 3 is killed after
+ * 100 ms. The survivors must return relayRemoteError (or relayTimeout)
+ * naming the failure long before the 20 s deadline. Exit code 0 = saw the
+ * expected error, 2 = finished all groups (the kill came too late), 1 = other. */
+static int rankKilled(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  T_OK(c->tp->barrier(c));
+  static int killMs = 100;
+  pthread_t th;
+  if (rank == 3) T_CHECK(pthread_create(&th, NULL, tKillSoon, &killMs) == 0, "pthread_create");
+  enum { B = 20000 };
+  unsigned char* sb = malloc(B);
+  unsigned char* rb = malloc((size_t)B * nranks);
+  memset(sb, rank, B);
+  relayXferDesc s[8], r[8];
+  for (int p = 0; p < nranks; p++) {
+    s[p] = (relayXferDesc){p, sb, B};
+    r[p] = (relayXferDesc){p, rb + (size_t)p * B, B};
+  }
+  uint64_t t0 = relayNowNs();
+  for (int it = 0; it < 1000000; it++) {
+    uint64_t t1 = relayNowNs();
+    relayResult_t res = tGroup(c, s, nranks, r, nranks);
+    if (res == relaySuccess) {
+      if (tSec(t0) > 10) return 2;
+      continue;
+    }
+    const char* msg = relayGetLastError(c);
+    fprintf(stderr, "rank %d, group %d, after %.3f s in it: %s\n", rank, it, tSec(t1), msg);
+    T_CHECK(res == relayRemoteError || res == relayTimeout, "rank %d: -> %s", rank, relayGetErrorString(res));
+    T_CHECK(tSec(t1) < 3, "rank %d: took %.1f s to notice", rank, tSec(t1));
+    T_CHECK(strstr(msg, "rank 3 (pid") || strstr(msg, "failed"), "rank %d: message does not say who: %s", rank, msg);
+    relayCommDestroy(c);
+    return 0;
+  }
+  return 2;
+}
+
+/* ----------------------------------------------------------- abort */
+
+typedef struct {
+  relayComm_t comm;
+  int delayMs;
+  int viaApi;
+} abortArg;
+
+static void* tAbortSoon(void* p) {
+  abortArg* a = p;
+  tSleepMs(a->delayMs);
+  if (a->viaApi)
+    relayCommAbort(a->comm);
+  else
+    a->comm->tp->abort(a->comm);
+  return NULL;
+}
+
+/* Rank 1 never calls; a second thread of rank 0 aborts the comm while rank 0
+ * is stuck in group(): it returns at once, and rank 1 then sees the abort. */
+static int rankAbort(int rank, int nranks, void* argp) {
+  int viaApi = *(int*)argp;
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  T_OK(c->tp->barrier(c));
+  if (rank == 1) {
+    tSleepMs(600);
+    uint64_t t0 = relayNowNs();
+    relayResult_t res = c->tp->barrier(c);
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0") && strstr(relayGetLastError(c), "abort"),
+            "rank 1: barrier -> %s (%s)",
+            relayGetErrorString(res), relayGetLastError(c));
+    T_CHECK(tSec(t0) < 1, "rank 1 took %.2f s to see the abort", tSec(t0));
+    relayCommDestroy(c);
+    return 0;
+  }
+  abortArg a = {c, 200, viaApi};
+  pthread_t th;
+  T_CHECK(pthread_create(&th, NULL, tAbortSoon, &a) == 0, "pthread_create");
+  uint64_t t0 = relayNowNs();
+  relayResult_t res;
+  if (viaApi) {
+    /* Through the API, so the call is "in flight" (inCall) while abort frees
+     * the comm only after the call left. */
+    int32_t x[4] = {1, 2, 3, 4}, y[4];
+    int ranks[2] = {0, 1};
+    size_t counts[1] = {4};
+    relayLayout_t L = {1, 2, ranks};
+    res = relayAllReduce(x, y, counts, relayInt32, relaySum, &L, c, NULL);
+  } else {
+    unsigned char buf[100];
+    relayXferDesc r = {1, buf, sizeof buf};
+    atomic_store(&c->inCall, 1);
+    res = tGroup(c, NULL, 0, &r, 1);
+    atomic_store(&c->inCall, 0);
+  }
+  double dt = tSec(t0);
+  T_CHECK(res != relaySuccess, "rank 0: aborted call returned success");
+  T_CHECK(dt < 1.0, "rank 0: abort took %.2f s to unblock the call", dt);
+  pthread_join(th, NULL);
+  if (!viaApi) relayCommDestroy(c);
+  tSleepMs(1000); /* stay alive while rank 1 looks: it must see "aborted", not "died" */
+  return 0;
+}
+
+/* ---------------------------------------------------------- reject */
+
+/* Rank 2 rejects call #5 before moving data; ranks 0 and 1, in call #5 and
+ * waiting on rank 2, return relayRemoteError at once. */
+static int rankReject(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  c->callSeq = 4;
+  T_OK(c->tp->barrier(c));
+  if (rank == 2) {
+    c->tp->reject(c);
+    tSleepMs(500);
+    relayCommDestroy(c);
+    return 0;
+  }
+  unsigned char sb[64] = {0}, rb[2][64];
+  relayXferDesc s[2] = {{1 - rank, sb, 64}, {2, sb, 64}}, r[2] = {{1 - rank, rb[0], 64}, {2, rb[1], 64}};
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = tGroup(c, s, 2, r, 2); /* callSeq becomes 5 */
+  T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 2 rejected call #5"), "rank %d: -> %s (%s)",
+          rank, relayGetErrorString(res), relayGetLastError(c));
+  T_CHECK(tSec(t0) < 0.4, "rank %d took %.2f s to see the rejection", rank, tSec(t0));
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* Rank 1 destroys its comm while rank 0 still waits on it. */
+static int rankGone(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  T_OK(c->tp->barrier(c));
+  if (rank == 1) {
+    tSleepMs(100);
+    relayCommDestroy(c);
+    tSleepMs(1000);
+    return 0;
+  }
+  unsigned char b[10];
+  relayXferDesc r = {1, b, sizeof b};
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = tGroup(c, NULL, 0, &r, 1);
+  T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "destroyed"), "rank 0: -> %s (%s)",
+          relayGetErrorString(res), relayGetLastError(c));
+  T_CHECK(tSec(t0) < 1, "took %.2f s", tSec(t0));
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* -------------------------------------------------------- stale segment */
+
+static char gJob[128];
+
+static int rankStaleInit(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = tInit(rank, nranks, gJob, &cfg);
+  unsigned char sb[3000], rb[3000];
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  for (size_t i = 0; i < sizeof sb; i++) sb[i] = tPat(rank, next, 0, i, 3);
+  relayXferDesc s = {next, sb, sizeof sb}, r = {prev, rb, sizeof rb};
+  T_OK(tGroup(c, &s, 1, &r, 1));
+  for (size_t i = 0; i < sizeof rb; i++) T_CHECK(rb[i] == tPat(prev, rank, 0, i, 3), "byte %zu", i);
+  T_OK(c->tp->barrier(c));
+  T_CHECK(!tSegmentExists(gJob), "segment left behind");
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* Leave behind what a crashed run leaves: kill ranks 0 and 1 of a 3-rank job
+ * while they wait in init for rank 2 (segment READY, slots 0 and 1 checked
+ * in by dead pids). */
+static void tCrashMidInit(void) {
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    T_CHECK(pids[r] >= 0, "fork");
+    if (pids[r] == 0) {
+      relayConfig_t cfg = tCfg(20000, 4096);
+      relayComm_t c = NULL;
+      relayCommInitShm(&c, 3, r, gJob, &cfg);
+      _exit(3);
+    }
+  }
+  uint64_t t0 = relayNowNs();
+  while (!tSegmentExists(gJob) && tSec(t0) < 5) tSleepMs(2);
+  tSleepMs(150); /* rank 1 checks in */
+  for (int r = 0; r < 2; r++) {
+    kill(pids[r], SIGKILL);
+    waitpid(pids[r], NULL, 0);
+  }
+  T_CHECK(tSegmentExists(gJob), "no stale segment was left behind to test with");
+}
+
+static void caseStale(void) {
+  /* 1: a crashed run's initialized segment under the name. */
+  relayLaunchJobName("stale", gJob, sizeof gJob);
+  tCrashMidInit();
+  t_run_ranks(3, rankStaleInit, NULL, 60);
+  T_CHECK(!tSegmentExists(gJob), "segment left behind");
+  /* 2: garbage of the wrong size under the name. */
+  relayLaunchJobName("stale", gJob, sizeof gJob);
+  char name[200];
+  snprintf(name, sizeof name, "/relaycc-%s", gJob);
+  int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+  T_CHECK(fd >= 0, "shm_open: %s", strerror(errno));
+  T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64, "write");
+  close(fd);
+  t_run_ranks(3, rankStaleInit, NULL, 60);
+  /* 3: a crashed run's segment of the right size and a different nranks. */
+  relayLaunchJobName("stale", gJob, sizeof gJob);
+  tCrashMidInit();
+  t_run_ranks(2, rankStaleInit, NULL, 60);
+  T_CHECK(!tSegmentExists(gJob), "segment left behind");
+}
+
+/* --------------------------------------------------------------- main */
+
+static void caseMismatch(void) {
+  mismatchArg small = {4096, 8192}; /* sender fits the ring: it finishes */
+  t_run_ranks(3, rankMismatch, &small, 60);
+  mismatchArg big = {100001, 50000}; /* sender is stuck on the full ring */
+  t_run_ranks(3, rankMismatch, &big, 60);
+  mismatchArg zero = {0, 16}; /* an empty send still carries its size */
+  t_run_ranks(3, rankMismatch, &zero, 60);
+}
+
+static void caseKilled(void) {
+  int codes[4];
+  uint64_t t0 = relayNowNs();
+  int rc = t_launch(4, rankKilled, NULL, 60, 15000, codes);
+  printf("exit codes: %d %d %d %d after %.2f s\n", codes[0], codes[1], codes[2], codes[3], tSec(t0));
+  T_CHECK(rc != 0, "the launch should report rank 3's death");
+  T_CHECK(codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
+  for (int r = 0; r < 3; r++)
+    T_CHECK(codes[r] == 0, "survivor rank %d exited %d (0 = saw the error in time, 2 = never saw it)", r, codes[r]);
+}
+
+static void caseAbort(void) {
+  int viaApi = 0;
+  t_run_ranks(2, rankAbort, &viaApi, 60);
+  viaApi = 1;
+  t_run_ranks(2, rankAbort, &viaApi, 60);
+}
+
+static void caseBig(int nranks, int K, size_t maxBytes, int ring, int iters) {
+  bigArg a = {K, maxBytes, ring, iters};
+  t_run_ranks(nranks, rankBig, &a, 100);
+}
+
+int main(int argc, char** argv) {
+  const char* c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "rendezvous2")) t_run_ranks(2, rankRendezvous, NULL, 60);
+  else if (!strcmp(c, "rendezvous3")) t_run_ranks(3, rankRendezvous, NULL, 60);
+  else if (!strcmp(c, "rendezvous8")) t_run_ranks(8, rankRendezvous, NULL, 60);
+  else if (!strcmp(c, "two_comms")) t_run_ranks(4, rankTwoComms, NULL, 60);
+  else if (!strcmp(c, "group_big")) caseBig(5, 3, 300000, 4096, 3);
+  else if (!strcmp(c, "group_big_ring64k")) caseBig(4, 4, 1000000, 65536, 2);
+  else if (!strcmp(c, "group_big8")) caseBig(8, 2, 100000, 4096, 2);
+  else if (!strcmp(c, "group_self")) t_run_ranks(2, rankSelf, NULL, 60);
+  else if (!strcmp(c, "group_many")) t_run_ranks(4, rankMany, NULL, 100);
+  else if (!strcmp(c, "group_many8")) t_run_ranks(8, rankMany, NULL, 100);
+  else if (!strcmp(c, "agree")) t_run_ranks(5, rankAgree, NULL, 60);
+  else if (!strcmp(c, "agree_mismatch")) t_run_ranks(3, rankAgreeMismatch, NULL, 60);
+  else if (!strcmp(c, "mismatch")) caseMismatch();
+  else if (!strcmp(c, "timeout")) t_run_ranks(3, rankTimeout, NULL, 60);
+  else if (!strcmp(c, "init_timeout")) t_run_ranks(3, rankInitTimeout, NULL, 60);
+  else if (!strcmp(c, "nranks_mismatch")) t_run_ranks(2, rankNranksMismatch, NULL, 60);
+  else if (!strcmp(c, "badargs")) t_run_ranks(1, rankBadArgs, NULL, 60);
+  else if (!strcmp(c, "local")) t_run_ranks(1, rankLocal, NULL, 60);
+  else if (!strcmp(c, "killed")) caseKilled();
+  else if (!strcmp(c, "abort")) caseAbort();
+  else if (!strcmp(c, "reject")) t_run_ranks(3, rankReject, NULL, 60);
+  else if (!strcmp(c, "gone")) t_run_ranks(2, rankGone, NULL, 60);
+  else if (!strcmp(c, "stale")) caseStale();
+  else {
+    fprintf(stderr, "test_shm: unknown case '%s'\n", c);
+    return 2;
+  }
+  printf("PASS %s\n", c);
+  return 0;
+}
