@@ -244,7 +244,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   memcpy(p->ranks, k->ranks, nr * sizeof(int));
   memcpy(p->counts, k->counts, (size_t)k->nGroups * sizeof(size_t));
   memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
-  memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
+  if (b->nSrcs) memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
   p->nSrcs = (uint32_t)b->nSrcs;
 
   qsort(b->items, b->nItems, sizeof(planItem), itemCmp);
