@@ -399,17 +399,18 @@ static void shmUnmap(shmState* st) {
   st->slots = NULL;
 }
 
-/* "ranks 2, 5, 7" of those not checked in, into buf. */
+/* "rank 2" or "ranks 2, 5, 7": those not checked in, into buf. */
 static void shmMissing(shmState* st, int n, char* buf, size_t len) {
-  size_t o = 0;
   int cnt = 0;
-  buf[0] = 0;
+  for (int r = 0; r < n; r++)
+    if (atomic_load_explicit(&st->slots[r].arrived, memory_order_acquire) != st->nonce) cnt++;
+  size_t o = (size_t)snprintf(buf, len, "%s", cnt == 1 ? "rank " : "ranks ");
+  int listed = 0;
   for (int r = 0; r < n && o + 16 < len; r++) {
     if (atomic_load_explicit(&st->slots[r].arrived, memory_order_acquire) == st->nonce) continue;
-    o += (size_t)snprintf(buf + o, len - o, "%s%d", cnt ? ", " : "", r);
-    cnt++;
+    o += (size_t)snprintf(buf + o, len - o, "%s%d", listed++ ? ", " : "", r);
   }
-  if (!cnt) snprintf(buf, len, "none");
+  if (!cnt) snprintf(buf, len, "no rank (all arrived)");
 }
 
 static void shmRecordPids(shmState* st, int n) {
@@ -492,7 +493,7 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       res = relaySetError(comm, relayTimeout,
-                          "rank 0: init of job '%s' (%d ranks): timed out after %d ms waiting for ranks %s to arrive",
+                          "rank 0: init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive",
                           st->job, n, comm->cfg.timeoutMs, miss);
       goto failMapped;
     }
@@ -606,8 +607,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
       shmUnmap(st);
       if (r0 == relayTimeout)
         *res = relaySetError(comm, relayTimeout,
-                             "rank %d: init of job '%s' (%d ranks): rank 0 gave up after %d ms waiting for ranks %s "
-                             "to arrive",
+                             "rank %d: init of job '%s' (%d ranks): rank 0 gave up after %d ms waiting for %s to "
+                             "arrive",
                              me, st->job, n, comm->cfg.timeoutMs, miss);
       else
         *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 failed init (%s)", me,
@@ -630,8 +631,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
       shmMissing(st, n, miss, sizeof miss);
       int creator = st->hdr->creatorPid;
       *res = relaySetError(comm, relayTimeout,
-                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for ranks %s to "
-                           "arrive%s",
+                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive%s",
                            me, st->job, n, comm->cfg.timeoutMs, miss,
                            shmPidAlive(creator) ? "" : " (the segment's creator, rank 0, is gone)");
       shmUnmap(st);
@@ -898,7 +898,12 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
   if (p < 0)
     for (int i = 0; i < st->nspend; i++)
       if (p < 0 || st->spend[i] < p) p = st->spend[i];
-  int others = st->nspend + st->nrpend - 1;
+  /* Other peers this rank still waits on (a peer can be in both lists). */
+  int others = 0;
+  memset(st->tmp, 0, (size_t)comm->nranks * sizeof(int));
+  st->tmp[p] = 1;
+  for (int i = 0; i < st->nspend; i++) others += !st->tmp[st->spend[i]]++;
+  for (int i = 0; i < st->nrpend; i++) others += !st->tmp[st->rpend[i]]++;
   char what[160];
   if (isRecv) {
     const shmPeerQ* q = &st->rq[p];
@@ -912,9 +917,9 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
     snprintf(what, sizeof what, "send %llu of %llu bytes", (unsigned long long)put, (unsigned long long)x->bytes);
   }
   return relaySetError(comm, relayTimeout,
-                       "rank %d: step %d of call #%llu: no progress for %d ms waiting for rank %d (%s)%s", comm->rank,
-                       comm->curStep, (unsigned long long)comm->callSeq, comm->cfg.timeoutMs, p, what,
-                       others > 0 ? " and other transfers" : "");
+                       "rank %d: step %d of call #%llu: no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
+                       comm->rank, comm->curStep, (unsigned long long)comm->callSeq, comm->cfg.timeoutMs, p, what,
+                       others ? " and " : "", others, others == 1 ? " other rank" : others ? " other ranks" : "");
 }
 
 static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const relayXferDesc* sends, int nSends,
