@@ -1,0 +1,620 @@
+/*
+ * The simulator: a fluid model of the transfers (max-min fair sharing of link
+ * capacity) driven by every rank's program of a plan. See sim.h for what is
+ * modeled and docs/model.md for what is left out.
+ */
+#include "sim/sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* ---- the fluid model ---------------------------------------------------- */
+
+/* Resources a flow can cross. For n GPUs: n*n directed links, n injection
+ * ports, n ejection ports, the fabric, n local-copy engines (self transfers). */
+#define MAX_RES_PER_FLOW 4
+
+enum { FLOW_PENDING = 0, FLOW_ACTIVE = 1, FLOW_DONE = 2 };
+
+typedef struct {
+  double remaining; /* bytes */
+  double rate;      /* bytes/s, valid while active */
+  double start;     /* seconds: not before */
+  double end;
+  int src, dst;
+  int state;
+  int nres;
+  int res[MAX_RES_PER_FLOW];
+  int tag; /* the caller's: the plan sim stores the step */
+} fluidFlow;
+
+typedef struct {
+  const struct relayTopo* topo;
+  int n, nRes;
+  double* cap; /* [nRes] capacity, bytes/s; 0: uncapped (never a flow's resource) */
+  fluidFlow* flows;
+  int nFlows, capFlows;
+  int* active;
+  int nActive;
+  int* pending;
+  int nPending;
+  /* water-filling scratch */
+  double* capRem; /* [nRes] */
+  int* users;     /* [nRes] unfrozen flows using it */
+  int* usedRes;   /* compact list of resources in use */
+  char* frozen;   /* [capFlows] */
+  double now;
+  int dirty;
+  int events;
+} fluid;
+
+static int resLink(int n, int s, int d) { return s * n + d; }
+static int resInj(int n, int g) { return n * n + g; }
+static int resEj(int n, int g) { return n * n + n + g; }
+static int resFabric(int n) { return n * n + 2 * n; }
+static int resSelf(int n, int g) { return n * n + 2 * n + 1 + g; }
+
+static void fluidFree(fluid* f) {
+  free(f->cap);
+  free(f->flows);
+  free(f->active);
+  free(f->pending);
+  free(f->capRem);
+  free(f->users);
+  free(f->usedRes);
+  free(f->frozen);
+  memset(f, 0, sizeof *f);
+}
+
+static relayResult_t fluidInit(fluid* f, const struct relayTopo* t, int maxFlows) {
+  memset(f, 0, sizeof *f);
+  int n = t->nGPUs;
+  f->topo = t;
+  f->n = n;
+  f->nRes = n * n + 3 * n + 1;
+  if (maxFlows < 1) maxFlows = 1;
+  f->capFlows = maxFlows;
+  f->cap = calloc((size_t)f->nRes, sizeof *f->cap);
+  f->capRem = calloc((size_t)f->nRes, sizeof *f->capRem);
+  f->users = calloc((size_t)f->nRes, sizeof *f->users);
+  f->usedRes = calloc((size_t)f->nRes, sizeof *f->usedRes);
+  f->flows = calloc((size_t)maxFlows, sizeof *f->flows);
+  f->active = calloc((size_t)maxFlows, sizeof *f->active);
+  f->pending = calloc((size_t)maxFlows, sizeof *f->pending);
+  f->frozen = calloc((size_t)maxFlows, 1);
+  if (!f->cap || !f->capRem || !f->users || !f->usedRes || !f->flows || !f->active || !f->pending || !f->frozen) {
+    fluidFree(f);
+    return relaySystemError;
+  }
+  for (int s = 0; s < n; s++)
+    for (int d = 0; d < n; d++)
+      if (s != d) f->cap[resLink(n, s, d)] = relayTopoLinkCap(t, s, d);
+  for (int g = 0; g < n; g++) {
+    f->cap[resInj(n, g)] = t->injBw[g];
+    f->cap[resEj(n, g)] = t->ejBw[g];
+    /* A self transfer is a copy: every byte read once and written once. */
+    f->cap[resSelf(n, g)] = t->memBw / 2;
+  }
+  f->cap[resFabric(n)] = t->fabricBw;
+  return relaySuccess;
+}
+
+/* Adds a flow; its id is the return value. The caller checked reachability. */
+static int fluidAdd(fluid* f, int src, int dst, double bytes, double start, int tag) {
+  int id = f->nFlows++;
+  fluidFlow* fl = &f->flows[id];
+  memset(fl, 0, sizeof *fl);
+  fl->remaining = bytes;
+  fl->start = start;
+  fl->src = src;
+  fl->dst = dst;
+  fl->tag = tag;
+  int n = f->n;
+  if (src == dst) {
+    fl->res[fl->nres++] = resSelf(n, src);
+  } else {
+    if (f->cap[resLink(n, src, dst)] > 0) fl->res[fl->nres++] = resLink(n, src, dst);
+    if (f->cap[resInj(n, src)] > 0) fl->res[fl->nres++] = resInj(n, src);
+    if (f->cap[resEj(n, dst)] > 0) fl->res[fl->nres++] = resEj(n, dst);
+    if (f->cap[resFabric(n)] > 0) fl->res[fl->nres++] = resFabric(n);
+  }
+  fl->state = FLOW_PENDING;
+  f->pending[f->nPending++] = id;
+  return id;
+}
+
+/* Max-min fair rates by progressive filling: raise every unfrozen flow's rate
+ * together until a resource saturates, freeze the flows through it, repeat. */
+static void fluidWaterfill(fluid* f) {
+  int nUsed = 0;
+  for (int i = 0; i < f->nActive; i++) {
+    fluidFlow* fl = &f->flows[f->active[i]];
+    f->frozen[i] = 0;
+    for (int k = 0; k < fl->nres; k++) {
+      int r = fl->res[k];
+      if (f->users[r]++ == 0) {
+        f->usedRes[nUsed++] = r;
+        f->capRem[r] = f->cap[r];
+      }
+    }
+    if (fl->nres == 0) { /* nothing bounds it: ends at once */
+      fl->rate = INFINITY;
+      f->frozen[i] = 1;
+    }
+  }
+  for (;;) {
+    int best = -1;
+    double share = INFINITY;
+    for (int u = 0; u < nUsed; u++) {
+      int r = f->usedRes[u];
+      if (f->users[r] == 0) continue;
+      double s = f->capRem[r] / f->users[r];
+      if (s < share) {
+        share = s;
+        best = r;
+      }
+    }
+    if (best < 0) break;
+    if (share < 0) share = 0;
+    for (int i = 0; i < f->nActive; i++) {
+      if (f->frozen[i]) continue;
+      fluidFlow* fl = &f->flows[f->active[i]];
+      int uses = 0;
+      for (int k = 0; k < fl->nres; k++) uses |= fl->res[k] == best;
+      if (!uses) continue;
+      fl->rate = share;
+      f->frozen[i] = 1;
+      for (int k = 0; k < fl->nres; k++) {
+        int r = fl->res[k];
+        f->capRem[r] -= share;
+        if (f->capRem[r] < 0) f->capRem[r] = 0;
+        f->users[r]--;
+      }
+    }
+  }
+  for (int u = 0; u < nUsed; u++) f->users[f->usedRes[u]] = 0;
+  f->events++;
+}
+
+static void fluidActivateDue(fluid* f) {
+  int w = 0;
+  for (int i = 0; i < f->nPending; i++) {
+    int id = f->pending[i];
+    if (f->flows[id].start <= f->now) {
+      f->flows[id].state = FLOW_ACTIVE;
+      f->active[f->nActive++] = id;
+      f->dirty = 1;
+    } else {
+      f->pending[w++] = id;
+    }
+  }
+  f->nPending = w;
+}
+
+/* Runs the model to its next completions. Writes the ids of the flows that
+ * ended (at f->now) to done[] and returns how many; 0 when no flow is left. */
+static int fluidNext(fluid* f, int* done) {
+  for (;;) {
+    fluidActivateDue(f);
+    if (f->nActive == 0 && f->nPending == 0) return 0;
+    if (f->nActive == 0) { /* idle until the next start */
+      double t = INFINITY;
+      for (int i = 0; i < f->nPending; i++)
+        if (f->flows[f->pending[i]].start < t) t = f->flows[f->pending[i]].start;
+      f->now = t;
+      continue;
+    }
+    if (f->dirty) {
+      fluidWaterfill(f);
+      f->dirty = 0;
+    }
+    double dt = INFINITY;
+    int first = -1;
+    for (int i = 0; i < f->nActive; i++) {
+      fluidFlow* fl = &f->flows[f->active[i]];
+      double t = fl->rate > 0 ? fl->remaining / fl->rate : INFINITY;
+      if (t < dt) {
+        dt = t;
+        first = i;
+      }
+    }
+    double nextStart = INFINITY;
+    for (int i = 0; i < f->nPending; i++)
+      if (f->flows[f->pending[i]].start < nextStart) nextStart = f->flows[f->pending[i]].start;
+    if (first < 0 && !isfinite(nextStart)) return 0; /* no rate anywhere: the caller reports it */
+    if (nextStart < f->now + dt) {
+      /* A flow joins before any ends: advance, re-share, go on. */
+      double step = nextStart - f->now;
+      for (int i = 0; i < f->nActive; i++) {
+        fluidFlow* fl = &f->flows[f->active[i]];
+        fl->remaining -= fl->rate * step;
+      }
+      f->now = nextStart;
+      continue;
+    }
+    f->now += dt;
+    int nd = 0, w = 0;
+    for (int i = 0; i < f->nActive; i++) {
+      int id = f->active[i];
+      fluidFlow* fl = &f->flows[id];
+      if (isinf(fl->rate)) fl->remaining = 0;
+      else fl->remaining -= fl->rate * dt;
+      /* Flows within a picosecond (or a thousandth of a byte) of their end
+       * end together: symmetric plans then take one event per step. */
+      if (i == first || fl->remaining <= fl->rate * 1e-12 || fl->remaining <= 1e-3) {
+        fl->remaining = 0;
+        fl->state = FLOW_DONE;
+        fl->end = f->now;
+        done[nd++] = id;
+      } else {
+        f->active[w++] = id;
+      }
+    }
+    f->nActive = w;
+    f->dirty = 1;
+    return nd;
+  }
+}
+
+relayResult_t relaySimFlows(const struct relayTopo* topo, int n, const int* src, const int* dst,
+                            const double* bytes, double* makespan, double* ends) {
+  *makespan = 0;
+  char err[256];
+  if (relayTopoCheck(topo, err, sizeof err) != 0)
+    return relaySetError(NULL, relayInvalidArgument, "sim: topology '%s': %s", topo->name, err);
+  if (n <= 0) return relaySuccess;
+  for (int i = 0; i < n; i++)
+    if (!relayTopoReachable(topo, src[i], dst[i]))
+      return relaySetError(NULL, relayInvalidArgument, "sim: flow %d: GPU %d cannot reach GPU %d on '%s'", i,
+                           src[i], dst[i], topo->name);
+  fluid f;
+  RELAY_CHECK(fluidInit(&f, topo, n));
+  int* done = malloc((size_t)n * sizeof *done);
+  if (!done) {
+    fluidFree(&f);
+    return relaySystemError;
+  }
+  for (int i = 0; i < n; i++) {
+    if (bytes[i] > 0) {
+      fluidAdd(&f, src[i], dst[i], bytes[i], 0.0, i);
+    } else {
+      /* an empty flow ends at once; keep ids aligned with i */
+      int id = fluidAdd(&f, src[i], dst[i], 0.0, 0.0, i);
+      f.flows[id].nres = 0;
+    }
+  }
+  int nd;
+  while ((nd = fluidNext(&f, done)) > 0) {
+  }
+  *makespan = f.now;
+  if (ends)
+    for (int i = 0; i < n; i++) ends[i] = f.flows[i].end;
+  free(done);
+  fluidFree(&f);
+  return relaySuccess;
+}
+
+/* ---- the plan-driven simulation ---------------------------------------- */
+
+typedef struct {
+  int step;        /* the step it is in; nSteps when finished */
+  int waiting;     /* in a step with transfers, not all ended */
+  int outstanding; /* transfers of this step not yet ended */
+  double ready;    /* entered the step + its boundary: its flows start no earlier */
+  double side;     /* the side lane is free from here */
+  double end;
+  int boundaries, launches;
+} simRank;
+
+typedef struct {
+  const relayPlan* plan;
+  const struct relayTopo* topo;
+  fluid fl;
+  simRank* rk;
+  int* mark; /* [nranks] stamps for distinct peers */
+  int stamp;
+  relaySimResult* out;
+  relayResult_t err;
+} simState;
+
+static double opSeconds(const simState* S, const planOp* op) {
+  double bytes = (double)op->count * (double)S->plan->elemSize;
+  /* A copy reads and writes each byte; a k-input reduce reads k, writes one. */
+  double moved = op->kind == PLAN_OP_COPY ? 2 * bytes : (double)(op->nsrc + 1) * bytes;
+  return S->topo->launchS + moved / S->topo->memBw;
+}
+
+/* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */
+static double runOps(simState* S, int r, int s, double t) {
+  const planStep* st = planRankStep(S->plan, r, s);
+  simRank* R = &S->rk[r];
+  for (uint32_t i = 0; i < st->nOp; i++) {
+    const planOp* op = &S->plan->ops[st->opBase + i];
+    double d = opSeconds(S, op);
+    R->launches++;
+    if (op->lane == 0) {
+      t += d;
+    } else {
+      /* The side lane starts an op no earlier than where it was issued on the
+       * main lane (an event recorded there gates it), one op after another. */
+      R->side = (R->side > t ? R->side : t) + d;
+    }
+  }
+  return t;
+}
+
+/* Creates the flows between r and p in step s (both have entered it). */
+static void createPairFlows(simState* S, int r, int p, int s) {
+  const relayPlan* P = S->plan;
+  double start = S->rk[r].ready > S->rk[p].ready ? S->rk[r].ready : S->rk[p].ready;
+  for (int dir = 0; dir < (r == p ? 1 : 2); dir++) {
+    int a = dir == 0 ? r : p, b = dir == 0 ? p : r;
+    const planStep* sa = planRankStep(P, a, s);
+    const planStep* sb = planRankStep(P, b, s);
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < sa->nSend; i++) {
+      const planXfer* x = &P->sends[sa->sendBase + i];
+      if (x->peer != b) continue;
+      while (j < sb->nRecv && P->recvs[sb->recvBase + j].peer != a) j++;
+      if (j == sb->nRecv || P->recvs[sb->recvBase + j].count != x->count) {
+        if (S->err == relaySuccess)
+          S->err = relaySetError(NULL, relayInvalidArgument,
+                                 "sim: step %d: rank %d's send of %llu elements to rank %d has no matching receive",
+                                 s, a, (unsigned long long)x->count, b);
+        return;
+      }
+      j++;
+      fluidAdd(&S->fl, a, b, (double)x->count * (double)P->elemSize, start, s);
+    }
+  }
+}
+
+static void finishRank(simState* S, int r, double t) {
+  simRank* R = &S->rk[r];
+  R->step = S->plan->nSteps;
+  R->waiting = 0;
+  R->end = R->side > t ? R->side : t;
+}
+
+/* Rank r leaves step `from - 1` at time t and enters steps from `from` on,
+ * running steps without transfers at once, until one with transfers. */
+static void enterSteps(simState* S, int r, int from, double t) {
+  const relayPlan* P = S->plan;
+  simRank* R = &S->rk[r];
+  for (int s = from; s < P->nSteps; s++) {
+    const planStep* st = planRankStep(P, r, s);
+    R->step = s;
+    if (st->nSend + st->nRecv > 0) {
+      R->waiting = 1;
+      R->outstanding = (int)(st->nSend + st->nRecv);
+      R->ready = t + S->topo->boundaryS;
+      R->boundaries++;
+      /* Flows with each peer that is already here start now; the others
+       * are created when that peer enters this step. */
+      int stamp = ++S->stamp;
+      for (int dir = 0; dir < 2; dir++) {
+        uint32_t nx = dir == 0 ? st->nSend : st->nRecv;
+        const planXfer* xs = dir == 0 ? &P->sends[st->sendBase] : &P->recvs[st->recvBase];
+        for (uint32_t i = 0; i < nx; i++) {
+          int p = xs[i].peer;
+          if (S->mark[p] == stamp) continue;
+          S->mark[p] = stamp;
+          if (p == r || (S->rk[p].step == s && S->rk[p].waiting)) createPairFlows(S, r, p, s);
+        }
+      }
+      return;
+    }
+    t = runOps(S, r, s, t);
+    if (t > S->out->stepEndS[s]) S->out->stepEndS[s] = t;
+  }
+  finishRank(S, r, t);
+}
+
+static void stepTransfersDone(simState* S, int r, double t) {
+  simRank* R = &S->rk[r];
+  int s = R->step;
+  R->waiting = 0;
+  t = runOps(S, r, s, t);
+  if (t > S->out->stepEndS[s]) S->out->stepEndS[s] = t;
+  enterSteps(S, r, s + 1, t);
+}
+
+/* Every send of a step has a receive of the same count on its peer, and the
+ * other way round (the plan checker's first rule, needed here so that no
+ * rank waits forever). */
+static relayResult_t checkMatching(const relayPlan* P) {
+  int n = P->nranks;
+  size_t nn = (size_t)n * (size_t)n;
+  uint64_t* acc = calloc(nn * 4, sizeof *acc); /* send count, send elems, recv count, recv elems */
+  if (!acc) return relaySystemError;
+  relayResult_t res = relaySuccess;
+  for (int s = 0; s < P->nSteps && res == relaySuccess; s++) {
+    memset(acc, 0, nn * 4 * sizeof *acc);
+    for (int r = 0; r < n; r++) {
+      const planStep* st = planRankStep(P, r, s);
+      for (uint32_t i = 0; i < st->nSend; i++) {
+        const planXfer* x = &P->sends[st->sendBase + i];
+        if (x->peer < 0 || x->peer >= n) {
+          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d sends to rank %d of %d", s, r,
+                              x->peer, n);
+          goto out;
+        }
+        acc[((size_t)r * n + x->peer) * 4 + 0]++;
+        acc[((size_t)r * n + x->peer) * 4 + 1] += x->count;
+      }
+      for (uint32_t i = 0; i < st->nRecv; i++) {
+        const planXfer* x = &P->recvs[st->recvBase + i];
+        if (x->peer < 0 || x->peer >= n) {
+          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d receives from rank %d of %d", s,
+                              r, x->peer, n);
+          goto out;
+        }
+        acc[((size_t)x->peer * n + r) * 4 + 2]++;
+        acc[((size_t)x->peer * n + r) * 4 + 3] += x->count;
+      }
+    }
+    for (size_t i = 0; i < nn; i++)
+      if (acc[i * 4 + 0] != acc[i * 4 + 2] || acc[i * 4 + 1] != acc[i * 4 + 3]) {
+        res = relaySetError(NULL, relayInvalidArgument,
+                            "sim: step %d: rank %d sends %llu transfers (%llu elements) to rank %d, which "
+                            "receives %llu (%llu elements)",
+                            s, (int)(i / n), (unsigned long long)acc[i * 4 + 0], (unsigned long long)acc[i * 4 + 1],
+                            (int)(i % n), (unsigned long long)acc[i * 4 + 2], (unsigned long long)acc[i * 4 + 3]);
+        goto out;
+      }
+  }
+out:
+  free(acc);
+  return res;
+}
+
+void relaySimResultFree(relaySimResult* r) {
+  if (!r) return;
+  free(r->stepEndS);
+  free(r->stepS);
+  free(r->rankEndS);
+  free(r->linkBytes);
+  free(r->stepBusiestBytes);
+  memset(r, 0, sizeof *r);
+}
+
+/* Traffic from the plan alone: bytes per directed pair, over the call and
+ * per step. stepPair is nranks*nranks scratch. */
+static void countTraffic(const relayPlan* P, relaySimResult* out, uint64_t* stepPair) {
+  int n = P->nranks;
+  size_t nn = (size_t)n * (size_t)n;
+  for (int s = 0; s < P->nSteps; s++) {
+    memset(stepPair, 0, nn * sizeof *stepPair);
+    for (int r = 0; r < n; r++) {
+      const planStep* st = planRankStep(P, r, s);
+      for (uint32_t i = 0; i < st->nSend; i++) {
+        const planXfer* x = &P->sends[st->sendBase + i];
+        if (x->peer != r) stepPair[(size_t)r * n + x->peer] += x->count * P->elemSize;
+      }
+    }
+    uint64_t busiest = 0;
+    for (size_t i = 0; i < nn; i++) {
+      out->linkBytes[i] += stepPair[i];
+      if (stepPair[i] > busiest) busiest = stepPair[i];
+    }
+    out->stepBusiestBytes[s] = busiest;
+    out->criticalPathBytes += busiest;
+  }
+  out->busiestSrc = out->busiestDst = -1;
+  for (int s = 0; s < n; s++)
+    for (int d = 0; d < n; d++)
+      if (s != d && out->linkBytes[(size_t)s * n + d] > out->busiestLinkBytes) {
+        out->busiestLinkBytes = out->linkBytes[(size_t)s * n + d];
+        out->busiestSrc = s;
+        out->busiestDst = d;
+      }
+}
+
+relayResult_t relaySimRun(const relayPlan* P, const struct relayTopo* topo, relaySimResult* out) {
+  memset(out, 0, sizeof *out);
+  if (!P || !topo) return relaySetError(NULL, relayInvalidArgument, "sim: NULL plan or topology");
+  char err[256];
+  if (relayTopoCheck(topo, err, sizeof err) != 0)
+    return relaySetError(NULL, relayInvalidArgument, "sim: topology '%s': %s", topo->name, err);
+  int n = P->nranks;
+  if (n > topo->nGPUs)
+    return relaySetError(NULL, relayInvalidArgument, "sim: the plan has %d ranks, topology '%s' %d GPUs", n,
+                         topo->name, topo->nGPUs);
+  out->nranks = n;
+  out->nSteps = P->nSteps;
+  size_t ns = P->nSteps > 0 ? (size_t)P->nSteps : 1;
+  out->stepEndS = calloc(ns, sizeof *out->stepEndS);
+  out->stepS = calloc(ns, sizeof *out->stepS);
+  out->rankEndS = calloc((size_t)n, sizeof *out->rankEndS);
+  out->linkBytes = calloc((size_t)n * (size_t)n, sizeof *out->linkBytes);
+  out->stepBusiestBytes = calloc(ns, sizeof *out->stepBusiestBytes);
+  if (!out->stepEndS || !out->stepS || !out->rankEndS || !out->linkBytes || !out->stepBusiestBytes) {
+    relaySimResultFree(out);
+    return relaySystemError;
+  }
+  relayResult_t res = checkMatching(P);
+  if (res != relaySuccess) return res;
+  /* Every pair that transfers must be reachable. */
+  for (uint32_t r = 0; r < (uint32_t)n; r++)
+    for (int s = 0; s < P->nSteps; s++) {
+      const planStep* st = planRankStep(P, (int)r, s);
+      for (uint32_t i = 0; i < st->nSend; i++) {
+        int p = P->sends[st->sendBase + i].peer;
+        if (!relayTopoReachable(topo, (int)r, p))
+          return relaySetError(NULL, relayInvalidArgument, "sim: step %d: GPU %u cannot reach GPU %d on '%s'", s,
+                               r, p, topo->name);
+      }
+    }
+  uint64_t* stepPair = calloc((size_t)n * (size_t)n, sizeof *stepPair);
+  if (!stepPair) {
+    relaySimResultFree(out);
+    return relaySystemError;
+  }
+  countTraffic(P, out, stepPair);
+  free(stepPair);
+
+  simState S;
+  memset(&S, 0, sizeof S);
+  S.plan = P;
+  S.topo = topo;
+  S.out = out;
+  S.err = relaySuccess;
+  S.rk = calloc((size_t)n, sizeof *S.rk);
+  S.mark = calloc((size_t)n, sizeof *S.mark);
+  int* done = malloc(((size_t)P->nSends + 1) * sizeof *done);
+  if (!S.rk || !S.mark || !done || (res = fluidInit(&S.fl, topo, (int)P->nSends)) != relaySuccess) {
+    free(S.rk);
+    free(S.mark);
+    free(done);
+    return res != relaySuccess ? res : relaySystemError;
+  }
+  for (int r = 0; r < n; r++) enterSteps(&S, r, 0, 0.0);
+  int nd;
+  while (S.err == relaySuccess && (nd = fluidNext(&S.fl, done)) > 0) {
+    double t = S.fl.now;
+    for (int i = 0; i < nd; i++) {
+      const fluidFlow* fl = &S.fl.flows[done[i]];
+      S.rk[fl->src].outstanding--;
+      S.rk[fl->dst].outstanding--;
+    }
+    /* Ranks whose step just ended move on, in rank order (deterministic). */
+    for (int i = 0; i < nd; i++) {
+      const fluidFlow* fl = &S.fl.flows[done[i]];
+      int ends[2] = {fl->src, fl->dst};
+      for (int k = 0; k < 2; k++) {
+        simRank* R = &S.rk[ends[k]];
+        if (R->waiting && R->outstanding == 0) stepTransfersDone(&S, ends[k], t);
+      }
+    }
+  }
+  res = S.err;
+  double last = 0;
+  int lastRank = 0;
+  for (int r = 0; r < n && res == relaySuccess; r++) {
+    if (S.rk[r].step != P->nSteps) {
+      res = relaySetError(NULL, relayInvalidArgument, "sim: rank %d never finished step %d (a transfer with no peer)",
+                          r, S.rk[r].step);
+      break;
+    }
+    out->rankEndS[r] = S.rk[r].end;
+    if (S.rk[r].end > last) {
+      last = S.rk[r].end;
+      lastRank = r;
+    }
+  }
+  if (res == relaySuccess) {
+    out->totalS = topo->callS + last;
+    for (int s = 0; s < P->nSteps; s++) out->stepS[s] = out->stepEndS[s] - (s ? out->stepEndS[s - 1] : 0.0);
+    out->boundaries = S.rk[lastRank].boundaries;
+    out->launches = S.rk[lastRank].launches;
+  }
+  out->events = S.fl.events;
+  fluidFree(&S.fl);
+  free(S.rk);
+  free(S.mark);
+  free(done);
+  return res;
+}

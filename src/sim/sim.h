@@ -1,0 +1,93 @@
+/*
+ * Link-level simulator: runs every rank's program of a plan on a topology and
+ * predicts the call's time. Also the baseline model (src/sim/baseline.c): the
+ * same collective done by NCCL/RCCL on the active ranks only, so that every
+ * prediction can be printed as a ratio a user can check by measuring both.
+ *
+ * What is modeled (docs/model.md says more, and what is left out):
+ *   - each step's transfers are flows that share capacity max-min fairly
+ *     (progressive filling) over link-direction resources: a mesh's directed
+ *     links, a switch's injection and ejection ports, per-GPU port caps and
+ *     a fabric cap, whichever the topology has; a transfer to oneself is a
+ *     local copy at memory bandwidth;
+ *   - ranks synchronize only through matched transfers: a step's flows
+ *     between two ranks start when both have entered the step and paid the
+ *     step's boundary cost (launch + sync of one grouped transfer);
+ *   - a rank's step ends when its last flow ends; then its lane-0 local ops
+ *     run in order, each a launch plus (bytes read + written) / memBw, and the
+ *     rank enters the next step. Lane-1 ops run in order on a side lane that
+ *     starts each op no earlier than the point it was issued and are joined
+ *     at the end of the call;
+ *   - the call adds its fixed cost once.
+ * Deterministic (fixed iteration order, no randomness) and cheap: an 8-rank
+ * plan of ~20 steps runs in well under a millisecond.
+ */
+#ifndef RELAY_SIM_H_
+#define RELAY_SIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+#include "topo/topo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  double totalS; /* predicted time of the call, seconds: callS + the last rank's end */
+  int nranks, nSteps;
+  double* stepEndS; /* [nSteps] when the last rank left step s (its lane-0 ops done), after callS */
+  double* stepS;    /* [nSteps] stepEndS[s] - stepEndS[s-1] (stepEndS[-1] = 0) */
+  double* rankEndS; /* [nranks] when each rank's program ended, side lane joined, after callS */
+  /* Traffic, self transfers excluded. */
+  uint64_t* linkBytes;        /* [nranks * nranks] bytes src -> dst over the call */
+  uint64_t* stepBusiestBytes; /* [nSteps] the busiest directed pair's bytes in step s */
+  uint64_t busiestLinkBytes;  /* max of linkBytes */
+  int busiestSrc, busiestDst; /* the first pair (src-major order) that carries it */
+  uint64_t criticalPathBytes; /* sum of stepBusiestBytes */
+  /* Counts on the rank that ends last. */
+  int boundaries; /* steps with transfers */
+  int launches;   /* local ops, both lanes */
+  int events;     /* fluid-model events (rate recomputations) over the whole run */
+} relaySimResult;
+
+/* Simulate plan on topo. topo->nGPUs must be >= plan->nranks (rank r runs on
+ * GPU r). Fills *out (free with relaySimResultFree, also after a failure).
+ * relayInvalidArgument names the problem with relaySetError (a plan whose
+ * transfers do not match, an unreachable pair, a topology that fails
+ * relayTopoCheck); relaySystemError on allocation failure. */
+relayResult_t relaySimRun(const relayPlan* plan, const struct relayTopo* topo, relaySimResult* out);
+void relaySimResultFree(relaySimResult* r);
+
+/* The fluid model alone: n flows src[i] -> dst[i] of bytes[i] bytes, all
+ * starting at time 0 (no boundary or call cost). Writes the time the last one
+ * ends (0 when n == 0) and, when ends != NULL, each flow's end. */
+relayResult_t relaySimFlows(const struct relayTopo* topo, int n, const int* src, const int* dst,
+                            const double* bytes, double* makespan, double* ends);
+
+/* ---- baseline: the collective by NCCL/RCCL on the active ranks only ---- */
+
+typedef enum { RELAY_BASE_RING = 0, RELAY_BASE_DIRECT = 1 } relayBaselineAlgo;
+
+typedef struct {
+  double totalS;    /* predicted time of the call, seconds (the slowest group) */
+  double ringS;     /* the ring model's time */
+  double directS;   /* the direct (one-shot / pairwise) model's time */
+  int algo;         /* relayBaselineAlgo: the lesser of the two */
+  double egressBytes; /* per active rank, of the chosen algorithm */
+} relayBaselineResult;
+
+/* key->coll, nranks, nGroups, nActive, ranks, counts and dtype are used (the
+ * op, route and depth are not). Counts follow the API: elements per rank of
+ * the all-gather send, the reduce-scatter recv, the all-reduce buffer and the
+ * all-to-all segment. The nGroups groups run at once, as the reference's fused
+ * sweep compares against nGroups concurrent A-rank NCCL calls. */
+relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo, relayBaselineResult* out);
+const char* relayBaselineAlgoName(int algo);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
