@@ -1,6 +1,6 @@
 # Shared-memory transport tests: one process per case, each case forks its ranks.
 foreach(c rendezvous2 rendezvous3 rendezvous8 two_comms group_big group_big_ring64k group_big8 group_self
-          group_many group_many8 agree agree_mismatch mismatch timeout init_timeout nranks_mismatch badargs local
+          group_many group_many8 agree agree_mismatch mismatch timeout init_timeout init_no_rank0 init_killed nranks_mismatch badargs local
           killed abort reject gone stale)
   add_test(NAME shm_${c} COMMAND test_shm ${c})
   set_tests_properties(shm_${c} PROPERTIES TIMEOUT 120 LABELS cpu)

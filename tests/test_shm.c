@@ -431,6 +431,46 @@ static int rankInitTimeout(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* Rank 0 never inits: the others time out saying they wait for rank 0. */
+static int rankInitNoRank0(int rank, int nranks, void* arg) {
+  (void)arg;
+  if (rank == 0) return 0;
+  relayConfig_t cfg = tCfg(1000, 4096);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  double dt = tSec(t0);
+  const char* msg = relayGetLastError(NULL);
+  T_CHECK(res == relayTimeout && !c, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  T_CHECK(dt >= 0.95 && dt < 4.0, "rank %d: init timed out after %.2f s, deadline 1 s", rank, dt);
+  T_CHECK(strstr(msg, "rank 0 never arrived"), "rank %d: message does not name rank 0: %s", rank, msg);
+  if (rank == 1) printf("%s\n", msg);
+  return 0;
+}
+
+/* Rank 1 checks in and is killed while rank 3 never comes: rank 0 reports
+ * the death at once and rank 2, waiting with it, learns that init failed. (A
+ * rank arriving after rank 0 gave up finds no segment: rank 0 leaves nothing
+ * behind, so a latecomer waits for its own deadline.) */
+static void* tKillSoon(void* arg);
+static int rankInitKilled(int rank, int nranks, void* arg) {
+  (void)arg;
+  static int killMs = 150;
+  pthread_t th;
+  if (rank == 1) T_CHECK(pthread_create(&th, NULL, tKillSoon, &killMs) == 0, "pthread_create");
+  if (rank == 3) return 0;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  const char* msg = relayGetLastError(NULL);
+  T_CHECK(res == relayRemoteError && !c, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  T_CHECK(tSec(t0) < 3, "rank %d: took %.2f s", rank, tSec(t0));
+  if (rank == 0) T_CHECK(strstr(msg, "rank 1 (pid") && strstr(msg, "died"), "rank 0: %s", msg);
+  printf("%s\n", msg);
+  return 0;
+}
+
 /* Ranks disagree on nranks: an argument error, not a timeout. */
 static int rankNranksMismatch(int rank, int nranks, void* arg) {
   (void)arg;
@@ -761,6 +801,15 @@ static void caseKilled(void) {
     T_CHECK(codes[r] == 0, "survivor rank %d exited %d (0 = saw the error in time, 2 = never saw it)", r, codes[r]);
 }
 
+static void caseInitKilled(void) {
+  int codes[4];
+  int rc = t_launch(4, rankInitKilled, NULL, 60, 10000, codes);
+  T_CHECK(rc != 0 && codes[1] == -SIGKILL, "rank 1 exit %d, want -SIGKILL", codes[1]);
+  T_CHECK(codes[0] == 0 && codes[2] == 0 && codes[3] == 0, "survivors exited %d, %d, %d", codes[0], codes[2],
+          codes[3]);
+  T_CHECK(!tSegmentExists(t_job()), "segment left behind");
+}
+
 static void caseAbort(void) {
   int viaApi = 0;
   t_run_ranks(2, rankAbort, &viaApi, 60);
@@ -792,6 +841,8 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "mismatch")) caseMismatch();
   else if (!strcmp(c, "timeout")) t_run_ranks(3, rankTimeout, NULL, 60);
   else if (!strcmp(c, "init_timeout")) t_run_ranks(3, rankInitTimeout, NULL, 60);
+  else if (!strcmp(c, "init_no_rank0")) t_run_ranks(3, rankInitNoRank0, NULL, 60);
+  else if (!strcmp(c, "init_killed")) caseInitKilled();
   else if (!strcmp(c, "nranks_mismatch")) t_run_ranks(2, rankNranksMismatch, NULL, 60);
   else if (!strcmp(c, "badargs")) t_run_ranks(1, rankBadArgs, NULL, 60);
   else if (!strcmp(c, "local")) t_run_ranks(1, rankLocal, NULL, 60);

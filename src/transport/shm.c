@@ -152,7 +152,8 @@ typedef struct {
   unsigned char* data; /* [n*(n-1)][ringBytes] */
   uint64_t ringBytes, chunk;
   uint64_t nonce;
-  int32_t* pids; /* [n], from check-in */
+  int32_t deadCreator; /* pid of a dead rank 0 whose segment we found (for messages) */
+  int32_t* pids;       /* [n], from check-in */
   atomic_int abortedLocal;
   uint64_t agreeRound;
   /* Producer/consumer cursors: we own head of rings me->p and tail of p->me. */
@@ -510,6 +511,13 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
   return relaySuccess;
 
 failMapped:
+  /* Tell the ranks already here why (in our slot), then release them. */
+  {
+    shmSlot* s0 = &st->slots[0];
+    size_t len = strnlen(comm->lastError, sizeof s0->failMsg - 1);
+    memcpy(s0->failMsg, comm->lastError, len);
+    s0->failMsg[len] = 0;
+  }
   atomic_store_explicit(&st->hdr->initFailed, (uint32_t)res + 1, memory_order_release);
   for (int r = 1; r < n; r++) shmWake(&st->slots[r]);
 fail:
@@ -555,6 +563,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
    * that says go), wait for our rank 0 to replace it. */
   int stale = !shmPidAlive(h->creatorPid);
   if (stale) {
+    st->deadCreator = h->creatorPid;
     munmap(base, mapBytes);
     return 0;
   }
@@ -593,7 +602,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
   atomic_store_explicit(&mine->arrived, st->nonce, memory_order_release);
   shmWake(&st->slots[0]);
 
-  for (;;) {
+  for (int poll = 1;; poll++) {
     uint32_t db = atomic_load_explicit(&mine->doorbell, memory_order_acquire);
     if (atomic_load_explicit(&st->hdr->go, memory_order_acquire)) {
       shmRecordPids(st, n);
@@ -604,6 +613,9 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       relayResult_t r0 = (relayResult_t)(failed - 1);
+      char why[sizeof st->slots[0].failMsg];
+      memcpy(why, st->slots[0].failMsg, sizeof why);
+      why[sizeof why - 1] = 0;
       shmUnmap(st);
       if (r0 == relayTimeout)
         *res = relaySetError(comm, relayTimeout,
@@ -611,8 +623,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
                              "arrive",
                              me, st->job, n, comm->cfg.timeoutMs, miss);
       else
-        *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 failed init (%s)", me,
-                             st->job, relayGetErrorString(r0));
+        *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 gave up init (%s)", me,
+                             st->job, why);
       return -1;
     }
     if (shmAborted(comm, st)) {
@@ -623,6 +635,14 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
     /* Rank 0 replaced the segment we joined (it was a leftover): re-attach.
      * "Not there" is normal just before go (rank 0 unlinks, then sets go). */
     if (shmSameFile(st, dev, ino) == 0) {
+      shmUnmap(st);
+      return 0;
+    }
+    /* Its creator died: either our rank 0 crashed (we time out below, saying
+     * so) or it was an old run's rank 0 that was still alive when we came and
+     * our rank 0 is about to replace the segment. Retrying covers both. */
+    if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && !shmPidAlive(st->hdr->creatorPid)) {
+      st->deadCreator = st->hdr->creatorPid;
       shmUnmap(st);
       return 0;
     }
@@ -650,11 +670,16 @@ static relayResult_t shmJoin(struct relayComm* comm, shmState* st, const shmLayo
     if (r < 0) return res;
     if (shmAborted(comm, st))
       return relaySetError(comm, relayInvalidUsage, "rank %d: init of job '%s' aborted", comm->rank, st->job);
-    if (relayNowNs() - t0 >= limit)
+    if (relayNowNs() - t0 >= limit) {
+      char why[96] = "rank 0 never arrived";
+      if (st->deadCreator)
+        snprintf(why, sizeof why, "the one there was made by pid %d, now dead: rank 0 crashed or never came",
+                 (int)st->deadCreator);
       return relaySetError(comm, relayTimeout,
-                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms: rank 0 never created a usable "
-                           "segment %s (rank 0 never arrived)",
-                           comm->rank, st->job, comm->nranks, comm->cfg.timeoutMs, st->name);
+                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for rank 0 to create "
+                           "shm segment %s (%s)",
+                           comm->rank, st->job, comm->nranks, comm->cfg.timeoutMs, st->name, why);
+    }
     shmNap(SHM_INIT_POLL_MS);
   }
 }
@@ -990,6 +1015,7 @@ static relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends
                               const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
   (void)stream;
   shmState* st = shmStateOf(comm);
+  if (nSends == 0 && nRecvs == 0 && !comm->failed) return relaySuccess;
   if (comm->failed)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d: step %d of call #%llu: the comm failed in an earlier call; destroy it", comm->rank,
