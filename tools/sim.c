@@ -50,6 +50,7 @@ typedef struct {
   const char* plot;
   int steps;     /* print per-step times */
   int printTopo; /* print the topology in the text format and exit */
+  int vsSeed;    /* compare with the seed's measured tables and exit */
 } simOpts;
 
 static void usage(FILE* f) {
@@ -68,7 +69,8 @@ static void usage(FILE* f) {
           "  --dtype D          default bf16;  --op O  default sum\n"
           "  --plot FILE.png    draw speedup against size (needs gnuplot)\n"
           "  --steps            print each size's per-step times\n"
-          "  --print-topo       print the topology in the text format and exit\n");
+          "  --print-topo       print the topology in the text format and exit\n"
+          "  --vs-seed          the model against the seed's measured MI350X tables (docs/model.md)\n");
 }
 
 static int parseSize(const char* s, unsigned long long* out) {
@@ -127,7 +129,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   int haveRange = 0;
   const char* sizes = NULL;
   const char* coll = "all";
-  enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_HELP };
+  enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_VSSEED, O_HELP };
   static const struct option lo[] = {
       {"topo", required_argument, 0, O_TOPO},   {"coll", required_argument, 0, 'c'},
       {"sizes", required_argument, 0, O_SIZES}, {"minbytes", required_argument, 0, 'b'},
@@ -136,6 +138,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       {"dtype", required_argument, 0, O_DTYPE}, {"op", required_argument, 0, O_OP},
       {"plot", required_argument, 0, O_PLOT},   {"steps", no_argument, 0, O_STEPS},
       {"print-topo", no_argument, 0, O_PRINT},  {"help", no_argument, 0, 'h'},
+      {"vs-seed", no_argument, 0, O_VSSEED},
       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:A:G:b:e:f:h", lo, NULL)) != -1) {
@@ -186,6 +189,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       case O_PLOT: o->plot = optarg; break;
       case O_STEPS: o->steps = 1; break;
       case O_PRINT: o->printTopo = 1; break;
+      case O_VSSEED: o->vsSeed = 1; break;
       case 'h': usage(stdout); exit(0);
       default: usage(stderr); return 1;
     }
@@ -323,6 +327,42 @@ static const char* topoKind(const struct relayTopo* t) {
   return "mesh";
 }
 
+/* The model against each of the seed's measured tables. */
+static int vsSeed(const struct relayTopo* topo) {
+  printf("# relaycc-sim --vs-seed: model on topology %s against the seed's measured tables (MI350X, bf16,\n"
+         "# single group, best-of-100); err = model / measured - 1\n", topo->name);
+  int failed = 0;
+  for (int i = 0; i < relayNumSeedTables; i++) {
+    const relaySeedTable* t = &relaySeedTables[i];
+    relaySeedCompare c;
+    printf("\n%s A=%d, relay depth %d: seed %s\n", relayCollName(t->coll), t->nActive, t->depth, t->source);
+    relayResult_t r = relaySeedCompareRun(t, topo, &c);
+    if (r == relayNotSupported) {
+      printf("  (the relay route cannot build this shape yet)\n");
+      continue;
+    }
+    if (r != relaySuccess) {
+      printf("  error: %s\n", relayGetLastError(NULL));
+      failed = 1;
+      continue;
+    }
+    printf("  Msg Size |  RCCL meas  model |  relay meas  model    err |  speedup meas  model\n");
+    for (int k = 0; k < t->nRows; k++) {
+      char label[32];
+      sizeLabel((unsigned long long)llround(t->mib[k] * MB), label, sizeof label);
+      double base = t->relayMs[k] * t->speedup[k];
+      printf("%10s | %10.3f %6.3f | %11.3f %6.3f %+5.0f%% | %12.2fx %5.2fx\n", label, base, c.modelBaseMs[k],
+             t->relayMs[k], c.modelRelayMs[k], 100 * (c.modelRelayMs[k] / t->relayMs[k] - 1), t->speedup[k],
+             c.modelBaseMs[k] / c.modelRelayMs[k]);
+    }
+    printf("  relay time: mean |err| %.1f%%, max %.1f%%, bias %+.1f%%; RCCL time: mean |err| %.1f%%, max %.1f%%;\n"
+           "  speedup: mean |err| %.1f%%, max %.1f%%\n",
+           100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr, 100 * c.maxBaseErr,
+           100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
+  }
+  return failed;
+}
+
 static int haveGnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 int main(int argc, char** argv) {
@@ -332,6 +372,11 @@ int main(int argc, char** argv) {
   if (relayTopoLoad(o.topo, &topo) != relaySuccess) {
     fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
     return 2;
+  }
+  if (o.vsSeed) {
+    int rc = vsSeed(topo);
+    relayTopoFree(topo);
+    return rc;
   }
   if (o.printTopo) {
     relayTopoWrite(topo, stdout);
@@ -408,9 +453,11 @@ int main(int argc, char** argv) {
         FILE* g = fopen(gp, "w");
         if (g) {
           fprintf(g, "set terminal png size 900,560\nset output '%s'\n", o.plot);
-          fprintf(g, "set logscale x 2\nset xlabel 'bytes of per-active-rank input'\nset ylabel 'speedup'\n");
-          fprintf(g, "set title 'relaycc over the %d-rank baseline on %s (A=%d, G=%d), predicted'\n", o.A,
-                  topo->name, o.A, o.G);
+          fprintf(g, "set logscale x 2\nset xlabel 'per-active-rank input'\nset ylabel 'speedup (predicted)'\n");
+          fprintf(g, "set xtics (\"1K\" 1024, \"16K\" 16384, \"256K\" 262144, \"4M\" 4194304, "
+                     "\"64M\" 67108864, \"1G\" 1073741824, \"16G\" 17179869184.)\n");
+          fprintf(g, "set title 'relaycc over the %d-rank baseline on %s (A=%d, G=%d, %s)'\n", o.A,
+                  topo->name, o.A, o.G, relayTypeName(o.dtype));
           fprintf(g, "set grid\nset key left top\nset yrange [0:*]\n");
           fprintf(g, "plot 1 with lines dt 2 lc rgb 'gray' notitle");
           for (int ci = 0; ci < o.nColls; ci++)
