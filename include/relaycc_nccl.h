@@ -1,0 +1,68 @@
+/*
+ * relaycc on NVIDIA GPUs: the NCCL transport.
+ *
+ * Each plan step is one NCCL group (ncclSend/ncclRecv of bytes) on the
+ * caller's stream; local reduces and copies are CUDA kernels and
+ * cudaMemcpyAsync on that stream (a plan's side lane runs on a cached side
+ * stream joined back before the call returns). Collectives take a
+ * cudaStream_t as their relayStream_t. Nothing in a collective
+ * host-synchronizes, so calls can be captured into CUDA graphs; scratch is
+ * plain cudaMalloc memory owned by the relay comm, freed by relayCommDestroy.
+ *
+ * Timeouts: every host wait of this transport (init, agreement, destroy) is a
+ * poll with the comm's deadline (RELAYCC_TIMEOUT_MS). When one passes, the
+ * NCCL communicator is stuck, so relaycc calls ncclCommAbort on it and returns
+ * relayTimeout naming the rank and step. That holds for a wrapped communicator
+ * too: after relayTimeout (relayCommGetLastError says so) its ncclComm_t is
+ * gone; do not use or destroy it.
+ */
+#ifndef RELAYCC_NCCL_H_
+#define RELAYCC_NCCL_H_
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "relaycc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Wrap a communicator the user already has (as PyTorch and torchrun users
+ * do). The relay comm covers all ranks of `nccl` with the same rank numbers;
+ * its device is the NCCL comm's device, which must be the current device. The
+ * user keeps ownership: relayCommDestroy leaves `nccl` alive, and `nccl` must
+ * outlive the relay comm. Collective over all ranks of `nccl` (it agrees the
+ * configuration and connects every pair once, so that no later call stalls
+ * in NCCL's connection setup).
+ */
+relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayConfig_t* config);
+
+/*
+ * Create a relay comm of nranks processes of one host with its own NCCL
+ * communicator: the ncclUniqueId travels through the shared-memory
+ * rendezvous named after jobName (the same rendezvous relayCommInitShm uses,
+ * under a name of its own). nranks <= 0, rank < 0 and jobName == NULL take
+ * RELAYCC_NRANKS / RELAYCC_RANK / RELAYCC_JOB, then WORLD_SIZE / RANK
+ * (job "relaycc"); cudaDevice < 0 takes LOCAL_RANK, else rank modulo the
+ * device count. Sets the current device. The NCCL communicator is owned by
+ * the relay comm and destroyed with it. When NCCL_NVLS_ENABLE is unset it is
+ * set to 0 first: the transport only uses point-to-point operations, and
+ * NVLink SHARP buffers would cost memory and multicast objects for nothing.
+ * Collective: blocks until all nranks arrived or the deadline passes.
+ */
+relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
+                                   int cudaDevice, const relayConfig_t* config);
+
+/*
+ * The NCCL communicator under a relay comm on the NCCL transport (owned or
+ * wrapped; still owned by whoever owned it). relayInvalidArgument when the
+ * comm is on another transport. Useful to build baselines with ncclCommSplit.
+ */
+relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RELAYCC_NCCL_H_ */

@@ -1,0 +1,880 @@
+/*
+ * The NCCL transport: one rank's program on a GPU.
+ *
+ *  - group(): one NCCL group per plan step on the caller's stream, every
+ *    transfer as bytes (ncclInt8); a rank's own piece is a self send/recv
+ *    pair inside the group (NCCL turns it into a local copy).
+ *  - reduce()/copy(): the CUDA reduce family (nccl_reduce.cu) and
+ *    cudaMemcpyAsync. Lane 1 runs on a side stream cached per caller stream,
+ *    forked by an event recorded on the caller stream and joined by join():
+ *    both are event record + stream wait, which CUDA graph capture records
+ *    as edges, so a captured call's side work lands inside the graph
+ *    (hazard G4 of the seed).
+ *  - scratch(): grow-only, plain cudaMalloc (mempool memory cannot be
+ *    IPC-exported, and cudaMallocAsync under capture becomes a graph
+ *    allocation node whose address dies with the graph: hazard G1), made in
+ *    relaxed capture mode so a call captured with a cold cache still gets
+ *    real memory; outgrown buffers are only freed at destroy because a
+ *    captured graph may still hold their address.
+ *  - agree()/barrier(): the shm control plane of an owned comm, or a small
+ *    ncclAllGather on a private stream for a wrapped one.
+ *
+ * Nothing in a collective host-synchronizes. The host waits that exist
+ * (init, agree, destroy) poll with the comm's deadline; when one passes, the
+ * NCCL communicator is aborted and the call returns relayTimeout naming the
+ * rank and the step.
+ */
+#include "transport/nccl/nccl_transport.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "relaycc_nccl.h"
+#include "topo/topo.h"
+#include "transport/nccl/nccl_reduce.h"
+#include "transport/shm.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* ---- errors ---------------------------------------------------------- */
+
+static const char* callName(const struct relayComm* c) { return c->curCallName ? c->curCallName : "relaycc"; }
+
+static relayResult_t fromNccl(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return relaySuccess;
+    case ncclUnhandledCudaError: return relayUnhandledCudaError;
+    case ncclSystemError: return relaySystemError;
+    case ncclInternalError: return relayInternalError;
+    case ncclInvalidArgument: return relayInvalidArgument;
+    case ncclInvalidUsage: return relayInvalidUsage;
+    case ncclRemoteError: return relayRemoteError;
+    case ncclInProgress: return relayInProgress;
+    default: return relayInternalError;
+  }
+}
+
+static relayResult_t fromCuda(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return relaySuccess;
+    case cudaErrorInvalidValue: return relayInvalidArgument;
+    case cudaErrorMemoryAllocation: return relaySystemError;
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureImplicit: return relayInvalidUsage;
+    default: return relayUnhandledCudaError;
+  }
+}
+
+static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
+  relayNcclState* st = c->tpState;
+  const char* detail = (st && st->nccl && !st->ncclDead) ? ncclGetLastError(st->nccl) : "";
+  return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", callName(c), c->rank,
+                       (unsigned long long)c->callSeq, c->curStep, what, ncclGetErrorString(r),
+                       detail && *detail ? ": " : "", detail ? detail : "");
+}
+
+static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* what) {
+  return relaySetError(c, fromCuda(e), "%s (rank %d, call #%llu, step %d): %s: %s (%s)", callName(c), c->rank,
+                       (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e),
+                       cudaGetErrorString(e));
+}
+
+/* ncclCommAbort kills the communicator's kernels and frees it; after it the
+ * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
+static void abortNccl(relayNcclState* st) {
+  if (st->nccl && !st->ncclDead) {
+    ncclCommAbort(st->nccl);
+    st->ncclDead = 1;
+  }
+}
+
+static int isAborted(struct relayComm* c, relayNcclState* st) {
+  return atomic_load(&c->aborted) || atomic_load(&st->aborted);
+}
+
+static relayResult_t checkUsable(struct relayComm* c, relayNcclState* st, const char* what) {
+  if (isAborted(c, st))
+    return relaySetError(c, relayInvalidUsage, "%s (rank %d, call #%llu, step %d): %s: the comm was aborted",
+                         callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+  if (st->ncclDead)
+    return relaySetError(c, relayInvalidUsage,
+                         "%s (rank %d, call #%llu, step %d): %s: the NCCL communicator was aborted after an "
+                         "earlier error; destroy the comm",
+                         callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+  return relaySuccess;
+}
+
+/* ---- bounded waits ---------------------------------------------------- */
+
+static void pauseFor(int iter, int spin) {
+  if (iter < spin) {
+    sched_yield();
+    return;
+  }
+  /* 20 us: short against the ~50 us of an agree round trip, long enough not
+   * to steal a core from the ranks that share it. */
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, NULL);
+}
+
+/* Failure seen while polling: NCCL reports an asynchronous error (a peer died,
+ * a network failure) or the comm was aborted. */
+static relayResult_t pollHealth(struct relayComm* c, relayNcclState* st, const char* what) {
+  if (isAborted(c, st)) return checkUsable(c, st, what);
+  ncclResult_t ae = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+  if (r == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+    relayResult_t res = ncclFail(c, ae, what);
+    abortNccl(st);
+    c->failed = 1;
+    return res;
+  }
+  return relaySuccess;
+}
+
+static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const char* what) {
+  abortNccl(st);
+  c->failed = 1;
+  return relaySetError(c, relayTimeout,
+                       "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
+                       "stuck); the NCCL communicator was aborted",
+                       callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
+}
+
+/* A nonblocking NCCL comm (a wrapped one may be) answers ncclInProgress and
+ * must be polled until ready before the next NCCL call. */
+static relayResult_t waitNcclReady(struct relayComm* c, relayNcclState* st, const char* what) {
+  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  for (int i = 0;; i++) {
+    ncclResult_t ae = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+    if (r != ncclSuccess) return ncclFail(c, r, what);
+    if (ae == ncclSuccess) return relaySuccess;
+    if (ae != ncclInProgress) {
+      relayResult_t res = ncclFail(c, ae, what);
+      abortNccl(st);
+      c->failed = 1;
+      return res;
+    }
+    if (isAborted(c, st)) return checkUsable(c, st, what);
+    if (relayNowNs() > deadline) return timedOut(c, st, what);
+    pauseFor(i, c->cfg.spinCount);
+  }
+}
+
+static relayResult_t waitStream(struct relayComm* c, relayNcclState* st, cudaStream_t s, const char* what) {
+  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  for (int i = 0;; i++) {
+    cudaError_t e = cudaStreamQuery(s);
+    if (e == cudaSuccess) return relaySuccess;
+    if (e != cudaErrorNotReady) {
+      c->failed = 1;
+      return cudaFail(c, e, what);
+    }
+    RELAY_CHECK(pollHealth(c, st, what));
+    if (relayNowNs() > deadline) return timedOut(c, st, what);
+    pauseFor(i, c->cfg.spinCount);
+  }
+}
+
+/* Creation and allocation in relaxed capture mode: allowed even while this
+ * thread (or, in global mode, any thread) captures a stream, and never part
+ * of the graph. */
+static enum cudaStreamCaptureMode relaxCapture(void) {
+  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return mode;
+}
+static void restoreCapture(enum cudaStreamCaptureMode mode) { cudaThreadExchangeStreamCaptureMode(&mode); }
+
+/* ---- group ------------------------------------------------------------ */
+
+static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, int nSends,
+                             const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
+  relayNcclState* st = c->tpState;
+  if (nSends + nRecvs == 0) return relaySuccess;
+  RELAY_CHECK(checkUsable(c, st, "group"));
+  for (int i = 0; i < nSends + nRecvs; i++) {
+    const relayXferDesc* d = i < nSends ? &sends[i] : &recvs[i - nSends];
+    if (d->peer < 0 || d->peer >= c->nranks || (d->bytes && !d->ptr))
+      return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu, step %d): %s %d has peer %d, ptr %p",
+                           callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep,
+                           i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
+  }
+  cudaStream_t s = (cudaStream_t)stream;
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) return ncclFail(c, r, "ncclGroupStart");
+  /* Zero-byte transfers are dropped on both ends by the same rule. */
+  for (int i = 0; i < nSends && r == ncclSuccess; i++)
+    if (sends[i].bytes) r = ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
+  for (int i = 0; i < nRecvs && r == ncclSuccess; i++)
+    if (recvs[i].bytes) r = ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
+  ncclResult_t re = ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
+  if (r == ncclSuccess) r = re;
+  if (r == ncclInProgress) {
+    RELAY_CHECK(waitNcclReady(c, st, "ncclGroupEnd"));
+    r = ncclSuccess;
+  }
+  if (r != ncclSuccess) {
+    c->failed = 1;
+    return ncclFail(c, r, r == re ? "ncclGroupEnd" : "ncclSend/ncclRecv");
+  }
+  /* Errors found by NCCL's proxy thread (a peer's death, a network error)
+   * surface here rather than as a hang at the next wait. */
+  ncclResult_t ae = ncclSuccess;
+  if (ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+    c->failed = 1;
+    return ncclFail(c, ae, "asynchronous NCCL error");
+  }
+  return relaySuccess;
+}
+
+/* ---- lanes ------------------------------------------------------------ */
+
+static relayNcclLane* findLane(relayNcclState* st, cudaStream_t caller) {
+  for (int i = 0; i < st->nLanes; i++)
+    if (st->lanes[i].caller == caller) return &st->lanes[i];
+  return NULL;
+}
+
+static relayResult_t laneFork(struct relayComm* c, relayNcclState* st, cudaStream_t caller, cudaStream_t* side) {
+  relayNcclLane* l = findLane(st, caller);
+  if (!l) {
+    if (st->nLanes == st->capLanes) {
+      int cap = st->capLanes ? 2 * st->capLanes : 4;
+      relayNcclLane* n = realloc(st->lanes, (size_t)cap * sizeof *n);
+      if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for a side lane", c->rank);
+      st->lanes = n;
+      st->capLanes = cap;
+    }
+    relayNcclLane nl;
+    memset(&nl, 0, sizeof nl);
+    nl.caller = caller;
+    enum cudaStreamCaptureMode mode = relaxCapture();
+    /* Non-blocking: the side stream must not serialize with the legacy
+     * default stream; its only ordering is the events below. */
+    cudaError_t e = cudaStreamCreateWithFlags(&nl.side, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&nl.fork, cudaEventDisableTiming);
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&nl.join, cudaEventDisableTiming);
+    restoreCapture(mode);
+    if (e != cudaSuccess) {
+      if (nl.join) cudaEventDestroy(nl.join);
+      if (nl.fork) cudaEventDestroy(nl.fork);
+      if (nl.side) cudaStreamDestroy(nl.side);
+      return cudaFail(c, e, "creating the side lane");
+    }
+    st->lanes[st->nLanes] = nl;
+    l = &st->lanes[st->nLanes++];
+  }
+  /* Every lane-1 op forks anew: it must see all work issued on the caller
+   * stream before it (this step's transfers included). */
+  cudaError_t e = cudaEventRecord(l->fork, caller);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(l->side, l->fork, 0);
+  if (e != cudaSuccess) return cudaFail(c, e, "forking the side lane");
+  if (!l->pending) {
+    l->pending = 1;
+    st->nPending++;
+  }
+  *side = l->side;
+  return relaySuccess;
+}
+
+static relayResult_t tpJoin(struct relayComm* c, relayStream_t stream) {
+  relayNcclState* st = c->tpState;
+  if (st->nPending == 0) return relaySuccess; /* the common case: no side work */
+  cudaStream_t caller = (cudaStream_t)stream;
+  relayNcclLane* l = findLane(st, caller);
+  if (!l || !l->pending) return relaySuccess;
+  l->pending = 0;
+  st->nPending--;
+  cudaError_t e = cudaEventRecord(l->join, l->side);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(caller, l->join, 0);
+  if (e != cudaSuccess) return cudaFail(c, e, "joining the side lane");
+  return relaySuccess;
+}
+
+/* ---- local ops -------------------------------------------------------- */
+
+static relayResult_t tpReduce(struct relayComm* c, void* dst, const void* const* srcs, int nsrc, size_t count,
+                              relayDataType_t dt, relayRedOp_t op, int divisor, int lane, relayStream_t stream) {
+  relayNcclState* st = c->tpState;
+  if (count == 0) return relaySuccess;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (lane) RELAY_CHECK(laneFork(c, st, s, &s));
+  /* A side-lane reduce overlaps the next steps' NCCL kernels, whose blocks
+   * need room on the SMs; it takes half the cap (not measured yet: the bench
+   * should settle it). */
+  int blocks = lane ? (st->reduceBlocks + 1) / 2 : st->reduceBlocks;
+  cudaError_t e = relayCudaReduce(dst, srcs, nsrc, count, dt, op, divisor, blocks, s);
+  if (e != cudaSuccess) {
+    c->failed = 1;
+    return cudaFail(c, e, "reduce kernel launch");
+  }
+  return relaySuccess;
+}
+
+static relayResult_t tpCopy(struct relayComm* c, void* dst, const void* src, size_t bytes, int lane,
+                            relayStream_t stream) {
+  relayNcclState* st = c->tpState;
+  if (bytes == 0 || dst == src) return relaySuccess;
+  cudaStream_t s = (cudaStream_t)stream;
+  if (lane) RELAY_CHECK(laneFork(c, st, s, &s));
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s);
+  if (e != cudaSuccess) {
+    c->failed = 1;
+    return cudaFail(c, e, "cudaMemcpyAsync");
+  }
+  return relaySuccess;
+}
+
+/* ---- scratch ---------------------------------------------------------- */
+
+/* Sizes >= 1 MiB round up to a multiple of 64 MiB (the reference's rule: a
+ * sweep over sizes then allocates a handful of times, not once per size);
+ * smaller ones to a power of two >= 4 KiB. A growing slot at least doubles,
+ * so the outgrown buffers kept until destroy never exceed the live one. */
+static size_t scratchSize(size_t need, size_t old) {
+  size_t want = need;
+  if (old && want < 2 * old) want = 2 * old;
+  if (want >= MIB) {
+    size_t unit = 64 * MIB;
+    return (want + unit - 1) / unit * unit;
+  }
+  size_t p = 4096;
+  while (p < want) p <<= 1;
+  return p;
+}
+
+static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void** ptr, relayStream_t stream) {
+  relayNcclState* st = c->tpState;
+  cudaStream_t s = (cudaStream_t)stream;
+  relayNcclScratch* e = NULL;
+  for (int i = 0; i < st->nScratch; i++)
+    if (st->scratch[i].stream == s && st->scratch[i].slot == slot) {
+      e = &st->scratch[i];
+      break;
+    }
+  if (e && e->bytes >= bytes) {
+    *ptr = e->ptr;
+    return relaySuccess;
+  }
+  if (bytes == 0) {
+    *ptr = NULL;
+    return relaySuccess;
+  }
+  if (!e) {
+    if (st->nScratch == st->capScratch) {
+      int cap = st->capScratch ? 2 * st->capScratch : 8;
+      relayNcclScratch* n = realloc(st->scratch, (size_t)cap * sizeof *n);
+      if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for the scratch table", c->rank);
+      st->scratch = n;
+      st->capScratch = cap;
+    }
+    e = &st->scratch[st->nScratch];
+    memset(e, 0, sizeof *e);
+    e->stream = s;
+    e->slot = slot;
+    st->nScratch++;
+  }
+  if (e->ptr && st->nRetired == st->capRetired) {
+    int cap = st->capRetired ? 2 * st->capRetired : 8;
+    void** n = realloc(st->retired, (size_t)cap * sizeof *n);
+    if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for the scratch table", c->rank);
+    st->retired = n;
+    st->capRetired = cap;
+  }
+  size_t size = scratchSize(bytes, e->bytes);
+  void* p = NULL;
+  /* Plain cudaMalloc, never cudaMallocAsync (see the top of this file); in
+   * relaxed mode so that a call captured before any warm-up still allocates
+   * real memory outside the graph instead of failing the capture. */
+  enum cudaStreamCaptureMode mode = relaxCapture();
+  cudaError_t err = cudaMalloc(&p, size);
+  restoreCapture(mode);
+  if (err != cudaSuccess) {
+    cudaGetLastError(); /* an allocation failure is not sticky; don't leave it for the user */
+    return relaySetError(c, err == cudaErrorMemoryAllocation ? relaySystemError : fromCuda(err),
+                         "%s (rank %d, call #%llu): cudaMalloc of %zu bytes for scratch slot %d failed: %s",
+                         callName(c), c->rank, (unsigned long long)c->callSeq, size, slot, cudaGetErrorString(err));
+  }
+  if (e->ptr) st->retired[st->nRetired++] = e->ptr;
+  e->ptr = p;
+  e->bytes = size;
+  *ptr = p;
+  return relaySuccess;
+}
+
+/* ---- agreement -------------------------------------------------------- */
+
+static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, size_t bytes) {
+  relayNcclState* st = c->tpState;
+  if (bytes == 0 || bytes > RELAY_NCCL_AGREE_MAX)
+    return relaySetError(c, relayInternalError, "rank %d: agree of %zu bytes (must be in [1, %d])", c->rank, bytes,
+                         RELAY_NCCL_AGREE_MAX);
+  if (st->ctrl) {
+    /* Owned comm: the host-side shm control plane; no GPU round trip. */
+    relayResult_t r = st->ctrl->tp->agree(st->ctrl, mine, all, bytes);
+    if (r != relaySuccess) relaySetError(c, r, "%s (rank %d): agree: %s", callName(c), c->rank, st->ctrl->lastError);
+    return r;
+  }
+  RELAY_CHECK(checkUsable(c, st, "agree"));
+  char* hsend = st->agreeHost;
+  char* hrecv = st->agreeHost + RELAY_NCCL_AGREE_MAX;
+  char* dsend = st->agreeDev;
+  char* drecv = st->agreeDev + RELAY_NCCL_AGREE_MAX;
+  memcpy(hsend, mine, bytes);
+  cudaError_t e = cudaMemcpyAsync(dsend, hsend, bytes, cudaMemcpyHostToDevice, st->agreeStream);
+  if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
+  ncclResult_t r = ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
+  if (r == ncclInProgress) RELAY_CHECK(waitNcclReady(c, st, "agree: ncclAllGather"));
+  else if (r != ncclSuccess) {
+    c->failed = 1;
+    return ncclFail(c, r, "agree: ncclAllGather");
+  }
+  e = cudaMemcpyAsync(hrecv, drecv, (size_t)c->nranks * bytes, cudaMemcpyDeviceToHost, st->agreeStream);
+  if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
+  RELAY_CHECK(waitStream(c, st, st->agreeStream, "agree (ncclAllGather)"));
+  memcpy(all, hrecv, (size_t)c->nranks * bytes);
+  return relaySuccess;
+}
+
+static relayResult_t tpBarrier(struct relayComm* c) {
+  relayNcclState* st = c->tpState;
+  if (st->ctrl) {
+    relayResult_t r = st->ctrl->tp->barrier(st->ctrl);
+    if (r != relaySuccess) relaySetError(c, r, "rank %d: barrier: %s", c->rank, st->ctrl->lastError);
+    return r;
+  }
+  int one = 1;
+  int* all = malloc((size_t)c->nranks * sizeof *all);
+  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory in barrier", c->rank);
+  relayResult_t r = tpAgree(c, &one, all, sizeof one);
+  free(all);
+  return r;
+}
+
+static void tpAbort(struct relayComm* c) {
+  relayNcclState* st = c->tpState;
+  if (!st) return;
+  atomic_store(&st->aborted, 1);
+  /* Wake a wait in the control plane; NCCL waits are polls that see the flag. */
+  if (st->ctrl) {
+    atomic_store(&st->ctrl->aborted, 1);
+    if (st->ctrl->tp && st->ctrl->tp->abort) st->ctrl->tp->abort(st->ctrl);
+  }
+}
+
+/* ---- destroy ---------------------------------------------------------- */
+
+/* cudaFree and ncclCommDestroy wait for the device without a deadline, so the
+ * device is drained first in a helper thread that the caller waits on with
+ * one. */
+typedef struct {
+  int device;
+  atomic_int done;
+  atomic_int refs;
+  cudaError_t err;
+} drainJob;
+
+static void drainRelease(drainJob* j) {
+  if (atomic_fetch_sub(&j->refs, 1) == 1) free(j);
+}
+
+static void* drainMain(void* arg) {
+  drainJob* j = arg;
+  cudaError_t e = cudaSetDevice(j->device);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  j->err = e;
+  atomic_store(&j->done, 1);
+  drainRelease(j);
+  return NULL;
+}
+
+/* 1 when the device went idle within timeoutMs. */
+static int drainDevice(int device, int timeoutMs) {
+  drainJob* j = calloc(1, sizeof *j);
+  if (!j) return 0;
+  j->device = device;
+  atomic_init(&j->done, 0);
+  atomic_init(&j->refs, 2);
+  pthread_t th;
+  if (pthread_create(&th, NULL, drainMain, j) != 0) {
+    free(j);
+    return 0;
+  }
+  uint64_t deadline = relayNowNs() + (uint64_t)timeoutMs * 1000000ull;
+  while (!atomic_load(&j->done) && relayNowNs() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int done = atomic_load(&j->done);
+  if (done) {
+    pthread_join(th, NULL);
+  } else {
+    pthread_detach(th); /* still stuck: leave it; it frees the job when (if) it returns */
+  }
+  drainRelease(j);
+  return done;
+}
+
+static void tpDestroy(struct relayComm* c) {
+  relayNcclState* st = c->tpState;
+  if (!st) return;
+  int prevDev = -1;
+  cudaGetDevice(&prevDev);
+  cudaSetDevice(st->device);
+  int aborted = isAborted(c, st);
+  /* An aborted or failed owned comm may have kernels waiting for a dead peer:
+   * abort NCCL first, then the drain finishes. A wrapped one is the user's
+   * to abort; we only wait (shortly, when aborted) for it. */
+  if (st->ownsNccl && (aborted || c->failed)) abortNccl(st);
+  int waitMs = c->cfg.timeoutMs;
+  if (aborted && waitMs > 5000) waitMs = 5000;
+  int drained = drainDevice(st->device, waitMs);
+  if (!drained && st->ownsNccl) {
+    abortNccl(st);
+    drained = drainDevice(st->device, 5000);
+  }
+  if (st->ownsNccl && !st->ncclDead) {
+    if (drained)
+      ncclCommDestroy(st->nccl);
+    else
+      ncclCommAbort(st->nccl);
+    st->ncclDead = 1;
+  }
+  /* Streams and events are released by CUDA once their work is done, so they
+   * can go either way. Device memory can only be freed after a drain:
+   * cudaFree waits for the device, and stuck kernels may still use it; then
+   * it is leaked (the process is in trouble anyway). */
+  for (int i = 0; i < st->nLanes; i++) {
+    cudaEventDestroy(st->lanes[i].fork);
+    cudaEventDestroy(st->lanes[i].join);
+    cudaStreamDestroy(st->lanes[i].side);
+  }
+  if (st->agreeStream) cudaStreamDestroy(st->agreeStream);
+  if (drained) {
+    for (int i = 0; i < st->nScratch; i++) cudaFree(st->scratch[i].ptr);
+    for (int i = 0; i < st->nRetired; i++) cudaFree(st->retired[i]);
+    if (st->agreeDev) cudaFree(st->agreeDev);
+    if (st->agreeHost) cudaFreeHost(st->agreeHost);
+  }
+  free(st->lanes);
+  free(st->scratch);
+  free(st->retired);
+  if (st->ctrl) {
+    if (st->ctrl->tp) st->ctrl->tp->destroy(st->ctrl);
+    relayCommFree(st->ctrl);
+  }
+  free(st);
+  c->tpState = NULL;
+  if (prevDev >= 0) cudaSetDevice(prevDev);
+}
+
+const relayTransportOps relayNcclTransport = {
+    "nccl", tpGroup, tpReduce, tpCopy, tpScratch, tpJoin, tpAgree, tpBarrier,
+    NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
+    tpAbort, tpDestroy,
+};
+
+/* ---- init ------------------------------------------------------------- */
+
+/* Connect every pair (and the self pair) once, with a 1-byte exchange, so
+ * that NCCL's lazy connection setup, which blocks inside ncclGroupEnd with no
+ * deadline, happens at init and not inside the first collective. NCCL sets up
+ * all of a peer's p2p channels on its first transfer, so one byte suffices.
+ * RELAYCC_NCCL_PRECONNECT=0 skips it. */
+static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
+  if (!relayEnvLong("RELAYCC_NCCL_PRECONNECT", 1)) return relaySuccess;
+  char* sendb = st->agreeDev;
+  char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
+  ncclResult_t r = ncclGroupStart();
+  for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
+    r = ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    if (r == ncclSuccess) r = ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
+  }
+  ncclResult_t re = ncclGroupEnd();
+  if (r == ncclSuccess) r = re;
+  if (r == ncclInProgress) {
+    RELAY_CHECK(waitNcclReady(c, st, "init: connecting peers"));
+    r = ncclSuccess;
+  }
+  if (r != ncclSuccess) return ncclFail(c, r, "init: connecting peers");
+  return waitStream(c, st, st->agreeStream, "init: connecting peers");
+}
+
+/* Build the state, attach the transport, check the ranks agree, connect. */
+static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device) {
+  relayNcclState* st = calloc(1, sizeof *st);
+  if (!st) return relaySetError(c, relaySystemError, "rank %d: out of memory for the NCCL transport", c->rank);
+  st->nccl = nccl;
+  st->ownsNccl = owns;
+  st->ctrl = ctrl;
+  st->device = device;
+  atomic_init(&st->aborted, 0);
+  c->tp = &relayNcclTransport;
+  c->tpState = st;
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return cudaFail(c, e, "init: cudaDeviceGetAttribute");
+  st->numSMs = sms;
+  st->reduceBlocks = relayCudaReduceMaxBlocks(sms);
+  size_t agreeBytes = RELAY_NCCL_AGREE_MAX * (size_t)(c->nranks + 1);
+  e = cudaStreamCreateWithFlags(&st->agreeStream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&st->agreeDev, agreeBytes);
+  if (e == cudaSuccess) e = cudaMallocHost((void**)&st->agreeHost, agreeBytes);
+  if (e == cudaSuccess) e = cudaMemsetAsync(st->agreeDev, 0, agreeBytes, st->agreeStream);
+  if (e != cudaSuccess) return cudaFail(c, e, "init: agreement buffers");
+
+  /* Every rank sees the same comm, with itself at its own rank. */
+  struct {
+    uint32_t magic;
+    int32_t rank, nranks, device;
+  } mine = {0x6e63636cu, c->rank, c->nranks, device};
+  void* all = calloc((size_t)c->nranks, sizeof mine);
+  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory at init", c->rank);
+  relayResult_t r = tpAgree(c, &mine, all, sizeof mine);
+  for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
+    const int32_t* rec = (const int32_t*)((const char*)all + (size_t)q * sizeof mine);
+    if ((uint32_t)rec[0] != mine.magic || rec[1] != q || rec[2] != c->nranks)
+      r = relaySetError(c, relayInvalidUsage,
+                        "init (rank %d): rank %d's record is (rank %d of %d); the ranks do not share one comm",
+                        c->rank, q, rec[1], rec[2]);
+  }
+  free(all);
+  if (r == relaySuccess) r = preconnect(c, st);
+  return r;
+}
+
+/* The topology for route choice: RELAYCC_TOPO when set, else detected, else
+ * none (the router then takes the direct route). */
+static relayResult_t loadTopo(struct relayComm* c) {
+  RELAY_CHECK(relayCommLoadTopo(c, NULL));
+  if (!c->topo && relayTopoDetect(&c->topo) != relaySuccess) c->topo = NULL;
+  return relaySuccess;
+}
+
+static void failInit(struct relayComm* c, relayResult_t res) {
+  relaySetError(NULL, res, "%s", c->lastError);
+  if (c->tp) c->tp->destroy(c);
+  relayTopoFree(c->topo);
+  c->topo = NULL;
+  relayCommFree(c);
+}
+
+relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayConfig_t* config) {
+  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: comm (argument 1) is NULL");
+  *out = NULL;
+  if (!nccl) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: nccl (argument 2) is NULL");
+  int nranks = 0, rank = -1, dev = -1, cur = -1;
+  ncclResult_t nr = ncclCommCount(nccl, &nranks);
+  if (nr == ncclSuccess) nr = ncclCommUserRank(nccl, &rank);
+  if (nr == ncclSuccess) nr = ncclCommCuDevice(nccl, &dev);
+  if (nr != ncclSuccess)
+    return relaySetError(NULL, fromNccl(nr), "relayCommInitNccl: querying the NCCL communicator: %s",
+                         ncclGetErrorString(nr));
+  cudaError_t e = cudaGetDevice(&cur);
+  if (e != cudaSuccess)
+    return relaySetError(NULL, fromCuda(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", rank,
+                         cudaGetErrorString(e));
+  if (cur != dev)
+    return relaySetError(NULL, relayInvalidUsage,
+                         "relayCommInitNccl (rank %d): the current device is %d but the NCCL communicator's is %d; "
+                         "call cudaSetDevice(%d) first",
+                         rank, cur, dev, dev);
+  struct relayComm* c;
+  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
+  relayResult_t res = attach(c, nccl, 0, NULL, dev);
+  if (res == relaySuccess) res = loadTopo(c);
+  if (res != relaySuccess) {
+    failInit(c, res);
+    return res;
+  }
+  *out = c;
+  return relaySuccess;
+}
+
+/* What each rank says at the shm rendezvous. */
+typedef struct {
+  int32_t status; /* relayResult_t of this rank's local setup */
+  int32_t device;
+  char busId[32];
+  ncclUniqueId id; /* rank 0's is used */
+} shmInitRecord;
+
+_Static_assert(sizeof(shmInitRecord) <= RELAY_NCCL_AGREE_MAX, "init record must fit one agree()");
+
+relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const char* jobName, int cudaDevice,
+                                   const relayConfig_t* config) {
+  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
+  *out = NULL;
+  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
+  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
+  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
+  if (nranks < 1)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitNcclShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
+                         nranks);
+  if (rank < 0 || rank >= nranks)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitNcclShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
+                         rank, nranks);
+  relayResolvedConfig resolved;
+  RELAY_CHECK(relayResolveConfig(config, &resolved)); /* a bad config fails here, before any rendezvous */
+
+  /* The control plane: a private shm comm under a name of its own (a job may
+   * also run relayCommInitShm under jobName). It only carries agreements, so
+   * its rings stay small unless the user sized them. */
+  relayConfig_t ctrlCfg = RELAY_CONFIG_INITIALIZER;
+  if (config) memcpy(&ctrlCfg, config, config->size < sizeof ctrlCfg ? config->size : sizeof ctrlCfg);
+  if (ctrlCfg.shmRingBytes == RELAY_CONFIG_UNDEF_INT && !getenv("RELAYCC_SHM_RING_BYTES"))
+    ctrlCfg.shmRingBytes = 64 << 10;
+  char ctrlName[256];
+  snprintf(ctrlName, sizeof ctrlName, "%s-nccl", jobName);
+  struct relayComm* ctrl;
+  RELAY_CHECK(relayCommAlloc(nranks, rank, &ctrlCfg, &ctrl));
+  relayResult_t res = relayShmAttach(ctrl, ctrlName);
+  if (res != relaySuccess) {
+    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
+    if (ctrl->tp) ctrl->tp->destroy(ctrl);
+    relayCommFree(ctrl);
+    return res;
+  }
+
+  /* Local setup; its verdict travels with the rendezvous record so that all
+   * ranks fail together (invariant 4) instead of some entering NCCL init. */
+  shmInitRecord mine;
+  memset(&mine, 0, sizeof mine);
+  char why[256] = "";
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e == cudaSuccess && cudaDevice < 0) {
+    long local = relayEnvLong("LOCAL_RANK", -1);
+    cudaDevice = local >= 0 ? (int)local : (ndev > 0 ? rank % ndev : 0);
+  }
+  if (e == cudaSuccess && (cudaDevice < 0 || cudaDevice >= ndev)) {
+    mine.status = relayInvalidArgument;
+    snprintf(why, sizeof why, "cudaDevice %d is not in [0, %d)", cudaDevice, ndev);
+  } else {
+    if (e == cudaSuccess) e = cudaSetDevice(cudaDevice);
+    if (e == cudaSuccess) e = cudaDeviceGetPCIBusId(mine.busId, (int)sizeof mine.busId, cudaDevice);
+    if (e != cudaSuccess) {
+      mine.status = fromCuda(e);
+      snprintf(why, sizeof why, "CUDA device %d: %s", cudaDevice, cudaGetErrorString(e));
+    }
+  }
+  mine.device = cudaDevice;
+  /* The transport only issues point-to-point operations (and, on wrapped
+   * comms, a tiny all-gather); NVLink SHARP would allocate multicast objects
+   * for nothing, and on shared machines they are off for good reason. */
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  if (rank == 0 && mine.status == relaySuccess) {
+    ncclResult_t nr = ncclGetUniqueId(&mine.id);
+    if (nr != ncclSuccess) {
+      mine.status = fromNccl(nr);
+      snprintf(why, sizeof why, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+    }
+  }
+  shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
+  if (!all) {
+    ctrl->tp->destroy(ctrl);
+    relayCommFree(ctrl);
+    return relaySetError(NULL, relaySystemError, "relayCommInitNcclShm (rank %d): out of memory", rank);
+  }
+  res = ctrl->tp->agree(ctrl, &mine, all, sizeof mine);
+  if (res != relaySuccess) {
+    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
+  } else {
+    for (int q = 0; q < nranks && res == relaySuccess; q++) {
+      if (all[q].status == relaySuccess) continue;
+      res = q == rank ? (relayResult_t)all[q].status : relayRemoteError;
+      if (q == rank)
+        relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): %s", rank, why);
+      else
+        relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rank %d failed its setup (%s)", rank, q,
+                      relayGetErrorString((relayResult_t)all[q].status));
+    }
+    for (int q = 0; q < nranks && res == relaySuccess; q++)
+      for (int p = 0; p < q && res == relaySuccess; p++)
+        if (strcmp(all[p].busId, all[q].busId) == 0)
+          res = relaySetError(NULL, relayInvalidArgument,
+                              "relayCommInitNcclShm (rank %d): ranks %d and %d both use GPU %s (one GPU per rank)",
+                              rank, p, q, all[q].busId);
+  }
+  ncclUniqueId id = all[0].id;
+  free(all);
+  if (res != relaySuccess) {
+    ctrl->tp->destroy(ctrl);
+    relayCommFree(ctrl);
+    return res;
+  }
+
+  ncclComm_t nccl = NULL;
+  /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
+   * (NCCL 2.28 group.cc), tens of microseconds per step. */
+  ncclResult_t nr = ncclCommInitRank(&nccl, nranks, id, rank);
+  int32_t ok = nr == ncclSuccess, *oks = calloc((size_t)nranks, sizeof *oks);
+  if (!oks) res = relaySetError(NULL, relaySystemError, "relayCommInitNcclShm (rank %d): out of memory", rank);
+  if (res == relaySuccess) {
+    res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
+    if (res != relaySuccess)
+      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): vote on ncclCommInitRank: %s", rank, ctrl->lastError);
+  }
+  for (int q = 0; q < nranks && res == relaySuccess; q++) {
+    if (oks[q]) continue;
+    res = q == rank ? fromNccl(nr) : relayRemoteError;
+    if (q == rank)
+      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank, ncclGetErrorString(nr));
+    else
+      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d", rank, q);
+  }
+  free(oks);
+  if (res != relaySuccess) {
+    if (nccl) ncclCommAbort(nccl);
+    ctrl->tp->destroy(ctrl);
+    relayCommFree(ctrl);
+    return res;
+  }
+
+  struct relayComm* c;
+  res = relayCommAlloc(nranks, rank, config, &c);
+  if (res != relaySuccess) {
+    ncclCommAbort(nccl);
+    ctrl->tp->destroy(ctrl);
+    relayCommFree(ctrl);
+    return res;
+  }
+  res = attach(c, nccl, 1, ctrl, cudaDevice);
+  if (res == relaySuccess) res = loadTopo(c);
+  if (res != relaySuccess) {
+    if (!c->tpState) { /* attach failed before taking ownership */
+      ncclCommAbort(nccl);
+      ctrl->tp->destroy(ctrl);
+      relayCommFree(ctrl);
+    }
+    failInit(c, res);
+    return res;
+  }
+  *out = c;
+  return relaySuccess;
+}
+
+relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {
+  if (!comm || !nccl)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommGetNcclComm: %s is NULL", comm ? "nccl" : "comm");
+  if (comm->tp != &relayNcclTransport || !comm->tpState)
+    return relaySetError(comm, relayInvalidArgument, "relayCommGetNcclComm (rank %d): the comm is on the %s transport",
+                         comm->rank, comm->tp ? comm->tp->name : "no");
+  relayNcclState* st = comm->tpState;
+  if (st->ncclDead)
+    return relaySetError(comm, relayInvalidUsage, "relayCommGetNcclComm (rank %d): the NCCL communicator was aborted",
+                         comm->rank);
+  *nccl = st->nccl;
+  return relaySuccess;
+}

@@ -1,0 +1,71 @@
+/* The NCCL transport's state, shared by its files (the one-shot region of a
+ * later change hangs off the same struct). Not part of any public API. */
+#ifndef RELAY_NCCL_TRANSPORT_H_
+#define RELAY_NCCL_TRANSPORT_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "relaycc.h"
+#include "transport/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct relayComm;
+
+/* A side lane of one caller stream: lane-1 ops run on `side`, forked from the
+ * caller with `fork` and joined back with `join`. */
+typedef struct {
+  cudaStream_t caller;
+  cudaStream_t side;
+  cudaEvent_t fork, join;
+  int pending; /* forked since the last join */
+} relayNcclLane;
+
+/* One scratch slot of one caller stream. */
+typedef struct {
+  cudaStream_t stream;
+  int slot;
+  void* ptr;
+  size_t bytes;
+} relayNcclScratch;
+
+typedef struct relayNcclState {
+  ncclComm_t nccl;
+  int ownsNccl;            /* created by relayCommInitNcclShm: destroyed with the comm */
+  int ncclDead;            /* ncclCommAbort was called: the handle is gone */
+  struct relayComm* ctrl;  /* shm control plane (owned comms only), else NULL */
+  int device;
+  int numSMs;
+  int reduceBlocks;        /* block cap of reduce launches */
+
+  relayNcclLane* lanes;
+  int nLanes, capLanes, nPending;
+
+  relayNcclScratch* scratch;
+  int nScratch, capScratch;
+  void** retired; /* outgrown scratch, freed at destroy (a captured graph may still use it) */
+  int nRetired, capRetired;
+
+  /* agree() of a wrapped comm: an ncclAllGather of <= 256 bytes per rank. */
+  cudaStream_t agreeStream;
+  char* agreeDev;  /* [256 send][nranks * 256 recv] */
+  char* agreeHost; /* pinned, same layout */
+
+  atomic_int aborted;
+} relayNcclState;
+
+extern const relayTransportOps relayNcclTransport;
+
+/* Largest agree() record, as transport.h promises. */
+#define RELAY_NCCL_AGREE_MAX 256
+
+#ifdef __cplusplus
+}
+#endif
+#endif

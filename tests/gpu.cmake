@@ -1,0 +1,39 @@
+# GPU tests (label gpu): `make gputest` runs them on a GPU machine; the CPU
+# `make test` excludes the label. Each program exits 77 (skipped) when the
+# machine has too few GPUs. Built only with CUDA + NCCL (tests/gpu/gputest_*.c).
+if(RELAY_HAVE_CUDA)
+  foreach(t gputest_reduce gputest_transport gputest_colls)
+    if(NOT TARGET ${t})
+      message(FATAL_ERROR "tests/gpu.cmake: no target ${t}")
+    endif()
+  endforeach()
+
+  # The reduce family bit for bit against relayHostReduce (one GPU).
+  add_test(NAME gpu_reduce COMMAND gputest_reduce)
+  # The transport's ops, lanes, scratch and a captured graph (one GPU).
+  add_test(NAME gpu_transport COMMAND gputest_transport)
+  # Every collective x layout x route x dtype x op x size (>= 2 GPUs, one
+  # process each). The rank launcher inside has its own 560 s deadline.
+  add_test(NAME gpu_colls COMMAND gputest_colls)
+  set_tests_properties(gpu_reduce gpu_transport PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
+  set_tests_properties(gpu_colls PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  # One GPU test at a time: the collectives take every GPU.
+  set_tests_properties(gpu_reduce gpu_transport PROPERTIES RUN_SERIAL TRUE)
+
+  # compute-sanitizer (memcheck) over the reduce family and a small
+  # collectives sweep, when the toolkit's sanitizer is found at configure time.
+  find_program(RELAY_COMPUTE_SANITIZER compute-sanitizer
+               HINTS ${CUDAToolkit_BIN_DIR} /usr/local/cuda/bin ENV CUDA_HOME PATH_SUFFIXES bin)
+  if(RELAY_COMPUTE_SANITIZER)
+    add_test(NAME gpu_sanitize_reduce
+             COMMAND ${RELAY_COMPUTE_SANITIZER} --error-exitcode 1 --target-processes all
+                     $<TARGET_FILE:gputest_reduce> --small)
+    add_test(NAME gpu_sanitize_colls
+             COMMAND ${RELAY_COMPUTE_SANITIZER} --error-exitcode 1 --target-processes all
+                     $<TARGET_FILE:gputest_colls> --small)
+    set_tests_properties(gpu_sanitize_reduce gpu_sanitize_colls
+                         PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  else()
+    message(STATUS "relaycc: compute-sanitizer not found; no gpu_sanitize_* tests")
+  endif()
+endif()

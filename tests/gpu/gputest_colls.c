@@ -1,0 +1,543 @@
+/*
+ * Every collective on real GPUs against a host reference: one process per
+ * GPU (forked here), each rank on relayCommInitNcclShm.
+ *
+ * Sweep (the same case list on every rank): routes (direct, auto, relay when
+ * there are helpers) x layouts (all ranks active; A = 2 with helpers; fused
+ * pairs) x all four collectives x dtypes fp32, bf16, fp16, int32 x ops sum,
+ * avg, max x in-place and out-of-place x counts 0, 1, 7, 1000, 2^20+3, plus
+ * misaligned buffers, a 256 MiB case per collective, and a wrapped
+ * communicator (relayCommInitNccl) with check mode on.
+ *
+ * Inputs encode source, destination and index: data movement (all-gather,
+ * all-to-all) compares bits of a hash of (group, source, destination,
+ * index); reductions use small integers from the same hash, so sums and
+ * maxima are exact in every dtype and in any order (bf16: |x| <= 16 and 8
+ * ranks stay below 256), and avg is checked to within one rounding. Outputs
+ * are poisoned before each run and guard bytes around them must survive;
+ * out-of-place sends must come back unchanged. Helpers pass NULL.
+ *
+ *   gputest_colls [--small]   (--small: a few cases, for compute-sanitizer)
+ * Environment: RELAYCC_GPUTEST_NRANKS (use fewer GPUs),
+ *              RELAYCC_GPUTEST_ROUTES (e.g. "direct,relay").
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "gpu/gpu_util.h"
+#include "reduce_host.h"
+#include "relaycc_nccl.h"
+
+#define GUARD 256          /* bytes poisoned before and after every buffer */
+#define POISON 0xA5
+#define BIG_COUNT ((1u << 20) + 3)
+#define HUGE_BYTES ((size_t)256 << 20)
+#define WAIT_S 120.0
+
+static const char* kCollNames[4] = {"allgather", "reducescatter", "allreduce", "alltoall"};
+enum { AG = 0, RS = 1, AR = 2, A2A = 3 };
+
+typedef struct {
+  int small;
+  char job[128];
+} opts_t;
+
+typedef struct {
+  const char* name;
+  relayLayout_t l;
+  int ranks[64];
+} layout_t;
+
+typedef struct {
+  relayComm_t comm;
+  cudaStream_t s;
+  int rank, nranks;
+  const char* routeName;
+  char *dSend, *dRecv; /* device pools with GUARD bytes each side */
+  size_t poolBytes;
+  unsigned char *hSend, *hRecv, *hPat; /* host staging */
+  size_t hostBytes;
+  long cases;
+} rank_t;
+
+/* ---- patterns ---------------------------------------------------------- */
+
+static uint64_t patHash(int g, int src, int dst, size_t i) {
+  return gpuMix(((uint64_t)(unsigned)g << 56) ^ ((uint64_t)(unsigned)src << 48) ^ ((uint64_t)(unsigned)dst << 40) ^
+                (uint64_t)i);
+}
+
+/* Raw bits for data movement. */
+static void movePattern(void* out, relayDataType_t dt, int g, int src, int dst, size_t i) {
+  uint64_t h = patHash(g, src, dst, i);
+  memcpy(out, &h, relayTypeSize(dt));
+}
+
+/* A small integer in the type's exact range for reductions. */
+static int reduceValue(relayDataType_t dt, int g, int src, int dst, size_t i) {
+  uint64_t h = patHash(g, src, dst, i);
+  switch (dt) {
+    case relayBfloat16: return (int)(h % 33) - 16;    /* 8 ranks: |sum| <= 128 < 2^8 */
+    case relayFloat16: return (int)(h % 257) - 128;   /* |sum| <= 1024 < 2^11 */
+    case relayFloat32: return (int)(h % 65537) - 32768; /* |sum| <= 2^18 < 2^24 */
+    default: return (int)(uint32_t)h;                 /* int32: full range, sums wrap */
+  }
+}
+
+static void storeValue(void* out, relayDataType_t dt, double v) {
+  switch (dt) {
+    case relayBfloat16: {
+      unsigned short b = relayFloatToBf16((float)v);
+      memcpy(out, &b, 2);
+      break;
+    }
+    case relayFloat16: {
+      unsigned short b = relayFloatToHalf((float)v);
+      memcpy(out, &b, 2);
+      break;
+    }
+    case relayFloat32: {
+      float f = (float)v;
+      memcpy(out, &f, 4);
+      break;
+    }
+    default: {
+      int32_t x = (int32_t)(int64_t)v;
+      memcpy(out, &x, 4);
+      break;
+    }
+  }
+}
+
+static double loadValue(const void* in, relayDataType_t dt) {
+  unsigned short b;
+  switch (dt) {
+    case relayBfloat16: memcpy(&b, in, 2); return relayBf16ToFloat(b);
+    case relayFloat16: memcpy(&b, in, 2); return relayHalfToFloat(b);
+    case relayFloat32: {
+      float f;
+      memcpy(&f, in, 4);
+      return f;
+    }
+    default: {
+      int32_t x;
+      memcpy(&x, in, 4);
+      return x;
+    }
+  }
+}
+
+/* The reference of one reduced element over the A contributions. Integers
+ * wrap like the kernels (sum in uint32) and avg truncates; floats are exact
+ * for sum and max, and avg is the exact sum divided once in fp32. */
+static void reduceRef(void* out, relayDataType_t dt, relayRedOp_t op, int A, int g, int dst, size_t i) {
+  if (dt == relayInt32) {
+    uint32_t s = 0;
+    int32_t m = 0;
+    for (int x = 0; x < A; x++) {
+      int32_t v = (int32_t)reduceValue(dt, g, x, dst, i);
+      s += (uint32_t)v;
+      if (x == 0 || v > m) m = v;
+    }
+    int32_t r = op == relayMax ? m : op == relayAvg ? (int32_t)s / A : (int32_t)s;
+    memcpy(out, &r, 4);
+    return;
+  }
+  long sum = 0, mx = 0;
+  for (int x = 0; x < A; x++) {
+    long v = reduceValue(dt, g, x, dst, i);
+    sum += v;
+    if (x == 0 || v > mx) mx = v;
+  }
+  double r = op == relayMax ? (double)mx : op == relayAvg ? (double)((float)sum / (float)A) : (double)sum;
+  storeValue(out, dt, r);
+}
+
+/* ---- one case ---------------------------------------------------------- */
+
+typedef struct {
+  int coll;
+  relayDataType_t dt;
+  relayRedOp_t op;
+  int inPlace;
+  int offElems; /* buffers start this many elements past 256-byte alignment */
+  size_t count; /* per-group count of group 0; group g gets count + g (when count > 0) */
+} case_t;
+
+static int roleOf(const layout_t* L, int rank, int* idx) {
+  for (int g = 0; g < L->l.nGroups; g++)
+    for (int i = 0; i < L->l.nActive; i++)
+      if (L->l.ranks[g * L->l.nActive + i] == rank) {
+        *idx = i;
+        return g;
+      }
+  *idx = -1;
+  return -1;
+}
+
+static int isReduce(int coll) { return coll == RS || coll == AR; }
+
+static void describe(char* buf, size_t n, const rank_t* R, const layout_t* L, const case_t* c) {
+  snprintf(buf, n, "%s %s route=%s %s %s count=%zu %s off=%d", kCollNames[c->coll], L->name, R->routeName,
+           relayTypeName(c->dt), isReduce(c->coll) ? relayOpName(c->op) : "-", c->count,
+           c->inPlace ? "in-place" : "out-of-place", c->offElems);
+}
+
+/* Tolerance of avg in floats: the result is one rounding of an exact
+ * quotient, give or take one more rounding where a plan divides in another
+ * place; one unit in the last place of the type covers both. */
+static int closeEnough(relayDataType_t dt, double got, double want) {
+  double eps = dt == relayBfloat16 ? 1.0 / 128 : dt == relayFloat16 ? 1.0 / 1024 : 1.0 / 8388608;
+  double mag = want < 0 ? -want : want;
+  if (mag < 1) mag = 1;
+  double d = got - want;
+  if (d < 0) d = -d;
+  return d <= eps * mag;
+}
+
+static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
+  const int A = L->l.nActive, G = L->l.nGroups;
+  size_t counts[64];
+  for (int g = 0; g < G; g++) counts[g] = c->count ? c->count + (size_t)g : 0;
+  int idx;
+  int g = roleOf(L, R->rank, &idx);
+  size_t es = relayTypeSize(c->dt);
+  size_t count = g >= 0 ? counts[g] : 0;
+  size_t sendElems = 0, recvElems = 0;
+  switch (c->coll) {
+    case AG: sendElems = count, recvElems = (size_t)A * count; break;
+    case RS: sendElems = (size_t)A * count, recvElems = count; break;
+    case AR: sendElems = count, recvElems = count; break;
+    default: sendElems = (size_t)A * count, recvElems = (size_t)A * count; break;
+  }
+  char what[256];
+  describe(what, sizeof what, R, L, c);
+
+  void *send = NULL, *recv = NULL;
+  /* The region each buffer lives in (in place: one region for both). */
+  size_t off = (size_t)c->offElems * es;
+  size_t sendBytes = sendElems * es, recvBytes = recvElems * es;
+  size_t regionBytes = c->inPlace ? (sendBytes > recvBytes ? sendBytes : recvBytes) : recvBytes;
+  G_CHECK(2 * GUARD + off + regionBytes <= R->poolBytes && 2 * GUARD + off + sendBytes <= R->poolBytes,
+          "%s: pool too small", what);
+  if (g >= 0) {
+    /* Inputs on the host: the send layout of this rank. */
+    unsigned char* pat = R->hPat;
+    for (size_t e = 0; e < sendElems; e++) {
+      unsigned char* p = pat + e * es;
+      switch (c->coll) {
+        case AG: movePattern(p, c->dt, g, idx, 0, e); break;
+        case A2A: movePattern(p, c->dt, g, idx, (int)(e / count), e % count); break;
+        case RS: storeValue(p, c->dt, reduceValue(c->dt, g, idx, (int)(e / count), e % count)); break;
+        default: storeValue(p, c->dt, reduceValue(c->dt, g, idx, 0, e)); break;
+      }
+    }
+    char* region = R->dRecv + GUARD + off;
+    G_CUDA(cudaMemsetAsync(R->dRecv, POISON, R->poolBytes, R->s));
+    if (c->inPlace) {
+      /* AG: my block inside recv; RS: recv is my block inside send; AR: same. */
+      recv = region;
+      if (c->coll == AG) {
+        send = (char*)recv + (size_t)idx * count * es;
+      } else if (c->coll == RS) {
+        send = region;
+        recv = region + (size_t)idx * count * es;
+      } else {
+        send = region;
+      }
+      G_CUDA(cudaMemcpyAsync(send, pat, sendBytes, cudaMemcpyHostToDevice, R->s));
+    } else {
+      recv = region;
+      send = R->dSend + GUARD + off;
+      G_CUDA(cudaMemsetAsync(R->dSend, POISON, R->poolBytes, R->s));
+      G_CUDA(cudaMemcpyAsync(send, pat, sendBytes, cudaMemcpyHostToDevice, R->s));
+    }
+  }
+  relayResult_t r = relaySuccess;
+  switch (c->coll) {
+    case AG: r = relayAllGather(send, recv, counts, c->dt, &L->l, R->comm, R->s); break;
+    case RS: r = relayReduceScatter(send, recv, counts, c->dt, c->op, &L->l, R->comm, R->s); break;
+    case AR: r = relayAllReduce(send, recv, counts, c->dt, c->op, &L->l, R->comm, R->s); break;
+    default: r = relayAllToAll(send, recv, counts, c->dt, &L->l, R->comm, R->s); break;
+  }
+  G_CHECK(r == relaySuccess, "%s: %s: %s", what, relayGetErrorString(r), relayGetLastError(R->comm));
+  gpuWait(R->s, WAIT_S, what);
+  R->cases++;
+  if (g < 0) return;
+
+  /* Copy back the whole region with its guards. */
+  size_t span = 2 * GUARD + off + regionBytes;
+  G_CUDA(cudaMemcpyAsync(R->hRecv, R->dRecv, span, cudaMemcpyDeviceToHost, R->s));
+  gpuWait(R->s, WAIT_S, "copy back");
+  for (size_t b = 0; b < GUARD + off; b++)
+    G_CHECK(R->hRecv[b] == POISON, "%s: byte %zu before the buffer was written", what, GUARD + off - b);
+  for (size_t b = 0; b < GUARD; b++)
+    G_CHECK(R->hRecv[GUARD + off + regionBytes + b] == POISON, "%s: byte %zu past the buffer was written", what, b);
+  const unsigned char* got = R->hRecv + GUARD + off + (size_t)((char*)recv - (R->dRecv + GUARD + off));
+  unsigned char want[8];
+  for (size_t e = 0; e < recvElems; e++) {
+    const unsigned char* p = got + e * es;
+    int ok;
+    switch (c->coll) {
+      case AG: movePattern(want, c->dt, g, (int)(e / count), 0, e % count); ok = !memcmp(p, want, es); break;
+      case A2A: movePattern(want, c->dt, g, (int)(e / count), idx, e % count); ok = !memcmp(p, want, es); break;
+      default: {
+        reduceRef(want, c->dt, c->op, A, g, c->coll == RS ? idx : 0, e);
+        ok = !memcmp(p, want, es);
+        if (!ok && c->op == relayAvg && c->dt != relayInt32)
+          ok = closeEnough(c->dt, loadValue(p, c->dt), loadValue(want, c->dt));
+        break;
+      }
+    }
+    if (!ok) {
+      unsigned long long gv = 0, wv = 0;
+      memcpy(&gv, p, es);
+      memcpy(&wv, want, es);
+      G_CHECK(0, "%s: group %d active %d: element %zu of %zu: got 0x%llx, want 0x%llx", what, g, idx, e, recvElems,
+              gv, wv);
+    }
+  }
+  /* In place, the rest of the region (RS: the other blocks of send) is the
+   * caller's and may hold anything; out of place, send must be intact. */
+  if (!c->inPlace && sendBytes) {
+    G_CUDA(cudaMemcpyAsync(R->hSend, send, sendBytes, cudaMemcpyDeviceToHost, R->s));
+    gpuWait(R->s, WAIT_S, "copy back send");
+    G_CHECK(!memcmp(R->hSend, R->hPat, sendBytes), "%s: the send buffer was modified", what);
+  }
+}
+
+/* ---- the sweep --------------------------------------------------------- */
+
+static int nLayouts(int n, layout_t* out) {
+  int k = 0;
+  layout_t* L = &out[k++];
+  L->name = "all-active";
+  L->l.nGroups = 1;
+  L->l.nActive = n;
+  for (int i = 0; i < n; i++) L->ranks[i] = i;
+  if (n > 2) {
+    L = &out[k++];
+    L->name = "A2-helpers";
+    L->l.nGroups = 1;
+    L->l.nActive = 2;
+    L->ranks[0] = n - 1; /* any order */
+    L->ranks[1] = 1;
+  }
+  if (n >= 4 && n % 2 == 0) {
+    L = &out[k++];
+    L->name = "fused-pairs";
+    L->l.nGroups = n / 2;
+    L->l.nActive = 2;
+    for (int g = 0; g < n / 2; g++) {
+      L->ranks[2 * g] = g;
+      L->ranks[2 * g + 1] = g + n / 2;
+    }
+  }
+  for (int i = 0; i < k; i++) out[i].l.ranks = out[i].ranks;
+  return k;
+}
+
+static void allocPools(rank_t* R, size_t bytes) {
+  R->poolBytes = bytes + 2 * GUARD + 64;
+  G_CUDA(cudaMalloc((void**)&R->dSend, R->poolBytes));
+  G_CUDA(cudaMalloc((void**)&R->dRecv, R->poolBytes));
+  R->hostBytes = R->poolBytes;
+  R->hSend = malloc(R->hostBytes);
+  R->hRecv = malloc(R->hostBytes);
+  R->hPat = malloc(R->hostBytes);
+  G_CHECK(R->hSend && R->hRecv && R->hPat, "out of host memory (%zu bytes)", R->hostBytes);
+}
+
+static void freePools(rank_t* R) {
+  G_CUDA(cudaFree(R->dSend));
+  G_CUDA(cudaFree(R->dRecv));
+  free(R->hSend);
+  free(R->hRecv);
+  free(R->hPat);
+  R->dSend = R->dRecv = NULL;
+}
+
+static void sweep(rank_t* R, const layout_t* layouts, int nL, int small) {
+  static const relayDataType_t kTypes[] = {relayFloat32, relayBfloat16, relayFloat16, relayInt32};
+  static const relayRedOp_t kOps[] = {relaySum, relayAvg, relayMax};
+  const size_t kCounts[] = {0, 1, 7, 1000, BIG_COUNT};
+  const size_t kSmallCounts[] = {1, 7, 1000};
+  const size_t* counts = small ? kSmallCounts : kCounts;
+  int nCounts = small ? 3 : 5;
+  int nTypes = small ? 2 : 4, nOps = small ? 2 : 3;
+  for (int li = 0; li < nL; li++) {
+    const layout_t* L = &layouts[li];
+    for (int coll = 0; coll < 4; coll++) {
+      long before = R->cases;
+      double t0 = gpuNow();
+      for (int ti = 0; ti < nTypes; ti++)
+        for (int oi = 0; oi < (isReduce(coll) ? nOps : 1); oi++)
+          for (int ip = 0; ip < (coll == A2A ? 1 : 2); ip++)
+            for (int ci = 0; ci < nCounts; ci++) {
+              case_t c = {coll, kTypes[ti], kOps[oi], ip, 0, counts[ci]};
+              runCase(R, L, &c);
+            }
+      /* Misaligned caller buffers (element offset 1: no 16-byte vectors). */
+      if (!small)
+        for (int ti = 0; ti < 2; ti++)
+          for (int ci = 3; ci < 5; ci++) {
+            case_t c = {coll, kTypes[ti], relaySum, 0, 1, counts[ci]};
+            runCase(R, L, &c);
+          }
+      if (R->rank == 0)
+        gpuLog("ok: %-13s %-11s route=%-6s %4ld cases %.2f s", kCollNames[coll], L->name, R->routeName,
+               R->cases - before, gpuNow() - t0);
+    }
+  }
+}
+
+/* 256 MiB per rank: the largest buffer of each collective is 256 MiB. */
+static void hugeCases(rank_t* R, const layout_t* layouts, int nL) {
+  freePools(R);
+  allocPools(R, HUGE_BYTES + 64);
+  for (int li = 0; li < nL && li < 2; li++) {
+    const layout_t* L = &layouts[li];
+    size_t elems = HUGE_BYTES / 4;
+    for (int coll = 0; coll < 4; coll++) {
+      size_t count = coll == AR ? elems : elems / (size_t)L->l.nActive;
+      if (L->l.nGroups > 1) count -= (size_t)L->l.nGroups; /* group g adds g */
+      case_t c = {coll, relayFloat32, relaySum, 0, 0, count};
+      double t0 = gpuNow();
+      runCase(R, L, &c);
+      if (R->rank == 0)
+        gpuLog("ok: %-13s %-11s route=%-6s 256 MiB %.2f s", kCollNames[coll], L->name, R->routeName, gpuNow() - t0);
+    }
+  }
+  freePools(R);
+  allocPools(R, (size_t)8 * (BIG_COUNT + 64) * 4);
+}
+
+static int routeWanted(const char* name, int n) {
+  const char* env = getenv("RELAYCC_GPUTEST_ROUTES");
+  if (env && *env) return strstr(env, name) != NULL;
+  if (!strcmp(name, "relay")) return n > 2; /* without helpers relay is direct */
+  return 1;
+}
+
+static int rankMain(int rank, int nranks, void* arg) {
+  opts_t* o = arg;
+  g_logRank = rank;
+  rank_t R;
+  memset(&R, 0, sizeof R);
+  R.rank = rank;
+  R.nranks = nranks;
+  layout_t layouts[3];
+  int nL = nLayouts(nranks, layouts);
+  if (o->small) nL = 1;
+  G_CUDA(cudaSetDevice(rank));
+  G_CUDA(cudaStreamCreateWithFlags(&R.s, cudaStreamNonBlocking));
+  allocPools(&R, (size_t)8 * (BIG_COUNT + 64) * 4);
+
+  static const struct {
+    const char* name;
+    int route;
+    int check;
+  } kRoutes[] = {{"direct", relayRouteDirect, 0}, {"relay", relayRouteRelay, 1}, {"auto", relayRouteAuto, 0}};
+  for (int ri = 0; ri < 3; ri++) {
+    if (!routeWanted(kRoutes[ri].name, nranks)) continue;
+    if (o->small && ri > 0) break;
+    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+    cfg.route = kRoutes[ri].route;
+    cfg.checkMode = kRoutes[ri].check; /* one comm runs every call through agree() */
+    cfg.timeoutMs = 60000;
+    char job[192];
+    snprintf(job, sizeof job, "%s-%s", o->job, kRoutes[ri].name);
+    double t0 = gpuNow();
+    G_RELAY(NULL, relayCommInitNcclShm(&R.comm, nranks, rank, job, rank, &cfg));
+    if (rank == 0) gpuLog("init route=%s: %.2f s", kRoutes[ri].name, gpuNow() - t0);
+    R.routeName = kRoutes[ri].name;
+    sweep(&R, layouts, nL, o->small);
+    if (!o->small && ri == 0) hugeCases(&R, layouts, nL);
+    G_RELAY(R.comm, relayCommBarrier(R.comm));
+    G_RELAY(R.comm, relayCommDestroy(R.comm));
+    R.comm = NULL;
+  }
+
+  if (!o->small) {
+    /* A communicator the user made: the ncclUniqueId travels over a CPU
+     * comm, then relayCommInitNccl wraps it (check mode on: every call
+     * agrees through an ncclAllGather on the wrapped comm). */
+    char job[192];
+    snprintf(job, sizeof job, "%s-wrap", o->job);
+    relayComm_t shm = NULL;
+    G_RELAY(NULL, relayCommInitShm(&shm, nranks, rank, job, NULL));
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) G_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+    ncclUniqueId* all = malloc((size_t)nranks * sizeof id);
+    G_CHECK(all != NULL, "oom");
+    G_RELAY(shm, relayCommAgree(shm, &id, all, sizeof id));
+    ncclComm_t nc = NULL;
+    ncclResult_t nr = ncclCommInitRank(&nc, nranks, all[0], rank);
+    G_CHECK(nr == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(nr));
+    free(all);
+    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+    cfg.checkMode = 1;
+    cfg.timeoutMs = 60000;
+    G_RELAY(NULL, relayCommInitNccl(&R.comm, nc, &cfg));
+    ncclComm_t back = NULL;
+    G_RELAY(R.comm, relayCommGetNcclComm(R.comm, &back));
+    G_CHECK(back == nc, "relayCommGetNcclComm returned another comm");
+    R.routeName = "wrapped";
+    for (int coll = 0; coll < 4; coll++)
+      for (int ci = 0; ci < 3; ci++) {
+        size_t cnts[3] = {1, 1000, BIG_COUNT};
+        case_t c = {coll, relayFloat32, relaySum, 0, 0, cnts[ci]};
+        runCase(&R, &layouts[0], &c);
+        if (nL > 1) runCase(&R, &layouts[1], &c);
+      }
+    G_RELAY(R.comm, relayCommBarrier(R.comm));
+    G_RELAY(R.comm, relayCommDestroy(R.comm));
+    /* The user still owns the NCCL comm: it must still work. */
+    G_CHECK(ncclAllReduce(R.dSend, R.dRecv, 16, ncclFloat, ncclSum, nc, R.s) == ncclSuccess,
+            "the wrapped NCCL comm must outlive the relay comm");
+    gpuWait(R.s, WAIT_S, "allreduce on the user's comm");
+    G_CHECK(ncclCommDestroy(nc) == ncclSuccess, "ncclCommDestroy");
+    G_RELAY(shm, relayCommDestroy(shm));
+    if (rank == 0) gpuLog("ok: wrapped communicator (relayCommInitNccl), check mode on");
+  }
+  freePools(&R);
+  G_CUDA(cudaStreamDestroy(R.s));
+  gpuLog("done: %ld calls", R.cases);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  /* Never NVLink SHARP / multicast: on shared machines it can take the
+   * node's GPUs out of service. Set before any rank starts NCCL. */
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  opts_t o;
+  memset(&o, 0, sizeof o);
+  o.small = argc > 1 && strcmp(argv[1], "--small") == 0;
+  gpuLogOpen(o.small ? "gputest_colls-small" : "gputest_colls");
+  int ndev = gpuProbeCount();
+  int n = ndev;
+  long want = relayEnvLong("RELAYCC_GPUTEST_NRANKS", 0);
+  if (want > 0 && want < n) n = (int)want;
+  if (n > 64) n = 64;
+  if (n < 2) {
+    gpuLog("SKIP: %d GPU(s) visible; the collectives test needs at least 2", ndev);
+    return GPU_SKIP;
+  }
+  gpuLog("gputest_colls: %d ranks, one per GPU%s", n, o.small ? " (small)" : "");
+  relayLaunchJobName("gc", o.job, sizeof o.job);
+  double t0 = gpuNow();
+  relayLaunchResult res;
+  int codes[64];
+  int rc = relayLaunchRanks(n, rankMain, &o, o.small ? 500000 : 560000, 5000, &res, codes);
+  if (rc != 0) {
+    gpuLog("FAIL: %s", res.message);
+    return 1;
+  }
+  gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
+  return 0;
+}
