@@ -96,6 +96,12 @@ static int rankRendezvous(int rank, int nranks, void* arg) {
   T_CHECK(all[rank] == pid, "rank %d: own record %d", rank, all[rank]);
   for (int q = 0; q < nranks; q++) T_CHECK(all[q] > 0, "rank %d: pid of rank %d is %d", rank, q, all[q]);
   T_OK(relayCommDestroy(c));
+  /* The same job name again, right away (the default name is one name). */
+  for (int again = 0; again < 3; again++) {
+    c = t_comm(rank, nranks, &cfg);
+    T_OK(c->tp->barrier(c));
+    T_OK(relayCommDestroy(c));
+  }
   return 0;
 }
 

@@ -77,6 +77,9 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 /* During rendezvous a rank polls the name (re-attach after a stale segment
  * was replaced); 5 ms makes init take a few ms, not a slice, per replacement. */
 #define SHM_INIT_POLL_MS 5
+/* How long a joiner tolerates a live but unjoinable segment under the name
+ * before it calls it an argument error (see shmConflictPersists). */
+#define SHM_CONFLICT_MS 500
 /* Publish head/tail at least every quarter ring so the peer starts copying
  * while we still write: with one core each, both memcpys overlap. */
 #define SHM_CHUNK_DIV 4
@@ -93,6 +96,7 @@ typedef struct {
   uint64_t totalBytes;
   uint64_t nonce;
   int32_t creatorPid;
+  uint64_t creatorPidNs;       /* creatorPid means something only in this PID namespace */
   _Atomic uint32_t go;         /* rank 0 saw everyone arrive and unlinked the name */
   _Atomic uint32_t initFailed; /* rank 0 gave up init: relayResult_t + 1 */
 } shmHeader;
@@ -112,6 +116,7 @@ typedef struct {
   _Atomic uint32_t status;    /* SHM_OK / FAILED / ABORTED / GONE */
   _Atomic uint64_t arrived;   /* == header nonce once checked in */
   _Atomic uint64_t rejectSeq; /* call number this rank rejected (0: none) */
+  uint64_t pidNs;             /* PID namespace of pid, written before arrived */
   _Atomic uint32_t failClaim; /* first writer of the failure record */
   int32_t failStep;
   uint64_t failCall;
@@ -153,7 +158,10 @@ typedef struct {
   uint64_t ringBytes, chunk;
   uint64_t nonce;
   int32_t deadCreator; /* pid of a dead rank 0 whose segment we found (for messages) */
-  int32_t* pids;       /* [n], from check-in */
+  int openErrno;       /* last shm_open failure of a joiner (for messages) */
+  uint64_t conflictSince; /* when a joiner first met a live segment it cannot join */
+  int32_t* pids;       /* [n], from check-in; 0 where a peer's pid is not ours to check */
+  uint64_t pidNs;      /* our PID namespace (0: unknown) */
   atomic_int abortedLocal;
   uint64_t agreeRound;
   /* Producer/consumer cursors: we own head of rings me->p and tail of p->me. */
@@ -215,6 +223,18 @@ static int shmPidAlive(int32_t pid) {
   if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X')) return 0;
   return 1;
 }
+
+/* The inode of our PID namespace: pids from another namespace (containers
+ * sharing /dev/shm but not PIDs) must not be judged by kill(). 0 when /proc
+ * is not there, which then matches any other 0. */
+static uint64_t shmPidNamespace(void) {
+  struct stat sb;
+  return stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
+/* Is peer q's process known dead? Unknown pids are never dead: the deadline
+ * still bounds the wait. */
+static int shmPeerDead(const shmState* st, int q) { return st->pids[q] > 0 && !shmPidAlive(st->pids[q]); }
 
 static uint64_t shmRand64(void) {
   uint64_t x = 0;
@@ -415,7 +435,11 @@ static void shmMissing(shmState* st, int n, char* buf, size_t len) {
 }
 
 static void shmRecordPids(shmState* st, int n) {
-  for (int r = 0; r < n; r++) st->pids[r] = atomic_load_explicit(&st->slots[r].pid, memory_order_acquire);
+  for (int r = 0; r < n; r++) {
+    /* arrived (acquire) orders pidNs and pid, written before it. */
+    if (atomic_load_explicit(&st->slots[r].arrived, memory_order_acquire) != st->nonce) continue;
+    st->pids[r] = st->slots[r].pidNs == st->pidNs ? atomic_load_explicit(&st->slots[r].pid, memory_order_relaxed) : 0;
+  }
 }
 
 static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLayout* L) {
@@ -463,6 +487,8 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
   st->hdr->totalBytes = L->total;
   st->hdr->nonce = st->nonce;
   st->hdr->creatorPid = (int32_t)getpid();
+  st->hdr->creatorPidNs = st->pidNs;
+  st->slots[0].pidNs = st->pidNs;
   atomic_store_explicit(&st->slots[0].pid, (int32_t)getpid(), memory_order_relaxed);
   atomic_store_explicit(&st->slots[0].arrived, st->nonce, memory_order_relaxed);
   atomic_store_explicit(&st->hdr->magic, SHM_MAGIC_READY, memory_order_release);
@@ -478,7 +504,9 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
         missing++;
         continue;
       }
-      if (check && dead < 0 && !shmPidAlive(atomic_load_explicit(&st->slots[r].pid, memory_order_relaxed))) dead = r;
+      if (check && dead < 0 && st->slots[r].pidNs == st->pidNs &&
+          !shmPidAlive(atomic_load_explicit(&st->slots[r].pid, memory_order_relaxed)))
+        dead = r;
     }
     if (!missing) break;
     if (dead >= 0) {
@@ -538,13 +566,26 @@ static int shmSameFile(const shmState* st, dev_t dev, ino_t ino) {
   return same;
 }
 
+/* A live segment we cannot join (other nranks or ring size, or our rank held
+ * by a live pid) is an error only if it stays SHM_CONFLICT_MS: an old run's
+ * rank 0 that still lives (hung, being killed) leaves one that our rank 0
+ * replaces within milliseconds of starting. */
+static int shmConflictPersists(shmState* st) {
+  uint64_t now = relayNowNs();
+  if (!st->conflictSince) st->conflictSince = now;
+  return now - st->conflictSince >= (uint64_t)SHM_CONFLICT_MS * 1000000ull;
+}
+
 /* One attempt of a non-zero rank: 1 = joined, 0 = retry (nothing usable under
  * the name yet, or a stale segment), < 0 = error set. */
 static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, uint64_t t0, relayResult_t* res) {
   int n = comm->nranks, me = comm->rank;
   uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
   int fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) {
+    st->openErrno = errno;
+    return 0;
+  }
   struct stat sb;
   if (fstat(fd, &sb) != 0 || (size_t)sb.st_size < sizeof(shmHeader)) {
     close(fd);
@@ -561,7 +602,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
   }
   /* A dead creator means a crashed run's leftover: never join it (even one
    * that says go), wait for our rank 0 to replace it. */
-  int stale = !shmPidAlive(h->creatorPid);
+  int stale = h->creatorPidNs == st->pidNs && !shmPidAlive(h->creatorPid);
   if (stale) {
     st->deadCreator = h->creatorPid;
     munmap(base, mapBytes);
@@ -572,6 +613,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
     int creator = h->creatorPid;
     unsigned hn = h->nranks, hr = h->ringBytes, hv = h->version;
     munmap(base, mapBytes);
+    if (!shmConflictPersists(st)) return 0;
     *res = relaySetError(comm, relayInvalidArgument,
                          "rank %d: job '%s': rank 0 (pid %d) created it with nranks %u, ring %u bytes (version %u); this "
                          "rank has nranks %d, ring %llu (version %u): ranks disagree on nranks or "
@@ -586,19 +628,20 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
   shmSlot* mine = &st->slots[me];
   int32_t holder = atomic_load_explicit(&mine->pid, memory_order_acquire);
   if (holder != 0 && holder != (int32_t)getpid()) {
-    if (shmPidAlive(holder)) {
+    if ((mine->pidNs != st->pidNs || shmPidAlive(holder)) && shmConflictPersists(st)) {
       shmUnmap(st);
       *res = relaySetError(comm, relayInvalidArgument,
                            "rank %d: job '%s': rank %d is already taken by pid %d (two processes with one rank?)", me,
                            st->job, me, (int)holder);
       return -1;
     }
-    shmUnmap(st); /* a crashed run's segment: wait for rank 0 to replace it */
+    shmUnmap(st); /* an old run's segment: wait for rank 0 to replace it */
     return 0;
   }
   dev_t dev = sb.st_dev;
   ino_t ino = sb.st_ino;
-  atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_relaxed);
+  mine->pidNs = st->pidNs;
+  atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_release);
   atomic_store_explicit(&mine->arrived, st->nonce, memory_order_release);
   shmWake(&st->slots[0]);
 
@@ -641,7 +684,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
     /* Its creator died: either our rank 0 crashed (we time out below, saying
      * so) or it was an old run's rank 0 that was still alive when we came and
      * our rank 0 is about to replace the segment. Retrying covers both. */
-    if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && !shmPidAlive(st->hdr->creatorPid)) {
+    if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && st->hdr->creatorPidNs == st->pidNs &&
+        !shmPidAlive(st->hdr->creatorPid)) {
       st->deadCreator = st->hdr->creatorPid;
       shmUnmap(st);
       return 0;
@@ -653,7 +697,9 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
       *res = relaySetError(comm, relayTimeout,
                            "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive%s",
                            me, st->job, n, comm->cfg.timeoutMs, miss,
-                           shmPidAlive(creator) ? "" : " (the segment's creator, rank 0, is gone)");
+                           st->hdr->creatorPidNs != st->pidNs || shmPidAlive(creator)
+                               ? ""
+                               : " (the segment's creator, rank 0, is gone)");
       shmUnmap(st);
       return -1;
     }
@@ -671,8 +717,10 @@ static relayResult_t shmJoin(struct relayComm* comm, shmState* st, const shmLayo
     if (shmAborted(comm, st))
       return relaySetError(comm, relayInvalidUsage, "rank %d: init of job '%s' aborted", comm->rank, st->job);
     if (relayNowNs() - t0 >= limit) {
-      char why[96] = "rank 0 never arrived";
-      if (st->deadCreator)
+      char why[128] = "rank 0 never arrived";
+      if (st->openErrno && st->openErrno != ENOENT)
+        snprintf(why, sizeof why, "opening it failed: %s", strerror(st->openErrno));
+      else if (st->deadCreator)
         snprintf(why, sizeof why, "the one there was made by pid %d, now dead: rank 0 crashed or never came",
                  (int)st->deadCreator);
       return relaySetError(comm, relayTimeout,
@@ -904,7 +952,7 @@ static int shmFindBadPeer(struct relayComm* comm, shmState* st, int checkPids, i
     const int* l = pass ? st->rpend : st->spend;
     for (int i = 0; i < np; i++) {
       int w = shmPeerState(comm, st, l[i]);
-      if (w == SHM_PEER_OK && checkPids && !shmPidAlive(st->pids[l[i]])) w = SHM_PEER_DEAD;
+      if (w == SHM_PEER_OK && checkPids && shmPeerDead(st, l[i])) w = SHM_PEER_DEAD;
       if (w != SHM_PEER_OK) {
         *what = w;
         return l[i];
@@ -1090,7 +1138,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
     for (int i = 0; i < np && !rescan; i++) {
       int q = pend[i];
       int what = shmPeerState(comm, st, q);
-      if (what == SHM_PEER_OK && checkPids && !shmPidAlive(st->pids[q])) what = SHM_PEER_DEAD;
+      if (what == SHM_PEER_OK && checkPids && shmPeerDead(st, q)) what = SHM_PEER_DEAD;
       if (what == SHM_PEER_OK) continue;
       /* It may have published its record before failing. */
       if (atomic_load_explicit(&st->slots[q].agree[round & 1].seq, memory_order_acquire) == round) {
@@ -1266,6 +1314,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
   st->chunk = st->ringBytes / SHM_CHUNK_DIV;
+  st->pidNs = shmPidNamespace();
   atomic_init(&st->abortedLocal, 0);
   shmLayout L;
   if (shmLayoutOf(n, st->ringBytes, &L) != 0) {
