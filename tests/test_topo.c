@@ -35,7 +35,7 @@ static void expectSame(const struct relayTopo* a, const struct relayTopo* b) {
   T_CHECK(a->hasSwitch == b->hasSwitch, "%s: switch", a->name);
   T_CHECK(near(a->fabricBw, b->fabricBw), "%s: fabric", a->name);
   T_CHECK(near(a->callS, b->callS) && near(a->boundaryS, b->boundaryS) && near(a->launchS, b->launchS) &&
-              near(a->memBw, b->memBw) && near(a->hopS, b->hopS),
+              near(a->memBw, b->memBw) && near(a->hopS, b->hopS) && near(a->reduceBw, b->reduceBw),
           "%s: costs", a->name);
 }
 
@@ -121,7 +121,7 @@ static int caseRoundTrip(void) {
       "ports * 300 300\n"
       "ports 2 150 250\n"
       "fabric 900\n"
-      "call_us 7.5\nboundary_us 4\nlaunch_us 2\nmem_gbs 3000\nhop_us 1\n";
+      "call_us 7.5\nboundary_us 4\nlaunch_us 2\nmem_gbs 3000\nhop_us 1\nreduce_gbs 1500\n";
   struct relayTopo *a, *b;
   char err[256];
   T_CHECK(relayTopoParse(src, &a, err, sizeof err) == relaySuccess, "%s", err);
@@ -131,7 +131,7 @@ static int caseRoundTrip(void) {
   T_CHECK(relayTopoReachable(a, 0, 2) && near(relayTopoPairRate(a, 0, 2), 250e9), "diagonal through the switch");
   T_CHECK(near(relayTopoPairRate(a, 2, 3), 100e9) && near(relayTopoPairRate(a, 1, 3), 300e9), "rates");
   T_CHECK(near(a->injBw[2], 150e9) && near(a->ejBw[2], 250e9), "port override");
-  T_CHECK(near(a->callS, 7.5e-6) && near(a->fabricBw, 900e9), "scalars");
+  T_CHECK(near(a->callS, 7.5e-6) && near(a->fabricBw, 900e9) && near(a->reduceBw, 1500e9), "scalars");
   char* text = writeToString(a);
   T_CHECK(relayTopoParse(text, &b, err, sizeof err) == relaySuccess, "%s\n%s", err, text);
   expectSame(a, b);

@@ -58,7 +58,7 @@ static void usage(FILE* f) {
           "usage: relaycc-sim [options]\n"
           "  --topo T           preset (mi350x, mi300x, h200, h200x2, cpu) or topology file\n"
           "                     (default $RELAYCC_TOPO, else mi350x; format: docs/model.md)\n"
-          "  -c, --coll C       allgather|reducescatter|allreduce|alltoall|all (default all)\n"
+          "  -c, --coll C       allgather|reducescatter|allreduce|alltoall, a comma list, or all (default)\n"
           "  -A N               active ranks per group (default 2)\n"
           "  -G N               groups (default 1: an independent call; >1: fused)\n"
           "  --sizes LIST       sizes, e.g. 4K,4.5M,1G: bytes of per-active-rank input\n"
@@ -201,12 +201,17 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   if (strcmp(coll, "all") == 0) {
     for (int i = 0; i < RELAY_NUM_COLLS; i++) o->colls[o->nColls++] = i;
   } else {
-    relayColl_t cc;
-    if (relayParseColl(coll, &cc)) {
-      fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall or all\n", coll);
-      return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", coll);
+    for (char* t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+      relayColl_t cc;
+      if (relayParseColl(t, &cc) || o->nColls == RELAY_NUM_COLLS) {
+        fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, a comma list "
+                        "of them, or all\n", coll);
+        return 1;
+      }
+      o->colls[o->nColls++] = cc;
     }
-    o->colls[o->nColls++] = cc;
   }
   if (sizes && haveRange) {
     fprintf(stderr, "relaycc-sim: give either --sizes or -b/-e/-f, not both\n");

@@ -119,7 +119,7 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
   double ring = fixed + ringHops * topo->hopS + ringFlow;
   double direct = fixed + (A > 1 ? topo->hopS : 0) + directFlow;
   if (key->coll == RELAY_COLL_ALLREDUCE && A > 1) /* one-shot reduce of A inputs */
-    direct += (A + 1) * maxBuf / topo->memBw;
+    direct += (A + 1) * maxBuf / (topo->reduceBw > 0 ? topo->reduceBw : topo->memBw);
   if (A == 1) {
     /* Nothing crosses a link: NCCL copies the rank's own block if out of place. */
     ring = direct = fixed + 2 * maxBuf / topo->memBw;

@@ -324,7 +324,8 @@ static double opSeconds(const simState* S, const planOp* op) {
   double bytes = (double)op->count * (double)S->plan->elemSize;
   /* A copy reads and writes each byte; a k-input reduce reads k, writes one. */
   double moved = op->kind == PLAN_OP_COPY ? 2 * bytes : (double)(op->nsrc + 1) * bytes;
-  return S->topo->launchS + moved / S->topo->memBw;
+  double bw = op->kind == PLAN_OP_REDUCE && S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
+  return S->topo->launchS + moved / bw;
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */

@@ -61,6 +61,7 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   t->boundaryS = s->boundaryS;
   t->launchS = s->launchS;
   t->memBw = s->memBw;
+  t->reduceBw = s->reduceBw;
   t->hopS = s->hopS;
   return relaySuccess;
 }
@@ -177,21 +178,29 @@ static void presetH200x2(struct relayTopo* t) {
 
 static void presetCpu(struct relayTopo* t) {
   /* The shm transport: one process per rank, every transfer a memcpy into a
-   * per-pair ring by the sender and out of it by the receiver. ROUGH figures,
-   * not calibrated against the transport: one core copies ~23 GB/s (64 MiB
-   * memcpy, measured on a 2-core AMD EPYC CI-class machine), a transfer costs
-   * two copies, so ~10 GB/s per rank in and out, and the ranks share the
-   * machine's few cores and one memory bus: ~10 GB/s in all. */
+   * per-pair ring by the sender and out of it by the receiver. ROUGH figures
+   * from relaycc-bench on a 2-core AMD EPYC CI-class machine shared with other
+   * work (direct route, bf16, min of 10): a 2-rank all-gather moved 1 MiB
+   * each way in 46 us and 16 MiB in 1.39 ms (~12 GB/s per rank each way once
+   * out of cache), so 12 GB/s ports. All ranks share the cores and one memory
+   * bus: 2 ranks moved 24 GB/s in all, 8 ranks (7 peers each, 16 MiB) 16 GB/s
+   * and 4 ranks 11 GB/s (more busy processes than cores). The fabric takes
+   * the 8-rank figure, the case where helpers work too. */
   t->hasSwitch = 1;
-  setAllPorts(t, 10 * GBS, 10 * GBS);
-  t->fabricBw = 10 * GBS;
-  /* A group's handshake is a futex wake-up or a spin per peer: ~10 us; a call
-   * ~3 us of validation and plan lookup; a local op is a function call. */
-  t->boundaryS = 10 * US;
-  t->callS = 3 * US;
-  t->launchS = 0.2 * US;
-  t->memBw = 2 * 23 * GBS; /* read + written at the measured memcpy rate */
-  t->hopS = 5 * US;
+  setAllPorts(t, 12 * GBS, 12 * GBS);
+  t->fabricBw = 16 * GBS;
+  /* A 2-rank all-gather of 4 KiB took 3.5 us in all: ~1 us of call, ~2.5 us
+   * for the group's handshake. With more ranks than cores the waits fall back
+   * to futex sleeps (4-rank calls of 4 KiB took 12-50 us): not modeled. */
+  t->boundaryS = 2.5 * US;
+  t->callS = 1 * US;
+  t->launchS = 0.2 * US; /* a local op is a function call */
+  /* memcpy: one core copies ~23 GB/s (64 MiB, read + written = 46 GB/s). The
+   * bf16 reduce is compute-bound: a 2-rank all-reduce of 16 MiB spent ~9 ms
+   * reducing 3 x 16 MiB (~5 GB/s; float ~10 GB/s). */
+  t->memBw = 2 * 23 * GBS;
+  t->reduceBw = 6 * GBS;
+  t->hopS = 2 * US;
 }
 
 typedef struct {
@@ -292,6 +301,7 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
   for (int i = 0; i < 4; i++)
     if (!(costs[i] >= 0 && isfinite(costs[i]))) return errf(err, errlen, "costs must be finite and >= 0");
   if (!(t->memBw > 0 && isfinite(t->memBw))) return errf(err, errlen, "mem_gbs must be > 0");
+  if (!(t->reduceBw >= 0 && isfinite(t->reduceBw))) return errf(err, errlen, "reduce_gbs must be >= 0");
   return 0;
 }
 
@@ -335,6 +345,7 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   fprintf(f, "boundary_us %.17g\n", t->boundaryS / US);
   fprintf(f, "launch_us %.17g\n", t->launchS / US);
   fprintf(f, "mem_gbs %.17g\n", t->memBw / GBS);
+  if (t->reduceBw > 0) fprintf(f, "reduce_gbs %.17g\n", t->reduceBw / GBS);
   fprintf(f, "hop_us %.17g\n", t->hopS / US);
 }
 
@@ -488,6 +499,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
       } scalars[] = {
           {"fabric", &t->fabricBw, GBS},      {"call_us", &t->callS, US},   {"boundary_us", &t->boundaryS, US},
           {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
+          {"reduce_gbs", &t->reduceBw, GBS},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {

@@ -63,6 +63,9 @@ struct relayTopo {
   /* Memory bandwidth of local ops, bytes/s counting bytes read plus bytes
    * written: a copy of b bytes costs 2b/memBw, a k-input reduce (k+1)b/memBw. */
   double memBw;
+  /* Reduce ops at this rate instead when > 0 (same counting): where a reduce
+   * is compute-bound (the CPU's bf16 reduce runs at ~1/5 of its memcpy). */
+  double reduceBw;
 
   /* The baseline library (NCCL/RCCL on the active ranks only): latency of one
    * hop of its small-message protocol, seconds. Its per-call and per-kernel
