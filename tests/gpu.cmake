@@ -8,6 +8,15 @@ if(RELAY_HAVE_CUDA)
     endif()
   endforeach()
 
+  # No GPU needed (CI runs it): the reduce kernel's own code, run thread by
+  # thread on the host, bit for bit against relayHostReduce.
+  add_executable(emul_reduce tests/gpu/emul_reduce.cu src/reduce_host.c src/common.c)
+  target_include_directories(emul_reduce PRIVATE include src tests)
+  target_link_libraries(emul_reduce PRIVATE CUDA::cudart m)
+  target_compile_options(emul_reduce PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
+  add_test(NAME cuda_reduce_emulated COMMAND emul_reduce)
+  set_tests_properties(cuda_reduce_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+
   # The reduce family bit for bit against relayHostReduce (one GPU).
   add_test(NAME gpu_reduce COMMAND gputest_reduce)
   # The transport's ops, lanes, scratch and a captured graph (one GPU).

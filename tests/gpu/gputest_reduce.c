@@ -14,58 +14,11 @@
 
 #include "common.h"
 #include "gpu/gpu_util.h"
+#include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 #include "transport/nccl/nccl_reduce.h"
 
 enum { MAXK = 8, GUARD = 64 };
-
-static const relayDataType_t kTypes[] = {relayInt8,    relayUint8,  relayInt32,   relayUint32, relayInt64,
-                                         relayUint64,  relayFloat16, relayBfloat16, relayFloat32, relayFloat64};
-static const relayRedOp_t kOps[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
-static const int kKs[] = {1, 2, 3, 8};
-
-/* Random inputs that stay finite through any fold of 8 (so that no NaN is
- * made by arithmetic, whose payload differs between x86 and the GPU), yet
- * cover rounding, overflow to inf in 16-bit stores, subnormals and wrap. */
-static void fill(void* p, size_t n, relayDataType_t dt, uint64_t seed) {
-  for (size_t i = 0; i < n; i++) {
-    uint64_t r = gpuMix(seed * 0x100000001b3ull + i);
-    switch (dt) {
-      case relayInt8:
-      case relayUint8: ((uint8_t*)p)[i] = (uint8_t)r; break;
-      case relayInt32:
-      case relayUint32: ((uint32_t*)p)[i] = (uint32_t)r; break;
-      case relayInt64:
-      case relayUint64: ((uint64_t*)p)[i] = r; break;
-      case relayFloat16: {
-        /* Raw bits with exponent field 0..29 (|x| < 32768): subnormals
-         * included; 8 of them multiply to < 2^120, finite in fp32. */
-        uint16_t h = (uint16_t)(r & 0x83ffu) | (uint16_t)(((r >> 16) % 30) << 10);
-        ((uint16_t*)p)[i] = h;
-        break;
-      }
-      case relayBfloat16: {
-        /* Exponents 2^-20..2^20 plus zeros: products of 8 stay finite. */
-        uint32_t e = (uint32_t)(127 - 20 + (r >> 20) % 41);
-        uint16_t b = (uint16_t)((r & 0x807fu) | (e << 7));
-        if ((r >> 40) % 64 == 0) b &= 0x8000u; /* signed zeros */
-        ((uint16_t*)p)[i] = b;
-        break;
-      }
-      case relayFloat32: {
-        double u = (double)(r >> 11) / 9007199254740992.0; /* [0, 1) */
-        ((float*)p)[i] = (float)((u - 0.5) * 2000.0);
-        break;
-      }
-      case relayFloat64: {
-        double u = (double)(r >> 11) / 9007199254740992.0;
-        ((double*)p)[i] = (u - 0.5) * 2000.0;
-        break;
-      }
-      default: break;
-    }
-  }
-}
 
 typedef enum { MODE_ALIGNED, MODE_DST_MISALIGNED, MODE_SRC_MISALIGNED, MODE_ALIAS_FIRST, MODE_ALIAS_LAST, NMODES } mode_t_;
 static const char* kModeNames[NMODES] = {"aligned", "dst+1", "src+1", "dst=src0", "dst=srcLast"};
@@ -90,7 +43,7 @@ static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t 
   for (int s = 0; s < k; s++) {
     size_t off = (size_t)s * x->srcStride + GUARD;
     if (mode == MODE_SRC_MISALIGNED && s == k - 1) off += es;
-    fill(x->host + off, count, dt, (uint64_t)(s + 1) * 7919u + count * 31u + (uint64_t)dt * 131u + (uint64_t)op);
+    riFill(x->host + off, count, dt, (uint64_t)(s + 1) * 7919u + count * 31u + (uint64_t)dt * 131u + (uint64_t)op);
     dsrc[s] = x->dev + off;
     hsrc[s] = x->host + off;
   }
@@ -170,16 +123,16 @@ int main(int argc, char** argv) {
   /* Two block caps: the transport's (grid-stride over many blocks) and 1
    * block (every thread strides over the whole array). */
   int caps[2] = {relayCudaReduceMaxBlocks(sms), 1};
-  for (int ti = 0; ti < (int)(sizeof kTypes / sizeof kTypes[0]); ti++) {
-    relayDataType_t dt = kTypes[ti];
+  for (int ti = 0; ti < (int)(RI_NTYPES); ti++) {
+    relayDataType_t dt = riTypes[ti];
     if (small && dt != relayFloat32 && dt != relayBfloat16 && dt != relayFloat16 && dt != relayInt32) continue;
     long before = x.cases;
     for (int oi = 0; oi < 5; oi++)
       for (int ki = 0; ki < 4; ki++)
         for (int ci = 0; ci < nCounts; ci++)
           for (int m = 0; m < NMODES; m++) {
-            relayRedOp_t op = kOps[oi];
-            int k = kKs[ki];
+            relayRedOp_t op = riOps[oi];
+            int k = riKs[ki];
             /* avg divides by k as a plan does; sum also runs with a divisor
              * (the contract divides whenever divisor > 1). */
             int divisor = op == relayAvg ? (k > 1 ? k : 2) : (op == relaySum && (ci & 1) ? 3 : 0);

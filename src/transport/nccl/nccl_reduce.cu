@@ -24,6 +24,7 @@
  * what lets dst alias a source.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include <cuda_runtime.h>
 
@@ -44,9 +45,32 @@ struct ReduceArgs {
   int divisor;
 };
 
+/* Everything below the kernel entry is __host__ __device__ so that a host
+ * build can run the same per-thread code (one "thread" after another) and
+ * compare it with relayHostReduce without a GPU. */
+#define RD __host__ __device__ __forceinline__
+#ifdef __CUDA_ARCH__
+#define UNROLL _Pragma("unroll")
+#define UNROLL4 _Pragma("unroll 4")
+#else /* the host pass of __host__ __device__ code: gcc knows no such pragma */
+#define UNROLL
+#define UNROLL4
+#endif
+
+RD float asFloat(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+RD uint32_t asBits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
 /* ---- 16-bit float conversions: the host's algorithms, bit for bit ---- */
 
-__device__ __forceinline__ float halfToFloat(unsigned short h) {
+RD float halfToFloat(unsigned short h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
   if (exp == 0) {
@@ -66,18 +90,18 @@ __device__ __forceinline__ float halfToFloat(unsigned short h) {
   } else {
     bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
   }
-  return __uint_as_float(bits);
+  return asFloat(bits);
 }
 
-__device__ __forceinline__ unsigned short floatToHalf(float f) {
-  uint32_t x = __float_as_uint(f);
+RD unsigned short floatToHalf(float f) {
+  uint32_t x = asBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) /* inf or nan */
     return (unsigned short)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* >= 65520 rounds to inf */
   if (absx < 0x38800000u) { /* subnormal half or zero: nearest even of value * 2^24 */
-    float scaled = __uint_as_float(absx) * 16777216.0f; /* exact: a power of two */
+    float scaled = asFloat(absx) * 16777216.0f; /* exact: a power of two */
     float r = rintf(scaled);                           /* round to nearest even */
     return (unsigned short)(sign | (uint32_t)r);
   }
@@ -87,10 +111,10 @@ __device__ __forceinline__ unsigned short floatToHalf(float f) {
   return (unsigned short)(sign | (mant >> 13));
 }
 
-__device__ __forceinline__ float bf16ToFloat(unsigned short h) { return __uint_as_float((uint32_t)h << 16); }
+RD float bf16ToFloat(unsigned short h) { return asFloat((uint32_t)h << 16); }
 
-__device__ __forceinline__ unsigned short floatToBf16(float f) {
-  uint32_t x = __float_as_uint(f);
+RD unsigned short floatToBf16(float f) {
+  uint32_t x = asBits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u); /* quiet nan */
   x += 0x7fffu + ((x >> 16) & 1u);
   return (unsigned short)(x >> 16);
@@ -102,11 +126,11 @@ template <typename S_, typename U>
 struct IntT {
   typedef S_ S;
   typedef U Acc;
-  static __device__ __forceinline__ Acc load(S x) { return (Acc)x; }
-  static __device__ __forceinline__ Acc add(Acc a, Acc b) { return (Acc)(a + b); }
-  static __device__ __forceinline__ Acc mul(Acc a, Acc b) { return (Acc)(a * b); }
-  static __device__ __forceinline__ bool lt(Acc a, Acc b) { return (S)a < (S)b; }
-  static __device__ __forceinline__ S store(Acc a, int divisor) {
+  static RD Acc load(S x) { return (Acc)x; }
+  static RD Acc add(Acc a, Acc b) { return (Acc)(a + b); }
+  static RD Acc mul(Acc a, Acc b) { return (Acc)(a * b); }
+  static RD bool lt(Acc a, Acc b) { return (S)a < (S)b; }
+  static RD S store(Acc a, int divisor) {
     return divisor > 1 ? (S)((S)a / (S)divisor) : (S)a;
   }
 };
@@ -115,21 +139,21 @@ template <typename F>
 struct FloatT {
   typedef F S;
   typedef F Acc;
-  static __device__ __forceinline__ Acc load(S x) { return x; }
-  static __device__ __forceinline__ Acc add(Acc a, Acc b) { return a + b; }
-  static __device__ __forceinline__ Acc mul(Acc a, Acc b) { return a * b; }
-  static __device__ __forceinline__ bool lt(Acc a, Acc b) { return a < b; }
-  static __device__ __forceinline__ S store(Acc a, int divisor) { return divisor > 1 ? a / (Acc)divisor : a; }
+  static RD Acc load(S x) { return x; }
+  static RD Acc add(Acc a, Acc b) { return a + b; }
+  static RD Acc mul(Acc a, Acc b) { return a * b; }
+  static RD bool lt(Acc a, Acc b) { return a < b; }
+  static RD S store(Acc a, int divisor) { return divisor > 1 ? a / (Acc)divisor : a; }
 };
 
 struct HalfT {
   typedef unsigned short S;
   typedef float Acc;
-  static __device__ __forceinline__ Acc load(S x) { return halfToFloat(x); }
-  static __device__ __forceinline__ Acc add(Acc a, Acc b) { return a + b; }
-  static __device__ __forceinline__ Acc mul(Acc a, Acc b) { return a * b; }
-  static __device__ __forceinline__ bool lt(Acc a, Acc b) { return a < b; }
-  static __device__ __forceinline__ S store(Acc a, int divisor) {
+  static RD Acc load(S x) { return halfToFloat(x); }
+  static RD Acc add(Acc a, Acc b) { return a + b; }
+  static RD Acc mul(Acc a, Acc b) { return a * b; }
+  static RD bool lt(Acc a, Acc b) { return a < b; }
+  static RD S store(Acc a, int divisor) {
     return floatToHalf(divisor > 1 ? a / (float)divisor : a);
   }
 };
@@ -137,11 +161,11 @@ struct HalfT {
 struct Bf16T {
   typedef unsigned short S;
   typedef float Acc;
-  static __device__ __forceinline__ Acc load(S x) { return bf16ToFloat(x); }
-  static __device__ __forceinline__ Acc add(Acc a, Acc b) { return a + b; }
-  static __device__ __forceinline__ Acc mul(Acc a, Acc b) { return a * b; }
-  static __device__ __forceinline__ bool lt(Acc a, Acc b) { return a < b; }
-  static __device__ __forceinline__ S store(Acc a, int divisor) {
+  static RD Acc load(S x) { return bf16ToFloat(x); }
+  static RD Acc add(Acc a, Acc b) { return a + b; }
+  static RD Acc mul(Acc a, Acc b) { return a * b; }
+  static RD bool lt(Acc a, Acc b) { return a < b; }
+  static RD S store(Acc a, int divisor) {
     return floatToBf16(divisor > 1 ? a / (float)divisor : a);
   }
 };
@@ -150,15 +174,16 @@ struct Bf16T {
 enum { FOLD_SUM = 0, FOLD_PROD = 1, FOLD_MAX = 2, FOLD_MIN = 3 };
 
 template <typename Tr, int OP>
-__device__ __forceinline__ typename Tr::Acc fold(typename Tr::Acc acc, typename Tr::Acc v) {
+RD typename Tr::Acc fold(typename Tr::Acc acc, typename Tr::Acc v) {
   if (OP == FOLD_SUM) return Tr::add(acc, v);
   if (OP == FOLD_PROD) return Tr::mul(acc, v);
   if (OP == FOLD_MAX) return Tr::lt(acc, v) ? v : acc;
   return Tr::lt(v, acc) ? v : acc; /* min: (acc > v) ? v : acc */
 }
 
+/* The work of one thread: element ranges depend only on (tid, stride). */
 template <typename Tr, int OP>
-__global__ void __launch_bounds__(RELAY_REDUCE_THREADS) reduceKernel(ReduceArgs a) {
+RD void reduceSlice(const ReduceArgs& a, size_t tid, size_t stride) {
   typedef typename Tr::S S;
   typedef typename Tr::Acc Acc;
   enum { V = 16 / sizeof(S) };
@@ -166,25 +191,23 @@ __global__ void __launch_bounds__(RELAY_REDUCE_THREADS) reduceKernel(ReduceArgs 
     uint4 u;
     S e[V];
   };
-  const size_t stride = (size_t)gridDim.x * blockDim.x;
-  const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   for (size_t v = tid; v < a.nvec; v += stride) {
     Acc acc[V];
     Vec x;
     x.u = ((const uint4*)a.src[0])[v];
-#pragma unroll
+UNROLL
     for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
     /* Unrolled by 4 so four sources' loads are in flight at once: the fold
      * order is fixed, the loads are not. */
-#pragma unroll 4
+UNROLL4
     for (int s = 1; s < a.nsrc; s++) {
       Vec y;
       y.u = ((const uint4*)a.src[s])[v];
-#pragma unroll
+UNROLL
       for (int j = 0; j < V; j++) acc[j] = fold<Tr, OP>(acc[j], Tr::load(y.e[j]));
     }
     Vec out;
-#pragma unroll
+UNROLL
     for (int j = 0; j < V; j++) out.e[j] = Tr::store(acc[j], a.divisor);
     ((uint4*)a.dst)[v] = out.u;
   }
@@ -195,32 +218,96 @@ __global__ void __launch_bounds__(RELAY_REDUCE_THREADS) reduceKernel(ReduceArgs 
   }
 }
 
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(RELAY_REDUCE_THREADS) reduceKernel(ReduceArgs a) {
+  reduceSlice<Tr, OP>(a, (size_t)blockIdx.x * blockDim.x + threadIdx.x, (size_t)gridDim.x * blockDim.x);
+}
+
+/* Host runner: the threads of a launch one after another. Compiled only into
+ * tests/gpu/emul_reduce.cu, which checks the device code's arithmetic and
+ * indexing against relayHostReduce on a machine without a GPU. */
+typedef void (*HostRun)(const ReduceArgs& a, size_t threads);
+#ifdef RELAY_REDUCE_HOST_EMULATION
+template <typename Tr, int OP>
+void hostRun(const ReduceArgs& a, size_t threads) {
+  for (size_t t = 0; t < threads; t++) reduceSlice<Tr, OP>(a, t, threads);
+}
+#define HOST_RUN(Tr, OP) hostRun<Tr, OP>
+#else
+#define HOST_RUN(Tr, OP) NULL
+#endif
+
+struct Impl {
+  const void* kernel;
+  HostRun host;
+  size_t elemSize;
+};
+
+template <typename Tr, int OP>
+Impl implOf() {
+  Impl m = {(const void*)reduceKernel<Tr, OP>, HOST_RUN(Tr, OP), sizeof(typename Tr::S)};
+  return m;
+}
+
 template <typename Tr>
-const void* pickOp(relayRedOp_t op) {
+Impl pickOp(relayRedOp_t op) {
   switch (op) {
     case relaySum:
-    case relayAvg: return (const void*)reduceKernel<Tr, FOLD_SUM>;
-    case relayProd: return (const void*)reduceKernel<Tr, FOLD_PROD>;
-    case relayMax: return (const void*)reduceKernel<Tr, FOLD_MAX>;
-    case relayMin: return (const void*)reduceKernel<Tr, FOLD_MIN>;
-    default: return NULL;
+    case relayAvg: return implOf<Tr, FOLD_SUM>();
+    case relayProd: return implOf<Tr, FOLD_PROD>();
+    case relayMax: return implOf<Tr, FOLD_MAX>();
+    case relayMin: return implOf<Tr, FOLD_MIN>();
+    default: {
+      Impl none = {NULL, NULL, 0};
+      return none;
+    }
   }
 }
 
-const void* pickKernel(relayDataType_t dt, relayRedOp_t op, size_t* elemSize) {
+Impl pickImpl(relayDataType_t dt, relayRedOp_t op) {
   switch (dt) {
-    case relayInt8: *elemSize = 1; return pickOp<IntT<int8_t, uint8_t> >(op);
-    case relayUint8: *elemSize = 1; return pickOp<IntT<uint8_t, uint8_t> >(op);
-    case relayInt32: *elemSize = 4; return pickOp<IntT<int32_t, uint32_t> >(op);
-    case relayUint32: *elemSize = 4; return pickOp<IntT<uint32_t, uint32_t> >(op);
-    case relayInt64: *elemSize = 8; return pickOp<IntT<int64_t, uint64_t> >(op);
-    case relayUint64: *elemSize = 8; return pickOp<IntT<uint64_t, uint64_t> >(op);
-    case relayFloat16: *elemSize = 2; return pickOp<HalfT>(op);
-    case relayBfloat16: *elemSize = 2; return pickOp<Bf16T>(op);
-    case relayFloat32: *elemSize = 4; return pickOp<FloatT<float> >(op);
-    case relayFloat64: *elemSize = 8; return pickOp<FloatT<double> >(op);
-    default: *elemSize = 0; return NULL;
+    case relayInt8: return pickOp<IntT<int8_t, uint8_t> >(op);
+    case relayUint8: return pickOp<IntT<uint8_t, uint8_t> >(op);
+    case relayInt32: return pickOp<IntT<int32_t, uint32_t> >(op);
+    case relayUint32: return pickOp<IntT<uint32_t, uint32_t> >(op);
+    case relayInt64: return pickOp<IntT<int64_t, uint64_t> >(op);
+    case relayUint64: return pickOp<IntT<uint64_t, uint64_t> >(op);
+    case relayFloat16: return pickOp<HalfT>(op);
+    case relayBfloat16: return pickOp<Bf16T>(op);
+    case relayFloat32: return pickOp<FloatT<float> >(op);
+    case relayFloat64: return pickOp<FloatT<double> >(op);
+    default: {
+      Impl none = {NULL, NULL, 0};
+      return none;
+    }
   }
+}
+
+/* Arguments and grid of one launch; cudaErrorInvalidValue for a bad call. */
+cudaError_t prepare(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
+                    relayRedOp_t op, int divisor, int maxBlocks, Impl* impl, ReduceArgs* a, size_t* blocks) {
+  *impl = pickImpl(dt, op);
+  if (!impl->kernel || nsrc < 1 || nsrc > PLAN_MAX_SRCS || !dst || !srcs) return cudaErrorInvalidValue;
+  a->dst = dst;
+  uintptr_t misalign = (uintptr_t)dst;
+  for (int s = 0; s < nsrc; s++) {
+    if (!srcs[s]) return cudaErrorInvalidValue;
+    a->src[s] = srcs[s];
+    misalign |= (uintptr_t)srcs[s];
+  }
+  for (int s = nsrc; s < PLAN_MAX_SRCS; s++) a->src[s] = NULL;
+  const size_t perVec = 16 / impl->elemSize;
+  a->count = count;
+  a->nvec = (misalign & 15u) ? 0 : count / perVec;
+  a->nsrc = nsrc;
+  a->divisor = divisor;
+  size_t items = a->nvec + (count - a->nvec * perVec);
+  size_t b = (items + RELAY_REDUCE_THREADS - 1) / RELAY_REDUCE_THREADS;
+  if (maxBlocks < 1) maxBlocks = 1;
+  if (b > (size_t)maxBlocks) b = (size_t)maxBlocks;
+  if (b < 1) b = 1;
+  *blocks = b;
+  return cudaSuccess;
 }
 
 }  // namespace
@@ -237,30 +324,13 @@ extern "C" int relayCudaReduceMaxBlocks(int numSMs) {
 extern "C" cudaError_t relayCudaReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
                                        relayDataType_t dt, relayRedOp_t op, int divisor, int maxBlocks,
                                        cudaStream_t stream) {
-  size_t es = 0;
-  const void* fn = pickKernel(dt, op, &es);
-  if (!fn || nsrc < 1 || nsrc > PLAN_MAX_SRCS || !dst || !srcs) return cudaErrorInvalidValue;
-  if (count == 0) return cudaSuccess;
+  Impl impl;
   ReduceArgs a;
-  a.dst = dst;
-  uintptr_t misalign = (uintptr_t)dst;
-  for (int s = 0; s < nsrc; s++) {
-    if (!srcs[s]) return cudaErrorInvalidValue;
-    a.src[s] = srcs[s];
-    misalign |= (uintptr_t)srcs[s];
-  }
-  for (int s = nsrc; s < PLAN_MAX_SRCS; s++) a.src[s] = NULL;
-  const size_t perVec = 16 / es;
-  a.count = count;
-  a.nvec = (misalign & 15u) ? 0 : count / perVec;
-  a.nsrc = nsrc;
-  a.divisor = divisor;
-  size_t items = a.nvec + (count - a.nvec * perVec);
-  size_t blocks = (items + RELAY_REDUCE_THREADS - 1) / RELAY_REDUCE_THREADS;
-  if (maxBlocks < 1) maxBlocks = 1;
-  if (blocks > (size_t)maxBlocks) blocks = (size_t)maxBlocks;
+  size_t blocks = 0;
+  cudaError_t e = prepare(dst, srcs, nsrc, count, dt, op, divisor, maxBlocks, &impl, &a, &blocks);
+  if (e != cudaSuccess || count == 0) return e;
   void* args[] = {&a};
   /* cudaLaunchKernel returns this launch's error directly, without reading
    * (and clearing) the thread's sticky last error that belongs to the user. */
-  return cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(RELAY_REDUCE_THREADS), args, 0, stream);
+  return cudaLaunchKernel(impl.kernel, dim3((unsigned)blocks), dim3(RELAY_REDUCE_THREADS), args, 0, stream);
 }
