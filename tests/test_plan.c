@@ -1,0 +1,649 @@
+/*
+ * Plan tests, all in one process (no transport): call signatures go through
+ * the builder, the checker and the reference executor, and the result is
+ * compared with a serial reference.
+ *
+ *   test_plan sweep [seed [count]]   randomized sweep (seed 0 or absent: from
+ *                                    the clock); prints the seed, and on a
+ *                                    failure the one-config replay command
+ *   test_plan config SEED            replay one configuration
+ *   test_plan traffic                critical-path bytes vs link accounting
+ *   test_plan unsupported            routes that cannot serve a key say so
+ */
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "harness.h"
+#include "plan/plan.h"
+#include "reduce_host.h"
+#include "ref/ref.h"
+
+#define MAXR 16
+#define GUARD 64 /* bytes either side of every caller buffer */
+
+typedef struct {
+  uint64_t seed;
+  relayColl_t coll;
+  int n, A, G;
+  int ranks[MAXR];
+  size_t counts[MAXR];
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int route, depth, inPlace;
+} cfg;
+
+static int isReduce(relayColl_t c) { return c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLREDUCE; }
+static int isUnsigned(relayDataType_t d) { return d == relayUint8 || d == relayUint32 || d == relayUint64; }
+
+static void describe(const cfg* f, char* out, size_t len) {
+  int w = snprintf(out, len, "%s n=%d A=%d G=%d %s op=%s route=%s depth=%d %s layout=", relayCollName(f->coll), f->n,
+                   f->A, f->G, relayTypeName(f->dtype), relayOpName(f->op), relayRouteName(f->route), f->depth,
+                   f->inPlace ? "in-place" : "out-of-place");
+  for (int i = 0; i < f->A * f->G && w > 0 && (size_t)w < len; i++)
+    w += snprintf(out + w, len - (size_t)w, "%s%d", i ? "," : "", f->ranks[i]);
+  for (int g = 0; g < f->G && w > 0 && (size_t)w < len; g++)
+    w += snprintf(out + w, len - (size_t)w, "%s%zu", g ? "," : " counts=", f->counts[g]);
+}
+
+/* ---- fills and the serial reference ---------------------------------------- */
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+/* The value active src of group g contributes at element e of the block it
+ * owes active dst (dst = 0 when its input is one block). It hashes group,
+ * source, destination and position, so an element from the wrong place or a
+ * region boundary one off shows up. Reductions keep values small (|v| <= 7,
+ * sums of 16 exact even in bf16); prod is 1 except at one source per element,
+ * so nothing overflows and the product encodes that source. */
+static int64_t code(const cfg* f, int g, int src, int dst, uint64_t e) {
+  uint64_t h = mix(((uint64_t)g << 56) ^ ((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ e ^ f->seed);
+  int u = isUnsigned(f->dtype);
+  if (!isReduce(f->coll)) return u ? (int64_t)(h % 251) : (int64_t)(h % 251) - 125;
+  if (f->op == relayProd) {
+    static const int64_t s[4] = {2, 3, -1, -2};
+    if ((e + (uint64_t)dst + (uint64_t)g) % (uint64_t)f->A != (uint64_t)src) return 1;
+    return u ? s[h % 2] : s[h % 4];
+  }
+  return u ? (int64_t)(h % 15) + 1 : (int64_t)(h % 15) - 7;
+}
+
+static void store(relayDataType_t dt, void* buf, size_t i, int64_t v) {
+  switch (dt) {
+    case relayInt8: ((int8_t*)buf)[i] = (int8_t)v; break;
+    case relayUint8: ((uint8_t*)buf)[i] = (uint8_t)v; break;
+    case relayInt32: ((int32_t*)buf)[i] = (int32_t)v; break;
+    case relayUint32: ((uint32_t*)buf)[i] = (uint32_t)v; break;
+    case relayInt64: ((int64_t*)buf)[i] = v; break;
+    case relayUint64: ((uint64_t*)buf)[i] = (uint64_t)v; break;
+    case relayFloat16: ((unsigned short*)buf)[i] = relayFloatToHalf((float)v); break;
+    case relayBfloat16: ((unsigned short*)buf)[i] = relayFloatToBf16((float)v); break;
+    case relayFloat32: ((float*)buf)[i] = (float)v; break;
+    default: ((double*)buf)[i] = (double)v; break;
+  }
+}
+
+static double load(relayDataType_t dt, const void* buf, size_t i) {
+  switch (dt) {
+    case relayFloat16: return relayHalfToFloat(((const unsigned short*)buf)[i]);
+    case relayBfloat16: return relayBf16ToFloat(((const unsigned short*)buf)[i]);
+    case relayFloat32: return ((const float*)buf)[i];
+    case relayFloat64: return ((const double*)buf)[i];
+    default: return 0;
+  }
+}
+
+static int isFloat(relayDataType_t d) {
+  return d == relayFloat16 || d == relayBfloat16 || d == relayFloat32 || d == relayFloat64;
+}
+
+static size_t sendElems(relayColl_t c, int A, size_t n) {
+  return c == RELAY_COLL_ALLGATHER || c == RELAY_COLL_ALLREDUCE ? n : (size_t)A * n;
+}
+static size_t recvElems(relayColl_t c, int A, size_t n) {
+  return c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLREDUCE ? n : (size_t)A * n;
+}
+
+/* Input of active j of group g. */
+static void fillSend(const cfg* f, int g, int j, void* send) {
+  size_t c = f->counts[g];
+  int blocks = f->coll == RELAY_COLL_ALLTOALL || f->coll == RELAY_COLL_REDUCESCATTER ? f->A : 1;
+  for (int d = 0; d < blocks; d++)
+    for (size_t e = 0; e < c; e++) store(f->dtype, send, (size_t)d * c + e, code(f, g, j, d, e));
+}
+
+/* Serial result of active j of group g: copies by definition, reductions over
+ * the A inputs in active order with the reduce family the executors use. */
+static void expected(const cfg* f, int g, int j, void* out, void* tmp /* A*count elements */) {
+  size_t c = f->counts[g], es = relayTypeSize(f->dtype);
+  int A = f->A;
+  switch (f->coll) {
+    case RELAY_COLL_ALLGATHER:
+    case RELAY_COLL_ALLTOALL:
+      for (int i = 0; i < A; i++)
+        for (size_t e = 0; e < c; e++)
+          store(f->dtype, out, (size_t)i * c + e, code(f, g, i, f->coll == RELAY_COLL_ALLGATHER ? 0 : j, e));
+      break;
+    default: {
+      const void* srcs[PLAN_MAX_SRCS];
+      int dst = f->coll == RELAY_COLL_REDUCESCATTER ? j : 0;
+      for (int i = 0; i < A; i++) {
+        for (size_t e = 0; e < c; e++) store(f->dtype, tmp, (size_t)i * c + e, code(f, g, i, dst, e));
+        srcs[i] = (const char*)tmp + (size_t)i * c * es;
+      }
+      relayHostReduce(out, srcs, A, c, f->dtype, f->op, f->op == relayAvg ? A : 0);
+    }
+  }
+}
+
+/* Number of elements that differ (floats: beyond tolerance of the largest
+ * |input| summed). */
+static size_t compare(const cfg* f, const void* got, const void* want, size_t n, size_t* first) {
+  size_t es = relayTypeSize(f->dtype), bad = 0;
+  double tol = relayTypeTolerance(f->dtype) * (f->op == relayProd ? 3.0 : 7.0 * f->A);
+  for (size_t i = 0; i < n; i++) {
+    int diff;
+    if (isFloat(f->dtype) && isReduce(f->coll)) {
+      double a = load(f->dtype, got, i), b = load(f->dtype, want, i);
+      diff = !(a - b <= tol && b - a <= tol);
+    } else {
+      diff = memcmp((const char*)got + i * es, (const char*)want + i * es, es) != 0;
+    }
+    if (diff && !bad++) *first = i;
+  }
+  return bad;
+}
+
+/* ---- in-place aliasing ------------------------------------------------------- */
+
+/* The reference executor snapshots every send of a step before it delivers
+ * any receive, which hides a receive landing on what the same step sends when
+ * SEND and RECV alias (in place). A transport may move them in any order, so
+ * check it here, on physical addresses. A self pair whose source and target
+ * are the same memory is a no-op copy and exempt. */
+typedef struct {
+  int buf;
+  uint64_t lo, hi;
+} phys;
+
+static phys physOf(const cfg* f, size_t c, int j, planRef r, uint64_t n) {
+  phys p = {r.buf == PLAN_BUF_SCRATCH ? 2 + r.slot : r.buf, r.off, r.off + n};
+  if (!f->inPlace) return p;
+  if (f->coll == RELAY_COLL_ALLGATHER && r.buf == PLAN_BUF_SEND) {
+    p.buf = PLAN_BUF_RECV;
+    p.lo += (uint64_t)j * c;
+    p.hi += (uint64_t)j * c;
+  } else if (f->coll == RELAY_COLL_REDUCESCATTER && r.buf == PLAN_BUF_RECV) {
+    p.buf = PLAN_BUF_SEND;
+    p.lo += (uint64_t)j * c;
+    p.hi += (uint64_t)j * c;
+  } else if (f->coll == RELAY_COLL_ALLREDUCE && r.buf == PLAN_BUF_SEND) {
+    p.buf = PLAN_BUF_RECV;
+  }
+  return p;
+}
+
+static int physOverlap(phys a, phys b) { return a.buf == b.buf && a.lo < b.hi && b.lo < a.hi; }
+
+static const char* aliasHazard(const cfg* f, const relayPlan* p) {
+  static char msg[256];
+  for (int r = 0; r < p->nranks; r++) {
+    int j = p->rank[r].activeIndex, g = p->rank[r].activeGroup;
+    if (g < 0) continue;
+    size_t c = f->counts[g];
+    for (int s = 0; s < p->nSteps; s++) {
+      const planStep* st = planRankStep(p, r, s);
+      uint32_t selfRecv = 0;
+      for (uint32_t a = 0; a < st->nRecv; a++) {
+        const planXfer* x = &p->recvs[st->recvBase + a];
+        phys px = physOf(f, c, j, x->ref, x->count);
+        if (x->peer == r) { /* find the matching self send */
+          uint32_t k = 0, seen = 0;
+          for (; k < st->nSend; k++)
+            if (p->sends[st->sendBase + k].peer == r && seen++ == selfRecv) break;
+          selfRecv++;
+          if (k < st->nSend) {
+            const planXfer* y = &p->sends[st->sendBase + k];
+            phys py = physOf(f, c, j, y->ref, y->count);
+            if (py.buf == px.buf && py.lo == px.lo) continue;
+          }
+        }
+        for (uint32_t b = 0; b < st->nSend; b++) {
+          const planXfer* y = &p->sends[st->sendBase + b];
+          if (physOverlap(px, physOf(f, c, j, y->ref, y->count))) {
+            snprintf(msg, sizeof msg, "rank %d step %d: in place, a receive from %d lands on what the step sends to %d",
+                     r, s, x->peer, y->peer);
+            return msg;
+          }
+        }
+      }
+      for (uint32_t a = 0; a < st->nOp; a++) {
+        const planOp* o = &p->ops[st->opBase + a];
+        phys d = physOf(f, c, j, o->dst, o->count);
+        for (int k = 0; k < o->nsrc; k++) {
+          phys q = physOf(f, c, j, p->srcs[o->srcBase + (uint32_t)k], o->count);
+          if (physOverlap(d, q) && q.lo != d.lo) {
+            snprintf(msg, sizeof msg, "rank %d step %d: in place, an op reads its destination shifted", r, s);
+            return msg;
+          }
+        }
+      }
+    }
+  }
+  return NULL;
+}
+
+/* ---- one configuration ------------------------------------------------------- */
+
+/* The relay route's documented coverage (src/plan/plan_relay.c). */
+static int relayCovers(const cfg* f) {
+  int H = f->n - f->A;
+  if (H < 1) return 0;
+  if (f->coll == RELAY_COLL_ALLTOALL && f->A > 2) return H >= f->A - 1;
+  return 1;
+}
+
+static planKey keyOf(const cfg* f) {
+  planKey k;
+  memset(&k, 0, sizeof k);
+  k.coll = f->coll;
+  k.nranks = f->n;
+  k.nGroups = f->G;
+  k.nActive = f->A;
+  k.ranks = f->ranks;
+  k.counts = f->counts;
+  k.dtype = f->dtype;
+  k.op = f->op;
+  k.route = f->route;
+  k.depth = f->depth;
+  return k;
+}
+
+/* Returns 0 when the plan of f computes the serial result; otherwise writes why. */
+static int runConfig(const cfg* f, char* why, size_t whyLen, int* relay) {
+  planKey key = keyOf(f);
+  /* The API returns before building a plan when every count is zero. */
+  int any = 0;
+  for (int g = 0; g < f->G; g++) any |= f->counts[g] != 0;
+  *relay = 0;
+  if (!any) return 0;
+  relayPlan* p = NULL;
+  relayResult_t res = relayPlanBuild(&key, &p);
+  if (f->route == relayRouteRelay && (res == relayNotSupported) == relayCovers(f)) {
+    snprintf(why, whyLen, "relay route answered %s, but its coverage says %s", relayGetErrorString(res),
+             relayCovers(f) ? "supported" : "not supported");
+    relayPlanFree(p);
+    return 1;
+  }
+  if (res == relayNotSupported) { /* the library falls back to direct */
+    key.route = relayRouteDirect;
+    key.depth = 1;
+    res = relayPlanBuild(&key, &p);
+  }
+  if (res != relaySuccess || !p) {
+    snprintf(why, whyLen, "build failed: %s", relayGetErrorString(res));
+    return 1;
+  }
+  *relay = p->route == relayRouteRelay;
+  char err[512];
+  if (relayPlanCheck(p, err, sizeof err)) {
+    snprintf(why, whyLen, "checker: %s", err);
+    relayPlanFree(p);
+    return 1;
+  }
+  const char* hz = aliasHazard(f, p);
+  if (hz) {
+    snprintf(why, whyLen, "%s", hz);
+    relayPlanFree(p);
+    return 1;
+  }
+
+  size_t es = relayTypeSize(f->dtype);
+  int n = f->n, rc = 0;
+  char* base[MAXR] = {0};  /* the buffer holding recv (and send in place) */
+  char* sendb[MAXR] = {0}; /* out of place: separate send buffer */
+  char* sendCopy[MAXR] = {0};
+  void* sendp[MAXR] = {0};
+  void* recvp[MAXR] = {0};
+  size_t baseBytes[MAXR] = {0}, sendBytes[MAXR] = {0};
+  for (int r = 0; r < n; r++) {
+    int j, g = planActiveGroupOf(&key, r, &j);
+    if (g < 0) continue;
+    size_t c = f->counts[g];
+    size_t sb = sendElems(f->coll, f->A, c) * es, rb = recvElems(f->coll, f->A, c) * es;
+    if (f->inPlace) {
+      int sendIsBase = f->coll == RELAY_COLL_REDUCESCATTER;
+      baseBytes[r] = sendIsBase ? sb : rb;
+      base[r] = malloc(baseBytes[r] + 2 * GUARD);
+      T_CHECK(base[r], "out of memory");
+      memset(base[r], 0x5A, baseBytes[r] + 2 * GUARD);
+      char* b0 = base[r] + GUARD;
+      if (f->coll == RELAY_COLL_ALLGATHER) {
+        memset(b0, 0xC3, rb);
+        sendp[r] = b0 + (size_t)j * c * es;
+        recvp[r] = b0;
+      } else if (sendIsBase) {
+        sendp[r] = b0;
+        recvp[r] = b0 + (size_t)j * c * es;
+      } else {
+        sendp[r] = recvp[r] = b0;
+      }
+      fillSend(f, g, j, sendp[r]);
+    } else {
+      baseBytes[r] = rb;
+      sendBytes[r] = sb;
+      base[r] = malloc(rb + 2 * GUARD);
+      sendb[r] = malloc(sb + 2 * GUARD);
+      sendCopy[r] = malloc(sb + 1);
+      T_CHECK(base[r] && sendb[r] && sendCopy[r], "out of memory");
+      memset(base[r], 0x5A, rb + 2 * GUARD);
+      memset(base[r] + GUARD, 0xC3, rb);
+      memset(sendb[r], 0x5A, sb + 2 * GUARD);
+      sendp[r] = sendb[r] + GUARD;
+      recvp[r] = base[r] + GUARD;
+      fillSend(f, g, j, sendp[r]);
+      memcpy(sendCopy[r], sendp[r], sb);
+    }
+  }
+  if (relayRefRun(p, sendp, recvp, err, sizeof err)) {
+    snprintf(why, whyLen, "reference executor: %s", err);
+    rc = 1;
+  }
+  for (int r = 0; r < n && !rc; r++) {
+    int j, g = planActiveGroupOf(&key, r, &j);
+    if (g < 0) continue;
+    size_t c = f->counts[g], rn = recvElems(f->coll, f->A, c);
+    char* want = malloc(rn * es + 1);
+    char* tmp = malloc((size_t)f->A * c * es + 1);
+    T_CHECK(want && tmp, "out of memory");
+    expected(f, g, j, want, tmp);
+    size_t first = 0, bad = compare(f, recvp[r], want, rn, &first);
+    if (bad) {
+      snprintf(why, whyLen, "rank %d (group %d index %d): %zu of %zu elements wrong, first at %zu", r, g, j, bad, rn,
+               first);
+      rc = 1;
+    }
+    free(want);
+    free(tmp);
+    for (int side = 0; side < 2 && !rc; side++) {
+      const char* gz = base[r] + (side ? GUARD + baseBytes[r] : 0);
+      for (int b = 0; b < GUARD && !rc; b++)
+        if ((unsigned char)gz[b] != 0x5A) {
+          snprintf(why, whyLen, "rank %d: wrote outside its buffer", r);
+          rc = 1;
+        }
+    }
+    if (!rc && sendb[r] && memcmp(sendp[r], sendCopy[r], sendBytes[r]) != 0) {
+      snprintf(why, whyLen, "rank %d: its send buffer changed", r);
+      rc = 1;
+    }
+  }
+  /* all-reduce: every active of a group holds the same bits */
+  for (int g = 0; g < f->G && !rc && f->coll == RELAY_COLL_ALLREDUCE; g++)
+    for (int i = 1; i < f->A && !rc; i++)
+      if (memcmp(recvp[f->ranks[g * f->A]], recvp[f->ranks[g * f->A + i]], f->counts[g] * es) != 0) {
+        snprintf(why, whyLen, "all-reduce: active %d of group %d differs bitwise from active 0", i, g);
+        rc = 1;
+      }
+  for (int r = 0; r < n; r++) {
+    free(base[r]);
+    free(sendb[r]);
+    free(sendCopy[r]);
+  }
+  relayPlanFree(p);
+  return rc;
+}
+
+/* ---- the sweep ----------------------------------------------------------------- */
+
+static uint64_t drawCount(unsigned long long* s) {
+  static const uint64_t fixed[] = {0, 1, 2, 3, 127, 128, 129, 255, 256, 257, 383, 384, 385, 1000, 1023, 1025};
+  static const uint64_t primes[] = {5, 7, 13, 31, 131, 251, 509, 1021, 2053, 4093, 8191, 16381, 32749};
+  uint64_t r = t_rand(s) % 100;
+  if (r < 25) return fixed[t_rand(s) % (sizeof fixed / sizeof fixed[0])];
+  if (r < 45) return primes[t_rand(s) % (sizeof primes / sizeof primes[0])];
+  if (r < 65) return 1ull << (t_rand(s) % 16);
+  if (r < 80) return 3ull << (t_rand(s) % 14);
+  if (r < 98) return 1 + t_rand(s) % 20000;
+  return 100000 + t_rand(s) % 900001; /* large: a few */
+}
+
+static void drawConfig(uint64_t seed, cfg* f) {
+  unsigned long long s = seed;
+  memset(f, 0, sizeof *f);
+  f->seed = seed;
+  f->n = 3 + (int)(t_rand(&s) % (MAXR - 2));
+  /* Half the draws take the shapes the seed measured (A = 2, 4), the rest
+   * any A the comm allows. */
+  if (t_rand(&s) % 2 && f->n >= 4)
+    f->A = t_rand(&s) % 2 ? 2 : 4;
+  else
+    f->A = 2 + (int)(t_rand(&s) % (uint64_t)(f->n - 1));
+  int gmax = f->n / f->A;
+  f->G = t_rand(&s) % 3 == 0 ? 1 : 1 + (int)(t_rand(&s) % (uint64_t)gmax);
+  int perm[MAXR];
+  for (int i = 0; i < f->n; i++) perm[i] = i;
+  for (int i = f->n - 1; i > 0; i--) {
+    int k = (int)(t_rand(&s) % (uint64_t)(i + 1)), t = perm[i];
+    perm[i] = perm[k];
+    perm[k] = t;
+  }
+  for (int i = 0; i < f->A * f->G; i++) f->ranks[i] = perm[i];
+  f->coll = (relayColl_t)(t_rand(&s) % RELAY_NUM_COLLS);
+  f->dtype = (relayDataType_t)(t_rand(&s) % relayNumTypes);
+  f->op = isReduce(f->coll) ? (relayRedOp_t)(t_rand(&s) % relayNumOps) : relaySum;
+  f->route = t_rand(&s) % 4 ? relayRouteRelay : relayRouteDirect;
+  static const int depths[] = {1, 1, 1, 2, 4};
+  f->depth = depths[t_rand(&s) % 5];
+  f->inPlace = f->coll != RELAY_COLL_ALLTOALL && t_rand(&s) % 2;
+  int same = t_rand(&s) % 4 != 0;
+  for (int g = 0; g < f->G; g++) f->counts[g] = same && g ? f->counts[0] : (size_t)drawCount(&s);
+  /* Keep one configuration under ~8 MB of caller buffers. */
+  size_t es = relayTypeSize(f->dtype);
+  for (;;) {
+    uint64_t bytes = 0;
+    for (int g = 0; g < f->G; g++) bytes += (uint64_t)f->A * 2 * (uint64_t)f->A * f->counts[g] * es;
+    if (bytes <= (8u << 20)) break;
+    for (int g = 0; g < f->G; g++) f->counts[g] /= 2;
+  }
+}
+
+static int runSeed(uint64_t seed, int* relay, cfg* out) {
+  cfg f;
+  char why[600], d[400];
+  drawConfig(seed, &f);
+  *out = f;
+  if (runConfig(&f, why, sizeof why, relay) == 0) return 0;
+  describe(&f, d, sizeof d);
+  fprintf(stderr, "FAIL config %s\n  %s\n  replay: test_plan config %" PRIu64 "\n", d, why, seed);
+  return 1;
+}
+
+static int cmdSweep(uint64_t seed, long count) {
+  if (!seed) seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
+  printf("plan sweep: seed %" PRIu64 ", %ld configurations (replay: test_plan sweep %" PRIu64 " %ld)\n", seed, count,
+         seed, count);
+  fflush(stdout);
+  unsigned long long s = seed;
+  uint64_t relayPlans = 0, byColl[RELAY_NUM_COLLS] = {0}, fused = 0, inPlace = 0, a2 = 0, a4 = 0;
+  int fails = 0;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (long i = 0; i < count; i++) {
+    uint64_t cs = t_rand(&s);
+    int relay = 0;
+    cfg f;
+    fails += runSeed(cs, &relay, &f);
+    if (!relay) continue;
+    relayPlans++;
+    byColl[f.coll]++;
+    fused += f.G > 1;
+    inPlace += (uint64_t)f.inPlace;
+    a2 += f.A == 2;
+    a4 += f.A == 4;
+    if (fails >= 5) break;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  printf("plan sweep: relay plans %" PRIu64 " (allgather %" PRIu64 ", reducescatter %" PRIu64 ", allreduce %" PRIu64
+         ", alltoall %" PRIu64 "; A=2 %" PRIu64 ", A=4 %" PRIu64 ", other A %" PRIu64 "; fused %" PRIu64
+         ", in place %" PRIu64 ")\n",
+         relayPlans, byColl[0], byColl[1], byColl[2], byColl[3], a2, a4, relayPlans - a2 - a4, fused, inPlace);
+  printf("plan sweep: %s in %.2f s\n", fails ? "FAILED" : "passed",
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+  return fails ? 1 : 0;
+}
+
+/* ---- critical-path bytes ----------------------------------------------------- */
+
+static uint64_t critical(relayColl_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
+                         int depth) {
+  cfg f;
+  memset(&f, 0, sizeof f);
+  f.coll = coll;
+  f.n = n;
+  f.A = A;
+  f.G = G;
+  for (int i = 0; i < A * G; i++) f.ranks[i] = i;
+  for (int g = 0; g < G; g++) f.counts[g] = count;
+  f.dtype = dt;
+  f.op = relaySum;
+  f.route = route;
+  f.depth = depth;
+  planKey k = keyOf(&f);
+  relayPlan* p = NULL;
+  T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "%s A=%d G=%d n=%d: no %s plan", relayCollName(coll), A, G, n,
+          relayRouteName(route));
+  char err[512];
+  T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s", err);
+  uint64_t b = relayPlanCriticalPathBytes(p);
+  relayPlanFree(p);
+  return b;
+}
+
+static int cmdTraffic(void) {
+  const relayDataType_t bf = relayBfloat16;
+  const uint64_t es = 2;
+  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+    relayColl_t coll = (relayColl_t)c;
+    /* 2 active, 6 helpers: two groups of one chunk per link each, 2m/(H+2) =
+     * m/4 of the per-rank message; independent and fused (4 groups of 2). */
+    size_t m = 1u << 20; /* a multiple of 8*128: exact */
+    for (int G = 1; G <= 4; G *= 4) {
+      uint64_t b = critical(coll, 8, 2, G, m, bf, relayRouteRelay, 1);
+      T_CHECK(b == m / 4 * es, "%s A=2 G=%d: critical path %" PRIu64 ", want m/4 = %zu", relayCollName(coll), G, b,
+              m / 4 * es);
+      /* depth > 1 builds the two-group form until issue 4 */
+      T_CHECK(critical(coll, 8, 2, G, m, bf, relayRouteRelay, 4) == b, "%s: depth 4 differs", relayCollName(coll));
+    }
+    /* within alignment at an odd size: 2m/(H+2) <= path <= that + H*128 */
+    size_t odd = 1000003;
+    uint64_t b = critical(coll, 8, 2, 1, odd, bf, relayRouteRelay, 1) / es;
+    T_CHECK(b >= 2 * odd / 8 && b <= 2 * odd / 8 + 6 * 128, "%s A=2 odd: %" PRIu64 " elements on the critical path",
+            relayCollName(coll), b);
+    /* 16 ranks: 14 helpers, 2m/16 */
+    b = critical(coll, 16, 2, 1, m, bf, relayRouteRelay, 1);
+    T_CHECK(b == m / 8 * es, "%s A=2 n=16: %" PRIu64, relayCollName(coll), b);
+    /* the relay beats the direct exchange */
+    T_CHECK(critical(coll, 8, 2, 1, m, bf, relayRouteDirect, 1) > b, "%s: relay no better than direct",
+            relayCollName(coll));
+  }
+  /* 4 active on 8 ranks, independent and fused (2 groups of 4). */
+  size_t sc = 3u << 18; /* all-to-all: a multiple of 3*128; others: of 8*128 */
+  for (int G = 1; G <= 2; G++) {
+    uint64_t b = critical(RELAY_COLL_ALLTOALL, 8, 4, G, sc, bf, relayRouteRelay, 1);
+    T_CHECK(b == 2 * sc / 3 * es, "alltoall A=4 G=%d: %" PRIu64 ", want 2/3 of a segment = %zu", G, b, 2 * sc / 3 * es);
+    b = critical(RELAY_COLL_ALLGATHER, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    T_CHECK(b == (1u << 19) * es, "allgather A=4 G=%d: %" PRIu64 ", want sendcount/2", G, b);
+    b = critical(RELAY_COLL_REDUCESCATTER, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    T_CHECK(b == (1u << 19) * es, "reducescatter A=4 G=%d: %" PRIu64 ", want recvcount/2", G, b);
+    b = critical(RELAY_COLL_ALLREDUCE, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    T_CHECK(b == (1u << 18) * es, "allreduce A=4 G=%d: %" PRIu64 ", want count/4", G, b);
+  }
+  /* all-to-all at an unaligned segment: directB absorbs the rest, so the path
+   * is the segment minus the relay region */
+  size_t seg = (1u << 20) + 5;
+  uint64_t b = critical(RELAY_COLL_ALLTOALL, 8, 4, 1, seg, bf, relayRouteRelay, 1);
+  T_CHECK(b == (seg - seg / 3 / 128 * 128) * es, "alltoall A=4 unaligned: %" PRIu64, b);
+  /* Latin relays at other A: one region per link per step, 2/3 of a segment */
+  for (int A = 3; A <= 8; A++) {
+    b = critical(RELAY_COLL_ALLTOALL, 16, A, 1, sc, bf, relayRouteRelay, 1);
+    T_CHECK(b == 2 * sc / 3 * es, "alltoall A=%d n=16: %" PRIu64, A, b);
+  }
+  /* A >= 3 all-reduce: ~2m/(A+H); the direct two-step form moves 2m/A */
+  b = critical(RELAY_COLL_ALLREDUCE, 12, 3, 1, 12u << 14, bf, relayRouteRelay, 1);
+  T_CHECK(b == 2 * (12u << 14) / 12 * es, "allreduce A=3 n=12: %" PRIu64, b);
+  printf("plan traffic: passed\n");
+  return 0;
+}
+
+/* ---- not supported ------------------------------------------------------------- */
+
+static void expectUnsupported(relayColl_t coll, int n, int A, int G, int route) {
+  cfg f;
+  memset(&f, 0, sizeof f);
+  f.coll = coll;
+  f.n = n;
+  f.A = A;
+  f.G = G;
+  for (int i = 0; i < A * G; i++) f.ranks[i] = i;
+  for (int g = 0; g < G; g++) f.counts[g] = 4096;
+  f.dtype = relayFloat32;
+  f.route = route;
+  f.depth = 1;
+  planKey k = keyOf(&f);
+  relayPlan* p = NULL;
+  relayResult_t r = relayPlanBuild(&k, &p);
+  T_CHECK(r == relayNotSupported && p == NULL, "%s n=%d A=%d G=%d route %s: got %s", relayCollName(coll), n, A, G,
+          relayRouteName(route), relayGetErrorString(r));
+}
+
+static int cmdUnsupported(void) {
+  /* all-to-all with more actives than the Latin relay has helpers for */
+  expectUnsupported(RELAY_COLL_ALLTOALL, 6, 4, 1, relayRouteRelay); /* H = 2 < A-1 */
+  expectUnsupported(RELAY_COLL_ALLTOALL, 4, 3, 1, relayRouteRelay); /* H = 1 */
+  expectUnsupported(RELAY_COLL_ALLTOALL, 12, 8, 1, relayRouteRelay);
+  /* no helpers at all */
+  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+    expectUnsupported((relayColl_t)c, 2, 2, 1, relayRouteRelay);
+    expectUnsupported((relayColl_t)c, 5, 5, 1, relayRouteRelay);
+    expectUnsupported((relayColl_t)c, 8, 2, 1, relayRouteOneShot); /* not built yet */
+  }
+  /* and the edges that are served */
+  static const struct {
+    relayColl_t c;
+    int n, A;
+  } ok[] = {{RELAY_COLL_ALLTOALL, 7, 4}, {RELAY_COLL_ALLTOALL, 9, 5}, {RELAY_COLL_ALLTOALL, 3, 2},
+            {RELAY_COLL_ALLGATHER, 3, 2}, {RELAY_COLL_REDUCESCATTER, 16, 15}, {RELAY_COLL_ALLREDUCE, 16, 15}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    uint64_t b = critical(ok[i].c, ok[i].n, ok[i].A, 1, 3000, relayFloat32, relayRouteRelay, 1);
+    T_CHECK(b > 0, "%s n=%d A=%d: empty plan", relayCollName(ok[i].c), ok[i].n, ok[i].A);
+  }
+  printf("plan unsupported: passed\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* cmd = argc > 1 ? argv[1] : "sweep";
+  if (strcmp(cmd, "sweep") == 0) {
+    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
+    long count = argc > 3 ? strtol(argv[3], NULL, 0) : 4000;
+    return cmdSweep(seed, count);
+  }
+  int relay;
+  cfg f;
+  if (strcmp(cmd, "config") == 0 && argc > 2) return runSeed(strtoull(argv[2], NULL, 0), &relay, &f);
+  if (strcmp(cmd, "traffic") == 0) return cmdTraffic();
+  if (strcmp(cmd, "unsupported") == 0) return cmdUnsupported();
+  fprintf(stderr, "usage: test_plan sweep [seed [count]] | config SEED | traffic | unsupported\n");
+  return 2;
+}
