@@ -643,6 +643,11 @@ static int caseSeedTables(void) {
     relayResult_t r = relaySeedCompareRun(s, t, &c);
     if (r == relayNotSupported) continue;
     T_CHECK(r == relaySuccess, "%s A=%d: %s", relayCollName(s->coll), s->nActive, relayGetLastError(NULL));
+    if (s->nGroups > 1) { /* speedups only; docs/model.md says where the model misses fused calls */
+      printf("%-13s A=%d fused: speedup mean |err| %4.1f%% max %4.1f%%\n", relayCollName(s->coll), s->nActive,
+             100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
+      continue;
+    }
     printf("%-13s A=%d: relay mean |err| %4.1f%% max %4.1f%% bias %+5.1f%%; RCCL mean |err| %4.1f%% max %4.1f%%\n",
            relayCollName(s->coll), s->nActive, 100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr,
            100 * c.meanBaseErr, 100 * c.maxBaseErr);

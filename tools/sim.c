@@ -340,7 +340,8 @@ static int vsSeed(const struct relayTopo* topo) {
   for (int i = 0; i < relayNumSeedTables; i++) {
     const relaySeedTable* t = &relaySeedTables[i];
     relaySeedCompare c;
-    printf("\n%s A=%d, relay depth %d: seed %s\n", relayCollName(t->coll), t->nActive, t->depth, t->source);
+    printf("\n%s A=%d, %s, relay depth %d: seed %s\n", relayCollName(t->coll), t->nActive,
+           t->nGroups > 1 ? "fused" : "single group", t->depth, t->source);
     relayResult_t r = relaySeedCompareRun(t, topo, &c);
     if (r == relayNotSupported) {
       printf("  (the relay route cannot build this shape yet)\n");
@@ -355,10 +356,20 @@ static int vsSeed(const struct relayTopo* topo) {
     for (int k = 0; k < t->nRows; k++) {
       char label[32];
       sizeLabel((unsigned long long)llround(t->mib[k] * MB), label, sizeof label);
-      double base = t->relayMs[k] * t->speedup[k];
-      printf("%10s | %10.3f %6.3f | %11.3f %6.3f %+5.0f%% | %12.2fx %5.2fx\n", label, base, c.modelBaseMs[k],
-             t->relayMs[k], c.modelRelayMs[k], 100 * (c.modelRelayMs[k] / t->relayMs[k] - 1), t->speedup[k],
-             c.modelBaseMs[k] / c.modelRelayMs[k]);
+      if (t->relayMs[k] > 0) {
+        double base = t->relayMs[k] * t->speedup[k];
+        printf("%10s | %10.3f %6.3f | %11.3f %6.3f %+5.0f%% | %12.2fx %5.2fx\n", label, base, c.modelBaseMs[k],
+               t->relayMs[k], c.modelRelayMs[k], 100 * (c.modelRelayMs[k] / t->relayMs[k] - 1), t->speedup[k],
+               c.modelBaseMs[k] / c.modelRelayMs[k]);
+      } else {
+        printf("%10s | %10s %6.3f | %11s %6.3f %6s | %12.2fx %5.2fx\n", label, "-", c.modelBaseMs[k], "-",
+               c.modelRelayMs[k], "", t->speedup[k], c.modelBaseMs[k] / c.modelRelayMs[k]);
+      }
+    }
+    if (!c.n) {
+      printf("  speedup: mean |err| %.1f%%, max %.1f%% (the seed gave speedups only)\n", 100 * c.meanSpeedupErr,
+             100 * c.maxSpeedupErr);
+      continue;
     }
     printf("  relay time: mean |err| %.1f%%, max %.1f%%, bias %+.1f%%; RCCL time: mean |err| %.1f%%, max %.1f%%;\n"
            "  speedup: mean |err| %.1f%%, max %.1f%%\n",

@@ -94,11 +94,12 @@ const char* relayBaselineAlgoName(int algo);
 typedef struct {
   relayColl_t coll;
   int nActive;
+  int nGroups;        /* 1: independent call; > 1: fused, groups of consecutive ranks */
   int depth;          /* the relay's depth in these rows (1: the two-group schedule) */
   const char* source; /* which commit and column of the seed */
   int nRows;
   double mib[RELAY_SEED_MAX_ROWS];     /* per-active-rank input, MiB (bf16) */
-  double relayMs[RELAY_SEED_MAX_ROWS]; /* measured relay time */
+  double relayMs[RELAY_SEED_MAX_ROWS]; /* measured relay time (0: the seed gave only the speedup) */
   double speedup[RELAY_SEED_MAX_ROWS]; /* measured RCCL time / relay time */
 } relaySeedTable;
 
@@ -115,9 +116,11 @@ typedef struct {
   double meanBaseErr, maxBaseErr; /* the baseline model against the measured RCCL column */
 } relaySeedCompare;
 
-/* Builds each row's relay plan (single group, actives 0..A-1, bf16, the
- * table's depth), simulates it and the baseline on topo, and compares.
- * relayNotSupported when the relay route cannot build the shape yet. */
+/* Builds each row's relay plan (group g's actives g*A..g*A+A-1, bf16, the
+ * table's depth), simulates it and the baseline on topo, and compares. Rows
+ * without a measured time count in the speedup errors only (n counts the
+ * rows with one). relayNotSupported when the relay route cannot build the
+ * shape yet. */
 relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTopo* topo, relaySeedCompare* out);
 
 #ifdef __cplusplus
