@@ -456,6 +456,39 @@ static int caseSpeed(void) {
 #endif
   T_CHECK(ms < limit, "%.3f ms per run (limit %.0f ms)", ms, limit);
   relayPlanFree(p);
+
+  /* The router's real inputs: relay plans of 1 GiB at depth 8 (the depth-1
+   * form while the builders do not tile yet), every collective, A = 2 and 4. */
+  for (int A = 2; A <= 4; A += 2)
+    for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+      int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+      uint64_t elems = (1ull << 30) / 2;
+      size_t counts[1] = {(size_t)(c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLTOALL ? elems / A : elems)};
+      planKey k;
+      memset(&k, 0, sizeof k);
+      k.coll = (relayColl_t)c;
+      k.nranks = 8;
+      k.nGroups = 1;
+      k.nActive = A;
+      k.ranks = ranks;
+      k.counts = counts;
+      k.dtype = relayBfloat16;
+      k.op = relaySum;
+      k.route = relayRouteRelay;
+      k.depth = 8;
+      if (relayPlanBuild(&k, &p) != relaySuccess) continue;
+      t0 = relayNowNs();
+      for (int i = 0; i < reps; i++) {
+        relaySimResult r = simOk(p, t);
+        events = r.events;
+        relaySimResultFree(&r);
+      }
+      ms = (double)(relayNowNs() - t0) / 1e6 / reps;
+      printf("speed: %s A=%d relay 1 GiB, %d steps, %u transfers, %d events: %.3f ms per run\n",
+             relayCollName((relayColl_t)c), A, p->nSteps, p->nSends, events, ms);
+      T_CHECK(ms < limit, "%.3f ms per run (limit %.0f ms)", ms, limit);
+      relayPlanFree(p);
+    }
   relayTopoFree(t);
   return 0;
 }
