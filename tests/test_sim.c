@@ -658,7 +658,8 @@ static int caseSeedLinkModel(void) {
     checked++;
   }
   relayTopoFree(t);
-  printf("seed link model: %d figures checked, %d skipped (relay plans not built yet)\n", checked, skipped);
+  printf("seed link model: %d figures checked, %d skipped (no relay or pipelined plan for them yet)\n", checked,
+         skipped);
   return checked ? 0 : SKIP;
 }
 
