@@ -77,6 +77,9 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 /* During rendezvous a rank polls the name (re-attach after a stale segment
  * was replaced); 5 ms makes init take a few ms, not a slice, per replacement. */
 #define SHM_INIT_POLL_MS 5
+/* Smallest ring rank 0 falls back to when /dev/shm is too small: 8 ranks
+ * then need 3.5 MiB, and a 64 KiB ring still moves 16 KiB per handoff. */
+#define SHM_FALLBACK_RING (64u << 10)
 /* How long a joiner tolerates a live but unjoinable segment under the name
  * before it calls it an argument error (see shmConflictPersists). */
 #define SHM_CONFLICT_MS 500
@@ -442,10 +445,15 @@ static void shmRecordPids(shmState* st, int n) {
   }
 }
 
-static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLayout* L) {
+static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int n = comm->nranks;
   uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  uint64_t wanted = st->ringBytes;
+  shmLayout lay, *L = &lay;
   int fd = -1;
+  relayResult_t res = relaySuccess;
+retry:
+  shmLayoutOf(n, st->ringBytes, L); /* relayShmAttach checked the largest */
   for (;;) {
     /* Whatever is under the name is a crashed run's leftover (rank 0 is the
      * only creator). Ranks that mapped it keep valid memory and re-attach
@@ -457,7 +465,6 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
       return relaySetError(comm, relaySystemError, "rank 0: shm_open(%s) failed: %s", st->name, strerror(errno));
     shmNap(1); /* someone recreated it between our unlink and create */
   }
-  relayResult_t res = relaySuccess;
   if (ftruncate(fd, (off_t)L->total) != 0) {
     res = relaySetError(comm, relaySystemError, "rank 0: sizing shm segment %s to %zu bytes failed: %s", st->name,
                         L->total, strerror(errno));
@@ -467,12 +474,29 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st, const shmLa
    * SIGBUS some rank at its first touch instead of failing init cleanly. */
   int fe = posix_fallocate(fd, 0, (off_t)L->total);
   if (fe == ENOSPC || fe == EFBIG) {
+    /* Docker's default /dev/shm is 64 MiB and 8 ranks of 1 MiB rings take
+     * 56: rather than fail, halve the rings (joiners take the size from the
+     * header) down to SHM_FALLBACK_RING. */
+    if (st->ringBytes / 2 >= SHM_FALLBACK_RING) {
+      close(fd);
+      fd = -1;
+      shm_unlink(st->name);
+      st->ringBytes /= 2;
+      goto retry;
+    }
     res = relaySetError(comm, relaySystemError,
-                        "rank 0: shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair) and /dev/shm has no "
-                        "room: lower RELAYCC_SHM_RING_BYTES or enlarge /dev/shm",
-                        st->name, L->total, n, (unsigned long long)st->ringBytes);
+                        "rank 0: shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair, after halving from "
+                        "%llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge /dev/shm or use fewer "
+                        "ranks",
+                        st->name, L->total, n, (unsigned long long)st->ringBytes, (unsigned long long)wanted);
     goto fail;
   }
+  if (st->ringBytes != wanted)
+    fprintf(stderr,
+            "relaycc: rank 0: /dev/shm has no room for %llu-byte rings at %d ranks; using %llu-byte rings "
+            "(enlarge /dev/shm or set RELAYCC_SHM_RING_BYTES)\n",
+            (unsigned long long)wanted, n, (unsigned long long)st->ringBytes);
+  st->chunk = st->ringBytes / SHM_CHUNK_DIV;
   res = shmMap(comm, fd, L->total, &st->base);
   if (res != relaySuccess) goto fail;
   close(fd);
@@ -578,7 +602,7 @@ static int shmConflictPersists(shmState* st) {
 
 /* One attempt of a non-zero rank: 1 = joined, 0 = retry (nothing usable under
  * the name yet, or a stale segment), < 0 = error set. */
-static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, uint64_t t0, relayResult_t* res) {
+static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayResult_t* res) {
   int n = comm->nranks, me = comm->rank;
   uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
   int fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
@@ -591,40 +615,52 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
     close(fd);
     return 0; /* rank 0 between shm_open and ftruncate */
   }
-  size_t mapBytes = (size_t)sb.st_size == L->total ? L->total : sizeof(shmHeader);
-  void* base = mmap(NULL, mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) return 0;
-  shmHeader* h = (shmHeader*)base;
+  /* The header first: it says how large the rest is. */
+  shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
+  if (h == MAP_FAILED) {
+    close(fd);
+    return 0;
+  }
   if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY) {
-    munmap(base, mapBytes);
+    munmap(h, sizeof(shmHeader));
+    close(fd);
     return 0; /* not initialized yet (or garbage): rank 0 will replace it */
   }
   /* A dead creator means a crashed run's leftover: never join it (even one
    * that says go), wait for our rank 0 to replace it. */
-  int stale = h->creatorPidNs == st->pidNs && !shmPidAlive(h->creatorPid);
-  if (stale) {
+  if (h->creatorPidNs == st->pidNs && !shmPidAlive(h->creatorPid)) {
     st->deadCreator = h->creatorPid;
-    munmap(base, mapBytes);
+    munmap(h, sizeof(shmHeader));
+    close(fd);
     return 0;
   }
-  if (mapBytes != L->total || h->version != SHM_VERSION || h->nranks != (uint32_t)n ||
-      h->ringBytes != (uint32_t)st->ringBytes) {
+  /* The ring size is rank 0's (it may have shrunk it to fit /dev/shm). */
+  shmLayout L;
+  uint64_t ring = h->ringBytes;
+  int ringOk = ring >= SHM_MIN_RING && ring <= SHM_MAX_RING && ring % SHM_LINE == 0 &&
+               shmLayoutOf(n, ring, &L) == 0 && (size_t)sb.st_size == L.total;
+  if (h->version != SHM_VERSION || h->nranks != (uint32_t)n || !ringOk) {
     int creator = h->creatorPid;
-    unsigned hn = h->nranks, hr = h->ringBytes, hv = h->version;
-    munmap(base, mapBytes);
+    unsigned hn = h->nranks, hv = h->version;
+    munmap(h, sizeof(shmHeader));
+    close(fd);
     if (!shmConflictPersists(st)) return 0;
     *res = relaySetError(comm, relayInvalidArgument,
-                         "rank %d: job '%s': rank 0 (pid %d) created it with nranks %u, ring %u bytes (version %u); this "
-                         "rank has nranks %d, ring %llu (version %u): ranks disagree on nranks or "
-                         "RELAYCC_SHM_RING_BYTES, or two jobs share the name",
-                         me, st->job, creator, hn, hr, hv, n, (unsigned long long)st->ringBytes, SHM_VERSION);
+                         "rank %d: job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); this "
+                         "rank has nranks %d (version %u): ranks disagree on nranks, or two jobs share the name",
+                         me, st->job, creator, hn, hv, (long long)sb.st_size, n, SHM_VERSION);
     return -1;
   }
+  munmap(h, sizeof(shmHeader));
+  void* base = mmap(NULL, L.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) return 0;
   st->base = base;
-  st->size = L->total;
-  shmSetPointers(st, L);
-  st->nonce = h->nonce;
+  st->size = L.total;
+  st->ringBytes = ring;
+  st->chunk = ring / SHM_CHUNK_DIV;
+  shmSetPointers(st, &L);
+  st->nonce = st->hdr->nonce;
   shmSlot* mine = &st->slots[me];
   int32_t holder = atomic_load_explicit(&mine->pid, memory_order_acquire);
   if (holder != 0 && holder != (int32_t)getpid()) {
@@ -707,11 +743,11 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, const shmLayout* L, 
   }
 }
 
-static relayResult_t shmJoin(struct relayComm* comm, shmState* st, const shmLayout* L) {
+static relayResult_t shmJoin(struct relayComm* comm, shmState* st) {
   uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
   for (;;) {
     relayResult_t res = relaySuccess;
-    int r = shmTryJoin(comm, st, L, t0, &res);
+    int r = shmTryJoin(comm, st, t0, &res);
     if (r > 0) return relaySuccess;
     if (r < 0) return res;
     if (shmAborted(comm, st))
@@ -1339,7 +1375,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
     shmStateFree(st);
     return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   }
-  relayResult_t res = me == 0 ? shmCreate(comm, st, &L) : shmJoin(comm, st, &L);
+  relayResult_t res = me == 0 ? shmCreate(comm, st) : shmJoin(comm, st);
   if (res != relaySuccess) {
     shmStateFree(st);
     return res;
