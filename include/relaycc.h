@@ -23,6 +23,20 @@
  *   relayAllToAll      send: A*count        recv: A*count   (segment j goes to active j)
  *                      in place is REJECTED (relayInvalidArgument), as in the reference.
  * Any other overlap of send and recv is undefined, as in NCCL.
+ *
+ * Rooted collectives take a RANK SET instead of a layout: ranks[0..nRanks),
+ * any comm ranks in any order, no rank twice, nRanks >= 1; the root may be in
+ * the set or not. counts[i] is ranks[i]'s block (0 allowed); the root's
+ * buffer holds the blocks back to back in set order, block i at element
+ * counts[0] + ... + counts[i-1]. Every comm rank calls, with the same root,
+ * set, counts and datatype; a rank passes only the buffers its role uses, and
+ * NULL for the others (a rank outside the set that is not the root passes
+ * NULL for both):
+ *   relayScatter  root send: sum(counts)    ranks[i] recv: counts[i]
+ *                 in place (root in the set as ranks[i]): recvbuff == sendbuff + offset_i
+ *   relayGather   ranks[i] send: counts[i]  root recv: sum(counts)
+ *                 in place (root in the set as ranks[i]): sendbuff == recvbuff + offset_i
+ * Root outside the set: a scatter root only sends, a gather root only receives.
  */
 #ifndef RELAYCC_H_
 #define RELAYCC_H_
@@ -169,6 +183,14 @@ relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t*
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream);
+/* Rooted: see "Rooted collectives" above. On NCCL a call is one group of
+ * ncclSend/ncclRecv. */
+relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts,
+                           relayDataType_t datatype, int root, const int* ranks, int nRanks,
+                           relayComm_t comm, relayStream_t stream);
+relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts,
+                          relayDataType_t datatype, int root, const int* ranks, int nRanks,
+                          relayComm_t comm, relayStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -26,8 +26,8 @@
 #include "topo/topo.h"
 #include "transport/shm.h"
 
-static const char* kCallNames[RELAY_NUM_COLLS] = {"relayAllGather", "relayReduceScatter",
-                                                  "relayAllReduce", "relayAllToAll"};
+static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
+                                                      "relayAllToAll",  "relayScatter",       "relayGather"};
 
 /* ---- init / destroy ---------------------------------------------------- */
 
@@ -112,10 +112,14 @@ typedef struct {
   const size_t* counts;
   relayDataType_t dtype;
   relayRedOp_t op;
-  const relayLayout_t* layout;
+  const relayLayout_t* layout; /* rooted collectives: one group, the rank set */
+  int root;                    /* rooted collectives only */
 } callArgs;
 
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex);
+
 static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
+  if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex);
   const char* fn = kCallNames[a->coll];
   int r = c->rank;
   *myGroup = -1;
@@ -180,7 +184,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
 
 typedef struct {
   int32_t status; /* this rank's local verdict */
-  int32_t coll, dtype, op, nGroups, nActive, route, depth;
+  int32_t coll, dtype, op, nGroups, nActive, route, depth, root;
   uint64_t ranksHash, countsHash;
 } callDigest;
 
@@ -205,8 +209,10 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.nActive = a->layout->nActive;
     mine.route = route;
     mine.depth = depth;
+    mine.root = relayCollRooted(a->coll) ? a->root : 0;
     mine.ranksHash = hashBytes(a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
-    mine.countsHash = hashBytes(a->counts, (size_t)mine.nGroups * sizeof(size_t));
+    mine.countsHash =
+        hashBytes(a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
   }
   callDigest* all = malloc((size_t)c->nranks * sizeof *all);
   if (!all) return relaySetError(c, relaySystemError, "%s (rank %d): out of memory in check mode", fn, c->rank);
@@ -237,6 +243,7 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
                        : x->op != y->op                     ? "op"
                        : x->nGroups != y->nGroups           ? "layout.nGroups"
                        : x->nActive != y->nActive           ? "layout.nActive"
+                       : x->root != y->root                 ? "root"
                        : x->ranksHash != y->ranksHash       ? "layout.ranks"
                        : x->countsHash != y->countsHash     ? "counts"
                        : x->route != y->route               ? "route (RELAYCC_ROUTE)"
@@ -272,7 +279,10 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.counts = a->counts;
     key.dtype = a->dtype;
     key.op = (a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) ? a->op : relaySum;
-    if (route == relayRouteAuto) {
+    key.root = relayCollRooted(a->coll) ? a->root : 0;
+    if (route == relayRouteAuto && relayCollRooted(a->coll)) {
+      route = relayRouteDirect; /* the only schedule a rooted call has (plan_scatter.c) */
+    } else if (route == relayRouteAuto) {
       int d = 1;
       relayRouteChoose(&key, c->topo, &route, &d);
       if (c->cfg.depth == 0) depth = d;
@@ -290,7 +300,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->curCallName = fn;
   /* Nothing to move anywhere: every group's count is zero. */
   int any = 0;
-  for (int g = 0; g < key.nGroups; g++) any |= key.counts[g] != 0;
+  for (int g = 0; g < planKeyNumCounts(&key); g++) any |= key.counts[g] != 0;
   if (!any) {
     c->lastRoute = route;
     c->lastDepth = depth;
@@ -356,26 +366,93 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout};
+  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout};
+  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout};
+  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout, 0};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout};
+  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0};
+  return call(&a, comm, stream);
+}
+
+/* ---- rooted collectives: scatter, gather -------------------------------- */
+
+/* The rank set is ranks[0..nRanks), any size >= 1, root in it or not;
+ * counts[i] is ranks[i]'s block; the root's buffer holds the blocks back to
+ * back in set order. A rank names only the buffers its role uses. */
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
+  const char* fn = kCallNames[a->coll];
+  int r = c->rank, scatter = a->coll == RELAY_COLL_SCATTER;
+  const relayLayout_t* L = a->layout;
+  *myGroup = -1;
+  *myIndex = -1;
+  if (relayTypeSize(a->dtype) == 0)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): datatype %d is not a relayDataType_t", fn, r,
+                         (int)a->dtype);
+  if (a->root < 0 || a->root >= c->nranks)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): root = %d is not in [0, %d)", fn, r, a->root,
+                         c->nranks);
+  if (L->nActive < 1 || L->nActive > c->nranks)
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): nRanks = %d must be in [1, %d]", fn, r, L->nActive,
+                         c->nranks);
+  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks is NULL", fn, r);
+  for (int i = 0; i < L->nActive; i++) {
+    if (L->ranks[i] < 0 || L->ranks[i] >= c->nranks)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks[%d] = %d is not in [0, %d)", fn, r, i,
+                           L->ranks[i], c->nranks);
+    for (int j = 0; j < i; j++)
+      if (L->ranks[j] == L->ranks[i])
+        return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks[%d] and [%d] both name rank %d", fn, r, j,
+                             i, L->ranks[i]);
+    if (L->ranks[i] == r) *myIndex = i;
+  }
+  if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
+  size_t es = relayTypeSize(a->dtype), total = 0;
+  for (int i = 0; i < L->nActive; i++) {
+    /* The root's buffer holds every block: its bytes must fit a size_t. */
+    if (a->counts[i] > SIZE_MAX / es - total)
+      return relaySetError(c, relayInvalidArgument,
+                           "%s (rank %d): counts[%d] = %zu overflows: the root's %zu-byte elements exceed size_t", fn,
+                           r, i, a->counts[i], es);
+    total += a->counts[i];
+  }
+  const char* rootBuf = scatter ? "sendbuff" : "recvbuff";
+  const char* memberBuf = scatter ? "recvbuff" : "sendbuff";
+  if (r == a->root && total > 0 && !(scatter ? a->send : (const void*)a->recv))
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s is NULL (the root, %zu elements)", fn, r, rootBuf,
+                         total);
+  if (*myIndex >= 0 && a->counts[*myIndex] > 0 && !(scatter ? (const void*)a->recv : a->send))
+    return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s is NULL (ranks[%d], count %zu)", fn, r, memberBuf,
+                         *myIndex, a->counts[*myIndex]);
+  if (*myIndex >= 0 || r == a->root) *myGroup = 0;
+  return relaySuccess;
+}
+
+relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
+                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
+  relayLayout_t set = {1, nRanks, ranks};
+  callArgs a = {RELAY_COLL_SCATTER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root};
+  return call(&a, comm, stream);
+}
+
+relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
+                          int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
+  relayLayout_t set = {1, nRanks, ranks};
+  callArgs a = {RELAY_COLL_GATHER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root};
   return call(&a, comm, stream);
 }

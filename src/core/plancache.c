@@ -22,14 +22,14 @@ struct relayPlanCache {
 };
 
 static size_t serialize(const planKey* k, unsigned char* out) {
-  int32_t head[8] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype,
-                     (int32_t)k->op,   k->route,  k->depth};
-  size_t nr = (size_t)k->nGroups * (size_t)k->nActive;
-  size_t n = sizeof head + nr * sizeof(int) + (size_t)k->nGroups * sizeof(size_t);
+  int32_t head[9] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype,
+                     (int32_t)k->op,   k->route,  k->depth,   k->root};
+  size_t nr = (size_t)k->nGroups * (size_t)k->nActive, nc = (size_t)planKeyNumCounts(k);
+  size_t n = sizeof head + nr * sizeof(int) + nc * sizeof(size_t);
   if (out) {
     memcpy(out, head, sizeof head);
     memcpy(out + sizeof head, k->ranks, nr * sizeof(int));
-    memcpy(out + sizeof head + nr * sizeof(int), k->counts, (size_t)k->nGroups * sizeof(size_t));
+    memcpy(out + sizeof head + nr * sizeof(int), k->counts, nc * sizeof(size_t));
   }
   return n;
 }

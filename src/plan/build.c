@@ -6,10 +6,16 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
   relayResult_t res;
-  switch (key->route) {
-    case relayRouteDirect: res = planBuildDirect(b); break;
-    case relayRouteRelay: res = planBuildRelay(b); break;
-    default: res = relayNotSupported; break;
+  if (relayCollRooted(key->coll)) {
+    /* One schedule, root to each member: no helper route for them yet, so
+     * any other route answers "not supported" and the caller falls back. */
+    res = key->route == relayRouteDirect ? planBuildScatter(b) : relayNotSupported;
+  } else {
+    switch (key->route) {
+      case relayRouteDirect: res = planBuildDirect(b); break;
+      case relayRouteRelay: res = planBuildRelay(b); break;
+      default: res = relayNotSupported; break;
+    }
   }
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);

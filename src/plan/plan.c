@@ -10,11 +10,20 @@
 
 #include "common.h"
 
-static const char* const kCollNames[RELAY_NUM_COLLS] = {"allgather", "reducescatter", "allreduce",
-                                                        "alltoall"};
+static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
+                                                            "alltoall",  "scatter",       "gather"};
 
 const char* relayCollName(relayColl_t coll) {
-  return ((unsigned)coll < RELAY_NUM_COLLS) ? kCollNames[coll] : "?";
+  return ((unsigned)coll < RELAY_NUM_COLLS_ALL) ? kCollNames[coll] : "?";
+}
+
+int relayParseCollAll(const char* s, relayColl_t* out) {
+  for (int i = 0; s && i < RELAY_NUM_COLLS_ALL; i++)
+    if (strcasecmp(s, kCollNames[i]) == 0) {
+      *out = (relayColl_t)i;
+      return 0;
+    }
+  return -1;
 }
 
 int relayParseColl(const char* s, relayColl_t* out) {
@@ -64,22 +73,50 @@ struct planBuilder {
   int oom;
 };
 
+/* Rooted collectives: member i of the set has counts[i] elements (recv of a
+ * scatter, send of a gather); the root holds all blocks back to back in set
+ * order (send of a scatter, recv of a gather). The root counts as active in
+ * group 0 even outside the set, since it names caller buffers. */
+static void planRootedExtents(const planKey* k, planRank* rank) {
+  uint64_t total = 0;
+  for (int i = 0; i < k->nActive; i++) total += k->counts[i];
+  int scatter = k->coll == RELAY_COLL_SCATTER;
+  for (int r = 0; r < k->nranks; r++) {
+    planRank* pr = &rank[r];
+    pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+    if (pr->activeGroup >= 0) {
+      uint64_t c = k->counts[pr->activeIndex];
+      if (scatter) pr->recvElems = c;
+      else pr->sendElems = c;
+    }
+    if (r == k->root) {
+      pr->activeGroup = 0;
+      if (scatter) pr->sendElems = total;
+      else pr->recvElems = total;
+    }
+  }
+}
+
 planBuilder* planBuilderNew(const planKey* key) {
   planBuilder* b = calloc(1, sizeof *b);
   if (!b) return NULL;
   b->key = *key;
-  size_t nr = (size_t)key->nGroups * (size_t)key->nActive;
+  size_t nr = (size_t)key->nGroups * (size_t)key->nActive, nc = (size_t)planKeyNumCounts(key);
   b->ranksCopy = malloc(nr * sizeof(int) + 1);
-  b->countsCopy = malloc((size_t)key->nGroups * sizeof(size_t) + 1);
+  b->countsCopy = malloc(nc * sizeof(size_t) + 1);
   b->rank = calloc((size_t)key->nranks, sizeof(planRank));
   if (!b->ranksCopy || !b->countsCopy || !b->rank) {
     planBuilderFree(b);
     return NULL;
   }
   memcpy(b->ranksCopy, key->ranks, nr * sizeof(int));
-  memcpy(b->countsCopy, key->counts, (size_t)key->nGroups * sizeof(size_t));
+  memcpy(b->countsCopy, key->counts, nc * sizeof(size_t));
   b->key.ranks = b->ranksCopy;
   b->key.counts = b->countsCopy;
+  if (relayCollRooted(key->coll)) {
+    planRootedExtents(&b->key, b->rank);
+    return b;
+  }
   for (int r = 0; r < key->nranks; r++) {
     b->rank[r].activeGroup = planActiveGroupOf(key, r, &b->rank[r].activeIndex);
     int g = b->rank[r].activeGroup;
@@ -223,7 +260,8 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   p->nSteps = b->nSteps;
   size_t nr = (size_t)k->nGroups * (size_t)k->nActive;
   p->ranks = malloc(nr * sizeof(int) + 1);
-  p->counts = malloc((size_t)k->nGroups * sizeof(size_t) + 1);
+  size_t nc = (size_t)planKeyNumCounts(k);
+  p->counts = malloc(nc * sizeof(size_t) + 1);
   p->rank = malloc((size_t)k->nranks * sizeof(planRank));
   p->steps = calloc((size_t)k->nranks * (size_t)(b->nSteps ? b->nSteps : 1), sizeof(planStep));
   size_t nS = 0, nR = 0, nO = 0;
@@ -242,12 +280,13 @@ relayPlan* planBuilderFinish(planBuilder* b) {
     return NULL;
   }
   memcpy(p->ranks, k->ranks, nr * sizeof(int));
-  memcpy(p->counts, k->counts, (size_t)k->nGroups * sizeof(size_t));
+  memcpy(p->counts, k->counts, nc * sizeof(size_t));
+  p->root = k->root;
   memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
   if (b->nSrcs) memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
   p->nSrcs = (uint32_t)b->nSrcs;
 
-  qsort(b->items, b->nItems, sizeof(planItem), itemCmp);
+  if (b->nItems) qsort(b->items, b->nItems, sizeof(planItem), itemCmp); /* no qsort of NULL: an empty plan (all counts 0) */
   for (size_t i = 0; i < b->nItems; i++) {
     const planItem* it = &b->items[i];
     planStep* st = &p->steps[(size_t)it->rank * (size_t)p->nSteps + (size_t)it->step];
@@ -334,6 +373,7 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
   fprintf(f, "plan %s route=%s depth=%d nranks=%d nGroups=%d A=%d dtype=%s op=%s steps=%d\n",
           relayCollName(p->coll), relayRouteName(p->route), p->depth, p->nranks, p->nGroups,
           p->nActive, relayTypeName(p->dtype), relayOpName(p->op), p->nSteps);
+  if (relayCollRooted(p->coll)) fprintf(f, "root %d\n", p->root);
   for (int r = 0; r < p->nranks; r++) {
     if (rank >= 0 && r != rank) continue;
     const planRank* pr = &p->rank[r];

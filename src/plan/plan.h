@@ -34,16 +34,28 @@
 extern "C" {
 #endif
 
+/* The layout collectives come first: RELAY_NUM_COLLS counts them, and code
+ * that runs "every collective" on a layout loops up to it. The rooted
+ * collectives follow; their key is one group (the rank set, any size >= 1,
+ * root in it or not) with a count per rank of the set, plus `root`. */
 typedef enum {
   RELAY_COLL_ALLGATHER = 0,
   RELAY_COLL_REDUCESCATTER = 1,
   RELAY_COLL_ALLREDUCE = 2,
   RELAY_COLL_ALLTOALL = 3,
-  RELAY_NUM_COLLS = 4
+  RELAY_NUM_COLLS = 4,
+  RELAY_COLL_SCATTER = 4,
+  RELAY_COLL_GATHER = 5,
+  RELAY_NUM_COLLS_ALL = 6
 } relayColl_t;
 
-const char* relayCollName(relayColl_t coll);
-int relayParseColl(const char* s, relayColl_t* out); /* 0 on success */
+static inline int relayCollRooted(relayColl_t coll) {
+  return coll == RELAY_COLL_SCATTER || coll == RELAY_COLL_GATHER;
+}
+
+const char* relayCollName(relayColl_t coll);            /* any of the six */
+int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
+int relayParseCollAll(const char* s, relayColl_t* out); /* any of the six; 0 on success */
 
 enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
 #define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
@@ -80,13 +92,16 @@ typedef struct {
 } planStep;
 
 typedef struct {
-  int activeGroup; /* -1: helper in every group */
+  int activeGroup; /* -1: helper in every group (a rooted call's root is in group 0) */
   int activeIndex; /* index within its group, -1 when not active */
   uint64_t scratchElems[PLAN_MAX_SLOTS];
   uint64_t sendElems, recvElems; /* extent of the caller buffers this rank passes */
 } planRank;
 
-/* The call signature. ranks has nGroups*nActive entries, counts nGroups. */
+/* The call signature. ranks has nGroups*nActive entries, counts nGroups
+ * (planKeyNumCounts). Rooted collectives: nGroups == 1, ranks is the set,
+ * counts has one entry per rank of the set (what ranks[i] receives in a
+ * scatter, sends in a gather), and root is a comm rank, in the set or not. */
 typedef struct {
   relayColl_t coll;
   int nranks;
@@ -98,13 +113,18 @@ typedef struct {
   relayRedOp_t op;
   int route; /* relayRoute_t, never Auto here */
   int depth; /* >= 1 */
+  int root;  /* rooted collectives only (0 otherwise) */
 } planKey;
+
+static inline int planKeyNumCounts(const planKey* k) {
+  return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
+}
 
 typedef struct relayPlan {
   relayColl_t coll;
   int nranks, nGroups, nActive;
   int* ranks;     /* copy, nGroups*nActive */
-  size_t* counts; /* copy, nGroups */
+  size_t* counts; /* copy, planKeyNumCounts entries */
   relayDataType_t dtype;
   relayRedOp_t op;
   int route, depth;
@@ -118,6 +138,7 @@ typedef struct relayPlan {
   planRef* srcs;
   uint32_t nSends, nRecvs, nOps, nSrcs;
   uint32_t maxXfersPerStep, maxOpsPerStep; /* over ranks and steps, for executors */
+  int root; /* rooted collectives: the root (0 otherwise) */
 } relayPlan;
 
 static inline const planStep* planRankStep(const relayPlan* p, int rank, int step) {

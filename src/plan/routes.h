@@ -11,6 +11,7 @@ extern "C" {
 
 relayResult_t planBuildDirect(planBuilder* b);
 relayResult_t planBuildRelay(planBuilder* b);
+relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) */
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */
