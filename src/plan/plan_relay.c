@@ -198,35 +198,46 @@ static uint64_t helperNeed(const grp* c, int h) {
   return A * u; /* one unit per source */
 }
 
+/* Emitters below move one tile: [off, off+len) of each helper unit (depth 1:
+ * the whole unit). Where the tile sits in a helper's staging is `st`: source
+ * (or task) k at k*stride + at. Depth 1 stages whole units ({unit, 0}); the
+ * pipelined shapes of issue 4 call the same emitters per tile with ping-pong
+ * staging ({2*tile, (t%2)*tile}). */
+typedef struct {
+  uint64_t stride, at;
+} stageAt;
+
+static planRef stageRef(const grp* c, int rank, stageAt st, uint64_t k) {
+  return staging(c, rank, k * st.stride + st.at);
+}
+
 /* -- fan-out: all-gather (any A), all-to-all (A = 2) --
  * Source i's relay slice h is the same for every destination, so helper h
- * stages it once (at i*u) and sends it to the A-1 others. */
+ * stages it once and sends it to the A-1 others. */
 
-static planRef fanSrc(const grp* c, int i, int d) {
-  (void)i;
+static planRef fanSrc(const grp* c, int d) {
   return c->k->coll == RELAY_COLL_ALLGATHER ? planSendRef(0) : planSendRef((uint64_t)d * c->m);
 }
 
 /* The slice source of the relay: all-to-all fans out only at A = 2. */
-static planRef fanRelaySrc(const grp* c, int i) { return fanSrc(c, i, 1 - i); }
+static planRef fanRelaySrc(const grp* c, int i) { return fanSrc(c, 1 - i); }
 
-static void fanScatter(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len) {
+static void fanScatter(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
   for (int i = 0; i < c->A; i++)
     for (int k = 0; k < c->H; k++) {
-      int h = (i + k) % c->H; /* stagger: sources start on different helpers */
+      int h = (i + k) % c->H, hr = helperRank(c, h); /* stagger: sources start on different helpers */
       planRef src = planRefAdd(fanRelaySrc(c, i), (uint64_t)h * unit + off);
-      xfer(c, step, c->act[i], src, helperRank(c, h), staging(c, helperRank(c, h), (uint64_t)i * unit + off),
-           len);
+      xfer(c, step, c->act[i], src, hr, stageRef(c, hr, st, (uint64_t)i), len);
     }
 }
 
-static void fanForward(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len) {
+static void fanForward(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
   for (int h = 0; h < c->H; h++) {
     int hr = helperRank(c, h);
     for (int i = 0; i < c->A; i++)
       for (int k = 1; k < c->A; k++) {
         int d = (i + k) % c->A;
-        xfer(c, step, hr, staging(c, hr, (uint64_t)i * unit + off), c->act[d],
+        xfer(c, step, hr, stageRef(c, hr, st, (uint64_t)i), c->act[d],
              planRecvRef((uint64_t)i * c->m + (uint64_t)h * unit + off), len);
       }
   }
@@ -237,54 +248,118 @@ static void fanDirect(const grp* c, int step, uint64_t off, uint64_t len) {
   for (int i = 0; i < c->A; i++)
     for (int k = 1; k < c->A; k++) {
       int d = (i + k) % c->A;
-      xfer(c, step, c->act[i], planRefAdd(fanSrc(c, i, d), off), c->act[d],
-           planRecvRef((uint64_t)i * c->m + off), len);
+      xfer(c, step, c->act[i], planRefAdd(fanSrc(c, d), off), c->act[d], planRecvRef((uint64_t)i * c->m + off), len);
     }
 }
 
 static void buildFanout(const grp* c) {
   relayGeom geo = geomHelpers(c->m, c->A, c->H, 1);
+  stageAt st = {geo.unit, 0};
   for (int i = 0; i < c->A; i++)
-    ownBlock(c, c->s0, c->act[i], planRecvRef((uint64_t)i * c->m), fanSrc(c, i, i), c->m);
-  fanScatter(c, c->s0, geo.unit, 0, geo.unit);
+    ownBlock(c, c->s0, c->act[i], planRecvRef((uint64_t)i * c->m), fanSrc(c, i), c->m);
+  fanScatter(c, c->s0, geo.unit, 0, geo.unit, st);
   fanDirect(c, c->s0, geo.d1Off, geo.d1Len);
-  fanForward(c, c->s1, geo.unit, 0, geo.unit);
+  fanForward(c, c->s1, geo.unit, 0, geo.unit, st);
   fanDirect(c, c->s1, geo.d2Off, geo.d2Len);
 }
 
-/* -- Latin relay: all-to-all, A >= 3 -- */
+/* -- Latin relay: all-to-all, A >= 3 --
+ * Task src -> dst carries the relay region of that segment through its one
+ * helper, staged at the task's slot. segOff is the offset in the segment. */
+
+static void latinScatter(const grp* c, int step, uint64_t segOff, uint64_t len, stageAt st) {
+  for (int i = 0; i < c->A; i++)
+    for (int k = 1; k < c->A; k++) {
+      int d = (i + k) % c->A, hr = helperRank(c, c->lt->helper[i * c->A + d]);
+      xfer(c, step, c->act[i], planSendRef((uint64_t)d * c->m + segOff), hr,
+           stageRef(c, hr, st, (uint64_t)c->lt->slot[i * c->A + d]), len);
+    }
+}
+
+static void latinForward(const grp* c, int step, uint64_t segOff, uint64_t len, stageAt st) {
+  for (int i = 0; i < c->A; i++)
+    for (int k = 1; k < c->A; k++) {
+      int d = (i + k) % c->A, hr = helperRank(c, c->lt->helper[i * c->A + d]);
+      xfer(c, step, hr, stageRef(c, hr, st, (uint64_t)c->lt->slot[i * c->A + d]), c->act[d],
+           planRecvRef((uint64_t)i * c->m + segOff), len);
+    }
+}
+
+static void latinDirect(const grp* c, int step, uint64_t segOff, uint64_t len) {
+  for (int i = 0; i < c->A; i++)
+    for (int k = 1; k < c->A; k++) {
+      int d = (i + k) % c->A;
+      xfer(c, step, c->act[i], planSendRef((uint64_t)d * c->m + segOff), c->act[d],
+           planRecvRef((uint64_t)i * c->m + segOff), len);
+    }
+}
 
 static void buildLatin(const grp* c) {
   relayGeom geo = geomLatin(c->m);
-  int A = c->A;
-  for (int i = 0; i < A; i++)
+  stageAt st = {geo.unit, 0};
+  for (int i = 0; i < c->A; i++)
     ownBlock(c, c->s0, c->act[i], planRecvRef((uint64_t)i * c->m), planSendRef((uint64_t)i * c->m), c->m);
-  for (int i = 0; i < A; i++)
-    for (int k = 1; k < A; k++) {
-      int d = (i + k) % A, src = c->act[i], dst = c->act[d];
-      uint64_t seg = (uint64_t)d * c->m, land = (uint64_t)i * c->m;
-      int hr = helperRank(c, c->lt->helper[i * A + d]);
-      planRef st = staging(c, hr, (uint64_t)c->lt->slot[i * A + d] * geo.unit);
-      /* step 0: directA straight, the relay region up to its helper */
-      xfer(c, c->s0, src, planSendRef(seg + geo.d1Off), dst, planRecvRef(land + geo.d1Off), geo.d1Len);
-      xfer(c, c->s0, src, planSendRef(seg + geo.d1Len), hr, st, geo.unit);
-      /* step 1: the helper forwards it beside directB */
-      xfer(c, c->s1, hr, st, dst, planRecvRef(land + geo.d1Len), geo.unit);
-      xfer(c, c->s1, src, planSendRef(seg + geo.d2Off), dst, planRecvRef(land + geo.d2Off), geo.d2Len);
-    }
+  /* step 0: directA straight, the relay region up to its helper; step 1: the
+   * helper forwards it beside directB */
+  latinDirect(c, c->s0, geo.d1Off, geo.d1Len);
+  latinScatter(c, c->s0, geo.d1Len, geo.unit, st);
+  latinForward(c, c->s1, geo.d1Len, geo.unit, st);
+  latinDirect(c, c->s1, geo.d2Off, geo.d2Len);
 }
 
 /* -- reduce-at-helper: reduce-scatter, any A --
  * Helper h owns slice h of every block. For owner j its staging holds the
- * A-1 foreign contributions at ((j*(A-1) + peerSlot) * u); it reduces them in
- * place (sources in active order) and returns one slice. The owner's slot 0
- * holds peer slot 0 as a full mirror of the block (its relay range receives
- * the helpers' partials) and peer slots 1..A-2 over the direct region only. */
+ * A-1 foreign contributions as tasks j*(A-1) + peerSlot; it reduces them into
+ * the first (sources in active order) and returns one slice. The owner's
+ * slot 0 holds peer slot 0 as a full mirror of the block (its relay range
+ * receives the helpers' partials) and peer slots 1..A-2 over the direct
+ * region only. */
 
 static planRef rsPeer(const grp* c, const relayGeom* geo, int peerSlot, uint64_t off) {
   if (peerSlot == 0) return planScratchRef(SLOT_OWN, off);
   uint64_t direct = c->m - geo->relayLen;
   return planScratchRef(SLOT_OWN, c->m + (uint64_t)(peerSlot - 1) * direct + (off - geo->relayLen));
+}
+
+static uint64_t rsTask(const grp* c, int i, int j) {
+  return (uint64_t)j * (uint64_t)(c->A - 1) + (uint64_t)planPeerSlot(i, j);
+}
+
+static void rsScatter(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
+  for (int i = 0; i < c->A; i++)
+    for (int k = 0; k < c->H; k++) {
+      int h = (i + k) % c->H, hr = helperRank(c, h);
+      for (int kj = 1; kj < c->A; kj++) {
+        int j = (i + kj) % c->A;
+        xfer(c, step, c->act[i], planSendRef((uint64_t)j * c->m + (uint64_t)h * unit + off), hr,
+             stageRef(c, hr, st, rsTask(c, i, j)), len);
+      }
+    }
+}
+
+/* The helpers sum the A-1 foreign contributions (A = 2: nothing to sum); avg
+ * divides once, at the owner. */
+static void rsHelperReduce(const grp* c, int step, uint64_t len, stageAt st) {
+  if (c->A == 2) return;
+  for (int h = 0; h < c->H; h++) {
+    int hr = helperRank(c, h);
+    for (int j = 0; j < c->A; j++) {
+      planRef srcs[PLAN_MAX_SRCS];
+      for (int p = 0; p < c->A - 1; p++) srcs[p] = stageRef(c, hr, st, (uint64_t)j * (uint64_t)(c->A - 1) + (uint64_t)p);
+      planReduce(c->b, hr, step, srcs[0], srcs, c->A - 1, len, 0);
+    }
+  }
+}
+
+static void rsReturn(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
+  for (int h = 0; h < c->H; h++) {
+    int hr = helperRank(c, h);
+    for (int k = 0; k < c->A; k++) {
+      int j = (h + k) % c->A;
+      xfer(c, step, hr, stageRef(c, hr, st, (uint64_t)j * (uint64_t)(c->A - 1)), c->act[j],
+           planScratchRef(SLOT_OWN, (uint64_t)h * unit + off), len);
+    }
+  }
 }
 
 static void rsDirect(const grp* c, const relayGeom* geo, int step, uint64_t off, uint64_t len) {
@@ -296,59 +371,36 @@ static void rsDirect(const grp* c, const relayGeom* geo, int step, uint64_t off,
     }
 }
 
-static void buildReduceAtHelper(const grp* c) {
+/* The owner folds in its own contribution: the direct region over all A
+ * inputs in active order, the relay region over (own, helper partial). */
+static void rsOwnerReduce(const grp* c, const relayGeom* geo, int step) {
   int A = c->A;
-  uint64_t A1 = (uint64_t)(A - 1);
-  relayGeom geo = geomHelpers(c->m, A, c->H, A1);
-  uint64_t u = geo.unit;
-  /* step 0: slice h of each foreign block up to helper h; direct part 1 */
-  for (int i = 0; i < A; i++)
-    for (int k = 0; k < c->H; k++) {
-      int h = (i + k) % c->H, hr = helperRank(c, h);
-      for (int kj = 1; kj < A; kj++) {
-        int j = (i + kj) % A;
-        uint64_t at = ((uint64_t)j * A1 + (uint64_t)planPeerSlot(i, j)) * u;
-        xfer(c, c->s0, c->act[i], planSendRef((uint64_t)j * c->m + (uint64_t)h * u), hr, staging(c, hr, at), u);
-      }
-    }
-  rsDirect(c, &geo, c->s0, geo.d1Off, geo.d1Len);
-  /* helpers sum the A-1 foreign contributions (A = 2: nothing to sum); avg
-   * divides once, at the owner */
-  if (A > 2)
-    for (int h = 0; h < c->H; h++) {
-      int hr = helperRank(c, h);
-      for (int j = 0; j < A; j++) {
-        planRef srcs[PLAN_MAX_SRCS];
-        for (uint64_t p = 0; p < A1; p++) srcs[p] = staging(c, hr, ((uint64_t)j * A1 + p) * u);
-        planReduce(c->b, hr, c->s0, srcs[0], srcs, A - 1, u, 0);
-      }
-    }
-  /* step 1: one reduced slice back to each owner; direct part 2 */
-  for (int h = 0; h < c->H; h++) {
-    int hr = helperRank(c, h);
-    for (int k = 0; k < A; k++) {
-      int j = (h + k) % A;
-      xfer(c, c->s1, hr, staging(c, hr, (uint64_t)j * A1 * u), c->act[j], planScratchRef(SLOT_OWN, (uint64_t)h * u), u);
-    }
-  }
-  rsDirect(c, &geo, c->s1, geo.d2Off, geo.d2Len);
-  /* the owner folds in its own contribution, sources in active order */
   for (int j = 0; j < A; j++) {
     int me = c->act[j];
-    planRef own = planSendRef((uint64_t)j * c->m);
-    planNeedScratch(c->b, me, SLOT_OWN, c->m + (A1 - 1) * (c->m - geo.relayLen));
+    planRef own = planSendRef((uint64_t)j * c->m), part = planScratchRef(SLOT_OWN, 0);
+    planRef two[2] = {j == 0 ? own : part, j == 0 ? part : own};
+    planNeedScratch(c->b, me, SLOT_OWN, c->m + (uint64_t)(A - 2) * (c->m - geo->relayLen));
     if (A == 2) { /* both regions have the same two inputs: one reduce */
-      planRef srcs[2] = {j == 0 ? own : planScratchRef(SLOT_OWN, 0), j == 0 ? planScratchRef(SLOT_OWN, 0) : own};
-      planReduce(c->b, me, c->s1, planRecvRef(0), srcs, 2, c->m, c->divisor);
+      planReduce(c->b, me, step, planRecvRef(0), two, 2, c->m, c->divisor);
       continue;
     }
     planRef srcs[PLAN_MAX_SRCS];
     for (int i = 0; i < A; i++)
-      srcs[i] = i == j ? planRefAdd(own, geo.relayLen) : rsPeer(c, &geo, planPeerSlot(i, j), geo.relayLen);
-    planReduce(c->b, me, c->s1, planRecvRef(geo.relayLen), srcs, A, c->m - geo.relayLen, c->divisor);
-    planRef part[2] = {j == 0 ? own : planScratchRef(SLOT_OWN, 0), j == 0 ? planScratchRef(SLOT_OWN, 0) : own};
-    planReduce(c->b, me, c->s1, planRecvRef(0), part, 2, geo.relayLen, c->divisor);
+      srcs[i] = i == j ? planRefAdd(own, geo->relayLen) : rsPeer(c, geo, planPeerSlot(i, j), geo->relayLen);
+    planReduce(c->b, me, step, planRecvRef(geo->relayLen), srcs, A, c->m - geo->relayLen, c->divisor);
+    planReduce(c->b, me, step, planRecvRef(0), two, 2, geo->relayLen, c->divisor);
   }
+}
+
+static void buildReduceAtHelper(const grp* c) {
+  relayGeom geo = geomHelpers(c->m, c->A, c->H, (uint64_t)(c->A - 1));
+  stageAt st = {geo.unit, 0};
+  rsScatter(c, c->s0, geo.unit, 0, geo.unit, st);
+  rsDirect(c, &geo, c->s0, geo.d1Off, geo.d1Len);
+  rsHelperReduce(c, c->s0, geo.unit, st);
+  rsReturn(c, c->s1, geo.unit, 0, geo.unit, st);
+  rsDirect(c, &geo, c->s1, geo.d2Off, geo.d2Len);
+  rsOwnerReduce(c, &geo, c->s1);
 }
 
 /* -- all-reduce --
@@ -356,30 +408,29 @@ static void buildReduceAtHelper(const grp* c) {
  * active, reduces all A in active order (one chunk, so every active gets the
  * same bits) and returns it to each active. */
 
-static void arOffloadScatter(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len) {
+static void arOffloadScatter(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
   for (int i = 0; i < c->A; i++)
     for (int k = 0; k < c->H; k++) {
       int h = (i + k) % c->H, hr = helperRank(c, h);
-      xfer(c, step, c->act[i], planSendRef((uint64_t)h * unit + off), hr, staging(c, hr, (uint64_t)i * unit + off),
-           len);
+      xfer(c, step, c->act[i], planSendRef((uint64_t)h * unit + off), hr, stageRef(c, hr, st, (uint64_t)i), len);
     }
 }
 
-static void arOffloadReduce(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len) {
+static void arOffloadReduce(const grp* c, int step, uint64_t len, stageAt st) {
   for (int h = 0; h < c->H; h++) {
     int hr = helperRank(c, h);
     planRef srcs[PLAN_MAX_SRCS];
-    for (int i = 0; i < c->A; i++) srcs[i] = staging(c, hr, (uint64_t)i * unit + off);
+    for (int i = 0; i < c->A; i++) srcs[i] = stageRef(c, hr, st, (uint64_t)i);
     planReduce(c->b, hr, step, srcs[0], srcs, c->A, len, c->divisor);
   }
 }
 
-static void arOffloadReturn(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len) {
+static void arOffloadReturn(const grp* c, int step, uint64_t unit, uint64_t off, uint64_t len, stageAt st) {
   for (int h = 0; h < c->H; h++) {
     int hr = helperRank(c, h);
     for (int k = 0; k < c->A; k++) {
       int j = (h + k) % c->A;
-      xfer(c, step, hr, staging(c, hr, off), c->act[j], planRecvRef((uint64_t)h * unit + off), len);
+      xfer(c, step, hr, stageRef(c, hr, st, 0), c->act[j], planRecvRef((uint64_t)h * unit + off), len);
     }
   }
 }
@@ -392,9 +443,19 @@ static void arExchange(const grp* c, const relayGeom* geo, int step, uint64_t of
     xfer(c, step, c->act[i], planSendRef(off), c->act[1 - i], planScratchRef(SLOT_OWN, off - geo->relayLen), len);
 }
 
-/* A >= 3 direct region: reduce-scatter of A shards in step 0 (the owner
- * reduces its shard into recv), all-gather of the shards in step 1. */
-static void arShards(const grp* c, const relayGeom* geo) {
+static void arExchangeReduce(const grp* c, const relayGeom* geo, int step) {
+  uint64_t direct = c->m - geo->relayLen;
+  for (int j = 0; j < 2; j++) {
+    planRef mine = planSendRef(geo->relayLen), peer = planScratchRef(SLOT_OWN, 0);
+    planRef srcs[2] = {j == 0 ? mine : peer, j == 0 ? peer : mine};
+    planNeedScratch(c->b, c->act[j], SLOT_OWN, direct);
+    planReduce(c->b, c->act[j], step, planRecvRef(geo->relayLen), srcs, 2, direct, c->divisor);
+  }
+}
+
+/* A >= 3 direct region: reduce-scatter of A shards in step s0 (the owner
+ * reduces its shard into recv), all-gather of the shards in step s1. */
+static void arShards(const grp* c, const relayGeom* geo, int s0, int s1) {
   int A = c->A;
   uint64_t direct = c->m - geo->relayLen, stride = (direct + (uint64_t)A - 1) / (uint64_t)A;
   for (int j = 0; j < A; j++) {
@@ -410,31 +471,27 @@ static void arShards(const grp* c, const relayGeom* geo) {
         continue;
       }
       srcs[i] = planScratchRef(SLOT_OWN, (uint64_t)planPeerSlot(i, j) * stride);
-      xfer(c, c->s0, c->act[i], planSendRef(off), owner, srcs[i], len);
-      xfer(c, c->s1, owner, planRecvRef(off), c->act[i], planRecvRef(off), len);
+      xfer(c, s0, c->act[i], planSendRef(off), owner, srcs[i], len);
+      xfer(c, s1, owner, planRecvRef(off), c->act[i], planRecvRef(off), len);
     }
     planNeedScratch(c->b, owner, SLOT_OWN, (uint64_t)(A - 1) * stride);
-    planReduce(c->b, owner, c->s0, planRecvRef(off), srcs, A, len, c->divisor);
+    planReduce(c->b, owner, s0, planRecvRef(off), srcs, A, len, c->divisor);
   }
 }
 
 static void buildAllReduce(const grp* c) {
   relayGeom geo = geomHelpers(c->m, c->A, c->H, 1);
-  arOffloadScatter(c, c->s0, geo.unit, 0, geo.unit);
-  arOffloadReduce(c, c->s0, geo.unit, 0, geo.unit);
-  arOffloadReturn(c, c->s1, geo.unit, 0, geo.unit);
+  stageAt st = {geo.unit, 0};
+  arOffloadScatter(c, c->s0, geo.unit, 0, geo.unit, st);
+  arOffloadReduce(c, c->s0, geo.unit, st);
+  arOffloadReturn(c, c->s1, geo.unit, 0, geo.unit, st);
   if (c->A > 2) {
-    arShards(c, &geo);
+    arShards(c, &geo, c->s0, c->s1);
     return;
   }
   arExchange(c, &geo, c->s0, geo.d1Off, geo.d1Len);
   arExchange(c, &geo, c->s1, geo.d2Off, geo.d2Len);
-  for (int j = 0; j < 2; j++) {
-    planRef mine = planSendRef(geo.relayLen), peer = planScratchRef(SLOT_OWN, 0);
-    planRef srcs[2] = {j == 0 ? mine : peer, j == 0 ? peer : mine};
-    planNeedScratch(c->b, c->act[j], SLOT_OWN, c->m - geo.relayLen);
-    planReduce(c->b, c->act[j], c->s1, planRecvRef(geo.relayLen), srcs, 2, c->m - geo.relayLen, c->divisor);
-  }
+  arExchangeReduce(c, &geo, c->s1);
 }
 
 /* ---- the route ------------------------------------------------------------ */
