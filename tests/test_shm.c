@@ -15,7 +15,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -785,6 +787,58 @@ static void caseStale(void) {
   T_CHECK(!tSegmentExists(gJob), "segment left behind");
 }
 
+/* ------------------------------------------------------- small /dev/shm */
+
+/* 8 ranks of 1 MiB rings need 56 MiB; on a 4 MiB /dev/shm rank 0 must fall
+ * back to smaller rings (and everything still arrives), and where even the
+ * smallest do not fit, init fails cleanly instead of SIGBUS. */
+static int rankSmallShm(int rank, int nranks, void* arg) {
+  int expectFail = *(int*)arg;
+  relayConfig_t cfg = tCfg(20000, 1 << 20);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  if (expectFail) {
+    if (rank == 0)
+      T_CHECK(res == relaySystemError && strstr(relayGetLastError(NULL), "no room"), "rank 0: -> %s (%s)",
+              relayGetErrorString(res), relayGetLastError(NULL));
+    else /* the others learn it from rank 0 at once, not at their deadline */
+      T_CHECK(res == relayRemoteError && strstr(relayGetLastError(NULL), "no room"), "rank %d: -> %s (%s)", rank,
+              relayGetErrorString(res), relayGetLastError(NULL));
+    T_CHECK(tSec(t0) < 5, "rank %d: took %.1f s", rank, tSec(t0));
+    return 0;
+  }
+  T_CHECK(res == relaySuccess, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), relayGetLastError(NULL));
+  enum { B = 300000 };
+  unsigned char* sb = malloc(B);
+  unsigned char* rb = malloc((size_t)B * nranks);
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+  for (size_t i = 0; i < B; i++) sb[i] = tPat(rank, next, 0, i, 4);
+  relayXferDesc s = {next, sb, B}, r = {prev, rb, B};
+  T_OK(tGroup(c, &s, 1, &r, 1));
+  for (size_t i = 0; i < B; i++) T_CHECK(rb[i] == tPat(prev, rank, 0, i, 4), "rank %d: byte %zu", rank, i);
+  relayCommDestroy(c);
+  free(sb);
+  free(rb);
+  return 0;
+}
+
+/* Needs a private mount namespace (root or CAP_SYS_ADMIN): skipped (77)
+ * where we cannot make one. */
+static int caseSmallShm(void) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=4m") != 0) {
+    printf("SKIP: no private /dev/shm here (%s)\n", strerror(errno));
+    return 77;
+  }
+  int expectFail = 0;
+  t_run_ranks(8, rankSmallShm, &expectFail, 60);
+  expectFail = 1;
+  t_run_ranks(24, rankSmallShm, &expectFail, 60); /* 552 rings x 64 KiB = 36 MiB */
+  T_CHECK(!tSegmentExists(t_job()), "the failure marker was left behind");
+  return 0;
+}
+
 /* --------------------------------------------------------------- main */
 
 static void caseMismatch(void) {
@@ -857,6 +911,10 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "reject")) t_run_ranks(3, rankReject, NULL, 60);
   else if (!strcmp(c, "gone")) t_run_ranks(2, rankGone, NULL, 60);
   else if (!strcmp(c, "stale")) caseStale();
+  else if (!strcmp(c, "small_devshm")) {
+    int rc = caseSmallShm();
+    if (rc) return rc;
+  }
   else {
     fprintf(stderr, "test_shm: unknown case '%s'\n", c);
     return 2;

@@ -102,6 +102,8 @@ typedef struct {
   uint64_t creatorPidNs;       /* creatorPid means something only in this PID namespace */
   _Atomic uint32_t go;         /* rank 0 saw everyone arrive and unlinked the name */
   _Atomic uint32_t initFailed; /* rank 0 gave up init: relayResult_t + 1 */
+  _Atomic uint32_t failSeen;   /* ranks that read initFailed from a marker segment */
+  char failMsg[192];           /* rank 0's reason, written before initFailed */
 } shmHeader;
 
 typedef struct {
@@ -288,6 +290,12 @@ static void shmRingGet(const unsigned char* d, uint64_t R, uint64_t at, void* ds
 
 static shmState* shmStateOf(struct relayComm* comm) { return (shmState*)comm->tpState; }
 
+static void shmCopyMsg(char* dst, size_t cap, const char* src) {
+  size_t len = strnlen(src, cap - 1); /* truncated on purpose: quoted in others' messages */
+  memcpy(dst, src, len);
+  dst[len] = 0;
+}
+
 /* Record this rank's failure in its slot once, so peers waiting on it return
  * at once (with our message) instead of at their deadline. */
 static void shmPublishStatus(shmState* st, int me, uint32_t status, const struct relayComm* comm) {
@@ -296,10 +304,7 @@ static void shmPublishStatus(shmState* st, int me, uint32_t status, const struct
     if (comm) {
       s->failCall = comm->callSeq;
       s->failStep = comm->curStep;
-      /* Truncated on purpose: peers quote it inside their own message. */
-      size_t len = strnlen(comm->lastError, sizeof s->failMsg - 1);
-      memcpy(s->failMsg, comm->lastError, len);
-      s->failMsg[len] = 0;
+      shmCopyMsg(s->failMsg, sizeof s->failMsg, comm->lastError);
     } else {
       s->failMsg[0] = 0;
     }
@@ -445,6 +450,39 @@ static void shmRecordPids(shmState* st, int n) {
   }
 }
 
+/* Rank 0 could not build the segment (no room in /dev/shm, ...): put a
+ * one-page marker under the name that says why, so the other ranks fail now
+ * with our reason instead of at their deadline, and remove it once they all
+ * read it (or at our deadline: nothing is left behind). */
+static void shmAnnounceCreateFailure(struct relayComm* comm, shmState* st, relayResult_t res, uint64_t t0) {
+  int n = comm->nranks;
+  uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  if (n < 2) return;
+  int fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  shmHeader* h = MAP_FAILED;
+  /* Reserve the page first: writing an unbacked page of a full tmpfs SIGBUSes. */
+  if (ftruncate(fd, 4096) == 0 && posix_fallocate(fd, 0, 4096) == 0)
+    h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (h == MAP_FAILED) {
+    shm_unlink(st->name);
+    return;
+  }
+  h->version = SHM_VERSION;
+  h->nranks = (uint32_t)n;
+  h->creatorPid = (int32_t)getpid();
+  h->creatorPidNs = st->pidNs;
+  shmCopyMsg(h->failMsg, sizeof h->failMsg, comm->lastError);
+  atomic_store_explicit(&h->initFailed, (uint32_t)res + 1, memory_order_relaxed);
+  atomic_store_explicit(&h->magic, SHM_MAGIC_READY, memory_order_release);
+  while (atomic_load_explicit(&h->failSeen, memory_order_acquire) < (uint32_t)(n - 1) && !shmAborted(comm, st) &&
+         relayNowNs() - t0 < limit)
+    shmNap(SHM_INIT_POLL_MS);
+  shm_unlink(st->name);
+  munmap(h, 4096);
+}
+
 static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int n = comm->nranks;
   uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
@@ -563,19 +601,19 @@ retry:
   return relaySuccess;
 
 failMapped:
-  /* Tell the ranks already here why (in our slot), then release them. */
-  {
-    shmSlot* s0 = &st->slots[0];
-    size_t len = strnlen(comm->lastError, sizeof s0->failMsg - 1);
-    memcpy(s0->failMsg, comm->lastError, len);
-    s0->failMsg[len] = 0;
-  }
+  /* Tell the ranks already here why, then release them. */
+  shmCopyMsg(st->hdr->failMsg, sizeof st->hdr->failMsg, comm->lastError);
   atomic_store_explicit(&st->hdr->initFailed, (uint32_t)res + 1, memory_order_release);
   for (int r = 1; r < n; r++) shmWake(&st->slots[r]);
+  if (fd >= 0) close(fd);
+  shm_unlink(st->name);
+  shmUnmap(st);
+  return res;
 fail:
   if (fd >= 0) close(fd);
   shm_unlink(st->name);
   shmUnmap(st);
+  shmAnnounceCreateFailure(comm, st, res, t0);
   return res;
 }
 
@@ -616,7 +654,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     return 0; /* rank 0 between shm_open and ftruncate */
   }
   /* The header first: it says how large the rest is. */
-  shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
+  shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (h == MAP_FAILED) {
     close(fd);
     return 0;
@@ -633,6 +671,18 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     munmap(h, sizeof(shmHeader));
     close(fd);
     return 0;
+  }
+  /* Rank 0 failed to build the segment (or gave up) and left its reason. */
+  uint32_t failed0 = atomic_load_explicit(&h->initFailed, memory_order_acquire);
+  if (failed0 && h->nranks == (uint32_t)n) {
+    char why[sizeof h->failMsg];
+    shmCopyMsg(why, sizeof why, h->failMsg);
+    atomic_fetch_add_explicit(&h->failSeen, 1, memory_order_acq_rel);
+    munmap(h, sizeof(shmHeader));
+    close(fd);
+    *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 failed init (%s)", me, st->job,
+                         why);
+    return -1;
   }
   /* The ring size is rank 0's (it may have shrunk it to fit /dev/shm). */
   shmLayout L;
@@ -692,9 +742,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       relayResult_t r0 = (relayResult_t)(failed - 1);
-      char why[sizeof st->slots[0].failMsg];
-      memcpy(why, st->slots[0].failMsg, sizeof why);
-      why[sizeof why - 1] = 0;
+      char why[sizeof st->hdr->failMsg];
+      shmCopyMsg(why, sizeof why, st->hdr->failMsg);
       shmUnmap(st);
       if (r0 == relayTimeout)
         *res = relaySetError(comm, relayTimeout,
