@@ -309,8 +309,11 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
 
   key.route = route;
   key.depth = depth;
-  const relayPlan* plan = relayPlanCacheFind(c->plans, &key);
-  relayPlan* owned = NULL;
+  const relayPlan* plan;
+  relayPlan* owned;
+lookup:
+  plan = relayPlanCacheFind(c->plans, &key);
+  owned = NULL;
   if (!plan) {
     relayResult_t res = relayPlanBuild(&key, &owned);
     if (res == relayNotSupported && key.route != relayRouteDirect) {
@@ -342,6 +345,25 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       } else {
         plan = owned;
       }
+    }
+  }
+  if (plan->route == relayRouteOneShot) {
+    /* Every rank runs this plan (a pure function of the key), helpers too,
+     * so every rank reaches the collective prepare here, before any branch
+     * on role. A decline is voted (or, under capture, derived from state all
+     * ranks share), so all ranks take the direct plan together. */
+    relayResult_t pr = c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), stream)
+                                             : relayNotSupported;
+    if (pr == relayNotSupported) {
+      relayPlanFree(owned);
+      key.route = relayRouteDirect;
+      key.depth = 1;
+      goto lookup;
+    }
+    if (pr != relaySuccess) {
+      relayPlanFree(owned);
+      c->failed = 1;
+      return pr;
     }
   }
   c->lastRoute = plan->route;

@@ -43,6 +43,7 @@ struct relayComm {
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   struct relayPlanCache* plans;
+  void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   size_t execBufBytes;
   char lastError[1024];

@@ -1,6 +1,7 @@
 #include "exec/exec.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "core/comm.h"
@@ -15,6 +16,28 @@ typedef struct {
 static void* resolve(const execBufs* b, planRef ref) {
   char* base = ref.buf == PLAN_BUF_SEND ? b->send : ref.buf == PLAN_BUF_RECV ? b->recv : b->scratch[ref.slot];
   return base + ref.off * b->elemSize;
+}
+
+_Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank limits differ");
+
+static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
+                                 relayStream_t stream) {
+  if (!comm->tp->oneshot || p->nActive > RELAY_TP_ONESHOT_MAX)
+    return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no one-shot op", comm->rank,
+                         comm->curStep, comm->tp->name);
+  relayOneShotDesc d;
+  memset(&d, 0, sizeof d);
+  d.dst = resolve(b, o->dst);
+  d.src = resolve(b, p->srcs[o->srcBase]);
+  d.count = o->count;
+  d.srcStride = p->coll == RELAY_COLL_REDUCESCATTER ? o->count : 0;
+  d.dtype = p->dtype;
+  d.op = p->op;
+  d.divisor = o->divisor;
+  d.nActive = p->nActive;
+  d.me = p->rank[comm->rank].activeIndex;
+  for (int i = 0; i < p->nActive; i++) d.ranks[i] = p->ranks[o->group * p->nActive + i];
+  return comm->tp->oneshot(comm, &d, stream);
 }
 
 relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const void* sendbuff,
@@ -59,7 +82,9 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {
       const planOp* o = &p->ops[st->opBase + i];
-      if (o->kind == PLAN_OP_COPY) {
+      if (o->kind == PLAN_OP_ONESHOT) {
+        res = execOneShot(comm, p, o, &b, stream);
+      } else if (o->kind == PLAN_OP_COPY) {
         void* dst = resolve(&b, o->dst);
         const void* src = resolve(&b, p->srcs[o->srcBase]);
         if (dst != src) res = comm->tp->copy(comm, dst, src, o->count * p->elemSize, o->lane, stream);

@@ -14,6 +14,7 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
     switch (key->route) {
       case relayRouteDirect: res = planBuildDirect(b); break;
       case relayRouteRelay: res = planBuildRelay(b); break;
+      case relayRouteOneShot: res = planBuildOneShot(b); break;
       default: res = relayNotSupported; break;
     }
   }

@@ -8,7 +8,9 @@
  *   - within a step, receive targets overlap neither each other nor the
  *     step's send sources (a transport may move them in any order);
  *   - every element of an active rank's RECV is written exactly once;
- *   - a side-lane op's regions are not touched by later steps.
+ *   - a side-lane op's regions are not touched by later steps;
+ *   - a one-shot op reads SEND, writes RECV, and meets one on every active
+ *     of its group in the same step (helpers have none).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,6 +76,36 @@ static int regionCmp(const void* a, const void* b) {
   const region* x = a;
   const region* y = b;
   return x->lo < y->lo ? -1 : (x->lo > y->lo);
+}
+
+/* A one-shot op: rank r is active in the op's group, reads its SEND (the
+ * whole reduce-scatter input, count elements otherwise), writes its RECV on
+ * the main lane, and every active of the group has its one-shot in step s
+ * with the same count (they hand-shake with each other inside it). */
+static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char* err, size_t errlen) {
+  int A = p->nActive;
+  if (p->coll != RELAY_COLL_ALLREDUCE && p->coll != RELAY_COLL_REDUCESCATTER)
+    return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
+  if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
+    return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
+  if (o->nsrc != 1 || o->lane != 0 || p->srcs[o->srcBase].buf != PLAN_BUF_SEND || o->dst.buf != PLAN_BUF_RECV)
+    return fail(err, errlen, "rank %d step %d: one-shot must read SEND and write RECV on lane 0", r, s);
+  uint64_t in = p->coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)A * o->count : o->count;
+  if (checkRef(p, r, s, o->dst, o->count, 1, "one-shot destination", err, errlen) ||
+      checkRef(p, r, s, p->srcs[o->srcBase], in, 0, "one-shot source", err, errlen))
+    return 1;
+  for (int i = 0; i < A; i++) {
+    int q = p->ranks[o->group * A + i], found = 0;
+    const planStep* qt = planRankStep(p, q, s);
+    for (uint32_t j = 0; j < qt->nOp; j++) {
+      const planOp* y = &p->ops[qt->opBase + j];
+      if (y->kind == PLAN_OP_ONESHOT && y->group == o->group) found += y->count == o->count ? 1 : 100;
+    }
+    if (found != 1)
+      return fail(err, errlen, "step %d: rank %d's one-shot has no single match of %llu elements on rank %d", s, r,
+                  (unsigned long long)o->count, q);
+  }
+  return 0;
 }
 
 int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
@@ -144,6 +176,10 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
         const planOp* o = &p->ops[st->opBase + i];
         if (o->nsrc < 1 || o->nsrc > PLAN_MAX_SRCS)
           return fail(err, errlen, "rank %d step %d: op with %d inputs", r, s, o->nsrc);
+        if (o->kind == PLAN_OP_ONESHOT) {
+          if (checkOneShot(p, r, s, o, err, errlen)) return 1;
+          continue;
+        }
         if (checkRef(p, r, s, o->dst, o->count, 1, "op destination", err, errlen)) return 1;
         for (int k = 0; k < o->nsrc; k++) {
           planRef src = p->srcs[o->srcBase + (uint32_t)k];

@@ -226,6 +226,13 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
   addOp(b, PLAN_OP_REDUCE, rank, step, dst, srcs, nsrc, count, divisor);
 }
 
+void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
+                 int divisor) {
+  size_t before = b->nItems;
+  addOp(b, PLAN_OP_ONESHOT, rank, step, dst, &src, 1, count, divisor);
+  if (b->nItems > before) b->items[b->nItems - 1].op.group = group;
+}
+
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems) {
   if (slot < 0 || slot >= PLAN_MAX_SLOTS || rank < 0 || rank >= b->key.nranks) {
     b->oom = 1; /* a builder bug: refuse the plan */
@@ -401,7 +408,7 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
       }
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : "reduce", o->lane ? "@side" : "");
+        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot" : "reduce", o->lane ? "@side" : "");
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);
         for (int k = 0; k < o->nsrc; k++) {

@@ -73,7 +73,23 @@ typedef struct {
   uint64_t count; /* elements, > 0 */
 } planXfer;
 
-enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1 };
+/* PLAN_OP_ONESHOT: a collective push-reduce among the active ranks of
+ * `group` (every active rank of it has exactly one, in the same step; helpers
+ * have none). dst = this rank's RECV, src[0] = its SEND, count = its output
+ * count. All-reduce pushes the whole send buffer to every peer; reduce-scatter
+ * pushes block j (send offset j*count) to active j. Each rank reduces the A
+ * contributions to its output in active-index order (divided by divisor when
+ * > 1), so all ranks agree bitwise. The transport runs it (oneshot op). */
+enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
+/* Active ranks a one-shot op serves: the GPU kernel keeps one pointer per
+ * peer in its argument block (the seed's kOneShotMaxRanks = 8). */
+#define RELAY_ONESHOT_MAX_ACTIVE 8
+/* Staging slot bytes per source rank when RELAYCC_ONESHOT_MAX_BYTES is unset:
+ * the seed's gate, the last power of two where its kernel beat NCCL's
+ * (crossover measured between 1 and 2.25 MiB on MI350X). */
+#define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
+/* The slot size gate (RELAYCC_ONESHOT_MAX_BYTES, read once per process). */
+size_t relayOneShotMaxBytes(void);
 
 typedef struct {
   uint8_t kind;    /* PLAN_OP_* */
@@ -82,6 +98,7 @@ typedef struct {
   int32_t divisor; /* > 1: divide the reduction by it (avg) */
   planRef dst;
   uint32_t srcBase; /* index into plan->srcs */
+  int32_t group;    /* PLAN_OP_ONESHOT: the layout group (0 otherwise) */
   uint64_t count;   /* elements, > 0 */
 } planOp;
 
@@ -160,6 +177,9 @@ void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_
 void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count);
 void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
                 uint64_t count, int divisor);
+/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment). */
+void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
+                 int divisor);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
 /* Scratch slot `slot` of `rank` holds at least `elems` elements. */
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems);

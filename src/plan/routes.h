@@ -12,6 +12,9 @@ extern "C" {
 relayResult_t planBuildDirect(planBuilder* b);
 relayResult_t planBuildRelay(planBuilder* b);
 relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) */
+/* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
+ * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
+relayResult_t planBuildOneShot(planBuilder* b);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */

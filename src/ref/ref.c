@@ -20,13 +20,54 @@ static char* resolve(const relayPlan* p, const refRank* rr, planRef ref) {
   return base + ref.off * p->elemSize;
 }
 
+/* Copies the send buffer of every rank with a one-shot op in step s. */
+static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char** snaps) {
+  for (int r = 0; r < p->nranks; r++) {
+    const planStep* st = planRankStep(p, r, s);
+    for (uint32_t i = 0; i < st->nOp; i++) {
+      if (p->ops[st->opBase + i].kind != PLAN_OP_ONESHOT) continue;
+      size_t bytes = p->rank[r].sendElems * p->elemSize;
+      snaps[r] = malloc(bytes ? bytes : 1);
+      if (!snaps[r]) return 1;
+      if (bytes) memcpy(snaps[r], rr[r].send, bytes);
+      break;
+    }
+  }
+  return 0;
+}
+
+/* Rank r's one-shot: its output is the reduction, in active-index order, of
+ * what every active of the group pushes to it (all-reduce: the whole send
+ * buffer; reduce-scatter: block me). */
+static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps, char* err,
+                      size_t errlen) {
+  int A = p->nActive, g = o->group, me = p->rank[r].activeIndex;
+  uint64_t off = p->coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)me * o->count : 0;
+  const void* srcs[PLAN_MAX_SRCS];
+  for (int i = 0; i < A; i++) {
+    int q = p->ranks[g * A + i];
+    if (!snaps[q]) {
+      snprintf(err, errlen, "rank %d: one-shot with rank %d, which has no one-shot in that step", r, q);
+      return 1;
+    }
+    srcs[i] = snaps[q] + off * p->elemSize;
+  }
+  relayHostReduce(resolve(p, &rr[r], o->dst), srcs, A, o->count, p->dtype, p->op, o->divisor);
+  return 0;
+}
+
 int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err,
                 size_t errlen) {
   int n = p->nranks, rc = 0;
   refRank* rr = calloc((size_t)n, sizeof *rr);
+  char** snaps = calloc((size_t)n, sizeof(char*)); /* one-shot input snapshots */
   char** msgs = NULL;
   if (err && errlen) err[0] = 0;
-  if (!rr) return 1;
+  if (!rr || !snaps) {
+    free(rr);
+    free(snaps);
+    return 1;
+  }
   for (int r = 0; r < n; r++) {
     rr[r].send = sendbufs ? sendbufs[r] : NULL;
     rr[r].recv = recvbufs ? recvbufs[r] : NULL;
@@ -99,12 +140,23 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
         }
       }
     }
+    /* One-shot ops read every participant's send buffer: snapshot them all
+     * before any op of the step writes (an in-place RECV is a SEND). */
+    if (refOneShotSnapshot(p, s, rr, snaps)) {
+      rc = 1;
+      goto stepdone;
+    }
     /* ops */
     for (int r = 0; r < n; r++) {
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        if (o->kind == PLAN_OP_COPY) {
+        if (o->kind == PLAN_OP_ONESHOT) {
+          if (refOneShot(p, r, o, rr, snaps, err, errlen)) {
+            rc = 1;
+            goto stepdone;
+          }
+        } else if (o->kind == PLAN_OP_COPY) {
           memmove(resolve(p, &rr[r], o->dst), resolve(p, &rr[r], p->srcs[o->srcBase]),
                   o->count * p->elemSize);
         } else {
@@ -116,6 +168,10 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
       }
     }
   stepdone:
+    for (int r = 0; r < n; r++) {
+      free(snaps[r]);
+      snaps[r] = NULL;
+    }
     for (size_t i = 0; i < nMsgs; i++) free(msgs[i]);
     free(msgs);
     msgs = NULL;
@@ -124,6 +180,7 @@ done:
   for (int r = 0; r < n; r++)
     for (int s = 0; s < PLAN_MAX_SLOTS; s++) free(rr[r].scratch[s]);
   free(rr);
+  free(snaps);
   if (rc && err && errlen && !err[0]) snprintf(err, errlen, "out of memory");
   return rc;
 }

@@ -328,13 +328,36 @@ static double opSeconds(const simState* S, const planOp* op) {
   return S->topo->launchS + moved / bw;
 }
 
+/* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
+ * of the A-1 peers (concurrent, each at the pair's rate, all together within
+ * r's injection cap), then the A-input reduce at memory bandwidth. Peers'
+ * pushes into r overlap r's own (both directions of a link), and the
+ * hand-shake wait is not modelled: ranks enter the step together. */
+static double oneshotSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  double bytes = (double)op->count * (double)P->elemSize, push = 0;
+  for (int i = 0; i < P->nActive; i++) {
+    int q = P->ranks[op->group * P->nActive + i];
+    if (q == r) continue;
+    double rate = relayTopoPairRate(S->topo, r, q);
+    double t = rate > 0 ? bytes / rate : 0;
+    if (t > push) push = t;
+  }
+  if (S->topo->injBw && S->topo->injBw[r] > 0) {
+    double t = (double)(P->nActive - 1) * bytes / S->topo->injBw[r];
+    if (t > push) push = t;
+  }
+  double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
+  return S->topo->launchS + push + (double)(P->nActive + 1) * bytes / bw;
+}
+
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */
 static double runOps(simState* S, int r, int s, double t) {
   const planStep* st = planRankStep(S->plan, r, s);
   simRank* R = &S->rk[r];
   for (uint32_t i = 0; i < st->nOp; i++) {
     const planOp* op = &S->plan->ops[st->opBase + i];
-    double d = opSeconds(S, op);
+    double d = op->kind == PLAN_OP_ONESHOT ? oneshotSeconds(S, r, op) : opSeconds(S, op);
     R->launches++;
     if (op->lane == 0) {
       t += d;

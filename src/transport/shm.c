@@ -52,6 +52,7 @@
 #include "common.h"
 #include "core/comm.h"
 #include "reduce_host.h"
+#include "transport/shm_oneshot.h"
 #include "transport/transport.h"
 
 /* The segment is shared between processes: its atomics must be lock-free
@@ -1357,8 +1358,21 @@ static void shmDestroy(struct relayComm* comm) {
     for (int q = 0; q < comm->nranks; q++)
       if (q != comm->rank) shmWake(&st->slots[q]);
   }
+  relayShmOneShotFree(comm); /* this rank's mappings only: no peer reads them after destroy */
   shmStateFree(st);
   comm->tpState = NULL;
+}
+
+/* For the one-shot twin (shm_oneshot.c): the comm's agreed nonce, and what
+ * is wrong with peer q (relaySuccess when nothing; dead-pid check included). */
+uint64_t relayShmCommHash(struct relayComm* comm) { return shmStateOf(comm)->nonce; }
+
+relayResult_t relayShmCheckPeer(struct relayComm* comm, int q, const char* where) {
+  shmState* st = shmStateOf(comm);
+  if (shmAborted(comm, st)) return relaySetError(comm, relayInvalidUsage, "rank %d: %s: the comm was aborted", comm->rank, where);
+  int what = shmPeerState(comm, st, q);
+  if (what == SHM_PEER_OK && shmPeerDead(st, q)) what = SHM_PEER_DEAD;
+  return what == SHM_PEER_OK ? relaySuccess : shmPeerError(comm, st, q, what, where);
 }
 
 static const relayTransportOps relayShmOps = {
@@ -1373,6 +1387,8 @@ static const relayTransportOps relayShmOps = {
     .reject = shmReject,
     .abort = shmAbort,
     .destroy = shmDestroy,
+    .oneshotPrepare = relayShmOneShotPrepare,
+    .oneshot = relayShmOneShot,
 };
 
 /* ---------------------------------------------------------------- attach */

@@ -28,6 +28,25 @@ typedef struct {
   size_t bytes;
 } relayXferDesc;
 
+/* One rank's part of a one-shot push-reduce (plan op PLAN_OP_ONESHOT) among
+ * nActive ranks: push my contribution to every peer's staging slot for me,
+ * signal, wait for every peer's, then dst = op(contribution of active 0, ...,
+ * of active nActive-1) (/ divisor when > 1), my own read from src. Active j's
+ * contribution to me starts at its src + me * srcStride elements (srcStride
+ * 0: all-reduce, count: reduce-scatter). dst may alias src. */
+#define RELAY_TP_ONESHOT_MAX 8 /* == RELAY_ONESHOT_MAX_ACTIVE (plan.h) */
+typedef struct {
+  void* dst;
+  const void* src;
+  size_t count;     /* output elements */
+  size_t srcStride; /* elements */
+  relayDataType_t dtype;
+  relayRedOp_t op;
+  int divisor;
+  int nActive, me;                  /* me: this rank's active index */
+  int ranks[RELAY_TP_ONESHOT_MAX];  /* comm rank of each active index */
+} relayOneShotDesc;
+
 typedef struct relayTransportOps {
   const char* name;
   /* All sends and receives progress together; returns when all are done.
@@ -59,6 +78,16 @@ typedef struct relayTransportOps {
   /* Mark failed and wake any wait (safe from another thread). */
   void (*abort)(struct relayComm* comm);
   void (*destroy)(struct relayComm* comm);
+  /* One-shot (both may be NULL: not supported). oneshotPrepare is COLLECTIVE
+   * over all comm ranks, helpers too, on the same call: the first call
+   * creates this comm's staging region with slots of slotBytes (later calls
+   * are no-ops, larger slotBytes than created are declined), and all ranks
+   * vote, so they enable or decline together. relayNotSupported: declined
+   * (sticky, every rank alike). When stream is being captured into a graph
+   * and no region exists, it declines WITHOUT communicating (creation is
+   * host-synchronous); ranks capture alike, so they decline alike. */
+  relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
+  relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
 } relayTransportOps;
 
 #ifdef __cplusplus

@@ -1,0 +1,346 @@
+/*
+ * The one-shot route: the plan (checker, reference executor) in one process,
+ * and the shm transport's twin of the GPU protocol at 8 ranks: skewed ranks,
+ * back-to-back calls with inputs changing per call, create/destroy cycles
+ * without leaked mappings or fds, two comms at once, a voted fallback, and
+ * a sweep of A x collective x op x dtype x in-place. Every output is checked
+ * bit for bit against relayHostReduce over the same inputs in active-index
+ * order (what every route must produce).
+ *
+ * Usage: test_oneshot <case>   (cases: see main)
+ */
+#include <dirent.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "harness.h"
+#include "plan/plan.h"
+#include "reduce_host.h"
+#include "ref/ref.h"
+
+#define NRANKS 8
+
+/* Input of active `src` at element e of call `call`: small integers (exact in
+ * bf16 and in fp32 sums of 8) that change with every call and every rank. */
+static void fillInput(relayDataType_t dt, int call, int src, size_t n, void* buf) {
+  for (size_t e = 0; e < n; e++) {
+    int v = (int)((unsigned)(call * 7 + src * 13 + (int)(e % 101) * 3) % 29) - 14;
+    if (v == 0) v = 15;
+    double dv = v;
+    switch (dt) {
+      case relayInt32: ((int32_t*)buf)[e] = v; break;
+      case relayFloat32: ((float*)buf)[e] = (float)dv; break;
+      case relayBfloat16: {
+        float f = (float)dv;
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        ((uint16_t*)buf)[e] = (uint16_t)(u >> 16); /* exact: small integers */
+        break;
+      }
+      default: T_CHECK(0, "dtype %d not in this test", (int)dt);
+    }
+  }
+}
+
+/* Expected output of active `me`: reduce of every active's contribution. */
+static void expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me, size_t c,
+                     void* out) {
+  size_t es = relayTypeSize(dt), in = coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
+  char* ins[RELAY_ONESHOT_MAX_ACTIVE];
+  const void* srcs[RELAY_ONESHOT_MAX_ACTIVE];
+  for (int i = 0; i < A; i++) {
+    ins[i] = malloc(in * es + 1);
+    T_CHECK(ins[i], "oom");
+    fillInput(dt, call, i, in, ins[i]);
+    srcs[i] = ins[i] + (coll == RELAY_COLL_REDUCESCATTER ? (size_t)me * c * es : 0);
+  }
+  relayHostReduce(out, srcs, A, c, dt, op, op == relayAvg ? A : 0);
+  for (int i = 0; i < A; i++) free(ins[i]);
+}
+
+/* ---- plans in one process ---------------------------------------------- */
+
+static int casePlan(void) {
+  int ranks[8] = {5, 2, 7, 0, 1, 3, 4, 6};
+  relayColl_t colls[2] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER};
+  for (int ai = 0; ai < 3; ai++)
+    for (int ci = 0; ci < 2; ci++)
+      for (int inPlace = 0; inPlace < 2; inPlace++) {
+        int A = 2 << ai;
+        relayColl_t coll = colls[ci];
+        size_t c = 1000, es = 4;
+        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
+        relayPlan* p = NULL;
+        T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
+        char err[512];
+        T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "A=%d %s: check: %s", A, relayCollName(coll), err);
+        T_CHECK(p->nSteps == 1, "one step, got %d", p->nSteps);
+        void* sb[NRANKS];
+        void* rb[NRANKS];
+        size_t in = coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
+        for (int r = 0; r < NRANKS; r++) sb[r] = rb[r] = NULL;
+        for (int i = 0; i < A; i++) {
+          int r = ranks[i];
+          sb[r] = malloc(in * es);
+          fillInput(relayFloat32, 3, i, in, sb[r]);
+          rb[r] = inPlace ? (char*)sb[r] + (coll == RELAY_COLL_REDUCESCATTER ? (size_t)i * c * es : 0)
+                          : malloc(c * es);
+        }
+        T_CHECK(relayRefRun(p, sb, rb, err, sizeof err) == 0, "ref: %s", err);
+        float* want = malloc(c * es);
+        for (int i = 0; i < A; i++) {
+          expected(coll, relayFloat32, relaySum, 3, A, i, c, want);
+          T_CHECK(memcmp(rb[ranks[i]], want, c * es) == 0, "A=%d %s inPlace=%d: active %d differs", A,
+                  relayCollName(coll), inPlace, i);
+        }
+        free(want);
+        for (int i = 0; i < A; i++) {
+          if (!inPlace) free(rb[ranks[i]]);
+          free(sb[ranks[i]]);
+        }
+        relayPlanFree(p);
+      }
+  /* Not served: other collectives, fused layouts, sizes above the slot. */
+  size_t c2[2] = {16, 16}, big = relayOneShotMaxBytes() / 4 + 1;
+  planKey k = {RELAY_COLL_ALLGATHER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
+  relayPlan* p = NULL;
+  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "all-gather must be declined");
+  k.coll = RELAY_COLL_ALLREDUCE;
+  k.nGroups = 2;
+  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "nGroups 2 must be declined");
+  k.nGroups = 1;
+  k.counts = &big;
+  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "%zu floats must be declined", big);
+  printf("plan: ok\n");
+  return 0;
+}
+
+/* ---- shm ranks ----------------------------------------------------------- */
+
+typedef struct {
+  int A, calls, skew, checkEvery;
+  relayColl_t coll;
+  relayDataType_t dt;
+  relayRedOp_t op;
+  int inPlace;
+  size_t count;
+  int expectRoute; /* relayRouteOneShot, or relayRouteDirect (fallback) */
+} runArg;
+
+static relayComm_t oneshotComm(int rank) {
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.route = relayRouteOneShot;
+  cfg.timeoutMs = 60000;
+  return t_comm(rank, NRANKS, &cfg);
+}
+
+/* `calls` calls on comm; active ranks are every (8/A)-th rank, reversed, so
+ * active index and comm rank differ. */
+static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) {
+  int ranks[NRANKS], A = a->A, me = -1;
+  for (int i = 0; i < A; i++) {
+    ranks[i] = NRANKS - 1 - i * (NRANKS / A);
+    if (ranks[i] == rank) me = i;
+  }
+  relayLayout_t L = {1, A, ranks};
+  size_t es = relayTypeSize(a->dt), c = a->count;
+  size_t in = a->coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
+  char* sbuf = malloc(in * es + 64);
+  char* rbuf = malloc(c * es + 64);
+  char* want = malloc(c * es + 64);
+  T_CHECK(sbuf && rbuf && want, "oom");
+  for (int k = 0; k < a->calls; k++) {
+    int call = callBase + k;
+    void* recvp = rbuf;
+    const void* sendp = sbuf;
+    if (me >= 0) {
+      fillInput(a->dt, call, me, in, sbuf);
+      memset(rbuf, 0xCD, c * es);
+      if (a->inPlace) recvp = sbuf + (a->coll == RELAY_COLL_REDUCESCATTER ? (size_t)me * c * es : 0);
+    }
+    /* Odd ranks arrive late: a fast rank that used a stale epoch or read
+     * staging before the push would see the previous call's data. */
+    if (a->skew && (rank & 1)) {
+      struct timespec ts = {0, (long)a->skew * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+    relayResult_t r = a->coll == RELAY_COLL_ALLREDUCE
+                          ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+                          : relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL);
+    T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
+            relayGetLastError(comm));
+    int route = -1;
+    relayCommLastRoute(comm, &route, NULL);
+    T_CHECK(route == a->expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call, relayRouteName(route),
+            relayRouteName(a->expectRoute));
+    if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
+      expected(a->coll, a->dt, a->op, call, A, me, c, want);
+      if (memcmp(recvp, want, c * es) != 0) {
+        size_t bad = 0;
+        while (bad < c * es && ((char*)recvp)[bad] == want[bad]) bad++;
+        T_CHECK(0, "rank %d (active %d of %d) call %d %s %s %s inPlace=%d: first wrong byte %zu of %zu", rank, me,
+                A, call, relayCollName(a->coll), relayTypeName(a->dt), relayOpName(a->op), a->inPlace, bad, c * es);
+      }
+    }
+  }
+  free(sbuf);
+  free(rbuf);
+  free(want);
+}
+
+static int rankRun(int rank, int nranks, void* arg) {
+  (void)nranks;
+  relayComm_t comm = oneshotComm(rank);
+  runCalls(comm, rank, arg, 0);
+  T_OK(relayCommDestroy(comm));
+  return 0;
+}
+
+static int rankSweep(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayComm_t comm = oneshotComm(rank);
+  relayColl_t colls[2] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER};
+  relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
+  relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
+  size_t counts[3] = {1, 37, 4099};
+  int call = 0;
+  for (int ai = 0; ai < 3; ai++)
+    for (int ci = 0; ci < 2; ci++)
+      for (int di = 0; di < 3; di++)
+        for (int oi = 0; oi < 3; oi++)
+          for (int ip = 0; ip < 2; ip++) {
+            if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
+            runArg a = {2 << ai, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
+            runCalls(comm, rank, &a, call++);
+          }
+  T_OK(relayCommDestroy(comm));
+  return 0;
+}
+
+static int countLines(const char* path) {
+  FILE* f = fopen(path, "r");
+  if (!f) return -1;
+  int n = 0, ch;
+  while ((ch = fgetc(f)) != EOF) n += ch == '\n';
+  fclose(f);
+  return n;
+}
+
+static int countFds(void) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* 100 create/destroy cycles with a one-shot call each: the mappings and fds
+ * after the last equal those after the first (the region is freed). */
+static int rankCycles(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  int maps1 = 0, fds1 = 0;
+  for (int cyc = 0; cyc < 100; cyc++) {
+    relayComm_t comm = oneshotComm(rank);
+    runArg a = {2, 1, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 64, relayRouteOneShot};
+    runCalls(comm, rank, &a, cyc);
+    T_OK(relayCommDestroy(comm));
+    /* Next comm on the same job name only after everyone left this one. */
+    if (cyc == 0) {
+      maps1 = countLines("/proc/self/maps");
+      fds1 = countFds();
+    }
+  }
+  int maps = countLines("/proc/self/maps"), fds = countFds();
+  T_CHECK(maps <= maps1 && fds <= fds1, "rank %d: after 100 cycles %d mappings, %d fds (after 1: %d, %d)", rank, maps,
+          fds, maps1, fds1);
+  return 0;
+}
+
+/* Two comms alive at once, interleaved calls: regions and epochs are per comm. */
+static int rankTwo(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.route = relayRouteOneShot;
+  relayComm_t c1 = NULL, c2 = NULL;
+  char job2[160];
+  snprintf(job2, sizeof job2, "%s-b", t_job());
+  c1 = t_comm(rank, NRANKS, &cfg);
+  relayResult_t r = relayCommInitShm(&c2, NRANKS, rank, job2, &cfg);
+  T_CHECK(r == relaySuccess, "second comm: %s", relayGetLastError(NULL));
+  for (int k = 0; k < 50; k++) {
+    runArg a = {4, 1, k % 3 == 0 ? 2 : 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 513, relayRouteOneShot};
+    runCalls(c1, rank, &a, 2 * k);
+    a.A = 2;
+    a.coll = RELAY_COLL_REDUCESCATTER;
+    runCalls(c2, rank, &a, 2 * k + 1);
+  }
+  T_OK(relayCommDestroy(c1));
+  T_OK(relayCommDestroy(c2));
+  return 0;
+}
+
+static void launch(const char* what, relayRankFn fn, void* arg, int sec) {
+  t_run_ranks(NRANKS, fn, arg, sec);
+  printf("%s: ok\n", what);
+}
+
+int main(int argc, char** argv) {
+  const char* c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "plan")) return casePlan();
+  if (!strcmp(c, "skew")) {
+    /* Both ways: odd ranks late on even calls' collectives, then the same with
+     * the roles of the groups swapped (A=4 takes ranks 7,5,3,1 then A=2 7,3). */
+    runArg a = {4, 40, 3, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1031, relayRouteOneShot};
+    launch("skew allreduce A=4", rankRun, &a, 240);
+    a.coll = RELAY_COLL_REDUCESCATTER;
+    a.A = 8;
+    launch("skew reducescatter A=8", rankRun, &a, 240);
+    a.A = 2;
+    a.inPlace = 1;
+    launch("skew reducescatter A=2 in place", rankRun, &a, 240);
+    return 0;
+  }
+  if (!strcmp(c, "backtoback")) {
+    runArg a = {2, 10000, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 256, relayRouteOneShot};
+    launch("10^4 back-to-back all-reduce A=2", rankRun, &a, 500);
+    runArg b = {8, 2000, 0, 1, RELAY_COLL_REDUCESCATTER, relayBfloat16, relaySum, 1, 33, relayRouteOneShot};
+    launch("2000 back-to-back reduce-scatter A=8", rankRun, &b, 500);
+    return 0;
+  }
+  if (!strcmp(c, "cycles")) {
+    launch("100 create/destroy cycles", rankCycles, NULL, 500);
+    return 0;
+  }
+  if (!strcmp(c, "twocomms")) {
+    launch("two comms", rankTwo, NULL, 300);
+    return 0;
+  }
+  if (!strcmp(c, "fault")) {
+    /* Rank 3 fails to open: every rank declines and runs direct, correctly. */
+    setenv("RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
+    runArg a = {4, 20, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
+    launch("fault on rank 3: all ranks direct", rankRun, &a, 240);
+    return 0;
+  }
+  if (!strcmp(c, "oversize")) {
+    /* Above the slot: the plan is declined and direct runs on every rank. */
+    setenv("RELAYCC_ONESHOT_MAX_BYTES", "4096", 1);
+    runArg a = {2, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1025, relayRouteDirect};
+    launch("oversize: direct", rankRun, &a, 240);
+    return 0;
+  }
+  if (!strcmp(c, "sweep")) {
+    launch("sweep A x coll x dtype x op x in-place", rankSweep, NULL, 500);
+    return 0;
+  }
+  fprintf(stderr, "usage: test_oneshot plan|skew|backtoback|cycles|twocomms|fault|oversize|sweep\n");
+  return 2;
+}
