@@ -5,8 +5,13 @@
 # everything it forked.
 #   scripts/device_run.sh [build] [gputest] [bench] [oneshot] [graph]   (default: all)
 set -u
-OUT=${OUT:-/tmp/relaycc-out}
+# Only 8 files come back from the device tool: everything goes under logs/ and
+# is packed into one logs.tgz at the end (run.log stays beside it).
+TOP=${OUT:-/tmp/relaycc-out}
+export OUT=$TOP/logs
 mkdir -p "$OUT"
+pack() { tar -C "$TOP" -czf "$TOP/logs.tgz" logs && cp "$OUT/run.log" "$TOP/run.log" && rm -rf "$OUT"; }
+trap pack EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 steps=${*:-build gputest bench oneshot graph}
 B=./build/relaycc-bench
