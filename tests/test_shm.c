@@ -628,6 +628,9 @@ static void* tAbortSoon(void* p) {
 static int rankAbort(int rank, int nranks, void* argp) {
   int viaApi = *(int*)argp;
   relayConfig_t cfg = tCfg(30000, 4096);
+  /* Rank 0 must block in group(): a one-shot's collective prepare would pair
+   * its vote with rank 1's barrier instead. */
+  cfg.route = relayRouteDirect;
   relayComm_t c = t_comm(rank, nranks, &cfg);
   T_OK(c->tp->barrier(c));
   if (rank == 1) {

@@ -82,12 +82,17 @@ static uint64_t osSentinel(uint64_t hash, int rank) {
 
 static size_t osFlagsOff(void) { return sizeof(osHeader); }
 static size_t osAcksOff(int n) { return osFlagsOff() + 2 * (size_t)n * sizeof(osWord); }
-static size_t osStagingOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
+static size_t osStagingOff(int n) { return osAcksOff(n) + 3 * (size_t)n * sizeof(osWord); } /* acks, bytes[2][n] */
 
 static osWord* osFlag(unsigned char* base, int n, int par, int src) {
   return (osWord*)(base + osFlagsOff()) + (size_t)par * (size_t)n + (size_t)src;
 }
 static osWord* osAck(unsigned char* base, int n, int src) { return (osWord*)(base + osAcksOff(n)) + src; }
+/* The byte count of a push, stored before its flag: counts that differ
+ * between ranks (check mode off) become relayInvalidUsage, not garbage. */
+static osWord* osBytes(unsigned char* base, int n, int par, int src) {
+  return (osWord*)(base + osStagingOff(n) - 2 * (size_t)n * sizeof(osWord)) + (size_t)par * (size_t)n + (size_t)src;
+}
 static unsigned char* osStaging(const osState* s, unsigned char* base, int par, int src) {
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
@@ -284,6 +289,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     if (res != relaySuccess) break;
     if (bytes)
       memcpy(osStaging(s, s->base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
+    atomic_store_explicit(&osBytes(s->base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&osFlag(s->base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
@@ -295,6 +301,12 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     int p = d->ranks[i];
     res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
+    uint32_t got = atomic_load_explicit(&osBytes(mine, n, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
+    if (res == relaySuccess && got != (uint32_t)bytes)
+      res = relaySetError(comm, relayInvalidUsage,
+                          "rank %d: one-shot of call #%llu: rank %d pushed %u bytes, this rank expects %zu (counts "
+                          "differ between ranks)",
+                          r, (unsigned long long)comm->callSeq, p, got, bytes);
   }
   if (res != relaySuccess) {
     comm->failed = 1;
