@@ -581,7 +581,7 @@ const relayTransportOps relayNcclTransport = {
     "nccl", tpGroup, tpReduce, tpCopy, tpScratch, tpJoin, tpAgree, tpBarrier,
     NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
     tpAbort, tpDestroy,
-    NULL, NULL, /* oneshotPrepare, oneshot: set in oneshot.c's table (below) */
+    NULL, NULL, /* oneshotPrepare, oneshot: not yet on the GPU (core runs direct instead) */
 };
 
 /* ---- init ------------------------------------------------------------- */
