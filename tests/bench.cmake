@@ -53,6 +53,52 @@ if(TARGET relaycc-bench)
     add_test(NAME bench_badarg_backend_nccl COMMAND ${BENCH_SH} fail 3 "--backend nccl: .*NCCL" ${BENCH}
              --backend nccl)
     set_tests_properties(bench_badarg_backend_nccl PROPERTIES TIMEOUT 30 LABELS cpu)
+  else()
+    # The backend exists: where no GPU is usable it still refuses fast, naming
+    # why. CUDA_VISIBLE_DEVICES= hides every GPU, so this holds on any machine
+    # (on a GPU machine the probe asks CUDA in a child, which answers at once).
+    add_test(NAME bench_badarg_backend_nccl_no_gpu COMMAND ${BENCH_SH} fail 5 "--backend nccl: .*GPU" ${BENCH}
+             --backend nccl)
+    set_tests_properties(bench_badarg_backend_nccl_no_gpu PROPERTIES TIMEOUT 30 LABELS cpu
+                         ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+    # ... and auto then takes shm (a short run, so it stays cheap).
+    add_test(NAME bench_auto_no_gpu_is_shm COMMAND ${BENCH_SH} ok ${BENCH} --backend auto --ranks 4 --sizes 4K -n 1 -w 0
+             -r 1 -c allreduce)
+    set_tests_properties(bench_auto_no_gpu_is_shm PROPERTIES TIMEOUT 60 LABELS cpu ENVIRONMENT "CUDA_VISIBLE_DEVICES=")
+
+    # On the GPUs (label gpu: `make gputest`): short checked runs of every
+    # collective, per call and from captured graphs, out of place and in place
+    # (an in-place check fails if a graph replays more than one call), on all
+    # GPUs of the machine. 77 = skipped with fewer than 2 GPUs, like the other
+    # GPU tests.
+    set(BENCH_GPU_SHORT --backend nccl --sizes 0,4,1K,12K,100K,1M,5M -n 3 -w 1 -r 2)
+    set(BENCH_GPU_CASES
+      "percall|"
+      "graph|--graph"
+      "graph_inplace_bf16_avg|--graph --inplace -d bfloat16 -o avg"
+      "percall_inplace_half|--inplace -d half"
+      "graph_int32_max|--graph -d int32 -o max"
+    )
+    foreach(case ${BENCH_GPU_CASES})
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(LENGTH parts nparts)
+      set(args "")
+      if(nparts GREATER 1)
+        list(GET parts 1 args)
+      endif()
+      separate_arguments(args UNIX_COMMAND "${args}")
+      add_test(NAME gpu_bench_${name}
+               COMMAND sh -c "[ $(ls /dev | grep -c '^nvidia[0-9][0-9]*$') -ge 2 ] || exit 77; exec \"$@\""
+                       gpu_bench ${BENCH_SH} ok ${BENCH} ${BENCH_GPU_SHORT} ${args})
+      set_tests_properties(gpu_bench_${name} PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+    endforeach()
+    # More ranks than GPUs is refused before any process starts.
+    add_test(NAME gpu_bench_ranks_gt_gpus
+             COMMAND sh -c "[ $(ls /dev | grep -c '^nvidia[0-9][0-9]*$') -ge 2 ] || exit 77; exec \"$@\""
+                     gpu_bench ${BENCH_SH} fail 5 "--ranks 200: the nccl backend runs one rank per GPU" ${BENCH}
+                     --backend nccl --ranks 200)
+    set_tests_properties(gpu_bench_ranks_gt_gpus PROPERTIES LABELS gpu TIMEOUT 60 SKIP_RETURN_CODE 77)
   endif()
 
   # A short real run per collective: 8 ranks, tiny and odd sizes, -n 2.

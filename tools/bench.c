@@ -44,6 +44,11 @@ int main(int argc, char** argv) {
             be->name);
     return 2;
   }
+  if (be->oneRankPer && o.nranks > defRanks) {
+    fprintf(stderr, "relaycc-bench: bad argument: --ranks %d: the %s backend runs one rank per %s and %d are visible here\n",
+            o.nranks, be->name, be->oneRankPer, defRanks);
+    return 2;
+  }
   /* Find out now, not after the run, that the JSON cannot be written. */
   if (o.jsonPath) {
     FILE* f = fopen(o.jsonPath, "w");

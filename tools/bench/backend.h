@@ -61,6 +61,9 @@ typedef struct benchBackend {
   int hostVisible;          /* buffers are host memory: the driver fills and checks them in
                                place (no staging copies) */
   int hasGraph;             /* accepts --graph */
+  /* Non-NULL: one rank per such unit ("GPU"), so --ranks may not exceed the
+   * probe's *defaultRanks (the units present); NULL: no such limit. */
+  const char* oneRankPer;
 
   /* In the parent, before any rank is forked. Must not create a CUDA
    * context (one does not survive fork): look at device files, or probe in a
