@@ -5,6 +5,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "p2p/p2p.h"
 
 typedef struct {
   char* send;
@@ -38,6 +39,17 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d.me = p->rank[comm->rank].activeIndex;
   for (int i = 0; i < p->nActive; i++) d.ranks[i] = p->ranks[o->group * p->nActive + i];
   return comm->tp->oneshot(comm, &d, stream);
+}
+
+/* The P2P operation a plan's groups belong to: only scatter has a part rule
+ * of its own (src/p2p), but a transport may tell them all apart. */
+static int execP2pOp(relayColl_t coll) {
+  switch (coll) {
+    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
+    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
+    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    default: return P2P_OP_SENDRECV;
+  }
 }
 
 relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const void* sendbuff,
@@ -77,7 +89,9 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
         rd[i].ptr = resolve(&b, x->ref);
         rd[i].bytes = x->count * p->elemSize;
       }
+      comm->curP2pOp = execP2pOp(p->coll);
       res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, stream);
+      comm->curP2pOp = P2P_OP_SENDRECV;
       if (res != relaySuccess) break;
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {

@@ -51,7 +51,10 @@ typedef struct relayTransportOps {
   const char* name;
   /* All sends and receives progress together; returns when all are done.
    * Several transfers with one peer in a group are matched in order. A
-   * transfer with peer == own rank pairs with the own-rank receive in order. */
+   * transfer with peer == own rank pairs with the own-rank receive in order.
+   * comm->curP2pOp names the group's P2P operation (a p2pOp, set by the
+   * executor): a transport that splits transfers into channel parts takes
+   * the part rule from it; one that does not ignores it. */
   relayResult_t (*group)(struct relayComm* comm, const relayXferDesc* sends, int nSends,
                          const relayXferDesc* recvs, int nRecvs, relayStream_t stream);
   /* dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) (/ divisor when > 1), in that
