@@ -115,10 +115,13 @@ typedef struct {
  * cannot serve a call falls back to direct). */
 typedef enum {
   relayRouteAuto = 0,
-  relayRouteDirect = 1,
-  relayRouteRelay = 2,
-  relayRouteOneShot = 3,
-  relayNumRoutes = 4
+  relayRouteDirect = 1,  /* the active ranks exchange among themselves (send/recv plan) */
+  relayRouteRelay = 2,   /* part of each message through the helpers */
+  relayRouteOneShot = 3, /* one push-reduce kernel into peers' registered staging */
+  relayRouteNative = 4,  /* the transport library's own collective on each group
+                          * (NCCL on a sub-communicator); auto uses it in place of
+                          * direct where the transport has it, shm falls back to direct */
+  relayNumRoutes = 5
 } relayRoute_t;
 
 /*
@@ -134,7 +137,7 @@ typedef struct relayConfig {
   unsigned int version;  /* RELAYCC_VERSION_CODE */
   int timeoutMs;         /* RELAYCC_TIMEOUT_MS: deadline of every wait (default 120000) */
   int checkMode;         /* RELAYCC_CHECK: 1 = ranks agree on each call's signature (default 0) */
-  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot (default auto) */
+  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native (default auto) */
   int depth;             /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
   int shmRingBytes;      /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
   int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default 200) */

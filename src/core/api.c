@@ -259,6 +259,34 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
+/* The direct route on a transport with native collectives (NCCL): NCCL's own
+ * fused collective on each group's sub-communicator, one launch where a
+ * send/recv plan needs a group plus a reduce (measured 0.67-0.86x of NCCL on
+ * 2 x H200 for all-reduce and reduce-scatter). Taken when the route is
+ * native, or direct chosen by auto; a forced RELAYCC_ROUTE=direct keeps the
+ * send/recv plan. Every rank reaches the collective prepare (the decision
+ * depends only on the key, the config and the transport, alike on all
+ * ranks). Returns 1 when the call was handled (*res says how). */
+static int tryNative(struct relayComm* c, const callArgs* a, int myGroup, int route, relayStream_t stream,
+                     relayResult_t* res) {
+  if (relayCollRooted(a->coll) || !c->tp->nativePrepare || !c->tp->native) return 0;
+  if (!(route == relayRouteNative || (route == relayRouteDirect && c->cfg.route == relayRouteAuto))) return 0;
+  void* h = NULL;
+  relayResult_t pr = c->tp->nativePrepare(c, a->layout->nGroups, a->layout->nActive, a->layout->ranks, stream, &h);
+  if (pr == relayNotSupported) return 0; /* every rank alike: the send/recv plan */
+  if (pr != relaySuccess) {
+    c->failed = 1;
+    *res = pr;
+    return 1;
+  }
+  c->lastRoute = relayRouteNative;
+  c->lastDepth = 1;
+  size_t count = myGroup >= 0 ? a->counts[myGroup] : 0;
+  *res = c->tp->native(c, h, (int)a->coll, a->send, a->recv, count, a->dtype, a->op, stream);
+  if (*res != relaySuccess) c->failed = 1;
+  return 1;
+}
+
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
   const char* fn = kCallNames[a->coll];
   if (c->failed)
@@ -309,6 +337,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
 
   key.route = route;
   key.depth = depth;
+  relayResult_t nres;
+  if (tryNative(c, a, myGroup, route, stream, &nres)) return nres;
+  if (key.route == relayRouteNative) key.route = relayRouteDirect; /* no native collectives here */
   const relayPlan* plan;
   relayPlan* owned;
 lookup:
@@ -356,6 +387,7 @@ lookup:
                                              : relayNotSupported;
     if (pr == relayNotSupported) {
       relayPlanFree(owned);
+      if (tryNative(c, a, myGroup, relayRouteDirect, stream, &nres)) return nres;
       key.route = relayRouteDirect;
       key.depth = 1;
       goto lookup;

@@ -91,6 +91,18 @@ typedef struct relayTransportOps {
    * host-synchronous); ranks capture alike, so they decline alike. */
   relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
   relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
+  /* Native collectives (both may be NULL): a transport whose library has its
+   * own fused collectives (NCCL) runs the direct route with them, on the
+   * ranks of each group only. nativePrepare is COLLECTIVE over all comm
+   * ranks on the same call (it may create sub-communicators); it returns a
+   * handle for the layout, or relayNotSupported (every rank alike: e.g.
+   * under capture with nothing prepared). coll is a relayColl_t of the four
+   * layout collectives; count is the per-group count the API takes. Ranks
+   * active in no group call native with their handle and return at once. */
+  relayResult_t (*nativePrepare)(struct relayComm* comm, int nGroups, int nActive, const int* ranks,
+                                 relayStream_t stream, void** handle);
+  relayResult_t (*native)(struct relayComm* comm, void* handle, int coll, const void* send, void* recv,
+                          size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream);
 } relayTransportOps;
 
 #ifdef __cplusplus

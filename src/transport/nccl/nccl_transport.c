@@ -542,6 +542,7 @@ static void tpDestroy(struct relayComm* c) {
     abortNccl(st);
     drained = drainDevice(st->device, 5000);
   }
+  relayNcclNativeFree(st, drained); /* children before their parent */
   if (st->ownsNccl && !st->ncclDead) {
     if (drained)
       ncclCommDestroy(st->nccl);
@@ -582,6 +583,7 @@ const relayTransportOps relayNcclTransport = {
     NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
     tpAbort, tpDestroy,
     NULL, NULL, /* oneshotPrepare, oneshot: not yet on the GPU (core runs direct instead) */
+    relayNcclNativePrepare, relayNcclNative,
 };
 
 /* ---- init ------------------------------------------------------------- */

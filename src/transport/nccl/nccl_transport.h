@@ -58,7 +58,17 @@ typedef struct relayNcclState {
   char* agreeHost; /* pinned, same layout */
 
   atomic_int aborted;
+
+  /* Sub-communicators of the direct route, one per layout (native.c). */
+  struct relayNcclNative** natives;
+  int nNatives;
 } relayNcclState;
+
+relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActive, const int* ranks,
+                                     relayStream_t stream, void** handle);
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const void* send, void* recv, size_t count,
+                              relayDataType_t dt, relayRedOp_t op, relayStream_t stream);
+void relayNcclNativeFree(relayNcclState* st, int drained);
 
 extern const relayTransportOps relayNcclTransport;
 
