@@ -3,7 +3,7 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [bench] [oneshot] [graph]   (default: all)
+#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot]   (default: all)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
 # is packed into one logs.tgz at the end (run.log stays beside it).
@@ -13,7 +13,7 @@ mkdir -p "$OUT"
 pack() { tar -C "$TOP" -czf "$TOP/logs.tgz" logs && cp "$OUT/run.log" "$TOP/run.log" && rm -rf "$OUT"; }
 trap pack EXIT
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-steps=${*:-build gputest bench oneshot graph}
+steps=${*:-build gputest bench p2p oneshot}
 B=./build/relaycc-bench
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 # run NAME SECONDS CMD...: bounded, own process group, output to $OUT/NAME.log
@@ -36,11 +36,20 @@ for s in $steps; do
     gputest)
       run gputest 420 bash -c "cd build && ctest -L gpu --output-on-failure --timeout 300" ;;
     bench)
-      for dt in bfloat16 float; do
-        run bench_percall_$dt 240 $B --backend nccl -A 2 -c all -b 4K -e 1G -f 4 -d $dt -n 20 -w 5 -r 3 --route direct --json "$OUT/bench_percall_$dt.json"
+      # auto (NCCL-native where the router says direct): data checked up to
+      # 16 MiB; above, --check 0 (the host reference of 1 GB rows takes
+      # minutes; gputest_colls checks 256 MiB).
+      for mode in percall graph; do
+        g=""; [ $mode = graph ] && g=--graph
+        run auto_${mode}_small 200 $B --backend nccl -A 2 -c all -b 4K -e 16M -f 4 -d bfloat16 -n 20 -w 5 -r 3 --route auto $g --json "$OUT/auto_${mode}_small.json"
+        run auto_${mode}_large 200 $B --backend nccl -A 2 -c all -b 64M -e 1G -f 4 -d bfloat16 -n 10 -w 3 -r 3 --check 0 --route auto $g --json "$OUT/auto_${mode}_large.json"
       done ;;
-    graph)
-      run bench_graph_bfloat16 240 $B --backend nccl -A 2 -c all -b 4K -e 1G -f 4 -d bfloat16 -n 20 -w 5 -r 3 --route direct --graph --json "$OUT/bench_graph_bfloat16.json" ;;
+    p2p)
+      # relaycc's own send/recv direct plan against NCCL, for the record.
+      for mode in percall graph; do
+        g=""; [ $mode = graph ] && g=--graph
+        run p2p_${mode} 200 $B --backend nccl -A 2 -c all -b 4K -e 1G -f 16 -d bfloat16 -n 10 -w 3 -r 3 --check 0 --route direct $g --json "$OUT/p2p_${mode}.json"
+      done ;;
     oneshot)
       run oneshot_graph 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshot_graph.json"
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
