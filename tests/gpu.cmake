@@ -37,8 +37,12 @@ if(RELAY_HAVE_CUDA)
     add_test(NAME gpu_sanitize_reduce
              COMMAND ${RELAY_COMPUTE_SANITIZER} --error-exitcode 1 --target-processes all
                      $<TARGET_FILE:gputest_reduce> --small)
+    # NCCL probes for kernel images of other architectures at init and gets
+    # cudaErrorNoKernelImageForDevice, which it handles; memcheck would report
+    # each probe as an API error (seen on 2 x H200, NCCL 2.28.3), so API
+    # errors are not reported here: memory errors still are.
     add_test(NAME gpu_sanitize_colls
-             COMMAND ${RELAY_COMPUTE_SANITIZER} --error-exitcode 1 --target-processes all
+             COMMAND ${RELAY_COMPUTE_SANITIZER} --error-exitcode 1 --target-processes all --report-api-errors no
                      $<TARGET_FILE:gputest_colls> --small)
     set_tests_properties(gpu_sanitize_reduce gpu_sanitize_colls
                          PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
