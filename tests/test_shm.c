@@ -26,6 +26,8 @@
 #include "common.h"
 #include "core/comm.h"
 #include "harness.h"
+#include "p2p/p2p.h"
+#include "transport/shm.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -842,6 +844,267 @@ static int caseSmallShm(void) {
   return 0;
 }
 
+/* ------------------------------------------------- P2P channels, lazily */
+
+/* 8 ranks as 4 nodes x 2 (RELAYCC_SHM_NODES, set by the case before the
+ * fork) on a pool of 8: 2 parts per peer, but a scatter root's 7 peers x 2
+ * parts overflow the pool, so a scatter takes 1 part (the seed's rule,
+ * pow2Down(8 / 7) = 1). Through the public API on the real transport:
+ *   1. a scatter from root 0 connects, on both ends of every 0 -> q, just its
+ *      one channel, and leaves both sides unseen (a later full task must
+ *      still connect);
+ *   2. the same scatter again connects nothing;
+ *   3. an all-to-all (2 parts on the schedule base) connects only what each
+ *      pair lacks -- where the bases overlap (0 -> 1: scatter channel 0,
+ *      all-to-all channels {0, 4}) just the missing channel -- after which
+ *      both sides are seen;
+ *   4. a gather (2 parts, q -> 0) connects that direction.
+ * After each, every rank checks its own table against p2pTaskMask, the
+ * count of channels it connected (each exactly once), and the segment's
+ * flags of its pairs, written by the other end. */
+#define LAZY_N 8
+#define LAZY_COUNT 3000 /* ints per block: 12000 bytes, so a 2-part task has 2 non-empty parts */
+
+static uint64_t lazyUnion(const p2pComm* pc, p2pOp op, int s, int r) { return p2pTaskMask(pc, op, s, r); }
+
+/* Every rank: its tables and the segment's flags hold exactly the
+ * expected masks; returns the channels connected, both directions. */
+static uint64_t lazyCheck(relayComm_t c, const p2pComm* pc, uint64_t (*sendWant)[LAZY_N],
+                          uint64_t (*recvWant)[LAZY_N], const char* when) {
+  int me = c->rank;
+  uint64_t total = 0;
+  /* Every end of every pair is done with the call before anyone looks at
+   * the segment's flags, and nobody starts the next call while one looks. */
+  T_OK(relayCommBarrier(c));
+  char a[256], b[256];
+  for (int q = 0; q < LAZY_N; q++) {
+    if (q == me) continue;
+    uint64_t s = relayShmP2pConnMask(c, q, P2P_DIR_SEND), r = relayShmP2pConnMask(c, q, P2P_DIR_RECV);
+    T_CHECK(s == sendWant[me][q], "rank %d %s: send channels to %d {%s}, want {%s}", me, when, q,
+            p2pMaskString(s, a, sizeof a), p2pMaskString(sendWant[me][q], b, sizeof b));
+    T_CHECK(r == recvWant[me][q], "rank %d %s: recv channels from %d {%s}, want {%s}", me, when, q,
+            p2pMaskString(r, a, sizeof a), p2pMaskString(recvWant[me][q], b, sizeof b));
+    /* The segment's flags: our side and the other end's, of both pairs. */
+    T_CHECK(relayShmP2pConnFlags(c, me, q, P2P_DIR_SEND) == s && relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV) == s,
+            "rank %d %s: flags of %d -> %d: sender {%s}, receiver {%s}, want {%s}", me, when, me, q,
+            p2pMaskString(relayShmP2pConnFlags(c, me, q, P2P_DIR_SEND), a, sizeof a),
+            p2pMaskString(relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV), b, sizeof b), p2pMaskString(s, a, sizeof a));
+    T_CHECK(relayShmP2pConnFlags(c, q, me, P2P_DIR_SEND) == r && relayShmP2pConnFlags(c, q, me, P2P_DIR_RECV) == r,
+            "rank %d %s: flags of %d -> %d differ from this rank's table", me, when, q, me);
+    total += (uint64_t)__builtin_popcountll(s) + (uint64_t)__builtin_popcountll(r);
+  }
+  uint64_t counted = relayShmP2pConnected(c, P2P_DIR_SEND) + relayShmP2pConnected(c, P2P_DIR_RECV);
+  T_CHECK(counted == total, "rank %d %s: %llu channel connections made for %llu connected channels", me, when,
+          (unsigned long long)counted, (unsigned long long)total);
+  (void)pc;
+  T_OK(relayCommBarrier(c));
+  return total;
+}
+
+/* NCCL's sendSeen / recvSeen of pair s -> r on this table. */
+static int lazySeen(uint64_t mask, const p2pComm* pc, int s, int r) {
+  uint64_t full = p2pChannelMask(pc->pool, p2pChannelBase(pc, P2P_OP_SENDRECV, s, r), pc->perPeer);
+  return (mask & full) == full;
+}
+
+static int rankP2pLazy(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 1 << 16);
+  cfg.route = relayRouteDirect;
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  p2pComm pc;
+  T_OK(relayShmP2pInfo(c, &pc));
+  T_CHECK(pc.nNodes == 4 && pc.localRanks == 2 && pc.pool == 8 && pc.perPeer == 2, "rank %d: %d nodes x %d, pool %d, %d per peer", rank,
+          pc.nNodes, pc.localRanks, pc.pool, pc.perPeer);
+  T_CHECK(p2pTaskParts(&pc, P2P_OP_SCATTER) == 1 && p2pTaskParts(&pc, P2P_OP_ALLTOALL) == 2, "rank %d: parts", rank);
+  static uint64_t sendWant[LAZY_N][LAZY_N], recvWant[LAZY_N][LAZY_N];
+  memset(sendWant, 0, sizeof sendWant);
+  memset(recvWant, 0, sizeof recvWant);
+  int all[LAZY_N];
+  size_t counts[LAZY_N];
+  for (int i = 0; i < LAZY_N; i++) all[i] = i, counts[i] = LAZY_COUNT;
+  int32_t* big = malloc(sizeof(int32_t) * LAZY_COUNT * LAZY_N);
+  int32_t* big2 = malloc(sizeof(int32_t) * LAZY_COUNT * LAZY_N);
+  int32_t* blk = malloc(sizeof(int32_t) * LAZY_COUNT);
+  T_CHECK(big && big2 && blk, "oom");
+  T_CHECK(lazyCheck(c, &pc, sendWant, recvWant, "before any call") == 0, "connected before any call");
+
+  /* 1. Scatter from root 0, twice. */
+  for (int q = 1; q < LAZY_N; q++) {
+    sendWant[0][q] |= lazyUnion(&pc, P2P_OP_SCATTER, 0, q);
+    recvWant[q][0] |= lazyUnion(&pc, P2P_OP_SCATTER, 0, q);
+    T_CHECK(__builtin_popcountll(sendWant[0][q]) == 1, "scatter to %d has more than one channel", q);
+  }
+  for (int again = 0; again < 2; again++) {
+    for (int i = 0; i < LAZY_COUNT * LAZY_N; i++) big[i] = i * 7 + again;
+    memset(blk, 0xEE, sizeof(int32_t) * LAZY_COUNT);
+    T_OK(relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL));
+    for (int i = 0; i < LAZY_COUNT; i++)
+      T_CHECK(blk[i] == (rank * LAZY_COUNT + i) * 7 + again, "rank %d: scatter element %d", rank, i);
+    uint64_t n1 = lazyCheck(c, &pc, sendWant, recvWant, again ? "after the second scatter" : "after a scatter");
+    T_CHECK(n1 == (uint64_t)(rank == 0 ? LAZY_N - 1 : 1), "rank %d: %llu channels after the scatter", rank,
+            (unsigned long long)n1);
+  }
+  if (rank == 0)
+    for (int q = 1; q < LAZY_N; q++)
+      T_CHECK(!lazySeen(relayShmP2pConnMask(c, q, P2P_DIR_SEND), &pc, 0, q), "a partial scatter marked 0 -> %d seen", q);
+  else
+    T_CHECK(!lazySeen(relayShmP2pConnMask(c, 0, P2P_DIR_RECV), &pc, 0, rank), "a partial scatter marked 0 -> %d seen",
+            rank);
+
+  /* 3. All-to-all: every pair, 2 parts each, connects what it lacks. */
+  uint64_t before = relayShmP2pConnected(c, P2P_DIR_SEND) + relayShmP2pConnected(c, P2P_DIR_RECV), added = 0;
+  int overlaps = 0;
+  for (int s = 0; s < LAZY_N; s++)
+    for (int r = 0; r < LAZY_N; r++) {
+      if (s == r) continue;
+      uint64_t m = lazyUnion(&pc, P2P_OP_ALLTOALL, s, r);
+      if (s == rank) added += (uint64_t)__builtin_popcountll(m & ~sendWant[s][r]);
+      if (r == rank) added += (uint64_t)__builtin_popcountll(m & ~recvWant[r][s]);
+      if (s == 0 && (m & sendWant[0][r]) && (m & ~sendWant[0][r])) overlaps++;
+      sendWant[s][r] |= m;
+      recvWant[r][s] |= m;
+    }
+  /* The bases do overlap somewhere, or step 3 would not test "just the rest". */
+  T_CHECK(overlaps > 0, "no pair of root 0 whose all-to-all shares a channel with its scatter");
+  size_t seg = LAZY_COUNT / LAZY_N;
+  size_t segs[1] = {seg};
+  int layout[LAZY_N];
+  for (int i = 0; i < LAZY_N; i++) layout[i] = i;
+  relayLayout_t L = {1, LAZY_N, layout};
+  for (int i = 0; i < (int)seg * LAZY_N; i++) big[i] = rank * 100000 + i;
+  T_OK(relayAllToAll(big, big2, segs, relayInt32, &L, c, NULL));
+  for (int j = 0; j < LAZY_N; j++)
+    for (size_t e = 0; e < seg; e++)
+      T_CHECK(big2[j * seg + e] == j * 100000 + (int)(rank * seg + e), "rank %d: all-to-all from %d element %zu",
+              rank, j, e);
+  uint64_t after = lazyCheck(c, &pc, sendWant, recvWant, "after the all-to-all");
+  T_CHECK(after - before == added, "rank %d: the all-to-all connected %llu channels, want %llu", rank,
+          (unsigned long long)(after - before), (unsigned long long)added);
+  for (int q = 0; q < LAZY_N; q++) {
+    if (q == rank) continue;
+    T_CHECK(lazySeen(relayShmP2pConnMask(c, q, P2P_DIR_SEND), &pc, rank, q) &&
+                lazySeen(relayShmP2pConnMask(c, q, P2P_DIR_RECV), &pc, q, rank),
+            "rank %d: a full task left the pair with %d unseen", rank, q);
+  }
+
+  /* 4. Gather to root 3: nothing left to connect (the all-to-all's
+   * schedule base is the gather's), data still right. */
+  for (int i = 0; i < LAZY_COUNT; i++) blk[i] = rank * 1000 + i;
+  memset(big, 0xEE, sizeof(int32_t) * LAZY_COUNT * LAZY_N);
+  T_OK(relayGather(blk, rank == 3 ? big : NULL, counts, relayInt32, 3, all, LAZY_N, c, NULL));
+  if (rank == 3)
+    for (int i = 0; i < LAZY_COUNT * LAZY_N; i++)
+      T_CHECK(big[i] == (i / LAZY_COUNT) * 1000 + i % LAZY_COUNT, "gather element %d", i);
+  for (int q = 0; q < LAZY_N; q++)
+    if (q != 3) {
+      sendWant[q][3] |= lazyUnion(&pc, P2P_OP_GATHER, q, 3);
+      recvWant[3][q] |= lazyUnion(&pc, P2P_OP_GATHER, q, 3);
+    }
+  T_CHECK(lazyCheck(c, &pc, sendWant, recvWant, "after the gather") == after, "rank %d: the gather connected channels",
+          rank);
+  if (rank == 0) {
+    char a[128], b[128];
+    printf("4 nodes x 2, pool %d, %d parts per peer, scatter %d: 0 -> 1 scatter {%s}, +all-to-all {%s}\n", pc.pool,
+           pc.perPeer, p2pTaskParts(&pc, P2P_OP_SCATTER),
+           p2pMaskString(lazyUnion(&pc, P2P_OP_SCATTER, 0, 1), a, sizeof a),
+           p2pMaskString(lazyUnion(&pc, P2P_OP_ALLTOALL, 0, 1) & ~lazyUnion(&pc, P2P_OP_SCATTER, 0, 1), b, sizeof b));
+  }
+  free(big);
+  free(big2);
+  free(blk);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Ranks that split a transfer onto different channels fail it at once with
+ * both channel sets named, before any byte lands, instead of waiting on a
+ * ring the other end never writes. Rank 3 alone sets
+ * RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer count is kept by the
+ * scatter rule), so it expects root 0's scatter in 2 parts where root 0
+ * sends 1; or (arg 1) rank 3 alone sees one node, where scatter keeps its 2
+ * parts on the schedule base. */
+static int rankP2pMismatch(int rank, int nranks, void* arg) {
+  int variant = *(int*)arg;
+  if (rank == 3) {
+    if (variant == 0) setenv("RELAYCC_NCHANNELS_PER_NET_PEER", "2", 1);
+    else setenv("RELAYCC_SHM_NODES", "1", 1);
+  }
+  relayConfig_t cfg = tCfg(30000, 1 << 16);
+  cfg.route = relayRouteDirect;
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  p2pComm pc;
+  T_OK(relayShmP2pInfo(c, &pc));
+  int all[LAZY_N];
+  size_t counts[LAZY_N];
+  for (int i = 0; i < LAZY_N; i++) all[i] = i, counts[i] = LAZY_COUNT;
+  int32_t* big = malloc(sizeof(int32_t) * LAZY_COUNT * LAZY_N);
+  int32_t* blk = malloc(sizeof(int32_t) * LAZY_COUNT);
+  T_CHECK(big && blk, "oom");
+  for (int i = 0; i < LAZY_COUNT * LAZY_N; i++) big[i] = i;
+  memset(blk, 0xEE, sizeof(int32_t) * LAZY_COUNT);
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL);
+  const char* msg = relayGetLastError(c);
+  if (rank == 3) {
+    T_CHECK(res == relayInvalidUsage, "rank 3: -> %s (%s)", relayGetErrorString(res), msg);
+    T_CHECK(strstr(msg, "rank 0") && strstr(msg, "disagree") && strstr(msg, "only the receiver has") &&
+                strstr(msg, "step 0"),
+            "rank 3: the message does not name the peer, the step and the channels: %s", msg);
+    for (int i = 0; i < LAZY_COUNT; i++) T_CHECK(blk[i] == (int32_t)0xEEEEEEEE, "rank 3: element %d written", i);
+    printf("rank 3: %s\n", msg);
+  } else if (res != relaySuccess) {
+    /* Root 0 may be stuck sending to rank 3 (rings of 64 KiB / 8 channels
+     * hold 8 KiB of its 12000 bytes): it must learn of the failure, and the
+     * ranks still waiting on root 0 then learn of its. */
+    T_CHECK(res == relayRemoteError, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  }
+  if (res == relaySuccess) {
+    res = c->tp->barrier(c);
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "failed"), "rank %d: barrier -> %s (%s)", rank,
+            relayGetErrorString(res), relayGetLastError(c));
+  }
+  T_CHECK(tSec(t0) < 5, "rank %d: the mismatch took %.1f s to surface", rank, tSec(t0));
+  free(big);
+  free(blk);
+  relayCommDestroy(c);
+  return 0;
+}
+
+static void caseP2pEnv(void) {
+  setenv("RELAYCC_SHM_NODES", "4", 1);
+  setenv("RELAYCC_NCHANNELS", "8", 1);
+  unsetenv("RELAYCC_NCHANNELS_PER_NET_PEER");
+}
+
+/* Bad settings are argument errors at init, naming the variable. */
+static int rankP2pBadEnv(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(1000, 4096);
+  const char* bad[][2] = {{"RELAYCC_SHM_NODES", "3"}, {"RELAYCC_NCHANNELS", "65"}, {"RELAYCC_NCHANNELS", "0"},
+                          {"RELAYCC_NCHANNELS_PER_NET_PEER", "-1"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv(bad[i][0], bad[i][1], 1);
+    relayComm_t c = NULL;
+    relayResult_t res = relayCommInitShm(&c, 4, rank, t_job(), &cfg);
+    T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), bad[i][0]), "%s=%s -> %s (%s)", bad[i][0],
+            bad[i][1], relayGetErrorString(res), relayGetLastError(NULL));
+    unsetenv(bad[i][0]);
+  }
+  (void)nranks;
+  /* Channels follow the ring: 4 KiB rings hold at most 4 channels of 1 KiB. */
+  setenv("RELAYCC_NCHANNELS", "64", 1);
+  char job[160];
+  snprintf(job, sizeof job, "%s-solo", t_job());
+  relayComm_t c = tInit(0, 1, job, &cfg);
+  p2pComm pc;
+  T_OK(relayShmP2pInfo(c, &pc));
+  T_CHECK(pc.pool == 4, "4 KiB ring, 64 channels asked: pool %d", pc.pool);
+  relayCommDestroy(c);
+  unsetenv("RELAYCC_NCHANNELS");
+  return 0;
+}
+
 /* --------------------------------------------------------------- main */
 
 static void caseMismatch(void) {
@@ -914,6 +1177,15 @@ int main(int argc, char** argv) {
   else if (!strcmp(c, "reject")) t_run_ranks(3, rankReject, NULL, 60);
   else if (!strcmp(c, "gone")) t_run_ranks(2, rankGone, NULL, 60);
   else if (!strcmp(c, "stale")) caseStale();
+  else if (!strcmp(c, "p2p_lazy")) {
+    caseP2pEnv();
+    t_run_ranks(LAZY_N, rankP2pLazy, NULL, 60);
+  } else if (!strcmp(c, "p2p_mismatch")) {
+    for (int v = 0; v < 2; v++) {
+      caseP2pEnv();
+      t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
+    }
+  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(1, rankP2pBadEnv, NULL, 60);
   else if (!strcmp(c, "small_devshm")) {
     int rc = caseSmallShm();
     if (rc) return rc;

@@ -5,9 +5,11 @@
  *   - a header (magic, parameters, the creator's nonce and pid, go flag),
  *   - one slot per rank (doorbell word for futex waits, pid, check-in,
  *     failure status, rejected call, two agreement buffers),
- *   - one SPSC byte ring per directed pair i->j (i != j) of ringBytes.
- * Its size is a pure function of (nranks, ringBytes), so every rank can check
- * it before trusting a segment it found under the name.
+ *   - per directed pair i->j (i != j): a small control ring (task headers)
+ *     and one SPSC data ring per P2P channel, the pair's ringBytes split
+ *     between the channels.
+ * Its size is a pure function of (nranks, ringBytes, channels), so every rank
+ * can check it before trusting a segment it found under the name.
  *
  * Rendezvous: rank 0 unlinks whatever is under the name (a crashed run's
  * leftover), creates the segment O_EXCL, initializes it and publishes READY.
@@ -18,10 +20,25 @@
  * arrived and only then sets go, so a segment reachable by name never says
  * go: a stale one cannot release anyone.
  *
- * Data: every transfer is a header {magic, src, step, callSeq, bytes} then the
- * payload, streamed through the pair's ring. The receiver checks the header
- * before it writes a byte of the payload, which is how counts that differ
- * between ranks become relayInvalidUsage instead of corruption or a hang.
+ * Data goes through the P2P channel layer (src/p2p): a transfer (a "task")
+ * to one peer is split into parts, part p on channel c(p) of a comm-wide
+ * pool, both ends computing the same split alone (p2pTaskSplit with the
+ * group's operation, comm->curP2pOp). The sender writes the task's header
+ * {magic, src, step, index, callSeq, bytes, op, parts, want, need} on the
+ * pair's control ring and each non-empty part, behind a part header, on the
+ * data ring of its channel; each (pair, channel) ring has its own cursors, so
+ * the parts of one task progress independently. The receiver checks a task's
+ * header before it reads any of its parts -- counts that differ between ranks
+ * become relayInvalidUsage instead of corruption or a hang -- and only then
+ * waits on the task's channels, so ends that disagree on the channels never
+ * wait on a ring the other never writes.
+ *
+ * Connections are lazy, per (peer, direction, channel), as in NCCL: a task
+ * connects only the channels its parts use and that are not connected yet
+ * ("need"). The sender connects its side (a flag in the ring's control
+ * block), then ships (want, need) in the header; the receiver compares both
+ * with its own (p2pConnAgree) and, when they agree, connects its side; a
+ * mismatch is relayInvalidUsage naming the channels, never a wait.
  *
  * Waits: poll, spin cfg.spinCount times (yielding), then sleep on this rank's
  * doorbell with FUTEX_WAIT (shared, not PRIVATE: the word lives in a shared
@@ -51,7 +68,9 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "p2p/p2p.h"
 #include "reduce_host.h"
+#include "topo/topo.h"
 #include "transport/shm_oneshot.h"
 #include "transport/transport.h"
 
@@ -62,8 +81,9 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 
 #define SHM_LINE 64
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
-#define SHM_VERSION 1u
-#define SHM_XFER_MAGIC 0x58465231u /* "XFR1": one transfer header in a ring */
+#define SHM_VERSION 2u         /* 2: control ring + a data ring per P2P channel */
+#define SHM_TASK_MAGIC 0x54534b31u /* "TSK1": a task header on a control ring */
+#define SHM_PART_MAGIC 0x50525431u /* "PRT1": a part header on a channel's ring */
 #define SHM_AGREE_MAX 256
 /* nranks^2 rings: 1024 ranks would already be a 1M-ring segment; one node
  * has at most a few hundred processes worth a rank each. */
@@ -87,6 +107,19 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 /* Publish head/tail at least every quarter ring so the peer starts copying
  * while we still write: with one core each, both memcpys overlap. */
 #define SHM_CHUNK_DIV 4
+/* A pair's control ring: 16 task headers of 64 bytes. A group rarely has more
+ * than 2 transfers per peer; more just wait for the receiver to read ahead,
+ * which it does before it touches any data. */
+#define SHM_CTL_RING 1024u
+/* Smallest data ring of one channel: rank 0 lowers the channel count until
+ * every channel's ring has 1 KiB (a 4 KiB test ring: at most 4 channels). */
+#define SHM_MIN_CHAN_RING 1024u
+/* Channels when RELAYCC_NCHANNELS is unset. The calling process does every
+ * copy itself, so more channels add no bandwidth here: they split the pair's
+ * ring. 2 is the per-peer count of a local path without direct links
+ * (p2pWantedLocal(0)), so by default every task has 2 parts that use the
+ * whole ring. */
+#define SHM_DEFAULT_CHANNELS 2
 
 enum { SHM_OK = 0, SHM_FAILED = 1, SHM_ABORTED = 2, SHM_GONE = 3 };
 /* What a wait found wrong with a peer. */
@@ -97,6 +130,7 @@ typedef struct {
   uint32_t version;
   uint32_t nranks;
   uint32_t ringBytes;
+  uint32_t channels; /* P2P channel pool: data rings per pair */
   uint64_t totalBytes;
   uint64_t nonce;
   int32_t creatorPid;
@@ -132,10 +166,15 @@ typedef struct {
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t head; /* bytes ever written (producer) */
+  /* Data rings: the channel's connection, SHM_CONN_SEND set by the sender,
+   * SHM_CONN_RECV by the receiver, each once (lazily, by the first task that
+   * uses the channel). */
+  _Atomic uint32_t conn;
   _Alignas(SHM_LINE) _Atomic uint64_t tail; /* bytes ever consumed (consumer) */
 } shmRingCtl;
+enum { SHM_CONN_SEND = 1, SHM_CONN_RECV = 2 };
 
-/* 32 bytes in the stream before each payload. */
+/* 64 bytes on the control ring per transfer (task). */
 typedef struct {
   uint32_t magic;
   int32_t src;
@@ -143,14 +182,41 @@ typedef struct {
   uint32_t index; /* k-th transfer from src to this rank in the group */
   uint64_t callSeq;
   uint64_t bytes;
-} shmXferHdr;
-_Static_assert(sizeof(shmXferHdr) == 32, "transfer header is 32 bytes");
-#define SHM_HDR ((uint64_t)sizeof(shmXferHdr))
+  uint32_t op;     /* p2pOp the sender split it with */
+  uint32_t nParts;
+  uint64_t want;   /* the channels its parts use */
+  uint64_t need;   /* of those, the ones the sender connected for it */
+  uint64_t pad;
+} shmTaskHdr;
+_Static_assert(sizeof(shmTaskHdr) == 64, "task header is 64 bytes");
+#define SHM_THDR ((uint64_t)sizeof(shmTaskHdr))
 
+/* 32 bytes on a channel's ring before each non-empty part: a check that both
+ * ends walk the channel's parts in the same order. */
 typedef struct {
-  int beg, end, cur; /* this peer's transfers: order[beg..end), next is cur */
-  uint64_t pos;      /* bytes of transfer cur done, header included */
+  uint32_t magic;
+  int32_t src;
+  uint32_t index; /* the task */
+  uint32_t part;
+  uint64_t callSeq;
+  uint64_t len;
+} shmPartHdr;
+_Static_assert(sizeof(shmPartHdr) == 32, "part header is 32 bytes");
+#define SHM_PHDR ((uint64_t)sizeof(shmPartHdr))
+
+/* One peer's transfers in one direction of a group. */
+typedef struct {
+  int beg, end;      /* order[beg..end) */
+  int ctl;           /* tasks whose header is written (send) / checked (recv) */
+  uint64_t chanMask; /* channels with parts still to move */
 } shmPeerQ;
+
+/* One (peer, channel) ring's progress: the part it moves now. */
+typedef struct {
+  int cur;      /* order index of the task, end when none is left */
+  int part;     /* which part of that task is on this channel */
+  uint64_t pos; /* bytes of it done, part header included */
+} shmChanQ;
 
 typedef struct {
   char name[SHM_MAX_JOB + 16];
@@ -159,10 +225,13 @@ typedef struct {
   size_t size;
   shmHeader* hdr;
   shmSlot* slots;
-  shmRingCtl* ctl;     /* [n*(n-1)] */
-  unsigned char* data; /* [n*(n-1)][ringBytes] */
-  uint64_t ringBytes, chunk;
+  shmRingCtl* ctl;     /* [n*(n-1)][channels + 1]: control ring, then channel rings */
+  unsigned char* data; /* [n*(n-1)][pairBytes] */
+  uint64_t ringBytes;  /* a pair's data rings together */
+  int channels;        /* P2P channel pool: data rings per pair (rank 0's, from the header) */
+  uint64_t chanBytes, pairBytes, chunk; /* chunk: of a channel's ring */
   uint64_t nonce;
+  int wantChannels;     /* this rank's RELAYCC_NCHANNELS (rank 0's decides) */
   int32_t deadCreator; /* pid of a dead rank 0 whose segment we found (for messages) */
   int openErrno;       /* last shm_open failure of a joiner (for messages) */
   uint64_t conflictSince; /* when a joiner first met a live segment it cannot join */
@@ -170,13 +239,29 @@ typedef struct {
   uint64_t pidNs;      /* our PID namespace (0: unknown) */
   atomic_int abortedLocal;
   uint64_t agreeRound;
-  /* Producer/consumer cursors: we own head of rings me->p and tail of p->me. */
+  /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
+   * head of rings me->p and tail of p->me. */
   uint64_t *sendHead, *sendTailSeen, *recvTail, *recvHeadSeen;
+  /* The P2P channel layer: comm-wide pool and parts (built at the first
+   * group, when the comm's topology is loaded), this rank's connections. */
+  int p2pReady;
+  int p2pNodes;       /* RELAYCC_SHM_NODES (test-only node grouping) */
+  int p2pUserPerPeer; /* RELAYCC_NCHANNELS_PER_NET_PEER */
+  p2pComm p2p;
+  p2pConnTable conn;
+  uint64_t* connStore;   /* [2n] */
+  uint64_t connected[2]; /* channels connected over the comm's life, by p2pDir */
   /* Per-group work, grown as needed. */
   shmPeerQ *sq, *rq;   /* [n] */
-  shmXferHdr* rhdr;    /* [n]: header being received from p */
+  shmChanQ *sch, *rch; /* [n][channels] */
+  shmPartHdr* rphdr;   /* [n][channels]: part header being received */
   int *sorder, *rorder; /* transfer indices grouped by peer */
   int orderCap;
+  /* Per transfer (index into the group's sends / recvs): its split. */
+  p2pPart *spart, *rpart; /* [orderCap][perPeer] */
+  int *snpart, *rnpart;
+  uint64_t *swant, *sneed, *rwant;
+  int partsCap;
   int *spend, *rpend; /* peers with pending sends / recvs */
   int nspend, nrpend;
   int* tmp; /* [n] */
@@ -251,29 +336,52 @@ static uint64_t shmRand64(void) {
 
 static size_t shmAlignUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-/* Layout: [header: 4096][slots][ring ctl][pad 4096][ring data]. Pure function
- * of (n, ring) so every rank can check a segment's size. */
+/* Layout: [header: 4096][slots][ring ctl][pad 4096][ring data]; a pair's
+ * data is its control ring then its channels' rings. Pure function of
+ * (n, ring, channels) so every rank can check a segment's size. */
 typedef struct {
   size_t slots, ctl, data, total;
+  uint64_t chanBytes, pairBytes;
 } shmLayout;
 
-static int shmLayoutOf(int n, uint64_t ring, shmLayout* L) {
+static int shmLayoutOf(int n, uint64_t ring, int channels, shmLayout* L) {
   size_t pairs = (size_t)n * (size_t)(n - 1);
+  if (channels < 1 || channels > P2P_MAX_CHANNELS) return -1;
+  /* Whole lines keep every ring line-aligned. */
+  L->chanBytes = ring / (uint64_t)channels / SHM_LINE * SHM_LINE;
+  if (L->chanBytes == 0) return -1;
+  L->pairBytes = SHM_CTL_RING + L->chanBytes * (uint64_t)channels;
   L->slots = 4096;
   L->ctl = shmAlignUp(L->slots + (size_t)n * sizeof(shmSlot), SHM_LINE);
-  L->data = shmAlignUp(L->ctl + pairs * sizeof(shmRingCtl), 4096);
-  if (pairs && ring > (SIZE_MAX - L->data) / pairs) return -1;
-  L->total = L->data + pairs * (size_t)ring;
+  L->data = shmAlignUp(L->ctl + pairs * (size_t)(channels + 1) * sizeof(shmRingCtl), 4096);
+  if (pairs && L->pairBytes > (SIZE_MAX - L->data) / pairs) return -1;
+  L->total = L->data + pairs * (size_t)L->pairBytes;
   return 0;
+}
+
+/* Channels rank 0 gives a pair of ringBytes: the wanted count rounded up to a
+ * power of two (the layer's pools are), lowered until every channel's ring
+ * holds SHM_MIN_CHAN_RING. */
+static int shmChannelsFor(int wanted, uint64_t ring) {
+  int c = 1;
+  while (c < wanted && c < P2P_MAX_CHANNELS) c <<= 1;
+  while (c > 1 && ring / (uint64_t)c < SHM_MIN_CHAN_RING) c >>= 1;
+  return c;
 }
 
 static size_t shmPair(int n, int src, int dst) {
   return (size_t)src * (size_t)(n - 1) + (size_t)(dst < src ? dst : dst - 1);
 }
-static shmRingCtl* shmCtl(shmState* st, int n, int src, int dst) { return &st->ctl[shmPair(n, src, dst)]; }
-static unsigned char* shmData(shmState* st, int n, int src, int dst) {
-  return st->data + shmPair(n, src, dst) * st->ringBytes;
+/* Ring r of the pair src -> dst: 0 the control ring, 1 + c channel c's. */
+static shmRingCtl* shmCtl(shmState* st, int n, int src, int dst, int r) {
+  return &st->ctl[shmPair(n, src, dst) * (size_t)(st->channels + 1) + (size_t)r];
 }
+static unsigned char* shmData(shmState* st, int n, int src, int dst, int r) {
+  unsigned char* b = st->data + shmPair(n, src, dst) * st->pairBytes;
+  return r == 0 ? b : b + SHM_CTL_RING + (size_t)(r - 1) * st->chanBytes;
+}
+/* Index of our cursors of ring r with peer p. */
+static size_t shmCur(const shmState* st, int p, int r) { return (size_t)p * (size_t)(st->channels + 1) + (size_t)r; }
 
 static void shmRingPut(unsigned char* d, uint64_t R, uint64_t at, const void* src, size_t n) {
   size_t off = (size_t)(at % R), first = (size_t)R - off;
@@ -290,6 +398,7 @@ static void shmRingGet(const unsigned char* d, uint64_t R, uint64_t at, void* ds
 }
 
 static shmState* shmStateOf(struct relayComm* comm) { return (shmState*)comm->tpState; }
+static const relayTransportOps relayShmOps;
 
 static void shmCopyMsg(char* dst, size_t cap, const char* src) {
   size_t len = strnlen(src, cap - 1); /* truncated on purpose: quoted in others' messages */
@@ -492,7 +601,8 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int fd = -1;
   relayResult_t res = relaySuccess;
 retry:
-  shmLayoutOf(n, st->ringBytes, L); /* relayShmAttach checked the largest */
+  st->channels = shmChannelsFor(st->wantChannels, st->ringBytes);
+  shmLayoutOf(n, st->ringBytes, st->channels, L); /* relayShmAttach checked the largest */
   for (;;) {
     /* Whatever is under the name is a crashed run's leftover (rank 0 is the
      * only creator). Ranks that mapped it keep valid memory and re-attach
@@ -524,10 +634,11 @@ retry:
       goto retry;
     }
     res = relaySetError(comm, relaySystemError,
-                        "rank 0: shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair, after halving from "
-                        "%llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge /dev/shm or use fewer "
-                        "ranks",
-                        st->name, L->total, n, (unsigned long long)st->ringBytes, (unsigned long long)wanted);
+                        "rank 0: shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair in %d channels, "
+                        "after halving from %llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge "
+                        "/dev/shm or use fewer ranks",
+                        st->name, L->total, n, (unsigned long long)st->ringBytes, st->channels,
+                        (unsigned long long)wanted);
     goto fail;
   }
   if (st->ringBytes != wanted)
@@ -535,7 +646,9 @@ retry:
             "relaycc: rank 0: /dev/shm has no room for %llu-byte rings at %d ranks; using %llu-byte rings "
             "(enlarge /dev/shm or set RELAYCC_SHM_RING_BYTES)\n",
             (unsigned long long)wanted, n, (unsigned long long)st->ringBytes);
-  st->chunk = st->ringBytes / SHM_CHUNK_DIV;
+  st->chanBytes = L->chanBytes;
+  st->pairBytes = L->pairBytes;
+  st->chunk = st->chanBytes / SHM_CHUNK_DIV;
   res = shmMap(comm, fd, L->total, &st->base);
   if (res != relaySuccess) goto fail;
   close(fd);
@@ -547,6 +660,7 @@ retry:
   st->hdr->version = SHM_VERSION;
   st->hdr->nranks = (uint32_t)n;
   st->hdr->ringBytes = (uint32_t)st->ringBytes;
+  st->hdr->channels = (uint32_t)st->channels;
   st->hdr->totalBytes = L->total;
   st->hdr->nonce = st->nonce;
   st->hdr->creatorPid = (int32_t)getpid();
@@ -685,11 +799,14 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
                          why);
     return -1;
   }
-  /* The ring size is rank 0's (it may have shrunk it to fit /dev/shm). */
+  /* The ring size and the channels are rank 0's (it may have shrunk the
+   * ring to fit /dev/shm, and the channels with it). */
   shmLayout L;
   uint64_t ring = h->ringBytes;
-  int ringOk = ring >= SHM_MIN_RING && ring <= SHM_MAX_RING && ring % SHM_LINE == 0 &&
-               shmLayoutOf(n, ring, &L) == 0 && (size_t)sb.st_size == L.total;
+  int channels = (int)h->channels;
+  int ringOk = ring >= SHM_MIN_RING && ring <= SHM_MAX_RING && ring % SHM_LINE == 0 && channels >= 1 &&
+               channels <= P2P_MAX_CHANNELS && shmChannelsFor(channels, ring) == channels &&
+               shmLayoutOf(n, ring, channels, &L) == 0 && (size_t)sb.st_size == L.total;
   if (h->version != SHM_VERSION || h->nranks != (uint32_t)n || !ringOk) {
     int creator = h->creatorPid;
     unsigned hn = h->nranks, hv = h->version;
@@ -709,7 +826,10 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   st->base = base;
   st->size = L.total;
   st->ringBytes = ring;
-  st->chunk = ring / SHM_CHUNK_DIV;
+  st->channels = channels;
+  st->chanBytes = L.chanBytes;
+  st->pairBytes = L.pairBytes;
+  st->chunk = L.chanBytes / SHM_CHUNK_DIV;
   shmSetPointers(st, &L);
   st->nonce = st->hdr->nonce;
   shmSlot* mine = &st->slots[me];
@@ -831,9 +951,19 @@ static void shmStateFree(shmState* st) {
   free(st->recvHeadSeen);
   free(st->sq);
   free(st->rq);
-  free(st->rhdr);
+  free(st->sch);
+  free(st->rch);
+  free(st->rphdr);
   free(st->sorder);
   free(st->rorder);
+  free(st->spart);
+  free(st->rpart);
+  free(st->snpart);
+  free(st->rnpart);
+  free(st->swant);
+  free(st->sneed);
+  free(st->rwant);
+  free(st->connStore);
   free(st->spend);
   free(st->rpend);
   free(st->tmp);
@@ -842,18 +972,71 @@ static void shmStateFree(shmState* st) {
 
 /* ------------------------------------------------------------------ group */
 
+/* The P2P channel layer's comm-wide facts, built at the first group: by then
+ * the comm's topology is loaded, whose direct links per local pair set the
+ * parts per peer (the cpu preset has none: 2 parts, p2pWantedLocal(0)). The
+ * pool is the segment's channel count, rank 0's, so every rank has it. */
+static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
+  if (st->p2pReady) return relaySuccess;
+  int n = comm->nranks, G = n / st->p2pNodes;
+  p2pTopoDesc d;
+  memset(&d, 0, sizeof d);
+  d.nNodes = st->p2pNodes;
+  d.localRanks = G;
+  d.netsByBw = 1;
+  d.userPerNetPeer = st->p2pUserPerPeer;
+  d.nChannels = st->channels;
+  d.poolCap = st->channels;
+  int* links = NULL;
+  const struct relayTopo* t = comm->topo;
+  if (t) {
+    /* Local pair (i, j) of every node is comm ranks i, j of node 0; ranks
+     * beyond the topology's GPUs have no direct links. */
+    links = calloc((size_t)G * (size_t)G, sizeof *links);
+    if (!links) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the p2p layer", comm->rank);
+    for (int i = 0; i < G && i < t->nGPUs; i++)
+      for (int j = 0; j < G && j < t->nGPUs; j++)
+        if (i != j) links[i * G + j] = t->linkCount[i * t->nGPUs + j];
+    d.localLinks = links;
+  }
+  char err[256];
+  relayResult_t res = p2pCommFromTopo(&d, &st->p2p, err, sizeof err);
+  free(links);
+  if (res != relaySuccess)
+    return relaySetError(comm, relayInternalError, "rank %d: the p2p channel layer: %s", comm->rank, err);
+  st->connStore = calloc((size_t)n * 2, sizeof *st->connStore);
+  if (!st->connStore) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the p2p layer", comm->rank);
+  p2pConnInit(&st->conn, n, st->connStore);
+  st->p2pReady = 1;
+  return relaySuccess;
+}
+
 static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need) {
-  if (need <= st->orderCap) return relaySuccess;
+  if (need <= st->orderCap && need <= st->partsCap) return relaySuccess;
   int cap = st->orderCap ? st->orderCap : 64;
   while (cap < need) cap *= 2;
-  int* a = realloc(st->sorder, (size_t)cap * sizeof(int));
-  if (a) st->sorder = a;
-  int* b = a ? realloc(st->rorder, (size_t)cap * sizeof(int)) : NULL;
-  if (b) st->rorder = b;
-  if (!a || !b)
+  size_t P = (size_t)st->p2p.perPeer, c = (size_t)cap;
+  int ok = 1;
+#define SHM_GROW(field, count)                                   \
+  do {                                                           \
+    void* g_ = realloc(st->field, (count) * sizeof *st->field);  \
+    if (g_) st->field = g_;                                      \
+    else ok = 0;                                                 \
+  } while (0)
+  SHM_GROW(sorder, c);
+  SHM_GROW(rorder, c);
+  SHM_GROW(spart, c * P);
+  SHM_GROW(rpart, c * P);
+  SHM_GROW(snpart, c);
+  SHM_GROW(rnpart, c);
+  SHM_GROW(swant, c);
+  SHM_GROW(sneed, c);
+  SHM_GROW(rwant, c);
+#undef SHM_GROW
+  if (!ok)
     return relaySetError(comm, relaySystemError, "rank %d: out of memory for %d transfer descriptors", comm->rank,
                          need);
-  st->orderCap = cap;
+  st->orderCap = st->partsCap = cap;
   return relaySuccess;
 }
 
@@ -867,142 +1050,386 @@ static void shmBucket(shmState* st, int n, const relayXferDesc* x, int nx, int* 
   int at = 0;
   *npend = 0;
   for (int p = 0; p < n; p++) {
-    q[p].beg = q[p].cur = at;
+    q[p].beg = q[p].ctl = at;
     at += cnt[p];
     q[p].end = at;
-    q[p].pos = 0;
+    q[p].chanMask = 0;
     cnt[p] = q[p].beg;
     if (p != me && q[p].end > q[p].beg) pend[(*npend)++] = p;
   }
   for (int i = 0; i < nx; i++) order[cnt[x[i].peer]++] = i;
 }
 
-/* Stream as much as the ring me->p takes. Returns bytes moved. */
-static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relayXferDesc* sends) {
+/* The first task at or after order index `from` with a non-empty part on
+ * channel c (a task has at most one part per channel); end when none. */
+static int shmChanNext(const shmState* st, const int* order, const int* npart, const p2pPart* parts, int c, int from,
+                       int end, int* part) {
+  size_t P = (size_t)st->p2p.perPeer;
+  for (int t = from; t < end; t++) {
+    int i = order[t];
+    for (int k = 0; k < npart[i]; k++) {
+      const p2pPart* pp = &parts[(size_t)i * P + (size_t)k];
+      if (pp->channel == c && pp->len) {
+        *part = k;
+        return t;
+      }
+    }
+  }
+  return end;
+}
+
+/* Split every task to or from peer p (both ends call p2pTaskSplit with the
+ * same operation, sender and receiver, so they get the same parts), and set
+ * up one queue per channel that carries any. */
+static void shmSplitPeer(shmState* st, int op, int me, int p, int isSend, const relayXferDesc* x) {
+  shmPeerQ* q = isSend ? &st->sq[p] : &st->rq[p];
+  const int* order = isSend ? st->sorder : st->rorder;
+  p2pPart* parts = isSend ? st->spart : st->rpart;
+  int* npart = isSend ? st->snpart : st->rnpart;
+  uint64_t* want = isSend ? st->swant : st->rwant;
+  size_t P = (size_t)st->p2p.perPeer;
+  for (int t = q->beg; t < q->end; t++) {
+    int i = order[t];
+    p2pPart* pp = &parts[(size_t)i * P];
+    int np = p2pTaskSplit(&st->p2p, (p2pOp)op, isSend ? me : p, isSend ? p : me, x[i].bytes, 0, pp);
+    npart[i] = np;
+    /* The channels of all parts, empty ones too (connections do not depend
+     * on sizes): p2pTaskMask, without computing the base again. */
+    uint64_t w = 0;
+    for (int k = 0; k < np; k++) {
+      w |= 1ull << pp[k].channel;
+      if (pp[k].len) q->chanMask |= 1ull << pp[k].channel;
+    }
+    want[i] = w;
+  }
+  shmChanQ* cq = isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
+  for (int c = 0; c < st->channels; c++) {
+    if (!(q->chanMask & (1ull << c))) continue;
+    cq[c].cur = shmChanNext(st, order, npart, parts, c, q->beg, q->end, &cq[c].part);
+    cq[c].pos = 0;
+  }
+}
+
+/* Connect our side of the channels in `need` with peer p (dir: which side we
+ * are): a flag in each channel ring's control block, set once. A flag
+ * already set means the two ends' tables diverged from the segment. */
+static relayResult_t shmConnect(struct relayComm* comm, shmState* st, int p, p2pDir dir, uint64_t need) {
   int n = comm->nranks, me = comm->rank;
-  shmRingCtl* c = shmCtl(st, n, me, p);
-  unsigned char* d = shmData(st, n, me, p);
-  uint64_t R = st->ringBytes, head = st->sendHead[p], moved = 0, sincePublish = 0;
+  uint32_t bit = dir == P2P_DIR_SEND ? SHM_CONN_SEND : SHM_CONN_RECV;
+  for (int c = 0; c < st->channels; c++) {
+    if (!(need & (1ull << c))) continue;
+    shmRingCtl* rc = dir == P2P_DIR_SEND ? shmCtl(st, n, me, p, 1 + c) : shmCtl(st, n, p, me, 1 + c);
+    uint32_t was = atomic_fetch_or_explicit(&rc->conn, bit, memory_order_relaxed);
+    if (was & bit)
+      return relaySetError(comm, relayInternalError,
+                           "rank %d: step %d of call #%llu: channel %d %s rank %d was connected twice", me,
+                           comm->curStep, (unsigned long long)comm->callSeq, c, dir == P2P_DIR_SEND ? "to" : "from", p);
+    /* The sender connects first and publishes the task header after it (a
+     * release on the control ring's head): the receiver must see its flag. */
+    if (dir == P2P_DIR_RECV && !(was & SHM_CONN_SEND))
+      return relaySetError(comm, relayInternalError,
+                           "rank %d: step %d of call #%llu: rank %d announced channel %d without connecting it", me,
+                           comm->curStep, (unsigned long long)comm->callSeq, p, c);
+  }
+  p2pConnCommit(&st->conn, p, dir, need);
+  st->connected[dir] += (uint64_t)__builtin_popcountll(need);
+  return relaySuccess;
+}
+
+/* Sender: the tasks' wants and needs, in per-peer order (the receiver
+ * computes its needs in the same order as it checks the headers), and our
+ * side of the channels connected now. */
+static relayResult_t shmSendConnect(struct relayComm* comm, shmState* st, int p) {
   shmPeerQ* q = &st->sq[p];
-  while (q->cur < q->end) {
-    const relayXferDesc* x = &sends[st->sorder[q->cur]];
-    uint64_t total = SHM_HDR + x->bytes;
-    uint64_t room = R - (head - st->sendTailSeen[p]);
-    if (room < total - q->pos) {
-      st->sendTailSeen[p] = atomic_load_explicit(&c->tail, memory_order_acquire);
-      room = R - (head - st->sendTailSeen[p]);
+  for (int t = q->beg; t < q->end; t++) {
+    int i = st->sorder[t];
+    uint64_t need = p2pConnNeed(&st->conn, p, P2P_DIR_SEND, st->swant[i]);
+    st->sneed[i] = need;
+    if (need) RELAY_CHECK(shmConnect(comm, st, p, P2P_DIR_SEND, need));
+  }
+  return relaySuccess;
+}
+
+/* Stream what fits of one ring: header bytes from hdr, then payload bytes
+ * from data, resuming at *pos. Returns bytes moved; publishes (and wakes the
+ * peer) every chunk and at the end. */
+static uint64_t shmPutStream(shmState* st, int p, size_t cur, shmRingCtl* c, unsigned char* d, uint64_t R,
+                             const void* hdr, uint64_t hdrBytes, const unsigned char* data, uint64_t total,
+                             uint64_t* pos, uint64_t* sincePublish) {
+  uint64_t head = st->sendHead[cur], moved = 0;
+  while (*pos < total) {
+    uint64_t room = R - (head - st->sendTailSeen[cur]);
+    if (room < total - *pos) {
+      st->sendTailSeen[cur] = atomic_load_explicit(&c->tail, memory_order_acquire);
+      room = R - (head - st->sendTailSeen[cur]);
     }
     if (room == 0) break;
     uint64_t k;
-    if (q->pos < SHM_HDR) {
-      shmXferHdr h = {SHM_XFER_MAGIC, me, comm->curStep, (uint32_t)(q->cur - q->beg), comm->callSeq, x->bytes};
-      k = SHM_HDR - q->pos;
+    if (*pos < hdrBytes) {
+      k = hdrBytes - *pos;
       if (k > room) k = room;
-      shmRingPut(d, R, head, (const unsigned char*)&h + q->pos, (size_t)k);
+      shmRingPut(d, R, head, (const unsigned char*)hdr + *pos, (size_t)k);
     } else {
-      k = total - q->pos;
+      k = total - *pos;
       if (k > room) k = room;
       if (k > st->chunk) k = st->chunk;
-      shmRingPut(d, R, head, (const unsigned char*)x->ptr + (q->pos - SHM_HDR), (size_t)k);
+      shmRingPut(d, R, head, data + (*pos - hdrBytes), (size_t)k);
     }
     head += k;
-    q->pos += k;
+    *pos += k;
     moved += k;
-    sincePublish += k;
-    if (q->pos == total) {
-      q->cur++;
-      q->pos = 0;
-    }
-    if (sincePublish >= st->chunk) {
+    *sincePublish += k;
+    if (*sincePublish >= st->chunk) {
       atomic_store_explicit(&c->head, head, memory_order_release);
       shmWake(&st->slots[p]);
-      sincePublish = 0;
+      *sincePublish = 0;
     }
   }
-  st->sendHead[p] = head;
-  if (sincePublish) {
-    atomic_store_explicit(&c->head, head, memory_order_release);
-    shmWake(&st->slots[p]);
+  st->sendHead[cur] = head;
+  return moved;
+}
+
+/* Everything that fits toward peer p: task headers on the control ring, then
+ * each channel's parts (a part only after its task's header). */
+static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relayXferDesc* sends) {
+  int n = comm->nranks, me = comm->rank;
+  shmPeerQ* q = &st->sq[p];
+  uint64_t moved = 0;
+  if (q->ctl < q->end) {
+    size_t cur = shmCur(st, p, 0);
+    shmRingCtl* c = shmCtl(st, n, me, p, 0);
+    unsigned char* d = shmData(st, n, me, p, 0);
+    uint64_t head = st->sendHead[cur];
+    while (q->ctl < q->end) {
+      if (SHM_CTL_RING - (head - st->sendTailSeen[cur]) < SHM_THDR) {
+        st->sendTailSeen[cur] = atomic_load_explicit(&c->tail, memory_order_acquire);
+        if (SHM_CTL_RING - (head - st->sendTailSeen[cur]) < SHM_THDR) break;
+      }
+      int i = st->sorder[q->ctl];
+      shmTaskHdr h = {SHM_TASK_MAGIC, me, comm->curStep, (uint32_t)(q->ctl - q->beg), comm->callSeq, sends[i].bytes,
+                      (uint32_t)comm->curP2pOp, (uint32_t)st->snpart[i], st->swant[i], st->sneed[i], 0};
+      shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
+      head += SHM_THDR;
+      moved += SHM_THDR;
+      q->ctl++;
+    }
+    if (head != st->sendHead[cur]) {
+      st->sendHead[cur] = head;
+      atomic_store_explicit(&c->head, head, memory_order_release);
+      shmWake(&st->slots[p]);
+    }
+  }
+  size_t P = (size_t)st->p2p.perPeer;
+  shmChanQ* cqs = &st->sch[(size_t)p * (size_t)st->channels];
+  for (uint64_t m = q->chanMask; m; m &= m - 1) {
+    int ch = __builtin_ctzll(m);
+    shmChanQ* cq = &cqs[ch];
+    size_t cur = shmCur(st, p, 1 + ch);
+    shmRingCtl* c = shmCtl(st, n, me, p, 1 + ch);
+    unsigned char* d = shmData(st, n, me, p, 1 + ch);
+    uint64_t sincePublish = 0;
+    while (cq->cur < q->ctl) {
+      int i = st->sorder[cq->cur];
+      const p2pPart* pp = &st->spart[(size_t)i * P + (size_t)cq->part];
+      shmPartHdr h = {SHM_PART_MAGIC, me, (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part, comm->callSeq, pp->len};
+      moved += shmPutStream(st, p, cur, c, d, st->chanBytes, &h, SHM_PHDR,
+                            (const unsigned char*)sends[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
+                            &sincePublish);
+      if (cq->pos < SHM_PHDR + pp->len) break; /* the ring is full */
+      cq->pos = 0;
+      cq->cur = shmChanNext(st, st->sorder, st->snpart, st->spart, ch, cq->cur + 1, q->end, &cq->part);
+    }
+    if (sincePublish) {
+      atomic_store_explicit(&c->head, st->sendHead[cur], memory_order_release);
+      shmWake(&st->slots[p]);
+    }
+    if (cq->cur == q->end) q->chanMask &= ~(1ull << ch);
   }
   return moved;
 }
 
-static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmXferHdr* h, const relayXferDesc* x,
+/* The header of task k from p disagrees with our transfer x: say how. */
+static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x,
                                     int index, int count) {
   int me = comm->rank;
-  if (h->magic != SHM_XFER_MAGIC || h->src != p)
+  if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
     return relaySetError(comm, relayInternalError,
-                         "rank %d: step %d of call #%llu: corrupt stream from rank %d (magic %#x, src %d)", me,
-                         comm->curStep, (unsigned long long)comm->callSeq, p, h->magic, h->src);
+                         "rank %d: step %d of call #%llu: corrupt stream from rank %d (magic %#x, src %d, task %u of "
+                         "%d expected %d)",
+                         me, comm->curStep, (unsigned long long)comm->callSeq, p, h->magic, h->src, h->index, count,
+                         index);
   if (h->callSeq != comm->callSeq || h->step != comm->curStep)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d: step %d of call #%llu: rank %d sent a transfer from step %d of call #%llu: ranks "
                          "disagree on the sequence of calls or on their plans",
                          me, comm->curStep, (unsigned long long)comm->callSeq, p, h->step,
                          (unsigned long long)h->callSeq);
+  if (h->bytes != x->bytes)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: step %d of call #%llu: rank %d sends %llu bytes, this rank expects %llu (transfer %d "
+                         "of %d from rank %d): counts differ between ranks",
+                         me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->bytes,
+                         (unsigned long long)x->bytes, index + 1, count, p);
   return relaySetError(comm, relayInvalidUsage,
-                       "rank %d: step %d of call #%llu: rank %d sends %llu bytes, this rank expects %llu (transfer %d "
-                       "of %d from rank %d): counts differ between ranks",
-                       me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->bytes,
-                       (unsigned long long)x->bytes, index + 1, count, p);
+                       "rank %d: step %d of call #%llu: rank %d sends a %s transfer, this rank expects %s (transfer %d "
+                       "of %d from rank %d): ranks disagree on the collective",
+                       me, comm->curStep, (unsigned long long)comm->callSeq, p, p2pOpName((p2pOp)h->op),
+                       p2pOpName((p2pOp)comm->curP2pOp), index + 1, count, p);
 }
 
-/* Drain the ring p->me into the receives from p. */
-static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const relayXferDesc* recvs,
-                             uint64_t* movedOut) {
-  int n = comm->nranks, me = comm->rank;
-  shmRingCtl* c = shmCtl(st, n, p, me);
-  const unsigned char* d = shmData(st, n, p, me);
-  uint64_t R = st->ringBytes, tail = st->recvTail[p], moved = 0, sincePublish = 0;
+/* Do the fixed fields of task k's header from p match our transfer x? */
+static int shmHdrOk(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x, int index) {
+  return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index && h->callSeq == comm->callSeq &&
+         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint32_t)comm->curP2pOp;
+}
+
+/* Task t's header from p matched our transfer: check that both ends split it
+ * onto the same channels and have the same ones still to connect, then
+ * connect our side. Nothing of its data is read before this passes. */
+static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, const shmTaskHdr* h, int t) {
   shmPeerQ* q = &st->rq[p];
-  relayResult_t res = relaySuccess;
-  while (q->cur < q->end) {
-    const relayXferDesc* x = &recvs[st->rorder[q->cur]];
-    uint64_t total = SHM_HDR + x->bytes;
-    uint64_t want = (q->pos < SHM_HDR ? SHM_HDR : total) - q->pos;
-    uint64_t avail = st->recvHeadSeen[p] - tail;
+  int i = st->rorder[t], index = t - q->beg, count = q->end - q->beg;
+  char agree[640];
+  uint64_t want = st->rwant[i];
+  const char* what = NULL;
+  if (p2pConnAgree(h->want, want, p, comm->rank, agree, sizeof agree)) {
+    what = "the channels its parts use";
+  } else {
+    uint64_t need = p2pConnNeed(&st->conn, p, P2P_DIR_RECV, want);
+    if (p2pConnAgree(h->need, need, p, comm->rank, agree, sizeof agree)) what = "the channels still to connect";
+    else if (need) RELAY_CHECK(shmConnect(comm, st, p, P2P_DIR_RECV, need));
+  }
+  if (what)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: step %d of call #%llu: transfer %d of %d from rank %d (%s, %u parts sent, %d "
+                         "expected): %s: %s",
+                         comm->rank, comm->curStep, (unsigned long long)comm->callSeq, index + 1, count, p,
+                         p2pOpName((p2pOp)h->op), h->nParts, st->rnpart[i], what, agree);
+  return relaySuccess;
+}
+
+/* Stream what is there of one ring into a part: its header into hdr, then
+ * the payload into data, resuming at *pos. */
+static uint64_t shmGetStream(shmState* st, int p, size_t cur, shmRingCtl* c, const unsigned char* d, uint64_t R,
+                             void* hdr, uint64_t hdrBytes, unsigned char* data, uint64_t total, uint64_t* pos,
+                             uint64_t* sincePublish, int* hdrDone) {
+  uint64_t tail = st->recvTail[cur], moved = 0;
+  *hdrDone = 0;
+  while (*pos < total) {
+    uint64_t want = (*pos < hdrBytes ? hdrBytes : total) - *pos;
+    uint64_t avail = st->recvHeadSeen[cur] - tail;
     if (avail < want) {
-      st->recvHeadSeen[p] = atomic_load_explicit(&c->head, memory_order_acquire);
-      avail = st->recvHeadSeen[p] - tail;
+      st->recvHeadSeen[cur] = atomic_load_explicit(&c->head, memory_order_acquire);
+      avail = st->recvHeadSeen[cur] - tail;
     }
     if (avail == 0) break;
     uint64_t k = want < avail ? want : avail;
-    if (q->pos < SHM_HDR) {
-      shmRingGet(d, R, tail, (unsigned char*)&st->rhdr[p] + q->pos, (size_t)k);
+    if (*pos < hdrBytes) {
+      shmRingGet(d, R, tail, (unsigned char*)hdr + *pos, (size_t)k);
     } else {
       if (k > st->chunk) k = st->chunk;
-      shmRingGet(d, R, tail, (unsigned char*)x->ptr + (q->pos - SHM_HDR), (size_t)k);
+      shmRingGet(d, R, tail, data + (*pos - hdrBytes), (size_t)k);
     }
     tail += k;
-    q->pos += k;
+    *pos += k;
     moved += k;
-    sincePublish += k;
-    if (q->pos == SHM_HDR) {
-      const shmXferHdr* h = &st->rhdr[p];
-      if (h->magic != SHM_XFER_MAGIC || h->src != p || h->callSeq != comm->callSeq || h->step != comm->curStep ||
-          h->bytes != x->bytes) {
-        res = shmHdrMismatch(comm, p, h, x, q->cur - q->beg, q->end - q->beg);
-        break;
-      }
-    }
-    if (q->pos == total) {
-      q->cur++;
-      q->pos = 0;
-    }
-    if (sincePublish >= st->chunk) {
+    *sincePublish += k;
+    if (*sincePublish >= st->chunk) {
       atomic_store_explicit(&c->tail, tail, memory_order_release);
       shmWake(&st->slots[p]);
-      sincePublish = 0;
+      *sincePublish = 0;
+    }
+    if (*pos == hdrBytes) {
+      *hdrDone = 1; /* the caller checks it before any payload is read */
+      break;
     }
   }
-  st->recvTail[p] = tail;
-  if (sincePublish) {
-    atomic_store_explicit(&c->tail, tail, memory_order_release);
-    shmWake(&st->slots[p]);
+  st->recvTail[cur] = tail;
+  return moved;
+}
+
+/* Drain what peer p sent: task headers (each checked, in order), then each
+ * channel's parts of checked tasks. */
+static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const relayXferDesc* recvs,
+                             uint64_t* movedOut) {
+  int n = comm->nranks, me = comm->rank;
+  shmPeerQ* q = &st->rq[p];
+  uint64_t moved = 0;
+  if (q->ctl < q->end) {
+    size_t cur = shmCur(st, p, 0);
+    shmRingCtl* c = shmCtl(st, n, p, me, 0);
+    const unsigned char* d = shmData(st, n, p, me, 0);
+    uint64_t tail = st->recvTail[cur];
+    relayResult_t res = relaySuccess;
+    while (q->ctl < q->end) {
+      if (st->recvHeadSeen[cur] - tail < SHM_THDR) {
+        st->recvHeadSeen[cur] = atomic_load_explicit(&c->head, memory_order_acquire);
+        if (st->recvHeadSeen[cur] - tail < SHM_THDR) break;
+      }
+      shmTaskHdr h;
+      shmRingGet(d, SHM_CTL_RING, tail, &h, sizeof h);
+      int i = st->rorder[q->ctl];
+      if (!shmHdrOk(comm, p, &h, &recvs[i], q->ctl - q->beg))
+        res = shmHdrMismatch(comm, p, &h, &recvs[i], q->ctl - q->beg, q->end - q->beg);
+      else
+        res = shmTaskAccept(comm, st, p, &h, q->ctl);
+      if (res != relaySuccess) break;
+      tail += SHM_THDR;
+      moved += SHM_THDR;
+      q->ctl++;
+    }
+    if (tail != st->recvTail[cur]) {
+      st->recvTail[cur] = tail;
+      atomic_store_explicit(&c->tail, tail, memory_order_release);
+      shmWake(&st->slots[p]);
+    }
+    if (res != relaySuccess) return res;
+  }
+  size_t P = (size_t)st->p2p.perPeer;
+  shmChanQ* cqs = &st->rch[(size_t)p * (size_t)st->channels];
+  shmPartHdr* hs = &st->rphdr[(size_t)p * (size_t)st->channels];
+  relayResult_t res = relaySuccess;
+  for (uint64_t m = q->chanMask; m && res == relaySuccess; m &= m - 1) {
+    int ch = __builtin_ctzll(m);
+    shmChanQ* cq = &cqs[ch];
+    size_t cur = shmCur(st, p, 1 + ch);
+    shmRingCtl* c = shmCtl(st, n, p, me, 1 + ch);
+    const unsigned char* d = shmData(st, n, p, me, 1 + ch);
+    uint64_t sincePublish = 0;
+    while (cq->cur < q->ctl) {
+      int i = st->rorder[cq->cur];
+      const p2pPart* pp = &st->rpart[(size_t)i * P + (size_t)cq->part];
+      int hdrDone = 0;
+      moved += shmGetStream(st, p, cur, c, d, st->chanBytes, &hs[ch], SHM_PHDR, (unsigned char*)recvs[i].ptr + pp->off,
+                            SHM_PHDR + pp->len, &cq->pos, &sincePublish, &hdrDone);
+      if (hdrDone) {
+        const shmPartHdr* h = &hs[ch];
+        if (h->magic != SHM_PART_MAGIC || h->src != p || h->index != (uint32_t)(cq->cur - q->beg) ||
+            h->part != (uint32_t)cq->part || h->callSeq != comm->callSeq || h->len != pp->len) {
+          res = relaySetError(comm, relayInternalError,
+                              "rank %d: step %d of call #%llu: corrupt stream from rank %d on channel %d (magic %#x, "
+                              "task %u part %u of %llu bytes; expected task %d part %d of %zu bytes)",
+                              me, comm->curStep, (unsigned long long)comm->callSeq, p, ch, h->magic, h->index, h->part,
+                              (unsigned long long)h->len, cq->cur - q->beg, cq->part, pp->len);
+          break;
+        }
+        continue; /* now the payload */
+      }
+      if (cq->pos < SHM_PHDR + pp->len) break; /* nothing more there yet */
+      cq->pos = 0;
+      cq->cur = shmChanNext(st, st->rorder, st->rnpart, st->rpart, ch, cq->cur + 1, q->end, &cq->part);
+    }
+    if (sincePublish) {
+      atomic_store_explicit(&c->tail, st->recvTail[cur], memory_order_release);
+      shmWake(&st->slots[p]);
+    }
+    if (cq->cur == q->end) q->chanMask &= ~(1ull << ch);
   }
   *movedOut += moved;
   return res;
 }
+
+static int shmSideDone(const shmPeerQ* q) { return q->ctl == q->end && q->chanMask == 0; }
 
 /* One pass over every peer with pending work; drops finished peers. */
 static relayResult_t shmScan(struct relayComm* comm, shmState* st, const relayXferDesc* sends,
@@ -1010,7 +1437,7 @@ static relayResult_t shmScan(struct relayComm* comm, shmState* st, const relayXf
   for (int i = 0; i < st->nspend;) {
     int p = st->spend[i];
     *moved += shmPush(comm, st, p, sends);
-    if (st->sq[p].cur == st->sq[p].end)
+    if (shmSideDone(&st->sq[p]))
       st->spend[i] = st->spend[--st->nspend];
     else
       i++;
@@ -1018,7 +1445,7 @@ static relayResult_t shmScan(struct relayComm* comm, shmState* st, const relayXf
   for (int i = 0; i < st->nrpend;) {
     int p = st->rpend[i];
     RELAY_CHECK(shmPull(comm, st, p, recvs, moved));
-    if (st->rq[p].cur == st->rq[p].end)
+    if (shmSideDone(&st->rq[p]))
       st->rpend[i] = st->rpend[--st->nrpend];
     else
       i++;
@@ -1026,9 +1453,7 @@ static relayResult_t shmScan(struct relayComm* comm, shmState* st, const relayXf
   return relaySuccess;
 }
 
-static int shmPending(shmState* st, int p) {
-  return st->sq[p].cur < st->sq[p].end || st->rq[p].cur < st->rq[p].end;
-}
+static int shmPending(shmState* st, int p) { return !shmSideDone(&st->sq[p]) || !shmSideDone(&st->rq[p]); }
 
 /* A peer we still wait on whose slot reports a failure (or, when checkPids,
  * whose process is gone); -1 when none. */
@@ -1048,6 +1473,33 @@ static int shmFindBadPeer(struct relayComm* comm, shmState* st, int checkPids, i
   return -1;
 }
 
+/* The first unfinished task of peer p in one direction, and its bytes moved. */
+static void shmTaskProgress(const shmState* st, int p, int isSend, const relayXferDesc* x, int* task, uint64_t* done,
+                            uint64_t* bytes) {
+  const shmPeerQ* q = isSend ? &st->sq[p] : &st->rq[p];
+  const shmChanQ* cqs = isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
+  const int* order = isSend ? st->sorder : st->rorder;
+  const p2pPart* parts = isSend ? st->spart : st->rpart;
+  const int* npart = isSend ? st->snpart : st->rnpart;
+  size_t P = (size_t)st->p2p.perPeer;
+  int t = q->ctl;
+  for (uint64_t m = q->chanMask; m; m &= m - 1)
+    if (cqs[__builtin_ctzll(m)].cur < t) t = cqs[__builtin_ctzll(m)].cur;
+  if (t >= q->end) t = q->end - 1;
+  int i = order[t];
+  *task = t;
+  *bytes = x[i].bytes;
+  *done = 0;
+  if (t >= q->ctl) return; /* its header is not through yet */
+  for (int k = 0; k < npart[i]; k++) {
+    const p2pPart* pp = &parts[(size_t)i * P + (size_t)k];
+    if (!pp->len) continue;
+    const shmChanQ* cq = &cqs[pp->channel];
+    if (!(q->chanMask & (1ull << pp->channel)) || cq->cur > t) *done += pp->len;
+    else if (cq->cur == t && cq->pos > SHM_PHDR) *done += cq->pos - SHM_PHDR;
+  }
+}
+
 static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const relayXferDesc* sends,
                                      const relayXferDesc* recvs) {
   /* Name the lowest peer we wait on, receives first (they say what is late). */
@@ -1064,17 +1516,11 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
   for (int i = 0; i < st->nspend; i++) others += !st->tmp[st->spend[i]]++;
   for (int i = 0; i < st->nrpend; i++) others += !st->tmp[st->rpend[i]]++;
   char what[160];
-  if (isRecv) {
-    const shmPeerQ* q = &st->rq[p];
-    const relayXferDesc* x = &recvs[st->rorder[q->cur]];
-    uint64_t got = q->pos > SHM_HDR ? q->pos - SHM_HDR : 0;
-    snprintf(what, sizeof what, "recv %llu of %llu bytes", (unsigned long long)got, (unsigned long long)x->bytes);
-  } else {
-    const shmPeerQ* q = &st->sq[p];
-    const relayXferDesc* x = &sends[st->sorder[q->cur]];
-    uint64_t put = q->pos > SHM_HDR ? q->pos - SHM_HDR : 0;
-    snprintf(what, sizeof what, "send %llu of %llu bytes", (unsigned long long)put, (unsigned long long)x->bytes);
-  }
+  int task;
+  uint64_t done, bytes;
+  shmTaskProgress(st, p, !isRecv, isRecv ? recvs : sends, &task, &done, &bytes);
+  snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send", (unsigned long long)done,
+           (unsigned long long)bytes);
   return relaySetError(comm, relayTimeout,
                        "rank %d: step %d of call #%llu: no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
                        comm->rank, comm->curStep, (unsigned long long)comm->callSeq, comm->cfg.timeoutMs, p, what,
@@ -1096,11 +1542,15 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
                            "rank %d: step %d of call #%llu: recv %d has peer %d (nranks %d), ptr %p, %zu bytes", me,
                            comm->curStep, (unsigned long long)comm->callSeq, i, recvs[i].peer, n, recvs[i].ptr,
                            recvs[i].bytes);
+  if ((unsigned)comm->curP2pOp >= P2P_NUM_OPS)
+    return relaySetError(comm, relayInternalError, "rank %d: step %d of call #%llu: p2p operation %d", me,
+                         comm->curStep, (unsigned long long)comm->callSeq, comm->curP2pOp);
+  RELAY_CHECK(shmP2pInit(comm, st));
   RELAY_CHECK(shmGrowOrder(comm, st, nSends > nRecvs ? nSends : nRecvs));
   shmBucket(st, n, sends, nSends, st->sorder, st->sq, st->spend, &st->nspend, me);
   shmBucket(st, n, recvs, nRecvs, st->rorder, st->rq, st->rpend, &st->nrpend, me);
 
-  /* To oneself: the k-th send pairs with the k-th receive. */
+  /* To oneself: the k-th send pairs with the k-th receive; no channels. */
   shmPeerQ *ss = &st->sq[me], *rs = &st->rq[me];
   if (ss->end - ss->beg != rs->end - rs->beg)
     return relaySetError(comm, relayInvalidUsage,
@@ -1115,6 +1565,15 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
                            comm->curStep, (unsigned long long)comm->callSeq, k + 1, s->bytes, r->bytes);
     if (s->bytes && s->ptr != r->ptr) memmove(r->ptr, s->ptr, s->bytes);
   }
+  ss->ctl = ss->end;
+  rs->ctl = rs->end;
+
+  /* Split every task; connect our send sides before any header goes out. */
+  for (int i = 0; i < st->nspend; i++) {
+    shmSplitPeer(st, comm->curP2pOp, me, st->spend[i], 1, sends);
+    RELAY_CHECK(shmSendConnect(comm, st, st->spend[i]));
+  }
+  for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, comm->curP2pOp, me, st->rpend[i], 0, recvs);
 
   char where[96];
   shmWaiter w;
@@ -1375,6 +1834,38 @@ relayResult_t relayShmCheckPeer(struct relayComm* comm, int q, const char* where
   return what == SHM_PEER_OK ? relaySuccess : shmPeerError(comm, st, q, what, where);
 }
 
+relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out) {
+  shmState* st = shmStateOf(comm);
+  if (!st || comm->tp != &relayShmOps)
+    return relaySetError(comm, relayInvalidArgument, "relayShmP2pInfo: not a shm comm");
+  RELAY_CHECK(shmP2pInit(comm, st));
+  *out = st->p2p;
+  return relaySuccess;
+}
+
+uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir) {
+  shmState* st = shmStateOf(comm);
+  if (!st || !st->p2pReady || peer < 0 || peer >= comm->nranks || (dir != P2P_DIR_SEND && dir != P2P_DIR_RECV))
+    return 0;
+  return p2pConnMask(&st->conn, peer, (p2pDir)dir);
+}
+
+uint64_t relayShmP2pConnected(struct relayComm* comm, int dir) {
+  shmState* st = shmStateOf(comm);
+  return st && (dir == P2P_DIR_SEND || dir == P2P_DIR_RECV) ? st->connected[dir] : 0;
+}
+
+uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side) {
+  shmState* st = shmStateOf(comm);
+  int n = comm->nranks;
+  if (!st || src < 0 || dst < 0 || src >= n || dst >= n || src == dst) return 0;
+  uint32_t bit = side == P2P_DIR_SEND ? SHM_CONN_SEND : SHM_CONN_RECV;
+  uint64_t m = 0;
+  for (int c = 0; c < st->channels; c++)
+    if (atomic_load_explicit(&shmCtl(st, n, src, dst, 1 + c)->conn, memory_order_acquire) & bit) m |= 1ull << c;
+  return m;
+}
+
 static const relayTransportOps relayShmOps = {
     .name = "shm",
     .group = shmGroup,
@@ -1408,35 +1899,50 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (ring < SHM_MIN_RING || ring > (long)SHM_MAX_RING)
     return relaySetError(comm, relayInvalidArgument, "rank %d: shmRingBytes %ld must be in [%d, %u]", me, ring,
                          SHM_MIN_RING, SHM_MAX_RING);
+  /* The P2P channel layer's settings, this rank's own: the channels count
+   * only at rank 0 (it shapes the segment; the others take it from there),
+   * the rest shapes each rank's parts, and ends that disagree on them fail
+   * their first transfer with both channel sets named. */
+  long chans = relayEnvLong("RELAYCC_NCHANNELS", SHM_DEFAULT_CHANNELS);
+  long perNetPeer = relayEnvLong("RELAYCC_NCHANNELS_PER_NET_PEER", 0);
+  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 1);
+  if (chans < 1 || chans > P2P_MAX_CHANNELS)
+    return relaySetError(comm, relayInvalidArgument, "rank %d: RELAYCC_NCHANNELS = %ld must be in [1, %d]", me, chans,
+                         P2P_MAX_CHANNELS);
+  if (perNetPeer < 0 || perNetPeer > P2P_MAX_CHANNELS)
+    return relaySetError(comm, relayInvalidArgument,
+                         "rank %d: RELAYCC_NCHANNELS_PER_NET_PEER = %ld must be in [0, %d] (0: unset)", me, perNetPeer,
+                         P2P_MAX_CHANNELS);
+  if (nodes < 1 || nodes > n || n % nodes != 0)
+    return relaySetError(comm, relayInvalidArgument,
+                         "rank %d: RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as that many "
+                         "nodes of equal size, node-major)",
+                         me, nodes, n);
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   snprintf(st->job, sizeof st->job, "%s", jobName);
   snprintf(st->name, sizeof st->name, "/relaycc-%s", jobName);
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
-  st->chunk = st->ringBytes / SHM_CHUNK_DIV;
+  st->wantChannels = (int)chans;
+  st->p2pNodes = (int)nodes;
+  st->p2pUserPerPeer = (int)perNetPeer;
   st->pidNs = shmPidNamespace();
   atomic_init(&st->abortedLocal, 0);
   shmLayout L;
-  if (shmLayoutOf(n, st->ringBytes, &L) != 0) {
+  if (shmLayoutOf(n, st->ringBytes, shmChannelsFor(st->wantChannels, st->ringBytes), &L) != 0) {
     free(st);
     return relaySetError(comm, relayInvalidArgument, "rank %d: %d ranks with %ld-byte rings overflow the address space",
                          me, n, ring);
   }
   size_t un = (size_t)n;
   st->pids = calloc(un, sizeof *st->pids);
-  st->sendHead = calloc(un, sizeof(uint64_t));
-  st->sendTailSeen = calloc(un, sizeof(uint64_t));
-  st->recvTail = calloc(un, sizeof(uint64_t));
-  st->recvHeadSeen = calloc(un, sizeof(uint64_t));
   st->sq = calloc(un, sizeof *st->sq);
   st->rq = calloc(un, sizeof *st->rq);
-  st->rhdr = calloc(un, sizeof *st->rhdr);
   st->spend = calloc(un, sizeof(int));
   st->rpend = calloc(un, sizeof(int));
   st->tmp = calloc(un, sizeof(int));
-  if (!st->pids || !st->sendHead || !st->sendTailSeen || !st->recvTail || !st->recvHeadSeen || !st->sq || !st->rq ||
-      !st->rhdr || !st->spend || !st->rpend || !st->tmp) {
+  if (!st->pids || !st->sq || !st->rq || !st->spend || !st->rpend || !st->tmp) {
     shmStateFree(st);
     return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   }
@@ -1444,6 +1950,23 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (res != relaySuccess) {
     shmStateFree(st);
     return res;
+  }
+  /* Per ring cursors and per (peer, channel) queues: sized by the channels
+   * the segment has. */
+  size_t rings = un * (size_t)(st->channels + 1), chq = un * (size_t)st->channels;
+  st->sendHead = calloc(rings, sizeof(uint64_t));
+  st->sendTailSeen = calloc(rings, sizeof(uint64_t));
+  st->recvTail = calloc(rings, sizeof(uint64_t));
+  st->recvHeadSeen = calloc(rings, sizeof(uint64_t));
+  st->sch = calloc(chq, sizeof *st->sch);
+  st->rch = calloc(chq, sizeof *st->rch);
+  st->rphdr = calloc(chq, sizeof *st->rphdr);
+  if (!st->sendHead || !st->sendTailSeen || !st->recvTail || !st->recvHeadSeen || !st->sch || !st->rch ||
+      !st->rphdr) {
+    /* Peers that already run would wait on us: tell them we are gone. */
+    atomic_store_explicit(&st->slots[me].status, SHM_GONE, memory_order_release);
+    shmStateFree(st);
+    return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   }
   comm->tpState = st;
   comm->tp = &relayShmOps;

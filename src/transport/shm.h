@@ -2,6 +2,9 @@
 #ifndef RELAY_TRANSPORT_SHM_H_
 #define RELAY_TRANSPORT_SHM_H_
 
+#include <stdint.h>
+
+#include "p2p/p2p.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
@@ -31,6 +34,35 @@ struct relayComm;
  * leaves the comm failed and tells the peers. Dead peers are found with
  * kill(pid, 0) and /proc, so ranks must share a PID namespace. */
 relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
+
+/* Point-to-point data runs through the P2P channel layer (src/p2p): each
+ * transfer is split into parts on channels of a pool, and channels connect
+ * lazily, per (peer, direction, channel), when a transfer first uses them.
+ * Settings (environment, read at init):
+ *   RELAYCC_NCHANNELS               the pool (default 2; rank 0's counts: it
+ *                                   splits each pair's ring into that many
+ *                                   rings, lowered until each has 1 KiB);
+ *   RELAYCC_NCHANNELS_PER_NET_PEER  channels per network peer, as NCCL's
+ *                                   NCCL_NCHANNELS_PER_NET_PEER (only with
+ *                                   several nodes);
+ *   RELAYCC_SHM_NODES               TEST HOOK: treat the ranks as this many
+ *                                   nodes of nranks / N ranks, node-major,
+ *                                   so the multi-node part rules (scatter's)
+ *                                   run on one host. Default 1.
+ * Ranks whose settings give different channels for a transfer fail it with
+ * relayInvalidUsage naming both channel sets, before any data moves. */
+
+/* Internal views for tests and tools (not part of the API). */
+/* The layer's comm-wide facts on this rank (built on first use). */
+relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out);
+/* This rank's connected channels with peer in direction dir (a p2pDir). */
+uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir);
+/* Channels this rank connected in direction dir over the comm's life. */
+uint64_t relayShmP2pConnected(struct relayComm* comm, int dir);
+/* The connection flags in the segment of the pair src -> dst: the channels
+ * whose sender (side P2P_DIR_SEND) or receiver (P2P_DIR_RECV) connected.
+ * Any rank can read any pair's. */
+uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side);
 
 #ifdef __cplusplus
 }
