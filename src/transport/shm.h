@@ -20,8 +20,9 @@ struct relayComm;
  *
  * The segment is "/relaycc-<jobName>" (jobName: 1-200 characters, no '/'),
  * sized from nranks and rank 0's cfg.shmRingBytes (>= 1024; rounded up to
- * 64): nranks*(nranks-1) rings. When /dev/shm has no room, rank 0 halves the
- * rings (not below 64 KiB) and says so on stderr. Rank 0 replaces whatever a crashed run left under
+ * 64) and RELAYCC_NCHANNELS: per directed pair, the ring bytes split into one
+ * ring per channel, plus a 1 KiB control ring. When /dev/shm has no room,
+ * rank 0 halves the rings (not below 64 KiB) and says so on stderr. Rank 0 replaces whatever a crashed run left under
  * the name and unlinks the name once everyone arrived, so nothing is left
  * behind; one job name serves one comm at a time (create comms of one job
  * one after the other, or give them different names).
