@@ -2,7 +2,7 @@
 # `make test` excludes the label. Each program exits 77 (skipped) when the
 # machine has too few GPUs. Built only with CUDA + NCCL (tests/gpu/gputest_*.c).
 if(RELAY_HAVE_CUDA)
-  foreach(t gputest_reduce gputest_transport gputest_colls)
+  foreach(t gputest_reduce gputest_transport gputest_colls gputest_oneshot)
     if(NOT TARGET ${t})
       message(FATAL_ERROR "tests/gpu.cmake: no target ${t}")
     endif()
@@ -16,6 +16,21 @@ if(RELAY_HAVE_CUDA)
   target_compile_options(emul_reduce PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
   add_test(NAME cuda_reduce_emulated COMMAND emul_reduce)
   set_tests_properties(cuda_reduce_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+
+  # No GPU needed (CI runs it): the one-shot kernel's push and reduce of every
+  # block run on the host over regions laid out as on the GPU.
+  add_executable(emul_oneshot tests/gpu/emul_oneshot.cu src/reduce_host.c src/common.c)
+  target_include_directories(emul_oneshot PRIVATE include src tests)
+  target_link_libraries(emul_oneshot PRIVATE CUDA::cudart m)
+  target_compile_options(emul_oneshot PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
+  add_test(NAME cuda_oneshot_emulated COMMAND emul_oneshot)
+  set_tests_properties(cuda_oneshot_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+
+  # The one-shot path on real GPUs (>= 2, one process each): sweep, skew,
+  # 10^4 back-to-back calls, 1000 graph replays, capture before any region,
+  # region at init, fault injection, a kernel deadline. Logs to $OUT.
+  add_test(NAME gpu_oneshot COMMAND gputest_oneshot)
+  set_tests_properties(gpu_oneshot PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 
   # The reduce family bit for bit against relayHostReduce (one GPU).
   add_test(NAME gpu_reduce COMMAND gputest_reduce)

@@ -32,12 +32,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "core/comm.h"
 #include "relaycc_nccl.h"
 #include "topo/topo.h"
 #include "transport/nccl/nccl_reduce.h"
+#include "transport/nccl/oneshot.h"
 #include "transport/shm.h"
 
 #define MIB ((size_t)1 << 20)
@@ -464,6 +466,7 @@ static void tpAbort(struct relayComm* c) {
   relayNcclState* st = c->tpState;
   if (!st) return;
   atomic_store(&st->aborted, 1);
+  relayNcclOneShotAbort(c); /* a one-shot kernel's waits end within ~1024 polls */
   /* Wake a wait in the control plane; NCCL waits are polls that see the flag. */
   if (st->ctrl) {
     atomic_store(&st->ctrl->aborted, 1);
@@ -535,6 +538,7 @@ static void tpDestroy(struct relayComm* c) {
    * abort NCCL first, then the drain finishes. A wrapped one is the user's
    * to abort; we only wait (shortly, when aborted) for it. */
   if (st->ownsNccl && (aborted || c->failed)) abortNccl(st);
+  if (aborted || c->failed) relayNcclOneShotAbort(c); /* its kernels wait on peers: end them */
   int waitMs = c->cfg.timeoutMs;
   if (aborted && waitMs > 5000) waitMs = 5000;
   int drained = drainDevice(st->device, waitMs);
@@ -566,6 +570,7 @@ static void tpDestroy(struct relayComm* c) {
     if (st->agreeDev) cudaFree(st->agreeDev);
     if (st->agreeHost) cudaFreeHost(st->agreeHost);
   }
+  relayNcclOneShotFree(c, drained);
   free(st->lanes);
   free(st->scratch);
   free(st->retired);
@@ -582,7 +587,7 @@ const relayTransportOps relayNcclTransport = {
     "nccl", tpGroup, tpReduce, tpCopy, tpScratch, tpJoin, tpAgree, tpBarrier,
     NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
     tpAbort, tpDestroy,
-    NULL, NULL, /* oneshotPrepare, oneshot: not yet on the GPU (core runs direct instead) */
+    relayNcclOneShotPrepare, relayNcclOneShot, /* oneshot.c, oneshot.cu */
     relayNcclNativePrepare, relayNcclNative,
 };
 
@@ -635,23 +640,34 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
   if (e == cudaSuccess) e = cudaMemsetAsync(st->agreeDev, 0, agreeBytes, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "init: agreement buffers");
 
-  /* Every rank sees the same comm, with itself at its own rank. */
-  struct {
+  /* Every rank sees the same comm, with itself at its own rank. The same
+   * round agrees the comm hash (rank 0's nonce: the one-shot region's
+   * sentinels) and whether to create the one-shot region now (rank 0's
+   * RELAYCC_ONESHOT_PREPARE, so every rank decides alike). */
+  struct initRecord {
     uint32_t magic;
     int32_t rank, nranks, device;
-  } mine = {0x6e63636cu, c->rank, c->nranks, device};
-  void* all = calloc((size_t)c->nranks, sizeof mine);
+    uint64_t nonce;
+    int32_t prepareOneShot, pad;
+  } mine = {0x6e63636cu, c->rank, c->nranks, device, 0, (int32_t)relayEnvLong("RELAYCC_ONESHOT_PREPARE", 0), 0};
+  uint64_t z = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)st;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  mine.nonce = z ^ (z >> 31);
+  struct initRecord* all = calloc((size_t)c->nranks, sizeof mine);
   if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory at init", c->rank);
   relayResult_t r = tpAgree(c, &mine, all, sizeof mine);
   for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
-    const int32_t* rec = (const int32_t*)((const char*)all + (size_t)q * sizeof mine);
-    if ((uint32_t)rec[0] != mine.magic || rec[1] != q || rec[2] != c->nranks)
+    if (all[q].magic != mine.magic || all[q].rank != q || all[q].nranks != c->nranks)
       r = relaySetError(c, relayInvalidUsage,
                         "init (rank %d): rank %d's record is (rank %d of %d); the ranks do not share one comm",
-                        c->rank, q, rec[1], rec[2]);
+                        c->rank, q, all[q].rank, all[q].nranks);
   }
+  int prepareOneShot = r == relaySuccess && all[0].prepareOneShot > 0;
+  if (r == relaySuccess) st->commHash = all[0].nonce;
   free(all);
   if (r == relaySuccess) r = preconnect(c, st);
+  if (r == relaySuccess && prepareOneShot) r = relayNcclOneShotPrepareAtInit(c);
   return r;
 }
 

@@ -1,10 +1,11 @@
-/* The NCCL transport's state, shared by its files (the one-shot region of a
- * later change hangs off the same struct). Not part of any public API. */
+/* The NCCL transport's state, shared by its files (the one-shot region,
+ * oneshot.c, hangs off comm->oneshot). Not part of any public API. */
 #ifndef RELAY_NCCL_TRANSPORT_H_
 #define RELAY_NCCL_TRANSPORT_H_
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -43,6 +44,7 @@ typedef struct relayNcclState {
   int device;
   int numSMs;
   int reduceBlocks;        /* block cap of reduce launches */
+  uint64_t commHash;       /* rank 0's nonce, agreed at init: the one-shot region's sentinels */
 
   relayNcclLane* lanes;
   int nLanes, capLanes, nPending;

@@ -1,0 +1,372 @@
+/*
+ * The one-shot push-reduce kernel: one launch moves a small all-reduce or
+ * reduce-scatter AND reduces it, instead of an NCCL group plus a reduce
+ * launch (on the seed's MI350X one group of P2P ops cost ~0.038 ms against
+ * ~0.035 ms for NCCL's whole fused reduce-scatter: below ~1 MiB the launch is
+ * the cost). The protocol is shm_oneshot.c's, per block (see oneshot.h for
+ * the region):
+ *
+ *  0. every block reads the pair epochs from device memory (e = epoch + 1
+ *     per peer), so a replayed graph runs a new epoch each time (hazard G2);
+ *  1. staging reuse: before pushing epoch e into peer j's staging[e&1][me],
+ *     wait until j acknowledged epoch e-2 (it no longer reads that parity
+ *     set). Two sets let a fast rank run call e+1 while a slow peer still
+ *     reduces call e; it blocks only at e+2;
+ *  2. push this block's range of my contribution for j into j's staging
+ *     (16-byte vectors when every pointer and the stride are 16-aligned);
+ *  3. __syncthreads, then one thread per peer release-stores e (system
+ *     scope) into j's flag[e&1][me][block] (NCCL's own pattern: barrier,
+ *     then the posting thread's fence.acq_rel.sys and store);
+ *  4. the same thread acquire-waits for j's flag[e&1][j][block] in my region,
+ *     arrived when (int64_t)(flag - e) >= 0 (never ==: flags only grow);
+ *  5. reduce my own data with every staged contribution in active-index
+ *     order (reduce_rules.cuh: the bits of relayHostReduce), staging read
+ *     through L2 (ld.global.cg: peers' NVLink stores land in L2, and L1 is not
+ *     coherent with them);
+ *  6. the last block to finish (a counter of finished blocks) advances the
+ *     epochs and release-stores the acknowledgement e into every peer.
+ *
+ * Blocks hand-shake pairwise (block b waits only on the peer's block b), so
+ * there is no grid barrier and no co-residency requirement: every block
+ * pushes and flags before it waits. Every wait is bounded (the comm's
+ * RELAYCC_TIMEOUT_MS, by %globaltimer); a failure writes a packed error word
+ * into this rank's region (sticky: later launches exit at once), into every
+ * peer's rerr (they stop waiting on us) and into mapped host memory (the host
+ * reports it at the next call without synchronizing).
+ *
+ * Precondition (as NCCL's): one-shot calls on one comm are ordered (one
+ * stream, or streams the caller orders): two in flight at once would share
+ * the block counter and the epochs.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "transport/nccl/oneshot.h"
+#include "transport/nccl/reduce_rules.cuh"
+
+namespace {
+
+using namespace relayrd;
+
+typedef unsigned long long u64;
+
+/* Loads of staged data and of the caller's input: through L2 on the device
+ * (ld.global.cg), plain on the host emulation. */
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint4 ldVec(const uint4* p) { return __ldcg(p); }
+template <typename S>
+__device__ __forceinline__ S ldElem(const S* p) {
+  S v;
+  if (sizeof(S) == 1) {
+    unsigned char x = __ldcg((const unsigned char*)p);
+    memcpy(&v, &x, 1);
+  } else if (sizeof(S) == 2) {
+    unsigned short x = __ldcg((const unsigned short*)p);
+    memcpy(&v, &x, 2);
+  } else if (sizeof(S) == 4) {
+    unsigned int x = __ldcg((const unsigned int*)p);
+    memcpy(&v, &x, 4);
+  } else {
+    unsigned long long x = __ldcg((const unsigned long long*)p);
+    memcpy(&v, &x, 8);
+  }
+  return v;
+}
+#else
+inline uint4 ldVec(const uint4* p) { return *p; }
+template <typename S>
+inline S ldElem(const S* p) {
+  return *p;
+}
+#endif
+
+/* Copy n elements (one block's range for one peer): 4 vectors in flight per
+ * thread, then the vector remainder, then the scalar tail (< 16 bytes), or
+ * everything element-wise when the pointers are not 16-aligned. */
+template <typename S>
+RD void osCopy(S* dst, const S* src, uint64_t n, bool vec, int tid, int nthr) {
+  uint64_t done = 0;
+  if (vec) {
+    enum { V = 16 / sizeof(S) };
+    const uint64_t nv = n / V, t = (uint64_t)nthr;
+    const uint4* s4 = (const uint4*)src;
+    uint4* d4 = (uint4*)dst;
+    uint64_t v = (uint64_t)tid;
+    for (; v + 3 * t < nv; v += 4 * t) {
+      uint4 x0 = ldVec(s4 + v), x1 = ldVec(s4 + v + t), x2 = ldVec(s4 + v + 2 * t), x3 = ldVec(s4 + v + 3 * t);
+      d4[v] = x0;
+      d4[v + t] = x1;
+      d4[v + 2 * t] = x2;
+      d4[v + 3 * t] = x3;
+    }
+    for (; v < nv; v += t) d4[v] = ldVec(s4 + v);
+    done = nv * V;
+  }
+  for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) dst[i] = ldElem(src + i);
+}
+
+/* dst[i] = fold over srcs[0..A-1] in that order (/ divisor), n elements. */
+template <typename Tr, int OP>
+RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, uint64_t n, int divisor, bool vec,
+               int tid, int nthr) {
+  typedef typename Tr::S S;
+  typedef typename Tr::Acc Acc;
+  enum { V = 16 / sizeof(S) };
+  uint64_t done = 0;
+  if (vec) {
+    const uint64_t nv = n / V;
+    for (uint64_t v = (uint64_t)tid; v < nv; v += (uint64_t)nthr) {
+      Vec16<S> x;
+      x.u = ldVec((const uint4*)srcs[0] + v);
+      Acc acc[V];
+UNROLL
+      for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
+UNROLL
+      for (int s = 1; s < RELAY_OS_MAX_ACTIVE; s++) {
+        if (s < A) {
+          Vec16<S> y;
+          y.u = ldVec((const uint4*)srcs[s] + v);
+UNROLL
+          for (int j = 0; j < V; j++) acc[j] = fold<Tr, OP>(acc[j], Tr::load(y.e[j]));
+        }
+      }
+      Vec16<S> out;
+UNROLL
+      for (int j = 0; j < V; j++) out.e[j] = Tr::store(acc[j], divisor);
+      ((uint4*)dst)[v] = out.u;
+    }
+    done = nv * V;
+  }
+  for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) {
+    Acc acc = Tr::load(ldElem(srcs[0] + i));
+UNROLL
+    for (int s = 1; s < RELAY_OS_MAX_ACTIVE; s++)
+      if (s < A) acc = fold<Tr, OP>(acc, Tr::load(ldElem(srcs[s] + i)));
+    dst[i] = Tr::store(acc, divisor);
+  }
+}
+
+/* Step 2 for block blk: this rank's range of each peer's contribution into
+ * that peer's staging slot for me, parity of the pair epoch ep[j]. Peers in
+ * the order me+1, me+2, ... so that ranks do not all write one peer first. */
+template <typename Tr>
+RD void osPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  uint64_t lo, hi;
+  relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
+  if (hi <= lo) return;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  for (int k = 1; k < A; k++) {
+    int j = me + k < A ? me + k : me + k - A;
+    S* d = (S*)(a.region[j] + relayOsStagingOff(&a.L, (int)(ep[j] & 1), myRank)) + lo;
+    const S* s = (const S*)a.src + (uint64_t)j * a.srcStride + lo;
+    osCopy<S>(d, s, hi - lo, a.vec != 0, tid, nthr);
+  }
+}
+
+/* Step 5 for block blk: dst range = my own block of src folded with every
+ * peer's staged one, in active-index order. */
+template <typename Tr, int OP>
+RD void osReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  uint64_t lo, hi;
+  relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
+  if (hi <= lo) return;
+  const int A = a.nActive, me = a.me;
+  const char* mine = a.region[me];
+  const S* srcs[RELAY_OS_MAX_ACTIVE];
+UNROLL
+  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    if (i >= A)
+      srcs[i] = NULL;
+    else if (i == me)
+      srcs[i] = (const S*)a.src + (uint64_t)me * a.srcStride + lo;
+    else
+      srcs[i] = (const S*)(mine + relayOsStagingOff(&a.L, (int)(ep[i] & 1), a.rank[i])) + lo;
+  }
+  osFold<Tr, OP>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+}
+
+/* ---- device-only: the hand-shake ---------------------------------------- */
+
+__device__ __forceinline__ u64 ldAcquireSys(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void stReleaseSys(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ldVolatile(const u64* p) { return *(const volatile u64*)p; }
+__device__ __forceinline__ void stVolatile(u64* p, u64 v) { *(volatile u64*)p = v; }
+__device__ __forceinline__ u64 globalTimer() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)(base + off); }
+
+/* Record this rank's first failure: the region's sticky err (later launches
+ * exit at once), every peer's rerr[me] (their waits on us end), the mapped
+ * host word (the host reports it at the next call, naming the peer). */
+__device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
+  const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
+  u64* err = wordAt(a.region[a.me], a.L.ctlOff + 8);
+  if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
+  *(volatile u64*)a.hostErr = w;
+  __threadfence_system();
+  const int myRank = a.rank[a.me];
+  for (int i = 0; i < a.nActive; i++)
+    if (i != a.me) stVolatile(wordAt(a.region[i], relayOsRerrOff(&a.L, myRank)), w);
+  __threadfence_system();
+}
+
+/* Wait until *word >= want (wrap-safe). Every 64 polls: this rank failed
+ * elsewhere (another block), the peer reported a failure, the deadline
+ * passed; every 1024: the host aborted (a PCIe read, ~1 us). */
+__device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peerIdx, unsigned code, int blk,
+                       u64 ep) {
+  if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
+  const int peerRank = a.rank[peerIdx];
+  char* mine = a.region[a.me];
+  const u64* err = wordAt(mine, a.L.ctlOff + 8);
+  const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
+  const u64 t0 = globalTimer();
+  for (unsigned it = 1;; it++) {
+    if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
+    if ((it & 63u) != 0) continue;
+    if (ldVolatile(err) != 0) return false;
+    if (ldVolatile(rerr) != 0) {
+      osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
+      return false;
+    }
+    if ((it & 1023u) == 0 && *a.hostAbort != 0) {
+      osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
+      return false;
+    }
+    if (globalTimer() - t0 > a.timeoutNs) {
+      osFail(a, code, peerRank, blk, ep);
+      return false;
+    }
+  }
+}
+
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) {
+  __shared__ u64 sEp[RELAY_OS_MAX_ACTIVE];
+  __shared__ int sFail;
+  const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  char* const mine = a.region[me];
+  u64* const err = wordAt(mine, a.L.ctlOff + 8);
+
+  /* 0. A failed comm stays failed: exit before touching any peer. */
+  if (tid == 0) sFail = ldVolatile(err) != 0;
+  if (tid < RELAY_OS_MAX_ACTIVE)
+    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[tid]))) + 1 : 0;
+  __syncthreads();
+  if (sFail) return;
+  const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
+
+  /* 1. Peer i no longer reads my epoch-(e-2) push (same parity set). */
+  if (peerThread) {
+    const u64 e = sEp[tid];
+    if (!osWait(a, wordAt(mine, relayOsAckOff(&a.L, a.rank[tid])), e - 2, tid, RELAY_OS_ERR_ACK, blk, e)) sFail = 1;
+  }
+  __syncthreads();
+
+  /* 2. Push. */
+  if (!sFail) osPushBlock<Tr>(a, sEp, blk, tid, nthr);
+  __syncthreads();
+
+  /* 3-4. Flag my push to peer i, then wait for peer i's push to me. */
+  if (!sFail && peerThread) {
+    const u64 e = sEp[tid];
+    const int par = (int)(e & 1), pr = a.rank[tid];
+    char* peer = a.region[tid];
+    if (blk == 0) stVolatile(wordAt(peer, relayOsCountOff(&a.L, par, myRank)), a.count);
+    /* The release store is the fence: it orders this thread's count word and,
+     * through the barrier above, every thread's push before the flag (NCCL's
+     * barrier + fence.acq_rel.sys + relaxed store). */
+    stReleaseSys(wordAt(peer, relayOsFlagOff(&a.L, par, myRank, blk)), e);
+    if (!osWait(a, wordAt(mine, relayOsFlagOff(&a.L, par, pr, blk)), e, tid, RELAY_OS_ERR_FLAG, blk, e)) {
+      sFail = 1;
+    } else if (blk == 0 && ldVolatile(wordAt(mine, relayOsCountOff(&a.L, par, pr))) != a.count) {
+      osFail(a, RELAY_OS_ERR_COUNT, pr, blk, e);
+      sFail = 1;
+    }
+  }
+  __syncthreads();
+
+  /* 5. Reduce. */
+  if (!sFail) osReduceBlock<Tr, OP>(a, sEp, blk, tid, nthr);
+  __syncthreads();
+
+  /* 6. The last block out advances the epochs and acknowledges every peer:
+   * all blocks' staging reads are done (each fenced before counting). */
+  if (tid == 0) {
+    unsigned* done = (unsigned*)(mine + a.L.ctlOff);
+    __threadfence();
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      __threadfence();
+      *(volatile unsigned*)done = 0;
+      if (ldVolatile(err) == 0) {
+        /* The epochs are read by the next launch on this GPU (ordered by the
+         * kernel boundary); the acks release every block's staging reads. */
+        for (int i = 0; i < A; i++)
+          if (i != me) stVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[i])), sEp[i]);
+        for (int i = 0; i < A; i++)
+          if (i != me) stReleaseSys(wordAt(a.region[i], relayOsAckOff(&a.L, myRank)), sEp[i]);
+      }
+    }
+  }
+}
+
+struct PickKernel {
+  typedef const void* Result;
+  template <typename Tr, int OP>
+  Result apply() {
+    return (const void*)osKernel<Tr, OP>;
+  }
+  Result none() { return NULL; }
+};
+
+#ifdef RELAY_ONESHOT_HOST_EMULATION
+/* tests/gpu/emul_oneshot.cu: the push (phase 0) and reduce (phase 1) of one
+ * block of one rank, run thread after thread on the host. */
+typedef void (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
+template <typename Tr, int OP>
+void osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
+  if (phase == 0)
+    osPushBlock<Tr>(a, ep, blk, tid, nthr);
+  else
+    osReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+}
+struct PickHost {
+  typedef OsHostPhase Result;
+  template <typename Tr, int OP>
+  Result apply() {
+    return osHostPhase<Tr, OP>;
+  }
+  Result none() { return NULL; }
+};
+#endif
+
+}  // namespace
+
+extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
+                                        cudaStream_t stream) {
+  PickKernel v;
+  const void* k = visit(dt, op, v);
+  if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
+      a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||
+      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort)
+    return cudaErrorInvalidValue;
+  relayOsArgs copy = *a;
+  void* args[] = {&copy};
+  /* cudaLaunchKernel returns this launch's error without touching the
+   * thread's sticky last error, which belongs to the user. */
+  return cudaLaunchKernel(k, dim3((unsigned)a->grid), dim3((unsigned)threads), args, 0, stream);
+}

@@ -1,0 +1,200 @@
+/*
+ * The one-shot push-reduce on the NCCL transport: what the host half
+ * (oneshot.c: region, IPC, vote, launch, errors) and the kernel (oneshot.cu)
+ * share. Internal to src/transport/nccl; C and CUDA C++ alike.
+ *
+ * Region: one plain cudaMalloc block per rank (mempool memory cannot be
+ * IPC-exported), opened by every peer with cudaIpcOpenMemHandle. Offsets are
+ * the same on every rank (they depend only on the comm size and the agreed
+ * slot size), so a kernel addresses any peer's words from its base:
+ *
+ *   flag[2][n][RELAY_OS_MAX_BLOCKS] u64  written by source s into OWNER's
+ *                         region: "my pair-epoch-e push of block b into your
+ *                         staging[e&1][s] is complete" (e = the pair epoch)
+ *   count[2][n]    u64   written by source s (block 0) before its flag: the
+ *                         element count it pushed (a mismatch is an error)
+ *   ack[n]         u64   written by peer s into OWNER's region: "I finished
+ *                         reading every push you made up to epoch e"
+ *   rerr[n]        u64   written by peer s: s failed (packed error word);
+ *                         waits on s give up at once instead of at the deadline
+ *   epoch[n]       u64   local: one-shots this rank ran with each peer (the
+ *                         pair epoch), advanced by each call's last block
+ *   done, err      u32, u64 local: blocks finished in the running call; the
+ *                         sticky error of this rank's kernels (0: none)
+ *   staging[2][n][slotBytes]  staging[par][s]: source s's push, parity set par
+ *   sentinel       u64   (commHash ^ golden) * FNV prime + rank + 1
+ *
+ * 64-bit flags: a block that is absent from many calls (small counts use
+ * fewer blocks) keeps an old flag; 2^63 calls never come, so the wrap-safe
+ * compare (int64_t)(flag - want) >= 0 holds for any gap (with 32 bits a block
+ * idle for 2^31 calls, ~3 h at 5 us a call, would see a stale flag as new).
+ */
+#ifndef RELAY_NCCL_ONESHOT_H_
+#define RELAY_NCCL_ONESHOT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "relaycc.h"
+#include "transport/transport.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The helpers below run on the host (oneshot.c, the emulation test) and in
+ * the kernel alike. */
+#ifdef __CUDACC__
+#define RELAY_OS_HD __host__ __device__
+#else
+#define RELAY_OS_HD
+#endif
+
+#define RELAY_OS_MAX_ACTIVE 8     /* == RELAY_TP_ONESHOT_MAX */
+#define RELAY_OS_MAX_BLOCKS 256   /* flag columns per source; RELAYCC_ONESHOT_BLOCKS is clamped to it */
+#define RELAY_OS_DEFAULT_BLOCKS 64 /* the seed's MI350X value: 64 beat 32, 128 no better than 64 */
+#define RELAY_OS_MAX_THREADS 512
+#define RELAY_OS_DEFAULT_THREADS 256
+/* One block per 4 KiB of a destination's bytes (capped by the block count):
+ * 256 threads x one 16-byte vector each. Depends only on the byte count, so
+ * every rank computes the same grid. */
+#define RELAY_OS_BYTES_PER_BLOCK 4096
+/* Block ranges start on 128-byte boundaries (one cache line): no two blocks
+ * share a staging line, and 16-byte vectors stay aligned inside a block. */
+#define RELAY_OS_RANGE_ALIGN 128
+
+/* Error word (the region's err, rerr[] and the mapped host word). */
+enum {
+  RELAY_OS_ERR_FLAG = 1,     /* no push from the peer before the deadline */
+  RELAY_OS_ERR_ACK = 2,      /* the peer did not finish reading an older push before the deadline */
+  RELAY_OS_ERR_COUNT = 3,    /* the peer pushed another element count */
+  RELAY_OS_ERR_REMOTE = 4,   /* the peer reported a failure of its own */
+  RELAY_OS_ERR_ABORTED = 5   /* relayCommAbort / destroy of a failed comm */
+};
+static inline RELAY_OS_HD uint64_t relayOsErrPack(unsigned code, unsigned peer, unsigned blk, uint64_t epoch) {
+  return ((uint64_t)(code & 0xffu) << 56) | ((uint64_t)(peer & 0xffu) << 48) | ((uint64_t)(blk & 0xffffu) << 32) |
+         (epoch & 0xffffffffull);
+}
+static inline RELAY_OS_HD unsigned relayOsErrCode(uint64_t w) { return (unsigned)(w >> 56); }
+static inline RELAY_OS_HD unsigned relayOsErrPeer(uint64_t w) { return (unsigned)(w >> 48) & 0xffu; }
+static inline RELAY_OS_HD unsigned relayOsErrBlock(uint64_t w) { return (unsigned)(w >> 32) & 0xffffu; }
+static inline RELAY_OS_HD unsigned relayOsErrEpoch(uint64_t w) { return (unsigned)(w & 0xffffffffu); }
+
+typedef struct {
+  uint64_t flagsOff, countsOff, acksOff, rerrOff, epochsOff, ctlOff, stagingOff, sentinelOff;
+  uint64_t slotBytes, regionBytes;
+  int32_t n, pad;
+} relayOsLayout;
+
+static inline RELAY_OS_HD uint64_t relayOsRoundUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+static inline RELAY_OS_HD void relayOsLayoutInit(relayOsLayout* L, int n, size_t slotBytes) {
+  uint64_t o = 0, un = (uint64_t)n;
+  L->n = n;
+  L->pad = 0;
+  L->slotBytes = relayOsRoundUp(slotBytes ? slotBytes : 1, 256);
+  L->flagsOff = o;
+  o += 2 * un * RELAY_OS_MAX_BLOCKS * 8;
+  L->countsOff = o;
+  o += 2 * un * 8;
+  L->acksOff = o;
+  o += un * 8;
+  L->rerrOff = o;
+  o += un * 8;
+  L->epochsOff = o;
+  o += un * 8;
+  L->ctlOff = relayOsRoundUp(o, 16); /* u32 done at +0, u64 err at +8 */
+  o = L->ctlOff + 16;
+  L->stagingOff = relayOsRoundUp(o, 256);
+  o = L->stagingOff + 2 * un * L->slotBytes;
+  L->sentinelOff = o;
+  L->regionBytes = relayOsRoundUp(o + 8, 256);
+}
+
+/* Byte offsets of the words of source (or peer) `src`, parity `par`, block `blk`. */
+static inline RELAY_OS_HD uint64_t relayOsFlagOff(const relayOsLayout* L, int par, int src, int blk) {
+  return L->flagsOff + (((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * RELAY_OS_MAX_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsCountOff(const relayOsLayout* L, int par, int src) {
+  return L->countsOff + ((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsAckOff(const relayOsLayout* L, int src) { return L->acksOff + (uint64_t)src * 8; }
+static inline RELAY_OS_HD uint64_t relayOsRerrOff(const relayOsLayout* L, int src) { return L->rerrOff + (uint64_t)src * 8; }
+static inline RELAY_OS_HD uint64_t relayOsEpochOff(const relayOsLayout* L, int peer) {
+  return L->epochsOff + (uint64_t)peer * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsStagingOff(const relayOsLayout* L, int par, int src) {
+  return L->stagingOff + ((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * L->slotBytes;
+}
+
+/* Block blk's element range [lo, hi) of a call: depends only on the count,
+ * the grid and the element size, so every rank agrees; starts on
+ * RELAY_OS_RANGE_ALIGN-byte boundaries. */
+static inline RELAY_OS_HD void relayOsRange(uint64_t count, int grid, int elemSize, int blk, uint64_t* lo,
+                                            uint64_t* hi) {
+  uint64_t alignE = RELAY_OS_RANGE_ALIGN / (uint64_t)elemSize;
+  uint64_t per = (count + (uint64_t)grid - 1) / (uint64_t)grid;
+  per = relayOsRoundUp(per ? per : 1, alignE);
+  uint64_t l = (uint64_t)blk * per;
+  if (l > count) l = count;
+  uint64_t h = l + per;
+  if (h > count) h = count;
+  *lo = l;
+  *hi = h;
+}
+
+static inline RELAY_OS_HD uint64_t relayOsSentinel(uint64_t hash, int rank) {
+  return (hash ^ 0x9E3779B97F4A7C15ull) * 0x100000001B3ull + (uint64_t)rank + 1;
+}
+
+/* One launch: everything by value in the kernel's parameter space, so a
+ * captured graph bakes only pointers that live as long as the comm; the
+ * epochs are read from and advanced in device memory. */
+typedef struct {
+  char* region[RELAY_OS_MAX_ACTIVE]; /* active i's region as mapped in this process (own: the allocation) */
+  int32_t rank[RELAY_OS_MAX_ACTIVE]; /* comm rank of active i */
+  void* dst;
+  const void* src;
+  uint64_t count;     /* output elements */
+  uint64_t srcStride; /* elements between the blocks for successive actives (0: all-reduce) */
+  relayOsLayout L;
+  int32_t nActive, me, grid;
+  int32_t vec; /* 1: src, dst and the stride are 16-byte aligned (16-byte accesses) */
+  int32_t divisor;
+  int32_t elemSize;
+  uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
+  unsigned long long* hostErr;      /* device alias of a mapped host word: the host reads errors without a sync */
+  const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
+} relayOsArgs;
+
+/* The grid of a call: depends only on the bytes per destination and the
+ * agreed block cap. */
+static inline RELAY_OS_HD int relayOsGrid(uint64_t bytes, int maxBlocks) {
+  uint64_t g = (bytes + RELAY_OS_BYTES_PER_BLOCK - 1) / RELAY_OS_BYTES_PER_BLOCK;
+  if (g < 1) g = 1;
+  if (g > (uint64_t)maxBlocks) g = (uint64_t)maxBlocks;
+  return (int)g;
+}
+
+/* Enqueues the kernel (threads per block: 256 or 512). Returns the launch
+ * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */
+cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
+                             cudaStream_t stream);
+
+/* oneshot.c: the transport ops and the destroy/abort hooks of nccl_transport.c. */
+struct relayComm;
+relayResult_t relayNcclOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
+relayResult_t relayNcclOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
+/* Creates the region now (init with RELAYCC_ONESHOT_PREPARE=1): collective. */
+relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* comm);
+/* Kernels of this comm that wait give up at once (abort, destroy of a failed comm). */
+void relayNcclOneShotAbort(struct relayComm* comm);
+/* Frees the region (drained: the device is idle; else it is leaked, as kernels may still use it). */
+void relayNcclOneShotFree(struct relayComm* comm, int drained);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

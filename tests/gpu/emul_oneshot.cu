@@ -1,0 +1,223 @@
+/*
+ * The one-shot kernel's data path run on the host: oneshot.cu built with its
+ * host runner, the push and the reduce of every block of every active rank
+ * executed thread after thread over host "regions" laid out as on the GPU.
+ * Checks, on a machine without a GPU (CI), what the hand-shake cannot fix if
+ * it is wrong: block ranges (from count and grid only), staging addresses
+ * (parity of each pair epoch, slot of the source's comm rank), the push of
+ * the right block to the right peer (reduce-scatter stride), 16-byte vectors
+ * and the scalar tail, misaligned callers, in-place aliasing across blocks,
+ * and the reduce in active-index order with the bits of relayHostReduce.
+ * Every byte of every region outside the expected staging slots must stay
+ * untouched. The GPU run of the whole protocol is gputest_oneshot.
+ */
+#define RELAY_ONESHOT_HOST_EMULATION 1
+#include "transport/nccl/oneshot.cu"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "gpu/reduce_inputs.h"
+#include "reduce_host.h"
+
+enum { NR = 8, GUARD = 64, MAXC = 4099 };
+#define POISON 0xCD
+
+static unsigned char* region[NR];
+static relayOsLayout L;
+
+static size_t typeSize(relayDataType_t dt) {
+  switch (dt) {
+    case relayInt8:
+    case relayUint8: return 1;
+    case relayFloat16:
+    case relayBfloat16: return 2;
+    case relayInt32:
+    case relayUint32:
+    case relayFloat32: return 4;
+    default: return 8;
+  }
+}
+
+/* The pair epoch of actives i and j in case k: 1..4, both parities, and
+ * different pairs of one call on different parities. */
+static u64 pairEpoch(int i, int j, int k) {
+  int a = i < j ? i : j, b = i < j ? j : i;
+  return 1 + (u64)((a * 3 + b * 5 + k) % 4);
+}
+
+typedef struct {
+  int A, rs, inPlace, mis; /* mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
+  relayDataType_t dt;
+  relayRedOp_t op;
+  size_t count;
+  int gridMode, threads, reverse;
+} ecase;
+
+static long g_cases;
+
+static int runCase(const ecase* k, int caseNo) {
+  const int A = k->A;
+  const size_t c = k->count, es = typeSize(k->dt), in = k->rs ? (size_t)A * c : c;
+  int ranks[NR];
+  for (int i = 0; i < A; i++) ranks[i] = NR - 1 - i * (NR / A);
+  /* Caller buffers: [GUARD][src (in elems)][GUARD] and [GUARD][dst][GUARD]. */
+  unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
+  void *src[NR], *dst[NR];
+  size_t sb = 2 * GUARD + in * es + 16, db = 2 * GUARD + c * es + 16;
+  for (int i = 0; i < A; i++) {
+    if (posix_memalign((void**)&sbuf[i], 256, sb) || posix_memalign((void**)&dbuf[i], 256, db)) return 1;
+    orig[i] = (unsigned char*)malloc(in * es + 1);
+    memset(sbuf[i], POISON, sb);
+    memset(dbuf[i], POISON, db);
+    src[i] = sbuf[i] + GUARD + (k->mis == 1 ? es : 0);
+    riFill(src[i], in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
+    memcpy(orig[i], src[i], in * es);
+    dst[i] = k->inPlace ? (char*)src[i] + (k->rs ? (size_t)i * c * es : 0)
+                        : (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0));
+  }
+  for (int r = 0; r < NR; r++) memset(region[r], POISON, L.regionBytes);
+  const size_t bytes = c * es;
+  const int grid = k->gridMode == 0 ? relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS) : k->gridMode == 1 ? 1 : 3;
+  relayOsArgs a[NR];
+  u64 ep[NR][RELAY_OS_MAX_ACTIVE];
+  for (int i = 0; i < A; i++) {
+    memset(&a[i], 0, sizeof a[i]);
+    for (int j = 0; j < A; j++) {
+      a[i].region[j] = (char*)region[ranks[j]];
+      a[i].rank[j] = ranks[j];
+      ep[i][j] = i == j ? 0 : pairEpoch(i, j, caseNo);
+    }
+    a[i].dst = dst[i];
+    a[i].src = src[i];
+    a[i].count = c;
+    a[i].srcStride = k->rs ? c : 0;
+    a[i].L = L;
+    a[i].nActive = A;
+    a[i].me = i;
+    a[i].grid = grid;
+    a[i].vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a[i].srcStride * es)) & 15u) == 0;
+    a[i].divisor = k->op == relayAvg ? A : 0;
+    a[i].elemSize = (int)es;
+  }
+  PickHost pick;
+  OsHostPhase run = visit(k->dt, k->op, pick);
+  if (!run) {
+    printf("FAIL: no host runner for %s %s\n", relayTypeName(k->dt), relayOpName(k->op));
+    return 1;
+  }
+  /* Block by block: block b of every rank pushes, then reduces, before block
+   * b+1 pushes (or the reverse order): a block whose reduce wrote into a
+   * range another block still pushes from would show up in place. */
+  for (int bi = 0; bi < grid; bi++) {
+    int b = k->reverse ? grid - 1 - bi : bi;
+    for (int i = 0; i < A; i++)
+      for (int t = 0; t < k->threads; t++) run(a[i], ep[i], b, t, k->threads, 0);
+    for (int i = 0; i < A; i++)
+      for (int t = 0; t < k->threads; t++) run(a[i], ep[i], b, t, k->threads, 1);
+  }
+  char what[256];
+  snprintf(what, sizeof what, "A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s", A, k->rs ? "RS" : "AR",
+           relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place", k->mis, grid,
+           k->threads, k->reverse ? " reverse" : "");
+  int fail = 0;
+  /* Regions: exactly the expected staging slots written, with the source's
+   * block for that owner; nothing else. */
+  unsigned char* want = (unsigned char*)malloc(L.regionBytes);
+  for (int o = 0; o < A && !fail; o++) {
+    memset(want, POISON, L.regionBytes);
+    for (int s = 0; s < A; s++) {
+      if (s == o) continue;
+      uint64_t off = relayOsStagingOff(&L, (int)(pairEpoch(o, s, caseNo) & 1), ranks[s]);
+      memcpy(want + off, orig[s] + (k->rs ? (size_t)o * c * es : 0), bytes);
+    }
+    if (memcmp(want, region[ranks[o]], L.regionBytes) != 0) {
+      size_t x = 0;
+      while (want[x] == region[ranks[o]][x]) x++;
+      printf("FAIL %s: region of active %d (rank %d) differs at byte %zu (staging starts at %llu, slot %llu)\n", what,
+             o, ranks[o], x, (unsigned long long)L.stagingOff, (unsigned long long)L.slotBytes);
+      fail = 1;
+    }
+  }
+  free(want);
+  /* Outputs against relayHostReduce in active-index order; guards; inputs. */
+  unsigned char* exp = (unsigned char*)malloc(bytes + 1);
+  for (int i = 0; i < A && !fail; i++) {
+    const void* srcs[RELAY_OS_MAX_ACTIVE];
+    for (int j = 0; j < A; j++) srcs[j] = orig[j] + (k->rs ? (size_t)i * c * es : 0);
+    relayHostReduce(exp, srcs, A, c, k->dt, k->op, k->op == relayAvg ? A : 0);
+    if (memcmp(exp, dst[i], bytes) != 0) {
+      size_t e = 0;
+      while (memcmp(exp + e * es, (char*)dst[i] + e * es, es) == 0) e++;
+      printf("FAIL %s: active %d element %zu differs from relayHostReduce\n", what, i, e);
+      fail = 1;
+      break;
+    }
+    unsigned char* base = k->inPlace ? sbuf[i] : dbuf[i];
+    size_t span = k->inPlace ? sb : db;
+    unsigned char* lo = (unsigned char*)(k->inPlace ? src[i] : dst[i]);
+    size_t len = k->inPlace ? in * es : bytes;
+    for (unsigned char* p = base; p < base + span && !fail; p++)
+      if ((p < lo || p >= lo + len) && *p != POISON) {
+        printf("FAIL %s: active %d wrote outside its buffers (byte %td)\n", what, i, p - lo);
+        fail = 1;
+      }
+    if (!k->inPlace && memcmp(src[i], orig[i], in * es) != 0) {
+      printf("FAIL %s: active %d's send buffer changed\n", what, i);
+      fail = 1;
+    }
+  }
+  free(exp);
+  for (int i = 0; i < A; i++) {
+    free(sbuf[i]);
+    free(dbuf[i]);
+    free(orig[i]);
+  }
+  g_cases++;
+  return fail;
+}
+
+int main() {
+  relayOsLayoutInit(&L, NR, (size_t)MAXC * 8);
+  for (int r = 0; r < NR; r++)
+    if (posix_memalign((void**)&region[r], 256, L.regionBytes)) return 1;
+  /* The layout itself: slots inside the region, nothing overlapping. */
+  if (L.countsOff < L.flagsOff + 2 * NR * RELAY_OS_MAX_BLOCKS * 8 || L.stagingOff % 256 ||
+      L.sentinelOff < L.stagingOff + 2 * NR * L.slotBytes || L.regionBytes < L.sentinelOff + 8) {
+    printf("FAIL: layout overlaps\n");
+    return 1;
+  }
+  const size_t counts[] = {1, 7, 33, 1000, MAXC};
+  const int As[] = {2, 3, 5, 8};
+  int caseNo = 0;
+  for (int ai = 0; ai < 4; ai++)
+    for (int rs = 0; rs < 2; rs++)
+      for (int ti = 0; ti < RI_NTYPES; ti++)
+        for (int oi = 0; oi < 5; oi++) {
+          relayDataType_t dt = riTypes[ti];
+          relayRedOp_t op = riOps[oi];
+          /* Every dtype x op at A = 2 and 8; A = 3 and 5 on fp32/bf16 sum/avg. */
+          int wide = As[ai] == 2 || As[ai] == 8;
+          if (!wide && !((dt == relayFloat32 || dt == relayBfloat16) && (op == relaySum || op == relayAvg))) continue;
+          for (int ci = 0; ci < 5; ci++)
+            for (int mode = 0; mode < 4; mode++) {
+              ecase k;
+              memset(&k, 0, sizeof k);
+              k.A = As[ai];
+              k.rs = rs;
+              k.dt = dt;
+              k.op = op;
+              k.count = counts[ci];
+              k.inPlace = mode == 3;
+              k.mis = mode == 1 ? 1 : mode == 2 ? 2 : 0;
+              k.gridMode = caseNo % 3;
+              k.threads = caseNo % 5 == 0 ? 7 : 256;
+              k.reverse = (caseNo / 3) % 2;
+              if (runCase(&k, caseNo++)) return 1;
+            }
+        }
+  printf("PASS: %ld emulated one-shot calls (push + reduce of every block) match relayHostReduce\n", g_cases);
+  for (int r = 0; r < NR; r++) free(region[r]);
+  return 0;
+}
