@@ -9,6 +9,17 @@
  *
  * Sizes are bytes of per-active-rank input (the reference sweep's axis);
  * default: its 22 sizes from 4 KB to 1 GB.
+ *
+ *   relaycc-sim -c scatter|gather --nodes N [--net mi355x-ainic] [--root R]
+ *               [--pool P] [--per-peer K] [--user-per-peer U] [--base B]
+ *
+ * Rooted collectives on a multi-node network model (src/topo), every
+ * transfer split into parts on P2P channels (src/p2p): the root's channel
+ * occupancy and the predicted time of each scatter part rule -- the per-peer
+ * count (no rule), the first version of the seed's fix (one part whenever the
+ * root's flows overflow the pool) and the seed's rule (the largest power of
+ * two that fits) -- side by side. Sizes are the root's bytes (nccl-tests'
+ * size), busbw as nccl-tests computes it: size / time * (n - 1) / n.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -38,7 +49,7 @@ static const unsigned long long kDefaultSizes[] = {
 
 typedef struct {
   const char* topo;
-  int colls[RELAY_NUM_COLLS];
+  int colls[RELAY_NUM_COLLS_ALL];
   int nColls;
   int A, G;
   unsigned long long sizes[MAX_SIZES];
@@ -51,6 +62,14 @@ typedef struct {
   int steps;     /* print per-step times */
   int printTopo; /* print the topology in the text format and exit */
   int vsSeed;    /* compare with the seed's measured tables and exit */
+  /* Rooted collectives (scatter, gather) on a multi-node network model. */
+  int rooted;     /* the collectives asked for are rooted */
+  int nodes;      /* 0: not given */
+  const char* net;
+  int root;
+  int pool, perPeer, userPerPeer; /* 0: the topology's */
+  int scheduleBase;
+  int topoGiven;
 } simOpts;
 
 static void usage(FILE* f) {
@@ -70,7 +89,16 @@ static void usage(FILE* f) {
           "  --plot FILE.png    draw speedup against size (needs gnuplot)\n"
           "  --steps            print each size's per-step times\n"
           "  --print-topo       print the topology in the text format and exit\n"
-          "  --vs-seed          the model against the seed's measured MI350X tables (docs/model.md)\n");
+          "  --vs-seed          the model against the seed's measured MI350X tables (docs/model.md)\n"
+          "scatter and gather (-c scatter|gather|scatter,gather), on a multi-node network model:\n"
+          "  --nodes N          nodes of 8 GPUs (default 1)\n"
+          "  --net NAME         network preset (default mi355x-ainic: the seed 003 machine)\n"
+          "  --root R           the root rank (default 0)\n"
+          "  --pool P / --per-peer K   P2P pool and parts per peer (default: the preset's)\n"
+          "  --user-per-peer U  RELAYCC_NCHANNELS_PER_NET_PEER (kept by the scatter rule)\n"
+          "  --base B           node-major (default: the seed's scatter base) or schedule\n"
+          "  sizes: the root's bytes (default 16M..16G x4); output: the root's channel\n"
+          "  occupancy and predicted time per scatter part rule\n");
 }
 
 static int parseSize(const char* s, unsigned long long* out) {
@@ -129,7 +157,8 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   int haveRange = 0;
   const char* sizes = NULL;
   const char* coll = "all";
-  enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_VSSEED, O_HELP };
+  enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_VSSEED, O_HELP,
+         O_NODES, O_NET, O_ROOT, O_POOL, O_PERPEER, O_USERPP, O_BASE };
   static const struct option lo[] = {
       {"topo", required_argument, 0, O_TOPO},   {"coll", required_argument, 0, 'c'},
       {"sizes", required_argument, 0, O_SIZES}, {"minbytes", required_argument, 0, 'b'},
@@ -138,12 +167,29 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       {"dtype", required_argument, 0, O_DTYPE}, {"op", required_argument, 0, O_OP},
       {"plot", required_argument, 0, O_PLOT},   {"steps", no_argument, 0, O_STEPS},
       {"print-topo", no_argument, 0, O_PRINT},  {"help", no_argument, 0, 'h'},
-      {"vs-seed", no_argument, 0, O_VSSEED},
+      {"vs-seed", no_argument, 0, O_VSSEED},    {"nodes", required_argument, 0, O_NODES},
+      {"net", required_argument, 0, O_NET},     {"root", required_argument, 0, O_ROOT},
+      {"pool", required_argument, 0, O_POOL},   {"per-peer", required_argument, 0, O_PERPEER},
+      {"user-per-peer", required_argument, 0, O_USERPP}, {"base", required_argument, 0, O_BASE},
       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:A:G:b:e:f:h", lo, NULL)) != -1) {
     switch (c) {
-      case O_TOPO: o->topo = optarg; break;
+      case O_TOPO: o->topo = optarg; o->topoGiven = 1; break;
+      case O_NODES: if (intArg("--nodes", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->nodes)) return 1; break;
+      case O_NET: o->net = optarg; break;
+      case O_ROOT: if (intArg("--root", optarg, 0, RELAY_TOPO_MAX_GPUS - 1, &o->root)) return 1; break;
+      case O_POOL: if (intArg("--pool", optarg, 1, 64, &o->pool)) return 1; break;
+      case O_PERPEER: if (intArg("--per-peer", optarg, 1, 64, &o->perPeer)) return 1; break;
+      case O_USERPP: if (intArg("--user-per-peer", optarg, 1, 64, &o->userPerPeer)) return 1; break;
+      case O_BASE:
+        if (strcmp(optarg, "schedule") == 0) o->scheduleBase = 1;
+        else if (strcmp(optarg, "node-major") == 0) o->scheduleBase = 0;
+        else {
+          fprintf(stderr, "relaycc-sim: --base '%s': want node-major or schedule\n", optarg);
+          return 1;
+        }
+        break;
       case 'c': coll = optarg; break;
       case 'A': if (intArg("-A", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->A)) return 1; break;
       case 'G': if (intArg("-G", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->G)) return 1; break;
@@ -203,15 +249,28 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   } else {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", coll);
+    int nRooted = 0;
     for (char* t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
       relayColl_t cc;
-      if (relayParseColl(t, &cc) || o->nColls == RELAY_NUM_COLLS) {
-        fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, a comma list "
-                        "of them, or all\n", coll);
+      if (relayParseCollAll(t, &cc) || o->nColls == RELAY_NUM_COLLS_ALL) {
+        fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, scatter, "
+                        "gather, a comma list of them, or all\n", coll);
         return 1;
       }
+      nRooted += relayCollRooted(cc);
       o->colls[o->nColls++] = cc;
     }
+    if (nRooted && nRooted != o->nColls) {
+      fprintf(stderr, "relaycc-sim: -c '%s': scatter and gather run on a network model; list them apart from "
+                      "the layout collectives\n", coll);
+      return 1;
+    }
+    o->rooted = nRooted > 0;
+  }
+  if (!o->rooted && (o->nodes || o->net || o->pool || o->perPeer || o->userPerPeer || o->root)) {
+    fprintf(stderr, "relaycc-sim: --nodes, --net, --root, --pool, --per-peer and --user-per-peer go with -c "
+                    "scatter or gather\n");
+    return 1;
   }
   if (sizes && haveRange) {
     fprintf(stderr, "relaycc-sim: give either --sizes or -b/-e/-f, not both\n");
@@ -236,10 +295,190 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     }
     for (double s = (double)b; s <= (double)e * (1 + 1e-12) && o->nSizes < MAX_SIZES; s *= factor)
       o->sizes[o->nSizes++] = (unsigned long long)llround(s);
+  } else if (o->rooted) {
+    /* The seed's scatter sweep, 16 MB to 16 GB of the root's data. */
+    for (unsigned long long b = 16 * MB; b <= 16384 * MB; b *= 4) o->sizes[o->nSizes++] = b;
   } else {
     for (size_t i = 0; i < sizeof kDefaultSizes / sizeof kDefaultSizes[0]; i++) o->sizes[o->nSizes++] = kDefaultSizes[i];
   }
   return 0;
+}
+
+/* ---- scatter and gather on a network model ------------------------------ */
+
+enum { RULE_NONE = 0, RULE_FIRST = 1, RULE_SEED = 2, NUM_RULES = 3 };
+static const char* const kRuleNames[NUM_RULES] = {"per-peer", "first", "rule"};
+static const char* const kRuleWhat[NUM_RULES] = {
+    "no rule: the per-peer count (RCCL develop)",
+    "first version of the fix (#13468): 1 part when the flows overflow the pool",
+    "the seed's rule (#13528): the largest power of two that fits the pool"};
+
+/* Parts per peer a rule gives a scatter on comm c. */
+static int ruleParts(int rule, const p2pComm* c) {
+  if (rule == RULE_NONE) return c->perPeer;
+  if (rule == RULE_FIRST)
+    return c->nNodes > 1 && !c->perPeerUserSet && (long long)(c->nRanks - 1) * c->perPeer > c->pool ? 1 : c->perPeer;
+  return p2pTaskParts(c, P2P_OP_SCATTER);
+}
+
+/* One rooted call: every comm rank in the set, root's blocks of `count`. */
+static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, relayColl_t coll, const p2pComm* pc,
+                               int parts, size_t count, relaySimResult* sr) {
+  int n = topo->nGPUs;
+  int ranks[RELAY_TOPO_MAX_GPUS];
+  size_t counts[RELAY_TOPO_MAX_GPUS];
+  for (int i = 0; i < n; i++) ranks[i] = i, counts[i] = count;
+  planKey k;
+  memset(&k, 0, sizeof k);
+  k.coll = coll;
+  k.nranks = n;
+  k.nGroups = 1;
+  k.nActive = n;
+  k.ranks = ranks;
+  k.counts = counts;
+  k.dtype = o->dtype;
+  k.op = relaySum;
+  k.route = relayRouteDirect; /* the only schedule a rooted call has */
+  k.depth = 1;
+  k.root = o->root;
+  relayPlan* plan = NULL;
+  relayResult_t res = relayPlanBuild(&k, &plan);
+  if (res != relaySuccess) return relaySetError(NULL, res, "no %s plan for %d ranks", relayCollName(coll), n);
+  relaySimP2p p2p;
+  memset(&p2p, 0, sizeof p2p);
+  p2p.comm = *pc;
+  p2p.parts = parts;
+  p2p.scheduleBase = o->scheduleBase;
+  res = relaySimRunP2p(plan, topo, &p2p, sr);
+  relayPlanFree(plan);
+  return res;
+}
+
+/* "2211..": flows per channel of the pool, '.' for none, '+' above 9. */
+static void occupancyMap(const int* flows, int pool, int rank, char* buf, size_t len) {
+  size_t at = 0;
+  for (int c = 0; c < pool && at + 1 < len; c++) {
+    int f = flows[(size_t)rank * P2P_MAX_CHANNELS + (size_t)c];
+    buf[at++] = f == 0 ? '.' : f > 9 ? '+' : (char)('0' + f);
+  }
+  buf[at] = 0;
+}
+
+static int runRooted(const simOpts* o) {
+  const char* net = o->net ? o->net : "mi355x-ainic";
+  int nodes = o->nodes ? o->nodes : 1;
+  if (o->topoGiven) fprintf(stderr, "relaycc-sim: --topo is ignored for scatter and gather (--net %s)\n", net);
+  struct relayTopo* topo = NULL;
+  if (relayTopoNetPreset(net, nodes, &topo) != relaySuccess) {
+    fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
+    return 2;
+  }
+  int n = topo->nGPUs, G = n / nodes, rc = 0;
+  if (o->root >= n) {
+    fprintf(stderr, "relaycc-sim: --root %d: the model has %d ranks\n", o->root, n);
+    relayTopoFree(topo);
+    return 2;
+  }
+  p2pComm pc;
+  relayResult_t res = relaySimP2pComm(topo, o->userPerPeer, &pc);
+  if (res == relaySuccess && (o->pool || o->perPeer)) {
+    char err[256];
+    int pool = o->pool ? o->pool : pc.pool, pp = o->perPeer ? o->perPeer : pc.perPeer;
+    if (pp > pool) pp = pool;
+    res = p2pCommSet(nodes, G, pool, pp, o->userPerPeer, &pc, err, sizeof err);
+    if (res != relaySuccess) relaySetError(NULL, res, "--pool %d --per-peer %d: %s", pool, pp, err);
+  }
+  if (res != relaySuccess) {
+    fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
+    relayTopoFree(topo);
+    return 2;
+  }
+  size_t es = relayTypeSize(o->dtype);
+  char netDesc[96] = "";
+  if (nodes > 1)
+    snprintf(netDesc, sizeof netDesc, ", %d NICs of %g GB/s per node%s", topo->nicsPerNode, topo->nicBw / 1e9,
+             topo->pxn ? " (PXN)" : "");
+  printf("# relaycc-sim: %s: %d node%s x %d GPUs (%d ranks)%s, channels of %g GB/s (shared by 2+ flows: x%g)\n",
+         topo->name, nodes, nodes > 1 ? "s" : "", G, n, netDesc, topo->chanBw / 1e9,
+         topo->chanShare > 0 ? topo->chanShare : 1.0);
+  printf("# P2P pool %d channels, %d parts per peer%s; root %d, %s, %s base; predicted times (model: topo.c)\n",
+         pc.pool, pc.perPeer, pc.perPeerUserSet ? " (user-set)" : "", o->root, relayTypeName(o->dtype),
+         o->scheduleBase ? "schedule-round" : "node-major scatter");
+  for (int ci = 0; ci < o->nColls; ci++) {
+    relayColl_t coll = (relayColl_t)o->colls[ci];
+    int scatter = coll == RELAY_COLL_SCATTER;
+    /* Gather has no rule of its own: every rule gives it the per-peer count. */
+    int rules[NUM_RULES], nRules = 0, parts[NUM_RULES];
+    if (scatter) {
+      for (int r = 0; r < NUM_RULES; r++) rules[nRules++] = r;
+    } else {
+      rules[nRules++] = RULE_SEED;
+    }
+    for (int i = 0; i < nRules; i++) parts[i] = scatter ? ruleParts(rules[i], &pc) : p2pTaskParts(&pc, P2P_OP_GATHER);
+    printf("\n%s %s root %d, %d ranks (%d peers): channel occupancy at the root (flows per channel of the pool)\n",
+           relayCollName(coll), scatter ? "from" : "to", o->root, n, n - 1);
+    /* Occupancy at the largest size: every part non-empty. */
+    size_t bigCount = (size_t)(o->sizes[o->nSizes - 1] / (unsigned long long)n / es);
+    for (int i = 0; i < nRules; i++) {
+      relaySimResult sr;
+      res = rootedSim(o, topo, coll, &pc, scatter ? parts[i] : 0, bigCount ? bigCount : 1, &sr);
+      if (res != relaySuccess) {
+        fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
+        relaySimResultFree(&sr);
+        rc = 1;
+        continue;
+      }
+      /* The root's side: what it sends (scatter) or receives (gather). */
+      const int* occ = scatter ? sr.chanFlows : sr.chanFlowsIn;
+      int flows = 0, used = 0, most = 0;
+      for (int c = 0; c < sr.poolSize; c++) {
+        int f = occ[(size_t)o->root * P2P_MAX_CHANNELS + (size_t)c];
+        flows += f;
+        used += f > 0;
+        if (f > most) most = f;
+      }
+      char map[P2P_MAX_CHANNELS + 1];
+      occupancyMap(occ, sr.poolSize, o->root, map, sizeof map);
+      printf("  %-8s %d part%s per peer: %3d flows on %2d of %2d channels, at most %d per channel  [%s]\n",
+             kRuleNames[rules[i]], parts[i], parts[i] == 1 ? " " : "s", flows, used, sr.poolSize, most, map);
+      relaySimResultFree(&sr);
+    }
+    if (scatter)
+      for (int i = 0; i < nRules; i++) printf("  %-8s = %s\n", kRuleNames[rules[i]], kRuleWhat[rules[i]]);
+    printf("\n%10s |", "size");
+    for (int i = 0; i < nRules; i++) printf(" %8s(ms) busbw |", kRuleNames[rules[i]]);
+    if (scatter) printf(" rule/per-peer first/per-peer");
+    printf("\n");
+    for (int si = 0; si < o->nSizes; si++) {
+      char label[32];
+      sizeLabel(o->sizes[si], label, sizeof label);
+      /* As nccl-tests: count = size / n elements per rank, rounded down. */
+      unsigned long long count = o->sizes[si] / (unsigned long long)n / es, bytes = count * n * es;
+      if (count == 0) {
+        printf("%10s | N/A: less than one element per rank\n", label);
+        continue;
+      }
+      double t[NUM_RULES];
+      printf("%10s |", label);
+      for (int i = 0; i < nRules; i++) {
+        relaySimResult sr;
+        res = rootedSim(o, topo, coll, &pc, scatter ? parts[i] : 0, (size_t)count, &sr);
+        t[i] = res == relaySuccess ? sr.totalS : 0;
+        relaySimResultFree(&sr);
+        if (res != relaySuccess) {
+          printf(" %14s |", "error");
+          rc = 1;
+          continue;
+        }
+        /* nccl-tests' busbw for scatter and gather: size / time x (n-1)/n. */
+        printf(" %12.3f %5.0f |", t[i] * 1e3, (double)bytes / t[i] / 1e9 * (n - 1) / n);
+      }
+      if (scatter && t[RULE_NONE] > 0) printf(" %12.2f %12.2f", t[RULE_SEED] / t[RULE_NONE], t[RULE_FIRST] / t[RULE_NONE]);
+      printf("\n");
+    }
+  }
+  relayTopoFree(topo);
+  return rc;
 }
 
 typedef struct {
@@ -384,6 +623,7 @@ static int haveGnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1
 int main(int argc, char** argv) {
   simOpts o;
   if (parseArgs(argc, argv, &o)) return 2;
+  if (o.rooted) return runRooted(&o);
   struct relayTopo* topo = NULL;
   if (relayTopoLoad(o.topo, &topo) != relaySuccess) {
     fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
@@ -410,7 +650,7 @@ int main(int argc, char** argv) {
   size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < o.A * o.G; i++) ranks[i] = i;
 
-  static row rows[RELAY_NUM_COLLS][MAX_SIZES];
+  static row rows[RELAY_NUM_COLLS_ALL][MAX_SIZES];
   int anyFallback = 0, anyFailed = 0;
   printf("# relaycc-sim: topology %s (%d GPUs, %s), A=%d, G=%d (%s), %s, per-active-rank input\n", topo->name,
          topo->nGPUs, topoKind(topo), o.A, o.G, o.G > 1 ? "fused" : "independent", relayTypeName(o.dtype));

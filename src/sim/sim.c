@@ -14,8 +14,12 @@
 /* ---- the fluid model ---------------------------------------------------- */
 
 /* Resources a flow can cross. For n GPUs: n*n directed links, n injection
- * ports, n ejection ports, the fabric, n local-copy engines (self transfers). */
-#define MAX_RES_PER_FLOW 4
+ * ports, n ejection ports, the fabric, n local-copy engines (self transfers),
+ * n NIC exits and n NIC entries (with PXN only each node's first GPU's are
+ * used: the node's NICs are one pool), and per GPU P2P_MAX_CHANNELS send
+ * channels and as many receive channels. A flow crosses at most link, two
+ * ports and the fabric (or two NIC pools) plus two channels. */
+#define MAX_RES_PER_FLOW 6
 
 enum { FLOW_PENDING = 0, FLOW_ACTIVE = 1, FLOW_DONE = 2 };
 
@@ -49,6 +53,7 @@ typedef struct {
   double now;
   int dirty;
   int events;
+  double chanShare; /* a channel with 2+ flows moves this much of its cap */
 } fluid;
 
 static int resLink(int n, int s, int d) { return s * n + d; }
@@ -56,6 +61,15 @@ static int resInj(int n, int g) { return n * n + g; }
 static int resEj(int n, int g) { return n * n + n + g; }
 static int resFabric(int n) { return n * n + 2 * n; }
 static int resSelf(int n, int g) { return n * n + 2 * n + 1 + g; }
+static int resNicOut(int n, int g) { return n * n + 3 * n + 1 + g; }
+static int resNicIn(int n, int g) { return n * n + 4 * n + 1 + g; }
+static int resChanBase(int n) { return n * n + 5 * n + 1; }
+static int resChanSend(int n, int g, int c) { return resChanBase(n) + g * P2P_MAX_CHANNELS + c; }
+static int resChanRecv(int n, int g, int c) { return resChanBase(n) + (n + g) * P2P_MAX_CHANNELS + c; }
+/* With PXN a node's GPUs share its NICs: one resource, the first GPU's. */
+static int nicOf(const struct relayTopo* t, int g) {
+  return t->pxn && t->nNodes > 1 ? relayTopoNodeOf(t, g) * (t->nGPUs / t->nNodes) : g;
+}
 
 static void fluidFree(fluid* f) {
   free(f->cap);
@@ -74,7 +88,7 @@ static relayResult_t fluidInit(fluid* f, const struct relayTopo* t, int maxFlows
   int n = t->nGPUs;
   f->topo = t;
   f->n = n;
-  f->nRes = n * n + 3 * n + 1;
+  f->nRes = resChanBase(n) + 2 * n * P2P_MAX_CHANNELS;
   if (maxFlows < 1) maxFlows = 1;
   f->capFlows = maxFlows;
   f->cap = calloc((size_t)f->nRes, sizeof *f->cap);
@@ -99,11 +113,23 @@ static relayResult_t fluidInit(fluid* f, const struct relayTopo* t, int maxFlows
     f->cap[resSelf(n, g)] = t->memBw / 2;
   }
   f->cap[resFabric(n)] = t->fabricBw;
+  double nic = relayTopoNicCap(t);
+  for (int g = 0; g < n; g++) {
+    f->cap[resNicOut(n, g)] = nic;
+    f->cap[resNicIn(n, g)] = nic;
+    for (int c = 0; c < P2P_MAX_CHANNELS; c++) {
+      f->cap[resChanSend(n, g, c)] = t->chanBw;
+      f->cap[resChanRecv(n, g, c)] = t->chanBw;
+    }
+  }
+  f->chanShare = t->chanShare > 0 ? t->chanShare : 1.0;
   return relaySuccess;
 }
 
-/* Adds a flow; its id is the return value. The caller checked reachability. */
-static int fluidAdd(fluid* f, int src, int dst, double bytes, double start, int tag) {
+/* Adds a flow; its id is the return value. The caller checked reachability.
+ * channel >= 0: the flow is a part on that P2P channel (when the topology
+ * models channels). */
+static int fluidAdd(fluid* f, int src, int dst, double bytes, double start, int tag, int channel) {
   int id = f->nFlows++;
   fluidFlow* fl = &f->flows[id];
   memset(fl, 0, sizeof *fl);
@@ -115,11 +141,18 @@ static int fluidAdd(fluid* f, int src, int dst, double bytes, double start, int 
   int n = f->n;
   if (src == dst) {
     fl->res[fl->nres++] = resSelf(n, src);
+  } else if (relayTopoNodeOf(f->topo, src) != relayTopoNodeOf(f->topo, dst)) {
+    fl->res[fl->nres++] = resNicOut(n, nicOf(f->topo, src));
+    fl->res[fl->nres++] = resNicIn(n, nicOf(f->topo, dst));
   } else {
     if (f->cap[resLink(n, src, dst)] > 0) fl->res[fl->nres++] = resLink(n, src, dst);
     if (f->cap[resInj(n, src)] > 0) fl->res[fl->nres++] = resInj(n, src);
     if (f->cap[resEj(n, dst)] > 0) fl->res[fl->nres++] = resEj(n, dst);
     if (f->cap[resFabric(n)] > 0) fl->res[fl->nres++] = resFabric(n);
+  }
+  if (src != dst && channel >= 0 && channel < P2P_MAX_CHANNELS && f->topo->chanBw > 0) {
+    fl->res[fl->nres++] = resChanSend(n, src, channel);
+    fl->res[fl->nres++] = resChanRecv(n, dst, channel);
   }
   fl->state = FLOW_PENDING;
   f->pending[f->nPending++] = id;
@@ -145,6 +178,12 @@ static void fluidWaterfill(fluid* f) {
       f->frozen[i] = 1;
     }
   }
+  /* A channel shared by several flows moves less in all (topo.h). */
+  if (f->chanShare < 1)
+    for (int u = 0; u < nUsed; u++) {
+      int r = f->usedRes[u];
+      if (r >= resChanBase(f->n) && f->users[r] > 1) f->capRem[r] = f->cap[r] * f->chanShare;
+    }
   for (;;) {
     int best = -1;
     double share = INFINITY;
@@ -279,10 +318,10 @@ relayResult_t relaySimFlows(const struct relayTopo* topo, int n, const int* src,
   }
   for (int i = 0; i < n; i++) {
     if (bytes[i] > 0) {
-      fluidAdd(&f, src[i], dst[i], bytes[i], 0.0, i);
+      fluidAdd(&f, src[i], dst[i], bytes[i], 0.0, i, -1);
     } else {
       /* an empty flow ends at once; keep ids aligned with i */
-      int id = fluidAdd(&f, src[i], dst[i], 0.0, 0.0, i);
+      int id = fluidAdd(&f, src[i], dst[i], 0.0, 0.0, i, -1);
       f.flows[id].nres = 0;
     }
   }
@@ -318,7 +357,54 @@ typedef struct {
   int stamp;
   relaySimResult* out;
   relayResult_t err;
+  const relaySimP2p* p2p; /* NULL: every transfer one flow */
+  p2pOp op;
 } simState;
+
+/* The non-empty parts of a transfer a -> b of `bytes` (> 0): p2pTaskSplit,
+ * or the caller's part count / schedule base; one part on no channel without
+ * the channel model or to oneself. Returns the count (>= 1). */
+static int simSplit(const simState* S, int a, int b, uint64_t bytes, p2pPart* parts) {
+  const relaySimP2p* P = S->p2p;
+  if (!P || a == b) {
+    parts[0].channel = -1;
+    parts[0].off = 0;
+    parts[0].len = (size_t)bytes;
+    return 1;
+  }
+  const p2pComm* c = &P->comm;
+  int n;
+  if (P->parts > 0 || P->scheduleBase) {
+    n = P->parts > 0 ? (P->parts < c->pool ? P->parts : c->pool) : p2pTaskParts(c, S->op);
+    int base = p2pChannelBase(c, P->scheduleBase ? P2P_OP_SENDRECV : S->op, a, b);
+    for (int k = 0; k < n; k++) {
+      parts[k].channel = p2pChannelForPart(c->pool, base, k);
+      p2pPartBounds((size_t)bytes, n, 0, k, &parts[k].off, &parts[k].len);
+    }
+  } else {
+    n = p2pTaskSplit(c, S->op, a, b, (size_t)bytes, 0, parts);
+  }
+  int m = 0;
+  for (int k = 0; k < n; k++)
+    if (parts[k].len) parts[m++] = parts[k];
+  return m;
+}
+
+/* Flows rank r takes part in during step s: each transfer's parts. */
+static int stepFlows(const simState* S, int r, const planStep* st) {
+  const relayPlan* P = S->plan;
+  p2pPart parts[P2P_MAX_CHANNELS];
+  int n = 0;
+  for (uint32_t i = 0; i < st->nSend; i++) {
+    const planXfer* x = &P->sends[st->sendBase + i];
+    n += simSplit(S, r, x->peer, x->count * P->elemSize, parts);
+  }
+  for (uint32_t i = 0; i < st->nRecv; i++) {
+    const planXfer* x = &P->recvs[st->recvBase + i];
+    n += simSplit(S, x->peer, r, x->count * P->elemSize, parts);
+  }
+  return n;
+}
 
 static double opSeconds(const simState* S, const planOp* op) {
   double bytes = (double)op->count * (double)S->plan->elemSize;
@@ -391,7 +477,9 @@ static void createPairFlows(simState* S, int r, int p, int s) {
         return;
       }
       j++;
-      fluidAdd(&S->fl, a, b, (double)x->count * (double)P->elemSize, start, s);
+      p2pPart parts[P2P_MAX_CHANNELS];
+      int np = simSplit(S, a, b, x->count * P->elemSize, parts);
+      for (int k = 0; k < np; k++) fluidAdd(&S->fl, a, b, (double)parts[k].len, start, s, parts[k].channel);
     }
   }
 }
@@ -413,7 +501,7 @@ static void enterSteps(simState* S, int r, int from, double t) {
     R->step = s;
     if (st->nSend + st->nRecv > 0) {
       R->waiting = 1;
-      R->outstanding = (int)(st->nSend + st->nRecv);
+      R->outstanding = stepFlows(S, r, st);
       R->ready = t + S->topo->boundaryS;
       R->boundaries++;
       /* Flows with each peer that is already here start now; the others
@@ -502,6 +590,8 @@ void relaySimResultFree(relaySimResult* r) {
   free(r->rankEndS);
   free(r->linkBytes);
   free(r->stepBusiestBytes);
+  free(r->chanFlows);
+  free(r->chanFlowsIn);
   memset(r, 0, sizeof *r);
 }
 
@@ -537,7 +627,92 @@ static void countTraffic(const relayPlan* P, relaySimResult* out, uint64_t* step
       }
 }
 
+p2pOp relaySimP2pOp(relayColl_t coll) {
+  switch (coll) {
+    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
+    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
+    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    default: return P2P_OP_SENDRECV;
+  }
+}
+
+relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pComm* out) {
+  int nodes = t->nNodes > 1 ? t->nNodes : 1, G = t->nGPUs / nodes;
+  char err[256];
+  relayResult_t r;
+  if (t->p2pPerPeer > 0) {
+    int pool = 1, want = t->p2pChannels > 0 ? t->p2pChannels : P2P_MAX_CHANNELS;
+    while (pool < want) pool <<= 1;
+    r = p2pCommSet(nodes, G, pool, t->p2pPerPeer < pool ? t->p2pPerPeer : pool, userPerPeer, out, err, sizeof err);
+  } else {
+    int* links = malloc((size_t)G * (size_t)G * sizeof *links);
+    if (!links) return relaySetError(NULL, relaySystemError, "sim: out of memory");
+    for (int i = 0; i < G; i++)
+      for (int j = 0; j < G; j++) links[i * G + j] = i == j ? 0 : t->linkCount[i * t->nGPUs + j];
+    p2pTopoDesc d;
+    memset(&d, 0, sizeof d);
+    d.nNodes = nodes;
+    d.localRanks = G;
+    d.localLinks = links;
+    d.netsByBw = t->netsByBw;
+    d.userPerNetPeer = userPerPeer;
+    d.nChannels = t->p2pChannels > 0 ? t->p2pChannels : P2P_MAX_CHANNELS;
+    r = p2pCommFromTopo(&d, out, err, sizeof err);
+    free(links);
+  }
+  if (r != relaySuccess) return relaySetError(NULL, r, "sim: the P2P channels of topology '%s': %s", t->name, err);
+  return relaySuccess;
+}
+
+/* Occupancy, from the plan alone: per step, flows per (sender, channel). */
+static relayResult_t countOccupancy(simState* S) {
+  const relayPlan* P = S->plan;
+  int n = P->nranks;
+  size_t cells = (size_t)n * P2P_MAX_CHANNELS;
+  int* cur = calloc(cells * 2, sizeof *cur); /* sender side, then receiver side */
+  S->out->chanFlows = calloc(cells, sizeof *S->out->chanFlows);
+  S->out->chanFlowsIn = calloc(cells, sizeof *S->out->chanFlowsIn);
+  if (!cur || !S->out->chanFlows || !S->out->chanFlowsIn) {
+    free(cur);
+    return relaySystemError;
+  }
+  S->out->poolSize = S->p2p->comm.pool;
+  p2pPart parts[P2P_MAX_CHANNELS];
+  for (int s = 0; s < P->nSteps; s++) {
+    memset(cur, 0, cells * 2 * sizeof *cur);
+    for (int r = 0; r < n; r++) {
+      const planStep* st = planRankStep(P, r, s);
+      for (uint32_t i = 0; i < st->nSend; i++) {
+        const planXfer* x = &P->sends[st->sendBase + i];
+        if (x->peer == r) continue;
+        int np = simSplit(S, r, x->peer, x->count * P->elemSize, parts);
+        if (np > S->out->partsMax) S->out->partsMax = np;
+        for (int k = 0; k < np; k++) {
+          cur[(size_t)r * P2P_MAX_CHANNELS + (size_t)parts[k].channel]++;
+          cur[cells + (size_t)x->peer * P2P_MAX_CHANNELS + (size_t)parts[k].channel]++;
+        }
+      }
+    }
+    for (size_t i = 0; i < cells; i++) {
+      if (cur[i] > S->out->chanFlows[i]) S->out->chanFlows[i] = cur[i];
+      if (cur[cells + i] > S->out->chanFlowsIn[i]) S->out->chanFlowsIn[i] = cur[cells + i];
+    }
+  }
+  free(cur);
+  return relaySuccess;
+}
+
 relayResult_t relaySimRun(const relayPlan* P, const struct relayTopo* topo, relaySimResult* out) {
+  if (!topo || topo->chanBw <= 0) return relaySimRunP2p(P, topo, NULL, out);
+  relaySimP2p p2p;
+  memset(&p2p, 0, sizeof p2p);
+  memset(out, 0, sizeof *out);
+  RELAY_CHECK(relaySimP2pComm(topo, 0, &p2p.comm));
+  return relaySimRunP2p(P, topo, &p2p, out);
+}
+
+relayResult_t relaySimRunP2p(const relayPlan* P, const struct relayTopo* topo, const relaySimP2p* p2p,
+                             relaySimResult* out) {
   memset(out, 0, sizeof *out);
   if (!P || !topo) return relaySetError(NULL, relayInvalidArgument, "sim: NULL plan or topology");
   char err[256];
@@ -586,10 +761,27 @@ relayResult_t relaySimRun(const relayPlan* P, const struct relayTopo* topo, rela
   S.topo = topo;
   S.out = out;
   S.err = relaySuccess;
+  S.p2p = p2p;
+  S.op = relaySimP2pOp(P->coll);
+  size_t maxParts = 1;
+  if (p2p) {
+    if (P->nranks > p2p->comm.nRanks) {
+      relaySimResultFree(out);
+      return relaySetError(NULL, relayInvalidArgument, "sim: the plan has %d ranks, the P2P comm %d", P->nranks,
+                           p2p->comm.nRanks);
+    }
+    maxParts = (size_t)(p2p->parts > 0 ? p2p->parts : p2p->comm.perPeer);
+    if (maxParts > (size_t)p2p->comm.pool) maxParts = (size_t)p2p->comm.pool;
+    if ((res = countOccupancy(&S)) != relaySuccess) {
+      relaySimResultFree(out);
+      return res;
+    }
+  }
   S.rk = calloc((size_t)n, sizeof *S.rk);
   S.mark = calloc((size_t)n, sizeof *S.mark);
-  int* done = malloc(((size_t)P->nSends + 1) * sizeof *done);
-  if (!S.rk || !S.mark || !done || (res = fluidInit(&S.fl, topo, (int)P->nSends)) != relaySuccess) {
+  int* done = malloc(((size_t)P->nSends * maxParts + 1) * sizeof *done);
+  if (!S.rk || !S.mark || !done ||
+      (res = fluidInit(&S.fl, topo, (int)((size_t)P->nSends * maxParts))) != relaySuccess) {
     free(S.rk);
     free(S.mark);
     free(done);

@@ -18,7 +18,14 @@
  *     rank enters the next step. Lane-1 ops run in order on a side lane that
  *     starts each op no earlier than the point it was issued and are joined
  *     at the end of the call;
- *   - the call adds its fixed cost once.
+ *   - the call adds its fixed cost once;
+ *   - on a topology with P2P channels (topo->chanBw > 0) each transfer is
+ *     split into parts by the P2P channel layer (src/p2p: the plan's
+ *     operation, its part rule and channel bases), each part a flow on one
+ *     channel, capped by the channel's rate and sharing that (rank, channel)
+ *     resource with the other flows on it; a channel that carries two or more
+ *     flows moves chanShare of its rate in all. Transfers between nodes go
+ *     through the NICs (topo.h), not the links.
  * Deterministic (fixed iteration order, no randomness) and cheap: an 8-rank
  * plan of ~20 steps runs in well under a millisecond.
  */
@@ -28,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "p2p/p2p.h"
 #include "plan/plan.h"
 #include "topo/topo.h"
 
@@ -51,7 +59,32 @@ typedef struct {
   int boundaries; /* steps with transfers */
   int launches;   /* local ops, both lanes */
   int events;     /* fluid-model events (rate recomputations) over the whole run */
+  /* The channel model only (NULL / 0 without it). Occupancy: chanFlows[r *
+   * P2P_MAX_CHANNELS + c] is the most flows one step puts on channel c of
+   * rank r as a sender, chanFlowsIn as a receiver; poolSize the pool they
+   * sit in. */
+  int* chanFlows;
+  int* chanFlowsIn;
+  int poolSize;
+  int partsMax; /* the most parts a transfer took */
 } relaySimResult;
+
+/* How the channel model splits transfers. */
+typedef struct {
+  p2pComm comm;     /* pool, parts per peer, ranks per node: the bases */
+  int parts;        /* > 0: every transfer takes this many parts (at most the
+                       pool), to compare part rules; 0: the layer's rule for
+                       the plan's operation (p2pTaskSplit) */
+  int scheduleBase; /* 1: scatter too takes its schedule round's base (RCCL
+                       before the seed's node-major base) */
+} relaySimP2p;
+
+/* The P2P layer's comm-wide facts on topology t: nodes x GPUs, the direct
+ * links of a node's pairs, netsByBw, the pool from t->p2pChannels (0: 64),
+ * and the per-peer count from t->p2pPerPeer when the topology gives it (the
+ * count the library chose on that machine), else from links and NICs.
+ * userPerPeer: RELAYCC_NCHANNELS_PER_NET_PEER (0: unset). */
+relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pComm* out);
 
 /* Simulate plan on topo. topo->nGPUs must be >= plan->nranks (rank r runs on
  * GPU r). Fills *out (free with relaySimResultFree, also after a failure).
@@ -59,6 +92,13 @@ typedef struct {
  * transfers do not match, an unreachable pair, a topology that fails
  * relayTopoCheck); relaySystemError on allocation failure. */
 relayResult_t relaySimRun(const relayPlan* plan, const struct relayTopo* topo, relaySimResult* out);
+/* The same with the channel model's split given (p2p NULL: every transfer
+ * one flow; relaySimRun passes the topology's, relaySimP2pComm, when it has
+ * channels). p2p->comm must cover the plan's ranks. */
+relayResult_t relaySimRunP2p(const relayPlan* plan, const struct relayTopo* topo, const relaySimP2p* p2p,
+                             relaySimResult* out);
+/* The p2pOp a plan's transfers belong to (as the executor passes it). */
+p2pOp relaySimP2pOp(relayColl_t coll);
 void relaySimResultFree(relaySimResult* r);
 
 /* The fluid model alone: n flows src[i] -> dst[i] of bytes[i] bytes, all

@@ -63,6 +63,15 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   t->memBw = s->memBw;
   t->reduceBw = s->reduceBw;
   t->hopS = s->hopS;
+  t->nNodes = s->nNodes;
+  t->nicsPerNode = s->nicsPerNode;
+  t->nicBw = s->nicBw;
+  t->pxn = s->pxn;
+  t->netsByBw = s->netsByBw;
+  t->chanBw = s->chanBw;
+  t->chanShare = s->chanShare;
+  t->p2pChannels = s->p2pChannels;
+  t->p2pPerPeer = s->p2pPerPeer;
   return relaySuccess;
 }
 
@@ -233,6 +242,124 @@ relayResult_t relayTopoPreset(const char* name, struct relayTopo** out) {
   return relayInvalidArgument;
 }
 
+/* ---- several nodes ------------------------------------------------------ */
+
+relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw, int pxn,
+                                 struct relayTopo** out) {
+  *out = NULL;
+  int G = node->nGPUs;
+  if (nNodes < 1 || G * nNodes > RELAY_TOPO_MAX_GPUS || (node->nNodes > 1))
+    return relaySetError(NULL, relayInvalidArgument, "topology: %d nodes of '%s' (%d GPUs, %d node%s): at most %d GPUs",
+                         nNodes, node->name, G, node->nNodes > 1 ? node->nNodes : 1, node->nNodes > 1 ? "s" : "",
+                         RELAY_TOPO_MAX_GPUS);
+  if (nNodes > 1 && node->fabricBw > 0)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "topology '%s': a fabric cap bounds one node's transfers (the shm transport's memory bus); it "
+                         "has no multi-node meaning",
+                         node->name);
+  if (nNodes > 1 && !(nicsPerNode >= 1 && nicBw > 0 && isfinite(nicBw)))
+    return relaySetError(NULL, relayInvalidArgument, "topology: %d nodes need NICs (%d of %g GB/s)", nNodes,
+                         nicsPerNode, nicBw / GBS);
+  char name[RELAY_TOPO_NAME_MAX];
+  snprintf(name, sizeof name, "%.40sx%d", node->name, nNodes);
+  relayResult_t r = relayTopoCreate(G * nNodes, name, out);
+  if (r != relaySuccess) return relaySetError(NULL, r, "topology: out of memory");
+  struct relayTopo* t = *out;
+  int n = t->nGPUs;
+  for (int k = 0; k < nNodes; k++)
+    for (int i = 0; i < G; i++) {
+      int a = k * G + i;
+      t->injBw[a] = node->injBw[i];
+      t->ejBw[a] = node->ejBw[i];
+      for (int j = 0; j < G; j++) {
+        if (i == j) continue;
+        t->linkCount[a * n + k * G + j] = node->linkCount[i * G + j];
+        t->linkBw[a * n + k * G + j] = node->linkBw[i * G + j];
+      }
+    }
+  t->hasSwitch = node->hasSwitch;
+  t->fabricBw = node->fabricBw;
+  t->callS = node->callS;
+  t->boundaryS = node->boundaryS;
+  t->launchS = node->launchS;
+  t->memBw = node->memBw;
+  t->reduceBw = node->reduceBw;
+  t->hopS = node->hopS;
+  t->nNodes = nNodes;
+  t->nicsPerNode = nNodes > 1 ? nicsPerNode : 0;
+  t->nicBw = nNodes > 1 ? nicBw : 0;
+  t->pxn = nNodes > 1 ? (pxn != 0) : 0;
+  t->netsByBw = node->netsByBw;
+  t->chanBw = node->chanBw;
+  t->chanShare = node->chanShare;
+  t->p2pChannels = node->p2pChannels;
+  t->p2pPerPeer = node->p2pPerPeer;
+  return relaySuccess;
+}
+
+double relayTopoNicCap(const struct relayTopo* t) {
+  if (t->nNodes <= 1 || t->nicsPerNode < 1) return 0.0;
+  double node = (double)t->nicsPerNode * t->nicBw;
+  return t->pxn ? node : node / (double)(t->nGPUs / t->nNodes);
+}
+
+/* The seed 003 machine: nodes of 8 MI355X with 8 AMD AINIC (400 Gb/s), RCCL
+ * with PXN on. Figures are fits to the seed's scatter tables (RCCL on 2-8
+ * nodes, 16 MB - 16 GB, root 0), not measurements of ours:
+ *   - inside a node, the mi350x mesh (the seed measured no intra-node
+ *     figure; MI355X has the same 7 XGMI links per GPU);
+ *   - nicBw 41.2 GB/s per NIC: on 4 nodes scatter reached 412 GB/s busbw
+ *     from 1 GB on with one part per peer, bound by the root node's NICs:
+ *     24 of its 31 peers are remote, busbw = size * 31/32 / time, so the
+ *     NICs moved 412 * (24 * 32) / (31 * 31) = 329 GB/s = 8 x 41.2;
+ *   - chanBw 16.4 GB/s per channel: on 3 nodes one part per peer (23 flows,
+ *     16 remote) took 1.2-1.3x the time of two (46 flows, NIC-bound), so 16
+ *     channels moved 329 / 1.25 = 263 GB/s;
+ *   - chanShare 0.7: on 4 nodes 2 parts per peer (62 flows on 32 channels,
+ *     2 per channel) took 1.16-1.21x the time of 1 part; with 48 of the 62
+ *     flows remote, 32 x 16.4 x 0.7 x 48/62 = 284 GB/s = 329 / 1.16. The
+ *     seed did not find the mechanism ("the connection setup logs of fast
+ *     and slow runs are identical"): this is a fit, not a cause;
+ *   - the P2P pool and per-peer count RCCL computed there (the seed's table):
+ *     32 channels and 2 per peer on 2 and 4 nodes, 64 and 4 on 3, 64 and 2
+ *     on 5 and 8; other node counts take 64 and 2 (an assumption). */
+static relayResult_t netMi355xAinic(int nNodes, struct relayTopo** out) {
+  struct relayTopo* node;
+  RELAY_CHECK(relayTopoPreset("mi350x", &node));
+  node->chanBw = 16.4 * GBS;
+  node->chanShare = 0.7;
+  node->netsByBw = 1;
+  node->p2pChannels = nNodes == 2 || nNodes == 4 ? 32 : 64;
+  node->p2pPerPeer = nNodes == 3 ? 4 : 2;
+  relayResult_t r = relayTopoMultiNode(node, nNodes, 8, 41.2 * GBS, 1, out);
+  relayTopoFree(node);
+  if (r == relaySuccess) snprintf((*out)->name, sizeof (*out)->name, "mi355x-ainic-x%d", nNodes);
+  return r;
+}
+
+typedef struct {
+  const char* name;
+  relayResult_t (*build)(int nNodes, struct relayTopo** out);
+} netPresetDef;
+
+static const netPresetDef kNetPresets[] = {{"mi355x-ainic", netMi355xAinic}};
+#define NNETPRESETS ((int)(sizeof kNetPresets / sizeof kNetPresets[0]))
+
+const char* const* relayTopoNetPresetNames(void) {
+  static const char* names[NNETPRESETS + 1];
+  for (int i = 0; i < NNETPRESETS; i++) names[i] = kNetPresets[i].name;
+  names[NNETPRESETS] = NULL;
+  return names;
+}
+
+relayResult_t relayTopoNetPreset(const char* name, int nNodes, struct relayTopo** out) {
+  *out = NULL;
+  for (int i = 0; i < NNETPRESETS; i++)
+    if (name && strcmp(name, kNetPresets[i].name) == 0) return kNetPresets[i].build(nNodes, out);
+  return relaySetError(NULL, relayInvalidArgument, "network preset '%s': unknown (known: mi355x-ainic)",
+                       name ? name : "(null)");
+}
+
 relayResult_t relayTopoDetect(struct relayTopo** out) {
   /* Hook for the GPU transport: query CUDA/NVML peer attributes (NVLink count
    * and bandwidth per pair, switch or mesh) and build the topology. Until it
@@ -247,12 +374,14 @@ relayResult_t relayTopoDetect(struct relayTopo** out) {
 int relayTopoReachable(const struct relayTopo* t, int s, int d) {
   if (s < 0 || d < 0 || s >= t->nGPUs || d >= t->nGPUs) return 0;
   if (s == d) return 1;
+  if (relayTopoNodeOf(t, s) != relayTopoNodeOf(t, d)) return relayTopoNicCap(t) > 0;
   return t->linkCount[s * t->nGPUs + d] > 0 || t->hasSwitch;
 }
 
 double relayTopoPairRate(const struct relayTopo* t, int s, int d) {
   if (!relayTopoReachable(t, s, d)) return 0.0;
   if (s == d) return t->memBw / 2;
+  if (relayTopoNodeOf(t, s) != relayTopoNodeOf(t, d)) return relayTopoNicCap(t);
   double r = INFINITY;
   double link = relayTopoLinkCap(t, s, d);
   if (link > 0) r = link;
@@ -275,6 +404,23 @@ static int errf(char* err, size_t errlen, const char* fmt, ...) {
 int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
   int n = t->nGPUs;
   if (n < 1 || n > RELAY_TOPO_MAX_GPUS) return errf(err, errlen, "gpus %d out of 1..%d", n, RELAY_TOPO_MAX_GPUS);
+  if (t->nNodes < 0 || (t->nNodes > 1 && n % t->nNodes != 0))
+    return errf(err, errlen, "nodes %d must divide gpus %d", t->nNodes, n);
+  if (t->nNodes > 1) {
+    if (t->nicsPerNode < 1 || !(t->nicBw > 0 && isfinite(t->nicBw)))
+      return errf(err, errlen, "%d nodes need nics_per_node >= 1 and nic_gbs > 0", t->nNodes);
+    if (t->fabricBw > 0) return errf(err, errlen, "a fabric cap is one node's: not with %d nodes", t->nNodes);
+    for (int s = 0; s < n; s++)
+      for (int d = 0; d < n; d++)
+        if (relayTopoNodeOf(t, s) != relayTopoNodeOf(t, d) && t->linkCount[s * n + d] > 0)
+          return errf(err, errlen, "link %d %d: GPUs of different nodes reach each other over the network only", s, d);
+  }
+  if (t->netsByBw < 0) return errf(err, errlen, "nets_by_bw must be >= 0");
+  if (!(t->chanBw >= 0 && isfinite(t->chanBw))) return errf(err, errlen, "chan_gbs must be >= 0");
+  if (!(t->chanShare >= 0 && t->chanShare <= 1)) return errf(err, errlen, "chan_share must be in [0, 1]");
+  if (t->p2pChannels < 0 || t->p2pChannels > 64) return errf(err, errlen, "p2p_channels must be in 0..64");
+  if (t->p2pPerPeer < 0 || t->p2pPerPeer > 64 || (t->p2pPerPeer & (t->p2pPerPeer - 1)))
+    return errf(err, errlen, "p2p_per_peer must be 0 or a power of two up to 64");
   for (int s = 0; s < n; s++) {
     for (int d = 0; d < n; d++) {
       if (s == d) continue;
@@ -292,7 +438,8 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
       /* Through a switch with an uncapped port and no fabric cap a transfer
        * would move at an infinite rate. */
       for (int d = 0; d < n; d++)
-        if (d != s && (t->linkCount[s * n + d] == 0 || t->linkCount[d * n + s] == 0))
+        if (d != s && relayTopoNodeOf(t, s) == relayTopoNodeOf(t, d) &&
+            (t->linkCount[s * n + d] == 0 || t->linkCount[d * n + s] == 0))
           return errf(err, errlen, "ports %d: a switch needs injection and ejection > 0", s);
     }
   }
@@ -347,6 +494,17 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   fprintf(f, "mem_gbs %.17g\n", t->memBw / GBS);
   if (t->reduceBw > 0) fprintf(f, "reduce_gbs %.17g\n", t->reduceBw / GBS);
   fprintf(f, "hop_us %.17g\n", t->hopS / US);
+  if (t->nNodes > 1) {
+    fprintf(f, "nodes %d\n", t->nNodes);
+    fprintf(f, "nics_per_node %d\n", t->nicsPerNode);
+    fprintf(f, "nic_gbs %.17g\n", t->nicBw / GBS);
+    fprintf(f, "pxn %s\n", t->pxn ? "yes" : "no");
+  }
+  if (t->netsByBw > 0) fprintf(f, "nets_by_bw %d\n", t->netsByBw);
+  if (t->chanBw > 0) fprintf(f, "chan_gbs %.17g\n", t->chanBw / GBS);
+  if (t->chanShare > 0) fprintf(f, "chan_share %.17g\n", t->chanShare);
+  if (t->p2pChannels > 0) fprintf(f, "p2p_channels %d\n", t->p2pChannels);
+  if (t->p2pPerPeer > 0) fprintf(f, "p2p_per_peer %d\n", t->p2pPerPeer);
 }
 
 /* Parse one GPU index or "*" (-1) bounded by n. */
@@ -468,6 +626,29 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           t->linkCount[a * n + b] = (int)c;
           t->linkBw[a * n + b] = c > 0 ? bw * GBS : 0;
         }
+    } else if (strcmp(k, "pxn") == 0) {
+      NEED(1, "yes or no");
+      if (strcmp(tok[1], "yes") == 0 || strcmp(tok[1], "1") == 0) t->pxn = 1;
+      else if (strcmp(tok[1], "no") == 0 || strcmp(tok[1], "0") == 0) t->pxn = 0;
+      else {
+        errf(err, errlen, "line %d: pxn takes yes or no", lineNo);
+        goto fail;
+      }
+    } else if (strcmp(k, "nodes") == 0 || strcmp(k, "nics_per_node") == 0 || strcmp(k, "nets_by_bw") == 0 ||
+               strcmp(k, "p2p_channels") == 0 || strcmp(k, "p2p_per_peer") == 0) {
+      NEED(1, "an integer");
+      double v;
+      NUM(1, v);
+      if (v != floor(v) || v > 1e6) {
+        errf(err, errlen, "line %d: '%s' takes an integer", lineNo, k);
+        goto fail;
+      }
+      int* dst = strcmp(k, "nodes") == 0           ? &t->nNodes
+                 : strcmp(k, "nics_per_node") == 0 ? &t->nicsPerNode
+                 : strcmp(k, "nets_by_bw") == 0    ? &t->netsByBw
+                 : strcmp(k, "p2p_channels") == 0  ? &t->p2pChannels
+                                                   : &t->p2pPerPeer;
+      *dst = (int)v;
     } else if (strcmp(k, "switch") == 0) {
       NEED(1, "yes or no");
       if (strcmp(tok[1], "yes") == 0 || strcmp(tok[1], "1") == 0) t->hasSwitch = 1;
@@ -499,7 +680,8 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
       } scalars[] = {
           {"fabric", &t->fabricBw, GBS},      {"call_us", &t->callS, US},   {"boundary_us", &t->boundaryS, US},
           {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
-          {"reduce_gbs", &t->reduceBw, GBS},
+          {"reduce_gbs", &t->reduceBw, GBS}, {"nic_gbs", &t->nicBw, GBS},   {"chan_gbs", &t->chanBw, GBS},
+          {"chan_share", &t->chanShare, 1},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {

@@ -17,6 +17,19 @@
  *     the CPU's memory bus for the shm transport).
  * A transfer to oneself is a local copy at memory bandwidth.
  *
+ * Several nodes (nNodes > 1; the simulator's multi-node models): GPUs are
+ * node-major, nGPUs / nNodes per node, each node the same. Links, switch and
+ * ports describe each node's inside; two GPUs of different nodes reach each
+ * other only over the network: through the source node's NICs and the
+ * destination node's, nicsPerNode NICs of nicBw each per direction, shared
+ * by every GPU of the node when pxn (NCCL's PXN: a GPU's traffic may leave
+ * through another GPU's NIC), else each GPU on its share of them.
+ *
+ * P2P channels (chanBw > 0): NCCL/RCCL move point-to-point data on
+ * channels, each a fixed set of GPU threads; one channel moves at most
+ * chanBw, and channels of a rank shared by several flows lose efficiency
+ * (chanShare). Used with the P2P channel layer (src/p2p) by the simulator.
+ *
  * All figures are SI: bytes/s (1 GB/s = 1e9 bytes/s) and seconds. The text
  * format (docs/model.md) writes GB/s and microseconds.
  */
@@ -71,6 +84,20 @@ struct relayTopo {
    * hop of its small-message protocol, seconds. Its per-call and per-kernel
    * costs are callS + boundaryS (one kernel per collective). */
   double hopS;
+
+  /* ---- several nodes (nNodes <= 1: one node; the rest of this block unused) */
+  int nNodes;
+  int nicsPerNode;
+  double nicBw; /* bytes/s per NIC per direction */
+  int pxn;      /* 1: a GPU's network traffic may use every NIC of its node */
+  int netsByBw; /* NICs one GPU needs to reach its bandwidth (NCCL getLocalNetCountByBw); 0: 1 */
+
+  /* ---- P2P channels (chanBw 0: no channel model) ---- */
+  double chanBw;    /* bytes/s one channel moves */
+  double chanShare; /* a channel that carries 2+ flows moves chanShare * chanBw in all (0: 1) */
+  int p2pChannels;  /* the comm's channels, where the P2P pool starts (NCCL comm->nChannels); 0: 64 */
+  int p2pPerPeer;   /* > 0: the per-peer channel count the library chose on this machine,
+                       instead of the one derived from links and NICs */
 };
 
 /* Allocate a topology of n GPUs: no links, no switch, no caps, zero costs. */
@@ -91,6 +118,28 @@ void relayTopoWrite(const struct relayTopo* topo, FILE* f);
 const char* const* relayTopoPresetNames(void);
 /* Build a preset; relayInvalidArgument for an unknown name. */
 relayResult_t relayTopoPreset(const char* name, struct relayTopo** out);
+
+/* A multi-node topology: nNodes copies of the one-node topology `node`
+ * (its links, switch, ports, costs), GPUs node-major, joined by a network of
+ * nicsPerNode NICs of nicBw bytes/s per node. relayInvalidArgument when the
+ * GPUs do not fit RELAY_TOPO_MAX_GPUS or `node` has a fabric cap (the shm
+ * transport's shared memory bus: one node's). The channel fields are copied
+ * from `node`; set them after. */
+relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw, int pxn,
+                                 struct relayTopo** out);
+/* Network presets, NULL-terminated: a node preset and its network, by node
+ * count. "mi355x-ainic": the seed 003 machine (8 MI355X per node, 8 AINIC,
+ * RCCL's P2P pool and per-peer counts as measured there). */
+const char* const* relayTopoNetPresetNames(void);
+relayResult_t relayTopoNetPreset(const char* name, int nNodes, struct relayTopo** out);
+
+/* The node of GPU g (0 on one node). */
+static inline int relayTopoNodeOf(const struct relayTopo* t, int g) {
+  return t->nNodes > 1 ? g / (t->nGPUs / t->nNodes) : 0;
+}
+/* Network capacity one GPU's flows share leaving (or entering) its node,
+ * bytes/s: all the node's NICs with PXN, else the GPU's share. */
+double relayTopoNicCap(const struct relayTopo* t);
 
 /* Detect the topology of the GPUs this process sees (CUDA/NVML peer
  * attributes: NVLink count and bandwidth per pair, switch or mesh). The GPU
