@@ -2,7 +2,10 @@
 #   plan_sweep        randomized sweep, a new seed each run (printed, with the
 #                     replay command on a failure); ~10 s, ~20 s under ASan
 #   plan_sweep_fixed  the same on a fixed seed, so a regression is repeatable
-#   plan_traffic      critical-path bytes against the seeds' link accounting
+#   plan_traffic      critical-path bytes against the seeds' link accounting:
+#                     depth 1 is the two-group schedule link by link, depths
+#                     2-8 give the closed forms, operation granularity, the
+#                     2-active reduce-scatter's side-lane reduces
 #   plan_unsupported  a route that cannot serve a key answers "not supported"
 if(TARGET test_plan)
   add_test(NAME plan_sweep COMMAND test_plan sweep 0 4000)
@@ -14,7 +17,8 @@ endif()
 
 # relaycc-plan: the last line of --traffic is exactly the critical path (the
 # seeds' accounting: 2 active on 8 ranks carry count/4, 4-active all-to-all
-# 2/3 of a segment), and bad arguments exit non-zero naming the argument.
+# 2/3 of a segment; pipelined, the closed forms of issue 4), and bad
+# arguments exit non-zero naming the argument.
 if(TARGET relaycc-plan)
   set(PLAN_TOOL $<TARGET_FILE:relaycc-plan>)
   set(PLAN_TRAFFIC_CASES
@@ -23,6 +27,16 @@ if(TARGET relaycc-plan)
     "a2a_A4|1048576|-c alltoall -A 4 --ranks 8 --count 786432 --dtype bf16 --route relay"
     "rs_A4_layout|1048576|-c reducescatter -A 4 --ranks 8 --count 1048576 --dtype bf16 --route relay --layout 7,2,5,0"
     "ag_A2_direct|2097152|-c allgather -A 2 --ranks 8 --count 1048576 --dtype bf16 --route direct"
+    # pipelined (issue 4), 1 GiB per rank: 2 active (T+1)/(7T+1) of the count,
+    # 9/57 at depth 8 (the done-when line); 4-active all-gather (3T+1)/(7T+1);
+    # all-to-all (T+1)/(2T+1) of a segment; all-reduce 2(T+1)/(12T);
+    # fused calls keep the two-group form at any depth
+    "ag_A2_depth8|169541632|-c allgather -A 2 --ranks 8 --count 536870912 --dtype bf16 --route relay --depth 8"
+    "rs_A2_depth4|92567552|-c reducescatter -A 2 --ranks 8 --count 268435456 --dtype bf16 --route relay --depth 4"
+    "ag_A4_depth4|481333248|-c allgather -A 4 --ranks 8 --count 536870912 --dtype bf16 --route relay --depth 4"
+    "a2a_A4_depth8|142114816|-c alltoall -A 4 --ranks 8 --count 134217728 --dtype bf16 --route relay --depth 8"
+    "ar_A4_depth8|201327616|-c allreduce -A 4 --ranks 8 --count 536870912 --dtype bf16 --route relay --depth 8"
+    "ar_A2_fused_depth8|524288|-c allreduce -A 2 -G 4 --ranks 8 --count 1048576 --dtype bf16 --route relay --depth 8"
   )
   foreach(case ${PLAN_TRAFFIC_CASES})
     string(REPLACE "|" ";" parts "${case}")
@@ -35,6 +49,12 @@ if(TARGET relaycc-plan)
                      ${PLAN_TOOL} ${args})
     set_tests_properties(plan_tool_traffic_${name} PROPERTIES TIMEOUT 60 LABELS cpu)
   endforeach()
+
+  # Issue 4's done-when: the 2-active all-gather at depth 8 reports 9/57 of the message.
+  add_test(NAME plan_tool_done_when_9_57
+           COMMAND sh -c "\"$@\" --traffic | grep -q -x -e '# critical path = 0.1579 x count\\*elemsize'"
+                   sh ${PLAN_TOOL} -c allgather -A 2 --ranks 8 --count 536870912 --dtype bf16 --route relay --depth 8)
+  set_tests_properties(plan_tool_done_when_9_57 PROPERTIES TIMEOUT 60 LABELS cpu)
 
   set(PLAN_BAD_CASES
     "coll|-c: unknown collective|-c bogus -A 2 --ranks 8 --count 4"

@@ -65,6 +65,7 @@ struct planBuilder {
   size_t* countsCopy;
   int nSteps;
   int lane;
+  int depth; /* 0: key.depth */
   planItem* items;
   size_t nItems, capItems;
   planRef* srcs;
@@ -148,6 +149,8 @@ const planKey* planBuilderKey(const planBuilder* b) { return &b->key; }
 int planAddStep(planBuilder* b) { return b->nSteps++; }
 
 void planSetLane(planBuilder* b, int lane) { b->lane = lane; }
+
+void planSetDepth(planBuilder* b, int depth) { b->depth = depth; }
 
 static planItem* pushItem(planBuilder* b, int rank, int step, int type) {
   if (b->nItems == b->capItems) {
@@ -262,7 +265,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   p->dtype = k->dtype;
   p->op = k->op;
   p->route = k->route;
-  p->depth = k->depth;
+  p->depth = b->depth ? b->depth : k->depth;
   p->elemSize = relayTypeSize(k->dtype);
   p->nSteps = b->nSteps;
   size_t nr = (size_t)k->nGroups * (size_t)k->nActive;

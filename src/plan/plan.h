@@ -181,6 +181,10 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
+/* The depth the plan really has (default key->depth): a builder that clamps
+ * a depth (fused calls, messages too small to tile) says so, and the router
+ * sees a depth it asked for and did not get. */
+void planSetDepth(planBuilder* b, int depth);
 /* Scratch slot `slot` of `rank` holds at least `elems` elements. */
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems);
 /* Finishes the plan (sorts items into rank programs). NULL on allocation failure. */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "route/depth.h"
 #include "sim/sim.h"
 #include "topo/topo.h"
 
@@ -57,6 +58,8 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t) {
     MIX(&t->launchS, sizeof t->launchS);
     MIX(&t->callS, sizeof t->callS);
     MIX(&t->memBw, sizeof t->memBw);
+    MIX(&t->stageS, sizeof t->stageS);
+    MIX(&t->maxDepth, sizeof t->maxDepth);
     MIX(t->linkCount, n2 * sizeof(int));
     MIX(t->linkBw, n2 * sizeof(double));
     MIX(t->injBw, (size_t)t->nGPUs * sizeof(double));
@@ -117,8 +120,18 @@ static void choose(const planKey* key, const struct relayTopo* topo, int* route,
   }
   double best = predict(key, topo, relayRouteDirect, 1);
   if (best < 0) return;
-  static const int depths[] = {1, 2, 4, 8};
-  for (size_t i = 0; i < sizeof depths / sizeof depths[0]; i++) {
+  /* Relay candidates: depth 1 (the two-group form) and the depth model's
+   * depth (route/depth.c), instead of simulating every depth. The model's
+   * stage price was tuned on measured depth choices (768 KiB on mi350x),
+   * while the simulator prices every step at the two-group boundary (25 us,
+   * 1.23 MiB of link time), which over-prices a pipeline stage: it would
+   * keep 2-active calls at depth 4 at 256 MB where the seed measured depth 8
+   * faster. The simulator still decides between the two and direct, since it
+   * knows what the closed form leaves out (helper reduce launches, the call's
+   * fixed cost, the direct route); and two simulations instead of four halve
+   * the router's cost on the deepest, most expensive plans. */
+  int depths[2] = {1, relayDepthChoose(key, topo)};
+  for (size_t i = 0; i < (depths[1] > 1 ? 2u : 1u); i++) {
     double t = predict(key, topo, relayRouteRelay, depths[i]);
     if (t >= 0 && t < best) {
       best = t;

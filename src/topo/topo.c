@@ -63,6 +63,8 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   t->memBw = s->memBw;
   t->reduceBw = s->reduceBw;
   t->hopS = s->hopS;
+  t->stageS = s->stageS;
+  t->maxDepth = s->maxDepth;
   t->nNodes = s->nNodes;
   t->nicsPerNode = s->nicsPerNode;
   t->nicBw = s->nicBw;
@@ -128,6 +130,20 @@ static void presetAmdMesh(struct relayTopo* t) {
    * 0.041 ms (0.038 ms relay at 1.08x, seed diagonal-folding commit) against
    * 0.038 ms for one group: ~3 us for its one hop. */
   t->hopS = 3 * US;
+  /* The depth model's stage: the seed's kRelayPipelineBoundaryBytes = 768 KiB
+   * at 51.6 GB/s (15.2 us). The seed calls it "~25 us at ~50 GB/s", which
+   * does not multiply out (25 us is 1.23 MiB); the bytes were tuned on
+   * measured depth choices and are what fits them: 768 KiB picks the
+   * measured-best depth at every size of its sweeps (depth 8 from 256 MB at
+   * 2 active), and the 4-active all-reduce's measured curve pins its stage
+   * (two boundaries) between 1.33 and 1.875 MiB, one boundary between 0.67
+   * and 0.94 MiB: 1.23 MiB falls outside, 768 KiB inside. The boundary above
+   * stays 25 us: it is the time a two-group step costs. */
+  t->stageS = 786432.0 / (51.6 * GBS);
+  /* kRelayMaxPipelineTiles = 8: depth 16 was a wash (2-active all-reduce at
+   * 1 GB: 4.252 ms at 8, 4.253 at 16) or a loss (4-active all-to-all at
+   * 512 MB: 1.836 -> 1.993 ms). */
+  t->maxDepth = 8;
 }
 
 static void presetMi350x(struct relayTopo* t) { presetAmdMesh(t); }
@@ -285,6 +301,8 @@ relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int n
   t->memBw = node->memBw;
   t->reduceBw = node->reduceBw;
   t->hopS = node->hopS;
+  t->stageS = node->stageS;
+  t->maxDepth = node->maxDepth;
   t->nNodes = nNodes;
   t->nicsPerNode = nNodes > 1 ? nicsPerNode : 0;
   t->nicBw = nNodes > 1 ? nicBw : 0;
@@ -449,6 +467,8 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
     if (!(costs[i] >= 0 && isfinite(costs[i]))) return errf(err, errlen, "costs must be finite and >= 0");
   if (!(t->memBw > 0 && isfinite(t->memBw))) return errf(err, errlen, "mem_gbs must be > 0");
   if (!(t->reduceBw >= 0 && isfinite(t->reduceBw))) return errf(err, errlen, "reduce_gbs must be >= 0");
+  if (!(t->stageS >= 0 && isfinite(t->stageS))) return errf(err, errlen, "stage_us must be finite and >= 0");
+  if (t->maxDepth < 0 || t->maxDepth > 1024) return errf(err, errlen, "max_depth must be in 0..1024");
   return 0;
 }
 
@@ -494,6 +514,8 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   fprintf(f, "mem_gbs %.17g\n", t->memBw / GBS);
   if (t->reduceBw > 0) fprintf(f, "reduce_gbs %.17g\n", t->reduceBw / GBS);
   fprintf(f, "hop_us %.17g\n", t->hopS / US);
+  if (t->stageS > 0) fprintf(f, "stage_us %.17g\n", t->stageS / US);
+  if (t->maxDepth > 0) fprintf(f, "max_depth %d\n", t->maxDepth);
   if (t->nNodes > 1) {
     fprintf(f, "nodes %d\n", t->nNodes);
     fprintf(f, "nics_per_node %d\n", t->nicsPerNode);
@@ -635,7 +657,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
         goto fail;
       }
     } else if (strcmp(k, "nodes") == 0 || strcmp(k, "nics_per_node") == 0 || strcmp(k, "nets_by_bw") == 0 ||
-               strcmp(k, "p2p_channels") == 0 || strcmp(k, "p2p_per_peer") == 0) {
+               strcmp(k, "p2p_channels") == 0 || strcmp(k, "p2p_per_peer") == 0 || strcmp(k, "max_depth") == 0) {
       NEED(1, "an integer");
       double v;
       NUM(1, v);
@@ -647,6 +669,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
                  : strcmp(k, "nics_per_node") == 0 ? &t->nicsPerNode
                  : strcmp(k, "nets_by_bw") == 0    ? &t->netsByBw
                  : strcmp(k, "p2p_channels") == 0  ? &t->p2pChannels
+                 : strcmp(k, "max_depth") == 0     ? &t->maxDepth
                                                    : &t->p2pPerPeer;
       *dst = (int)v;
     } else if (strcmp(k, "switch") == 0) {
@@ -681,7 +704,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           {"fabric", &t->fabricBw, GBS},      {"call_us", &t->callS, US},   {"boundary_us", &t->boundaryS, US},
           {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
           {"reduce_gbs", &t->reduceBw, GBS}, {"nic_gbs", &t->nicBw, GBS},   {"chan_gbs", &t->chanBw, GBS},
-          {"chan_share", &t->chanShare, 1},
+          {"chan_share", &t->chanShare, 1},  {"stage_us", &t->stageS, US},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {

@@ -80,6 +80,12 @@ struct relayTopo {
    * is compute-bound (the CPU's bf16 reduce runs at ~1/5 of its memcpy). */
   double reduceBw;
 
+  /* The pipeline depth model (src/route/depth.c): what one more stage of a
+   * pipelined relay costs, priced as stageS times a link's bandwidth in link
+   * bytes (0: boundaryS), and the deepest depth it tries (0: 8). */
+  double stageS;
+  int maxDepth;
+
   /* The baseline library (NCCL/RCCL on the active ranks only): latency of one
    * hop of its small-message protocol, seconds. Its per-call and per-kernel
    * costs are callS + boundaryS (one kernel per collective). */
