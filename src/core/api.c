@@ -22,6 +22,7 @@
 #include "core/comm.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
+#include "route/depth.h"
 #include "route/route.h"
 #include "topo/topo.h"
 #include "transport/shm.h"
@@ -310,6 +311,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.root = relayCollRooted(a->coll) ? a->root : 0;
     if (route == relayRouteAuto && relayCollRooted(a->coll)) {
       route = relayRouteDirect; /* the only schedule a rooted call has (plan_scatter.c) */
+    } else if (route == relayRouteRelay && c->cfg.depth == 0) {
+      /* A forced relay still takes the depth model's depth. */
+      depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
       int d = 1;
       relayRouteChoose(&key, c->topo, &route, &d);
