@@ -34,6 +34,7 @@ if(TARGET relaycc-bench)
     "backend|--backend 'cuda'|--backend cuda"
     "graph_shm|--graph|--backend shm --graph"
     "json_dir|--json /nonexistent|--json /nonexistent/dir/out.json"
+    "root_range|--root 8: no such rank|--ranks 8 -c scatter --root 8"
   )
   foreach(case ${BENCH_BAD_CASES})
     string(REPLACE "|" ";" parts "${case}")
@@ -78,6 +79,7 @@ if(TARGET relaycc-bench)
       "graph_inplace_bf16_avg|--graph --inplace -d bfloat16 -o avg"
       "percall_inplace_half|--inplace -d half"
       "graph_int32_max|--graph -d int32 -o max"
+      "rooted_graph_inplace_root1|-c scatter,gather --graph --inplace --root 1"
     )
     foreach(case ${BENCH_GPU_CASES})
       string(REPLACE "|" ";" parts "${case}")
@@ -123,6 +125,27 @@ if(TARGET relaycc-bench)
     add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
     set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
   endforeach()
+
+  # Scatter and gather (rooted, the set = the layout's ranks): every root
+  # role -- in the set, in place, outside it -- on 8 ranks with sizes 0 to
+  # 100K, and the check catches a wrong block on the gathering root.
+  set(BENCH_ROOTED
+    "scatter_gather_A8|-A 8 -c scatter,gather"
+    "rooted_root5_inplace_bf16|-A 8 -c scatter,gather --root 5 --inplace -d bfloat16"
+    "rooted_outside_int8|-A 3 --layout 6,1,4 -c scatter,gather --root 2 -d int8"
+    "rooted_fused_layout_double|-A 2 -G 3 --layout 7,0,5,2,1,6 -c gather,scatter --root 7 -d double"
+  )
+  foreach(case ${BENCH_ROOTED})
+    string(REPLACE "|" ";" parts "${case}")
+    list(GET parts 0 name)
+    list(GET parts 1 args)
+    separate_arguments(args UNIX_COMMAND "${args}")
+    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
+    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
+  endforeach()
+  add_test(NAME bench_detects_wrong_gather COMMAND ${BENCH_SH} fail 60 "wrong elements" ${BENCH} ${BENCH_SHORT}
+           -A 8 -c gather --root 3 --debug-corrupt 3)
+  set_tests_properties(bench_detects_wrong_gather PROPERTIES TIMEOUT 120 LABELS cpu)
 
   # What `make run` does, with the default sweep.
   add_test(NAME bench_default COMMAND ${BENCH_SH} ok ${BENCH} --backend auto)

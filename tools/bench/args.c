@@ -40,8 +40,10 @@ void benchUsage(FILE* f) {
           "  --backend B       shm | nccl | auto (default auto: nccl when built in and a GPU\n"
           "                    is present, else shm)\n"
           "  --ranks N         processes / comm size (default 8 on shm, the GPU count on nccl)\n"
-          "  -c, --coll C      allreduce | allgather | reducescatter | alltoall | all, or a\n"
-          "                    comma list (default all)\n"
+          "  -c, --coll C      allreduce | allgather | reducescatter | alltoall | all (these\n"
+          "                    four), scatter | gather, or a comma list (default all)\n"
+          "  --root R          the root of scatter and gather (default 0); their rank set is\n"
+          "                    the layout's ranks, size = bytes of each member's block\n"
           "  -A N              active ranks per group (default 2)\n"
           "  -G N              groups (default 1; > 1 is a fused call)\n"
           "  --layout LIST     comm ranks of the groups, group-major (default 0..A*G-1)\n"
@@ -83,6 +85,7 @@ static const struct {
     {"reducescatter", RELAY_COLL_REDUCESCATTER}, {"reduce_scatter", RELAY_COLL_REDUCESCATTER},
     {"rs", RELAY_COLL_REDUCESCATTER},            {"alltoall", RELAY_COLL_ALLTOALL},
     {"all_to_all", RELAY_COLL_ALLTOALL},         {"a2a", RELAY_COLL_ALLTOALL},
+    {"scatter", RELAY_COLL_SCATTER},             {"gather", RELAY_COLL_GATHER},
 };
 
 const char* benchCollName(relayColl_t c) {
@@ -91,6 +94,8 @@ const char* benchCollName(relayColl_t c) {
     case RELAY_COLL_ALLGATHER: return "allgather";
     case RELAY_COLL_REDUCESCATTER: return "reducescatter";
     case RELAY_COLL_ALLTOALL: return "alltoall";
+    case RELAY_COLL_SCATTER: return "scatter";
+    case RELAY_COLL_GATHER: return "gather";
     default: return "?";
   }
 }
@@ -143,7 +148,7 @@ static int parseRoute(const char* s, int* out) {
 static int parseColl(const char* s, relayColl_t* out) {
   for (size_t i = 0; i < sizeof kColls / sizeof kColls[0]; i++)
     if (!strcasecmp(s, kColls[i].name)) return *out = kColls[i].coll, 0;
-  return relayParseColl(s, out) == 0 && (int)*out >= 0 && *out < RELAY_NUM_COLLS ? 0 : 1;
+  return relayParseCollAll(s, out) == 0 && (int)*out >= 0 && *out < RELAY_NUM_COLLS_ALL ? 0 : 1;
 }
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
@@ -199,6 +204,7 @@ enum {
   OPT_TIMEOUT,
   OPT_KILL,
   OPT_CORRUPT,
+  OPT_ROOT,
 };
 
 static const struct option kLongOpts[] = {
@@ -229,6 +235,7 @@ static const struct option kLongOpts[] = {
     {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"debug-kill", required_argument, 0, OPT_KILL},
     {"debug-corrupt", required_argument, 0, OPT_CORRUPT},
+    {"root", required_argument, 0, OPT_ROOT},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -282,7 +289,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
   int haveB = 0, haveE = 0, haveF = 0, haveI = 0, haveSizes = 0, haveA = 0, haveG = 0;
   const char* layoutArg = NULL;
   const char* sizesArg = NULL;
-  int collSeen[RELAY_NUM_COLLS] = {0};
+  int collSeen[RELAY_NUM_COLLS_ALL] = {0};
 
   opterr = 0; /* our messages name the argument and the reason */
   optind = 1;
@@ -318,7 +325,8 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
           relayColl_t cl;
           if (parseColl(t, &cl))
             return fail(err, len,
-                        "%s '%s': unknown collective (allreduce, allgather, reducescatter, alltoall, all)",
+                        "%s '%s': unknown collective (allreduce, allgather, reducescatter, alltoall, all, "
+                        "scatter, gather)",
                         name, t);
           if (!collSeen[cl]) collSeen[cl] = 1, o->colls[o->nColls++] = cl;
         }
@@ -409,6 +417,9 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
         break;
       case OPT_CORRUPT:
         if (intArg(name, optarg, 0, BENCH_MAX_RANKS - 1, &o->corruptRank, err, len)) return 1;
+        break;
+      case OPT_ROOT:
+        if (intArg(name, optarg, 0, BENCH_MAX_RANKS - 1, &o->root, err, len)) return 1;
         break;
       case 'h':
         benchUsage(stdout);
@@ -511,5 +522,6 @@ int benchCheckOpts(benchOpts* o, char* err, size_t len) {
   }
   if (o->killRank >= n) return fail(err, len, "--debug-kill %d: no such rank", o->killRank);
   if (o->corruptRank >= n) return fail(err, len, "--debug-corrupt %d: no such rank", o->corruptRank);
+  if (o->root >= n) return fail(err, len, "--root %d: no such rank (--ranks %d)", o->root, n);
   return 0;
 }

@@ -39,12 +39,17 @@ typedef struct {
   relayColl_t coll;
   relayDataType_t dtype;
   relayRedOp_t op;
+  /* Rooted collectives (scatter, gather): one group, the rank set, and
+   * counts has one entry per rank of the set; group is 0 on the root and on
+   * the set's ranks (-1 elsewhere), activeIndex the rank's index in the set
+   * (-1 outside it, the root included when it is not in the set). */
   const relayLayout_t* layout;
   const size_t* counts; /* [layout->nGroups], relaycc's per-group count argument */
   int group;            /* this rank's group, -1 on a helper */
   int activeIndex;      /* index within that group, -1 on a helper */
   const void* send;
   void* recv;
+  int root; /* rooted collectives: the root's comm rank */
 } benchCall;
 
 typedef struct benchRank {

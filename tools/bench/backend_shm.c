@@ -125,6 +125,16 @@ static int shmRun(benchRank* r, const benchCall* c, benchTarget t) {
       name = "relayAllToAll";
       res = relayAllToAll(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, NULL);
       break;
+    case RELAY_COLL_SCATTER:
+      name = "relayScatter";
+      res = relayScatter(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive,
+                         s->comm, NULL);
+      break;
+    case RELAY_COLL_GATHER:
+      name = "relayGather";
+      res = relayGather(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive,
+                        s->comm, NULL);
+      break;
     default:
       snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
       return 1;

@@ -16,14 +16,14 @@ extern "C" {
 
 #define BENCH_MAX_RANKS 256 /* more processes than this on one host is a mistake */
 #define BENCH_MAX_SIZES 256
-#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * RELAY_NUM_COLLS)
+#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * RELAY_NUM_COLLS_ALL)
 
 typedef struct {
   const char* backendName; /* shm|nccl|auto as given */
   int nranks;              /* resolved (--ranks or the backend's default) */
   int ranksGiven;
   int nColls;
-  relayColl_t colls[RELAY_NUM_COLLS]; /* in run order */
+  relayColl_t colls[RELAY_NUM_COLLS_ALL]; /* in run order */
   int nActive, nGroups;               /* -A, -G */
   int layout[BENCH_MAX_RANKS];        /* nGroups*nActive comm ranks, group-major */
   int nSizes;
@@ -42,6 +42,9 @@ typedef struct {
                      of every check run, so the check itself is tested */
   const char* jsonPath;
   char cmdline[1024];
+  /* Scatter and gather (rooted): the root, a comm rank (--root, default 0).
+   * Their rank set is the layout's ranks, all nGroups * nActive of them. */
+  int root;
 } benchOpts;
 
 /* One table row, as rank 0 prints it and the parent writes it to JSON. */
@@ -102,8 +105,8 @@ typedef struct {
   relayColl_t coll;
   relayDataType_t dtype;
   relayRedOp_t op;
-  int nActive;
-  int group, me; /* this rank's group and active index */
+  int nActive;   /* rooted collectives: the size of the rank set */
+  int group, me; /* this rank's group and active index (rooted: 0 and its index in the set, -1 outside) */
   uint64_t count;
 } benchCheckKey;
 /* Fill this rank's input: elements of the send buffer (A blocks of count for
@@ -116,6 +119,14 @@ long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* 
 /* Count elements of the send buffer that differ from the input pattern (a
  * collective must not write its send buffer). */
 long long benchCheckInputIntact(const benchCheckKey* k, const void* in, const char* tag);
+/* Rooted collectives (scatter, gather): block j is set member j's (what it
+ * receives in a scatter, sends in a gather), count elements, the same
+ * pattern wherever it sits. Fill blocks [first, first + n) into buf; count
+ * the elements of buf that differ from them (copies: bit exact), printing
+ * the first few as `what` of tag. */
+void benchFillBlocks(const benchCheckKey* k, void* buf, int first, int n);
+long long benchCheckBlocks(const benchCheckKey* k, const void* buf, int first, int n, const char* tag,
+                           const char* what);
 
 /* report.c */
 void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res);

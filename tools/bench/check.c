@@ -226,6 +226,27 @@ long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* 
   return wrong;
 }
 
+/* Block j of a rooted collective is member j's: its pattern names j (wide
+ * types: 100 j + 1..97; narrow: a hash of j), so a block delivered to the
+ * wrong member or at the wrong offset shows. */
+void benchFillBlocks(const benchCheckKey* k, void* buf, int first, int n) {
+  for (int j = 0; j < n; j++)
+    for (uint64_t i = 0; i < k->count; i++)
+      putElem(k->dtype, buf, (uint64_t)j * k->count + i, patValue(k, first + j, 0, i));
+}
+
+long long benchCheckBlocks(const benchCheckKey* k, const void* buf, int first, int n, const char* tag,
+                           const char* what) {
+  long long wrong = 0;
+  for (int j = 0; j < n; j++)
+    for (uint64_t i = 0; i < k->count; i++) {
+      uint64_t idx = (uint64_t)j * k->count + i;
+      double want = roundTo(k->dtype, patValue(k, first + j, 0, i)), got = getElem(k->dtype, buf, idx);
+      if (got != want) report(tag, wrong++, what, idx, got, want);
+    }
+  return wrong;
+}
+
 long long benchCheckInputIntact(const benchCheckKey* k, const void* in, const char* tag) {
   long long wrong = 0;
   int nb = blocksOfInput(k->coll) ? k->nActive : 1;

@@ -68,8 +68,13 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
 }
 
 void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName) {
-  (void)o;
   fprintf(f, "#\n# %s\n", benchCollName(coll));
+  if (relayCollRooted(coll)) {
+    int n = o->nActive * o->nGroups;
+    fprintf(f, "# root %d, rank set = the layout's %d ranks; size = bytes of each member's block; algbw = %d x size "
+               "/ time (the root's data), busbw = algbw x %d/%d (nccl-tests)\n",
+            o->root, n, n, n - 1, n);
+  }
   fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "size", "count", "type", "redop", "route",
           "time-min", "time-med", "spread", "algbw", "busbw");
   if (baseName) fprintf(f, " %10s %8s", baseName, "speedup");

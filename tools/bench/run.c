@@ -46,8 +46,9 @@ int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uin
 
 double benchAlgBytes(relayColl_t coll, uint64_t bytes, int nActive) {
   /* nccl-tests' algbw divides the collective's total data by the time: for
-   * all-gather that is the gathered output, A inputs. */
-  return coll == RELAY_COLL_ALLGATHER ? (double)bytes * nActive : (double)bytes;
+   * all-gather that is the gathered output, A inputs; for scatter and gather
+   * the root's buffer, n blocks (ScatterGetBw: count * nranks * typesize). */
+  return coll == RELAY_COLL_ALLGATHER || relayCollRooted(coll) ? (double)bytes * nActive : (double)bytes;
 }
 
 double benchBusFactor(relayColl_t coll, int nActive) {
@@ -85,7 +86,38 @@ typedef struct {
   double* maxTimes;/* [iters*reps] max over ranks */
   double* all;     /* [nranks * TIMES_PER_AGREE] */
   int checkedOnce;
+  /* Scatter and gather: the rank set is the layout's ranks, as one group. */
+  relayLayout_t set;
+  int nSet, member, isRoot; /* member: index in the set, -1 outside */
+  size_t* setCounts;        /* [nSet] */
 } rankCtx;
+
+/* This rank's buffer elements for one size: relaycc's count argument and the
+ * send and recv elements (0 for a buffer its role does not use). 0 when the
+ * size does not divide (the row is skipped). */
+static int rankShape(const rankCtx* x, relayColl_t coll, uint64_t bytes, uint64_t* count, uint64_t* sendElems,
+                     uint64_t* recvElems) {
+  if (!relayCollRooted(coll)) return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
+  /* size = one member's block, as the per-active-rank input elsewhere. */
+  if (bytes % x->esize) return 0;
+  *count = bytes / x->esize;
+  uint64_t all = (uint64_t)x->nSet * *count, mine = x->member >= 0 ? *count : 0, root = x->isRoot ? all : 0;
+  int scatter = coll == RELAY_COLL_SCATTER;
+  *sendElems = scatter ? root : mine;
+  *recvElems = scatter ? mine : root;
+  return 1;
+}
+
+/* Takes part in coll: active in a group, or the root or a member of the set. */
+static int rankInvolved(const rankCtx* x, relayColl_t coll) {
+  return relayCollRooted(coll) ? x->isRoot || x->member >= 0 : x->me >= 0;
+}
+
+/* One buffer for send and recv: the in-place forms (relaycc.h); a rooted
+ * call has one only on a root that is in the set. */
+static int rankOneBuffer(const rankCtx* x, relayColl_t coll) {
+  return x->o->inplace && (!relayCollRooted(coll) || (x->isRoot && x->member >= 0));
+}
 
 static int failRank(rankCtx* x, const char* what, relayColl_t coll, uint64_t bytes) {
   fprintf(stderr, "relaycc-bench: rank %d: %s (%s, %llu bytes, backend %s): %s\n", x->r.rank, what,
@@ -211,6 +243,71 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
   return wrong;
 }
 
+/* The check of a rooted call: inputs and sentinels in, one call, then each
+ * rank looks at what its role owns -- a scatter member its block, a gather
+ * root every block, and the buffers a call only reads, unchanged. */
+static long long checkOnceRooted(rankCtx* x, const benchCall* c, benchTarget t, rankBufs* b, uint64_t count) {
+  const benchOpts* o = x->o;
+  benchRank* r = &x->r;
+  const benchBackend* be = x->be;
+  int scatter = c->coll == RELAY_COLL_SCATTER, n = x->nSet, m = x->member, root = x->isRoot;
+  int one = rankOneBuffer(x, c->coll);
+  uint64_t es = x->esize, total = (uint64_t)n * count;
+  /* op plays no part; sum keeps the pattern's full range of values. */
+  benchCheckKey key = {c->coll, o->dtype, relaySum, n, 0, m, count};
+  char tag[160];
+  snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s (root %d, set index %d)", r->rank,
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
+           (unsigned long long)(count * es), one ? " in place" : "", c->root, m);
+  /* Host images: the buffers themselves where they are host memory. */
+  void* inImg = be->hostVisible ? (void*)c->send : b->hostIn;
+  void* outImg = be->hostVisible ? c->recv : b->hostOut;
+  if (scatter) {
+    if (root) {
+      benchFillBlocks(&key, inImg, 0, n);
+      if (!be->hostVisible && be->toDevice(r, (void*)c->send, inImg, total * es)) return -1;
+    }
+    if (m >= 0 && !one) {
+      benchFillSentinel(o->dtype, outImg, count);
+      if (!be->hostVisible && be->toDevice(r, c->recv, outImg, count * es)) return -1;
+    }
+  } else {
+    if (m >= 0 && !one) {
+      benchFillBlocks(&key, inImg, m, 1);
+      if (!be->hostVisible && be->toDevice(r, (void*)c->send, inImg, count * es)) return -1;
+    }
+    if (root) {
+      benchFillSentinel(o->dtype, outImg, total);
+      /* In place the root's own block already sits in its output. */
+      if (one) benchFillBlocks(&key, (char*)outImg + (uint64_t)m * count * es, m, 1);
+      if (!be->hostVisible && be->toDevice(r, c->recv, outImg, total * es)) return -1;
+    }
+  }
+  if (be->barrier(r) || be->run(r, c, t) || be->sync(r)) return -1;
+  long long wrong = 0;
+  /* What this rank receives: a scatter member its block, a gather root all. */
+  uint64_t outElems = scatter ? (m >= 0 ? count : 0) : (root ? total : 0);
+  if (outElems) {
+    if (!be->hostVisible && be->toHost(r, b->hostOut, c->recv, outElems * es)) return -1;
+    if (r->rank == o->corruptRank) {
+      unsigned char* p = (unsigned char*)outImg + (outElems / 2) * es + es - 1; /* as checkOnce */
+      *p ^= 0x40;
+    }
+    wrong += scatter ? benchCheckBlocks(&key, outImg, m, 1, tag, "output")
+                     : benchCheckBlocks(&key, outImg, 0, n, tag, "output");
+  }
+  /* What it only sends must stay as it was: the scatter root's buffer (in
+   * place too), a gather member's block (out of place). */
+  uint64_t inElems = scatter ? (root ? total : 0) : (m >= 0 && !one ? count : 0);
+  if (inElems) {
+    if (!be->hostVisible && be->toHost(r, b->hostIn, c->send, inElems * es)) return -1;
+    wrong += scatter ? benchCheckBlocks(&key, inImg, 0, n, tag, "send buffer (must stay untouched)")
+                     : benchCheckBlocks(&key, inImg, m, 1, tag, "send buffer (must stay untouched)");
+  }
+  if (wrong > 5) fprintf(stderr, "%s: %lld wrong elements in all\n", tag, wrong);
+  return wrong;
+}
+
 static int runColl(rankCtx* x, relayColl_t coll) {
   const benchOpts* o = x->o;
   const benchBackend* be = x->be;
@@ -227,10 +324,11 @@ static int runColl(rankCtx* x, relayColl_t coll) {
     return 0;
   }
   /* Buffers for the largest size that divides, reused across sizes. */
+  int rooted = relayCollRooted(coll), involved = rankInvolved(x, coll), oneBuf = rankOneBuffer(x, coll);
   uint64_t maxSend = 0, maxRecv = 0;
   for (int s = 0; s < o->nSizes; s++) {
     uint64_t cnt, se, re;
-    if (!benchCounts(coll, o->sizes[s], x->esize, o->nActive, &cnt, &se, &re)) continue;
+    if (!rankShape(x, coll, o->sizes[s], &cnt, &se, &re)) continue;
     if (se > maxSend) maxSend = se;
     if (re > maxRecv) maxRecv = re;
   }
@@ -238,9 +336,9 @@ static int runColl(rankCtx* x, relayColl_t coll) {
   memset(&b, 0, sizeof b);
   uint64_t es = x->esize;
   int allocFail = 0;
-  if (x->me >= 0) {
+  if (involved) {
     uint64_t oneElems = maxSend > maxRecv ? maxSend : maxRecv;
-    if (o->inplace) {
+    if (oneBuf) {
       b.one = be->alloc(r, oneElems * es);
       allocFail = !b.one;
     } else {
@@ -270,10 +368,10 @@ static int runColl(rankCtx* x, relayColl_t coll) {
   int rc = 0;
   for (int s = 0; s < o->nSizes && !rc; s++) {
     uint64_t bytes = o->sizes[s], count, sendElems, recvElems;
-    if (!benchCounts(coll, bytes, es, o->nActive, &count, &sendElems, &recvElems)) {
+    if (!rankShape(x, coll, bytes, &count, &sendElems, &recvElems)) {
       if (printer) {
         char why[96];
-        if (coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_ALLGATHER)
+        if (coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_ALLGATHER || rooted)
           snprintf(why, sizeof why, "not a multiple of the element size %zu", x->esize);
         else
           snprintf(why, sizeof why, "not a multiple of A x element size = %llu",
@@ -283,8 +381,30 @@ static int runColl(rankCtx* x, relayColl_t coll) {
       continue;
     }
     for (int g = 0; g < o->nGroups; g++) counts[g] = (size_t)count;
-    benchCall c = {coll, o->dtype, o->op, &x->layout, counts, x->group, x->me, NULL, NULL};
-    if (x->me >= 0) {
+    benchCall c = {coll, o->dtype, o->op, &x->layout, counts, x->group, x->me, NULL, NULL, o->root};
+    if (rooted) {
+      /* The set as one group, a count per member; each role its buffers. */
+      for (int i = 0; i < x->nSet; i++) x->setCounts[i] = (size_t)count;
+      c.layout = &x->set;
+      c.counts = x->setCounts;
+      c.group = involved ? 0 : -1;
+      c.activeIndex = x->member;
+      int scatter = coll == RELAY_COLL_SCATTER;
+      if (oneBuf) {
+        /* In place: the member's block inside the root's buffer. */
+        char* one = b.one;
+        char* mine = one + (uint64_t)x->member * count * es;
+        c.send = scatter ? (void*)one : (void*)mine;
+        c.recv = scatter ? (void*)mine : (void*)one;
+      } else if (involved) {
+        c.send = sendElems ? b.send : NULL;
+        c.recv = recvElems ? b.recv : NULL;
+        /* Count 0: the member still passes its buffer (relaycc.h allows
+         * NULL then; a real pointer tests the common case). */
+        if (!c.send && (scatter ? x->isRoot : x->member >= 0)) c.send = b.send;
+        if (!c.recv && (scatter ? x->member >= 0 : x->isRoot)) c.recv = b.recv;
+      }
+    } else if (x->me >= 0) {
       if (!o->inplace) {
         c.send = b.send;
         c.recv = b.recv;
@@ -306,7 +426,8 @@ static int runColl(rankCtx* x, relayColl_t coll) {
         break;
       }
       if (o->check) {
-        long long w = checkOnce(x, &c, (benchTarget)t, &b, count, sendElems, recvElems);
+        long long w = rooted ? checkOnceRooted(x, &c, (benchTarget)t, &b, count)
+                             : checkOnce(x, &c, (benchTarget)t, &b, count, sendElems, recvElems);
         if (w < 0) {
           rc = failRank(x, "check run", coll, bytes);
           break;
@@ -352,8 +473,10 @@ static int runColl(rankCtx* x, relayColl_t coll) {
       row.tMin = st[0].tMin;
       row.tMed = st[0].tMed;
       row.spread = st[0].spread;
-      row.algbw = row.tMin > 0 ? benchAlgBytes(coll, bytes, o->nActive) / row.tMin / 1e3 : 0;
-      row.busbw = row.algbw * benchBusFactor(coll, o->nActive);
+      /* nccl-tests' n: the active ranks, or for scatter and gather the set. */
+      int nBw = rooted ? x->nSet : o->nActive;
+      row.algbw = row.tMin > 0 ? benchAlgBytes(coll, bytes, nBw) / row.tMin / 1e3 : 0;
+      row.busbw = row.algbw * benchBusFactor(coll, nBw);
       row.wrong = o->check ? 0 : -1;
       row.baseWrong = o->check ? 0 : -1;
       for (int q = 0; q < r->nranks && o->check; q++) {
@@ -374,8 +497,8 @@ static int runColl(rankCtx* x, relayColl_t coll) {
     }
     free(all);
   }
-  if (x->me >= 0) {
-    if (o->inplace) {
+  if (involved) {
+    if (oneBuf) {
       be->release(r, b.one);
     } else {
       be->release(r, b.send);
@@ -404,6 +527,13 @@ int benchRankMain(int rank, int nranks, void* argp) {
   x.group = x.me = -1;
   for (int i = 0; i < x.o->nGroups * x.o->nActive; i++)
     if (x.o->layout[i] == rank) x.group = i / x.o->nActive, x.me = i % x.o->nActive;
+  /* Scatter and gather: every layout rank is in the set, in layout order. */
+  x.nSet = x.o->nGroups * x.o->nActive;
+  x.set.nGroups = 1;
+  x.set.nActive = x.nSet;
+  x.set.ranks = x.o->layout;
+  x.member = x.me >= 0 ? x.group * x.o->nActive + x.me : -1;
+  x.isRoot = rank == x.o->root;
   x.esize = relayTypeSize(x.o->dtype);
   if (x.esize == 0) {
     fprintf(stderr, "relaycc-bench: rank %d: datatype %d has no size\n", rank, (int)x.o->dtype);
@@ -413,7 +543,8 @@ int benchRankMain(int rank, int nranks, void* argp) {
   x.times = calloc((size_t)total, sizeof(double));
   x.maxTimes = calloc((size_t)total, sizeof(double));
   x.all = calloc((size_t)nranks * TIMES_PER_AGREE, sizeof(double));
-  if (!x.times || !x.maxTimes || !x.all) {
+  x.setCounts = calloc((size_t)x.nSet, sizeof(size_t));
+  if (!x.times || !x.maxTimes || !x.all || !x.setCounts) {
     fprintf(stderr, "relaycc-bench: rank %d: out of memory for %d timings\n", rank, total);
     return 3;
   }
@@ -438,5 +569,6 @@ int benchRankMain(int rank, int nranks, void* argp) {
   free(x.times);
   free(x.maxTimes);
   free(x.all);
+  free(x.setCounts);
   return rc ? 5 : 0;
 }

@@ -636,6 +636,8 @@ static const char* relayCallName(relayColl_t coll) {
     case RELAY_COLL_ALLGATHER: return "relayAllGather";
     case RELAY_COLL_REDUCESCATTER: return "relayReduceScatter";
     case RELAY_COLL_ALLTOALL: return "relayAllToAll";
+    case RELAY_COLL_SCATTER: return "relayScatter";
+    case RELAY_COLL_GATHER: return "relayGather";
     default: return "relaycc collective";
   }
 }
@@ -650,6 +652,8 @@ static const char* ncclCallName(relayColl_t coll) {
 #else
     case RELAY_COLL_ALLTOALL: return "ncclSend/ncclRecv group (all-to-all)";
 #endif
+    case RELAY_COLL_SCATTER: return "ncclSend/ncclRecv group (scatter)";
+    case RELAY_COLL_GATHER: return "ncclSend/ncclRecv group (gather)";
     default: return "nccl collective";
   }
 }
@@ -671,6 +675,14 @@ static int issueRelay(benchRank* r, const benchCall* c) {
     case RELAY_COLL_ALLTOALL:
       res = relayAllToAll(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, st);
       break;
+    case RELAY_COLL_SCATTER:
+      res = relayScatter(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive, s->comm,
+                         st);
+      break;
+    case RELAY_COLL_GATHER:
+      res = relayGather(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive, s->comm,
+                        st);
+      break;
     default:
       snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
       return 1;
@@ -678,11 +690,54 @@ static int issueRelay(benchRank* r, const benchCall* c) {
   return res == relaySuccess ? 0 : relayFailure(r, relayCallName(c->coll), res, s->comm);
 }
 
+/* A rank with nothing to do in the baseline: outside the A actives, or for
+ * scatter and gather neither the root nor in the set. */
+static int baselineIdle(const ncclState* s, const benchCall* c) {
+  return relayCollRooted(c->coll) ? c->group < 0 : !s->base || c->group < 0;
+}
+
+/* Scatter and gather as NCCL users write them (nccl-tests' scatter and
+ * gather): one group of ncclSend/ncclRecv on the comm that holds the root
+ * and the set -- here the relay comm's own NCCL communicator, every rank of
+ * the node, the others idle -- the root's own block included as a send to
+ * itself, except in place, where it is already where it belongs. */
+static int issueRootedBaseline(benchRank* r, const benchCall* c) {
+  ncclState* s = r->state;
+  ncclComm_t world = NULL;
+  relayResult_t rr = relayCommGetNcclComm(s->comm, &world);
+  if (rr != relaySuccess) return relayFailure(r, "relayCommGetNcclComm", rr, s->comm);
+  ncclDataType_t dt = (ncclDataType_t)c->dtype;
+  size_t es = relayTypeSize(c->dtype), off = 0;
+  int scatter = c->coll == RELAY_COLL_SCATTER, isRoot = r->rank == c->root, n = c->layout->nActive;
+  ncclResult_t nr = ncclGroupStart();
+  for (int i = 0; i < n && nr == ncclSuccess; i++) {
+    int member = c->layout->ranks[i];
+    size_t cnt = c->counts[i], at = off;
+    off += cnt;
+    /* In place the root's block of its own buffer is its member buffer. */
+    int inPlaceSelf = 0;
+    if (isRoot) {
+      char* blk = (char*)(scatter ? (void*)c->send : c->recv) + at * es;
+      inPlaceSelf = member == r->rank && (scatter ? (void*)blk == c->recv : (const void*)blk == c->send);
+      if (!inPlaceSelf)
+        nr = scatter ? ncclSend(blk, cnt, dt, member, world, s->stream)
+                     : ncclRecv(blk, cnt, dt, member, world, s->stream);
+    }
+    if (nr == ncclSuccess && member == r->rank && !inPlaceSelf)
+      nr = scatter ? ncclRecv(c->recv, cnt, dt, c->root, world, s->stream)
+                   : ncclSend(c->send, cnt, dt, c->root, world, s->stream);
+  }
+  ncclResult_t ne = ncclGroupEnd();
+  if (nr == ncclSuccess) nr = ne;
+  return nr == ncclSuccess ? 0 : ncclFailure(r, ncclCallName(c->coll), nr, world);
+}
+
 /* The baseline: plain NCCL on the group's own communicator. Same datatype
  * and op numbering as relaycc (relaycc.h), so the values cast. */
 static int issueBaseline(benchRank* r, const benchCall* c) {
   ncclState* s = r->state;
-  if (!s->base || c->group < 0) return 0; /* idle: not in the A actives */
+  if (baselineIdle(s, c)) return 0; /* idle: not in the A actives */
+  if (relayCollRooted(c->coll)) return issueRootedBaseline(r, c);
   size_t count = c->counts[c->group];
   ncclDataType_t dt = (ncclDataType_t)c->dtype;
   ncclRedOp_t op = (ncclRedOp_t)c->op;
@@ -770,7 +825,7 @@ static int prepareImpl(benchRank* r, const benchCall* c, benchTarget t) {
   destroyGraph(&s->one[t]);
   destroyGraph(&s->many[t]);
   if (!r->opts->graph) return 0;
-  if (t == BENCH_TARGET_BASELINE && (!s->base || c->group < 0)) return 0; /* idle: nothing to capture */
+  if (t == BENCH_TARGET_BASELINE && baselineIdle(s, c)) return 0; /* idle: nothing to capture */
   /* One call outside capture first: scratch, side streams, NCCL's lazy
    * connections and anything relaycc creates collectively come into being
    * here, never inside the graph (hazards G1 and G3 of issue 9). */
@@ -806,7 +861,7 @@ static void ncclUnprepare(benchRank* r, const benchCall* c, benchTarget t) {
 static int runImpl(benchRank* r, const benchCall* c, benchTarget t) {
   ncclState* s = r->state;
   if (!r->opts->graph) return issue(r, c, t);
-  if (t == BENCH_TARGET_BASELINE && (!s->base || c->group < 0)) return 0;
+  if (t == BENCH_TARGET_BASELINE && baselineIdle(s, c)) return 0;
   /* Timed: the K-call graph. Otherwise (the check, warm-up): one call, so
    * that an in-place check sees exactly one application. */
   benchGraph* g = s->timing ? &s->many[t] : &s->one[t];
