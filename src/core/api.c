@@ -70,6 +70,41 @@ relayResult_t relayCommLoadTopo(struct relayComm* c, const char* fallback) {
   return relaySuccess;
 }
 
+relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
+  struct {
+    int32_t status, pad;
+    uint64_t hash;
+  } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
+  all = calloc((size_t)c->nranks, sizeof *all);
+  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory agreeing the topology", c->rank);
+  char saved[sizeof c->lastError];
+  memcpy(saved, c->lastError, sizeof saved);
+  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
+    if (all[q].status == relaySuccess) continue;
+    if (q == c->rank) {
+      memcpy(c->lastError, saved, sizeof saved); /* its own message names the cause */
+      res = local;
+    } else {
+      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d could not load its topology (%s)", c->rank, q,
+                          relayGetErrorString((relayResult_t)all[q].status));
+    }
+  }
+  int differ = 0;
+  for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
+  if (differ) {
+    if (relayEnvLong("RELAYCC_DEBUG", 0))
+      fprintf(stderr, "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
+                      "routing without a model\n", c->rank);
+    relayTopoFree(c->topo);
+    c->topo = NULL;
+  }
+  if (res == relaySuccess && relayEnvLong("RELAYCC_DEBUG", 0))
+    fprintf(stderr, "relaycc: rank %d: route model: %s\n", c->rank, c->topo ? c->topo->name : "none");
+  free(all);
+  return res;
+}
+
 relayResult_t relayCommDestroy(relayComm_t comm) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
   if (comm->tp) comm->tp->destroy(comm);
@@ -260,18 +295,20 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
-/* The direct route on a transport with native collectives (NCCL): NCCL's own
+/* The native route on a transport with native collectives (NCCL): NCCL's own
  * fused collective on each group's sub-communicator, one launch where a
  * send/recv plan needs a group plus a reduce (measured 0.67-0.86x of NCCL on
  * 2 x H200 for all-reduce and reduce-scatter). Taken when the route is
- * native, or direct chosen by auto; a forced RELAYCC_ROUTE=direct keeps the
- * send/recv plan. Every rank reaches the collective prepare (the decision
- * depends only on the key, the config and the transport, alike on all
- * ranks). Returns 1 when the call was handled (*res says how). */
+ * native: chosen by the router (auto), which prices it against the send/recv
+ * routes, or forced (RELAYCC_ROUTE=native); a forced RELAYCC_ROUTE=direct
+ * keeps the send/recv plan. Every rank reaches the collective prepare (the
+ * decision depends only on the key, the config, the topology the ranks
+ * agreed at init and the transport, alike on all ranks). Returns 1 when the
+ * call was handled (*res says how). */
 static int tryNative(struct relayComm* c, const callArgs* a, int myGroup, int route, relayStream_t stream,
                      relayResult_t* res) {
   if (relayCollRooted(a->coll) || !c->tp->nativePrepare || !c->tp->native) return 0;
-  if (!(route == relayRouteNative || (route == relayRouteDirect && c->cfg.route == relayRouteAuto))) return 0;
+  if (route != relayRouteNative) return 0;
   void* h = NULL;
   relayResult_t pr = c->tp->nativePrepare(c, a->layout->nGroups, a->layout->nActive, a->layout->ranks, stream, &h);
   if (pr == relayNotSupported) return 0; /* every rank alike: the send/recv plan */
@@ -316,7 +353,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
       int d = 1;
-      relayRouteChoose(&key, c->topo, &route, &d);
+      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+      relayRouteChoose(&key, c->topo, caps, &route, &d);
       if (c->cfg.depth == 0) depth = d;
     }
   }
@@ -391,7 +430,9 @@ lookup:
                                              : relayNotSupported;
     if (pr == relayNotSupported) {
       relayPlanFree(owned);
-      if (tryNative(c, a, myGroup, relayRouteDirect, stream, &nres)) return nres;
+      /* The router's incumbent when it chose (auto) on a transport with
+       * native collectives; else the send/recv direct plan. */
+      if (c->cfg.route == relayRouteAuto && tryNative(c, a, myGroup, relayRouteNative, stream, &nres)) return nres;
       key.route = relayRouteDirect;
       key.depth = 1;
       goto lookup;

@@ -63,6 +63,12 @@ void relayCommFree(struct relayComm* comm);
 /* Load comm->topo from cfg.topo (RELAYCC_TOPO), else from fallback (a preset
  * name, or NULL/"" for none). */
 relayResult_t relayCommLoadTopo(struct relayComm* comm, const char* fallback);
+/* COLLECTIVE at init, after each rank set comm->topo (loaded or detected):
+ * every rank must route with the same model, so the ranks vote their local
+ * result and the hash of their topology (relayTopoHash; none = 0). A rank's
+ * failure fails every rank (its message names it); differing topologies
+ * leave every rank with none (comm->topo NULL: the router's no-model rule). */
+relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);

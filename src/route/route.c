@@ -10,6 +10,15 @@
  * so where the relay does not pay (NVSwitch, A = 2) relaycc runs direct and
  * is never predicted slower than it.
  *
+ * On a transport with native collectives (NCCL), the library's own fused
+ * collective on the actives is a candidate too, priced by the baseline model
+ * (which IS the model of that collective), and it is the incumbent above
+ * all: a send/recv route replaces it only when predicted faster by more than
+ * the topology's model error. Measured on 2 x H200 (graph replay): NCCL's
+ * all-reduce and reduce-scatter beat the direct plan (a group plus a reduce
+ * kernel, one launch more: 0.65-0.90x below 16 MB), while the direct
+ * all-gather beat NCCL's by 1.10-1.15x from 1 MB (p2p_graph.log).
+ *
  * Pure function of (key, topology): every rank computes the same answer.
  * Decisions are cached per (key, topology) because a candidate's simulation
  * costs up to a few ms for deep plans.
@@ -36,7 +45,7 @@ typedef struct {
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t keyHash(const planKey* k, const struct relayTopo* t) {
+static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
   uint64_t h = 0xcbf29ce484222325ull;
 #define MIX(p, n)                                                        \
   do {                                                                   \
@@ -45,6 +54,7 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t) {
   } while (0)
   int head[6] = {(int)k->coll, k->nranks, k->nGroups, k->nActive, (int)k->dtype, (int)k->op};
   MIX(head, sizeof head);
+  MIX(&caps, sizeof caps); /* what the transport can run changes the answer */
   MIX(k->ranks, (size_t)k->nGroups * (size_t)k->nActive * sizeof(int));
   MIX(k->counts, (size_t)k->nGroups * sizeof(size_t));
   /* The topology by content, not address: a comm's topology is freed with it
@@ -64,6 +74,22 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t) {
     MIX(t->linkBw, n2 * sizeof(double));
     MIX(t->injBw, (size_t)t->nGPUs * sizeof(double));
     MIX(t->ejBw, (size_t)t->nGPUs * sizeof(double));
+    /* The calibration, word by word (a byte loop over the curves would cost
+     * about a microsecond per call). */
+    for (int c = -1; c < RELAY_TOPO_NCOLLS; c++) {
+      const relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
+      h = (h ^ (uint64_t)(unsigned)cv->n) * 0x100000001b3ull;
+      for (int i = 0; i < cv->n; i++) {
+        uint64_t w[2];
+        memcpy(&w[0], &cv->bytes[i], 8);
+        memcpy(&w[1], &cv->eff[i], 8);
+        h = (h ^ w[0]) * 0x100000001b3ull;
+        h = (h ^ w[1]) * 0x100000001b3ull;
+      }
+    }
+    MIX(&t->modelErr, sizeof t->modelErr);
+    MIX(&t->reduceBw, sizeof t->reduceBw);
+    MIX(&t->hopS, sizeof t->hopS);
   }
 #undef MIX
   return h;
@@ -95,31 +121,36 @@ static double predict(const planKey* key, const struct relayTopo* topo, int rout
  * fused one between 1 and 2.25 MiB). */
 static size_t oneShotGateBytes(void) { return (size_t)relayEnvLong("RELAYCC_ONESHOT_MAX_BYTES", 1 << 20); }
 
-static int oneShotEligible(const planKey* k) {
-  if (k->nGroups != 1) return 0;
+static int oneShotEligible(const planKey* k, int caps) {
+  if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
   size_t es = relayTypeSize(k->dtype);
   size_t bytes = k->counts[0] * es * (k->coll == RELAY_COLL_REDUCESCATTER ? (size_t)k->nActive : 1);
   return (k->coll == RELAY_COLL_ALLREDUCE || k->coll == RELAY_COLL_REDUCESCATTER) && bytes <= oneShotGateBytes();
 }
 
-static void choose(const planKey* key, const struct relayTopo* topo, int* route, int* depth) {
-  *route = relayRouteDirect;
-  *depth = 1;
-  if (!topo) {
-    /* No model of this node: the one-shot below its gate (one launch instead
-     * of a group plus a reduce), direct otherwise. */
-    if (oneShotEligible(key)) {
-      planKey k = *key;
-      k.route = relayRouteOneShot;
-      k.depth = 1;
-      relayPlan* p = NULL;
-      if (relayPlanBuild(&k, &p) == relaySuccess && p) *route = relayRouteOneShot;
-      relayPlanFree(p);
-    }
-    return;
-  }
+/* The native candidate: the library's collective on each group's actives,
+ * as the baseline model prices it; negative when it cannot serve the key. */
+static double predictNative(const planKey* key, const struct relayTopo* topo) {
+  if ((unsigned)key->coll >= RELAY_NUM_COLLS) return -1; /* rooted: no native form */
+  relayBaselineResult b;
+  if (relayBaselineRun(key, topo, &b) != relaySuccess) return -1;
+  return b.totalS;
+}
+
+/* Native stays unless the send/recv route's prediction `best` beats it by
+ * more than the model's error: where the two are within what the model can
+ * tell apart, the user gets exactly the NCCL they would have had. */
+static int nativeKeeps(const planKey* key, const struct relayTopo* topo, double best) {
+  double tn = predictNative(key, topo);
+  if (tn < 0 || best < 0) return best < 0; /* what cannot be priced does not unseat native */
+  double margin = topo->modelErr > 0 ? topo->modelErr : RELAY_ROUTE_UNCALIBRATED_MARGIN;
+  return best * (1 + margin) >= tn;
+}
+
+/* The best of the send/recv routes (direct, relay at each depth, one-shot). */
+static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
   double best = predict(key, topo, relayRouteDirect, 1);
-  if (best < 0) return;
+  if (best < 0) return best;
   /* Relay candidates: depth 1 (the two-group form) and the depth model's
    * depth (route/depth.c), instead of simulating every depth. The model's
    * stage price was tuned on measured depth choices (768 KiB on mi350x),
@@ -139,7 +170,7 @@ static void choose(const planKey* key, const struct relayTopo* topo, int* route,
       *depth = depths[i];
     }
   }
-  if (oneShotEligible(key)) {
+  if (oneShotEligible(key, caps)) {
     double t = predict(key, topo, relayRouteOneShot, 1);
     if (t >= 0 && t < best) {
       best = t;
@@ -147,10 +178,37 @@ static void choose(const planKey* key, const struct relayTopo* topo, int* route,
       *depth = 1;
     }
   }
+  return best;
 }
 
-void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int* route, int* depth) {
-  uint64_t h = keyHash(key, topo);
+static void choose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
+  int native = (caps & RELAY_ROUTE_CAP_NATIVE) && (unsigned)key->coll < RELAY_NUM_COLLS;
+  *route = relayRouteDirect;
+  *depth = 1;
+  if (!topo) {
+    /* No model of this node: the one-shot below its gate (one launch instead
+     * of a group plus a reduce), else the library's own collective where the
+     * transport has one, else direct. */
+    if (native) *route = relayRouteNative;
+    if (oneShotEligible(key, caps)) {
+      planKey k = *key;
+      k.route = relayRouteOneShot;
+      k.depth = 1;
+      relayPlan* p = NULL;
+      if (relayPlanBuild(&k, &p) == relaySuccess && p) *route = relayRouteOneShot;
+      relayPlanFree(p);
+    }
+    return;
+  }
+  double best = chooseSendRecv(key, topo, caps, route, depth);
+  if (native && nativeKeeps(key, topo, best)) {
+    *route = relayRouteNative;
+    *depth = 1;
+  }
+}
+
+void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
+  uint64_t h = keyHash(key, topo, caps);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
   pthread_mutex_lock(&gCacheLock);
   int hit = e->valid && e->hash == h;
@@ -160,7 +218,7 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int* rou
   }
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;
-  choose(key, topo, route, depth);
+  choose(key, topo, caps, route, depth);
   pthread_mutex_lock(&gCacheLock);
   e->valid = 1;
   e->hash = h;

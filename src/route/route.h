@@ -11,9 +11,21 @@ extern "C" {
 
 struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
 
-/* key->route and key->depth are ignored. Writes the chosen route (never Auto)
- * and depth (>= 1). */
-void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int* route, int* depth);
+/* What the comm's transport can run besides send/recv plans (core passes
+ * its transport's; tools and tests say what they model). */
+#define RELAY_ROUTE_CAP_NATIVE 1  /* the library's own collectives (ops native/nativePrepare: NCCL) */
+#define RELAY_ROUTE_CAP_ONESHOT 2 /* the one-shot push-reduce (ops oneshotPrepare/oneshot) */
+
+/* key->route and key->depth are ignored. caps: RELAY_ROUTE_CAP_* bits. With
+ * CAP_NATIVE, relayRouteNative is a candidate, priced by the baseline model
+ * (the model of that very collective), and the incumbent; without
+ * CAP_ONESHOT the one-shot is not one. Writes the chosen route (never Auto,
+ * Native only with CAP_NATIVE) and depth (>= 1). */
+void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth);
+
+/* The margin by which a route must beat the native collective where the
+ * topology states no model error of its own (topo->modelErr == 0). */
+#define RELAY_ROUTE_UNCALIBRATED_MARGIN 0.10
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,11 @@
  *           them, (A-1)x the bytes of a ring phase but one hop).
  * Each is callS + boundaryS (one kernel) + hops * hopS + the fluid model's
  * time for its flows among the actives (+ the one-shot's reduce at memory
- * bandwidth). nGroups > 1 runs the groups at once, as the reference's fused
- * sweep compares against nGroups concurrent A-rank NCCL calls.
+ * bandwidth). On a calibrated topology (h200x2) the flows carry bytes / the
+ * measured efficiency of the library's kernel for this collective at that
+ * size, and the algorithm is the one it was calibrated as. nGroups > 1 runs
+ * the groups at once, as the reference's fused sweep compares against
+ * nGroups concurrent A-rank NCCL calls.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -106,10 +109,18 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
     }
     if (c > maxBuf) maxBuf = c;
   }
+  double egressRing = ringPair[0] * (A - 1), egressDirect = directPair[0] * (A - 1);
+  /* A calibrated topology says how much of the link rate the library's
+   * kernel reaches at each size (topo.h, src/topo/calib.c): the flows move
+   * bytes / efficiency, by the bytes each peer gets. */
+  const relayTopoCurve* eff = &topo->collEff[key->coll];
+  for (int g = 0; g < G; g++) {
+    ringPair[g] /= relayTopoCurveAt(eff, ringPair[g]);
+    directPair[g] /= relayTopoCurveAt(eff, directPair[g]);
+  }
   double ringFlow = 0, directFlow = 0;
   relayResult_t r = pairFlowsTime(key, topo, ringPair, &ringFlow);
   if (r == relaySuccess) r = pairFlowsTime(key, topo, directPair, &directFlow);
-  double egressRing = ringPair[0] * (A - 1), egressDirect = directPair[0] * (A - 1);
   free(ringPair);
   free(directPair);
   if (r != relaySuccess) return r;
@@ -125,9 +136,13 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
     ring = direct = fixed + 2 * maxBuf / topo->memBw;
   }
   if (key->coll == RELAY_COLL_ALLTOALL) ring = direct; /* NCCL's all-to-all is pairwise only */
+  /* A measured curve is the library's own choice of algorithm at each size,
+   * priced as the ring (all-to-all: pairwise) it was calibrated as: no
+   * second guess. */
+  int calibrated = eff->n > 0 && A > 1;
   out->ringS = ring;
   out->directS = direct;
-  if (direct < ring || key->coll == RELAY_COLL_ALLTOALL) {
+  if ((!calibrated && direct < ring) || key->coll == RELAY_COLL_ALLTOALL) {
     out->algo = RELAY_BASE_DIRECT;
     out->totalS = direct;
     out->egressBytes = egressDirect;

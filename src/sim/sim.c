@@ -479,7 +479,10 @@ static void createPairFlows(simState* S, int r, int p, int s) {
       j++;
       p2pPart parts[P2P_MAX_CHANNELS];
       int np = simSplit(S, a, b, x->count * P->elemSize, parts);
-      for (int k = 0; k < np; k++) fluidAdd(&S->fl, a, b, (double)parts[k].len, start, s, parts[k].channel);
+      /* Between GPUs the library's transfers reach only part of the link
+       * rate, by the transfer's size, on a calibrated topology (topo.h). */
+      double eff = a == b ? 1.0 : relayTopoCurveAt(&S->topo->p2pEff, (double)x->count * (double)P->elemSize);
+      for (int k = 0; k < np; k++) fluidAdd(&S->fl, a, b, (double)parts[k].len / eff, start, s, parts[k].channel);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "topo/gpu.h"
 
 #define GBS 1e9 /* the text format's bandwidth unit: GB/s */
 #define US 1e-6 /* and its time unit */
@@ -56,6 +57,9 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   memcpy(t->injBw, s->injBw, (size_t)s->nGPUs * sizeof *t->injBw);
   memcpy(t->ejBw, s->ejBw, (size_t)s->nGPUs * sizeof *t->ejBw);
   t->hasSwitch = s->hasSwitch;
+  t->p2pEff = s->p2pEff;
+  memcpy(t->collEff, s->collEff, sizeof t->collEff);
+  t->modelErr = s->modelErr;
   t->fabricBw = s->fabricBw;
   t->callS = s->callS;
   t->boundaryS = s->boundaryS;
@@ -189,16 +193,14 @@ static void presetH200x2(struct relayTopo* t) {
   /* The 2-GPU H200 machine we have: NV18 (18 NVLinks between the pair).
    * Measured: 380 GB/s one way by copy-engine peer copy, 370 GB/s each way
    * with both directions at once. Collectives load both directions, so the
-   * link is modeled at 370 GB/s per direction (18 links of 20.56 GB/s). The
-   * model's one miss: nccl-tests' 1 GB all-reduce reached 329 GB/s busbw,
-   * 89% of that, so NCCL-driven transfers run ~11% slower than modeled. */
+   * link is modeled at 370 GB/s per direction (18 links of 20.56 GB/s).
+   * NCCL's kernels move less than that, by an amount that depends on size
+   * (nccl-tests' 1 GB all-reduce reached 329 GB/s busbw, 89%; relaycc-bench's
+   * NCCL all-reduce a third of the link at 1 MB):
+   * the costs and the efficiency curves are calibrated on relaycc-bench's
+   * graph replays on this machine (src/topo/calib.c, docs/model.md). */
   setAllLinks(t, 18, 370.0 / 18.0 * GBS);
-  /* Per-call latency ~13-19 us, CUDA-graph replay ~5-6 us: see presetH200. */
-  t->boundaryS = 6 * US;
-  t->callS = 10 * US;
-  t->launchS = 3 * US;
-  t->memBw = 4.3e12;
-  t->hopS = 1.5 * US;
+  relayTopoCalibrateH200x2(t);
 }
 
 static void presetCpu(struct relayTopo* t) {
@@ -378,15 +380,6 @@ relayResult_t relayTopoNetPreset(const char* name, int nNodes, struct relayTopo*
                        name ? name : "(null)");
 }
 
-relayResult_t relayTopoDetect(struct relayTopo** out) {
-  /* Hook for the GPU transport: query CUDA/NVML peer attributes (NVLink count
-   * and bandwidth per pair, switch or mesh) and build the topology. Until it
-   * exists (and always on a CPU-only build) callers fall back to
-   * RELAYCC_TOPO, else the "cpu" preset. */
-  *out = NULL;
-  return relayNotSupported;
-}
-
 /* ---- queries ------------------------------------------------------------ */
 
 int relayTopoReachable(const struct relayTopo* t, int s, int d) {
@@ -407,6 +400,24 @@ double relayTopoPairRate(const struct relayTopo* t, int s, int d) {
   if (t->ejBw[d] > 0 && t->ejBw[d] < r) r = t->ejBw[d];
   if (t->fabricBw > 0 && t->fabricBw < r) r = t->fabricBw;
   return r;
+}
+
+/* The text format's names of the curves: p2p, then relayColl_t 0..3. */
+static const char* const kCurveNames[RELAY_TOPO_NCOLLS + 1] = {"p2p", "allgather", "reducescatter", "allreduce",
+                                                               "alltoall"};
+
+double relayTopoCurveAt(const relayTopoCurve* c, double bytes) {
+  if (!c || c->n <= 0) return 1.0;
+  if (bytes <= c->bytes[0]) return c->eff[0];
+  int last = c->n - 1;
+  if (bytes >= c->bytes[last]) return c->eff[last];
+  int i = 0;
+  while (bytes > c->bytes[i + 1]) i++;
+  if (bytes == c->bytes[i + 1]) return c->eff[i + 1]; /* the measured points exactly */
+  /* A power law between the two points: NCCL's efficiency rises with size
+   * roughly geometrically, and this keeps it positive. */
+  double x = log(bytes / c->bytes[i]) / log(c->bytes[i + 1] / c->bytes[i]);
+  return exp(log(c->eff[i]) + x * log(c->eff[i + 1] / c->eff[i]));
 }
 
 static int errf(char* err, size_t errlen, const char* fmt, ...) {
@@ -469,6 +480,19 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
   if (!(t->reduceBw >= 0 && isfinite(t->reduceBw))) return errf(err, errlen, "reduce_gbs must be >= 0");
   if (!(t->stageS >= 0 && isfinite(t->stageS))) return errf(err, errlen, "stage_us must be finite and >= 0");
   if (t->maxDepth < 0 || t->maxDepth > 1024) return errf(err, errlen, "max_depth must be in 0..1024");
+  for (int c = -1; c < RELAY_TOPO_NCOLLS; c++) {
+    const relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
+    const char* who = c < 0 ? "p2p" : kCurveNames[c + 1];
+    if (cv->n < 0 || cv->n > RELAY_TOPO_CURVE_MAX)
+      return errf(err, errlen, "eff %s: %d points, at most %d", who, cv->n, RELAY_TOPO_CURVE_MAX);
+    for (int i = 0; i < cv->n; i++) {
+      if (!(cv->bytes[i] > 0 && isfinite(cv->bytes[i]) && cv->eff[i] > 0 && isfinite(cv->eff[i])))
+        return errf(err, errlen, "eff %s: point %d needs bytes > 0 and an efficiency > 0", who, i + 1);
+      if (i > 0 && !(cv->bytes[i] > cv->bytes[i - 1]))
+        return errf(err, errlen, "eff %s: sizes must increase (point %d)", who, i + 1);
+    }
+  }
+  if (!(t->modelErr >= 0 && t->modelErr < 1)) return errf(err, errlen, "model_err must be in [0, 1)");
   return 0;
 }
 
@@ -508,6 +532,14 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
     for (int g = 0; g < n; g++) fprintf(f, "ports %d %.17g %.17g\n", g, t->injBw[g] / GBS, t->ejBw[g] / GBS);
   }
   if (t->fabricBw > 0) fprintf(f, "fabric %.17g\n", t->fabricBw / GBS);
+  for (int c = -1; c < RELAY_TOPO_NCOLLS; c++) {
+    const relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
+    if (cv->n <= 0) continue;
+    fprintf(f, "eff %s", kCurveNames[c + 1]);
+    for (int i = 0; i < cv->n; i++) fprintf(f, " %.17g:%.17g", cv->bytes[i], cv->eff[i]);
+    fprintf(f, "\n");
+  }
+  if (t->modelErr > 0) fprintf(f, "model_err %.17g\n", t->modelErr);
   fprintf(f, "call_us %.17g\n", t->callS / US);
   fprintf(f, "boundary_us %.17g\n", t->boundaryS / US);
   fprintf(f, "launch_us %.17g\n", t->launchS / US);
@@ -527,6 +559,23 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   if (t->chanShare > 0) fprintf(f, "chan_share %.17g\n", t->chanShare);
   if (t->p2pChannels > 0) fprintf(f, "p2p_channels %d\n", t->p2pChannels);
   if (t->p2pPerPeer > 0) fprintf(f, "p2p_per_peer %d\n", t->p2pPerPeer);
+}
+
+uint64_t relayTopoHash(const struct relayTopo* t) {
+  /* By the text form: it carries every figure a model has, at full
+   * precision (%.17g), so a field added to the format is hashed with no
+   * change here. Costs a few microseconds: for init, not for every call. */
+  uint64_t h = 0xcbf29ce484222325ull;
+  if (!t) return 0;
+  char* buf = NULL;
+  size_t len = 0;
+  FILE* f = open_memstream(&buf, &len);
+  if (!f) return 0;
+  relayTopoWrite(t, f);
+  fclose(f);
+  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+  free(buf);
+  return h ? h : 1; /* 0 is "no topology" */
 }
 
 /* Parse one GPU index or "*" (-1) bounded by n. */
@@ -552,7 +601,7 @@ static int parseNum(const char* s, double* out) {
   return 0;
 }
 
-#define MAXTOK 8
+#define MAXTOK 24 /* "eff NAME" and its RELAY_TOPO_CURVE_MAX points fit */
 
 relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err, size_t errlen) {
   *out = NULL;
@@ -561,7 +610,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
   relayResult_t res = relayInvalidArgument;
   int lineNo = 0;
   const char* p = text;
-  char line[512];
+  char line[1024];
   while (*p) {
     const char* nl = strchr(p, '\n');
     size_t len = nl ? (size_t)(nl - p) : strlen(p);
@@ -695,6 +744,40 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           t->injBw[a] = inj * GBS;
           t->ejBw[a] = ej * GBS;
         }
+    } else if (strcmp(k, "eff") == 0) {
+      int c = -2; /* -1: p2p, else the relayColl_t */
+      for (int i = 0; nt >= 2 && i <= RELAY_TOPO_NCOLLS; i++)
+        if (strcmp(tok[1], kCurveNames[i]) == 0) c = i - 1;
+      if (nt < 3 || nt - 2 > RELAY_TOPO_CURVE_MAX || c == -2) {
+        errf(err, errlen, "line %d: 'eff' takes p2p|allgather|reducescatter|allreduce|alltoall and 1..%d BYTES:EFF points",
+             lineNo, RELAY_TOPO_CURVE_MAX);
+        goto fail;
+      }
+      relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
+      cv->n = 0;
+      for (int i = 2; i < nt; i++) {
+        char* colon = strchr(tok[i], ':');
+        double b, e;
+        if (colon) *colon = 0;
+        if (!colon || parseNum(tok[i], &b) || parseNum(colon + 1, &e) || !(b > 0) || !(e > 0)) {
+          errf(err, errlen, "line %d: eff point %d is not BYTES:EFF with both > 0", lineNo, i - 1);
+          goto fail;
+        }
+        if (cv->n > 0 && !(b > cv->bytes[cv->n - 1])) {
+          errf(err, errlen, "line %d: eff sizes must increase (point %d)", lineNo, i - 1);
+          goto fail;
+        }
+        cv->bytes[cv->n] = b;
+        cv->eff[cv->n] = e;
+        cv->n++;
+      }
+    } else if (strcmp(k, "model_err") == 0) {
+      NEED(1, "a fraction in [0, 1)");
+      NUM(1, t->modelErr);
+      if (!(t->modelErr < 1)) {
+        errf(err, errlen, "line %d: model_err must be in [0, 1)", lineNo);
+        goto fail;
+      }
     } else {
       struct {
         const char* key;

@@ -37,6 +37,7 @@
 #define RELAY_TOPO_H_
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "relaycc.h"
@@ -47,6 +48,17 @@ extern "C" {
 
 #define RELAY_TOPO_MAX_GPUS 64
 #define RELAY_TOPO_NAME_MAX 64
+#define RELAY_TOPO_CURVE_MAX 16 /* points of an efficiency curve */
+#define RELAY_TOPO_NCOLLS 4     /* the layout collectives: relayColl_t 0..3 (plan/plan.h) */
+
+/* An efficiency curve: at bytes[i] per transfer, eff[i] of the rate the
+ * links give. Between points the efficiency follows a power law (linear in
+ * log-log), beyond the ends it holds; n == 0 means 1 at every size. */
+typedef struct {
+  int n;
+  double bytes[RELAY_TOPO_CURVE_MAX]; /* increasing, > 0 */
+  double eff[RELAY_TOPO_CURVE_MAX];   /* > 0 */
+} relayTopoCurve;
 
 struct relayTopo {
   char name[RELAY_TOPO_NAME_MAX];
@@ -90,6 +102,23 @@ struct relayTopo {
    * hop of its small-message protocol, seconds. Its per-call and per-kernel
    * costs are callS + boundaryS (one kernel per collective). */
   double hopS;
+
+  /* ---- calibration against the library's measured kernels (docs/model.md) ----
+   * The links carry linkBw; the library's kernels move less, by an amount
+   * that depends on the bytes a transfer carries (its protocol, chunking and
+   * channel choice: NCCL's all-reduce on 2 x H200 moved 136 GB/s of data at
+   * 1 MB and 335 GB/s at 1 GB over one 370 GB/s link). A curve gives, per
+   * transfer size, the fraction of the rate the links give it; the
+   * simulator and the baseline move bytes / efficiency. Empty curves (every
+   * preset but the measured ones, and detected generic nodes) leave the link
+   * model as it is. */
+  relayTopoCurve p2pEff;                     /* relaycc's transfers (send/recv pairs of a plan step), by bytes */
+  relayTopoCurve collEff[RELAY_TOPO_NCOLLS]; /* the baseline's collective (relayColl_t), by bytes per peer */
+  /* The largest relative error of this topology's predictions against the
+   * measurements it was calibrated on (docs/model.md); 0: not calibrated.
+   * The router keeps the transport's native collective unless another route
+   * is predicted faster by more than this. */
+  double modelErr;
 
   /* ---- several nodes (nNodes <= 1: one node; the rest of this block unused) */
   int nNodes;
@@ -147,10 +176,15 @@ static inline int relayTopoNodeOf(const struct relayTopo* t, int g) {
  * bytes/s: all the node's NICs with PXN, else the GPU's share. */
 double relayTopoNicCap(const struct relayTopo* t);
 
-/* Detect the topology of the GPUs this process sees (CUDA/NVML peer
- * attributes: NVLink count and bandwidth per pair, switch or mesh). The GPU
- * transport fills it in; on a CPU-only build it returns relayNotSupported. */
+/* Detect the topology of the GPUs this process sees, GPU i = CUDA device i
+ * (src/topo/detect.c: CUDA peer attributes and NVML's NVLink counts; a
+ * calibrated preset when the node is one we measured, else a generic model
+ * of what was found). relayNotSupported on a CPU-only build or without GPUs. */
 relayResult_t relayTopoDetect(struct relayTopo** out);
+/* The same for the n GPUs named by PCI bus id ("0000:19:00.0", as
+ * cudaDeviceGetPCIBusId writes it), GPU i = busIds[i]: a comm's ranks in rank
+ * order, whichever devices this process can open. */
+relayResult_t relayTopoDetectGpus(int n, const char* const* busIds, struct relayTopo** out);
 
 /* ---- queries used by the simulator, the baseline and the router ---- */
 
@@ -167,6 +201,11 @@ static inline double relayTopoLinkCap(const struct relayTopo* t, int src, int ds
 double relayTopoPairRate(const struct relayTopo* topo, int src, int dst);
 /* Structural sanity (counts, bandwidths, costs); 0 when sound. */
 int relayTopoCheck(const struct relayTopo* topo, char* err, size_t errlen);
+/* The efficiency of curve c for a transfer of `bytes` (1 when c is empty). */
+double relayTopoCurveAt(const relayTopoCurve* c, double bytes);
+/* A hash of everything the text format carries (the topology's content):
+ * two ranks hold the same model exactly when their hashes agree. */
+uint64_t relayTopoHash(const struct relayTopo* topo);
 
 #ifdef __cplusplus
 }

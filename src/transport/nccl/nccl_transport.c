@@ -671,12 +671,44 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
   return r;
 }
 
-/* The topology for route choice: RELAYCC_TOPO when set, else detected, else
- * none (the router then takes the direct route). */
+/* The topology for route choice, the same on every rank: RELAYCC_TOPO when
+ * set, else detected from the comm's GPUs (src/topo/detect.c: 2 x H200 over
+ * NV18 is the calibrated h200x2), else none (the router's no-model rule).
+ * Every rank takes part in both agreements whatever it found, so a rank with
+ * RELAYCC_TOPO set never waits alone, and ranks that differ all end with none
+ * (relayCommAgreeTopo). */
 static relayResult_t loadTopo(struct relayComm* c) {
-  RELAY_CHECK(relayCommLoadTopo(c, NULL));
-  if (!c->topo && relayTopoDetect(&c->topo) != relaySuccess) c->topo = NULL;
-  return relaySuccess;
+  relayNcclState* st = c->tpState;
+  relayResult_t local = relayCommLoadTopo(c, NULL);
+  /* Each rank's GPU by PCI bus id, in rank order: the model's GPU i is rank
+   * i's, whichever devices each process can open. */
+  enum { BUSID = 32 };
+  char mine[BUSID] = "";
+  char* ids = calloc((size_t)c->nranks, BUSID);
+  const char** idp = calloc((size_t)c->nranks, sizeof *idp);
+  if (!ids || !idp) {
+    free(ids);
+    free(idp);
+    return relaySetError(c, relaySystemError, "rank %d: out of memory at init (topology)", c->rank);
+  }
+  if (cudaDeviceGetPCIBusId(mine, BUSID, st->device) != cudaSuccess) {
+    cudaGetLastError();
+    mine[0] = 0;
+  }
+  relayResult_t r = tpAgree(c, mine, ids, BUSID);
+  if (r == relaySuccess && local == relaySuccess && !c->topo) {
+    int known = 1;
+    for (int q = 0; q < c->nranks; q++) {
+      ids[(size_t)q * BUSID + BUSID - 1] = 0;
+      idp[q] = ids + (size_t)q * BUSID;
+      known &= idp[q][0] != 0;
+    }
+    if (!known || relayTopoDetectGpus(c->nranks, idp, &c->topo) != relaySuccess) c->topo = NULL;
+  }
+  free(ids);
+  free(idp);
+  if (r != relaySuccess) return r;
+  return relayCommAgreeTopo(c, local);
 }
 
 static void failInit(struct relayComm* c, relayResult_t res) {
