@@ -41,6 +41,9 @@ if(RELAY_HAVE_CUDA)
   add_test(NAME gpu_colls COMMAND gputest_colls)
   set_tests_properties(gpu_reduce gpu_transport PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
   set_tests_properties(gpu_colls PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  # CUDA-graph capture and 1000 verified replays per collective and route (issue 9).
+  add_test(NAME gpu_graph COMMAND gputest_graph)
+  set_tests_properties(gpu_graph PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
   # Host overhead per call of relaycc over raw NCCL (2 GPUs).
   add_test(NAME gpu_overhead COMMAND gputest_overhead)
   set_tests_properties(gpu_overhead PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
