@@ -379,6 +379,17 @@ static int caseDetectMap(void) {
   T_OK(relayTopoFromFacts(f, &t));
   T_CHECK(!strcmp(t->name, "detected") && t->modelErr == 0 && t->linkCount[1] == 1, "%s", t->name);
   relayTopoFree(t);
+  /* 2 H200s of an HGX board (18 links each to the NVSwitches: nvidia-smi's
+   * NV18, our nvidia-h200-x2 machines) -> the calibrated preset too. */
+  hopper(f, 2, "NVIDIA H200", 0, 18);
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "h200x2"), "2 H200 on NVSwitch: %s", t->name);
+  relayTopoFree(t);
+  /* 2 H100s there: not measured, the 8-GPU switch model. */
+  hopper(f, 2, "NVIDIA H100 80GB HBM3", 0, 18);
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "h200"), "2 H100 on NVSwitch: %s", t->name);
+  relayTopoFree(t);
   /* 8 and 4 H100s on NVSwitch (18 links each to the switches) -> h200. */
   hopper(f, 8, "NVIDIA H100 80GB HBM3", 0, 18);
   T_OK(relayTopoFromFacts(f, &t));

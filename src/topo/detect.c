@@ -71,14 +71,18 @@ relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out
     allHopper &= isHopper8(f->name[i]) != 0;
     allSwitched &= f->switchLinks[i] >= 18;
   }
-  /* The node we measured: two H200s joined by 18 NVLinks (NV18). NVML must
-   * have counted them: a pair with peer access could be PCIe. */
-  if (n == 2 && strstr(f->name[0], "H200") && strstr(f->name[1], "H200") && f->nvlinks[0 * n + 1] >= 18 &&
-      f->nvlinks[1 * n + 0] >= 18)
+  /* The node we measured: two H200s with 18 NVLinks between them, which
+   * nvidia-smi shows as NV18 whether the links join the pair directly or, as
+   * on an HGX board (our nvidia-h200-x2 machines are 2 GPUs of one: NVLink
+   * multicast exists there, which needs NVSwitch), reach the NVSwitches; a
+   * 2-rank comm on such a board is exactly what we calibrated. NVML must
+   * have counted the links: a pair with peer access could be PCIe. */
+  int pairDirect = n == 2 && f->nvlinks[0 * n + 1] >= 18 && f->nvlinks[1 * n + 0] >= 18;
+  if (n == 2 && strstr(f->name[0], "H200") && strstr(f->name[1], "H200") && (pairDirect || allSwitched))
     return relayTopoPreset("h200x2", out);
   /* H100/H200 HGX: up to 8 GPUs, each with its 18 NVLinks on the NVSwitches
-   * (the h200 preset's ports). Fewer ranks than 8 map to its first GPUs, all
-   * alike behind the switch. */
+   * (the h200 preset's ports; 2 H200s are the calibrated case above). Fewer
+   * ranks than 8 map to its first GPUs, all alike behind the switch. */
   if (n >= 2 && n <= 8 && allHopper && allSwitched) return relayTopoPreset("h200", out);
 
   /* Generic: every pair must have a known path. */
