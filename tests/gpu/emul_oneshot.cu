@@ -2,14 +2,15 @@
  * The one-shot kernel's data path run on the host: oneshot.cu built with its
  * host runner, the push and the reduce of every block of every active rank
  * executed thread after thread over host "regions" laid out as on the GPU.
- * Checks, on a machine without a GPU (CI), what the hand-shake cannot fix if
- * it is wrong: block ranges (from count and grid only), staging addresses
+ * Both protocols: raw staging (flags) and LL lines. Checks, on a machine
+ * without a GPU (CI), what the hand-shake cannot fix if it is wrong: block ranges (from count and grid only), staging addresses
  * (parity of each pair epoch, slot of the source's comm rank), the push of
  * the right block to the right peer (reduce-scatter stride), 16-byte vectors
  * and the scalar tail, misaligned callers, in-place aliasing across blocks,
- * and the reduce in active-index order with the bits of relayHostReduce.
- * Every byte of every region outside the expected staging slots must stay
- * untouched. The GPU run of the whole protocol is gputest_oneshot.
+ * and the reduce in active-index order with the bits of relayHostReduce;
+ * for LL also the line format, each line's flag (epoch and count) and the
+ * zeroing of consumed lines. Every byte of every region outside the
+ * expected slots must stay untouched. The GPU run of the whole protocol is gputest_oneshot.
  */
 #define RELAY_ONESHOT_HOST_EMULATION 1
 #include "transport/nccl/oneshot.cu"
@@ -48,6 +49,7 @@ static u64 pairEpoch(int i, int j, int k) {
 }
 
 typedef struct {
+  int ll;                  /* the LL protocol (else flags) */
   int A, rs, inPlace, mis; /* mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
   relayDataType_t dt;
   relayRedOp_t op;
@@ -79,7 +81,9 @@ static int runCase(const ecase* k, int caseNo) {
   }
   for (int r = 0; r < NR; r++) memset(region[r], POISON, L.regionBytes);
   const size_t bytes = c * es;
-  const int grid = k->gridMode == 0 ? relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS) : k->gridMode == 1 ? 1 : 3;
+  const int grid = k->gridMode == 0 ? (k->ll ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS))
+                   : k->gridMode == 1 ? 1
+                                      : 3;
   relayOsArgs a[NR];
   u64 ep[NR][RELAY_OS_MAX_ACTIVE];
   for (int i = 0; i < A; i++) {
@@ -100,6 +104,7 @@ static int runCase(const ecase* k, int caseNo) {
     a[i].vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a[i].srcStride * es)) & 15u) == 0;
     a[i].divisor = k->op == relayAvg ? A : 0;
     a[i].elemSize = (int)es;
+    a[i].ll = k->ll;
   }
   PickHost pick;
   OsHostPhase run = visit(k->dt, k->op, pick);
@@ -110,33 +115,44 @@ static int runCase(const ecase* k, int caseNo) {
   /* Block by block: block b of every rank pushes, then reduces, before block
    * b+1 pushes (or the reverse order): a block whose reduce wrote into a
    * range another block still pushes from would show up in place. */
-  for (int bi = 0; bi < grid; bi++) {
+  char what[256];
+  snprintf(what, sizeof what, "%s A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s", k->ll ? "LL" : "flags", A,
+           k->rs ? "RS" : "AR", relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
+           k->mis, grid, k->threads, k->reverse ? " reverse" : "");
+  int fail = 0;
+  for (int bi = 0; bi < grid && !fail; bi++) {
     int b = k->reverse ? grid - 1 - bi : bi;
     for (int i = 0; i < A; i++)
       for (int t = 0; t < k->threads; t++) run(a[i], ep[i], b, t, k->threads, 0);
-    for (int i = 0; i < A; i++)
-      for (int t = 0; t < k->threads; t++) run(a[i], ep[i], b, t, k->threads, 1);
+    for (int i = 0; i < A && !fail; i++)
+      for (int t = 0; t < k->threads && !fail; t++)
+        if (!run(a[i], ep[i], b, t, k->threads, 1)) {
+          printf("FAIL %s: active %d block %d thread %d found an LL line not pushed (or with another flag)\n", what, i,
+                 b, t);
+          fail = 1;
+        }
   }
-  char what[256];
-  snprintf(what, sizeof what, "A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s", A, k->rs ? "RS" : "AR",
-           relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place", k->mis, grid,
-           k->threads, k->reverse ? " reverse" : "");
-  int fail = 0;
   /* Regions: exactly the expected staging slots written, with the source's
    * block for that owner; nothing else. */
+  /* LL: the lines of every push were consumed, so they are zero. */
   unsigned char* want = (unsigned char*)malloc(L.regionBytes);
   for (int o = 0; o < A && !fail; o++) {
     memset(want, POISON, L.regionBytes);
     for (int s = 0; s < A; s++) {
       if (s == o) continue;
-      uint64_t off = relayOsStagingOff(&L, (int)(pairEpoch(o, s, caseNo) & 1), ranks[s]);
-      memcpy(want + off, orig[s] + (k->rs ? (size_t)o * c * es : 0), bytes);
+      int par = (int)(pairEpoch(o, s, caseNo) & 1);
+      if (k->ll)
+        memset(want + relayOsLLOff(&L, par, ranks[s]), 0, (bytes + 7) / 8 * 16);
+      else
+        memcpy(want + relayOsStagingOff(&L, par, ranks[s]), orig[s] + (k->rs ? (size_t)o * c * es : 0), bytes);
     }
     if (memcmp(want, region[ranks[o]], L.regionBytes) != 0) {
       size_t x = 0;
       while (want[x] == region[ranks[o]][x]) x++;
-      printf("FAIL %s: region of active %d (rank %d) differs at byte %zu (staging starts at %llu, slot %llu)\n", what,
-             o, ranks[o], x, (unsigned long long)L.stagingOff, (unsigned long long)L.slotBytes);
+      printf("FAIL %s: region of active %d (rank %d) differs at byte %zu (staging at %llu, slot %llu; LL at %llu, "
+             "slot %llu)\n",
+             what, o, ranks[o], x, (unsigned long long)L.stagingOff, (unsigned long long)L.slotBytes,
+             (unsigned long long)L.llOff, (unsigned long long)L.llSlotBytes);
       fail = 1;
     }
   }
@@ -184,7 +200,9 @@ int main() {
     if (posix_memalign((void**)&region[r], 256, L.regionBytes)) return 1;
   /* The layout itself: slots inside the region, nothing overlapping. */
   if (L.countsOff < L.flagsOff + 2 * NR * RELAY_OS_MAX_BLOCKS * 8 || L.stagingOff % 256 ||
-      L.sentinelOff < L.stagingOff + 2 * NR * L.slotBytes || L.regionBytes < L.sentinelOff + 8) {
+      L.llEpochsOff < L.stagingOff + 2 * NR * L.slotBytes || L.llOff < L.llEpochsOff + NR * RELAY_OS_MAX_BLOCKS * 8 ||
+      L.llSlotBytes < 2 * L.llCap + 16 || L.sentinelOff < L.llOff + 2 * NR * L.llSlotBytes ||
+      L.regionBytes < L.sentinelOff + 8 || L.llCap < (size_t)MAXC * 8) {
     printf("FAIL: layout overlaps\n");
     return 1;
   }
@@ -201,16 +219,17 @@ int main() {
           int wide = As[ai] == 2 || As[ai] == 8;
           if (!wide && !((dt == relayFloat32 || dt == relayBfloat16) && (op == relaySum || op == relayAvg))) continue;
           for (int ci = 0; ci < 5; ci++)
-            for (int mode = 0; mode < 4; mode++) {
+            for (int mode = 0; mode < 8; mode++) {
               ecase k;
               memset(&k, 0, sizeof k);
+              k.ll = mode >= 4;
               k.A = As[ai];
               k.rs = rs;
               k.dt = dt;
               k.op = op;
               k.count = counts[ci];
-              k.inPlace = mode == 3;
-              k.mis = mode == 1 ? 1 : mode == 2 ? 2 : 0;
+              k.inPlace = mode % 4 == 3;
+              k.mis = mode % 4 == 1 ? 1 : mode % 4 == 2 ? 2 : 0;
               k.gridMode = caseNo % 3;
               k.threads = caseNo % 5 == 0 ? 7 : 256;
               k.reverse = (caseNo / 3) % 2;

@@ -11,12 +11,16 @@
  *            and out-of-place x 4 B .. 1 MiB (odd counts) + misaligned
  *            buffers; guard bytes around outputs; odd ranks sleep 20 ms
  *            before the launch on even cases, even ranks on odd ones (a
- *            stale epoch or staging read then fails deterministically)
+ *            stale epoch or staging read then fails deterministically).
+ *            Sizes up to 256 KiB take the LL protocol, larger ones the flag
+ *            protocol; then the sweep again with RELAYCC_ONESHOT_LL_BYTES=0
+ *            (flags at every size)
  *  b2b       10^4 back-to-back calls, inputs rotating over 16 sets per dtype,
- *            collectives and sizes varying (grids of 1, 4 and 64 blocks),
+ *            collectives, sizes and protocols varying (LL at 16 and 1.5
+ *            KiB, flags at 256 KiB + 4 B on every 7th call),
  *            one rank's stream held 3 ms by a host function every 500 calls
  *            (both parities), every 97th output copied back and checked
- *  graph     3 one-shot calls captured (global mode) with their input copy
+ *  graph     3 one-shot calls (LL, LL, flags) captured (global mode) with their input copy
  *            and output copies, replayed 1000 times with new inputs, odd or
  *            even ranks 1 ms late by turns, every replay checked
  *  capture0  a fresh comm whose first eligible call is captured: direct on
@@ -210,15 +214,15 @@ typedef struct {
   size_t count;
 } b2bShape;
 
-/* Call k's shape: grids of 4, 1 and 64 blocks in turn. */
+/* Call k's shape: both protocols, interleaved. */
 static b2bShape b2bShapeOf(int k) {
   b2bShape s;
   if (k % 7 == 3) {
-    s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 65537; /* 256 KiB: 64 blocks */
+    s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 65537; /* 256 KiB + 4: flags, 64 blocks */
   } else if (k & 1) {
-    s.coll = RS, s.dt = relayBfloat16, s.op = relayAvg, s.count = 777; /* 1.5 KiB per rank: 1 block */
+    s.coll = RS, s.dt = relayBfloat16, s.op = relayAvg, s.count = 777; /* 1.5 KiB per rank: LL */
   } else {
-    s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 4099; /* 16 KiB: 4 blocks */
+    s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 4099; /* 16 KiB: LL */
   }
   return s;
 }
@@ -314,7 +318,7 @@ static void graphSetup(rk_t* R, graphCalls* g, int full) {
   int colls[3] = {AR, RS, AR};
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayBfloat16};
   relayRedOp_t ops[3] = {relaySum, relaySum, relayAvg};
-  size_t counts[3] = {1001, 515, 70001};
+  size_t counts[3] = {1001, 515, 140001}; /* LL, LL, and 280 KB: the flag protocol */
   int inPlace[3] = {0, 1, 0};
   for (int i = 0; i < g->nCalls; i++) {
     size_t es = relayTypeSize(dts[i]);
@@ -522,6 +526,15 @@ static int rankMain(int rank, int nranks, void* arg) {
   if (rank == 0) gpuLog("init: %.2f s", gpuNow() - t0);
   sweep(&R, comm);
   backToBack(&R, comm);
+
+  /* The flag protocol at every size: the threshold is read at the region's
+   * creation (the comm's first one-shot call). */
+  setenv("RELAYCC_ONESHOT_LL_BYTES", "0", 1);
+  relayComm_t flags = makeComm(&R, o, "flags", 30000);
+  sweep(&R, flags);
+  unsetenv("RELAYCC_ONESHOT_LL_BYTES");
+  G_RELAY(flags, relayCommBarrier(flags));
+  G_RELAY(flags, relayCommDestroy(flags));
 
   graphCalls g;
   graphSetup(&R, &g, 1);

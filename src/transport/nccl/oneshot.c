@@ -4,6 +4,13 @@
  * failures. The kernel and the region's layout: oneshot.cu, oneshot.h. The
  * CPU twin of the same protocol: ../shm_oneshot.c.
  *
+ * Protocols (oneshot.h): LL at or below RELAYCC_ONESHOT_LL_BYTES per
+ * destination (default 256 KiB, 0 = never), the flag protocol above it.
+ * Tuning: RELAYCC_ONESHOT_BLOCKS (default 64: 16 and 32 measured no faster at
+ * 4-32 KiB and up to 2x slower at 1 MiB on H200), RELAYCC_ONESHOT_THREADS
+ * (256 or 512; default by size, oneshot.h). The block count and the LL
+ * threshold are rank 0's on every rank.
+ *
  * Creation (oneshotPrepare, COLLECTIVE over all comm ranks, helpers too, on
  * the same call; the seed measured ~1.7 ms once per comm for 8 ranks):
  *   1. cudaMalloc this rank's region (plain memory: mempool allocations
@@ -49,6 +56,7 @@ _Static_assert(RELAY_OS_MAX_ACTIVE == RELAY_TP_ONESHOT_MAX, "one-shot rank limit
 typedef struct {
   int tried, ready;
   int n, blocks, threads;
+  uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
   relayOsLayout L;
   uint64_t hash;
   char* own;          /* this rank's region (cudaMalloc) */
@@ -98,7 +106,7 @@ static void osRelease(osState* s, int rank) {
 typedef struct {
   int32_t ok;
   int32_t blocks;
-  uint64_t slotBytes, regionBytes, hash;
+  uint64_t slotBytes, regionBytes, hash, llBytes;
   cudaIpcMemHandle_t handle;
 } osRecord;
 _Static_assert(sizeof(osRecord) <= RELAY_NCCL_AGREE_MAX, "one-shot record must fit one agree()");
@@ -181,8 +189,10 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   relayOsLayoutInit(&s->L, n, slotBytes);
   long blocks = relayEnvLong("RELAYCC_ONESHOT_BLOCKS", RELAY_OS_DEFAULT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
-  long threads = relayEnvLong("RELAYCC_ONESHOT_THREADS", RELAY_OS_DEFAULT_THREADS);
-  s->threads = threads >= 512 ? 512 : 256;
+  long threads = relayEnvLong("RELAYCC_ONESHOT_THREADS", 0);
+  s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : 256; /* 0: by size (RELAY_OS_T512_BYTES) */
+  long llBytes = relayEnvLong("RELAYCC_ONESHOT_LL_BYTES", (long)RELAY_OS_LL_DEFAULT_BYTES);
+  s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
   int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
 
   int prevDev = -1;
@@ -201,6 +211,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   mine.slotBytes = s->L.slotBytes;
   mine.regionBytes = s->L.regionBytes;
   mine.hash = s->hash;
+  mine.llBytes = s->llBytes;
   osRecord* all = calloc((size_t)n, sizeof *all);
   relayResult_t res = all ? c->tp->agree(c, &mine, all, sizeof mine)
                           : relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
@@ -220,9 +231,13 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
     ok = 0; /* RELAYCC_ONESHOT_FAULT_RANK: as if an open failed */
     snprintf(why, sizeof why, "RELAYCC_ONESHOT_FAULT_RANK=%d", fault);
   }
-  /* Every rank uses rank 0's block cap: the grid of a call, hence which
-   * flags are waited on, must be the same everywhere. */
-  if (res == relaySuccess) s->blocks = all[0].blocks < 1 ? 1 : all[0].blocks;
+  /* Every rank uses rank 0's block cap and LL threshold: the protocol and
+   * grid of a call, hence which words are waited on, must be the same
+   * everywhere. */
+  if (res == relaySuccess) {
+    s->blocks = all[0].blocks < 1 ? 1 : all[0].blocks;
+    s->llBytes = all[0].llBytes > s->L.llCap ? s->L.llCap : all[0].llBytes;
+  }
   free(all);
   int32_t vote = ok, *votes = NULL;
   if (res == relaySuccess) {
@@ -336,14 +351,17 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   a.L = s->L;
   a.nActive = A;
   a.me = me;
-  a.grid = relayOsGrid(bytes, s->blocks);
+  /* LL: every block of the agreed grid runs every LL call (per-block epochs). */
+  a.ll = bytes <= s->llBytes;
+  a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
   a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es)) & 15u) == 0;
   a.divisor = d->divisor;
   a.elemSize = (int32_t)es;
   a.timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
   a.hostErr = (unsigned long long*)s->hostPageDev;
   a.hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
-  cudaError_t e = relayCudaOneShot(&a, d->dtype, d->op, s->threads, (cudaStream_t)stream);
+  int threads = s->threads ? s->threads : bytes > RELAY_OS_T512_BYTES ? 512 : 256;
+  cudaError_t e = relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream);
   if (e != cudaSuccess) {
     c->failed = 1; /* peers may be waiting for this rank's push */
     return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,

@@ -1,10 +1,20 @@
 /*
- * The one-shot push-reduce kernel: one launch moves a small all-reduce or
+ * The one-shot push-reduce kernels: one launch moves a small all-reduce or
  * reduce-scatter AND reduces it, instead of an NCCL group plus a reduce
  * launch (on the seed's MI350X one group of P2P ops cost ~0.038 ms against
  * ~0.035 ms for NCCL's whole fused reduce-scatter: below ~1 MiB the launch is
- * the cost). The protocol is shm_oneshot.c's, per block (see oneshot.h for
- * the region):
+ * the cost). Two protocols (oneshot.h): LL up to RELAYCC_ONESHOT_LL_BYTES per
+ * destination (default 256 KiB), the flag protocol above.
+ *
+ * Measured on 2 x H200 (NCCL 2.28.3, bf16, CUDA-graph replays, per call):
+ * the flag protocol costs ~8.1 us at any size up to 256 KiB (two
+ * system-scope fences and a flag round trip: 0.69-0.89x NCCL there), LL
+ * ~4.0 us from 4 to 32 KiB (1.6-1.7x NCCL all-reduce, 1.4-1.5x
+ * reduce-scatter). Above 256 KiB the flag protocol moves half LL's bytes
+ * (LL there is unmeasured: its area is sized for 256 KiB per slot).
+ *
+ * The flag protocol is shm_oneshot.c's, per block (see oneshot.h for the
+ * region):
  *
  *  0. every block reads the pair epochs from device memory (e = epoch + 1
  *     per peer), so a replayed graph runs a new epoch each time (hazard G2);
@@ -253,6 +263,211 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
   }
 }
 
+/* ---- the LL protocol (oneshot.h) ----------------------------------------- */
+
+/* One 16-byte line {data lo, flag, data hi, flag}, stored and loaded whole:
+ * NCCL's LL line, whose 8-byte halves arrive atomically over NVLink. */
+RD void llStore(char* line, uint64_t d, uint32_t f) {
+#ifdef __CUDA_ARCH__
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(line), "r"((uint32_t)d), "r"(f),
+               "r"((uint32_t)(d >> 32)), "r"(f)
+               : "memory");
+#else
+  uint32_t w[4] = {(uint32_t)d, f, (uint32_t)(d >> 32), f};
+  memcpy(line, w, 16);
+#endif
+}
+RD uint4 llLoad(const char* line) {
+  uint4 v;
+#ifdef __CUDA_ARCH__
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(line)
+               : "memory");
+#else
+  memcpy(&v, line, 16);
+#endif
+  return v;
+}
+
+/* Poll an LL line until both flags are f (bounded like osWait). */
+__device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
+                       u64 ep) {
+  const int peerRank = a.rank[peerIdx];
+  char* mine = a.region[a.me];
+  const u64* err = wordAt(mine, a.L.ctlOff + 8);
+  const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
+  const u64 t0 = globalTimer();
+  for (unsigned it = 1;; it++) {
+    uint4 v = llLoad(line);
+    if (v.y == f && v.w == f) {
+      *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
+      return true;
+    }
+    if ((it & 63u) != 0) continue;
+    if (ldVolatile(err) != 0) return false;
+    if (ldVolatile(rerr) != 0) {
+      osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
+      return false;
+    }
+    if ((it & 1023u) == 0 && *a.hostAbort != 0) {
+      osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
+      return false;
+    }
+    if (globalTimer() - t0 > a.timeoutNs) {
+      osFail(a, RELAY_OS_ERR_FLAG, peerRank, blk, ep);
+      return false;
+    }
+  }
+}
+
+/* The data of an LL line once its flags are f; the host emulation checks
+ * once (every push ran before), the device polls. */
+RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk, u64 ep) {
+  uint4 v = llLoad(line);
+  if (v.y == f && v.w == f) {
+    *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
+    return true;
+  }
+#ifdef __CUDA_ARCH__
+  return llSpin(a, line, f, out, peerIdx, blk, ep);
+#else
+  (void)a, (void)peerIdx, (void)blk, (void)ep;
+  return false;
+#endif
+}
+
+/* 8 bytes of a source from byte 8*l, zeros past `total` bytes; whole when
+ * 8-aligned, element-wise otherwise (sources are element-aligned). */
+template <typename S>
+RD uint64_t llGather(const char* src, uint64_t l, uint64_t total) {
+  union {
+    uint64_t u;
+    S e[8 / sizeof(S)];
+  } x;
+  x.u = 0;
+  const uint64_t off = l * 8;
+  if (off + 8 <= total && ((uintptr_t)(src + off) & 7u) == 0) return ldElem((const uint64_t*)(src + off));
+  const S* p = (const S*)(src + off);
+UNROLL
+  for (int k = 0; k < (int)(8 / sizeof(S)); k++)
+    if (off + (uint64_t)k * sizeof(S) < total) x.e[k] = ldElem(p + k);
+  return x.u;
+}
+
+template <typename S>
+RD void llScatter(char* dst, uint64_t l, uint64_t total, uint64_t v) {
+  const uint64_t off = l * 8;
+  if (off + 8 <= total && ((uintptr_t)(dst + off) & 7u) == 0) {
+    *(uint64_t*)(dst + off) = v;
+    return;
+  }
+  union {
+    uint64_t u;
+    S e[8 / sizeof(S)];
+  } x;
+  x.u = v;
+  S* p = (S*)(dst + off);
+UNROLL
+  for (int k = 0; k < (int)(8 / sizeof(S)); k++)
+    if (off + (uint64_t)k * sizeof(S) < total) p[k] = x.e[k];
+}
+
+/* Push: this block's lines of my contribution for each peer into that
+ * peer's LL slot for me. Thread t takes lines t, t + nthr, ... in both
+ * phases, so a line of an in-place buffer is read (pushed, folded) and
+ * written by one thread, in that order. */
+template <typename Tr>
+RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  uint64_t lo, hi;
+  relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
+  if (hi <= lo) return;
+  const uint64_t total = a.count * sizeof(S), l0 = lo * sizeof(S) / 8, l1 = (hi * sizeof(S) + 7) / 8;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  for (int k = 1; k < A; k++) {
+    int j = me + k < A ? me + k : me + k - A;
+    const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
+    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(ep[j] & 1), myRank);
+    const uint32_t f = relayOsLLFlag(ep[j], a.count);
+    for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) llStore(d + l * 16, llGather<S>(s, l, total), f);
+  }
+}
+
+/* Reduce: my own lines with every peer's, in active-index order; each
+ * consumed line is zeroed. false: a wait failed (recorded by osFail). */
+template <typename Tr, int OP>
+RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  typedef typename Tr::Acc Acc;
+  enum { V8 = 8 / sizeof(S) };
+  union Chunk {
+    uint64_t u;
+    S e[V8];
+  };
+  uint64_t lo, hi;
+  relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
+  if (hi <= lo) return true;
+  const uint64_t total = a.count * sizeof(S), l0 = lo * sizeof(S) / 8, l1 = (hi * sizeof(S) + 7) / 8;
+  const int A = a.nActive, me = a.me;
+  const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
+  char* lines[RELAY_OS_MAX_ACTIVE];
+  uint32_t fl[RELAY_OS_MAX_ACTIVE];
+UNROLL
+  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    const bool peer = i < A && i != me;
+    lines[i] = peer ? a.region[me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) : NULL;
+    fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
+  }
+  for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
+    Chunk d[RELAY_OS_MAX_ACTIVE];
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+      d[i].u = 0;
+      if (i >= A) continue;
+      if (i == me)
+        d[i].u = llGather<S>(own, l, total);
+      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i].u, i, blk, ep[i]))
+        return false;
+    }
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+      if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
+    Chunk out;
+UNROLL
+    for (int k = 0; k < V8; k++) {
+      Acc acc = Tr::load(d[0].e[k]);
+UNROLL
+      for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+        if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
+      out.e[k] = Tr::store(acc, a.divisor);
+    }
+    llScatter<S>((char*)a.dst, l, total, out.u);
+  }
+  return true;
+}
+
+/* The LL kernel: every block of the agreed grid runs every call (blocks with
+ * no data only advance their epochs), no barrier but the last. */
+template <typename Tr, int OP>
+__global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a) {
+  const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
+  const int A = a.nActive, me = a.me;
+  char* const mine = a.region[me];
+  const u64* err = wordAt(mine, a.L.ctlOff + 8);
+  bool ok = ldVolatile(err) == 0; /* a failed comm stays failed */
+  u64 ep[RELAY_OS_MAX_ACTIVE];
+UNROLL
+  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+    ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
+  if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
+  if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  (void)ok;
+  __syncthreads(); /* every thread has read the epochs before they advance */
+  if (tid < A && tid != me && ldVolatile(err) == 0)
+    stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[tid], blk)), ep[tid]);
+}
+
 template <typename Tr, int OP>
 __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) {
   __shared__ u64 sEp[RELAY_OS_MAX_ACTIVE];
@@ -326,23 +541,31 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
 
 struct PickKernel {
   typedef const void* Result;
+  bool ll;
   template <typename Tr, int OP>
   Result apply() {
-    return (const void*)osKernel<Tr, OP>;
+    return ll ? (const void*)osKernelLL<Tr, OP> : (const void*)osKernel<Tr, OP>;
   }
   Result none() { return NULL; }
 };
 
 #ifdef RELAY_ONESHOT_HOST_EMULATION
 /* tests/gpu/emul_oneshot.cu: the push (phase 0) and reduce (phase 1) of one
- * block of one rank, run thread after thread on the host. */
-typedef void (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
+ * block of one rank, run thread after thread on the host, for the protocol
+ * a.ll names. Returns 0 when an LL line was not there (or had the wrong
+ * flag) when its reader came. */
+typedef int (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
 template <typename Tr, int OP>
-void osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
+int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
+  if (a.ll) {
+    if (phase == 0) llPushBlock<Tr>(a, ep, blk, tid, nthr);
+    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  }
   if (phase == 0)
     osPushBlock<Tr>(a, ep, blk, tid, nthr);
   else
     osReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  return 1;
 }
 struct PickHost {
   typedef OsHostPhase Result;
@@ -359,6 +582,7 @@ struct PickHost {
 extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                                         cudaStream_t stream) {
   PickKernel v;
+  v.ll = a && a->ll;
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||

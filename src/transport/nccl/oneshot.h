@@ -22,7 +22,28 @@
  *   done, err      u32, u64 local: blocks finished in the running call; the
  *                         sticky error of this rank's kernels (0: none)
  *   staging[2][n][slotBytes]  staging[par][s]: source s's push, parity set par
+ *   llEpoch[n][RELAY_OS_MAX_BLOCKS] u64 local: LL calls this block ran with each peer
+ *   ll[2][n][llSlotBytes]     LL lines of source s, parity set par (see below)
  *   sentinel       u64   (commHash ^ golden) * FNV prime + rank + 1
+ *
+ * Two protocols share the region, each with its own staging and epochs:
+ *  - flag (above RELAYCC_ONESHOT_LL_BYTES): raw data pushed in 16-byte
+ *    vectors, then a release-stored flag per (parity, source, block), an
+ *    acknowledgement per pair, the pair epoch advanced by the call's last
+ *    block. Two system-scope fences per call (~2 x 1-2 us on H200).
+ *  - LL (at or below it, NCCL's low-latency format): every 16-byte line
+ *    {data lo, flag, data hi, flag} carries 8 data bytes and its own flag,
+ *    written with one 16-byte store, so a reader polls the data itself and
+ *    no fence is needed; twice the bytes on the wire, no round trip. The
+ *    grid is always the agreed block count and each block keeps its own
+ *    epochs (no atomics: all blocks run every LL call, so their epochs stay
+ *    equal and every block of a call uses the same parity set). The reader
+ *    zeroes each line it consumed, so a nonzero flag is always the current
+ *    push (a 32-bit flag can never be mistaken for one 2^32 calls old). No
+ *    acknowledgement either: a rank's LL call e+2 starts after its call e+1
+ *    finished, which waited for the peer's e+1 lines, which the peer pushed
+ *    after its own call e (kernels of one comm are stream-ordered) had read
+ *    and zeroed parity set e&1.
  *
  * 64-bit flags: a block that is absent from many calls (small counts use
  * fewer blocks) keeps an old flag; 2^63 calls never come, so the wrap-safe
@@ -56,7 +77,14 @@ extern "C" {
 #define RELAY_OS_MAX_BLOCKS 256   /* flag columns per source; RELAYCC_ONESHOT_BLOCKS is clamped to it */
 #define RELAY_OS_DEFAULT_BLOCKS 64 /* the seed's MI350X value: 64 beat 32, 128 no better than 64 */
 #define RELAY_OS_MAX_THREADS 512
-#define RELAY_OS_DEFAULT_THREADS 256
+/* Threads per block when RELAYCC_ONESHOT_THREADS is unset: 256 up to this
+ * many bytes per destination, 512 above. Measured on 2 x H200 (graph
+ * replays, bf16, 64 blocks): 256 is ~0.4 us faster from 4 to 32 KiB (3.99 vs
+ * 4.41 us all-reduce at 4 KiB) and even at 128 KiB; 512 wins from 256 KiB
+ * on, in both protocols (all-reduce 256 KiB 6.60 vs 7.86 us, 1 MiB 11.92 vs
+ * 13.06; reduce-scatter 256 KiB per rank 6.60 vs 7.88). Threads change how a
+ * block copies, never which range it owns, so ranks may differ. */
+#define RELAY_OS_T512_BYTES ((uint64_t)128 << 10)
 /* One block per 4 KiB of a destination's bytes (capped by the block count):
  * 256 threads x one 16-byte vector each. Depends only on the byte count, so
  * every rank computes the same grid. */
@@ -64,6 +92,12 @@ extern "C" {
 /* Block ranges start on 128-byte boundaries (one cache line): no two blocks
  * share a staging line, and 16-byte vectors stay aligned inside a block. */
 #define RELAY_OS_RANGE_ALIGN 128
+
+/* LL: per-destination bytes served by the LL protocol at most (the LL area
+ * holds 2 x this per slot; 256 KiB keeps it at n MiB per rank), and the
+ * default threshold (RELAYCC_ONESHOT_LL_BYTES, agreed: rank 0's). */
+#define RELAY_OS_LL_CAP ((uint64_t)256 << 10)
+#define RELAY_OS_LL_DEFAULT_BYTES RELAY_OS_LL_CAP
 
 /* Error word (the region's err, rerr[] and the mapped host word). */
 enum {
@@ -84,7 +118,9 @@ static inline RELAY_OS_HD unsigned relayOsErrEpoch(uint64_t w) { return (unsigne
 
 typedef struct {
   uint64_t flagsOff, countsOff, acksOff, rerrOff, epochsOff, ctlOff, stagingOff, sentinelOff;
+  uint64_t llEpochsOff, llOff;
   uint64_t slotBytes, regionBytes;
+  uint64_t llCap, llSlotBytes; /* LL data bytes per slot at most; bytes of lines per slot */
   int32_t n, pad;
 } relayOsLayout;
 
@@ -109,6 +145,12 @@ static inline RELAY_OS_HD void relayOsLayoutInit(relayOsLayout* L, int n, size_t
   o = L->ctlOff + 16;
   L->stagingOff = relayOsRoundUp(o, 256);
   o = L->stagingOff + 2 * un * L->slotBytes;
+  L->llEpochsOff = o;
+  o += un * RELAY_OS_MAX_BLOCKS * 8;
+  L->llCap = L->slotBytes < RELAY_OS_LL_CAP ? L->slotBytes : RELAY_OS_LL_CAP;
+  L->llSlotBytes = relayOsRoundUp(2 * L->llCap + 16, 256); /* a line per 8 data bytes (+1: a ragged end) */
+  L->llOff = relayOsRoundUp(o, 256);
+  o = L->llOff + 2 * un * L->llSlotBytes;
   L->sentinelOff = o;
   L->regionBytes = relayOsRoundUp(o + 8, 256);
 }
@@ -127,6 +169,20 @@ static inline RELAY_OS_HD uint64_t relayOsEpochOff(const relayOsLayout* L, int p
 }
 static inline RELAY_OS_HD uint64_t relayOsStagingOff(const relayOsLayout* L, int par, int src) {
   return L->stagingOff + ((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * L->slotBytes;
+}
+
+static inline RELAY_OS_HD uint64_t relayOsLLEpochOff(const relayOsLayout* L, int peer, int blk) {
+  return L->llEpochsOff + ((uint64_t)peer * RELAY_OS_MAX_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsLLOff(const relayOsLayout* L, int par, int src) {
+  return L->llOff + ((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * L->llSlotBytes;
+}
+/* The flag of an LL line: the pair epoch's low bits mixed with the element
+ * count (ranks whose counts differ never see each other's lines: a timeout
+ * naming the peer, not garbage); never 0, the "consumed" value. */
+static inline RELAY_OS_HD uint32_t relayOsLLFlag(uint64_t epoch, uint64_t count) {
+  uint32_t f = (uint32_t)epoch ^ ((uint32_t)count * 0x9E3779B1u) ^ (uint32_t)(count >> 32);
+  return f ? f : 1u;
 }
 
 /* Block blk's element range [lo, hi) of a call: depends only on the count,
@@ -162,6 +218,7 @@ typedef struct {
   relayOsLayout L;
   int32_t nActive, me, grid;
   int32_t vec; /* 1: src, dst and the stride are 16-byte aligned (16-byte accesses) */
+  int32_t ll;  /* 1: the LL protocol (grid = the agreed block count), 0: flags */
   int32_t divisor;
   int32_t elemSize;
   uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
@@ -169,8 +226,8 @@ typedef struct {
   const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
 } relayOsArgs;
 
-/* The grid of a call: depends only on the bytes per destination and the
- * agreed block cap. */
+/* The grid of a flag-protocol call: depends only on the bytes per
+ * destination and the agreed block cap. */
 static inline RELAY_OS_HD int relayOsGrid(uint64_t bytes, int maxBlocks) {
   uint64_t g = (bytes + RELAY_OS_BYTES_PER_BLOCK - 1) / RELAY_OS_BYTES_PER_BLOCK;
   if (g < 1) g = 1;
@@ -178,7 +235,7 @@ static inline RELAY_OS_HD int relayOsGrid(uint64_t bytes, int maxBlocks) {
   return (int)g;
 }
 
-/* Enqueues the kernel (threads per block: 256 or 512). Returns the launch
+/* Enqueues the kernel (threads per block: 32 .. 512). Returns the launch
  * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */
 cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                              cudaStream_t stream);
