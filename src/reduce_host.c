@@ -4,72 +4,19 @@
  * re-reading dst k times. */
 #include "reduce_host.h"
 
+#include "float16.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 enum { kBlock = 1024 };
 
-float relayHalfToFloat(unsigned short h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: renormalize */
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        exp--;
-      }
-      man &= 0x3ffu;
-      bits = sign | (exp << 23) | (man << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-unsigned short relayFloatToHalf(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) /* inf or nan */
-    return (unsigned short)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
-  if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* rounds to inf */
-  if (absx < 0x38800000u) { /* subnormal half or zero: round-to-nearest-even of value*2^24 */
-    float a;
-    memcpy(&a, &absx, 4);
-    float scaled = a * 16777216.0f; /* exact: power of two */
-    float r = nearbyintf(scaled);   /* default rounding mode: nearest even */
-    return (unsigned short)(sign | (uint32_t)r);
-  }
-  uint32_t mant = absx + 0xc8000000u; /* rebias exponent: (127-15) << 23 */
-  uint32_t round = ((mant >> 13) & 1u) + 0xfffu;
-  mant += round;
-  return (unsigned short)(sign | (mant >> 13));
-}
-
-float relayBf16ToFloat(unsigned short h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-unsigned short relayFloatToBf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u); /* quiet nan */
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (unsigned short)(x >> 16);
-}
+/* The conversions live in float16.h, shared with the GPU kernels. */
+float relayHalfToFloat(unsigned short h) { return relayF16HalfToFloat(h); }
+unsigned short relayFloatToHalf(float f) { return relayF16FloatToHalf(f); }
+float relayBf16ToFloat(unsigned short h) { return relayF16Bf16ToFloat(h); }
+unsigned short relayFloatToBf16(float f) { return relayF16FloatToBf16(f); }
 
 /* Integer ops run in the unsigned twin so sums and products wrap instead of
  * overflowing (UB in C); max/min/avg compare and divide as the signed type. */

@@ -13,7 +13,7 @@
  *  - max is (acc < v) ? v : acc and min (acc > v) ? v : acc, so ties and
  *    NaNs keep the earlier input as on the host;
  *  - fp16/bf16 widen to fp32, fold in fp32, divide in fp32, and round once
- *    with the host's own bit-level conversions (ported below, not the
+ *    with the host's own bit-level conversions (src/float16.h, not the
  *    hardware cvt, which agrees on every finite value but canonicalizes NaN
  *    payloads);
  *  - fp32 divides with IEEE division (nvcc's default -prec-div=true) and no
@@ -30,6 +30,7 @@
 
 #include <cuda_runtime.h>
 
+#include "float16.h"
 #include "relaycc.h"
 
 #define RD __host__ __device__ __forceinline__
@@ -43,68 +44,15 @@
 
 namespace relayrd {
 
-RD float asFloat(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-RD uint32_t asBits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
+RD float asFloat(uint32_t u) { return relayF16BitsToFloat(u); }
+RD uint32_t asBits(float f) { return relayF16FloatToBits(f); }
 
-/* ---- 16-bit float conversions: the host's algorithms, bit for bit ---- */
+/* ---- 16-bit float conversions: the host's own lines (src/float16.h) ---- */
 
-RD float halfToFloat(unsigned short h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: renormalize */
-      exp = 127 - 15 + 1;
-      while (!(man & 0x400u)) {
-        man <<= 1;
-        exp--;
-      }
-      man &= 0x3ffu;
-      bits = sign | (exp << 23) | (man << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
-  }
-  return asFloat(bits);
-}
-
-RD unsigned short floatToHalf(float f) {
-  uint32_t x = asBits(f);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) /* inf or nan */
-    return (unsigned short)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
-  if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* >= 65520 rounds to inf */
-  if (absx < 0x38800000u) { /* subnormal half or zero: nearest even of value * 2^24 */
-    float scaled = asFloat(absx) * 16777216.0f; /* exact: a power of two */
-    float r = rintf(scaled);                           /* round to nearest even */
-    return (unsigned short)(sign | (uint32_t)r);
-  }
-  uint32_t mant = absx + 0xc8000000u; /* rebias the exponent: -(127-15) << 23 */
-  uint32_t round = ((mant >> 13) & 1u) + 0xfffu;
-  mant += round;
-  return (unsigned short)(sign | (mant >> 13));
-}
-
-RD float bf16ToFloat(unsigned short h) { return asFloat((uint32_t)h << 16); }
-
-RD unsigned short floatToBf16(float f) {
-  uint32_t x = asBits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u); /* quiet nan */
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (unsigned short)(x >> 16);
-}
+RD float halfToFloat(unsigned short h) { return relayF16HalfToFloat(h); }
+RD unsigned short floatToHalf(float f) { return relayF16FloatToHalf(f); }
+RD float bf16ToFloat(unsigned short h) { return relayF16Bf16ToFloat(h); }
+RD unsigned short floatToBf16(float f) { return relayF16FloatToBf16(f); }
 
 /* ---- element traits: storage S, accumulator Acc, the fold's arithmetic ---- */
 
