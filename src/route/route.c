@@ -47,10 +47,19 @@ static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
   uint64_t h = 0xcbf29ce484222325ull;
+  /* Word by word: this runs on every call (the cache lookup), and a byte
+   * loop over the key and the topology cost ~0.3 us of a ~7 us enqueue. */
 #define MIX(p, n)                                                        \
   do {                                                                   \
     const unsigned char* b_ = (const unsigned char*)(p);                 \
-    for (size_t i_ = 0; i_ < (n); i_++) h = (h ^ b_[i_]) * 0x100000001b3ull; \
+    size_t n_ = (n), i_ = 0;                                             \
+    for (; i_ + 8 <= n_; i_ += 8) {                                      \
+      uint64_t w_;                                                       \
+      memcpy(&w_, b_ + i_, 8);                                           \
+      h = (h ^ w_) * 0x100000001b3ull;                                   \
+      h ^= h >> 29;                                                      \
+    }                                                                    \
+    for (; i_ < n_; i_++) h = (h ^ b_[i_]) * 0x100000001b3ull;           \
   } while (0)
   int head[6] = {(int)k->coll, k->nranks, k->nGroups, k->nActive, (int)k->dtype, (int)k->op};
   MIX(head, sizeof head);
@@ -58,8 +67,19 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
   MIX(k->ranks, (size_t)k->nGroups * (size_t)k->nActive * sizeof(int));
   MIX(k->counts, (size_t)k->nGroups * sizeof(size_t));
   /* The topology by content, not address: a comm's topology is freed with it
-   * and a later one may reuse the address with other figures. */
+   * and a later one may reuse the address with other figures. Its part of
+   * the hash (~0.15 us) is memoized per thread for the last topology seen,
+   * valid while no topology has been created or freed since (generation). */
   if (t) {
+    static _Thread_local const struct relayTopo* memoTopo;
+    static _Thread_local uint64_t memoGen, memoHash;
+    uint64_t gen = relayTopoGeneration();
+    if (memoTopo == t && memoGen == gen) {
+      h = (h ^ memoHash) * 0x100000001b3ull;
+      goto done;
+    }
+    uint64_t hk = h;
+    h = 0xcbf29ce484222325ull;
     size_t n2 = (size_t)t->nGPUs * (size_t)t->nGPUs;
     MIX(t->name, strlen(t->name));
     MIX(&t->nGPUs, sizeof t->nGPUs);
@@ -90,7 +110,12 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
     MIX(&t->modelErr, sizeof t->modelErr);
     MIX(&t->reduceBw, sizeof t->reduceBw);
     MIX(&t->hopS, sizeof t->hopS);
+    memoTopo = t;
+    memoGen = gen;
+    memoHash = h;
+    h = (hk ^ h) * 0x100000001b3ull;
   }
+done:
 #undef MIX
   return h;
 }

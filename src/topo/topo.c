@@ -7,6 +7,8 @@
  */
 #include "topo/topo.h"
 
+#include <stdatomic.h>
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -19,7 +21,11 @@
 #define GBS 1e9 /* the text format's bandwidth unit: GB/s */
 #define US 1e-6 /* and its time unit */
 
+static atomic_ullong gTopoGeneration;
+uint64_t relayTopoGeneration(void) { return (uint64_t)atomic_load(&gTopoGeneration); }
+
 relayResult_t relayTopoCreate(int nGPUs, const char* name, struct relayTopo** out) {
+  atomic_fetch_add(&gTopoGeneration, 1);
   *out = NULL;
   if (nGPUs < 1 || nGPUs > RELAY_TOPO_MAX_GPUS) return relayInvalidArgument;
   struct relayTopo* t = calloc(1, sizeof *t);
@@ -40,6 +46,7 @@ relayResult_t relayTopoCreate(int nGPUs, const char* name, struct relayTopo** ou
 }
 
 void relayTopoFree(struct relayTopo* t) {
+  atomic_fetch_add(&gTopoGeneration, 1);
   if (!t) return;
   free(t->linkCount);
   free(t->linkBw);

@@ -135,6 +135,10 @@ struct relayTopo {
                        instead of the one derived from links and NICs */
 };
 
+/* Bumped whenever a topology is created or freed (the router memoizes a
+ * topology's content hash per address and generation). */
+uint64_t relayTopoGeneration(void);
+
 /* Allocate a topology of n GPUs: no links, no switch, no caps, zero costs. */
 relayResult_t relayTopoCreate(int nGPUs, const char* name, struct relayTopo** out);
 void relayTopoFree(struct relayTopo* topo);
