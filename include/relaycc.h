@@ -140,7 +140,8 @@ typedef struct relayConfig {
   int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native (default auto) */
   int depth;             /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
   int shmRingBytes;      /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
-  int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default 200) */
+  int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
+                          * has a CPU core of its own, else 0) */
   const char* topo;      /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
 } relayConfig_t;
 
