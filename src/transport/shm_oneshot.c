@@ -108,9 +108,13 @@ static void osUnmapAll(osState* s) {
   memset(s->base, 0, (size_t)s->n * sizeof(unsigned char*));
 }
 
+/* The state of a comm that could not allocate its own: declined for good. */
+static osState osDeclined = {.tried = 1};
+
 void relayShmOneShotFree(struct relayComm* comm) {
   osState* s = comm->oneshot;
-  if (!s) return;
+  comm->oneshot = s == &osDeclined ? NULL : s;
+  if (!s || s == &osDeclined) return;
   osUnmapAll(s);
   free(s->base);
   free(s->pairEpoch);
@@ -195,9 +199,12 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   if (!s || !s->base || !s->pairEpoch) {
     if (s) free(s->base), free(s->pairEpoch);
     free(s);
-    /* Still collective: vote no so peers decline with us. */
+    /* Still collective: vote no in both rounds so peers decline with us, and
+     * decline stickily, as they do (no vote on later calls). */
+    comm->oneshot = &osDeclined;
     int all;
     relayResult_t r = osVoteAll(comm, 0, slotBytes, &all);
+    if (r == relaySuccess) r = osVoteAll(comm, 0, slotBytes, &all);
     return r == relaySuccess ? relayNotSupported : r;
   }
   comm->oneshot = s;
