@@ -144,7 +144,9 @@ static double predict(const planKey* key, const struct relayTopo* topo, int rout
 /* Per-rank bytes at or below which a one-shot push-reduce is considered when
  * there is no model (the seed's gate: 1 MiB, where the kernel crossed NCCL's
  * fused one between 1 and 2.25 MiB). */
-static size_t oneShotGateBytes(void) { return (size_t)relayEnvLong("RELAYCC_ONESHOT_MAX_BYTES", 1 << 20); }
+/* The plan builder's gate, read once per process (the route cache key does
+ * not carry it, so it must not change between calls). */
+static size_t oneShotGateBytes(void) { return relayOneShotMaxBytes(); }
 
 static int oneShotEligible(const planKey* k, int caps) {
   if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;

@@ -65,8 +65,9 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
     free(e);
     free(rcopy);
     if (grown) st->natives = grown;
-    /* Every rank must still enter the split or none may: this rank cannot
-     * continue, so the comm fails and its peers time out naming it. */
+    /* Every rank must enter the split or none may, and this rank cannot: the
+     * comm fails here, and its peers block in ncclCommSplit, which has no
+     * deadline (a known gap: a few hundred bytes of host memory missing). */
     c->failed = 1;
     return relaySetError(c, relaySystemError, "rank %d: out of memory preparing NCCL sub-communicators", c->rank);
   }
@@ -112,11 +113,21 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const
   return relaySuccess;
 }
 
+void relayNcclNativeAbort(relayNcclState* st) {
+  for (int i = 0; i < st->nNatives; i++)
+    if (st->natives[i]->sub) {
+      ncclCommAbort(st->natives[i]->sub);
+      st->natives[i]->sub = NULL;
+    }
+}
+
 void relayNcclNativeFree(relayNcclState* st, int drained) {
   for (int i = 0; i < st->nNatives; i++) {
     struct relayNcclNative* e = st->natives[i];
-    if (e->sub && !st->ncclDead) {
-      if (drained)
+    /* A child outlives nothing: destroyed when the device drained, else
+     * aborted (also after its parent was aborted). */
+    if (e->sub) {
+      if (drained && !st->ncclDead)
         ncclCommDestroy(e->sub);
       else
         ncclCommAbort(e->sub);

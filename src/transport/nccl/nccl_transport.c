@@ -92,6 +92,9 @@ static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* wh
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
 static void abortNccl(relayNcclState* st) {
   if (st->nccl && !st->ncclDead) {
+    /* The per-group sub-communicators of the native route first: a native
+     * collective stuck on a dead peer runs on them, not on the parent. */
+    relayNcclNativeAbort(st);
     ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }

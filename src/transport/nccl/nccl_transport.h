@@ -71,6 +71,8 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
 relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const void* send, void* recv, size_t count,
                               relayDataType_t dt, relayRedOp_t op, relayStream_t stream);
 void relayNcclNativeFree(relayNcclState* st, int drained);
+/* Abort every sub-communicator (they stay listed, with sub = NULL). */
+void relayNcclNativeAbort(relayNcclState* st);
 
 extern const relayTransportOps relayNcclTransport;
 
