@@ -1,7 +1,7 @@
 # The router with native collectives, the h200x2 calibration against the
 # measured logs (docs/perf/raw/2026-11-29-h200x2), detection's mapping and the
 # topology agreement at init: CPU only (tests/test_route_gpu.c).
-foreach(c calibration choices never-slower-than-native detect-map hash agree core)
+foreach(c calibration choices percall never-slower-than-native detect-map hash agree core)
   add_test(NAME route_gpu_${c} COMMAND test_route_gpu ${c})
   set_tests_properties(route_gpu_${c} PROPERTIES TIMEOUT 300 LABELS cpu)
 endforeach()

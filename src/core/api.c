@@ -356,7 +356,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     } else if (route == relayRouteAuto) {
       int d = 1;
       int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0) |
+                 (c->tp->isCapturing && c->tp->isCapturing(c, stream) ? 0 : RELAY_ROUTE_CAP_PERCALL);
       relayRouteChoose(&key, c->topo, caps, &route, &d);
       if (c->cfg.depth == 0) depth = d;
     }

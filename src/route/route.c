@@ -110,6 +110,7 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
     MIX(&t->modelErr, sizeof t->modelErr);
     MIX(&t->reduceBw, sizeof t->reduceBw);
     MIX(&t->hopS, sizeof t->hopS);
+    MIX(&t->hostStepS, sizeof t->hostStepS);
     memoTopo = t;
     memoGen = gen;
     memoHash = h;
@@ -122,7 +123,7 @@ done:
 
 /* Predicted seconds of key under route/depth, or a negative value when the
  * route cannot serve it. */
-static double predict(const planKey* key, const struct relayTopo* topo, int route, int depth) {
+static double predict(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth) {
   planKey k = *key;
   k.route = route;
   k.depth = depth;
@@ -136,6 +137,10 @@ static double predict(const planKey* key, const struct relayTopo* topo, int rout
   relaySimResult r;
   memset(&r, 0, sizeof r);
   double t = relaySimRun(p, topo, &r) == relaySuccess ? r.totalS : -1;
+  /* A call outside a graph enqueues each step from the host: the one-shot
+   * is one kernel like the native collective, a plan's steps cost more. */
+  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && route != relayRouteOneShot && topo)
+    t += topo->hostStepS * r.boundaries;
   relaySimResultFree(&r);
   relayPlanFree(p);
   return t;
@@ -176,7 +181,7 @@ static int nativeKeeps(const planKey* key, const struct relayTopo* topo, double 
 
 /* The best of the send/recv routes (direct, relay at each depth, one-shot). */
 static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
-  double best = predict(key, topo, relayRouteDirect, 1);
+  double best = predict(key, topo, caps, relayRouteDirect, 1);
   if (best < 0) return best;
   /* Relay candidates: depth 1 (the two-group form) and the depth model's
    * depth (route/depth.c), instead of simulating every depth. The model's
@@ -190,7 +195,7 @@ static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, i
    * the router's cost on the deepest, most expensive plans. */
   int depths[2] = {1, relayDepthChoose(key, topo)};
   for (size_t i = 0; i < (depths[1] > 1 ? 2u : 1u); i++) {
-    double t = predict(key, topo, relayRouteRelay, depths[i]);
+    double t = predict(key, topo, caps, relayRouteRelay, depths[i]);
     if (t >= 0 && t < best) {
       best = t;
       *route = relayRouteRelay;
@@ -198,7 +203,7 @@ static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, i
     }
   }
   if (oneShotEligible(key, caps)) {
-    double t = predict(key, topo, relayRouteOneShot, 1);
+    double t = predict(key, topo, caps, relayRouteOneShot, 1);
     if (t >= 0 && t < best) {
       best = t;
       *route = relayRouteOneShot;

@@ -15,6 +15,8 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
  * its transport's; tools and tests say what they model). */
 #define RELAY_ROUTE_CAP_NATIVE 1  /* the library's own collectives (ops native/nativePrepare: NCCL) */
 #define RELAY_ROUTE_CAP_ONESHOT 2 /* the one-shot push-reduce (ops oneshotPrepare/oneshot) */
+#define RELAY_ROUTE_CAP_PERCALL 4 /* the call is not captured into a graph: plans pay
+                                   * topo->hostStepS per step (ranks capture alike) */
 
 /* key->route and key->depth are ignored. caps: RELAY_ROUTE_CAP_* bits. With
  * CAP_NATIVE, relayRouteNative is a candidate, priced by the baseline model

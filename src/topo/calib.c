@@ -127,4 +127,10 @@ void relayTopoCalibrateH200x2(struct relayTopo* t) {
    * them, and is what the router asks of a route before it leaves NCCL's
    * own collective. */
   t->modelErr = 0.05;
+  /* Per call (no graph), relaycc's send/recv all-gather plan measured 10.3 us
+   * over its graph-replay time at 1 MB and NCCL's native all-gather 6.6 us
+   * over its own (docs/perf/raw/2026-11-29-h200x2-final/auto_percall_small.log
+   * against auto_graph_small.log): 3.7 us more host work per plan step, which
+   * turned a 1.09x graph-replay win into 0.91x per call. */
+  t->hostStepS = 3.7e-6;
 }

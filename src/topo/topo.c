@@ -67,6 +67,7 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   t->p2pEff = s->p2pEff;
   memcpy(t->collEff, s->collEff, sizeof t->collEff);
   t->modelErr = s->modelErr;
+  t->hostStepS = s->hostStepS;
   t->fabricBw = s->fabricBw;
   t->callS = s->callS;
   t->boundaryS = s->boundaryS;
@@ -547,6 +548,7 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
     fprintf(f, "\n");
   }
   if (t->modelErr > 0) fprintf(f, "model_err %.17g\n", t->modelErr);
+  if (t->hostStepS > 0) fprintf(f, "host_step_us %.17g\n", t->hostStepS / US);
   fprintf(f, "call_us %.17g\n", t->callS / US);
   fprintf(f, "boundary_us %.17g\n", t->boundaryS / US);
   fprintf(f, "launch_us %.17g\n", t->launchS / US);
@@ -795,6 +797,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
           {"reduce_gbs", &t->reduceBw, GBS}, {"nic_gbs", &t->nicBw, GBS},   {"chan_gbs", &t->chanBw, GBS},
           {"chan_share", &t->chanShare, 1},  {"stage_us", &t->stageS, US},
+          {"host_step_us", &t->hostStepS, US},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {

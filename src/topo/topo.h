@@ -119,6 +119,12 @@ struct relayTopo {
    * The router keeps the transport's native collective unless another route
    * is predicted faster by more than this. */
   double modelErr;
+  /* Per call, not captured into a graph: the host cost of each send/recv
+   * step a plan enqueues beyond what one native collective's enqueue costs,
+   * seconds (0: not modelled). The curves above are fitted on graph
+   * replays, where host work is off the critical path; a call made directly
+   * pays it (text format: host_step_us). */
+  double hostStepS;
 
   /* ---- several nodes (nNodes <= 1: one node; the rest of this block unused) */
   int nNodes;

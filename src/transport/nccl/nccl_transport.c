@@ -530,6 +530,16 @@ static int drainDevice(int device, int timeoutMs) {
   return done;
 }
 
+static int tpIsCapturing(struct relayComm* c, relayStream_t stream) {
+  (void)c;
+  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &cap) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return cap != cudaStreamCaptureStatusNone;
+}
+
 static void tpDestroy(struct relayComm* c) {
   relayNcclState* st = c->tpState;
   if (!st) return;
@@ -591,7 +601,7 @@ const relayTransportOps relayNcclTransport = {
     NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
     tpAbort, tpDestroy,
     relayNcclOneShotPrepare, relayNcclOneShot, /* oneshot.c, oneshot.cu */
-    relayNcclNativePrepare, relayNcclNative,
+    relayNcclNativePrepare, relayNcclNative, tpIsCapturing,
 };
 
 /* ---- init ------------------------------------------------------------- */
