@@ -233,9 +233,29 @@ __device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int bl
   __threadfence_system();
 }
 
-/* Wait until *word >= want (wrap-safe). Every 64 polls: this rank failed
- * elsewhere (another block), the peer reported a failure, the deadline
- * passed; every 1024: the host aborted (a PCIe read, ~1 us). */
+/* The give-up checks of a bounded poll (osWait, llSpin), run every 64
+ * polls: this rank failed elsewhere (another block), the peer reported a
+ * failure, the deadline passed; every 1024: the host aborted (a PCIe read,
+ * ~1 us). Returns false when the wait must end (the failure recorded). */
+__device__ __forceinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
+                                              const u64* rerr, unsigned code, int peerRank, int blk, u64 ep) {
+  if (ldVolatile(err) != 0) return false;
+  if (ldVolatile(rerr) != 0) {
+    osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
+    return false;
+  }
+  if ((it & 1023u) == 0 && *a.hostAbort != 0) {
+    osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
+    return false;
+  }
+  if (globalTimer() - t0 > a.timeoutNs) {
+    osFail(a, code, peerRank, blk, ep);
+    return false;
+  }
+  return true;
+}
+
+/* Wait until *word >= want (wrap-safe), bounded by osKeepWaiting. */
 __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peerIdx, unsigned code, int blk,
                        u64 ep) {
   if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
@@ -247,19 +267,7 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
   for (unsigned it = 1;; it++) {
     if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
     if ((it & 63u) != 0) continue;
-    if (ldVolatile(err) != 0) return false;
-    if (ldVolatile(rerr) != 0) {
-      osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
-      return false;
-    }
-    if ((it & 1023u) == 0 && *a.hostAbort != 0) {
-      osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
-      return false;
-    }
-    if (globalTimer() - t0 > a.timeoutNs) {
-      osFail(a, code, peerRank, blk, ep);
-      return false;
-    }
+    if (!osKeepWaiting(a, it, t0, err, rerr, code, peerRank, blk, ep)) return false;
   }
 }
 
@@ -305,19 +313,7 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
       return true;
     }
     if ((it & 63u) != 0) continue;
-    if (ldVolatile(err) != 0) return false;
-    if (ldVolatile(rerr) != 0) {
-      osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
-      return false;
-    }
-    if ((it & 1023u) == 0 && *a.hostAbort != 0) {
-      osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
-      return false;
-    }
-    if (globalTimer() - t0 > a.timeoutNs) {
-      osFail(a, RELAY_OS_ERR_FLAG, peerRank, blk, ep);
-      return false;
-    }
+    if (!osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep)) return false;
   }
 }
 
