@@ -3,7 +3,8 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot]   (default: all)
+#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune]
+#   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
 # is packed into one logs.tgz at the end (run.log stays beside it).
@@ -41,7 +42,7 @@ for s in $steps; do
       # minutes; gputest_colls checks 256 MiB).
       for mode in percall graph; do
         g=""; [ $mode = graph ] && g=--graph
-        run auto_${mode}_small 200 $B --backend nccl -A 2 -c all -b 4K -e 16M -f 4 -d bfloat16 -n 20 -w 5 -r 3 --route auto $g --json "$OUT/auto_${mode}_small.json"
+        run auto_${mode}_small 200 $B --backend nccl -A 2 -c all -b 4K -e 16M -f 4 -d bfloat16 -n 20 -w 5 -r 5 --route auto $g --json "$OUT/auto_${mode}_small.json"
         run auto_${mode}_large 200 $B --backend nccl -A 2 -c all -b 64M -e 1G -f 4 -d bfloat16 -n 10 -w 3 -r 3 --check 0 --route auto $g --json "$OUT/auto_${mode}_large.json"
       done ;;
     p2p)
@@ -53,6 +54,12 @@ for s in $steps; do
     oneshot)
       run oneshot_graph 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshot_graph.json"
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
+    tune)
+      # One-shot knobs around the 128-256 KiB reduce-scatter cells: threads
+      # per block, block count, LL vs flag protocol (RELAYCC_ONESHOT_*).
+      for th in 256 512; do for bl in 32 64 128; do for ll in 262144 0; do
+        run tune_t${th}_b${bl}_ll${ll} 60 env RELAYCC_ONESHOT_THREADS=$th RELAYCC_ONESHOT_BLOCKS=$bl RELAYCC_ONESHOT_LL_BYTES=$ll $B --backend nccl -A 2 -c allreduce,reducescatter -b 64K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune_t${th}_b${bl}_ll${ll}.json"
+      done; done; done ;;
     *) log "unknown step $s" ;;
   esac
 done

@@ -40,6 +40,7 @@
  * relayRemoteError / relayInvalidUsage naming the peer; the comm is then
  * failed. Destroy prints an error nobody collected.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,11 +90,19 @@ static cudaError_t osWaitStream(struct relayComm* c, cudaStream_t st) {
   }
 }
 
+/* Peer regions this process has open (all comms): tests assert it returns
+ * to zero after destroy, so a leaked mapping fails even where the freed
+ * memory hides in the driver's accounting. */
+static atomic_int g_osOpenMappings;
+
+int relayNcclOneShotOpenMappings(void) { return atomic_load(&g_osOpenMappings); }
+
 /* Releases everything this rank holds (the device must be idle). */
 static void osRelease(osState* s, int rank) {
   if (s->peer)
     for (int q = 0; q < s->n; q++)
-      if (q != rank && s->opened && s->opened[q]) cudaIpcCloseMemHandle(s->peer[q]);
+      if (q != rank && s->opened && s->opened[q] && cudaIpcCloseMemHandle(s->peer[q]) == cudaSuccess)
+        atomic_fetch_sub(&g_osOpenMappings, 1);
   if (s->own) cudaFree(s->own);
   if (s->hostPage) cudaFreeHost(s->hostPage);
   s->own = NULL;
@@ -151,6 +160,7 @@ static int osOpenPeer(struct relayComm* c, relayNcclState* st, osState* s, int q
   }
   s->peer[q] = p;
   s->opened[q] = 1;
+  atomic_fetch_add(&g_osOpenMappings, 1);
   *osHostBounce(s) = 0;
   /* cudaMemcpyDefault: the source is another device's memory mapped here. */
   e = cudaMemcpyAsync(osHostBounce(s), (char*)p + s->L.sentinelOff, 8, cudaMemcpyDefault, st->agreeStream);

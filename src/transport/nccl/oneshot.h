@@ -250,6 +250,8 @@ relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* comm);
 void relayNcclOneShotAbort(struct relayComm* comm);
 /* Frees the region (drained: the device is idle; else it is leaked, as kernels may still use it). */
 void relayNcclOneShotFree(struct relayComm* comm, int drained);
+/* cudaIpcOpenMemHandle mappings of peer regions open in this process. */
+int relayNcclOneShotOpenMappings(void);
 
 #ifdef __cplusplus
 }
