@@ -55,11 +55,15 @@ for s in $steps; do
       run oneshot_graph 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshot_graph.json"
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
     tune)
-      # One-shot knobs around the 128-256 KiB reduce-scatter cells: threads
-      # per block, block count, LL vs flag protocol (RELAYCC_ONESHOT_*).
-      for th in 256 512; do for bl in 32 64 128; do for ll in 262144 0; do
-        run tune_t${th}_b${bl}_ll${ll} 60 env RELAYCC_ONESHOT_THREADS=$th RELAYCC_ONESHOT_BLOCKS=$bl RELAYCC_ONESHOT_LL_BYTES=$ll $B --backend nccl -A 2 -c allreduce,reducescatter -b 64K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune_t${th}_b${bl}_ll${ll}.json"
-      done; done; done ;;
+      # One-shot knobs (RELAYCC_ONESHOT_*): block count, threads per block,
+      # prefetch of the own line before the push, sleep between LL polls.
+      i=0
+      for v in "" "PREFETCH=0" "BLOCKS=32 THREADS=256" "BLOCKS=16 THREADS=256" "BLOCKS=32 THREADS=128" \
+               "BLOCKS=64 THREADS=128" "BLOCKS=128 THREADS=128" "SPIN_NS=20" "SPIN_NS=100" "BLOCKS=32 THREADS=256 SPIN_NS=20"; do
+        envs=""; for kv in $v; do envs="$envs RELAYCC_ONESHOT_$kv"; done
+        i=$((i+1))
+        run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"
+      done ;;
     *) log "unknown step $s" ;;
   esac
 done

@@ -356,9 +356,16 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     } else if (route == relayRouteAuto) {
       int d = 1;
       int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0) |
-                 (c->tp->isCapturing && c->tp->isCapturing(c, stream) ? 0 : RELAY_ROUTE_CAP_PERCALL);
-      relayRouteChoose(&key, c->topo, caps, &route, &d);
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+      /* Ask the stream whether it is capturing only when the answer matters:
+       * most keys route alike per call and in a graph, and two cached route
+       * lookups (~0.01 us each) cost less than the CUDA query. */
+      relayRouteChoose(&key, c->topo, caps | RELAY_ROUTE_CAP_PERCALL, &route, &d);
+      if (c->tp->isCapturing) {
+        int gRoute = route, gDepth = d;
+        relayRouteChoose(&key, c->topo, caps, &gRoute, &gDepth);
+        if ((gRoute != route || gDepth != d) && c->tp->isCapturing(c, stream)) route = gRoute, d = gDepth;
+      }
       if (c->cfg.depth == 0) depth = d;
     }
   }

@@ -82,7 +82,7 @@ typedef struct {
   relayLayout_t layout;
   int group, me; /* -1 on a helper */
   size_t esize;
-  double* times;   /* [iters*reps] this rank's */
+  double* times;   /* [targets][iters*reps] this rank's */
   double* maxTimes;/* [iters*reps] max over ranks */
   double* all;     /* [nranks * TIMES_PER_AGREE] */
   int checkedOnce;
@@ -126,25 +126,47 @@ static int failRank(rankCtx* x, const char* what, relayColl_t coll, uint64_t byt
   return 1;
 }
 
-/* Time iters*reps calls; every iteration starts after a barrier so that no
- * rank's clock includes waiting for a late peer's previous iteration. */
-static int timeLoop(rankCtx* x, const benchCall* c, benchTarget t, benchStats* st) {
+/* Warm-up calls of one target, then wait for them. */
+static int warmUp(rankCtx* x, const benchCall* c, benchTarget t) {
+  for (int i = 0; i < x->o->warmup; i++)
+    if (x->be->run(&x->r, c, t)) return 1;
+  return x->be->sync(&x->r);
+}
+
+/* Time iters calls of every target per repetition, the targets taking turns
+ * within each repetition (relaycc's iterations, then the baseline's, then
+ * relaycc's again...), so that drift over a row (clocks, a neighbour's load)
+ * lands on both sides of the ratio alike; every iteration starts after a
+ * barrier so that no rank's clock includes waiting for a late peer's
+ * previous iteration. this rank's times: x->times[t * iters*reps + k]. */
+static int timeTargets(rankCtx* x, const benchCall* c, int nTargets) {
   const benchOpts* o = x->o;
   benchRank* r = &x->r;
-  for (int i = 0; i < o->warmup; i++)
-    if (x->be->run(r, c, t)) return 1;
-  if (x->be->sync(r)) return 1;
   int total = o->iters * o->reps;
-  for (int k = 0; k < total; k++) {
-    if (x->be->barrier(r) || x->be->timerStart(r) || x->be->run(r, c, t) || x->be->timerStop(r, &x->times[k]))
-      return 1;
-  }
-  /* An iteration lasts until its slowest rank finishes: max over ranks,
-   * gathered after the timed region. */
+  for (int rep = 0; rep < o->reps; rep++)
+    for (int t = 0; t < nTargets; t++)
+      for (int i = 0; i < o->iters; i++) {
+        double* slot = &x->times[t * total + rep * o->iters + i];
+        if (x->be->barrier(r) || x->be->timerStart(r) || x->be->run(r, c, (benchTarget)t) ||
+            x->be->timerStop(r, slot))
+          return 1;
+      }
+  return 0;
+}
+
+/* One target's statistics: an iteration lasts until its slowest rank
+ * finishes (max over ranks, gathered after the timed region); tMin is the
+ * minimum over all iterations, spread the largest over the smallest of the
+ * repetitions' minima. */
+static int targetStats(rankCtx* x, benchTarget t, benchStats* st) {
+  const benchOpts* o = x->o;
+  benchRank* r = &x->r;
+  int total = o->iters * o->reps;
+  const double* times = &x->times[(int)t * total];
   for (int k0 = 0; k0 < total; k0 += TIMES_PER_AGREE) {
     double mine[TIMES_PER_AGREE] = {0};
     int n = total - k0 < TIMES_PER_AGREE ? total - k0 : TIMES_PER_AGREE;
-    memcpy(mine, &x->times[k0], (size_t)n * sizeof(double));
+    memcpy(mine, &times[k0], (size_t)n * sizeof(double));
     if (x->be->agree(r, mine, x->all, sizeof mine)) return 1;
     for (int j = 0; j < n; j++) {
       double m = 0;
@@ -420,7 +442,8 @@ static int runColl(rankCtx* x, relayColl_t coll) {
     memset(&rec, 0, sizeof rec);
     benchStats st[BENCH_NUM_TARGETS];
     memset(st, 0, sizeof st);
-    for (int t = 0; t < nTargets && !rc; t++) {
+    int prepared = 0;
+    for (int t = 0; t < nTargets && !rc; t++, prepared++) {
       if (be->prepare && be->prepare(r, &c, (benchTarget)t)) {
         rc = failRank(x, "prepare", coll, bytes);
         break;
@@ -442,13 +465,14 @@ static int runColl(rankCtx* x, relayColl_t coll) {
         raise(SIGKILL);
       }
       x->checkedOnce = 1;
-      if (timeLoop(x, &c, (benchTarget)t, &st[t])) {
-        rc = failRank(x, t == BENCH_TARGET_RELAY ? "timed run" : "baseline timed run", coll, bytes);
-        break;
-      }
-      if (t == BENCH_TARGET_RELAY) be->lastRoute(r, &rec.route, &rec.depth);
-      if (be->unprepare) be->unprepare(r, &c, (benchTarget)t);
+      if (warmUp(x, &c, (benchTarget)t)) rc = failRank(x, t == BENCH_TARGET_RELAY ? "warm-up" : "baseline warm-up", coll, bytes);
     }
+    if (!rc && timeTargets(x, &c, nTargets)) rc = failRank(x, "timed run", coll, bytes);
+    for (int t = 0; t < nTargets && !rc; t++)
+      if (targetStats(x, (benchTarget)t, &st[t])) rc = failRank(x, "agreement of the times", coll, bytes);
+    if (!rc) be->lastRoute(r, &rec.route, &rec.depth);
+    if (be->unprepare)
+      for (int t = 0; t < prepared; t++) be->unprepare(r, &c, (benchTarget)t);
     if (rc) break;
     benchRecord* all = malloc(sizeof(benchRecord) * (size_t)r->nranks);
     if (!all) {
@@ -540,7 +564,7 @@ int benchRankMain(int rank, int nranks, void* argp) {
     return 3;
   }
   int total = x.o->iters * x.o->reps;
-  x.times = calloc((size_t)total, sizeof(double));
+  x.times = calloc((size_t)total * BENCH_NUM_TARGETS, sizeof(double));
   x.maxTimes = calloc((size_t)total, sizeof(double));
   x.all = calloc((size_t)nranks * TIMES_PER_AGREE, sizeof(double));
   x.setCounts = calloc((size_t)x.nSet, sizeof(size_t));

@@ -39,7 +39,7 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
                                      relayStream_t stream, void** handle) {
   relayNcclState* st = c->tpState;
   *handle = NULL;
-  if (!relayEnvLong("RELAYCC_NCCL_NATIVE", 1)) return relayNotSupported;
+  if (!st->nativeOn) return relayNotSupported; /* rank 0's RELAYCC_NCCL_NATIVE, agreed at init */
   uint64_t h = layoutHash(nGroups, nActive, ranks);
   size_t n = (size_t)nGroups * (size_t)nActive;
   for (int i = 0; i < st->nNatives; i++) {

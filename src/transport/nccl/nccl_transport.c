@@ -655,14 +655,18 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
 
   /* Every rank sees the same comm, with itself at its own rank. The same
    * round agrees the comm hash (rank 0's nonce: the one-shot region's
-   * sentinels) and whether to create the one-shot region now (rank 0's
-   * RELAYCC_ONESHOT_PREPARE, so every rank decides alike). */
+   * sentinels), whether to create the one-shot region now (rank 0's
+   * RELAYCC_ONESHOT_PREPARE) and whether the direct route may run as NCCL's
+   * own collectives (rank 0's RELAYCC_NCCL_NATIVE), so every rank decides
+   * alike; read once here, not per call (a getenv per call was part of the
+   * 0.23-0.55 us host overhead measured over raw NCCL). */
   struct initRecord {
     uint32_t magic;
     int32_t rank, nranks, device;
     uint64_t nonce;
-    int32_t prepareOneShot, pad;
-  } mine = {0x6e63636cu, c->rank, c->nranks, device, 0, (int32_t)relayEnvLong("RELAYCC_ONESHOT_PREPARE", 0), 0};
+    int32_t prepareOneShot, nativeOn;
+  } mine = {0x6e63636cu, c->rank, c->nranks, device, 0, (int32_t)relayEnvLong("RELAYCC_ONESHOT_PREPARE", 0),
+            (int32_t)relayEnvLong("RELAYCC_NCCL_NATIVE", 1)};
   uint64_t z = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)st;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -677,7 +681,10 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
                         c->rank, q, all[q].rank, all[q].nranks);
   }
   int prepareOneShot = r == relaySuccess && all[0].prepareOneShot > 0;
-  if (r == relaySuccess) st->commHash = all[0].nonce;
+  if (r == relaySuccess) {
+    st->commHash = all[0].nonce;
+    st->nativeOn = all[0].nativeOn != 0;
+  }
   free(all);
   if (r == relaySuccess) r = preconnect(c, st);
   if (r == relaySuccess && prepareOneShot) r = relayNcclOneShotPrepareAtInit(c);

@@ -45,6 +45,7 @@ typedef struct relayNcclState {
   int numSMs;
   int reduceBlocks;        /* block cap of reduce launches */
   uint64_t commHash;       /* rank 0's nonce, agreed at init: the one-shot region's sentinels */
+  int nativeOn;            /* direct route as NCCL collectives (rank 0's RELAYCC_NCCL_NATIVE, agreed at init) */
 
   relayNcclLane* lanes;
   int nLanes, capLanes, nPending;

@@ -56,7 +56,7 @@ _Static_assert(RELAY_OS_MAX_ACTIVE == RELAY_TP_ONESHOT_MAX, "one-shot rank limit
 
 typedef struct {
   int tried, ready;
-  int n, blocks, threads;
+  int n, blocks, threads, spinNs, prefetch;
   uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
   relayOsLayout L;
   uint64_t hash;
@@ -200,7 +200,9 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   long blocks = relayEnvLong("RELAYCC_ONESHOT_BLOCKS", RELAY_OS_DEFAULT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
   long threads = relayEnvLong("RELAYCC_ONESHOT_THREADS", 0);
-  s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : 256; /* 0: by size (RELAY_OS_T512_BYTES) */
+  s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : threads > 128 ? 256 : 128; /* 0: by size (RELAY_OS_T512_BYTES) */
+  s->spinNs = (int)relayEnvLong("RELAYCC_ONESHOT_SPIN_NS", 0);
+  s->prefetch = (int)relayEnvLong("RELAYCC_ONESHOT_PREFETCH", 1) != 0;
   long llBytes = relayEnvLong("RELAYCC_ONESHOT_LL_BYTES", (long)RELAY_OS_LL_DEFAULT_BYTES);
   s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
   int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
@@ -367,6 +369,8 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es)) & 15u) == 0;
   a.divisor = d->divisor;
   a.elemSize = (int32_t)es;
+  a.spinNs = s->spinNs;
+  a.prefetch = s->prefetch;
   a.timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
   a.hostErr = (unsigned long long*)s->hostPageDev;
   a.hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
