@@ -53,13 +53,13 @@ for s in $steps; do
       done ;;
     oneshot)
       run oneshot_graph 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshot_graph.json"
+      run oneshot_graph_seq 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --sequential --json "$OUT/oneshot_graph_seq.json"
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
     tune)
       # One-shot knobs (RELAYCC_ONESHOT_*): block count, threads per block,
-      # prefetch of the own line before the push, sleep between LL polls.
+      # LL threshold (2026-11-30: 64 blocks and threads by size were best).
       i=0
-      for v in "" "PREFETCH=0" "BLOCKS=32 THREADS=256" "BLOCKS=16 THREADS=256" "BLOCKS=32 THREADS=128" \
-               "BLOCKS=64 THREADS=128" "BLOCKS=128 THREADS=128" "SPIN_NS=20" "SPIN_NS=100" "BLOCKS=32 THREADS=256 SPIN_NS=20"; do
+      for v in "" "BLOCKS=32 THREADS=256" "BLOCKS=64 THREADS=128" "BLOCKS=128 THREADS=128" "LL_BYTES=0"; do
         envs=""; for kv in $v; do envs="$envs RELAYCC_ONESHOT_$kv"; done
         i=$((i+1))
         run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"

@@ -63,6 +63,8 @@ void benchUsage(FILE* f) {
           "  --check 0|1       check every output element against a serial reference (default 1)\n"
           "  --inplace         use the in-place forms (all-to-all in place is rejected by relaycc\n"
           "                    and skipped)\n"
+          "  --sequential      time all of relaycc's repetitions, then all of the baseline's\n"
+          "                    (default: the two take turns within each repetition)\n"
           "  --graph           time replays of a captured CUDA graph (nccl backend): K calls per\n"
           "                    graph, time = replay / K (K = RELAYCC_BENCH_GRAPH_CALLS, default 10)\n"
           "  --json FILE       write the rows as JSON\n"
@@ -201,6 +203,7 @@ enum {
   OPT_LAYOUT,
   OPT_INPLACE,
   OPT_GRAPH,
+  OPT_SEQUENTIAL,
   OPT_TIMEOUT,
   OPT_KILL,
   OPT_CORRUPT,
@@ -232,6 +235,7 @@ static const struct option kLongOpts[] = {
     {"layout", required_argument, 0, OPT_LAYOUT},
     {"inplace", no_argument, 0, OPT_INPLACE},
     {"graph", no_argument, 0, OPT_GRAPH},
+    {"sequential", no_argument, 0, OPT_SEQUENTIAL},
     {"timeout", required_argument, 0, OPT_TIMEOUT},
     {"debug-kill", required_argument, 0, OPT_KILL},
     {"debug-corrupt", required_argument, 0, OPT_CORRUPT},
@@ -408,6 +412,9 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
         break;
       case OPT_GRAPH:
         o->graph = 1;
+        break;
+      case OPT_SEQUENTIAL:
+        o->sequential = 1;
         break;
       case OPT_TIMEOUT:
         if (intArg(name, optarg, 0, 1000000, &o->timeoutSec, err, len)) return 1;

@@ -36,6 +36,7 @@ typedef struct {
   int check;      /* 1: check every output element (default) */
   int inplace;    /* 1: the in-place forms of relaycc.h */
   int graph;      /* 1: time replays of a captured graph (nccl backend) */
+  int sequential; /* 1: all relaycc repetitions, then all baseline ones (default: interleaved) */
   int timeoutSec; /* whole launch; a rank past it fails the run */
   int killRank;   /* test hook (--debug-kill R): rank R dies after its first check */
   int corruptRank;/* test hook (--debug-corrupt R): rank R damages one output element

@@ -62,9 +62,11 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
   fprintf(f,
           "# -n %d -w %d -r %d: an iteration's time is the max over ranks of one call after a barrier;\n"
           "#   time-min = min over all iterations, time-med = median, spread = max/min of the %d repetitions' minima;\n"
-          "#   with a baseline, each repetition times relaycc's iterations, then the baseline's (interleaved)\n"
+          "#   with a baseline: %s\n"
           "# size = bytes of per-active-rank input; algbw = data/time (all-gather: A x size); busbw with n = A\n",
-          o->iters, o->warmup, o->reps, o->reps);
+          o->iters, o->warmup, o->reps, o->reps,
+          o->sequential ? "all of relaycc's repetitions, then all of the baseline's (--sequential)"
+                        : "each repetition times relaycc's iterations, then the baseline's (interleaved)");
   fflush(f);
 }
 

@@ -135,7 +135,7 @@ static int warmUp(rankCtx* x, const benchCall* c, benchTarget t) {
 
 /* Time iters calls of every target per repetition, the targets taking turns
  * within each repetition (relaycc's iterations, then the baseline's, then
- * relaycc's again...), so that drift over a row (clocks, a neighbour's load)
+ * relaycc's again...; --sequential: all of one, then the other), so that drift over a row (clocks, a neighbour's load)
  * lands on both sides of the ratio alike; every iteration starts after a
  * barrier so that no rank's clock includes waiting for a late peer's
  * previous iteration. this rank's times: x->times[t * iters*reps + k]. */
@@ -143,9 +143,12 @@ static int timeTargets(rankCtx* x, const benchCall* c, int nTargets) {
   const benchOpts* o = x->o;
   benchRank* r = &x->r;
   int total = o->iters * o->reps;
-  for (int rep = 0; rep < o->reps; rep++)
-    for (int t = 0; t < nTargets; t++)
+  /* --sequential: the targets one after the other, each all its repetitions. */
+  int outer = o->sequential ? nTargets : o->reps, inner = o->sequential ? o->reps : nTargets;
+  for (int a = 0; a < outer; a++)
+    for (int b = 0; b < inner; b++)
       for (int i = 0; i < o->iters; i++) {
+        int t = o->sequential ? a : b, rep = o->sequential ? b : a;
         double* slot = &x->times[t * total + rep * o->iters + i];
         if (x->be->barrier(r) || x->be->timerStart(r) || x->be->run(r, c, (benchTarget)t) ||
             x->be->timerStop(r, slot))

@@ -56,7 +56,7 @@ _Static_assert(RELAY_OS_MAX_ACTIVE == RELAY_TP_ONESHOT_MAX, "one-shot rank limit
 
 typedef struct {
   int tried, ready;
-  int n, blocks, threads, spinNs, prefetch;
+  int n, blocks, threads;
   uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
   relayOsLayout L;
   uint64_t hash;
@@ -97,12 +97,18 @@ static atomic_int g_osOpenMappings;
 
 int relayNcclOneShotOpenMappings(void) { return atomic_load(&g_osOpenMappings); }
 
-/* Releases everything this rank holds (the device must be idle). */
-static void osRelease(osState* s, int rank) {
+/* Closes this rank's mappings of its peers' regions (the device must be idle). */
+static void osClosePeers(osState* s, int rank) {
   if (s->peer)
     for (int q = 0; q < s->n; q++)
       if (q != rank && s->opened && s->opened[q] && cudaIpcCloseMemHandle(s->peer[q]) == cudaSuccess)
         atomic_fetch_sub(&g_osOpenMappings, 1);
+  if (s->opened) memset(s->opened, 0, (size_t)s->n);
+}
+
+/* Releases everything this rank holds (the device must be idle). */
+static void osRelease(osState* s, int rank) {
+  osClosePeers(s, rank);
   if (s->own) cudaFree(s->own);
   if (s->hostPage) cudaFreeHost(s->hostPage);
   s->own = NULL;
@@ -201,8 +207,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
   long threads = relayEnvLong("RELAYCC_ONESHOT_THREADS", 0);
   s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : threads > 128 ? 256 : 128; /* 0: by size (RELAY_OS_T512_BYTES) */
-  s->spinNs = (int)relayEnvLong("RELAYCC_ONESHOT_SPIN_NS", 0);
-  s->prefetch = (int)relayEnvLong("RELAYCC_ONESHOT_PREFETCH", 1) != 0;
+
   long llBytes = relayEnvLong("RELAYCC_ONESHOT_LL_BYTES", (long)RELAY_OS_LL_DEFAULT_BYTES);
   s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
   int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
@@ -369,8 +374,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es)) & 15u) == 0;
   a.divisor = d->divisor;
   a.elemSize = (int32_t)es;
-  a.spinNs = s->spinNs;
-  a.prefetch = s->prefetch;
+
   a.timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
   a.hostErr = (unsigned long long*)s->hostPageDev;
   a.hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
@@ -401,8 +405,20 @@ void relayNcclOneShotFree(struct relayComm* c, int drained) {
             c->rank, relayOsErrCode(w), relayOsErrPeer(w), relayOsErrEpoch(w));
   }
   /* cudaFree and cudaIpcCloseMemHandle wait for the device: only after a
-   * drain (a stuck kernel may still use the region; then it is leaked). */
-  if (drained) osRelease(s, c->rank);
+   * drain (a stuck kernel may still use the region; then it is leaked).
+   * Every rank closes its mappings of the others' regions, then a barrier,
+   * then each frees its own: a region freed while a peer still maps it was
+   * not given back to the device on 2 x H200 (rank 0's free memory fell
+   * ~56 MiB per create/destroy cycle of comms owning their NCCL comm,
+   * 2026-11-30; gputest_oneshot "cycles"). The barrier is bounded
+   * (relayNcclDestroyBarrier: 2 s, owned comms only), so ranks destroying
+   * comms in different orders cost 2 s, never a hang; a failed or aborted
+   * comm skips it (a peer may be dead). */
+  if (drained) {
+    osClosePeers(s, c->rank);
+    if (s->ready && !c->failed && !atomic_load(&c->aborted)) relayNcclDestroyBarrier(c, 2000);
+    osRelease(s, c->rank);
+  }
   free(s->peer);
   free(s->opened);
   free(s);

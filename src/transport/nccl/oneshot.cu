@@ -312,7 +312,6 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
       *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
       return true;
     }
-    if (a.spinNs) __nanosleep((unsigned)a.spinNs);
     if ((it & 63u) != 0) continue;
     if (!osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep)) return false;
   }
@@ -394,7 +393,7 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
 /* Reduce: my own lines with every peer's, in active-index order; each
  * consumed line is zeroed. false: a wait failed (recorded by osFail). */
 template <typename Tr, int OP>
-RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, const uint64_t* pre) {
+RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   typedef typename Tr::Acc Acc;
   enum { V8 = 8 / sizeof(S) };
@@ -418,14 +417,14 @@ UNROLL
   }
   for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
     Chunk d[RELAY_OS_MAX_ACTIVE];
-    /* Own data first: its load is in flight while the peers' lines are polled. */
-    d[me].u = pre && l == l0 + (uint64_t)tid ? *pre : llGather<S>(own, l, total);
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
-      if (i == me) continue;
       d[i].u = 0;
       if (i >= A) continue;
-      if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i].u, i, blk, ep[i])) return false;
+      if (i == me)
+        d[i].u = llGather<S>(own, l, total);
+      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i].u, i, blk, ep[i]))
+        return false;
     }
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
@@ -457,22 +456,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
 UNROLL
   for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
-  /* This thread's first own line, loaded before the push: its load latency
-   * then overlaps the remote stores instead of following them. */
-  uint64_t pre = 0;
-  const uint64_t* preP = NULL;
-  if (a.prefetch) {
-    typedef typename Tr::S S;
-    uint64_t lo, hi;
-    relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
-    const uint64_t total = a.count * sizeof(S), l = lo * sizeof(S) / 8 + (uint64_t)tid;
-    if (hi > lo && l < (hi * sizeof(S) + 7) / 8) {
-      pre = llGather<S>((const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S), l, total);
-      preP = &pre;
-    }
-  }
   if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
-  if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr, preP);
+  if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
   if (tid < A && tid != me && ldVolatile(err) == 0)
@@ -570,7 +555,7 @@ template <typename Tr, int OP>
 int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
   if (a.ll) {
     if (phase == 0) llPushBlock<Tr>(a, ep, blk, tid, nthr);
-    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr, NULL);
+    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
   }
   if (phase == 0)
     osPushBlock<Tr>(a, ep, blk, tid, nthr);

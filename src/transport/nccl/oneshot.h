@@ -221,8 +221,6 @@ typedef struct {
   int32_t ll;  /* 1: the LL protocol (grid = the agreed block count), 0: flags */
   int32_t divisor;
   int32_t elemSize;
-  int32_t spinNs;   /* LL: nanoseconds slept between polls of a line not yet there (0: spin) */
-  int32_t prefetch; /* LL: load this thread's first own line before the push (its latency then overlaps it) */
   uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
   unsigned long long* hostErr;      /* device alias of a mapped host word: the host reads errors without a sync */
   const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
