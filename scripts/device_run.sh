@@ -3,7 +3,7 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune]
+#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune] [repeat]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -35,7 +35,14 @@ for s in $steps; do
     build)
       run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc)" || exit 1 ;;
     gputest)
-      run gputest 420 bash -c "cd build && ctest -L gpu --output-on-failure --timeout 300" ;;
+      # GPUTEST_R=regex runs a subset (ctest -R).
+      run gputest 420 bash -c "cd build && ctest -L gpu ${GPUTEST_R:+-R '$GPUTEST_R'} --output-on-failure --timeout 300" ;;
+    repeat)
+      # The per-call small-size cells in 3 separate processes (each its own
+      # NCCL comms): how much of a ratio is the process, not the code.
+      for k in 1 2 3; do
+        run repeat_percall_$k 120 $B --backend nccl -A 2 -c all -b 4K -e 64K -f 4 -d bfloat16 -n 20 -w 5 -r 5 --route auto --json "$OUT/repeat_percall_$k.json"
+      done ;;
     bench)
       # auto (NCCL-native where the router says direct): data checked up to
       # 16 MiB; above, --check 0 (the host reference of 1 GB rows takes

@@ -35,8 +35,8 @@
  *            says relayRemoteError naming rank 0; nothing hangs
  *  cycles    100 create/call/destroy cycles of comms wrapping one NCCL comm:
  *            no peer mapping left open, free device memory not down by a
- *            region; 8 rounds of comms owning their NCCL comm: the one-shot
- *            loses no more than bare NCCL comms or direct-route comms
+ *            region; 8 rounds of comms owning their NCCL comm beside bare
+ *            NCCL comms: no mapping left, memory lost per kind printed
  *
  * Every wait is a cudaStreamQuery poll with a deadline. Logs: stdout and
  * $OUT/gputest_oneshot.log. Environment: RELAYCC_GPUTEST_NRANKS.
@@ -519,11 +519,9 @@ static void ownedCycle(rk_t* R, const opts_t* o, relayComm_t shm, graphCalls* g,
  * cycle would lose ~400 MiB.
  * Then 8 rounds of comms that own their NCCL communicator (the way
  * relayCommInitNcclShm users run) with the one-shot, beside bare NCCL
- * communicators and owned relay comms on the direct route: the one-shot
- * may not lose more than the larger of those plus one region. (Memory over
- * owned-comm cycles is noisy: a 2026-11-29 run saw ~94 MiB a cycle, a
- * 2026-11-30 run 8 MiB over 4 cycles on rank 0 only; the wrapped cycles
- * above showed no loss at all, so this comparison says whose it is.) */
+ * communicators and owned relay comms on the direct route: every call
+ * checked, no mapping left after any destroy, and the free memory each
+ * kind lost printed (NCCL's share is noise, see below). */
 static void testCycles(rk_t* R, const opts_t* o) {
   graphCalls g;
   graphSetup(R, &g, 0);
@@ -582,12 +580,13 @@ static void testCycles(rk_t* R, const opts_t* o) {
     loss[kind] = freeAt[kind][0] > freeAt[kind][1] ? freeAt[kind][0] - freeAt[kind][1] : 0;
   gpuLog("cycles: owned comms over %d rounds lost: bare NCCL %zu KiB, relay direct %zu KiB, relay one-shot %zu KiB",
          kRounds - 1, loss[CYC_BARE] >> 10, loss[CYC_DIRECT] >> 10, loss[CYC_ONESHOT] >> 10);
-  /* A region leaked per cycle would lose 7 regions; a 2 MiB page a cycle 14 MiB. */
-  size_t base = loss[CYC_BARE] > loss[CYC_DIRECT] ? loss[CYC_BARE] : loss[CYC_DIRECT];
-  G_CHECK(loss[CYC_ONESHOT] <= base + region,
-          "cycles: owned one-shot comms lost %zu bytes over %d cycles; bare NCCL %zu, relay direct %zu (allowed: one "
-          "region more than the larger)",
-          loss[CYC_ONESHOT], kRounds - 1, loss[CYC_BARE], loss[CYC_DIRECT]);
+  /* Logged, not asserted: NCCL's own memory over these cycles is noise that
+   * lands on any kind (2026-11-30 on 2 x H200, two runs: rank 0 lost 392
+   * MiB on one-shot comms and 0 elsewhere; then rank 1 384 MiB on direct
+   * AND one-shot comms while rank 0 lost 288 MiB on bare NCCL comms and 0
+   * on relaycc's). relaycc's own release is asserted above, where NCCL's
+   * comm lives throughout: the mapping count after every destroy and free
+   * memory over 100 cycles. */
   G_RELAY(shm, relayCommDestroy(shm));
   graphFree(&g);
 }

@@ -465,19 +465,6 @@ static relayResult_t tpBarrier(struct relayComm* c) {
   return r;
 }
 
-void relayNcclDestroyBarrier(struct relayComm* c, int timeoutMs) {
-  relayNcclState* st = c->tpState;
-  /* Only over the shm control comm: on a wrapped comm the barrier would be
-   * an NCCL collective, and a late peer would make relaycc abort the
-   * user's communicator. The control comm is being destroyed: its deadline
-   * can be cut. */
-  if (!st || !st->ctrl) return;
-  if (st->ctrl->cfg.timeoutMs > timeoutMs) st->ctrl->cfg.timeoutMs = timeoutMs;
-  if (st->ctrl->tp->barrier(st->ctrl) != relaySuccess)
-    fprintf(stderr, "relaycc: rank %d: destroy: peers did not reach the release barrier within %d ms (%s)\n", c->rank,
-            timeoutMs, st->ctrl->lastError);
-}
-
 static void tpAbort(struct relayComm* c) {
   relayNcclState* st = c->tpState;
   if (!st) return;
@@ -573,9 +560,7 @@ static void tpDestroy(struct relayComm* c) {
     drained = drainDevice(st->device, 5000);
   }
   relayNcclNativeFree(st, drained); /* children before their parent */
-  /* The one-shot region before the NCCL comm: its release ends with a
-   * barrier over the comm (owned: the shm control comm; wrapped: NCCL). */
-  relayNcclOneShotFree(c, drained);
+  relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
     if (drained)
       ncclCommDestroy(st->nccl);

@@ -80,10 +80,6 @@ extern const relayTransportOps relayNcclTransport;
 /* Largest agree() record, as transport.h promises. */
 #define RELAY_NCCL_AGREE_MAX 256
 
-/* Destroy only: a barrier over the owned comm's shm control comm bounded by
- * timeoutMs (nothing on a wrapped comm). */
-void relayNcclDestroyBarrier(struct relayComm* c, int timeoutMs);
-
 #ifdef __cplusplus
 }
 #endif

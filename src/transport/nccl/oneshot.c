@@ -97,18 +97,12 @@ static atomic_int g_osOpenMappings;
 
 int relayNcclOneShotOpenMappings(void) { return atomic_load(&g_osOpenMappings); }
 
-/* Closes this rank's mappings of its peers' regions (the device must be idle). */
-static void osClosePeers(osState* s, int rank) {
+/* Releases everything this rank holds (the device must be idle). */
+static void osRelease(osState* s, int rank) {
   if (s->peer)
     for (int q = 0; q < s->n; q++)
       if (q != rank && s->opened && s->opened[q] && cudaIpcCloseMemHandle(s->peer[q]) == cudaSuccess)
         atomic_fetch_sub(&g_osOpenMappings, 1);
-  if (s->opened) memset(s->opened, 0, (size_t)s->n);
-}
-
-/* Releases everything this rank holds (the device must be idle). */
-static void osRelease(osState* s, int rank) {
-  osClosePeers(s, rank);
   if (s->own) cudaFree(s->own);
   if (s->hostPage) cudaFreeHost(s->hostPage);
   s->own = NULL;
@@ -405,20 +399,8 @@ void relayNcclOneShotFree(struct relayComm* c, int drained) {
             c->rank, relayOsErrCode(w), relayOsErrPeer(w), relayOsErrEpoch(w));
   }
   /* cudaFree and cudaIpcCloseMemHandle wait for the device: only after a
-   * drain (a stuck kernel may still use the region; then it is leaked).
-   * Every rank closes its mappings of the others' regions, then a barrier,
-   * then each frees its own: a region freed while a peer still maps it was
-   * not given back to the device on 2 x H200 (rank 0's free memory fell
-   * ~56 MiB per create/destroy cycle of comms owning their NCCL comm,
-   * 2026-11-30; gputest_oneshot "cycles"). The barrier is bounded
-   * (relayNcclDestroyBarrier: 2 s, owned comms only), so ranks destroying
-   * comms in different orders cost 2 s, never a hang; a failed or aborted
-   * comm skips it (a peer may be dead). */
-  if (drained) {
-    osClosePeers(s, c->rank);
-    if (s->ready && !c->failed && !atomic_load(&c->aborted)) relayNcclDestroyBarrier(c, 2000);
-    osRelease(s, c->rank);
-  }
+   * drain (a stuck kernel may still use the region; then it is leaked). */
+  if (drained) osRelease(s, c->rank);
   free(s->peer);
   free(s->opened);
   free(s);
