@@ -49,7 +49,7 @@ static u64 pairEpoch(int i, int j, int k) {
 }
 
 typedef struct {
-  int ll;                  /* the LL protocol (else flags) */
+  int ll;                  /* 0 flags, 1 LL, 2 LL128 */
   int A, rs, inPlace, mis; /* mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
   relayDataType_t dt;
   relayRedOp_t op;
@@ -84,6 +84,10 @@ static int runCase(const ecase* k, int caseNo) {
   const int grid = k->gridMode == 0 ? (k->ll ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS))
                    : k->gridMode == 1 ? 1
                                       : 3;
+  if (k->ll == 2 && relayOsLL128Bytes(c, grid, (int)es) > L.llSlotBytes) {
+    printf("FAIL: LL128 lines of count %zu x %zu B on %d blocks overflow the LL slot\n", c, es, grid);
+    return 1;
+  }
   relayOsArgs a[NR];
   u64 ep[NR][RELAY_OS_MAX_ACTIVE];
   for (int i = 0; i < A; i++) {
@@ -116,7 +120,8 @@ static int runCase(const ecase* k, int caseNo) {
    * b+1 pushes (or the reverse order): a block whose reduce wrote into a
    * range another block still pushes from would show up in place. */
   char what[256];
-  snprintf(what, sizeof what, "%s A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s", k->ll ? "LL" : "flags", A,
+  snprintf(what, sizeof what, "%s A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s",
+           k->ll == 2 ? "LL128" : k->ll ? "LL" : "flags", A,
            k->rs ? "RS" : "AR", relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
            k->mis, grid, k->threads, k->reverse ? " reverse" : "");
   int fail = 0;
@@ -141,7 +146,17 @@ static int runCase(const ecase* k, int caseNo) {
     for (int s = 0; s < A; s++) {
       if (s == o) continue;
       int par = (int)(pairEpoch(o, s, caseNo) & 1);
-      if (k->ll)
+      if (k->ll == 2) {
+        /* Every block's lines, at its own offset in the slot. */
+        for (int b = 0; b < grid; b++) {
+          uint64_t lo, hi;
+          relayOsRange(c, grid, (int)es, b, &lo, &hi);
+          if (hi <= lo) continue;
+          u64 nl = ((hi - lo) * es + RELAY_OS_LL128_DATA - 1) / RELAY_OS_LL128_DATA;
+          memset(want + relayOsLLOff(&L, par, ranks[s]) + (u64)b * relayOsLL128Lines(c, grid, (int)es) * 128, 0,
+                 nl * 128);
+        }
+      } else if (k->ll)
         memset(want + relayOsLLOff(&L, par, ranks[s]), 0, (bytes + 7) / 8 * 16);
       else
         memcpy(want + relayOsStagingOff(&L, par, ranks[s]), orig[s] + (k->rs ? (size_t)o * c * es : 0), bytes);
@@ -219,10 +234,10 @@ int main() {
           int wide = As[ai] == 2 || As[ai] == 8;
           if (!wide && !((dt == relayFloat32 || dt == relayBfloat16) && (op == relaySum || op == relayAvg))) continue;
           for (int ci = 0; ci < 5; ci++)
-            for (int mode = 0; mode < 8; mode++) {
+            for (int mode = 0; mode < 12; mode++) {
               ecase k;
               memset(&k, 0, sizeof k);
-              k.ll = mode >= 4;
+              k.ll = mode >= 8 ? 2 : mode >= 4 ? 1 : 0;
               k.A = As[ai];
               k.rs = rs;
               k.dt = dt;
@@ -231,7 +246,8 @@ int main() {
               k.inPlace = mode % 4 == 3;
               k.mis = mode % 4 == 1 ? 1 : mode % 4 == 2 ? 2 : 0;
               k.gridMode = caseNo % 3;
-              k.threads = caseNo % 5 == 0 ? 7 : 256;
+              /* LL128 needs whole warps: 32 or 64 threads stand in for 7. */
+              k.threads = caseNo % 5 == 0 ? (k.ll == 2 ? 32 : 7) : caseNo % 5 == 1 && k.ll == 2 ? 64 : 256;
               k.reverse = (caseNo / 3) % 2;
               if (runCase(&k, caseNo++)) return 1;
             }

@@ -13,11 +13,13 @@
  *            before the launch on even cases, even ranks on odd ones (a
  *            stale epoch or staging read then fails deterministically).
  *            Sizes up to 256 KiB take the LL protocol, larger ones the flag
- *            protocol; then the sweep again with RELAYCC_ONESHOT_LL_BYTES=0
- *            (flags at every size)
+ *            protocol (LL128 from 64 KiB); then the sweep again with
+ *            RELAYCC_ONESHOT_LL_BYTES=0 (flags at every size) and with
+ *            RELAYCC_ONESHOT_LL128_BYTES=1 (LL128 up to 256 KiB)
  *  b2b       10^4 back-to-back calls, inputs rotating over 16 sets per dtype,
  *            collectives, sizes and protocols varying (LL at 16 and 1.5
- *            KiB, flags at 256 KiB + 4 B on every 7th call),
+ *            KiB, flags at 256 KiB + 4 B on every 7th call, LL128 at 128
+ *            KiB + 12 B on every 7th other),
  *            one rank's stream held 3 ms by a host function every 500 calls
  *            (both parities), every 97th output copied back and checked
  *  graph     3 one-shot calls (LL, LL, flags) captured (global mode) with their input copy
@@ -217,11 +219,14 @@ typedef struct {
   size_t count;
 } b2bShape;
 
-/* Call k's shape: both protocols, interleaved. */
+/* Call k's shape: the three protocols, interleaved (LL and LL128 share
+ * their lines and epochs, so each must leave them as the other expects). */
 static b2bShape b2bShapeOf(int k) {
   b2bShape s;
   if (k % 7 == 3) {
     s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 65537; /* 256 KiB + 4: flags, 64 blocks */
+  } else if (k % 7 == 5) {
+    s.coll = AR, s.dt = relayFloat32, s.op = relaySum, s.count = 32771; /* 128 KiB + 12: LL128 */
   } else if (k & 1) {
     s.coll = RS, s.dt = relayBfloat16, s.op = relayAvg, s.count = 777; /* 1.5 KiB per rank: LL */
   } else {
@@ -630,6 +635,13 @@ static int rankMain(int rank, int nranks, void* arg) {
   unsetenv("RELAYCC_ONESHOT_LL_BYTES");
   G_RELAY(flags, relayCommBarrier(flags));
   G_RELAY(flags, relayCommDestroy(flags));
+  /* LL128 at every size the LL protocol serves (odd counts, 4 B up). */
+  setenv("RELAYCC_ONESHOT_LL128_BYTES", "1", 1);
+  relayComm_t ll128 = makeComm(&R, o, "ll128", 30000);
+  sweep(&R, ll128);
+  unsetenv("RELAYCC_ONESHOT_LL128_BYTES");
+  G_RELAY(ll128, relayCommBarrier(ll128));
+  G_RELAY(ll128, relayCommDestroy(ll128));
 
   graphCalls g;
   graphSetup(&R, &g, 1);

@@ -5,11 +5,13 @@
  * CPU twin of the same protocol: ../shm_oneshot.c.
  *
  * Protocols (oneshot.h): LL at or below RELAYCC_ONESHOT_LL_BYTES per
- * destination (default 256 KiB, 0 = never), the flag protocol above it.
+ * destination (default 256 KiB, 0 = never), LL128 in place of LL from
+ * RELAYCC_ONESHOT_LL128_BYTES per destination (0 = never), the flag
+ * protocol above the LL threshold.
  * Tuning: RELAYCC_ONESHOT_BLOCKS (default 64: 16 and 32 measured no faster at
  * 4-32 KiB and up to 2x slower at 1 MiB on H200), RELAYCC_ONESHOT_THREADS
  * (256 or 512; default by size, oneshot.h). The block count and the LL
- * threshold are rank 0's on every rank.
+ * thresholds are rank 0's on every rank.
  *
  * Creation (oneshotPrepare, COLLECTIVE over all comm ranks, helpers too, on
  * the same call; the seed measured ~1.7 ms once per comm for 8 ranks):
@@ -58,6 +60,7 @@ typedef struct {
   int tried, ready;
   int n, blocks, threads;
   uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
+  uint64_t ll128Bytes; /* ... and at or above which LL's calls take LL128 instead (agreed; 0: never) */
   relayOsLayout L;
   uint64_t hash;
   char* own;          /* this rank's region (cudaMalloc) */
@@ -115,7 +118,7 @@ static void osRelease(osState* s, int rank) {
 typedef struct {
   int32_t ok;
   int32_t blocks;
-  uint64_t slotBytes, regionBytes, hash, llBytes;
+  uint64_t slotBytes, regionBytes, hash, llBytes, ll128Bytes;
   cudaIpcMemHandle_t handle;
 } osRecord;
 _Static_assert(sizeof(osRecord) <= RELAY_NCCL_AGREE_MAX, "one-shot record must fit one agree()");
@@ -204,6 +207,8 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
 
   long llBytes = relayEnvLong("RELAYCC_ONESHOT_LL_BYTES", (long)RELAY_OS_LL_DEFAULT_BYTES);
   s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
+  long ll128Bytes = relayEnvLong("RELAYCC_ONESHOT_LL128_BYTES", (long)RELAY_OS_LL128_DEFAULT_BYTES);
+  s->ll128Bytes = ll128Bytes <= 0 ? 0 : (uint64_t)ll128Bytes;
   int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
 
   int prevDev = -1;
@@ -223,6 +228,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   mine.regionBytes = s->L.regionBytes;
   mine.hash = s->hash;
   mine.llBytes = s->llBytes;
+  mine.ll128Bytes = s->ll128Bytes;
   osRecord* all = calloc((size_t)n, sizeof *all);
   relayResult_t res = all ? c->tp->agree(c, &mine, all, sizeof mine)
                           : relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
@@ -248,6 +254,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   if (res == relaySuccess) {
     s->blocks = all[0].blocks < 1 ? 1 : all[0].blocks;
     s->llBytes = all[0].llBytes > s->L.llCap ? s->L.llCap : all[0].llBytes;
+    s->ll128Bytes = all[0].ll128Bytes;
   }
   free(all);
   int32_t vote = ok, *votes = NULL;
@@ -364,6 +371,11 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   a.me = me;
   /* LL: every block of the agreed grid runs every LL call (per-block epochs). */
   a.ll = bytes <= s->llBytes;
+  /* LL128 where it fits the LL slot (it does up to the LL cap at any grid
+   * the block cap allows); every rank computes the same from the count. */
+  if (a.ll && s->ll128Bytes && bytes >= s->ll128Bytes &&
+      relayOsLL128Bytes(d->count, s->blocks, (int)es) <= s->L.llSlotBytes)
+    a.ll = 2;
   a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
   a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es)) & 15u) == 0;
   a.divisor = d->divisor;

@@ -443,6 +443,170 @@ UNROLL
   return true;
 }
 
+/* ---- the LL128 protocol (oneshot.h) -------------------------------------- */
+
+RD void ll128Store(char* p, uint64_t lo, uint64_t hi) {
+#ifdef __CUDA_ARCH__
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+#else
+  uint64_t w[2] = {lo, hi};
+  memcpy(p, w, 16);
+#endif
+}
+RD void ll128Load(const char* p, uint64_t* lo, uint64_t* hi) {
+#ifdef __CUDA_ARCH__
+  uint64_t a, b;
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+  *lo = a;
+  *hi = b;
+#else
+  uint64_t w[2];
+  memcpy(w, p, 16);
+  *lo = w[0];
+  *hi = w[1];
+#endif
+}
+
+/* Block blk's LL128 span: data bytes [loB, hiB) of each source block, nl
+ * lines from line `first` of a slot. false: the block has no data. */
+RD bool ll128Span(const relayOsArgs& a, int es, int blk, uint64_t* loB, uint64_t* hiB, uint64_t* nl,
+                  uint64_t* first) {
+  uint64_t lo, hi;
+  relayOsRange(a.count, a.grid, es, blk, &lo, &hi);
+  if (hi <= lo) return false;
+  *loB = lo * (uint64_t)es;
+  *hiB = hi * (uint64_t)es;
+  *nl = (*hiB - *loB + RELAY_OS_LL128_DATA - 1) / RELAY_OS_LL128_DATA;
+  *first = (uint64_t)blk * relayOsLL128Lines(a.count, a.grid, es);
+  return true;
+}
+
+/* Push: warp w takes lines 4w, 4w + 4 nwarps, ...; lane t the 16 bytes at
+ * 16 (t % 8) of line 4w + t / 8 (lane 7 of each 8: data word 14 and the
+ * flag). The loop is warp-uniform and the warp reconverges before each
+ * store, so a line's 8 parts leave in one store instruction. Words past the
+ * block's range go as zeros. Same lanes, same words in the reduce: a word
+ * of an in-place buffer is pushed, folded and written by one thread. */
+template <typename Tr>
+RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  uint64_t loB, hiB, nl, first;
+  if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return;
+  const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  for (int k = 1; k < A; k++) {
+    int j = me + k < A ? me + k : me + k - A;
+    const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
+    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(ep[j] & 1), myRank) + first * 128 + 16 * (uint64_t)part;
+    const uint64_t f = relayOsLLFlag(ep[j], a.count);
+    for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
+      const uint64_t line = base + (uint64_t)(lane >> 3);
+      const bool on = line < nl;
+      const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
+      uint64_t v0 = on ? llGather<S>(s, l8, hiB) : 0;
+      uint64_t v1 = part == 7 ? f : on ? llGather<S>(s, l8 + 1, hiB) : 0;
+#ifdef __CUDA_ARCH__
+      __syncwarp();
+#endif
+      if (on) ll128Store(d + line * 128, v0, v1);
+    }
+  }
+}
+
+/* Wait for a whole line: every lane loads its part, lane 7 of each 8 checks
+ * the flag, and the warp reloads until no lane sees a stale flag (a line
+ * lands whole, so a current flag means current data). Warp-uniform; the
+ * give-up check is lane 0's, shared. The host emulation checks once. */
+RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
+                   int peerIdx, int blk, u64 ep) {
+#ifdef __CUDA_ARCH__
+  const int peerRank = a.rank[peerIdx];
+  char* mine = a.region[a.me];
+  const u64* err = wordAt(mine, a.L.ctlOff + 8);
+  const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
+  u64 t0 = 0;
+  for (unsigned it = 1;; it++) {
+    if (on) ll128Load(p, lo, hi);
+    const bool stale = on && part == 7 && *hi != f;
+    if (!__any_sync(0xffffffffu, stale)) return true;
+    if (it == 1) t0 = globalTimer();
+    if ((it & 63u) != 0) continue;
+    int keep = (threadIdx.x & 31) == 0 ? (int)osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep) : 0;
+    if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
+  }
+#else
+  (void)peerIdx, (void)blk, (void)ep;
+  if (!on) return true;
+  ll128Load(p, lo, hi);
+  uint64_t flag, dummy;
+  ll128Load(p - 16 * part + 112, &dummy, &flag);
+  return flag == f;
+#endif
+}
+
+/* Reduce: my own words with every peer's, in active-index order; each
+ * consumed line is zeroed whole. false: a wait failed (recorded). */
+template <typename Tr, int OP>
+RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  typedef typename Tr::Acc Acc;
+  enum { V8 = 8 / sizeof(S) };
+  union Chunk {
+    uint64_t u;
+    S e[V8];
+  };
+  uint64_t loB, hiB, nl, first;
+  if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return true;
+  const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
+  const int A = a.nActive, me = a.me;
+  const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
+  char* lines[RELAY_OS_MAX_ACTIVE];
+  uint64_t fl[RELAY_OS_MAX_ACTIVE];
+UNROLL
+  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    const bool peer = i < A && i != me;
+    lines[i] = peer ? a.region[me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + first * 128 + 16 * (uint64_t)part
+                    : NULL;
+    fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
+  }
+  for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
+    const uint64_t line = base + (uint64_t)(lane >> 3);
+    const bool on = line < nl;
+    const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
+    Chunk d[RELAY_OS_MAX_ACTIVE][2];
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+      d[i][0].u = d[i][1].u = 0;
+      if (i >= A) continue;
+      if (i == me) {
+        if (on) d[i][0].u = llGather<S>(own, l8, hiB);
+        if (on && part != 7) d[i][1].u = llGather<S>(own, l8 + 1, hiB);
+      } else if (!ll128Fetch(a, lines[i] + line * 128, on, part, fl[i], &d[i][0].u, &d[i][1].u, i, blk, ep[i])) {
+        return false;
+      }
+    }
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+      if (on && i < A && i != me) ll128Store(lines[i] + line * 128, 0, 0);
+    if (!on) continue;
+UNROLL
+    for (int w = 0; w < 2; w++) {
+      if (w == 1 && part == 7) break; /* the flag */
+      Chunk out;
+UNROLL
+      for (int k = 0; k < V8; k++) {
+        Acc acc = Tr::load(d[0][w].e[k]);
+UNROLL
+        for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+          if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i][w].e[k]));
+        out.e[k] = Tr::store(acc, a.divisor);
+      }
+      llScatter<S>((char*)a.dst, l8 + (uint64_t)w, hiB, out.u);
+    }
+  }
+  return true;
+}
+
 /* The LL kernel: every block of the agreed grid runs every call (blocks with
  * no data only advance their epochs), no barrier but the last. */
 template <typename Tr, int OP>
@@ -456,8 +620,15 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
 UNROLL
   for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
-  if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
-  if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  if (a.ll == 2) {
+    /* LL128's waits are warp-wide: the whole warp goes or stays. */
+    ok = __all_sync(0xffffffffu, ok);
+    if (ok) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (ok) ok = ll128ReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  } else {
+    if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  }
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
   if (tid < A && tid != me && ldVolatile(err) == 0)
@@ -553,6 +724,10 @@ struct PickKernel {
 typedef int (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
 template <typename Tr, int OP>
 int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
+  if (a.ll == 2) {
+    if (phase == 0) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
+    return phase == 0 ? 1 : (int)ll128ReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+  }
   if (a.ll) {
     if (phase == 0) llPushBlock<Tr>(a, ep, blk, tid, nthr);
     return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
@@ -582,7 +757,8 @@ extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||
-      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort)
+      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort || (a->ll == 2 && threads % 32) ||
+      (a->ll == 2 && relayOsLL128Bytes(a->count, a->grid, a->elemSize) > a->L.llSlotBytes))
     return cudaErrorInvalidValue;
   relayOsArgs copy = *a;
   void* args[] = {&copy};

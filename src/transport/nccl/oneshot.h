@@ -98,6 +98,8 @@ extern "C" {
  * default threshold (RELAYCC_ONESHOT_LL_BYTES, agreed: rank 0's). */
 #define RELAY_OS_LL_CAP ((uint64_t)256 << 10)
 #define RELAY_OS_LL_DEFAULT_BYTES RELAY_OS_LL_CAP
+/* LL128 replaces LL from this many bytes per destination (RELAYCC_ONESHOT_LL128_BYTES, agreed). */
+#define RELAY_OS_LL128_DEFAULT_BYTES ((uint64_t)64 << 10)
 
 /* Error word (the region's err, rerr[] and the mapped host word). */
 enum {
@@ -201,6 +203,26 @@ static inline RELAY_OS_HD void relayOsRange(uint64_t count, int grid, int elemSi
   *hi = h;
 }
 
+/* LL128 (NCCL's protocol of that name, on NVLink): 128-byte lines of 15
+ * data words and a 64-bit flag (word 15), each line written by 8 lanes of a
+ * warp with one 16-byte store apiece in a single warp instruction, which
+ * NVLink delivers whole (NCCL enables LL128 on Hopper over NVLink on this
+ * property). 1.07x the data on the wire where LL sends 2x. Block b's lines
+ * follow b * relayOsLL128Lines(..) in a slot: line j holds the block's data
+ * bytes [120 j, 120 j + 120). Same epochs, parity sets and consumed-is-zero
+ * rule as LL (the reader zeroes whole lines), so calls may alternate. */
+#define RELAY_OS_LL128_DATA 120
+static inline RELAY_OS_HD uint64_t relayOsLL128Lines(uint64_t count, int grid, int elemSize) {
+  uint64_t alignE = RELAY_OS_RANGE_ALIGN / (uint64_t)elemSize;
+  uint64_t per = (count + (uint64_t)grid - 1) / (uint64_t)grid; /* relayOsRange's block size */
+  per = relayOsRoundUp(per ? per : 1, alignE);
+  return (per * (uint64_t)elemSize + RELAY_OS_LL128_DATA - 1) / RELAY_OS_LL128_DATA;
+}
+/* Bytes of a slot an LL128 call of count elements fills (<= llSlotBytes to use it). */
+static inline RELAY_OS_HD uint64_t relayOsLL128Bytes(uint64_t count, int grid, int elemSize) {
+  return (uint64_t)grid * relayOsLL128Lines(count, grid, elemSize) * 128;
+}
+
 static inline RELAY_OS_HD uint64_t relayOsSentinel(uint64_t hash, int rank) {
   return (hash ^ 0x9E3779B97F4A7C15ull) * 0x100000001B3ull + (uint64_t)rank + 1;
 }
@@ -218,7 +240,7 @@ typedef struct {
   relayOsLayout L;
   int32_t nActive, me, grid;
   int32_t vec; /* 1: src, dst and the stride are 16-byte aligned (16-byte accesses) */
-  int32_t ll;  /* 1: the LL protocol (grid = the agreed block count), 0: flags */
+  int32_t ll;  /* 0: flags; 1: LL, 2: LL128 (both: grid = the agreed block count) */
   int32_t divisor;
   int32_t elemSize;
   uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
