@@ -36,7 +36,7 @@ for s in $steps; do
       run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc)" || exit 1 ;;
     gputest)
       # GPUTEST_R=regex runs a subset (ctest -R).
-      run gputest 420 bash -c "cd build && ctest -L gpu ${GPUTEST_R:+-R '$GPUTEST_R'} --output-on-failure --timeout 300" ;;
+      run gputest 420 bash -c "cd build && ctest -L gpu ${GPUTEST_R:+-R '$GPUTEST_R'} --output-on-failure --timeout ${GPUTEST_TIMEOUT:-300}" ;;
     repeat)
       # The per-call small-size cells in 3 separate processes (each its own
       # NCCL comms): how much of a ratio is the process, not the code.
@@ -64,9 +64,9 @@ for s in $steps; do
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
     tune)
       # One-shot knobs (RELAYCC_ONESHOT_*): block count, threads per block,
-      # LL threshold (2026-11-30: 64 blocks and threads by size were best).
+      # LL128 threshold (2026-11-30: 64 blocks and threads by size were best for LL).
       i=0
-      for v in "" "BLOCKS=32 THREADS=256" "BLOCKS=64 THREADS=128" "BLOCKS=128 THREADS=128" "LL_BYTES=0"; do
+      for v in "" "LL128_BYTES=0" "LL128_BYTES=1" "LL128_BYTES=32768" "LL128_BYTES=1 BLOCKS=32"; do
         envs=""; for kv in $v; do envs="$envs RELAYCC_ONESHOT_$kv"; done
         i=$((i+1))
         run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"
