@@ -8,11 +8,17 @@
  *   oneshot-oom    one rank cannot allocate its one-shot state: it must vote
  *                  no in both rounds of the collective prepare, and decline
  *                  stickily, so every rank falls back to direct together.
+ *   scratch-oom    a helper cannot allocate its relay scratch at the start of
+ *                  a call: it must tell its peers (transport fail op), so
+ *                  they return relayRemoteError naming it at once, not at the
+ *                  20 s deadline.
  *
  * Usage: test_review <case>
  */
+#include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 #include "core/comm.h"
@@ -118,6 +124,73 @@ static int oneshotOomRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* ---- scratch-oom ---------------------------------------------------------- */
+
+#if REVIEW_CAN_FAIL_CALLOC
+/* posix_memalign of at least gFailAlignBytes fails once: the shm transport's
+ * scratch (the segment and rings are mapped, not allocated this way). */
+static volatile size_t gFailAlignBytes;
+int posix_memalign(void** p, size_t align, size_t sz) {
+  static int (*real)(void**, size_t, size_t);
+  if (!real) real = (int (*)(void**, size_t, size_t))dlsym(RTLD_NEXT, "posix_memalign");
+  if (gFailAlignBytes && sz >= gFailAlignBytes) {
+    gFailAlignBytes = 0;
+    return 12; /* ENOMEM */
+  }
+  return real(p, align, sz);
+}
+#endif
+
+#define SO_RANKS 8
+#define SO_FAILER 3
+
+static int scratchOomRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.route = relayRouteRelay; /* helpers stage relayed halves in scratch */
+  cfg.timeoutMs = 20000;
+  relayComm_t comm = t_comm(rank, nranks, &cfg);
+  int ranks[2] = {0, 4}, me = rank == 0 ? 0 : rank == 4 ? 1 : -1;
+  relayLayout_t L = {1, 2, ranks};
+  size_t count = (size_t)1 << 18;
+  float* send = malloc(count * sizeof(float));
+  float* recv = malloc(count * sizeof(float));
+  T_CHECK(send && recv, "oom");
+  for (size_t i = 0; i < count; i++) send[i] = (float)(me * 1000 + (int)(i % 997));
+#if REVIEW_CAN_FAIL_CALLOC
+  if (rank == SO_FAILER) gFailAlignBytes = 4096;
+#endif
+  uint64_t t0 = relayNowNs();
+  relayResult_t r = relayAllReduce(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayFloat32, relaySum, &L,
+                                   comm, NULL);
+  double s = (double)(relayNowNs() - t0) * 1e-9;
+  const char* err = relayGetLastError(comm);
+  int route = -1;
+  relayCommLastRoute(comm, &route, NULL);
+  T_CHECK(s < 5.0, "rank %d: the call took %.1f s (%s: %s): a peer waited for the deadline", rank, s,
+          relayGetErrorString(r), err);
+  if (rank == SO_FAILER) {
+    T_CHECK(r == relaySystemError && strstr(err, "scratch"), "rank %d (the failer): %s: %s", rank,
+            relayGetErrorString(r), err);
+  } else {
+    T_CHECK(r == relaySuccess || (r == relayRemoteError && strstr(err, "rank 3")),
+            "rank %d: %s: %s (want success or relayRemoteError naming rank 3)", rank, relayGetErrorString(r), err);
+  }
+  /* The actives need the half that went through rank 3. */
+  if (me >= 0)
+    T_CHECK(r == relayRemoteError, "rank %d (active): %s after rank 3 failed (%s)", rank, relayGetErrorString(r), err);
+  free(send);
+  free(recv);
+  /* The failer stays (its destroy would also end its peers' waits): only
+   * its fail message can have ended them within 5 s. */
+  if (rank == SO_FAILER) {
+    struct timespec ts = {7, 0};
+    nanosleep(&ts, NULL);
+  }
+  relayCommDestroy(comm);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "topo-differ")) {
@@ -132,6 +205,14 @@ int main(int argc, char** argv) {
     t_run_ranks(OS_RANKS, oneshotOomRank, NULL, 120);
     return 0;
   }
-  fprintf(stderr, "usage: test_review topo-differ|oneshot-oom\n");
+  if (!strcmp(c, "scratch-oom")) {
+    if (!REVIEW_CAN_FAIL_CALLOC) {
+      fprintf(stderr, "SKIP: posix_memalign cannot be interposed under a sanitizer\n");
+      return 0;
+    }
+    t_run_ranks(SO_RANKS, scratchOomRank, NULL, 120);
+    return 0;
+  }
+  fprintf(stderr, "usage: test_review topo-differ|oneshot-oom|scratch-oom\n");
   return 2;
 }

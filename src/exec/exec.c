@@ -52,6 +52,14 @@ static int execP2pOp(relayColl_t coll) {
   }
 }
 
+/* A failure before this rank moved anything: peers are (or soon will be)
+ * waiting for its first transfer; tell them instead of letting them reach
+ * the deadline. */
+static relayResult_t execFailEarly(struct relayComm* comm, relayResult_t res) {
+  if (comm->tp->fail) comm->tp->fail(comm);
+  return res;
+}
+
 relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const void* sendbuff,
                            void* recvbuff, relayStream_t stream) {
   int r = comm->rank;
@@ -60,13 +68,14 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
   for (int s = 0; s < PLAN_MAX_SLOTS; s++) {
     if (!pr->scratchElems[s]) continue;
     void* ptr = NULL;
-    RELAY_CHECK(comm->tp->scratch(comm, s, pr->scratchElems[s] * p->elemSize, &ptr, stream));
+    relayResult_t res = comm->tp->scratch(comm, s, pr->scratchElems[s] * p->elemSize, &ptr, stream);
+    if (res != relaySuccess) return execFailEarly(comm, res);
     b.scratch[s] = ptr;
   }
   size_t need = (size_t)p->maxXfersPerStep * sizeof(relayXferDesc);
   if (need > comm->execBufBytes) {
     void* n = realloc(comm->execBuf, need);
-    if (!n) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", r);
+    if (!n) return execFailEarly(comm, relaySetError(comm, relaySystemError, "rank %d: executor out of memory", r));
     comm->execBuf = n;
     comm->execBufBytes = need;
   }

@@ -38,9 +38,31 @@
 
 typedef struct {
   uint64_t hash; /* of the key and the topology's content */
+  /* The key itself, compared on a hit: a 64-bit hash collision on one rank
+   * only would route that rank differently from its peers (a hang), so the
+   * hash only finds the slot. The topology is compared by its content hash
+   * (comms agree on it at init). */
+  int head[7]; /* coll, nranks, nGroups, nActive, dtype, op, caps */
+  int* ranks;  /* [nGroups * nActive] */
+  size_t* counts; /* [nGroups] */
   int route, depth;
   int valid;
 } routeEntry;
+
+static void keyHead(const planKey* k, int caps, int head[7]) {
+  head[0] = (int)k->coll, head[1] = k->nranks, head[2] = k->nGroups, head[3] = k->nActive;
+  head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps;
+}
+
+/* 1 when e holds this key (the caller holds the lock). */
+static int entryMatches(const routeEntry* e, uint64_t h, const planKey* k, int caps) {
+  if (!e->valid || e->hash != h) return 0;
+  int head[7];
+  keyHead(k, caps, head);
+  size_t nr = (size_t)k->nGroups * (size_t)k->nActive;
+  return !memcmp(head, e->head, sizeof head) && !memcmp(e->ranks, k->ranks, nr * sizeof(int)) &&
+         !memcmp(e->counts, k->counts, (size_t)k->nGroups * sizeof(size_t));
+}
 
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
@@ -243,7 +265,7 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
   uint64_t h = keyHash(key, topo, caps);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
   pthread_mutex_lock(&gCacheLock);
-  int hit = e->valid && e->hash == h;
+  int hit = entryMatches(e, h, key, caps);
   if (hit) {
     *route = e->route;
     *depth = e->depth;
@@ -251,7 +273,22 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;
   choose(key, topo, caps, route, depth);
+  size_t nr = (size_t)key->nGroups * (size_t)key->nActive;
+  int* ranks = malloc(nr * sizeof(int));
+  size_t* counts = malloc((size_t)key->nGroups * sizeof(size_t));
+  if (!ranks || !counts) { /* not cached: the next call chooses again */
+    free(ranks);
+    free(counts);
+    return;
+  }
+  memcpy(ranks, key->ranks, nr * sizeof(int));
+  memcpy(counts, key->counts, (size_t)key->nGroups * sizeof(size_t));
   pthread_mutex_lock(&gCacheLock);
+  free(e->ranks);
+  free(e->counts);
+  keyHead(key, caps, e->head);
+  e->ranks = ranks;
+  e->counts = counts;
   e->valid = 1;
   e->hash = h;
   e->route = *route;

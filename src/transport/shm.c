@@ -1791,6 +1791,10 @@ static void shmReject(struct relayComm* comm) {
     if (q != comm->rank) shmWake(&st->slots[q]);
 }
 
+static void shmFailOp(struct relayComm* comm) {
+  if (shmStateOf(comm) && shmStateOf(comm)->slots) (void)shmFail(comm, relaySuccess);
+}
+
 /* Only atomics and futex syscalls: callable from another thread or a signal
  * handler while this rank sleeps in a wait. */
 static void shmAbort(struct relayComm* comm) {
@@ -1876,6 +1880,7 @@ static const relayTransportOps relayShmOps = {
     .agree = shmAgree,
     .barrier = shmBarrier,
     .reject = shmReject,
+    .fail = shmFailOp,
     .abort = shmAbort,
     .destroy = shmDestroy,
     .oneshotPrepare = relayShmOneShotPrepare,

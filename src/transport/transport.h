@@ -80,6 +80,12 @@ typedef struct relayTransportOps {
   void (*reject)(struct relayComm* comm);
   /* Mark failed and wake any wait (safe from another thread). */
   void (*abort)(struct relayComm* comm);
+  /* This rank failed inside a call before doing its part (out of memory for
+   * scratch, say): mark the comm failed and tell the peers, so that their
+   * waits on this rank end now (relayRemoteError naming it), not at the
+   * deadline. May be NULL (NCCL: peers wait inside GPU kernels, which no
+   * host message reaches). */
+  void (*fail)(struct relayComm* comm);
   void (*destroy)(struct relayComm* comm);
   /* One-shot (both may be NULL: not supported). oneshotPrepare is COLLECTIVE
    * over all comm ranks, helpers too, on the same call: the first call

@@ -597,11 +597,23 @@ static void tpDestroy(struct relayComm* c) {
 }
 
 const relayTransportOps relayNcclTransport = {
-    "nccl", tpGroup, tpReduce, tpCopy, tpScratch, tpJoin, tpAgree, tpBarrier,
-    NULL, /* reject: peers wait on the GPU, not on a host channel this could wake */
-    tpAbort, tpDestroy,
-    relayNcclOneShotPrepare, relayNcclOneShot, /* oneshot.c, oneshot.cu */
-    relayNcclNativePrepare, relayNcclNative, tpIsCapturing,
+    .name = "nccl",
+    .group = tpGroup,
+    .reduce = tpReduce,
+    .copy = tpCopy,
+    .scratch = tpScratch,
+    .join = tpJoin,
+    .agree = tpAgree,
+    .barrier = tpBarrier,
+    .reject = NULL, /* peers wait on the GPU, not on a host channel this could wake */
+    .abort = tpAbort,
+    .fail = NULL, /* likewise */
+    .destroy = tpDestroy,
+    .oneshotPrepare = relayNcclOneShotPrepare, /* oneshot.c, oneshot.cu */
+    .oneshot = relayNcclOneShot,
+    .nativePrepare = relayNcclNativePrepare,
+    .native = relayNcclNative,
+    .isCapturing = tpIsCapturing,
 };
 
 /* ---- init ------------------------------------------------------------- */

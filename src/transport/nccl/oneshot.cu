@@ -607,9 +607,11 @@ UNROLL
   return true;
 }
 
-/* The LL kernel: every block of the agreed grid runs every call (blocks with
- * no data only advance their epochs), no barrier but the last. */
-template <typename Tr, int OP>
+/* The LL and LL128 kernels (P = a.ll): every block of the agreed grid runs
+ * every call (blocks with no data only advance their epochs), no barrier
+ * but the last. One instantiation per protocol, so LL's code is the same
+ * as before LL128 existed. */
+template <typename Tr, int OP, int P>
 __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a) {
   const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
   const int A = a.nActive, me = a.me;
@@ -620,7 +622,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
 UNROLL
   for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
-  if (a.ll == 2) {
+  if (P == 2) {
     /* LL128's waits are warp-wide: the whole warp goes or stays. */
     ok = __all_sync(0xffffffffu, ok);
     if (ok) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
@@ -708,10 +710,10 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
 
 struct PickKernel {
   typedef const void* Result;
-  bool ll;
+  int ll;
   template <typename Tr, int OP>
   Result apply() {
-    return ll ? (const void*)osKernelLL<Tr, OP> : (const void*)osKernel<Tr, OP>;
+    return ll == 2 ? (const void*)osKernelLL<Tr, OP, 2> : ll ? (const void*)osKernelLL<Tr, OP, 1> : (const void*)osKernel<Tr, OP>;
   }
   Result none() { return NULL; }
 };
@@ -753,7 +755,7 @@ struct PickHost {
 extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                                         cudaStream_t stream) {
   PickKernel v;
-  v.ll = a && a->ll;
+  v.ll = a ? a->ll : 0;
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||
