@@ -14,9 +14,14 @@
  * captured: prepare runs on every rank (helpers too) on the same call, and
  * under capture with no cached split it declines without communicating (every
  * rank captures alike), so the call takes the P2P direct plan instead.
+ * Every rank enters the split, a rank short of host memory too (as no
+ * member), and then every rank votes: if any split failed, all abort their
+ * children and the comm's direct route keeps the send/recv plan for good.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common.h"
 #include "core/comm.h"
@@ -33,6 +38,22 @@ static uint64_t layoutHash(int nGroups, int nActive, const int* ranks) {
   uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)nGroups * 131u ^ (uint64_t)nActive;
   for (int i = 0; i < nGroups * nActive; i++) h = (h ^ (uint64_t)(unsigned)ranks[i]) * 0x100000001b3ull;
   return h;
+}
+
+/* A split on a non-blocking parent returns ncclInProgress; the child is
+ * usable once its async state leaves it. Bounded by the comm's deadline. */
+static ncclResult_t waitSplit(struct relayComm* c, ncclComm_t sub) {
+  if (!sub) return ncclInternalError;
+  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t q = ncclCommGetAsyncError(sub, &state);
+    if (q != ncclSuccess) return q;
+    if (state != ncclInProgress) return state;
+    if (relayNowNs() > deadline) return ncclInternalError;
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActive, const int* ranks,
@@ -60,26 +81,39 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
     }
   struct relayNcclNative* e = calloc(1, sizeof *e);
   int* rcopy = malloc(n * sizeof(int));
+  int32_t* votes = calloc((size_t)c->nranks, sizeof *votes);
   struct relayNcclNative** grown = realloc(st->natives, (size_t)(st->nNatives + 1) * sizeof *grown);
-  if (!e || !rcopy || !grown) {
+  if (grown) st->natives = grown;
+  int haveMem = e && rcopy && votes && grown;
+  /* Every rank enters the split, even one short of memory (as no member of
+   * any group), so no peer blocks in it for good; then every rank votes. */
+  ncclComm_t sub = NULL;
+  ncclResult_t r = ncclCommSplit(st->nccl, haveMem ? color : NCCL_SPLIT_NOCOLOR, key, &sub, NULL);
+  if (r == ncclInProgress) r = waitSplit(c, sub); /* a non-blocking parent: the child completes later */
+  int32_t ok = haveMem && r == ncclSuccess;
+  relayResult_t vr = votes ? c->tp->agree(c, &ok, votes, sizeof ok)
+                           : relaySetError(c, relaySystemError, "rank %d: out of memory for the vote on NCCL "
+                                           "sub-communicators (peers time out in it)", c->rank);
+  int allOk = vr == relaySuccess;
+  for (int q = 0; q < c->nranks && allOk; q++) allOk = votes[q] != 0;
+  free(votes);
+  if (!allOk) {
+    if (sub) ncclCommAbort(sub);
     free(e);
     free(rcopy);
-    if (grown) st->natives = grown;
-    /* Every rank must enter the split or none may, and this rank cannot: the
-     * comm fails here, and its peers block in ncclCommSplit, which has no
-     * deadline (a known gap: a few hundred bytes of host memory missing). */
-    c->failed = 1;
-    return relaySetError(c, relaySystemError, "rank %d: out of memory preparing NCCL sub-communicators", c->rank);
+    if (vr != relaySuccess) {
+      c->failed = 1;
+      return vr;
+    }
+    /* A normal answer, the same on every rank: this comm's direct route
+     * keeps relaycc's send/recv plan from now on (sticky, no more splits). */
+    st->nativeOn = 0;
+    if (!ok)
+      fprintf(stderr, "relaycc: rank %d: NCCL sub-communicators declined on every rank: %s\n", c->rank,
+              !haveMem ? "this rank is out of host memory" : ncclGetErrorString(r));
+    return relayNotSupported;
   }
-  st->natives = grown;
-  ncclResult_t r = ncclCommSplit(st->nccl, color, key, &e->sub, NULL);
-  if (r != ncclSuccess) {
-    free(e);
-    free(rcopy);
-    c->failed = 1;
-    return relaySetError(c, relayInternalError, "rank %d: ncclCommSplit (color %d, key %d) for the direct route failed: %s",
-                         c->rank, color, key, ncclGetErrorString(r));
-  }
+  e->sub = sub;
   memcpy(rcopy, ranks, n * sizeof(int));
   e->hash = h;
   e->nGroups = nGroups;

@@ -182,9 +182,23 @@ static int osOpenPeer(struct relayComm* c, relayNcclState* st, osState* s, int q
   return 1;
 }
 
+/* The state of a comm that could not allocate its own: declined for good. */
+static osState osDeclined = {.tried = 1};
+
 static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   relayNcclState* st = c->tpState;
   int n = c->nranks;
+  /* The vote buffers first: with them a rank short of memory for the rest
+   * still votes (no) in both rounds, so its peers decline with it instead of
+   * waiting for it until the deadline. Without them it cannot take part at
+   * all; its peers then time out (relayTimeout naming the step). */
+  osRecord* all = calloc((size_t)n, sizeof *all);
+  int32_t* votes = calloc((size_t)n, sizeof *votes);
+  if (!all || !votes) {
+    free(all);
+    free(votes);
+    return relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
+  }
   osState* s = calloc(1, sizeof *s);
   if (s) {
     s->peer = calloc((size_t)n, sizeof *s->peer);
@@ -193,7 +207,17 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   if (!s || !s->peer || !s->opened) {
     if (s) free(s->peer), free(s->opened);
     free(s);
-    return relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot state", c->rank);
+    c->oneshot = &osDeclined; /* sticky, as the peers' decline is */
+    osRecord mine;
+    memset(&mine, 0, sizeof mine); /* ok = 0: "could not create its region" */
+    int32_t vote = 0;
+    relayResult_t r = c->tp->agree(c, &mine, all, sizeof mine);
+    if (r == relaySuccess) r = c->tp->agree(c, &vote, votes, sizeof vote);
+    free(all);
+    free(votes);
+    fprintf(stderr, "relaycc: rank %d: one-shot declined on every rank: this rank is out of memory for its state\n",
+            c->rank);
+    return r == relaySuccess ? relayNotSupported : r;
   }
   c->oneshot = s;
   s->tried = 1; /* sticky: one attempt per comm, all ranks alike */
@@ -229,9 +253,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   mine.hash = s->hash;
   mine.llBytes = s->llBytes;
   mine.ll128Bytes = s->ll128Bytes;
-  osRecord* all = calloc((size_t)n, sizeof *all);
-  relayResult_t res = all ? c->tp->agree(c, &mine, all, sizeof mine)
-                          : relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
+  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
   int ok = res == relaySuccess && mine.ok;
   for (int q = 0; q < n && ok; q++) {
     if (!all[q].ok || all[q].slotBytes != mine.slotBytes || all[q].regionBytes != mine.regionBytes ||
@@ -257,12 +279,8 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
     s->ll128Bytes = all[0].ll128Bytes;
   }
   free(all);
-  int32_t vote = ok, *votes = NULL;
-  if (res == relaySuccess) {
-    votes = calloc((size_t)n, sizeof *votes);
-    res = votes ? c->tp->agree(c, &vote, votes, sizeof vote)
-                : relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
-  }
+  int32_t vote = ok;
+  if (res == relaySuccess) res = c->tp->agree(c, &vote, votes, sizeof vote);
   int allOk = res == relaySuccess;
   for (int q = 0; q < n && allOk; q++)
     if (!votes[q]) allOk = 0;
@@ -402,7 +420,8 @@ void relayNcclOneShotAbort(struct relayComm* c) {
 
 void relayNcclOneShotFree(struct relayComm* c, int drained) {
   osState* s = c->oneshot;
-  if (!s) return;
+  if (s == &osDeclined) c->oneshot = NULL;
+  if (!s || s == &osDeclined) return;
   if (s->hostPage && *osHostErr(s) && !s->reported) {
     uint64_t w = *osHostErr(s);
     fprintf(stderr,
