@@ -3,7 +3,7 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune] [repeat]
+#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -62,6 +62,14 @@ for s in $steps; do
       run oneshot_graph 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshot_graph.json"
       run oneshot_graph_seq 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --sequential --json "$OUT/oneshot_graph_seq.json"
       run oneshot_percall 200 $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --json "$OUT/oneshot_percall.json" ;;
+    oneshotall)
+      # The one-shot of every collective (all-gather and all-to-all: no reduce), graph replay.
+      run oneshotall_graph 200 $B --backend nccl -A 2 -c all -b 4K -e 2M -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/oneshotall_graph.json" ;;
+    autosmall)
+      for mode in percall graph; do
+        g=""; [ $mode = graph ] && g=--graph
+        run auto_${mode}_small 200 $B --backend nccl -A 2 -c all -b 4K -e 16M -f 4 -d bfloat16 -n 20 -w 5 -r 5 --route auto $g --json "$OUT/auto_${mode}_small.json"
+      done ;;
     tune)
       # One-shot knobs (RELAYCC_ONESHOT_*): block count, threads per block,
       # LL128 threshold (2026-11-30: 64 blocks and threads by size were best for LL).

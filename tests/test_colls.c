@@ -120,7 +120,7 @@ static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int A, int G
   return bad;
 }
 
-static const char* kRoutes[] = {"direct", "relay", "auto"};
+static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
 
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;

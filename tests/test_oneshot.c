@@ -46,19 +46,25 @@ static void fillInput(relayDataType_t dt, int call, int src, size_t n, void* buf
   }
 }
 
-/* Expected output of active `me`: reduce of every active's contribution. */
+/* Expected output of active `me`: reduce of every active's contribution
+ * (all-gather, all-to-all: the contributions side by side). */
 static void expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me, size_t c,
                      void* out) {
-  size_t es = relayTypeSize(dt), in = coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
+  int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
+  int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+  size_t es = relayTypeSize(dt), in = blocked ? (size_t)A * c : c;
   char* ins[RELAY_ONESHOT_MAX_ACTIVE];
   const void* srcs[RELAY_ONESHOT_MAX_ACTIVE];
   for (int i = 0; i < A; i++) {
     ins[i] = malloc(in * es + 1);
     T_CHECK(ins[i], "oom");
     fillInput(dt, call, i, in, ins[i]);
-    srcs[i] = ins[i] + (coll == RELAY_COLL_REDUCESCATTER ? (size_t)me * c * es : 0);
+    srcs[i] = ins[i] + (blocked ? (size_t)me * c * es : 0);
   }
-  relayHostReduce(out, srcs, A, c, dt, op, op == relayAvg ? A : 0);
+  if (gather)
+    for (int i = 0; i < A; i++) memcpy((char*)out + (size_t)i * c * es, srcs[i], c * es);
+  else
+    relayHostReduce(out, srcs, A, c, dt, op, op == relayAvg ? A : 0);
   for (int i = 0; i < A; i++) free(ins[i]);
 }
 
@@ -66,12 +72,15 @@ static void expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int 
 
 static int casePlan(void) {
   int ranks[8] = {5, 2, 7, 0, 1, 3, 4, 6};
-  relayColl_t colls[2] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER};
+  relayColl_t colls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLGATHER, RELAY_COLL_ALLTOALL};
   for (int ai = 0; ai < 3; ai++)
-    for (int ci = 0; ci < 2; ci++)
+    for (int ci = 0; ci < 4; ci++)
       for (int inPlace = 0; inPlace < 2; inPlace++) {
         int A = 2 << ai;
         relayColl_t coll = colls[ci];
+        if (coll == RELAY_COLL_ALLTOALL && inPlace) continue; /* rejected by the API */
+        int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
+        int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
         planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
         relayPlan* p = NULL;
@@ -81,34 +90,39 @@ static int casePlan(void) {
         T_CHECK(p->nSteps == 1, "one step, got %d", p->nSteps);
         void* sb[NRANKS];
         void* rb[NRANKS];
-        size_t in = coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
-        for (int r = 0; r < NRANKS; r++) sb[r] = rb[r] = NULL;
+        size_t in = blocked ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
+        void* own[NRANKS]; /* what to free */
+        for (int r = 0; r < NRANKS; r++) sb[r] = rb[r] = own[r] = NULL;
         for (int i = 0; i < A; i++) {
           int r = ranks[i];
-          sb[r] = malloc(in * es);
+          if (gather && inPlace) { /* in-place all-gather: the input is block i of the output */
+            rb[r] = own[r] = malloc(out * es);
+            sb[r] = (char*)rb[r] + (size_t)i * c * es;
+          } else {
+            sb[r] = own[r] = malloc(in * es);
+            rb[r] = inPlace ? (char*)sb[r] + (blocked ? (size_t)i * c * es : 0) : malloc(out * es);
+          }
           fillInput(relayFloat32, 3, i, in, sb[r]);
-          rb[r] = inPlace ? (char*)sb[r] + (coll == RELAY_COLL_REDUCESCATTER ? (size_t)i * c * es : 0)
-                          : malloc(c * es);
         }
         T_CHECK(relayRefRun(p, sb, rb, err, sizeof err) == 0, "ref: %s", err);
-        float* want = malloc(c * es);
+        float* want = malloc(out * es);
         for (int i = 0; i < A; i++) {
           expected(coll, relayFloat32, relaySum, 3, A, i, c, want);
-          T_CHECK(memcmp(rb[ranks[i]], want, c * es) == 0, "A=%d %s inPlace=%d: active %d differs", A,
+          T_CHECK(memcmp(rb[ranks[i]], want, out * es) == 0, "A=%d %s inPlace=%d: active %d differs", A,
                   relayCollName(coll), inPlace, i);
         }
         free(want);
         for (int i = 0; i < A; i++) {
           if (!inPlace) free(rb[ranks[i]]);
-          free(sb[ranks[i]]);
+          free(own[ranks[i]]);
         }
         relayPlanFree(p);
       }
-  /* Not served: other collectives, fused layouts, sizes above the slot. */
+  /* Not served: rooted collectives, fused layouts, sizes above the slot. */
   size_t c2[2] = {16, 16}, big = relayOneShotMaxBytes() / 4 + 1;
-  planKey k = {RELAY_COLL_ALLGATHER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
+  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
   relayPlan* p = NULL;
-  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "all-gather must be declined");
+  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;
   k.nGroups = 2;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "nGroups 2 must be declined");
@@ -148,19 +162,26 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
   }
   relayLayout_t L = {1, A, ranks};
   size_t es = relayTypeSize(a->dt), c = a->count;
-  size_t in = a->coll == RELAY_COLL_REDUCESCATTER ? (size_t)A * c : c;
+  int blocked = a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLTOALL;
+  int gather = a->coll == RELAY_COLL_ALLGATHER || a->coll == RELAY_COLL_ALLTOALL;
+  size_t in = blocked ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
   char* sbuf = malloc(in * es + 64);
-  char* rbuf = malloc(c * es + 64);
-  char* want = malloc(c * es + 64);
+  char* rbuf = malloc(out * es + 64);
+  char* want = malloc(out * es + 64);
   T_CHECK(sbuf && rbuf && want, "oom");
   for (int k = 0; k < a->calls; k++) {
     int call = callBase + k;
     void* recvp = rbuf;
     const void* sendp = sbuf;
     if (me >= 0) {
-      fillInput(a->dt, call, me, in, sbuf);
-      memset(rbuf, 0xCD, c * es);
-      if (a->inPlace) recvp = sbuf + (a->coll == RELAY_COLL_REDUCESCATTER ? (size_t)me * c * es : 0);
+      memset(rbuf, 0xCD, out * es);
+      if (a->inPlace && gather) { /* in-place all-gather: the input is block me of the output */
+        sendp = rbuf + (size_t)me * c * es;
+        fillInput(a->dt, call, me, in, rbuf + (size_t)me * c * es);
+      } else {
+        fillInput(a->dt, call, me, in, sbuf);
+        if (a->inPlace) recvp = sbuf + (blocked ? (size_t)me * c * es : 0);
+      }
     }
     /* Odd ranks arrive late: a fast rank that used a stale epoch or read
      * staging before the push would see the previous call's data. */
@@ -168,9 +189,11 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       struct timespec ts = {0, (long)a->skew * 1000000L};
       nanosleep(&ts, NULL);
     }
-    relayResult_t r = a->coll == RELAY_COLL_ALLREDUCE
-                          ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
-                          : relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL);
+    relayResult_t r = a->coll == RELAY_COLL_ALLREDUCE ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+                      : a->coll == RELAY_COLL_REDUCESCATTER
+                          ? relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+                      : a->coll == RELAY_COLL_ALLGATHER ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
+                                                        : relayAllToAll(sendp, recvp, &c, a->dt, &L, comm, NULL);
     T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
             relayGetLastError(comm));
     int route = -1;
@@ -179,11 +202,11 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
             relayRouteName(a->expectRoute));
     if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
       expected(a->coll, a->dt, a->op, call, A, me, c, want);
-      if (memcmp(recvp, want, c * es) != 0) {
+      if (memcmp(recvp, want, out * es) != 0) {
         size_t bad = 0;
-        while (bad < c * es && ((char*)recvp)[bad] == want[bad]) bad++;
+        while (bad < out * es && ((char*)recvp)[bad] == want[bad]) bad++;
         T_CHECK(0, "rank %d (active %d of %d) call %d %s %s %s inPlace=%d: first wrong byte %zu of %zu", rank, me,
-                A, call, relayCollName(a->coll), relayTypeName(a->dt), relayOpName(a->op), a->inPlace, bad, c * es);
+                A, call, relayCollName(a->coll), relayTypeName(a->dt), relayOpName(a->op), a->inPlace, bad, out * es);
       }
     }
   }
@@ -204,17 +227,19 @@ static int rankSweep(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  relayColl_t colls[2] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER};
+  relayColl_t colls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLGATHER, RELAY_COLL_ALLTOALL};
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
   size_t counts[3] = {1, 37, 4099};
   int call = 0;
   for (int ai = 0; ai < 3; ai++)
-    for (int ci = 0; ci < 2; ci++)
+    for (int ci = 0; ci < 4; ci++)
       for (int di = 0; di < 3; di++)
         for (int oi = 0; oi < 3; oi++)
           for (int ip = 0; ip < 2; ip++) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
+            if (ci >= 2 && oi > 0) continue;                            /* a gather has no op */
+            if (colls[ci] == RELAY_COLL_ALLTOALL && ip) continue;       /* in-place all-to-all: rejected */
             runArg a = {2 << ai, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
             runCalls(comm, rank, &a, call++);
           }
@@ -308,6 +333,13 @@ int main(int argc, char** argv) {
     a.A = 2;
     a.inPlace = 1;
     launch("skew reducescatter A=2 in place", rankRun, &a, 240);
+    a.coll = RELAY_COLL_ALLGATHER;
+    a.A = 4;
+    launch("skew allgather A=4 in place", rankRun, &a, 240);
+    a.coll = RELAY_COLL_ALLTOALL;
+    a.A = 8;
+    a.inPlace = 0;
+    launch("skew alltoall A=8", rankRun, &a, 240);
     return 0;
   }
   if (!strcmp(c, "backtoback")) {

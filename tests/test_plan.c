@@ -854,11 +854,8 @@ static int cmdUnsupported(void) {
   for (int c = 0; c < RELAY_NUM_COLLS; c++) {
     expectUnsupported((relayColl_t)c, 2, 2, 1, relayRouteRelay);
     expectUnsupported((relayColl_t)c, 5, 5, 1, relayRouteRelay);
-    /* one-shot serves all-reduce and reduce-scatter of one group only */
-    if (c == RELAY_COLL_ALLGATHER || c == RELAY_COLL_ALLTOALL)
-      expectUnsupported((relayColl_t)c, 8, 2, 1, relayRouteOneShot);
-    else
-      expectUnsupported((relayColl_t)c, 8, 2, 2, relayRouteOneShot);
+    /* one-shot serves one group only */
+    expectUnsupported((relayColl_t)c, 8, 2, 2, relayRouteOneShot);
   }
   /* and the edges that are served */
   static const struct {

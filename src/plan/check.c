@@ -47,6 +47,13 @@ static const char* bufName(int buf) {
   return buf == PLAN_BUF_SEND ? "send" : buf == PLAN_BUF_RECV ? "recv" : "scratch";
 }
 
+/* Elements an op writes at its dst: a gathering one-shot (all-gather,
+ * all-to-all) fills A blocks of count. */
+static uint64_t opWritten(const relayPlan* p, const planOp* o) {
+  int gather = o->kind == PLAN_OP_ONESHOT && (p->coll == RELAY_COLL_ALLGATHER || p->coll == RELAY_COLL_ALLTOALL);
+  return gather ? (uint64_t)p->nActive * o->count : o->count;
+}
+
 static int checkRef(const relayPlan* p, int r, int s, planRef ref, uint64_t count, int write,
                     const char* what, char* err, size_t errlen) {
   const planRank* pr = &p->rank[r];
@@ -84,14 +91,15 @@ static int regionCmp(const void* a, const void* b) {
  * with the same count (they hand-shake with each other inside it). */
 static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char* err, size_t errlen) {
   int A = p->nActive;
-  if (p->coll != RELAY_COLL_ALLREDUCE && p->coll != RELAY_COLL_REDUCESCATTER)
+  if ((unsigned)p->coll >= RELAY_NUM_COLLS)
     return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
     return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
   if (o->nsrc != 1 || o->lane != 0 || p->srcs[o->srcBase].buf != PLAN_BUF_SEND || o->dst.buf != PLAN_BUF_RECV)
     return fail(err, errlen, "rank %d step %d: one-shot must read SEND and write RECV on lane 0", r, s);
-  uint64_t in = p->coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)A * o->count : o->count;
-  if (checkRef(p, r, s, o->dst, o->count, 1, "one-shot destination", err, errlen) ||
+  uint64_t in = p->coll == RELAY_COLL_REDUCESCATTER || p->coll == RELAY_COLL_ALLTOALL ? (uint64_t)A * o->count
+                                                                                      : o->count;
+  if (checkRef(p, r, s, o->dst, opWritten(p, o), 1, "one-shot destination", err, errlen) ||
       checkRef(p, r, s, p->srcs[o->srcBase], in, 0, "one-shot source", err, errlen))
     return 1;
   for (int i = 0; i < A; i++) {
@@ -232,7 +240,7 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
       for (uint32_t i = 0; i < st->nRecv + st->nOp; i++) {
         region g = i < st->nRecv ? regionOf(p->recvs[st->recvBase + i].ref, p->recvs[st->recvBase + i].count)
                                  : regionOf(p->ops[st->opBase + i - st->nRecv].dst,
-                                            p->ops[st->opBase + i - st->nRecv].count);
+                                            opWritten(p, &p->ops[st->opBase + i - st->nRecv]));
         if (g.buf != PLAN_BUF_RECV) continue;
         if (nw == cap) {
           region* m = realloc(w, 2 * cap * sizeof *w);

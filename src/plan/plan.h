@@ -76,10 +76,12 @@ typedef struct {
 /* PLAN_OP_ONESHOT: a collective push-reduce among the active ranks of
  * `group` (every active rank of it has exactly one, in the same step; helpers
  * have none). dst = this rank's RECV, src[0] = its SEND, count = its output
- * count. All-reduce pushes the whole send buffer to every peer; reduce-scatter
- * pushes block j (send offset j*count) to active j. Each rank reduces the A
- * contributions to its output in active-index order (divided by divisor when
- * > 1), so all ranks agree bitwise. The transport runs it (oneshot op). */
+ * count. All-reduce and all-gather push the whole send buffer to every peer;
+ * reduce-scatter and all-to-all push block j (send offset j*count) to active
+ * j. All-reduce and reduce-scatter reduce the A contributions to the output
+ * in active-index order (divided by divisor when > 1), so all ranks agree
+ * bitwise; all-gather and all-to-all place contribution j at RECV offset
+ * j*count. The transport runs it (oneshot op). */
 enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
 /* Active ranks a one-shot op serves: the GPU kernel keeps one pointer per
  * peer in its argument block (the seed's kOneShotMaxRanks = 8). */

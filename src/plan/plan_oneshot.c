@@ -5,9 +5,10 @@
  * transport group plus a reduce launch (~0.038 ms vs ~0.035 ms for NCCL's
  * whole fused call on the seed's MI350X: the launch is the cost there).
  *
- * Served: all-reduce and reduce-scatter, nGroups == 1, 2 <= A <= 8, and the
- * bytes one source stages per destination (count * elemSize for both
- * collectives) within the slot gate. Anything else answers relayNotSupported
+ * Served: all-reduce and reduce-scatter, and (no reduce: the contributions
+ * land side by side) all-gather and all-to-all; nGroups == 1, 2 <= A <= 8,
+ * and the bytes one source stages per destination (count * elemSize for
+ * every collective) within the slot gate. Anything else answers relayNotSupported
  * and core falls back to direct on every rank alike (the answer depends only
  * on the key and the process-wide gate).
  */
@@ -28,13 +29,14 @@ size_t relayOneShotMaxBytes(void) {
 
 relayResult_t planBuildOneShot(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if (k->coll != RELAY_COLL_ALLREDUCE && k->coll != RELAY_COLL_REDUCESCATTER) return relayNotSupported;
+  if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no one-shot */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   size_t es = relayTypeSize(k->dtype);
   uint64_t c = k->counts[0];
   if (es == 0 || c > relayOneShotMaxBytes() / es) return relayNotSupported;
   int A = k->nActive;
-  int divisor = k->op == relayAvg ? A : 0;
+  int reduces = k->coll == RELAY_COLL_ALLREDUCE || k->coll == RELAY_COLL_REDUCESCATTER;
+  int divisor = reduces && k->op == relayAvg ? A : 0;
   int s = planAddStep(b);
   for (int j = 0; j < A; j++)
     planOneShot(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor);

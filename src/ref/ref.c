@@ -38,11 +38,14 @@ static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char
 
 /* Rank r's one-shot: its output is the reduction, in active-index order, of
  * what every active of the group pushes to it (all-reduce: the whole send
- * buffer; reduce-scatter: block me). */
+ * buffer; reduce-scatter: block me); for all-gather (whole buffer) and
+ * all-to-all (block me) those contributions side by side, active j's at
+ * output block j. */
 static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps, char* err,
                       size_t errlen) {
   int A = p->nActive, g = o->group, me = p->rank[r].activeIndex;
-  uint64_t off = p->coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)me * o->count : 0;
+  int gather = p->coll == RELAY_COLL_ALLGATHER || p->coll == RELAY_COLL_ALLTOALL;
+  uint64_t off = p->coll == RELAY_COLL_REDUCESCATTER || p->coll == RELAY_COLL_ALLTOALL ? (uint64_t)me * o->count : 0;
   const void* srcs[PLAN_MAX_SRCS];
   for (int i = 0; i < A; i++) {
     int q = p->ranks[g * A + i];
@@ -52,7 +55,13 @@ static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank*
     }
     srcs[i] = snaps[q] + off * p->elemSize;
   }
-  relayHostReduce(resolve(p, &rr[r], o->dst), srcs, A, o->count, p->dtype, p->op, o->divisor);
+  char* dst = resolve(p, &rr[r], o->dst);
+  if (gather) {
+    size_t bytes = o->count * p->elemSize;
+    for (int i = 0; i < A; i++) memmove(dst + (size_t)i * bytes, srcs[i], bytes);
+    return 0;
+  }
+  relayHostReduce(dst, srcs, A, o->count, p->dtype, p->op, o->divisor);
   return 0;
 }
 

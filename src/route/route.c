@@ -175,11 +175,22 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
  * not carry it, so it must not change between calls). */
 static size_t oneShotGateBytes(void) { return relayOneShotMaxBytes(); }
 
+/* The collectives the router prices the one-shot for. All-gather and
+ * all-to-all move the same bytes as reduce-scatter / all-reduce without the
+ * reduce (contributions side by side). A compile-time choice, not a
+ * variable: ranks must route alike. */
+#define RELAY_ROUTE_ONESHOT_GATHER 1
+static int oneShotColl(relayColl_t c) {
+  if (c == RELAY_COLL_ALLREDUCE || c == RELAY_COLL_REDUCESCATTER) return 1;
+  return RELAY_ROUTE_ONESHOT_GATHER && (c == RELAY_COLL_ALLGATHER || c == RELAY_COLL_ALLTOALL);
+}
+
 static int oneShotEligible(const planKey* k, int caps) {
   if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
   size_t es = relayTypeSize(k->dtype);
-  size_t bytes = k->counts[0] * es * (k->coll == RELAY_COLL_REDUCESCATTER ? (size_t)k->nActive : 1);
-  return (k->coll == RELAY_COLL_ALLREDUCE || k->coll == RELAY_COLL_REDUCESCATTER) && bytes <= oneShotGateBytes();
+  int blocks = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL; /* input = A blocks */
+  size_t bytes = k->counts[0] * es * (blocks ? (size_t)k->nActive : 1);
+  return oneShotColl(k->coll) && bytes <= oneShotGateBytes();
 }
 
 /* The native candidate: the library's collective on each group's actives,

@@ -416,7 +416,8 @@ static double opSeconds(const simState* S, const planOp* op) {
 
 /* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
  * of the A-1 peers (concurrent, each at the pair's rate, all together within
- * r's injection cap), then the A-input reduce at memory bandwidth. Peers'
+ * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
+ * and all-to-all: A block copies, each read and written once). Peers'
  * pushes into r overlap r's own (both directions of a link), and the
  * hand-shake wait is not modelled: ranks enter the step together. */
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {
@@ -434,7 +435,9 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
     if (t > push) push = t;
   }
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
-  return S->topo->launchS + push + (double)(P->nActive + 1) * bytes / bw;
+  int gather = P->coll == RELAY_COLL_ALLGATHER || P->coll == RELAY_COLL_ALLTOALL;
+  double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
+  return S->topo->launchS + push + local;
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */

@@ -319,7 +319,15 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     comm->failed = 1;
     return res;
   }
-  if (d->count) relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
+  if (d->count && d->gather) {
+    /* Side by side; own block last: in place (all-gather) it is its own source. */
+    for (int k = 1; k <= A; k++) {
+      int i = (me + k) % A;
+      memmove((char*)d->dst + (size_t)i * bytes, srcs[i], bytes);
+    }
+  } else if (d->count) {
+    relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
+  }
   for (int i = 0; i < A; i++)
     if (i != me) atomic_store_explicit(&osAck(s->base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
   return relaySuccess;

@@ -33,7 +33,10 @@ typedef struct {
  * signal, wait for every peer's, then dst = op(contribution of active 0, ...,
  * of active nActive-1) (/ divisor when > 1), my own read from src. Active j's
  * contribution to me starts at its src + me * srcStride elements (srcStride
- * 0: all-reduce, count: reduce-scatter). dst may alias src. */
+ * 0: all-reduce and all-gather, count: reduce-scatter and all-to-all). With
+ * gather set (all-gather, all-to-all) nothing is reduced: active j's
+ * contribution lands in dst + j * count elements, mine included. dst may
+ * alias src (a reduce's element for element; a gather's own block). */
 #define RELAY_TP_ONESHOT_MAX 8 /* == RELAY_ONESHOT_MAX_ACTIVE (plan.h) */
 typedef struct {
   void* dst;
@@ -43,6 +46,7 @@ typedef struct {
   relayDataType_t dtype;
   relayRedOp_t op;
   int divisor;
+  int gather;                       /* 1: contributions side by side in dst, no reduce */
   int nActive, me;                  /* me: this rank's active index */
   int ranks[RELAY_TP_ONESHOT_MAX];  /* comm rank of each active index */
 } relayOneShotDesc;

@@ -50,7 +50,8 @@ static u64 pairEpoch(int i, int j, int k) {
 
 typedef struct {
   int ll;                  /* 0 flags, 1 LL, 2 LL128 */
-  int A, rs, inPlace, mis; /* mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
+  int A, rs, inPlace, mis; /* rs: blocked input (reduce-scatter, all-to-all); mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
+  int gather;              /* all-gather (rs 0) / all-to-all (rs 1): contributions side by side */
   relayDataType_t dt;
   relayRedOp_t op;
   size_t count;
@@ -61,23 +62,26 @@ static long g_cases;
 
 static int runCase(const ecase* k, int caseNo) {
   const int A = k->A;
-  const size_t c = k->count, es = typeSize(k->dt), in = k->rs ? (size_t)A * c : c;
+  const size_t c = k->count, es = typeSize(k->dt), in = k->rs ? (size_t)A * c : c, out = k->gather ? (size_t)A * c : c;
   int ranks[NR];
   for (int i = 0; i < A; i++) ranks[i] = NR - 1 - i * (NR / A);
   /* Caller buffers: [GUARD][src (in elems)][GUARD] and [GUARD][dst][GUARD]. */
   unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
   void *src[NR], *dst[NR];
-  size_t sb = 2 * GUARD + in * es + 16, db = 2 * GUARD + c * es + 16;
+  size_t sb = 2 * GUARD + in * es + 16, db = 2 * GUARD + out * es + 16;
   for (int i = 0; i < A; i++) {
     if (posix_memalign((void**)&sbuf[i], 256, sb) || posix_memalign((void**)&dbuf[i], 256, db)) return 1;
     orig[i] = (unsigned char*)malloc(in * es + 1);
     memset(sbuf[i], POISON, sb);
     memset(dbuf[i], POISON, db);
     src[i] = sbuf[i] + GUARD + (k->mis == 1 ? es : 0);
+    /* In-place all-gather: the input is block i of the output. */
+    if (k->gather && k->inPlace) src[i] = dbuf[i] + GUARD + (k->mis == 2 ? es : 0) + (size_t)i * c * es;
     riFill(src[i], in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
     memcpy(orig[i], src[i], in * es);
-    dst[i] = k->inPlace ? (char*)src[i] + (k->rs ? (size_t)i * c * es : 0)
-                        : (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0));
+    dst[i] = k->gather && k->inPlace ? (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0))
+             : k->inPlace           ? (char*)src[i] + (k->rs ? (size_t)i * c * es : 0)
+                                    : (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0));
   }
   for (int r = 0; r < NR; r++) memset(region[r], POISON, L.regionBytes);
   const size_t bytes = c * es;
@@ -105,12 +109,15 @@ static int runCase(const ecase* k, int caseNo) {
     a[i].nActive = A;
     a[i].me = i;
     a[i].grid = grid;
-    a[i].vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a[i].srcStride * es)) & 15u) == 0;
+    a[i].vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a[i].srcStride * es) |
+                 (uintptr_t)(k->gather ? c * es : 0)) & 15u) == 0;
+    a[i].gather = k->gather;
     a[i].divisor = k->op == relayAvg ? A : 0;
     a[i].elemSize = (int)es;
     a[i].ll = k->ll;
   }
   PickHost pick;
+  pick.gather = k->gather;
   OsHostPhase run = visit(k->dt, k->op, pick);
   if (!run) {
     printf("FAIL: no host runner for %s %s\n", relayTypeName(k->dt), relayOpName(k->op));
@@ -122,7 +129,7 @@ static int runCase(const ecase* k, int caseNo) {
   char what[256];
   snprintf(what, sizeof what, "%s A=%d %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s",
            k->ll == 2 ? "LL128" : k->ll ? "LL" : "flags", A,
-           k->rs ? "RS" : "AR", relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
+           k->gather ? (k->rs ? "A2A" : "AG") : k->rs ? "RS" : "AR", relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
            k->mis, grid, k->threads, k->reverse ? " reverse" : "");
   int fail = 0;
   for (int bi = 0; bi < grid && !fail; bi++) {
@@ -172,23 +179,28 @@ static int runCase(const ecase* k, int caseNo) {
     }
   }
   free(want);
-  /* Outputs against relayHostReduce in active-index order; guards; inputs. */
-  unsigned char* exp = (unsigned char*)malloc(bytes + 1);
+  /* Outputs against relayHostReduce in active-index order (a gather: the
+   * contributions side by side); guards; inputs. */
+  unsigned char* exp = (unsigned char*)malloc(out * es + 1);
   for (int i = 0; i < A && !fail; i++) {
     const void* srcs[RELAY_OS_MAX_ACTIVE];
     for (int j = 0; j < A; j++) srcs[j] = orig[j] + (k->rs ? (size_t)i * c * es : 0);
-    relayHostReduce(exp, srcs, A, c, k->dt, k->op, k->op == relayAvg ? A : 0);
-    if (memcmp(exp, dst[i], bytes) != 0) {
+    if (k->gather)
+      for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * bytes, srcs[j], bytes);
+    else
+      relayHostReduce(exp, srcs, A, c, k->dt, k->op, k->op == relayAvg ? A : 0);
+    if (memcmp(exp, dst[i], out * es) != 0) {
       size_t e = 0;
       while (memcmp(exp + e * es, (char*)dst[i] + e * es, es) == 0) e++;
-      printf("FAIL %s: active %d element %zu differs from relayHostReduce\n", what, i, e);
+      printf("FAIL %s: active %d element %zu differs from the reference\n", what, i, e);
       fail = 1;
       break;
     }
-    unsigned char* base = k->inPlace ? sbuf[i] : dbuf[i];
-    size_t span = k->inPlace ? sb : db;
-    unsigned char* lo = (unsigned char*)(k->inPlace ? src[i] : dst[i]);
-    size_t len = k->inPlace ? in * es : bytes;
+    int inSrc = k->inPlace && !k->gather; /* in-place reduce: the output lies in the input */
+    unsigned char* base = inSrc ? sbuf[i] : dbuf[i];
+    size_t span = inSrc ? sb : db;
+    unsigned char* lo = (unsigned char*)(inSrc ? src[i] : dst[i]);
+    size_t len = inSrc ? in * es : out * es;
     for (unsigned char* p = base; p < base + span && !fail; p++)
       if ((p < lo || p >= lo + len) && *p != POISON) {
         printf("FAIL %s: active %d wrote outside its buffers (byte %td)\n", what, i, p - lo);
@@ -249,6 +261,12 @@ int main() {
               /* LL128 needs whole warps: 32 or 64 threads stand in for 7. */
               k.threads = caseNo % 5 == 0 ? (k.ll == 2 ? 32 : 7) : caseNo % 5 == 1 && k.ll == 2 ? 64 : 256;
               k.reverse = (caseNo / 3) % 2;
+              if (runCase(&k, caseNo++)) return 1;
+              /* The gather of the same input shape (all-gather for rs 0,
+               * all-to-all for rs 1), once per dtype: no op. */
+              if (oi != 0 || (k.rs && k.inPlace)) continue;
+              k.gather = 1;
+              k.op = relaySum;
               if (runCase(&k, caseNo++)) return 1;
             }
         }

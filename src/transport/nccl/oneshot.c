@@ -395,7 +395,11 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
       relayOsLL128Bytes(d->count, s->blocks, (int)es) <= s->L.llSlotBytes)
     a.ll = 2;
   a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
-  a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es)) & 15u) == 0;
+  /* Vector accesses need every block start aligned: a gather's output
+   * blocks sit count * es apart. */
+  a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es) |
+            (uintptr_t)(d->gather ? d->count * es : 0)) & 15u) == 0;
+  a.gather = d->gather != 0;
   a.divisor = d->divisor;
   a.elemSize = (int32_t)es;
 

@@ -58,6 +58,10 @@
 
 namespace {
 
+/* The OP of the all-gather / all-to-all kernels: no reduce, contributions
+ * side by side (never a relayRedOp_t, so fold<> is never instantiated for it). */
+enum { RELAY_OS_GATHER = 1000 };
+
 using namespace relayrd;
 
 typedef unsigned long long u64;
@@ -196,7 +200,14 @@ UNROLL
     else
       srcs[i] = (const S*)(mine + relayOsStagingOff(&a.L, (int)(ep[i] & 1), a.rank[i])) + lo;
   }
-  osFold<Tr, OP>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+  if constexpr (OP == RELAY_OS_GATHER) {
+    /* Side by side; in place (all-gather) my block is its own source. */
+    for (int i = 0; i < A; i++)
+      if (srcs[i] != (const S*)a.dst + (uint64_t)i * a.count + lo)
+        osCopy<S>((S*)a.dst + (uint64_t)i * a.count + lo, srcs[i], hi - lo, a.vec != 0, tid, nthr);
+  } else {
+    osFold<Tr, OP>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+  }
 }
 
 /* ---- device-only: the hand-shake ---------------------------------------- */
@@ -429,16 +440,22 @@ UNROLL
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
       if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
-    Chunk out;
+    if constexpr (OP == RELAY_OS_GATHER) {
 UNROLL
-    for (int k = 0; k < V8; k++) {
-      Acc acc = Tr::load(d[0].e[k]);
+      for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+        if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * total, l, total, d[i].u);
+    } else {
+      Chunk out;
 UNROLL
-      for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
-        if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
-      out.e[k] = Tr::store(acc, a.divisor);
+      for (int k = 0; k < V8; k++) {
+        Acc acc = Tr::load(d[0].e[k]);
+UNROLL
+        for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+          if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
+        out.e[k] = Tr::store(acc, a.divisor);
+      }
+      llScatter<S>((char*)a.dst, l, total, out.u);
     }
-    llScatter<S>((char*)a.dst, l, total, out.u);
   }
   return true;
 }
@@ -592,16 +609,23 @@ UNROLL
 UNROLL
     for (int w = 0; w < 2; w++) {
       if (w == 1 && part == 7) break; /* the flag */
-      Chunk out;
+      if constexpr (OP == RELAY_OS_GATHER) {
+        const uint64_t stride = a.count * sizeof(S);
 UNROLL
-      for (int k = 0; k < V8; k++) {
-        Acc acc = Tr::load(d[0][w].e[k]);
+        for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+          if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * stride, l8 + (uint64_t)w, hiB, d[i][w].u);
+      } else {
+        Chunk out;
 UNROLL
-        for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
-          if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i][w].e[k]));
-        out.e[k] = Tr::store(acc, a.divisor);
+        for (int k = 0; k < V8; k++) {
+          Acc acc = Tr::load(d[0][w].e[k]);
+UNROLL
+          for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+            if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i][w].e[k]));
+          out.e[k] = Tr::store(acc, a.divisor);
+        }
+        llScatter<S>((char*)a.dst, l8 + (uint64_t)w, hiB, out.u);
       }
-      llScatter<S>((char*)a.dst, l8 + (uint64_t)w, hiB, out.u);
     }
   }
   return true;
@@ -708,12 +732,18 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   }
 }
 
+template <typename Tr, int OP>
+const void* pickProtocol(int ll) {
+  return ll == 2 ? (const void*)osKernelLL<Tr, OP, 2> : ll ? (const void*)osKernelLL<Tr, OP, 1> : (const void*)osKernel<Tr, OP>;
+}
+
 struct PickKernel {
   typedef const void* Result;
-  int ll;
+  int ll, gather;
   template <typename Tr, int OP>
   Result apply() {
-    return ll == 2 ? (const void*)osKernelLL<Tr, OP, 2> : ll ? (const void*)osKernelLL<Tr, OP, 1> : (const void*)osKernel<Tr, OP>;
+    /* A gather's kernels depend on the element type only. */
+    return gather ? pickProtocol<Tr, RELAY_OS_GATHER>(ll) : pickProtocol<Tr, OP>(ll);
   }
   Result none() { return NULL; }
 };
@@ -742,9 +772,10 @@ int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr,
 }
 struct PickHost {
   typedef OsHostPhase Result;
+  int gather;
   template <typename Tr, int OP>
   Result apply() {
-    return osHostPhase<Tr, OP>;
+    return gather ? osHostPhase<Tr, RELAY_OS_GATHER> : osHostPhase<Tr, OP>;
   }
   Result none() { return NULL; }
 };
@@ -756,6 +787,7 @@ extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt
                                         cudaStream_t stream) {
   PickKernel v;
   v.ll = a ? a->ll : 0;
+  v.gather = a ? a->gather : 0;
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||

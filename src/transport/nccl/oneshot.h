@@ -242,6 +242,7 @@ typedef struct {
   int32_t vec; /* 1: src, dst and the stride are 16-byte aligned (16-byte accesses) */
   int32_t ll;  /* 0: flags; 1: LL, 2: LL128 (both: grid = the agreed block count) */
   int32_t divisor;
+  int32_t gather; /* 1: all-gather / all-to-all: contribution j to dst + j * count, no reduce */
   int32_t elemSize;
   uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
   unsigned long long* hostErr;      /* device alias of a mapped host word: the host reads errors without a sync */
