@@ -176,9 +176,12 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
 static size_t oneShotGateBytes(void) { return relayOneShotMaxBytes(); }
 
 /* The collectives the router prices the one-shot for. All-gather and
- * all-to-all move the same bytes as reduce-scatter / all-reduce without the
- * reduce (contributions side by side). A compile-time choice, not a
- * variable: ranks must route alike. */
+ * all-to-all move the same bytes as all-reduce / reduce-scatter without the
+ * reduce (contributions side by side); on 2 x H200 they measured 1.26-1.60x
+ * (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph replay from
+ * 4 KB to 1 MiB, 1.37-1.57x per call (docs/perf/2026-11-30-h200x2.md, run
+ * 6), so they are in. A compile-time choice, not a variable: ranks must
+ * route alike. */
 #define RELAY_ROUTE_ONESHOT_GATHER 1
 static int oneShotColl(relayColl_t c) {
   if (c == RELAY_COLL_ALLREDUCE || c == RELAY_COLL_REDUCESCATTER) return 1;
