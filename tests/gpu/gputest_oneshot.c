@@ -482,18 +482,24 @@ static void testDeadline(rk_t* R, const opts_t* o) {
 /* One owned-communicator cycle kind: bare NCCL (ncclCommInitRank, one
  * all-reduce, destroy), or a relay comm owning its NCCL comm
  * (relayCommInitNcclShm) running one call on `route`. */
+/* An NCCL communicator of every rank, its id passed over the shm comm. */
+static ncclComm_t bareNcclComm(rk_t* R, relayComm_t shm) {
+  ncclUniqueId id, all[MAXR];
+  memset(&id, 0, sizeof id);
+  if (R->rank == 0) G_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
+  G_RELAY(shm, relayCommAgree(shm, &id, all, sizeof id));
+  ncclComm_t nc = NULL;
+  ncclResult_t nr = ncclCommInitRank(&nc, R->n, all[0], R->rank);
+  G_CHECK(nr == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(nr));
+  return nc;
+}
+
 enum { CYC_BARE, CYC_DIRECT, CYC_ONESHOT };
 static const char* kCycName[3] = {"bare NCCL", "relay direct", "relay one-shot"};
 
 static void ownedCycle(rk_t* R, const opts_t* o, relayComm_t shm, graphCalls* g, int kind, int cyc) {
   if (kind == CYC_BARE) {
-    ncclUniqueId id, all[MAXR];
-    memset(&id, 0, sizeof id);
-    if (R->rank == 0) G_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
-    G_RELAY(shm, relayCommAgree(shm, &id, all, sizeof id));
-    ncclComm_t nc = NULL;
-    ncclResult_t nr = ncclCommInitRank(&nc, R->n, all[0], R->rank);
-    G_CHECK(nr == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(nr));
+    ncclComm_t nc = bareNcclComm(R, shm);
     G_CHECK(ncclAllReduce(R->dSend, R->dRecv, 1024, ncclFloat, ncclSum, nc, R->s) == ncclSuccess, "ncclAllReduce");
     gpuWait(R->s, WAIT_S, "cycles: bare NCCL all-reduce");
     G_RELAY(shm, relayCommBarrier(shm));
@@ -534,13 +540,7 @@ static void testCycles(rk_t* R, const opts_t* o) {
   snprintf(job, sizeof job, "%s-cycles", o->job);
   relayComm_t shm = NULL;
   G_RELAY(NULL, relayCommInitShm(&shm, R->n, R->rank, job, NULL));
-  ncclUniqueId id, all[MAXR];
-  memset(&id, 0, sizeof id);
-  if (R->rank == 0) G_CHECK(ncclGetUniqueId(&id) == ncclSuccess, "ncclGetUniqueId");
-  G_RELAY(shm, relayCommAgree(shm, &id, all, sizeof id));
-  ncclComm_t nc = NULL;
-  ncclResult_t nr = ncclCommInitRank(&nc, R->n, all[0], R->rank);
-  G_CHECK(nr == ncclSuccess, "ncclCommInitRank: %s", ncclGetErrorString(nr));
+  ncclComm_t nc = bareNcclComm(R, shm);
   size_t region = (size_t)2 * (size_t)R->n * SLOT;
   size_t free1 = 0, freeN = 0, total = 0;
   double t0 = gpuNow();

@@ -401,17 +401,47 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
   }
 }
 
+/* The 8-byte word at data byte 8 l of every active's contribution (words[i],
+ * in active-index order), written out: folded into dst (all-reduce,
+ * reduce-scatter: the bits of relayHostReduce) or each into its own output
+ * block (all-gather, all-to-all: blocks count elements apart). Nothing at or
+ * past byte `limit` of a block is written. LL and LL128 alike. */
+template <typename Tr, int OP>
+RD void llEmit(const relayOsArgs& a, const uint64_t* words, uint64_t l, uint64_t limit) {
+  typedef typename Tr::S S;
+  const int A = a.nActive;
+  if constexpr (OP == RELAY_OS_GATHER) {
+    const uint64_t stride = a.count * sizeof(S);
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+      if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * stride, l, limit, words[i]);
+  } else {
+    typedef typename Tr::Acc Acc;
+    enum { V8 = 8 / sizeof(S) };
+    union Chunk {
+      uint64_t u;
+      S e[V8];
+    };
+    Chunk d[RELAY_OS_MAX_ACTIVE], out;
+UNROLL
+    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) d[i].u = words[i];
+UNROLL
+    for (int k = 0; k < V8; k++) {
+      Acc acc = Tr::load(d[0].e[k]);
+UNROLL
+      for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+        if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
+      out.e[k] = Tr::store(acc, a.divisor);
+    }
+    llScatter<S>((char*)a.dst, l, limit, out.u);
+  }
+}
+
 /* Reduce: my own lines with every peer's, in active-index order; each
  * consumed line is zeroed. false: a wait failed (recorded by osFail). */
 template <typename Tr, int OP>
 RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
-  typedef typename Tr::Acc Acc;
-  enum { V8 = 8 / sizeof(S) };
-  union Chunk {
-    uint64_t u;
-    S e[V8];
-  };
   uint64_t lo, hi;
   relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
   if (hi <= lo) return true;
@@ -427,35 +457,20 @@ UNROLL
     fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
   }
   for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
-    Chunk d[RELAY_OS_MAX_ACTIVE];
+    uint64_t d[RELAY_OS_MAX_ACTIVE];
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
-      d[i].u = 0;
+      d[i] = 0;
       if (i >= A) continue;
       if (i == me)
-        d[i].u = llGather<S>(own, l, total);
-      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i].u, i, blk, ep[i]))
+        d[i] = llGather<S>(own, l, total);
+      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i], i, blk, ep[i]))
         return false;
     }
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
       if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
-    if constexpr (OP == RELAY_OS_GATHER) {
-UNROLL
-      for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
-        if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * total, l, total, d[i].u);
-    } else {
-      Chunk out;
-UNROLL
-      for (int k = 0; k < V8; k++) {
-        Acc acc = Tr::load(d[0].e[k]);
-UNROLL
-        for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
-          if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
-        out.e[k] = Tr::store(acc, a.divisor);
-      }
-      llScatter<S>((char*)a.dst, l, total, out.u);
-    }
+    llEmit<Tr, OP>(a, d, l, total);
   }
   return true;
 }
@@ -566,12 +581,6 @@ RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint6
 template <typename Tr, int OP>
 RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
-  typedef typename Tr::Acc Acc;
-  enum { V8 = 8 / sizeof(S) };
-  union Chunk {
-    uint64_t u;
-    S e[V8];
-  };
   uint64_t loB, hiB, nl, first;
   if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return true;
   const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
@@ -590,15 +599,15 @@ UNROLL
     const uint64_t line = base + (uint64_t)(lane >> 3);
     const bool on = line < nl;
     const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
-    Chunk d[RELAY_OS_MAX_ACTIVE][2];
+    uint64_t d[2][RELAY_OS_MAX_ACTIVE]; /* [word][active] */
 UNROLL
     for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
-      d[i][0].u = d[i][1].u = 0;
+      d[0][i] = d[1][i] = 0;
       if (i >= A) continue;
       if (i == me) {
-        if (on) d[i][0].u = llGather<S>(own, l8, hiB);
-        if (on && part != 7) d[i][1].u = llGather<S>(own, l8 + 1, hiB);
-      } else if (!ll128Fetch(a, lines[i] + line * 128, on, part, fl[i], &d[i][0].u, &d[i][1].u, i, blk, ep[i])) {
+        if (on) d[0][i] = llGather<S>(own, l8, hiB);
+        if (on && part != 7) d[1][i] = llGather<S>(own, l8 + 1, hiB);
+      } else if (!ll128Fetch(a, lines[i] + line * 128, on, part, fl[i], &d[0][i], &d[1][i], i, blk, ep[i])) {
         return false;
       }
     }
@@ -609,23 +618,7 @@ UNROLL
 UNROLL
     for (int w = 0; w < 2; w++) {
       if (w == 1 && part == 7) break; /* the flag */
-      if constexpr (OP == RELAY_OS_GATHER) {
-        const uint64_t stride = a.count * sizeof(S);
-UNROLL
-        for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
-          if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * stride, l8 + (uint64_t)w, hiB, d[i][w].u);
-      } else {
-        Chunk out;
-UNROLL
-        for (int k = 0; k < V8; k++) {
-          Acc acc = Tr::load(d[0][w].e[k]);
-UNROLL
-          for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
-            if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i][w].e[k]));
-          out.e[k] = Tr::store(acc, a.divisor);
-        }
-        llScatter<S>((char*)a.dst, l8 + (uint64_t)w, hiB, out.u);
-      }
+      llEmit<Tr, OP>(a, d[w], l8 + (uint64_t)w, hiB);
     }
   }
   return true;
