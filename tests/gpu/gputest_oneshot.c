@@ -596,6 +596,16 @@ static void testCycles(rk_t* R, const opts_t* o) {
   graphFree(&g);
 }
 
+/* The sweep on a fresh comm made with var=value set. */
+static void sweepWithEnv(rk_t* R, const opts_t* o, const char* var, const char* value, const char* tag) {
+  setenv(var, value, 1);
+  relayComm_t comm = makeComm(R, o, tag, 30000);
+  sweep(R, comm);
+  unsetenv(var);
+  G_RELAY(comm, relayCommBarrier(comm));
+  G_RELAY(comm, relayCommDestroy(comm));
+}
+
 static int rankMain(int rank, int nranks, void* arg) {
   opts_t* o = arg;
   g_logRank = rank;
@@ -627,21 +637,11 @@ static int rankMain(int rank, int nranks, void* arg) {
   sweep(&R, comm);
   backToBack(&R, comm);
 
-  /* The flag protocol at every size: the threshold is read at the region's
-   * creation (the comm's first one-shot call). */
-  setenv("RELAYCC_ONESHOT_LL_BYTES", "0", 1);
-  relayComm_t flags = makeComm(&R, o, "flags", 30000);
-  sweep(&R, flags);
-  unsetenv("RELAYCC_ONESHOT_LL_BYTES");
-  G_RELAY(flags, relayCommBarrier(flags));
-  G_RELAY(flags, relayCommDestroy(flags));
-  /* LL128 at every size the LL protocol serves (odd counts, 4 B up). */
-  setenv("RELAYCC_ONESHOT_LL128_BYTES", "1", 1);
-  relayComm_t ll128 = makeComm(&R, o, "ll128", 30000);
-  sweep(&R, ll128);
-  unsetenv("RELAYCC_ONESHOT_LL128_BYTES");
-  G_RELAY(ll128, relayCommBarrier(ll128));
-  G_RELAY(ll128, relayCommDestroy(ll128));
+  /* The flag protocol at every size, then LL128 at every size the LL
+   * protocol serves (odd counts, 4 B up): thresholds are read at the
+   * region's creation (the comm's first one-shot call). */
+  sweepWithEnv(&R, o, "RELAYCC_ONESHOT_LL_BYTES", "0", "flags");
+  sweepWithEnv(&R, o, "RELAYCC_ONESHOT_LL128_BYTES", "1", "ll128");
 
   graphCalls g;
   graphSetup(&R, &g, 1);
