@@ -437,6 +437,18 @@ UNROLL
   }
 }
 
+/* Where each peer's lines for me start in my region (its parity set, plus
+ * `off`), and the flag they carry this call; NULL and 0 for me and for
+ * indices past A. LL and LL128 alike. */
+RD void llPeerLines(const relayOsArgs& a, const u64* ep, uint64_t off, char** lines, uint32_t* fl) {
+UNROLL
+  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    const bool peer = i < a.nActive && i != a.me;
+    lines[i] = peer ? a.region[a.me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + off : NULL;
+    fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
+  }
+}
+
 /* Reduce: my own lines with every peer's, in active-index order; each
  * consumed line is zeroed. false: a wait failed (recorded by osFail). */
 template <typename Tr, int OP>
@@ -450,12 +462,7 @@ RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
   char* lines[RELAY_OS_MAX_ACTIVE];
   uint32_t fl[RELAY_OS_MAX_ACTIVE];
-UNROLL
-  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
-    const bool peer = i < A && i != me;
-    lines[i] = peer ? a.region[me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) : NULL;
-    fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
-  }
+  llPeerLines(a, ep, 0, lines, fl);
   for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
     uint64_t d[RELAY_OS_MAX_ACTIVE];
 UNROLL
@@ -587,14 +594,8 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
   const int A = a.nActive, me = a.me;
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
   char* lines[RELAY_OS_MAX_ACTIVE];
-  uint64_t fl[RELAY_OS_MAX_ACTIVE];
-UNROLL
-  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
-    const bool peer = i < A && i != me;
-    lines[i] = peer ? a.region[me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + first * 128 + 16 * (uint64_t)part
-                    : NULL;
-    fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
-  }
+  uint32_t fl[RELAY_OS_MAX_ACTIVE];
+  llPeerLines(a, ep, first * 128 + 16 * (uint64_t)part, lines, fl);
   for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
     const uint64_t line = base + (uint64_t)(lane >> 3);
     const bool on = line < nl;

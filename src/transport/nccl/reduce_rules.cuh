@@ -80,29 +80,22 @@ struct FloatT {
   static RD S store(Acc a, int divisor) { return divisor > 1 ? a / (Acc)divisor : a; }
 };
 
-struct HalfT {
+/* fp16 (BF 0) and bf16 (BF 1): 16-bit storage, fp32 accumulation. */
+template <bool BF>
+struct Float16T {
   typedef unsigned short S;
   typedef float Acc;
-  static RD Acc load(S x) { return halfToFloat(x); }
+  static RD Acc load(S x) { return BF ? bf16ToFloat(x) : halfToFloat(x); }
   static RD Acc add(Acc a, Acc b) { return a + b; }
   static RD Acc mul(Acc a, Acc b) { return a * b; }
   static RD bool lt(Acc a, Acc b) { return a < b; }
   static RD S store(Acc a, int divisor) {
-    return floatToHalf(divisor > 1 ? a / (float)divisor : a);
+    const float f = divisor > 1 ? a / (float)divisor : a;
+    return BF ? floatToBf16(f) : floatToHalf(f);
   }
 };
-
-struct Bf16T {
-  typedef unsigned short S;
-  typedef float Acc;
-  static RD Acc load(S x) { return bf16ToFloat(x); }
-  static RD Acc add(Acc a, Acc b) { return a + b; }
-  static RD Acc mul(Acc a, Acc b) { return a * b; }
-  static RD bool lt(Acc a, Acc b) { return a < b; }
-  static RD S store(Acc a, int divisor) {
-    return floatToBf16(divisor > 1 ? a / (float)divisor : a);
-  }
-};
+typedef Float16T<false> HalfT;
+typedef Float16T<true> Bf16T;
 
 /* Fold ops; avg folds as sum (the divisor does the rest). */
 enum { FOLD_SUM = 0, FOLD_PROD = 1, FOLD_MAX = 2, FOLD_MIN = 3 };
