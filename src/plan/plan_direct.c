@@ -26,7 +26,10 @@
  * always wins. */
 #define DIRECT_FULL_EXCHANGE_MAX_BYTES (256u << 10)
 
-static void allGather(planBuilder* b, int s, int g) {
+/* All-gather (blocked 0: every active sends its whole send buffer) and
+ * all-to-all (blocked 1: block j of it goes to active j): active i's piece
+ * lands at RECV offset i*count everywhere. */
+static void exchange(planBuilder* b, int s, int g, int blocked) {
   const planKey* k = planBuilderKey(b);
   int A = k->nActive;
   uint64_t c = k->counts[g];
@@ -35,30 +38,12 @@ static void allGather(planBuilder* b, int s, int g) {
     for (int d = 0; d < A; d++) {
       int j = (i + d) % A; /* stagger so ranks do not all start on one peer */
       int dst = planActiveRank(k, g, j);
+      planRef from = planSendRef(blocked ? (uint64_t)j * c : 0);
       if (j == i && k->nGroups > 1) {
-        planCopy(b, src, s, planRecvRef((uint64_t)i * c), planSendRef(0), c);
+        planCopy(b, src, s, planRecvRef((uint64_t)i * c), from, c);
         continue;
       }
-      planSend(b, src, s, dst, planSendRef(0), c);
-      planRecv(b, dst, s, src, planRecvRef((uint64_t)i * c), c);
-    }
-  }
-}
-
-static void allToAll(planBuilder* b, int s, int g) {
-  const planKey* k = planBuilderKey(b);
-  int A = k->nActive;
-  uint64_t c = k->counts[g];
-  for (int i = 0; i < A; i++) {
-    int src = planActiveRank(k, g, i);
-    for (int d = 0; d < A; d++) {
-      int j = (i + d) % A;
-      int dst = planActiveRank(k, g, j);
-      if (j == i && k->nGroups > 1) {
-        planCopy(b, src, s, planRecvRef((uint64_t)i * c), planSendRef((uint64_t)i * c), c);
-        continue;
-      }
-      planSend(b, src, s, dst, planSendRef((uint64_t)j * c), c);
+      planSend(b, src, s, dst, from, c);
       planRecv(b, dst, s, src, planRecvRef((uint64_t)i * c), c);
     }
   }
@@ -171,10 +156,10 @@ relayResult_t planBuildDirect(planBuilder* b) {
   int s = planAddStep(b);
   switch (k->coll) {
     case RELAY_COLL_ALLGATHER:
-      for (int g = 0; g < k->nGroups; g++) allGather(b, s, g);
+      for (int g = 0; g < k->nGroups; g++) exchange(b, s, g, 0);
       break;
     case RELAY_COLL_ALLTOALL:
-      for (int g = 0; g < k->nGroups; g++) allToAll(b, s, g);
+      for (int g = 0; g < k->nGroups; g++) exchange(b, s, g, 1);
       break;
     case RELAY_COLL_REDUCESCATTER:
       for (int g = 0; g < k->nGroups; g++) reduceBlocks(b, s, g, k->counts[g], 1, recvAtZero);

@@ -411,27 +411,21 @@ static void latinTask(const grp* c, int i, int d, int* h, uint64_t* slot) {
   *slot = (uint64_t)c->lt->slot[i * c->A + d];
 }
 
-static void latinScatter(const grp* c, int t) {
+/* Tile t of every task, one hop: 0, the source's segment to its helper's
+ * stage (step t); 1, the helper's stage on to the destination (step t+1). */
+static void latinHop(const grp* c, int t, int hop) {
   uint64_t off = relayOff(&c->geo, t, 0);
   for (int i = 0; i < c->A; i++)
     for (int k = 1; k < c->A; k++) {
       int d = (i + k) % c->A, h;
       uint64_t slot;
       latinTask(c, i, d, &h, &slot);
-      xfer(c, t, c->act[i], planSendRef((uint64_t)d * c->m + off), helperRank(c, h), stageRef(c, h, t, slot),
-           c->tile);
-    }
-}
-
-static void latinForward(const grp* c, int t) {
-  uint64_t off = relayOff(&c->geo, t, 0);
-  for (int i = 0; i < c->A; i++)
-    for (int k = 1; k < c->A; k++) {
-      int d = (i + k) % c->A, h;
-      uint64_t slot;
-      latinTask(c, i, d, &h, &slot);
-      xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, slot), c->act[d],
-           planRecvRef((uint64_t)i * c->m + off), c->tile);
+      if (hop == 0)
+        xfer(c, t, c->act[i], planSendRef((uint64_t)d * c->m + off), helperRank(c, h), stageRef(c, h, t, slot),
+             c->tile);
+      else
+        xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, slot), c->act[d], planRecvRef((uint64_t)i * c->m + off),
+             c->tile);
     }
 }
 
@@ -450,8 +444,8 @@ static void buildLatin(const grp* c) {
     ownBlock(c, 0, c->act[i], planRecvRef((uint64_t)i * c->m), planSendRef((uint64_t)i * c->m), c->m);
   for (int k = 0; k <= c->T; k++) {
     latinDirect(c, k);
-    if (k < c->T) latinScatter(c, k);
-    if (k > 0) latinForward(c, k - 1);
+    if (k < c->T) latinHop(c, k, 0);
+    if (k > 0) latinHop(c, k - 1, 1);
   }
 }
 
