@@ -496,7 +496,7 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayColl_t 
   memset(&r, 0, sizeof r);
   size_t es = relayTypeSize(o->dtype);
   unsigned long long elems = bytes / es;
-  int perActive = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
+  int perActive = relayCollSendsBlocks(coll);
   if (bytes % es || elems == 0 || (perActive && elems % (unsigned long long)o->A)) {
     r.why = "size not a multiple of the element size (times A)";
     return r;

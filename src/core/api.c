@@ -165,7 +165,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
   if (relayTypeSize(a->dtype) == 0)
     return relaySetError(c, relayInvalidArgument, "%s (rank %d): datatype %d is not a relayDataType_t", fn, r,
                          (int)a->dtype);
-  if ((a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) &&
+  if (relayCollReduces(a->coll) &&
       (unsigned)a->op >= relayNumOps)
     return relaySetError(c, relayInvalidArgument, "%s (rank %d): op %d is not a relayRedOp_t", fn, r, (int)a->op);
   const relayLayout_t* L = a->layout;
@@ -242,7 +242,7 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
   if (local == relaySuccess) {
     mine.coll = (int32_t)a->coll;
     mine.dtype = (int32_t)a->dtype;
-    mine.op = (a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) ? (int32_t)a->op : 0;
+    mine.op = relayCollReduces(a->coll) ? (int32_t)a->op : 0;
     mine.nGroups = a->layout->nGroups;
     mine.nActive = a->layout->nActive;
     mine.route = route;
@@ -346,10 +346,12 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.ranks = a->layout->ranks;
     key.counts = a->counts;
     key.dtype = a->dtype;
-    key.op = (a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLREDUCE) ? a->op : relaySum;
+    key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
-    if (route == relayRouteAuto && relayCollRooted(a->coll)) {
-      route = relayRouteDirect; /* the only schedule a rooted call has (plan_scatter.c) */
+    if (relayCollRooted(a->coll)) {
+      /* The only schedule a rooted call has (plan_scatter.c), forced route
+       * or not: asking another builder would fail on every call. */
+      route = relayRouteDirect;
     } else if (route == relayRouteRelay && c->cfg.depth == 0) {
       /* A forced relay still takes the depth model's depth. */
       depth = relayDepthChoose(&key, c->topo);
@@ -405,9 +407,7 @@ lookup:
        * because plans are pure functions of the key. */
       key.route = relayRouteDirect;
       key.depth = 1;
-      plan = relayPlanCacheFind(c->plans, &key);
-      if (!plan) res = relayPlanBuild(&key, &owned);
-      else res = relaySuccess;
+      goto lookup;
     }
     if (res != relaySuccess) {
       c->failed = 1; /* peers may be moving data already */

@@ -31,8 +31,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d.dst = resolve(b, o->dst);
   d.src = resolve(b, p->srcs[o->srcBase]);
   d.count = o->count;
-  d.srcStride = p->coll == RELAY_COLL_REDUCESCATTER || p->coll == RELAY_COLL_ALLTOALL ? o->count : 0;
-  d.gather = p->coll == RELAY_COLL_ALLGATHER || p->coll == RELAY_COLL_ALLTOALL;
+  d.srcStride = relayCollSendsBlocks(p->coll) ? o->count : 0;
+  d.gather = relayCollGathers(p->coll);
   d.dtype = p->dtype;
   d.op = p->op;
   d.divisor = o->divisor;

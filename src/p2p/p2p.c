@@ -27,15 +27,6 @@ static const char* const kOpNames[P2P_NUM_OPS] = {"sendrecv", "scatter", "gather
 
 const char* p2pOpName(p2pOp op) { return (unsigned)op < P2P_NUM_OPS ? kOpNames[op] : "?"; }
 
-int p2pParseOp(const char* s, p2pOp* out) {
-  for (int i = 0; s && i < P2P_NUM_OPS; i++)
-    if (strcasecmp(s, kOpNames[i]) == 0) {
-      *out = (p2pOp)i;
-      return 0;
-    }
-  return -1;
-}
-
 static int isPow2(int x) { return x > 0 && (x & (x - 1)) == 0; }
 
 static int pow2Up(int x) {

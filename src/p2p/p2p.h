@@ -66,7 +66,6 @@ typedef enum {
 typedef enum { P2P_DIR_SEND = 0, P2P_DIR_RECV = 1 } p2pDir;
 
 const char* p2pOpName(p2pOp op);
-int p2pParseOp(const char* s, p2pOp* out); /* 0 on success */
 
 /* ---- the comm-wide pool -------------------------------------------------- */
 

@@ -50,7 +50,7 @@ static const char* bufName(int buf) {
 /* Elements an op writes at its dst: a gathering one-shot (all-gather,
  * all-to-all) fills A blocks of count. */
 static uint64_t opWritten(const relayPlan* p, const planOp* o) {
-  int gather = o->kind == PLAN_OP_ONESHOT && (p->coll == RELAY_COLL_ALLGATHER || p->coll == RELAY_COLL_ALLTOALL);
+  int gather = o->kind == PLAN_OP_ONESHOT && relayCollGathers(p->coll);
   return gather ? (uint64_t)p->nActive * o->count : o->count;
 }
 
@@ -97,8 +97,7 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
     return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
   if (o->nsrc != 1 || o->lane != 0 || p->srcs[o->srcBase].buf != PLAN_BUF_SEND || o->dst.buf != PLAN_BUF_RECV)
     return fail(err, errlen, "rank %d step %d: one-shot must read SEND and write RECV on lane 0", r, s);
-  uint64_t in = p->coll == RELAY_COLL_REDUCESCATTER || p->coll == RELAY_COLL_ALLTOALL ? (uint64_t)A * o->count
-                                                                                      : o->count;
+  uint64_t in = relayCollSendsBlocks(p->coll) ? (uint64_t)A * o->count : o->count;
   if (checkRef(p, r, s, o->dst, opWritten(p, o), 1, "one-shot destination", err, errlen) ||
       checkRef(p, r, s, p->srcs[o->srcBase], in, 0, "one-shot source", err, errlen))
     return 1;

@@ -27,12 +27,10 @@ int relayParseCollAll(const char* s, relayColl_t* out) {
 }
 
 int relayParseColl(const char* s, relayColl_t* out) {
-  for (int i = 0; s && i < RELAY_NUM_COLLS; i++)
-    if (strcasecmp(s, kCollNames[i]) == 0) {
-      *out = (relayColl_t)i;
-      return 0;
-    }
-  return -1;
+  relayColl_t c;
+  if (relayParseCollAll(s, &c) != 0 || (unsigned)c >= RELAY_NUM_COLLS) return -1;
+  *out = c;
+  return 0;
 }
 
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex) {
@@ -319,7 +317,6 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   for (size_t i = 0; i < (size_t)k->nranks * (size_t)p->nSteps; i++) {
     uint32_t x = p->steps[i].nSend + p->steps[i].nRecv;
     if (x > p->maxXfersPerStep) p->maxXfersPerStep = x;
-    if (p->steps[i].nOp > p->maxOpsPerStep) p->maxOpsPerStep = p->steps[i].nOp;
   }
   return p;
 }

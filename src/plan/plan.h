@@ -52,6 +52,18 @@ typedef enum {
 static inline int relayCollRooted(relayColl_t coll) {
   return coll == RELAY_COLL_SCATTER || coll == RELAY_COLL_GATHER;
 }
+/* All-reduce and reduce-scatter: contributions are combined with an op. */
+static inline int relayCollReduces(relayColl_t coll) {
+  return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER;
+}
+/* Reduce-scatter and all-to-all: the send buffer holds A blocks, block j for active j. */
+static inline int relayCollSendsBlocks(relayColl_t coll) {
+  return coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
+}
+/* All-gather and all-to-all: the output holds A blocks, block j from active j. */
+static inline int relayCollGathers(relayColl_t coll) {
+  return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+}
 
 const char* relayCollName(relayColl_t coll);            /* any of the six */
 int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
@@ -156,7 +168,7 @@ typedef struct relayPlan {
   planOp* ops;
   planRef* srcs;
   uint32_t nSends, nRecvs, nOps, nSrcs;
-  uint32_t maxXfersPerStep, maxOpsPerStep; /* over ranks and steps, for executors */
+  uint32_t maxXfersPerStep; /* over ranks and steps, for executors */
   int root; /* rooted collectives: the root (0 otherwise) */
 } relayPlan;
 

@@ -35,8 +35,7 @@ relayResult_t planBuildOneShot(planBuilder* b) {
   uint64_t c = k->counts[0];
   if (es == 0 || c > relayOneShotMaxBytes() / es) return relayNotSupported;
   int A = k->nActive;
-  int reduces = k->coll == RELAY_COLL_ALLREDUCE || k->coll == RELAY_COLL_REDUCESCATTER;
-  int divisor = reduces && k->op == relayAvg ? A : 0;
+  int divisor = relayCollReduces(k->coll) && k->op == relayAvg ? A : 0;
   int s = planAddStep(b);
   for (int j = 0; j < A; j++)
     planOneShot(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor);

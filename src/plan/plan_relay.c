@@ -284,7 +284,7 @@ static void latinBuild(latinTable* t, int A, int H) {
 typedef struct {
   planBuilder* b;
   const planKey* k;
-  int g, A, H, T;
+  int A, H, T;
   uint64_t m;
   int divisor;           /* A for avg, else 0 */
   const int* act;        /* A comm ranks */
@@ -726,7 +726,6 @@ relayResult_t planBuildRelay(planBuilder* b) {
     grp c;
     c.b = b;
     c.k = k;
-    c.g = g;
     c.A = A;
     c.H = H;
     c.T = T;

@@ -168,32 +168,20 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
   return t;
 }
 
-/* Per-rank bytes at or below which a one-shot push-reduce is considered when
- * there is no model (the seed's gate: 1 MiB, where the kernel crossed NCCL's
- * fused one between 1 and 2.25 MiB). */
-/* The plan builder's gate, read once per process (the route cache key does
- * not carry it, so it must not change between calls). */
-static size_t oneShotGateBytes(void) { return relayOneShotMaxBytes(); }
-
-/* The collectives the router prices the one-shot for. All-gather and
- * all-to-all move the same bytes as all-reduce / reduce-scatter without the
- * reduce (contributions side by side); on 2 x H200 they measured 1.26-1.60x
- * (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph replay from
- * 4 KB to 1 MiB, 1.37-1.57x per call (docs/perf/2026-11-30-h200x2.md, run
- * 6), so they are in. A compile-time choice, not a variable: ranks must
- * route alike. */
-#define RELAY_ROUTE_ONESHOT_GATHER 1
-static int oneShotColl(relayColl_t c) {
-  if (c == RELAY_COLL_ALLREDUCE || c == RELAY_COLL_REDUCESCATTER) return 1;
-  return RELAY_ROUTE_ONESHOT_GATHER && (c == RELAY_COLL_ALLGATHER || c == RELAY_COLL_ALLTOALL);
-}
+/* The router prices the one-shot for every layout collective: all-gather
+ * and all-to-all move the same bytes as all-reduce / reduce-scatter without
+ * the reduce (contributions side by side), and on 2 x H200 measured
+ * 1.26-1.60x (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph
+ * replay from 4 KB to 1 MiB, 1.37-1.57x per call
+ * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is the plan builder's
+ * (relayOneShotMaxBytes, read once per process: the route cache key does
+ * not carry it), on the per-rank input as the seed's 1 MiB was. */
 
 static int oneShotEligible(const planKey* k, int caps) {
   if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
   size_t es = relayTypeSize(k->dtype);
-  int blocks = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL; /* input = A blocks */
-  size_t bytes = k->counts[0] * es * (blocks ? (size_t)k->nActive : 1);
-  return oneShotColl(k->coll) && bytes <= oneShotGateBytes();
+  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1); /* per-rank input */
+  return (unsigned)k->coll < RELAY_NUM_COLLS && bytes <= relayOneShotMaxBytes();
 }
 
 /* The native candidate: the library's collective on each group's actives,

@@ -84,7 +84,7 @@ relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTop
   for (int i = 0; i < t->nRows; i++) {
     /* The size axis is bytes of per-active-rank input, in MiB; bf16. */
     uint64_t elems = (uint64_t)llround(t->mib[i] * 1048576.0) / 2;
-    int perActive = t->coll == RELAY_COLL_REDUCESCATTER || t->coll == RELAY_COLL_ALLTOALL;
+    int perActive = relayCollSendsBlocks(t->coll);
     size_t counts[RELAY_TOPO_MAX_GPUS];
     for (int g = 0; g < G; g++) counts[g] = (size_t)(perActive ? elems / (uint64_t)A : elems);
     planKey k;

@@ -435,7 +435,7 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
     if (t > push) push = t;
   }
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
-  int gather = P->coll == RELAY_COLL_ALLGATHER || P->coll == RELAY_COLL_ALLTOALL;
+  int gather = relayCollGathers(P->coll);
   double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
   return S->topo->launchS + push + local;
 }

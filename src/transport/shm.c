@@ -261,7 +261,6 @@ typedef struct {
   p2pPart *spart, *rpart; /* [orderCap][perPeer] */
   int *snpart, *rnpart;
   uint64_t *swant, *sneed, *rwant;
-  int partsCap;
   int *spend, *rpend; /* peers with pending sends / recvs */
   int nspend, nrpend;
   int* tmp; /* [n] */
@@ -1012,7 +1011,7 @@ static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
 }
 
 static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need) {
-  if (need <= st->orderCap && need <= st->partsCap) return relaySuccess;
+  if (need <= st->orderCap) return relaySuccess;
   int cap = st->orderCap ? st->orderCap : 64;
   while (cap < need) cap *= 2;
   size_t P = (size_t)st->p2p.perPeer, c = (size_t)cap;
@@ -1036,7 +1035,7 @@ static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need
   if (!ok)
     return relaySetError(comm, relaySystemError, "rank %d: out of memory for %d transfer descriptors", comm->rank,
                          need);
-  st->orderCap = st->partsCap = cap;
+  st->orderCap = cap;
   return relaySuccess;
 }
 
