@@ -90,8 +90,9 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
   MIX(k->counts, (size_t)k->nGroups * sizeof(size_t));
   /* The topology by content, not address: a comm's topology is freed with it
    * and a later one may reuse the address with other figures. Its part of
-   * the hash (~0.15 us) is memoized per thread for the last topology seen,
-   * valid while no topology has been created or freed since (generation). */
+   * the hash (a few us: relayTopoHash prints it) is memoized per thread for
+   * the last topology seen, valid while no topology has been created or freed
+   * since (generation); a topology changed in place must be re-created. */
   if (t) {
     static _Thread_local const struct relayTopo* memoTopo;
     static _Thread_local uint64_t memoGen, memoHash;
@@ -100,43 +101,12 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
       h = (h ^ memoHash) * 0x100000001b3ull;
       goto done;
     }
-    uint64_t hk = h;
-    h = 0xcbf29ce484222325ull;
-    size_t n2 = (size_t)t->nGPUs * (size_t)t->nGPUs;
-    MIX(t->name, strlen(t->name));
-    MIX(&t->nGPUs, sizeof t->nGPUs);
-    MIX(&t->hasSwitch, sizeof t->hasSwitch);
-    MIX(&t->boundaryS, sizeof t->boundaryS);
-    MIX(&t->launchS, sizeof t->launchS);
-    MIX(&t->callS, sizeof t->callS);
-    MIX(&t->memBw, sizeof t->memBw);
-    MIX(&t->stageS, sizeof t->stageS);
-    MIX(&t->maxDepth, sizeof t->maxDepth);
-    MIX(t->linkCount, n2 * sizeof(int));
-    MIX(t->linkBw, n2 * sizeof(double));
-    MIX(t->injBw, (size_t)t->nGPUs * sizeof(double));
-    MIX(t->ejBw, (size_t)t->nGPUs * sizeof(double));
-    /* The calibration, word by word (a byte loop over the curves would cost
-     * about a microsecond per call). */
-    for (int c = -1; c < RELAY_TOPO_NCOLLS; c++) {
-      const relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
-      h = (h ^ (uint64_t)(unsigned)cv->n) * 0x100000001b3ull;
-      for (int i = 0; i < cv->n; i++) {
-        uint64_t w[2];
-        memcpy(&w[0], &cv->bytes[i], 8);
-        memcpy(&w[1], &cv->eff[i], 8);
-        h = (h ^ w[0]) * 0x100000001b3ull;
-        h = (h ^ w[1]) * 0x100000001b3ull;
-      }
-    }
-    MIX(&t->modelErr, sizeof t->modelErr);
-    MIX(&t->reduceBw, sizeof t->reduceBw);
-    MIX(&t->hopS, sizeof t->hopS);
-    MIX(&t->hostStepS, sizeof t->hostStepS);
+    /* relayTopoHash covers every figure of the model (its text form), so
+     * two topologies that differ anywhere never share a cached route. */
     memoTopo = t;
     memoGen = gen;
-    memoHash = h;
-    h = (hk ^ h) * 0x100000001b3ull;
+    memoHash = relayTopoHash(t);
+    h = (h ^ memoHash) * 0x100000001b3ull;
   }
 done:
 #undef MIX

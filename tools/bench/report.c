@@ -8,21 +8,8 @@
 #include "bench.h"
 #include "common.h"
 
-/* nccl-tests' spellings, so tables from the two read alike. */
-static const char* typeName(relayDataType_t dt) {
-  static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64",
-                                "uint64", "half", "float", "double", "bfloat16"};
-  return (int)dt >= 0 && dt < relayNumTypes ? names[dt] : "?";
-}
-static const char* opName(relayRedOp_t op) {
-  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
-  return (int)op >= 0 && op < relayNumOps ? names[op] : "?";
-}
-static int isReduction(int coll) { return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER; }
-
 const char* benchRouteLabel(int route, int depth, char* buf, size_t len) {
-  static const char* names[] = {"auto", "direct", "relay", "oneshot"};
-  const char* n = route >= 0 && route < relayNumRoutes ? names[route] : "?";
+  const char* n = relayRouteName(route);
   /* Depth matters only for the relay (depth 1 is the two-group schedule). */
   if (route == relayRouteRelay && depth > 0)
     snprintf(buf, len, "%s/%d", n, depth);
@@ -57,7 +44,7 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
     snprintf(depth, sizeof depth, "model");
   else
     snprintf(depth, sizeof depth, "%d", o->depth);
-  fprintf(f, "]  dtype %s  op %s  route %s  depth %s  %s  check %s%s\n", typeName(o->dtype), opName(o->op), route,
+  fprintf(f, "]  dtype %s  op %s  route %s  depth %s  %s  check %s%s\n", relayTypeName(o->dtype), relayOpName(o->op), route,
           depth, o->inplace ? "in place" : "out of place", o->check ? "on" : "off", o->graph ? "  graph" : "");
   fprintf(f,
           "# -n %d -w %d -r %d: an iteration's time is the max over ranks of one call after a barrier;\n"
@@ -98,7 +85,7 @@ void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row) {
   else
     snprintf(wrong, sizeof wrong, "%lld", w);
   fprintf(f, " %11llu %12llu %9s %6s %9s %10.2f %10.2f %7.2f %8.3f %8.3f", (unsigned long long)row->bytes,
-          (unsigned long long)row->count, typeName(o->dtype), isReduction(row->coll) ? opName(o->op) : "none",
+          (unsigned long long)row->count, relayTypeName(o->dtype), relayCollReduces((relayColl_t)row->coll) ? relayOpName(o->op) : "none",
           route, row->tMin, row->tMed, row->spread, row->algbw, row->busbw);
   if (row->hasBase) fprintf(f, " %10.2f %8.3f", row->baseMin, row->speedup);
   fprintf(f, " %7s\n", wrong);
@@ -156,8 +143,8 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
   fprintf(f, ",\n  \"nranks\": %d,\n  \"nActive\": %d,\n  \"nGroups\": %d,\n  \"layout\": [", o->nranks,
           o->nActive, o->nGroups);
   for (int i = 0; i < o->nActive * o->nGroups; i++) fprintf(f, i ? ", %d" : "%d", o->layout[i]);
-  fprintf(f, "],\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n  \"inplace\": %s,\n  \"graph\": %s,\n", typeName(o->dtype),
-          opName(o->op), o->inplace ? "true" : "false", o->graph ? "true" : "false");
+  fprintf(f, "],\n  \"dtype\": \"%s\",\n  \"op\": \"%s\",\n  \"inplace\": %s,\n  \"graph\": %s,\n", relayTypeName(o->dtype),
+          relayOpName(o->op), o->inplace ? "true" : "false", o->graph ? "true" : "false");
   fprintf(f, "  \"iters\": %d,\n  \"warmup\": %d,\n  \"reps\": %d,\n  \"check\": %s,\n", o->iters, o->warmup,
           o->reps, o->check ? "true" : "false");
   fprintf(f, "  \"exit_code\": %d,\n  \"failure\": ", exitCode);
@@ -171,9 +158,9 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
     char route[32];
     fprintf(f, "%s\n    {\"coll\": \"%s\", \"bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": ",
             i ? "," : "", benchCollName((relayColl_t)r->coll), (unsigned long long)r->bytes,
-            (unsigned long long)r->count, typeName(o->dtype));
-    if (isReduction(r->coll))
-      fprintf(f, "\"%s\"", opName(o->op));
+            (unsigned long long)r->count, relayTypeName(o->dtype));
+    if (relayCollReduces((relayColl_t)r->coll))
+      fprintf(f, "\"%s\"", relayOpName(o->op));
     else
       fprintf(f, "null");
     fprintf(f, ", \"inplace\": %s, \"route\": \"%s\", \"route_id\": %d, \"depth\": %d, ",
