@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "relaycc.h"
 
@@ -33,6 +34,23 @@ long relayEnvLong(const char* name, long def);
 const char* relayEnvStr(const char* name, const char* def);
 
 uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
+
+/* FNV-1a over n bytes continuing from h (start from RELAY_HASH_SEED), word by
+ * word with a fold: the route lookup runs it on every call, and a byte loop
+ * over key and topology cost ~0.3 us of a ~7 us enqueue. */
+#define RELAY_HASH_SEED 0xcbf29ce484222325ull
+static inline uint64_t relayHash64(uint64_t h, const void* p, size_t n) {
+  const unsigned char* b = (const unsigned char*)p;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, b + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  return h;
+}
 
 #define RELAY_CHECK(call)                    \
   do {                                       \

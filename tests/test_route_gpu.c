@@ -402,7 +402,6 @@ static void hopper(relayTopoFacts* f, int n, const char* name, int perPair, int 
     for (int j = 0; j < n; j++) {
       if (i == j) continue;
       f->p2pAccess[i * n + j] = 1;
-      f->perfRank[i * n + j] = 0;
       f->nvlinks[i * n + j] = perPair;
     }
   }

@@ -226,13 +226,6 @@ typedef struct {
   uint64_t ranksHash, countsHash;
 } callDigest;
 
-static uint64_t hashBytes(const void* p, size_t n) {
-  const unsigned char* b = p;
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  return h;
-}
-
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                  int depth) {
   const char* fn = kCallNames[a->coll];
@@ -248,9 +241,9 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.route = route;
     mine.depth = depth;
     mine.root = relayCollRooted(a->coll) ? a->root : 0;
-    mine.ranksHash = hashBytes(a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
+    mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
-        hashBytes(a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
+        relayHash64(RELAY_HASH_SEED, a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
   }
   callDigest* all = malloc((size_t)c->nranks * sizeof *all);
   if (!all) return relaySetError(c, relaySystemError, "%s (rank %d): out of memory in check mode", fn, c->rank);

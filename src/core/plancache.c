@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
+
 /* 64 signatures: a training step issues a handful of distinct collective
  * shapes; more than 64 live at once would be unusual, and a miss only costs a
  * rebuild (microseconds for direct plans). */
@@ -34,12 +36,6 @@ static size_t serialize(const planKey* k, unsigned char* out) {
   return n;
 }
 
-static uint64_t fnv1a(const unsigned char* p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
 struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
 
 void relayPlanCacheFree(struct relayPlanCache* c) {
@@ -57,7 +53,7 @@ const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key
   unsigned char* buf = n <= sizeof stackBuf ? stackBuf : malloc(n);
   if (!buf) return NULL;
   serialize(key, buf);
-  uint64_t h = fnv1a(buf, n);
+  uint64_t h = relayHash64(RELAY_HASH_SEED, buf, n);
   const relayPlan* found = NULL;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     cacheEntry* e = &c->e[i];
@@ -89,7 +85,7 @@ int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* p
   relayPlanFree(e->plan);
   e->key = buf;
   e->keyBytes = n;
-  e->hash = fnv1a(buf, n);
+  e->hash = relayHash64(RELAY_HASH_SEED, buf, n);
   e->plan = plan;
   e->lastUse = ++c->clock;
   return 0;

@@ -68,21 +68,8 @@ static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  /* Word by word: this runs on every call (the cache lookup), and a byte
-   * loop over the key and the topology cost ~0.3 us of a ~7 us enqueue. */
-#define MIX(p, n)                                                        \
-  do {                                                                   \
-    const unsigned char* b_ = (const unsigned char*)(p);                 \
-    size_t n_ = (n), i_ = 0;                                             \
-    for (; i_ + 8 <= n_; i_ += 8) {                                      \
-      uint64_t w_;                                                       \
-      memcpy(&w_, b_ + i_, 8);                                           \
-      h = (h ^ w_) * 0x100000001b3ull;                                   \
-      h ^= h >> 29;                                                      \
-    }                                                                    \
-    for (; i_ < n_; i_++) h = (h ^ b_[i_]) * 0x100000001b3ull;           \
-  } while (0)
+  uint64_t h = RELAY_HASH_SEED;
+#define MIX(p, n) h = relayHash64(h, (p), (n))
   int head[6] = {(int)k->coll, k->nranks, k->nGroups, k->nActive, (int)k->dtype, (int)k->op};
   MIX(head, sizeof head);
   MIX(&caps, sizeof caps); /* what the transport can run changes the answer */
@@ -98,7 +85,7 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
     static _Thread_local uint64_t memoGen, memoHash;
     uint64_t gen = relayTopoGeneration();
     if (memoTopo == t && memoGen == gen) {
-      h = (h ^ memoHash) * 0x100000001b3ull;
+      MIX(&memoHash, sizeof memoHash);
       goto done;
     }
     /* relayTopoHash covers every figure of the model (its text form), so
@@ -106,7 +93,7 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
     memoTopo = t;
     memoGen = gen;
     memoHash = relayTopoHash(t);
-    h = (h ^ memoHash) * 0x100000001b3ull;
+    MIX(&memoHash, sizeof memoHash);
   }
 done:
 #undef MIX

@@ -37,7 +37,6 @@ void relayTopoFactsInit(relayTopoFacts* f, int n) {
   }
   for (int i = 0; i < RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS; i++) {
     f->p2pAccess[i] = -1;
-    f->perfRank[i] = -1;
     f->nvlinks[i] = -1;
   }
 }
@@ -272,8 +271,6 @@ relayResult_t relayTopoDetectGpus(int n, const char* const* busIds, struct relay
       int v;
       if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrAccessSupported, cudaDev[i], cudaDev[j]) == cudaSuccess)
         f->p2pAccess[i * n + j] = v != 0;
-      if (cudaDeviceGetP2PAttribute(&v, cudaDevP2PAttrPerformanceRank, cudaDev[i], cudaDev[j]) == cudaSuccess)
-        f->perfRank[i * n + j] = v;
       cudaGetLastError();
     }
   nvmlApi nv;

@@ -24,7 +24,6 @@ typedef struct {
   double memPeakBw[RELAY_TOPO_MAX_GPUS];                  /* HBM peak, bytes/s (one direction); 0 unknown */
   /* Per directed pair [i * n + j]: */
   int p2pAccess[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS]; /* cudaDevP2PAttrAccessSupported: 1, 0, -1 unknown */
-  int perfRank[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];  /* cudaDevP2PAttrPerformanceRank (0 best), -1 unknown */
   int nvlinks[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];   /* NVML: active NVLinks from i straight to j, -1 unknown */
   int switchLinks[RELAY_TOPO_MAX_GPUS];                   /* NVML: active NVLinks from i to an NVSwitch, -1 unknown */
 } relayTopoFacts;

@@ -574,7 +574,6 @@ uint64_t relayTopoHash(const struct relayTopo* t) {
   /* By the text form: it carries every figure a model has, at full
    * precision (%.17g), so a field added to the format is hashed with no
    * change here. Costs a few microseconds: for init, not for every call. */
-  uint64_t h = 0xcbf29ce484222325ull;
   if (!t) return 0;
   char* buf = NULL;
   size_t len = 0;
@@ -582,7 +581,7 @@ uint64_t relayTopoHash(const struct relayTopo* t) {
   if (!f) return 0;
   relayTopoWrite(t, f);
   fclose(f);
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)buf[i]) * 0x100000001b3ull;
+  uint64_t h = relayHash64(RELAY_HASH_SEED, buf, len);
   free(buf);
   return h ? h : 1; /* 0 is "no topology" */
 }

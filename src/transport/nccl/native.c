@@ -28,17 +28,10 @@
 #include "transport/nccl/nccl_transport.h"
 
 struct relayNcclNative {
-  uint64_t hash;
   int nGroups, nActive;
   int* ranks;
   ncclComm_t sub; /* NULL on ranks active in no group */
 };
-
-static uint64_t layoutHash(int nGroups, int nActive, const int* ranks) {
-  uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)nGroups * 131u ^ (uint64_t)nActive;
-  for (int i = 0; i < nGroups * nActive; i++) h = (h ^ (uint64_t)(unsigned)ranks[i]) * 0x100000001b3ull;
-  return h;
-}
 
 /* A split on a non-blocking parent returns ncclInProgress; the child is
  * usable once its async state leaves it. Bounded by the comm's deadline. */
@@ -61,11 +54,11 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   relayNcclState* st = c->tpState;
   *handle = NULL;
   if (!st->nativeOn) return relayNotSupported; /* rank 0's RELAYCC_NCCL_NATIVE, agreed at init */
-  uint64_t h = layoutHash(nGroups, nActive, ranks);
   size_t n = (size_t)nGroups * (size_t)nActive;
+  /* A comm has a layout or two: compared in full, no hash. */
   for (int i = 0; i < st->nNatives; i++) {
     struct relayNcclNative* e = st->natives[i];
-    if (e->hash == h && e->nGroups == nGroups && e->nActive == nActive && !memcmp(e->ranks, ranks, n * sizeof(int))) {
+    if (e->nGroups == nGroups && e->nActive == nActive && !memcmp(e->ranks, ranks, n * sizeof(int))) {
       *handle = e;
       return relaySuccess;
     }
@@ -115,7 +108,6 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   }
   e->sub = sub;
   memcpy(rcopy, ranks, n * sizeof(int));
-  e->hash = h;
   e->nGroups = nGroups;
   e->nActive = nActive;
   e->ranks = rcopy;

@@ -622,9 +622,10 @@ const relayTransportOps relayNcclTransport = {
  * that NCCL's lazy connection setup, which blocks inside ncclGroupEnd with no
  * deadline, happens at init and not inside the first collective. NCCL sets up
  * all of a peer's p2p channels on its first transfer, so one byte suffices.
- * RELAYCC_NCCL_PRECONNECT=0 skips it. */
-static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
-  if (!relayEnvLong("RELAYCC_NCCL_PRECONNECT", 1)) return relaySuccess;
+ * RELAYCC_NCCL_PRECONNECT=0 skips it (rank 0's, agreed at init: a rank that
+ * posts the exchange alone would wait in it). */
+static relayResult_t preconnect(struct relayComm* c, relayNcclState* st, int on) {
+  if (!on) return relaySuccess;
   char* sendb = st->agreeDev;
   char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
   ncclResult_t r = ncclGroupStart();
@@ -656,7 +657,6 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
   int sms = 0;
   cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) return cudaFail(c, e, "init: cudaDeviceGetAttribute");
-  st->numSMs = sms;
   st->reduceBlocks = relayCudaReduceMaxBlocks(sms);
   size_t agreeBytes = RELAY_NCCL_AGREE_MAX * (size_t)(c->nranks + 1);
   e = cudaStreamCreateWithFlags(&st->agreeStream, cudaStreamNonBlocking);
@@ -676,9 +676,9 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
     uint32_t magic;
     int32_t rank, nranks, device;
     uint64_t nonce;
-    int32_t prepareOneShot, nativeOn;
+    int32_t prepareOneShot, nativeOn, preconnect, pad;
   } mine = {0x6e63636cu, c->rank, c->nranks, device, 0, (int32_t)relayEnvLong("RELAYCC_ONESHOT_PREPARE", 0),
-            (int32_t)relayEnvLong("RELAYCC_NCCL_NATIVE", 1)};
+            (int32_t)relayEnvLong("RELAYCC_NCCL_NATIVE", 1), (int32_t)relayEnvLong("RELAYCC_NCCL_PRECONNECT", 1), 0};
   uint64_t z = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)st;
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -693,12 +693,13 @@ static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, stru
                         c->rank, q, all[q].rank, all[q].nranks);
   }
   int prepareOneShot = r == relaySuccess && all[0].prepareOneShot > 0;
+  int preconnectOn = r == relaySuccess && all[0].preconnect != 0;
   if (r == relaySuccess) {
     st->commHash = all[0].nonce;
     st->nativeOn = all[0].nativeOn != 0;
   }
   free(all);
-  if (r == relaySuccess) r = preconnect(c, st);
+  if (r == relaySuccess) r = preconnect(c, st, preconnectOn);
   if (r == relaySuccess && prepareOneShot) r = relayNcclOneShotPrepareAtInit(c);
   return r;
 }

@@ -42,7 +42,6 @@ typedef struct relayNcclState {
   int ncclDead;            /* ncclCommAbort was called: the handle is gone */
   struct relayComm* ctrl;  /* shm control plane (owned comms only), else NULL */
   int device;
-  int numSMs;
   int reduceBlocks;        /* block cap of reduce launches */
   uint64_t commHash;       /* rank 0's nonce, agreed at init: the one-shot region's sentinels */
   int nativeOn;            /* direct route as NCCL collectives (rank 0's RELAYCC_NCCL_NATIVE, agreed at init) */
