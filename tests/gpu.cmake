@@ -8,23 +8,18 @@ if(RELAY_HAVE_CUDA)
     endif()
   endforeach()
 
-  # No GPU needed (CI runs it): the reduce kernel's own code, run thread by
-  # thread on the host, bit for bit against relayHostReduce.
-  add_executable(emul_reduce tests/gpu/emul_reduce.cu src/reduce_host.c src/common.c)
-  target_include_directories(emul_reduce PRIVATE include src tests)
-  target_link_libraries(emul_reduce PRIVATE CUDA::cudart m)
-  target_compile_options(emul_reduce PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
-  add_test(NAME cuda_reduce_emulated COMMAND emul_reduce)
-  set_tests_properties(cuda_reduce_emulated PROPERTIES LABELS cuda TIMEOUT 300)
-
-  # No GPU needed (CI runs it): the one-shot kernel's push and reduce of every
-  # block run on the host over regions laid out as on the GPU.
-  add_executable(emul_oneshot tests/gpu/emul_oneshot.cu src/reduce_host.c src/common.c)
-  target_include_directories(emul_oneshot PRIVATE include src tests)
-  target_link_libraries(emul_oneshot PRIVATE CUDA::cudart m)
-  target_compile_options(emul_oneshot PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
-  add_test(NAME cuda_oneshot_emulated COMMAND emul_oneshot)
-  set_tests_properties(cuda_oneshot_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+  # No GPU needed (CI runs them): the kernels' own code run thread by thread
+  # on the host, bit for bit against relayHostReduce: the reduce kernel
+  # (emul_reduce), and the one-shot's push and reduce of every block over
+  # regions laid out as on the GPU (emul_oneshot).
+  foreach(e reduce oneshot)
+    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c)
+    target_include_directories(emul_${e} PRIVATE include src tests)
+    target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
+    target_compile_options(emul_${e} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
+    add_test(NAME cuda_${e}_emulated COMMAND emul_${e})
+    set_tests_properties(cuda_${e}_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+  endforeach()
 
   # The one-shot path on real GPUs (>= 2, one process each): sweep, skew,
   # 10^4 back-to-back calls, 1000 graph replays, capture before any region,

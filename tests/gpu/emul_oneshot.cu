@@ -28,19 +28,6 @@ enum { NR = 8, GUARD = 64, MAXC = 4099 };
 static unsigned char* region[NR];
 static relayOsLayout L;
 
-static size_t typeSize(relayDataType_t dt) {
-  switch (dt) {
-    case relayInt8:
-    case relayUint8: return 1;
-    case relayFloat16:
-    case relayBfloat16: return 2;
-    case relayInt32:
-    case relayUint32:
-    case relayFloat32: return 4;
-    default: return 8;
-  }
-}
-
 /* The pair epoch of actives i and j in case k: 1..4, both parities, and
  * different pairs of one call on different parities. */
 static u64 pairEpoch(int i, int j, int k) {
@@ -62,7 +49,7 @@ static long g_cases;
 
 static int runCase(const ecase* k, int caseNo) {
   const int A = k->A;
-  const size_t c = k->count, es = typeSize(k->dt), in = k->rs ? (size_t)A * c : c, out = k->gather ? (size_t)A * c : c;
+  const size_t c = k->count, es = relayTypeSize(k->dt), in = k->rs ? (size_t)A * c : c, out = k->gather ? (size_t)A * c : c;
   int ranks[NR];
   for (int i = 0; i < A; i++) ranks[i] = NR - 1 - i * (NR / A);
   /* Caller buffers: [GUARD][src (in elems)][GUARD] and [GUARD][dst][GUARD]. */

@@ -17,19 +17,6 @@
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 
-static size_t typeSize(relayDataType_t dt) {
-  switch (dt) {
-    case relayInt8:
-    case relayUint8: return 1;
-    case relayFloat16:
-    case relayBfloat16: return 2;
-    case relayInt32:
-    case relayUint32:
-    case relayFloat32: return 4;
-    default: return 8;
-  }
-}
-
 enum { MAXK = 8, GUARD = 64 };
 
 int main() {
@@ -51,7 +38,7 @@ int main() {
             relayDataType_t dt = riTypes[ti];
             relayRedOp_t op = riOps[oi];
             int k = riKs[ki];
-            size_t n = counts[ci], es = typeSize(dt);
+            size_t n = counts[ci], es = relayTypeSize(dt);
             int divisor = op == relayAvg ? (k > 1 ? k : 2) : (op == relaySum && (ci & 1) ? 3 : 0);
             memset(pool, 0xCD, stride * (MAXK + 1));
             const void* srcs[MAXK];
