@@ -60,6 +60,7 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 int relayParseRoute(const char* s, int* out) {
+  if (s && strcasecmp(s, "one-shot") == 0) s = "oneshot";
   for (int i = 0; s && i < relayNumRoutes; i++)
     if (strcasecmp(s, kRoutes[i]) == 0) {
       *out = i;

@@ -213,8 +213,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       }
       case O_SIZES: sizes = optarg; break;
       case O_ROUTE:
-        if (strcmp(optarg, "auto") == 0) o->route = relayRouteAuto;
-        else if (relayParseRoute(optarg, &o->route)) {
+        if (relayParseRoute(optarg, &o->route)) {
           fprintf(stderr, "relaycc-sim: --route '%s': want direct, relay, oneshot or auto\n", optarg);
           return 1;
         }

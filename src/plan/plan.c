@@ -18,6 +18,18 @@ const char* relayCollName(relayColl_t coll) {
 }
 
 int relayParseCollAll(const char* s, relayColl_t* out) {
+  static const struct {
+    const char* alias;
+    relayColl_t coll;
+  } aliases[] = {{"all_gather", RELAY_COLL_ALLGATHER},         {"ag", RELAY_COLL_ALLGATHER},
+                 {"reduce_scatter", RELAY_COLL_REDUCESCATTER}, {"rs", RELAY_COLL_REDUCESCATTER},
+                 {"all_reduce", RELAY_COLL_ALLREDUCE},         {"ar", RELAY_COLL_ALLREDUCE},
+                 {"all_to_all", RELAY_COLL_ALLTOALL},          {"a2a", RELAY_COLL_ALLTOALL}};
+  for (size_t i = 0; s && i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcasecmp(s, aliases[i].alias) == 0) {
+      *out = aliases[i].coll;
+      return 0;
+    }
   for (int i = 0; s && i < RELAY_NUM_COLLS_ALL; i++)
     if (strcasecmp(s, kCollNames[i]) == 0) {
       *out = (relayColl_t)i;

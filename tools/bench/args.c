@@ -77,81 +77,12 @@ void benchUsage(FILE* f) {
           DEF_ITERS, DEF_WARMUP, DEF_REPS, DEF_TIMEOUT_SEC);
 }
 
-static const struct {
-  const char* name;
-  relayColl_t coll;
-} kColls[] = {
-    {"allreduce", RELAY_COLL_ALLREDUCE},         {"all_reduce", RELAY_COLL_ALLREDUCE},
-    {"ar", RELAY_COLL_ALLREDUCE},                {"allgather", RELAY_COLL_ALLGATHER},
-    {"all_gather", RELAY_COLL_ALLGATHER},        {"ag", RELAY_COLL_ALLGATHER},
-    {"reducescatter", RELAY_COLL_REDUCESCATTER}, {"reduce_scatter", RELAY_COLL_REDUCESCATTER},
-    {"rs", RELAY_COLL_REDUCESCATTER},            {"alltoall", RELAY_COLL_ALLTOALL},
-    {"all_to_all", RELAY_COLL_ALLTOALL},         {"a2a", RELAY_COLL_ALLTOALL},
-    {"scatter", RELAY_COLL_SCATTER},             {"gather", RELAY_COLL_GATHER},
-};
-
-const char* benchCollName(relayColl_t c) {
-  switch (c) {
-    case RELAY_COLL_ALLREDUCE: return "allreduce";
-    case RELAY_COLL_ALLGATHER: return "allgather";
-    case RELAY_COLL_REDUCESCATTER: return "reducescatter";
-    case RELAY_COLL_ALLTOALL: return "alltoall";
-    case RELAY_COLL_SCATTER: return "scatter";
-    case RELAY_COLL_GATHER: return "gather";
-    default: return "?";
-  }
-}
-
-/* Our own name tables come first so the bench accepts the nccl-tests
- * spellings (float, half, double) whatever the library's parsers take; the
- * library's parsers are the fallback for any other names they know. */
-static const struct {
-  const char* name;
-  relayDataType_t dt;
-} kTypes[] = {
-    {"int8", relayInt8},        {"char", relayInt8},         {"uint8", relayUint8},
-    {"int32", relayInt32},      {"int", relayInt32},         {"uint32", relayUint32},
-    {"int64", relayInt64},      {"uint64", relayUint64},     {"half", relayFloat16},
-    {"float16", relayFloat16},  {"fp16", relayFloat16},      {"float", relayFloat32},
-    {"float32", relayFloat32},  {"fp32", relayFloat32},      {"double", relayFloat64},
-    {"float64", relayFloat64},  {"fp64", relayFloat64},      {"bfloat16", relayBfloat16},
-    {"bf16", relayBfloat16},
-};
-
-static const struct {
-  const char* name;
-  relayRedOp_t op;
-} kOps[] = {{"sum", relaySum}, {"prod", relayProd}, {"max", relayMax}, {"min", relayMin}, {"avg", relayAvg}};
-
-static const struct {
-  const char* name;
-  int route;
-} kRoutes[] = {{"auto", relayRouteAuto},
-               {"direct", relayRouteDirect},
-               {"relay", relayRouteRelay},
-               {"oneshot", relayRouteOneShot},
-               {"one-shot", relayRouteOneShot}};
-
-static int parseType(const char* s, relayDataType_t* out) {
-  for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++)
-    if (!strcasecmp(s, kTypes[i].name)) return *out = kTypes[i].dt, 0;
-  return relayParseType(s, out) == 0 && (int)*out >= 0 && *out < relayNumTypes ? 0 : 1;
-}
-static int parseOp(const char* s, relayRedOp_t* out) {
-  for (size_t i = 0; i < sizeof kOps / sizeof kOps[0]; i++)
-    if (!strcasecmp(s, kOps[i].name)) return *out = kOps[i].op, 0;
-  return relayParseOp(s, out) == 0 && (int)*out >= 0 && *out < relayNumOps ? 0 : 1;
-}
-static int parseRoute(const char* s, int* out) {
-  for (size_t i = 0; i < sizeof kRoutes / sizeof kRoutes[0]; i++)
-    if (!strcasecmp(s, kRoutes[i].name)) return *out = kRoutes[i].route, 0;
-  return relayParseRoute(s, out) == 0 && *out >= 0 && *out < relayNumRoutes ? 0 : 1;
-}
-static int parseColl(const char* s, relayColl_t* out) {
-  for (size_t i = 0; i < sizeof kColls / sizeof kColls[0]; i++)
-    if (!strcasecmp(s, kColls[i].name)) return *out = kColls[i].coll, 0;
-  return relayParseCollAll(s, out) == 0 && (int)*out >= 0 && *out < RELAY_NUM_COLLS_ALL ? 0 : 1;
-}
+/* Names: the library's parsers (nccl-tests' spellings and the usual
+ * aliases: float, half, bf16, ar, all_reduce, one-shot, ...). */
+static int parseType(const char* s, relayDataType_t* out) { return relayParseType(s, out) != 0; }
+static int parseOp(const char* s, relayRedOp_t* out) { return relayParseOp(s, out) != 0; }
+static int parseRoute(const char* s, int* out) { return relayParseRoute(s, out) != 0; }
+static int parseColl(const char* s, relayColl_t* out) { return relayParseCollAll(s, out) != 0; }
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
 static int parseLong(const char* s, long* out) {

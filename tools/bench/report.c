@@ -58,7 +58,7 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
 }
 
 void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName) {
-  fprintf(f, "#\n# %s\n", benchCollName(coll));
+  fprintf(f, "#\n# %s\n", relayCollName(coll));
   if (relayCollRooted(coll)) {
     int n = o->nActive * o->nGroups;
     fprintf(f, "# root %d, rank set = the layout's %d ranks; size = bytes of each member's block; algbw = %d x size "
@@ -93,7 +93,7 @@ void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row) {
 }
 
 void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why) {
-  fprintf(f, "# %s %llu bytes skipped: %s\n", benchCollName(coll), (unsigned long long)bytes, why);
+  fprintf(f, "# %s %llu bytes skipped: %s\n", relayCollName(coll), (unsigned long long)bytes, why);
   fflush(f);
 }
 
@@ -157,7 +157,7 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
     const benchRow* r = &res->rows[i];
     char route[32];
     fprintf(f, "%s\n    {\"coll\": \"%s\", \"bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": ",
-            i ? "," : "", benchCollName((relayColl_t)r->coll), (unsigned long long)r->bytes,
+            i ? "," : "", relayCollName((relayColl_t)r->coll), (unsigned long long)r->bytes,
             (unsigned long long)r->count, relayTypeName(o->dtype));
     if (relayCollReduces((relayColl_t)r->coll))
       fprintf(f, "\"%s\"", relayOpName(o->op));

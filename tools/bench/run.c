@@ -121,7 +121,7 @@ static int rankOneBuffer(const rankCtx* x, relayColl_t coll) {
 
 static int failRank(rankCtx* x, const char* what, relayColl_t coll, uint64_t bytes) {
   fprintf(stderr, "relaycc-bench: rank %d: %s (%s, %llu bytes, backend %s): %s\n", x->r.rank, what,
-          benchCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
+          relayCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
   fflush(stderr);
   return 1;
 }
@@ -212,7 +212,7 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
   uint64_t es = x->esize;
   char tag[160];
   snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s", r->rank,
-           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, relayCollName(c->coll),
            (unsigned long long)(c->coll == RELAY_COLL_ALLGATHER || c->coll == RELAY_COLL_ALLREDUCE
                                     ? count * es
                                     : count * es * (uint64_t)o->nActive),
@@ -282,7 +282,7 @@ static long long checkOnceRooted(rankCtx* x, const benchCall* c, benchTarget t, 
   benchCheckKey key = {c->coll, o->dtype, relaySum, n, 0, m, count};
   char tag[160];
   snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s (root %d, set index %d)", r->rank,
-           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, relayCollName(c->coll),
            (unsigned long long)(count * es), one ? " in place" : "", c->root, m);
   /* Host images: the buffers themselves where they are host memory. */
   void* inImg = be->hostVisible ? (void*)c->send : b->hostIn;
@@ -343,7 +343,7 @@ static int runColl(rankCtx* x, relayColl_t coll) {
   if (o->inplace && coll == RELAY_COLL_ALLTOALL) {
     if (printer) {
       fprintf(stdout, "#\n# %s: in place is rejected by relaycc (as in the reference); skipped\n",
-              benchCollName(coll));
+              relayCollName(coll));
       fflush(stdout);
     }
     return 0;
