@@ -63,9 +63,7 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
       return relaySuccess;
     }
   }
-  enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing((cudaStream_t)stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
-    return relayNotSupported;
+  if (relayNcclCapturing((cudaStream_t)stream)) return relayNotSupported;
   int color = NCCL_SPLIT_NOCOLOR, key = 0;
   for (size_t i = 0; i < n; i++)
     if (ranks[i] == c->rank) {
@@ -134,7 +132,7 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const
     c->failed = 1;
     return relaySetError(c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,
                          "%s (rank %d): NCCL collective on the group's sub-communicator failed: %s",
-                         c->curCallName ? c->curCallName : "relaycc", c->rank, ncclGetErrorString(r));
+                         relayNcclCallName(c), c->rank, ncclGetErrorString(r));
   }
   return relaySuccess;
 }

@@ -46,7 +46,7 @@
 
 /* ---- errors ---------------------------------------------------------- */
 
-static const char* callName(const struct relayComm* c) { return c->curCallName ? c->curCallName : "relaycc"; }
+const char* relayNcclCallName(const struct relayComm* c) { return c->curCallName ? c->curCallName : "relaycc"; }
 
 static relayResult_t fromNccl(ncclResult_t r) {
   switch (r) {
@@ -77,13 +77,13 @@ static relayResult_t fromCuda(cudaError_t e) {
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
   const char* detail = (st && st->nccl && !st->ncclDead) ? ncclGetLastError(st->nccl) : "";
-  return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", callName(c), c->rank,
+  return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", relayNcclCallName(c), c->rank,
                        (unsigned long long)c->callSeq, c->curStep, what, ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 
 static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* what) {
-  return relaySetError(c, fromCuda(e), "%s (rank %d, call #%llu, step %d): %s: %s (%s)", callName(c), c->rank,
+  return relaySetError(c, fromCuda(e), "%s (rank %d, call #%llu, step %d): %s: %s (%s)", relayNcclCallName(c), c->rank,
                        (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e),
                        cudaGetErrorString(e));
 }
@@ -107,12 +107,12 @@ static int isAborted(struct relayComm* c, relayNcclState* st) {
 static relayResult_t checkUsable(struct relayComm* c, relayNcclState* st, const char* what) {
   if (isAborted(c, st))
     return relaySetError(c, relayInvalidUsage, "%s (rank %d, call #%llu, step %d): %s: the comm was aborted",
-                         callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
   if (st->ncclDead)
     return relaySetError(c, relayInvalidUsage,
                          "%s (rank %d, call #%llu, step %d): %s: the NCCL communicator was aborted after an "
                          "earlier error; destroy the comm",
-                         callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
   return relaySuccess;
 }
 
@@ -150,7 +150,7 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   return relaySetError(c, relayTimeout,
                        "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
                        "stuck); the NCCL communicator was aborted",
-                       callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
+                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be) answers ncclInProgress and
@@ -192,12 +192,12 @@ static relayResult_t waitStream(struct relayComm* c, relayNcclState* st, cudaStr
 /* Creation and allocation in relaxed capture mode: allowed even while this
  * thread (or, in global mode, any thread) captures a stream, and never part
  * of the graph. */
-static enum cudaStreamCaptureMode relaxCapture(void) {
+enum cudaStreamCaptureMode relayNcclRelaxCapture(void) {
   enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
   return mode;
 }
-static void restoreCapture(enum cudaStreamCaptureMode mode) { cudaThreadExchangeStreamCaptureMode(&mode); }
+void relayNcclRestoreCapture(enum cudaStreamCaptureMode mode) { cudaThreadExchangeStreamCaptureMode(&mode); }
 
 /* ---- group ------------------------------------------------------------ */
 
@@ -210,7 +210,7 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
     const relayXferDesc* d = i < nSends ? &sends[i] : &recvs[i - nSends];
     if (d->peer < 0 || d->peer >= c->nranks || (d->bytes && !d->ptr))
       return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu, step %d): %s %d has peer %d, ptr %p",
-                           callName(c), c->rank, (unsigned long long)c->callSeq, c->curStep,
+                           relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep,
                            i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
   }
   cudaStream_t s = (cudaStream_t)stream;
@@ -262,13 +262,13 @@ static relayResult_t laneFork(struct relayComm* c, relayNcclState* st, cudaStrea
     relayNcclLane nl;
     memset(&nl, 0, sizeof nl);
     nl.caller = caller;
-    enum cudaStreamCaptureMode mode = relaxCapture();
+    enum cudaStreamCaptureMode mode = relayNcclRelaxCapture();
     /* Non-blocking: the side stream must not serialize with the legacy
      * default stream; its only ordering is the events below. */
     cudaError_t e = cudaStreamCreateWithFlags(&nl.side, cudaStreamNonBlocking);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&nl.fork, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&nl.join, cudaEventDisableTiming);
-    restoreCapture(mode);
+    relayNcclRestoreCapture(mode);
     if (e != cudaSuccess) {
       if (nl.join) cudaEventDestroy(nl.join);
       if (nl.fork) cudaEventDestroy(nl.fork);
@@ -400,14 +400,14 @@ static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void
   /* Plain cudaMalloc, never cudaMallocAsync (see the top of this file); in
    * relaxed mode so that a call captured before any warm-up still allocates
    * real memory outside the graph instead of failing the capture. */
-  enum cudaStreamCaptureMode mode = relaxCapture();
+  enum cudaStreamCaptureMode mode = relayNcclRelaxCapture();
   cudaError_t err = cudaMalloc(&p, size);
-  restoreCapture(mode);
+  relayNcclRestoreCapture(mode);
   if (err != cudaSuccess) {
     cudaGetLastError(); /* an allocation failure is not sticky; don't leave it for the user */
     return relaySetError(c, err == cudaErrorMemoryAllocation ? relaySystemError : fromCuda(err),
                          "%s (rank %d, call #%llu): cudaMalloc of %zu bytes for scratch slot %d failed: %s",
-                         callName(c), c->rank, (unsigned long long)c->callSeq, size, slot, cudaGetErrorString(err));
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, size, slot, cudaGetErrorString(err));
   }
   if (e->ptr) st->retired[st->nRetired++] = e->ptr;
   e->ptr = p;
@@ -426,7 +426,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   if (st->ctrl) {
     /* Owned comm: the host-side shm control plane; no GPU round trip. */
     relayResult_t r = st->ctrl->tp->agree(st->ctrl, mine, all, bytes);
-    if (r != relaySuccess) relaySetError(c, r, "%s (rank %d): agree: %s", callName(c), c->rank, st->ctrl->lastError);
+    if (r != relaySuccess) relaySetError(c, r, "%s (rank %d): agree: %s", relayNcclCallName(c), c->rank, st->ctrl->lastError);
     return r;
   }
   RELAY_CHECK(checkUsable(c, st, "agree"));
@@ -530,14 +530,18 @@ static int drainDevice(int device, int timeoutMs) {
   return done;
 }
 
-static int tpIsCapturing(struct relayComm* c, relayStream_t stream) {
-  (void)c;
+int relayNcclCapturing(cudaStream_t stream) {
   enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing((cudaStream_t)stream, &cap) != cudaSuccess) {
-    cudaGetLastError();
-    return 0;
+  if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) {
+    cudaGetLastError(); /* the user's sticky error is not ours to leave */
+    return 1;
   }
   return cap != cudaStreamCaptureStatusNone;
+}
+
+static int tpIsCapturing(struct relayComm* c, relayStream_t stream) {
+  (void)c;
+  return relayNcclCapturing((cudaStream_t)stream);
 }
 
 static void tpDestroy(struct relayComm* c) {

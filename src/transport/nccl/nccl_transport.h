@@ -79,6 +79,15 @@ extern const relayTransportOps relayNcclTransport;
 /* Largest agree() record, as transport.h promises. */
 #define RELAY_NCCL_AGREE_MAX 256
 
+/* Shared by the transport's parts (nccl_transport.c, oneshot.c, native.c). */
+const char* relayNcclCallName(const struct relayComm* c); /* the running call, for messages */
+/* 1 when stream is being captured, or when that cannot be told (the query's
+ * error is cleared): callers then avoid what a capture forbids. */
+int relayNcclCapturing(cudaStream_t stream);
+/* Creation and allocation in relaxed capture mode, never part of a graph. */
+enum cudaStreamCaptureMode relayNcclRelaxCapture(void);
+void relayNcclRestoreCapture(enum cudaStreamCaptureMode mode);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,8 +79,6 @@ static volatile uint64_t* osHostErr(osState* s) { return (volatile uint64_t*)(s-
 static volatile int32_t* osHostAbort(osState* s) { return (volatile int32_t*)(s->hostPage + 8); }
 static uint64_t* osHostBounce(osState* s) { return (uint64_t*)(s->hostPage + 16); }
 
-static const char* osCallName(const struct relayComm* c) { return c->curCallName ? c->curCallName : "relaycc"; }
-
 /* Wait for the private stream with the comm's deadline (creation only). */
 static cudaError_t osWaitStream(struct relayComm* c, cudaStream_t st) {
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
@@ -240,8 +238,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   if (prevDev != st->device) cudaSetDevice(st->device);
   /* Relaxed: another thread may be capturing in global mode; nothing here
    * is enqueued on a captured stream. */
-  enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  enum cudaStreamCaptureMode mode = relayNcclRelaxCapture();
 
   char why[256] = "";
   osRecord mine;
@@ -294,7 +291,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
               why[0] ? why : "no reason recorded");
   }
   s->ready = allOk;
-  cudaThreadExchangeStreamCaptureMode(&mode);
+  relayNcclRestoreCapture(mode);
   if (prevDev >= 0 && prevDev != st->device) cudaSetDevice(prevDev);
   if (res != relaySuccess) return res;
   return allOk ? relaySuccess : relayNotSupported;
@@ -308,7 +305,7 @@ static relayResult_t osCheckError(struct relayComm* c, osState* s) {
   c->failed = 1;
   s->reported = 1;
   unsigned code = relayOsErrCode(w), peer = relayOsErrPeer(w), blk = relayOsErrBlock(w), ep = relayOsErrEpoch(w);
-  const char* fn = osCallName(c);
+  const char* fn = relayNcclCallName(c);
   switch (code) {
     case RELAY_OS_ERR_FLAG:
     case RELAY_OS_ERR_ACK:
@@ -341,13 +338,7 @@ relayResult_t relayNcclOneShotPrepare(struct relayComm* c, size_t slotBytes, rel
     if (s->ready) RELAY_CHECK(osCheckError(c, s));
     return s->ready && slotBytes <= s->L.slotBytes ? relaySuccess : relayNotSupported;
   }
-  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  cudaError_t e = cudaStreamIsCapturing((cudaStream_t)stream, &cs);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    cs = cudaStreamCaptureStatusActive; /* unknown: behave as under capture (no collective, no allocation) */
-  }
-  if (cs != cudaStreamCaptureStatusNone) return relayNotSupported; /* G3: never create under capture */
+  if (relayNcclCapturing((cudaStream_t)stream)) return relayNotSupported; /* G3: never create under capture */
   return osCreate(c, slotBytes);
 }
 
@@ -366,7 +357,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
       bytes > s->L.slotBytes)
     return relaySetError(c, relayInternalError,
                          "%s (rank %d, call #%llu): one-shot with region %s, A %d, me %d, %zu bytes (slot %llu)",
-                         osCallName(c), c->rank, (unsigned long long)c->callSeq, s && s->ready ? "ready" : "absent", A,
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, s && s->ready ? "ready" : "absent", A,
                          me, bytes, s ? (unsigned long long)s->L.slotBytes : 0ull);
   RELAY_CHECK(osCheckError(c, s));
   if (d->count == 0) return relaySuccess; /* every rank has the same count: none launches */
@@ -376,7 +367,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
     int q = d->ranks[i];
     if (q < 0 || q >= c->nranks || !s->peer[q])
       return relaySetError(c, relayInternalError, "%s (rank %d): one-shot active %d is rank %d (no region)",
-                           osCallName(c), c->rank, i, q);
+                           relayNcclCallName(c), c->rank, i, q);
     a.region[i] = s->peer[q];
     a.rank[i] = q;
   }
@@ -411,7 +402,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   if (e != cudaSuccess) {
     c->failed = 1; /* peers may be waiting for this rank's push */
     return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
-                         "%s (rank %d, call #%llu, step %d): one-shot kernel launch: %s (%s)", osCallName(c), c->rank,
+                         "%s (rank %d, call #%llu, step %d): one-shot kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
                          (unsigned long long)c->callSeq, c->curStep, cudaGetErrorName(e), cudaGetErrorString(e));
   }
   return relaySuccess;
