@@ -128,6 +128,8 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const
     case 3: r = ncclAlltoAll(send, recv, count, t, e->sub, s); break;
     default: return relaySetError(c, relayInternalError, "rank %d: no native collective %d", c->rank, coll);
   }
+  /* A child of a nonblocking parent is nonblocking too. */
+  if (r == ncclInProgress) return relayNcclWaitReady(c, e->sub, "NCCL collective on the group's sub-communicator");
   if (r != ncclSuccess) {
     c->failed = 1;
     return relaySetError(c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,

@@ -153,13 +153,15 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
                        relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
 }
 
-/* A nonblocking NCCL comm (a wrapped one may be) answers ncclInProgress and
- * must be polled until ready before the next NCCL call. */
-static relayResult_t waitNcclReady(struct relayComm* c, relayNcclState* st, const char* what) {
+/* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
+ * split from it) answers ncclInProgress and must be polled until ready
+ * before the next NCCL call: the comm's own or one of its children (nccl). */
+relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const char* what) {
+  relayNcclState* st = c->tpState;
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (int i = 0;; i++) {
     ncclResult_t ae = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+    ncclResult_t r = ncclCommGetAsyncError(nccl, &ae);
     if (r != ncclSuccess) return ncclFail(c, r, what);
     if (ae == ncclSuccess) return relaySuccess;
     if (ae != ncclInProgress) {
@@ -224,7 +226,7 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   ncclResult_t re = ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
-    RELAY_CHECK(waitNcclReady(c, st, "ncclGroupEnd"));
+    RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "ncclGroupEnd"));
     r = ncclSuccess;
   }
   if (r != ncclSuccess) {
@@ -438,7 +440,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   cudaError_t e = cudaMemcpyAsync(dsend, hsend, bytes, cudaMemcpyHostToDevice, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
   ncclResult_t r = ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
-  if (r == ncclInProgress) RELAY_CHECK(waitNcclReady(c, st, "agree: ncclAllGather"));
+  if (r == ncclInProgress) RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "agree: ncclAllGather"));
   else if (r != ncclSuccess) {
     c->failed = 1;
     return ncclFail(c, r, "agree: ncclAllGather");
@@ -640,7 +642,7 @@ static relayResult_t preconnect(struct relayComm* c, relayNcclState* st, int on)
   ncclResult_t re = ncclGroupEnd();
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
-    RELAY_CHECK(waitNcclReady(c, st, "init: connecting peers"));
+    RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "init: connecting peers"));
     r = ncclSuccess;
   }
   if (r != ncclSuccess) return ncclFail(c, r, "init: connecting peers");

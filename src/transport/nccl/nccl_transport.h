@@ -87,6 +87,10 @@ int relayNcclCapturing(cudaStream_t stream);
 /* Creation and allocation in relaxed capture mode, never part of a graph. */
 enum cudaStreamCaptureMode relayNcclRelaxCapture(void);
 void relayNcclRestoreCapture(enum cudaStreamCaptureMode mode);
+/* Poll a nonblocking NCCL comm (this comm's or a child) that answered
+ * ncclInProgress until ready, with the comm's deadline; a failure aborts
+ * this comm's NCCL communicator and fails the relay comm. */
+relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const char* what);
 
 #ifdef __cplusplus
 }
