@@ -1,5 +1,8 @@
 #include "common.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,4 +133,32 @@ uint64_t relayNowNs(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int relayParseBytes(const char* s, uint64_t* out) {
+  if (!s) return 1;
+  while (isspace((unsigned char)*s)) s++;
+  if (*s == '-' || *s == 0) return 1; /* negative or empty */
+  char* end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || end == s || !(v >= 0) || isinf(v)) return 1;
+  double mult = 1;
+  switch (toupper((unsigned char)*end)) {
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (mult > 1) { /* accept K, KB, KiB */
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'b' || *end == 'B') end++;
+  } else if (*end == 'b' || *end == 'B') {
+    end++;
+  }
+  if (*end) return 1;
+  double b = v * mult;
+  if (b > 1.0e18 || b != (double)(uint64_t)b) return 1; /* 1.5K is fine, 1.3 bytes is not */
+  *out = (uint64_t)b;
+  return 0;
 }

@@ -35,6 +35,9 @@ const char* relayEnvStr(const char* name, const char* def);
 
 uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
 
+/* A byte count: 4096, 4K, 1.5M, 2GiB, 64KB (binary units); 0 on success. */
+int relayParseBytes(const char* s, uint64_t* out);
+
 /* FNV-1a over n bytes continuing from h (start from RELAY_HASH_SEED), word by
  * word with a fold: the route lookup runs it on every call, and a byte loop
  * over key and topology cost ~0.3 us of a ~7 us enqueue. */

@@ -102,25 +102,9 @@ static void usage(FILE* f) {
 }
 
 static int parseSize(const char* s, unsigned long long* out) {
-  while (isspace((unsigned char)*s)) s++;
-  if (*s == '-' || !*s) return 1;
-  char* end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || !(v >= 0) || isinf(v)) return 1;
-  double mult = 1;
-  switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-  }
-  if (*end == 'i' || *end == 'I') end++;
-  if (*end == 'b' || *end == 'B') end++;
-  if (*end) return 1;
-  double b = v * mult;
-  if (b != floor(b) || b > 1e18) return 1;
-  *out = (unsigned long long)b;
+  uint64_t v;
+  if (relayParseBytes(s, &v)) return 1;
+  *out = (unsigned long long)v;
   return 0;
 }
 

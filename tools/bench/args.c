@@ -95,34 +95,6 @@ static int parseLong(const char* s, long* out) {
   return 0;
 }
 
-int benchParseBytes(const char* s, uint64_t* out) {
-  if (!s) return 1;
-  while (isspace((unsigned char)*s)) s++;
-  if (*s == '-' || *s == 0) return 1; /* negative or empty */
-  char* end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (errno || end == s || !(v >= 0) || isinf(v)) return 1;
-  double mult = 1;
-  switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
-    default: break;
-  }
-  if (mult > 1) { /* accept K, KB, KiB */
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-  } else if (*end == 'b' || *end == 'B') {
-    end++;
-  }
-  if (*end) return 1;
-  double b = v * mult;
-  if (b != floor(b) || b > 1.0e18) return 1; /* 1.5K is fine, 1.3 bytes is not */
-  *out = (uint64_t)b;
-  return 0;
-}
-
 enum {
   OPT_BACKEND = 1000,
   OPT_RANKS,
@@ -283,7 +255,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
       case 'e':
       case 'i': {
         uint64_t v;
-        if (benchParseBytes(optarg, &v))
+        if (relayParseBytes(optarg, &v))
           return fail(err, len, "%s '%s': not a size in bytes (>= 0; suffixes K, M, G)", name, optarg);
         if (c == 'b') minB = v, haveB = 1;
         if (c == 'e') maxB = v, haveE = 1;
@@ -390,7 +362,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
     char* save = NULL;
     for (char* t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
       uint64_t v;
-      if (benchParseBytes(t, &v))
+      if (relayParseBytes(t, &v))
         return fail(err, len, "--sizes '%s': not a size in bytes (>= 0; suffixes K, M, G)", t);
       if (o->nSizes >= BENCH_MAX_SIZES) return fail(err, len, "--sizes: more than %d sizes", BENCH_MAX_SIZES);
       o->sizes[o->nSizes++] = v;

@@ -79,7 +79,6 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t errLen
 /* Checks that need the resolved rank count (after the backend is known). */
 int benchCheckOpts(benchOpts* o, char* err, size_t errLen);
 void benchUsage(FILE* f);
-int benchParseBytes(const char* s, uint64_t* out); /* 4096, 4K, 1M, 2G, 1.5M */
 
 /* run.c: the body of one rank process. */
 typedef struct {
