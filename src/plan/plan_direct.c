@@ -53,6 +53,16 @@ static void exchange(planBuilder* b, int s, int g, int blocked) {
  * buffer (blockStride = 0: every active sends the block of the same offsets;
  * all-reduce), into dst of the owner. Foreign blocks land in scratch slot 0
  * at stride `stride`, indexed by planPeerSlot. */
+/* Active j's block: the j-th of A counts (blockPerRank), else its share of one. */
+static void ownerBlock(uint64_t count, int A, int j, int blockPerRank, uint64_t* off, uint64_t* len) {
+  if (blockPerRank) {
+    *off = (uint64_t)j * count;
+    *len = count;
+  } else {
+    planSplit(count, A, j, off, len);
+  }
+}
+
 static void reduceBlocks(planBuilder* b, int s, int g, uint64_t count, int blockPerRank,
                          planRef (*dstOf)(int j, uint64_t off)) {
   const planKey* k = planBuilderKey(b);
@@ -61,23 +71,13 @@ static void reduceBlocks(planBuilder* b, int s, int g, uint64_t count, int block
   uint64_t stride = 0;
   for (int j = 0; j < A; j++) {
     uint64_t off, len;
-    if (blockPerRank) {
-      off = (uint64_t)j * count;
-      len = count;
-    } else {
-      planSplit(count, A, j, &off, &len);
-    }
+    ownerBlock(count, A, j, blockPerRank, &off, &len);
     if (len > stride) stride = len;
   }
   for (int j = 0; j < A; j++) {
     int owner = planActiveRank(k, g, j);
     uint64_t off, len;
-    if (blockPerRank) {
-      off = (uint64_t)j * count;
-      len = count;
-    } else {
-      planSplit(count, A, j, &off, &len);
-    }
+    ownerBlock(count, A, j, blockPerRank, &off, &len);
     if (len == 0) continue;
     planRef srcs[PLAN_MAX_SRCS];
     for (int i = 0; i < A; i++) {
