@@ -3,7 +3,7 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
+#   scripts/device_run.sh [build] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -70,13 +70,20 @@ for s in $steps; do
         g=""; [ $mode = graph ] && g=--graph
         run auto_${mode}_small 200 $B --backend nccl -A 2 -c all -b 4K -e 16M -f 4 -d bfloat16 -n 20 -w 5 -r 5 --route auto $g --json "$OUT/auto_${mode}_small.json"
       done ;;
+    gputestwide)
+      # The one-shot GPU test on the kernels compiled for 8 actives (A = 2
+      # takes the pair kernels by default; wide ones serve A > 2).
+      run gputest_wide 300 bash -c "cd build && RELAYCC_ONESHOT_WIDE=1 ctest -L gpu -R gpu_oneshot --output-on-failure --timeout ${GPUTEST_TIMEOUT:-300}" ;;
     tune)
       # One-shot knobs (RELAYCC_ONESHOT_*): block count, threads per block,
-      # LL128 threshold (2026-11-30: 64 blocks and threads by size were best for LL).
+      # LL128 threshold, kernel width. TUNE_VARIANTS="v1;v2;..." (each a
+      # space-separated list of KNOB=value, "" = defaults) replaces the list.
       i=0
-      for v in "" "LL128_BYTES=0" "LL128_BYTES=1" "LL128_BYTES=32768" "LL128_BYTES=1 BLOCKS=32"; do
+      IFS=';' read -r -a variants <<< "${TUNE_VARIANTS:-;LL128_BYTES=0;LL128_BYTES=1;LL128_BYTES=32768;LL128_BYTES=1 BLOCKS=32}"
+      for v in "${variants[@]}"; do
         envs=""; for kv in $v; do envs="$envs RELAYCC_ONESHOT_$kv"; done
         i=$((i+1))
+        log "tune$i: RELAYCC_ONESHOT_* = ${v:-defaults}"
         run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"
       done ;;
     *) log "unknown step $s" ;;

@@ -105,6 +105,7 @@ static int runCase(const ecase* k, int caseNo) {
   }
   PickHost pick;
   pick.gather = k->gather;
+  pick.pair = A == 2;
   OsHostPhase run = visit(k->dt, k->op, pick);
   if (!run) {
     printf("FAIL: no host runner for %s %s\n", relayTypeName(k->dt), relayOpName(k->op));

@@ -11,7 +11,9 @@
  * Tuning: RELAYCC_ONESHOT_BLOCKS (default 64: 16 and 32 measured no faster at
  * 4-32 KiB and up to 2x slower at 1 MiB on H200), RELAYCC_ONESHOT_THREADS
  * (256 or 512; default by size, oneshot.h). The block count and the LL
- * thresholds are rank 0's on every rank.
+ * thresholds are rank 0's on every rank. RELAYCC_ONESHOT_WIDE=1 runs the
+ * kernels compiled for 8 actives at A = 2 too (oneshot.cu: the pair
+ * kernels are the default there; the knob measures the difference).
  *
  * Creation (oneshotPrepare, COLLECTIVE over all comm ranks, helpers too, on
  * the same call; the seed measured ~1.7 ms once per comm for 8 ranks):
@@ -59,6 +61,7 @@ _Static_assert(RELAY_OS_MAX_ACTIVE == RELAY_TP_ONESHOT_MAX, "one-shot rank limit
 typedef struct {
   int tried, ready;
   int n, blocks, threads;
+  int wide; /* RELAYCC_ONESHOT_WIDE=1: the 8-active kernels at A = 2 too (A/B measurement; local) */
   uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
   uint64_t ll128Bytes; /* ... and at or above which LL's calls take LL128 instead (agreed; 0: never) */
   relayOsLayout L;
@@ -232,6 +235,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   long ll128Bytes = relayEnvLong("RELAYCC_ONESHOT_LL128_BYTES", (long)RELAY_OS_LL128_DEFAULT_BYTES);
   s->ll128Bytes = ll128Bytes <= 0 ? 0 : (uint64_t)ll128Bytes;
   int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
+  s->wide = relayEnvLong("RELAYCC_ONESHOT_WIDE", 0) != 0;
 
   int prevDev = -1;
   cudaGetDevice(&prevDev);
@@ -393,6 +397,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   a.gather = d->gather != 0;
   a.divisor = d->divisor;
   a.elemSize = (int32_t)es;
+  a.wide = s->wide;
 
   a.timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
   a.hostErr = (unsigned long long*)s->hostPageDev;

@@ -122,7 +122,7 @@ RD void osCopy(S* dst, const S* src, uint64_t n, bool vec, int tid, int nthr) {
 }
 
 /* dst[i] = fold over srcs[0..A-1] in that order (/ divisor), n elements. */
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, uint64_t n, int divisor, bool vec,
                int tid, int nthr) {
   typedef typename Tr::S S;
@@ -138,7 +138,7 @@ RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, ui
 UNROLL
       for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
 UNROLL
-      for (int s = 1; s < RELAY_OS_MAX_ACTIVE; s++) {
+      for (int s = 1; s < NA; s++) {
         if (s < A) {
           Vec16<S> y;
           y.u = ldVec((const uint4*)srcs[s] + v);
@@ -156,7 +156,7 @@ UNROLL
   for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) {
     Acc acc = Tr::load(ldElem(srcs[0] + i));
 UNROLL
-    for (int s = 1; s < RELAY_OS_MAX_ACTIVE; s++)
+    for (int s = 1; s < NA; s++)
       if (s < A) acc = fold<Tr, OP>(acc, Tr::load(ldElem(srcs[s] + i)));
     dst[i] = Tr::store(acc, divisor);
   }
@@ -182,7 +182,7 @@ RD void osPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
 
 /* Step 5 for block blk: dst range = my own block of src folded with every
  * peer's staged one, in active-index order. */
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 RD void osReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t lo, hi;
@@ -190,9 +190,9 @@ RD void osReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   if (hi <= lo) return;
   const int A = a.nActive, me = a.me;
   const char* mine = a.region[me];
-  const S* srcs[RELAY_OS_MAX_ACTIVE];
+  const S* srcs[NA];
 UNROLL
-  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+  for (int i = 0; i < NA; i++) {
     if (i >= A)
       srcs[i] = NULL;
     else if (i == me)
@@ -206,7 +206,7 @@ UNROLL
       if (srcs[i] != (const S*)a.dst + (uint64_t)i * a.count + lo)
         osCopy<S>((S*)a.dst + (uint64_t)i * a.count + lo, srcs[i], hi - lo, a.vec != 0, tid, nthr);
   } else {
-    osFold<Tr, OP>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+    osFold<Tr, OP, NA>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
   }
 }
 
@@ -232,7 +232,7 @@ __device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)
 /* Record this rank's first failure: the region's sticky err (later launches
  * exit at once), every peer's rerr[me] (their waits on us end), the mapped
  * host word (the host reports it at the next call, naming the peer). */
-__device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
+__device__ __noinline__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
   const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
   u64* err = wordAt(a.region[a.me], a.L.ctlOff + 8);
   if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
@@ -248,7 +248,7 @@ __device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int bl
  * polls: this rank failed elsewhere (another block), the peer reported a
  * failure, the deadline passed; every 1024: the host aborted (a PCIe read,
  * ~1 us). Returns false when the wait must end (the failure recorded). */
-__device__ __forceinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
+__device__ __noinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
                                               const u64* rerr, unsigned code, int peerRank, int blk, u64 ep) {
   if (ldVolatile(err) != 0) return false;
   if (ldVolatile(rerr) != 0) {
@@ -310,7 +310,7 @@ RD uint4 llLoad(const char* line) {
 }
 
 /* Poll an LL line until both flags are f (bounded like osWait). */
-__device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
+__device__ __noinline__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                        u64 ep) {
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
@@ -406,14 +406,14 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
  * reduce-scatter: the bits of relayHostReduce) or each into its own output
  * block (all-gather, all-to-all: blocks count elements apart). Nothing at or
  * past byte `limit` of a block is written. LL and LL128 alike. */
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 RD void llEmit(const relayOsArgs& a, const uint64_t* words, uint64_t l, uint64_t limit) {
   typedef typename Tr::S S;
   const int A = a.nActive;
   if constexpr (OP == RELAY_OS_GATHER) {
     const uint64_t stride = a.count * sizeof(S);
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+    for (int i = 0; i < NA; i++)
       if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * stride, l, limit, words[i]);
   } else {
     typedef typename Tr::Acc Acc;
@@ -422,14 +422,14 @@ UNROLL
       uint64_t u;
       S e[V8];
     };
-    Chunk d[RELAY_OS_MAX_ACTIVE], out;
+    Chunk d[NA], out;
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) d[i].u = words[i];
+    for (int i = 0; i < NA; i++) d[i].u = words[i];
 UNROLL
     for (int k = 0; k < V8; k++) {
       Acc acc = Tr::load(d[0].e[k]);
 UNROLL
-      for (int i = 1; i < RELAY_OS_MAX_ACTIVE; i++)
+      for (int i = 1; i < NA; i++)
         if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
       out.e[k] = Tr::store(acc, a.divisor);
     }
@@ -440,9 +440,10 @@ UNROLL
 /* Where each peer's lines for me start in my region (its parity set, plus
  * `off`), and the flag they carry this call; NULL and 0 for me and for
  * indices past A. LL and LL128 alike. */
+template <int NA>
 RD void llPeerLines(const relayOsArgs& a, const u64* ep, uint64_t off, char** lines, uint32_t* fl) {
 UNROLL
-  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+  for (int i = 0; i < NA; i++) {
     const bool peer = i < a.nActive && i != a.me;
     lines[i] = peer ? a.region[a.me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + off : NULL;
     fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
@@ -451,7 +452,7 @@ UNROLL
 
 /* Reduce: my own lines with every peer's, in active-index order; each
  * consumed line is zeroed. false: a wait failed (recorded by osFail). */
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t lo, hi;
@@ -460,13 +461,13 @@ RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   const uint64_t total = a.count * sizeof(S), l0 = lo * sizeof(S) / 8, l1 = (hi * sizeof(S) + 7) / 8;
   const int A = a.nActive, me = a.me;
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
-  char* lines[RELAY_OS_MAX_ACTIVE];
-  uint32_t fl[RELAY_OS_MAX_ACTIVE];
-  llPeerLines(a, ep, 0, lines, fl);
+  char* lines[NA];
+  uint32_t fl[NA];
+  llPeerLines<NA>(a, ep, 0, lines, fl);
   for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
-    uint64_t d[RELAY_OS_MAX_ACTIVE];
+    uint64_t d[NA];
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    for (int i = 0; i < NA; i++) {
       d[i] = 0;
       if (i >= A) continue;
       if (i == me)
@@ -475,9 +476,9 @@ UNROLL
         return false;
     }
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+    for (int i = 0; i < NA; i++)
       if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
-    llEmit<Tr, OP>(a, d, l, total);
+    llEmit<Tr, OP, NA>(a, d, l, total);
   }
   return true;
 }
@@ -555,24 +556,34 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
 /* Wait for a whole line: every lane loads its part, lane 7 of each 8 checks
  * the flag, and the warp reloads until no lane sees a stale flag (a line
  * lands whole, so a current flag means current data). Warp-uniform; the
- * give-up check is lane 0's, shared. The host emulation checks once. */
-RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
-                   int peerIdx, int blk, u64 ep) {
+ * give-up check is lane 0's, shared. The first load is inline and the
+ * polling loop is not: out-of-line cold paths keep the kernel's hot code
+ * small (see PickKernel). The host emulation checks once. */
 #ifdef __CUDA_ARCH__
+__device__ __noinline__ bool ll128Spin(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f,
+                                       uint64_t* lo, uint64_t* hi, int peerIdx, int blk, u64 ep) {
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
   const u64* err = wordAt(mine, a.L.ctlOff + 8);
   const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
-  u64 t0 = 0;
+  const u64 t0 = globalTimer();
   for (unsigned it = 1;; it++) {
     if (on) ll128Load(p, lo, hi);
     const bool stale = on && part == 7 && *hi != f;
     if (!__any_sync(0xffffffffu, stale)) return true;
-    if (it == 1) t0 = globalTimer();
     if ((it & 63u) != 0) continue;
     int keep = (threadIdx.x & 31) == 0 ? (int)osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep) : 0;
     if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
   }
+}
+#endif
+
+RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
+                   int peerIdx, int blk, u64 ep) {
+#ifdef __CUDA_ARCH__
+  if (on) ll128Load(p, lo, hi);
+  if (!__any_sync(0xffffffffu, on && part == 7 && *hi != f)) return true;
+  return ll128Spin(a, p, on, part, f, lo, hi, peerIdx, blk, ep);
 #else
   (void)peerIdx, (void)blk, (void)ep;
   if (!on) return true;
@@ -585,7 +596,7 @@ RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint6
 
 /* Reduce: my own words with every peer's, in active-index order; each
  * consumed line is zeroed whole. false: a wait failed (recorded). */
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t loB, hiB, nl, first;
@@ -593,16 +604,16 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
   const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
   const int A = a.nActive, me = a.me;
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
-  char* lines[RELAY_OS_MAX_ACTIVE];
-  uint32_t fl[RELAY_OS_MAX_ACTIVE];
-  llPeerLines(a, ep, first * 128 + 16 * (uint64_t)part, lines, fl);
+  char* lines[NA];
+  uint32_t fl[NA];
+  llPeerLines<NA>(a, ep, first * 128 + 16 * (uint64_t)part, lines, fl);
   for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
     const uint64_t line = base + (uint64_t)(lane >> 3);
     const bool on = line < nl;
     const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
-    uint64_t d[2][RELAY_OS_MAX_ACTIVE]; /* [word][active] */
+    uint64_t d[2][NA]; /* [word][active] */
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++) {
+    for (int i = 0; i < NA; i++) {
       d[0][i] = d[1][i] = 0;
       if (i >= A) continue;
       if (i == me) {
@@ -613,13 +624,13 @@ UNROLL
       }
     }
 UNROLL
-    for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+    for (int i = 0; i < NA; i++)
       if (on && i < A && i != me) ll128Store(lines[i] + line * 128, 0, 0);
     if (!on) continue;
 UNROLL
     for (int w = 0; w < 2; w++) {
       if (w == 1 && part == 7) break; /* the flag */
-      llEmit<Tr, OP>(a, d[w], l8 + (uint64_t)w, hiB);
+      llEmit<Tr, OP, NA>(a, d[w], l8 + (uint64_t)w, hiB);
     }
   }
   return true;
@@ -629,25 +640,25 @@ UNROLL
  * every call (blocks with no data only advance their epochs), no barrier
  * but the last. One instantiation per protocol, so LL's code is the same
  * as before LL128 existed. */
-template <typename Tr, int OP, int P>
+template <typename Tr, int OP, int P, int NA>
 __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a) {
   const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
   const int A = a.nActive, me = a.me;
   char* const mine = a.region[me];
   const u64* err = wordAt(mine, a.L.ctlOff + 8);
   bool ok = ldVolatile(err) == 0; /* a failed comm stays failed */
-  u64 ep[RELAY_OS_MAX_ACTIVE];
+  u64 ep[NA];
 UNROLL
-  for (int i = 0; i < RELAY_OS_MAX_ACTIVE; i++)
+  for (int i = 0; i < NA; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
   if (P == 2) {
     /* LL128's waits are warp-wide: the whole warp goes or stays. */
     ok = __all_sync(0xffffffffu, ok);
     if (ok) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
-    if (ok) ok = ll128ReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+    if (ok) ok = ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   } else {
     if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
-    if (ok) ok = llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+    if (ok) ok = llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
@@ -655,7 +666,7 @@ UNROLL
     stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[tid], blk)), ep[tid]);
 }
 
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) {
   __shared__ u64 sEp[RELAY_OS_MAX_ACTIVE];
   __shared__ int sFail;
@@ -703,7 +714,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   __syncthreads();
 
   /* 5. Reduce. */
-  if (!sFail) osReduceBlock<Tr, OP>(a, sEp, blk, tid, nthr);
+  if (!sFail) osReduceBlock<Tr, OP, NA>(a, sEp, blk, tid, nthr);
   __syncthreads();
 
   /* 6. The last block out advances the epochs and acknowledges every peer:
@@ -726,18 +737,26 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   }
 }
 
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 const void* pickProtocol(int ll) {
-  return ll == 2 ? (const void*)osKernelLL<Tr, OP, 2> : ll ? (const void*)osKernelLL<Tr, OP, 1> : (const void*)osKernel<Tr, OP>;
+  return ll == 2 ? (const void*)osKernelLL<Tr, OP, 2, NA>
+         : ll    ? (const void*)osKernelLL<Tr, OP, 1, NA>
+                 : (const void*)osKernel<Tr, OP, NA>;
 }
 
+/* Kernels are compiled for at most NA actives: 2 (the pair of a 2-GPU job)
+ * or RELAY_OS_MAX_ACTIVE. Every per-active loop is unrolled to NA, so the
+ * pair kernels carry a quarter of the wide ones' copies of each wait and
+ * fold (wide bf16 sum: LL 38 KB, LL128 83 KB of SASS). */
 struct PickKernel {
   typedef const void* Result;
-  int ll, gather;
+  int ll, gather, pair;
   template <typename Tr, int OP>
   Result apply() {
     /* A gather's kernels depend on the element type only. */
-    return gather ? pickProtocol<Tr, RELAY_OS_GATHER>(ll) : pickProtocol<Tr, OP>(ll);
+    if (pair) return gather ? pickProtocol<Tr, RELAY_OS_GATHER, 2>(ll) : pickProtocol<Tr, OP, 2>(ll);
+    return gather ? pickProtocol<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>(ll)
+                  : pickProtocol<Tr, OP, RELAY_OS_MAX_ACTIVE>(ll);
   }
   Result none() { return NULL; }
 };
@@ -748,28 +767,30 @@ struct PickKernel {
  * a.ll names. Returns 0 when an LL line was not there (or had the wrong
  * flag) when its reader came. */
 typedef int (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
-template <typename Tr, int OP>
+template <typename Tr, int OP, int NA>
 int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
   if (a.ll == 2) {
     if (phase == 0) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
-    return phase == 0 ? 1 : (int)ll128ReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+    return phase == 0 ? 1 : (int)ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   if (a.ll) {
     if (phase == 0) llPushBlock<Tr>(a, ep, blk, tid, nthr);
-    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   if (phase == 0)
     osPushBlock<Tr>(a, ep, blk, tid, nthr);
   else
-    osReduceBlock<Tr, OP>(a, ep, blk, tid, nthr);
+    osReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   return 1;
 }
+/* The same width choice as relayCudaOneShot's (pair: A == 2). */
 struct PickHost {
   typedef OsHostPhase Result;
-  int gather;
+  int gather, pair;
   template <typename Tr, int OP>
   Result apply() {
-    return gather ? osHostPhase<Tr, RELAY_OS_GATHER> : osHostPhase<Tr, OP>;
+    if (pair) return gather ? osHostPhase<Tr, RELAY_OS_GATHER, 2> : osHostPhase<Tr, OP, 2>;
+    return gather ? osHostPhase<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE> : osHostPhase<Tr, OP, RELAY_OS_MAX_ACTIVE>;
   }
   Result none() { return NULL; }
 };
@@ -782,6 +803,7 @@ extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt
   PickKernel v;
   v.ll = a ? a->ll : 0;
   v.gather = a ? a->gather : 0;
+  v.pair = a && a->nActive == 2 && !a->wide;
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||

@@ -244,6 +244,8 @@ typedef struct {
   int32_t divisor;
   int32_t gather; /* 1: all-gather / all-to-all: contribution j to dst + j * count, no reduce */
   int32_t elemSize;
+  int32_t wide; /* 1: the kernels compiled for RELAY_OS_MAX_ACTIVE actives even at A = 2 (RELAYCC_ONESHOT_WIDE) */
+  int32_t pad2;
   uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
   unsigned long long* hostErr;      /* device alias of a mapped host word: the host reads errors without a sync */
   const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
