@@ -202,8 +202,9 @@ UNROLL
   }
   if constexpr (OP == RELAY_OS_GATHER) {
     /* Side by side; in place (all-gather) my block is its own source. */
-    for (int i = 0; i < A; i++)
-      if (srcs[i] != (const S*)a.dst + (uint64_t)i * a.count + lo)
+UNROLL
+    for (int i = 0; i < NA; i++)
+      if (i < A && srcs[i] != (const S*)a.dst + (uint64_t)i * a.count + lo)
         osCopy<S>((S*)a.dst + (uint64_t)i * a.count + lo, srcs[i], hi - lo, a.vec != 0, tid, nthr);
   } else {
     osFold<Tr, OP, NA>((S*)a.dst + lo, srcs, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
@@ -232,7 +233,7 @@ __device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)
 /* Record this rank's first failure: the region's sticky err (later launches
  * exit at once), every peer's rerr[me] (their waits on us end), the mapped
  * host word (the host reports it at the next call, naming the peer). */
-__device__ __noinline__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
+__device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
   const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
   u64* err = wordAt(a.region[a.me], a.L.ctlOff + 8);
   if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
@@ -248,7 +249,7 @@ __device__ __noinline__ void osFail(const relayOsArgs& a, unsigned code, int pee
  * polls: this rank failed elsewhere (another block), the peer reported a
  * failure, the deadline passed; every 1024: the host aborted (a PCIe read,
  * ~1 us). Returns false when the wait must end (the failure recorded). */
-__device__ __noinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
+__device__ __forceinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
                                               const u64* rerr, unsigned code, int peerRank, int blk, u64 ep) {
   if (ldVolatile(err) != 0) return false;
   if (ldVolatile(rerr) != 0) {
@@ -310,7 +311,7 @@ RD uint4 llLoad(const char* line) {
 }
 
 /* Poll an LL line until both flags are f (bounded like osWait). */
-__device__ __noinline__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
+__device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                        u64 ep) {
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
@@ -380,11 +381,23 @@ UNROLL
     if (off + (uint64_t)k * sizeof(S) < total) p[k] = x.e[k];
 }
 
+/* ep[j] of the LL kernels' register array: selected over constant indices,
+ * so the array never goes to the stack (a runtime index puts it there:
+ * every thread of the grid writes it at kernel start). */
+template <int NA>
+RD u64 epOf(const u64* ep, int j) {
+  u64 e = ep[0];
+UNROLL
+  for (int i = 1; i < NA; i++)
+    if (i == j) e = ep[i];
+  return e;
+}
+
 /* Push: this block's lines of my contribution for each peer into that
  * peer's LL slot for me. Thread t takes lines t, t + nthr, ... in both
  * phases, so a line of an in-place buffer is read (pushed, folded) and
  * written by one thread, in that order. */
-template <typename Tr>
+template <typename Tr, int NA>
 RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t lo, hi;
@@ -395,8 +408,9 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
     const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
-    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(ep[j] & 1), myRank);
-    const uint32_t f = relayOsLLFlag(ep[j], a.count);
+    const u64 e = epOf<NA>(ep, j);
+    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank);
+    const uint32_t f = relayOsLLFlag(e, a.count);
     for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) llStore(d + l * 16, llGather<S>(s, l, total), f);
   }
 }
@@ -527,7 +541,7 @@ RD bool ll128Span(const relayOsArgs& a, int es, int blk, uint64_t* loB, uint64_t
  * store, so a line's 8 parts leave in one store instruction. Words past the
  * block's range go as zeros. Same lanes, same words in the reduce: a word
  * of an in-place buffer is pushed, folded and written by one thread. */
-template <typename Tr>
+template <typename Tr, int NA>
 RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t loB, hiB, nl, first;
@@ -537,8 +551,9 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
     const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
-    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(ep[j] & 1), myRank) + first * 128 + 16 * (uint64_t)part;
-    const uint64_t f = relayOsLLFlag(ep[j], a.count);
+    const u64 e = epOf<NA>(ep, j);
+    char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank) + first * 128 + 16 * (uint64_t)part;
+    const uint64_t f = relayOsLLFlag(e, a.count);
     for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
       const uint64_t line = base + (uint64_t)(lane >> 3);
       const bool on = line < nl;
@@ -556,34 +571,28 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
 /* Wait for a whole line: every lane loads its part, lane 7 of each 8 checks
  * the flag, and the warp reloads until no lane sees a stale flag (a line
  * lands whole, so a current flag means current data). Warp-uniform; the
- * give-up check is lane 0's, shared. The first load is inline and the
- * polling loop is not: out-of-line cold paths keep the kernel's hot code
- * small (see PickKernel). The host emulation checks once. */
+ * give-up check is lane 0's, shared. The host emulation checks once.
+ * Inline, as every wait here: a non-inlined callee taking `a` by reference
+ * makes each thread copy the ~300-byte arguments to its stack at kernel
+ * start (ptxas: 312-504 bytes stack frame), measured 0.7-1.4 us slower per
+ * call at 4-512 KiB on 2 x H200 (2026-11-30 run 7). */
+RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
+                   int peerIdx, int blk, u64 ep) {
 #ifdef __CUDA_ARCH__
-__device__ __noinline__ bool ll128Spin(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f,
-                                       uint64_t* lo, uint64_t* hi, int peerIdx, int blk, u64 ep) {
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
   const u64* err = wordAt(mine, a.L.ctlOff + 8);
   const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
-  const u64 t0 = globalTimer();
+  u64 t0 = 0;
   for (unsigned it = 1;; it++) {
     if (on) ll128Load(p, lo, hi);
     const bool stale = on && part == 7 && *hi != f;
     if (!__any_sync(0xffffffffu, stale)) return true;
+    if (it == 1) t0 = globalTimer();
     if ((it & 63u) != 0) continue;
     int keep = (threadIdx.x & 31) == 0 ? (int)osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep) : 0;
     if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
   }
-}
-#endif
-
-RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
-                   int peerIdx, int blk, u64 ep) {
-#ifdef __CUDA_ARCH__
-  if (on) ll128Load(p, lo, hi);
-  if (!__any_sync(0xffffffffu, on && part == 7 && *hi != f)) return true;
-  return ll128Spin(a, p, on, part, f, lo, hi, peerIdx, blk, ep);
 #else
   (void)peerIdx, (void)blk, (void)ep;
   if (!on) return true;
@@ -654,16 +663,19 @@ UNROLL
   if (P == 2) {
     /* LL128's waits are warp-wide: the whole warp goes or stays. */
     ok = __all_sync(0xffffffffu, ok);
-    if (ok) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (ok) ll128PushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     if (ok) ok = ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   } else {
-    if (ok) llPushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (ok) llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     if (ok) ok = llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
-  if (tid < A && tid != me && ldVolatile(err) == 0)
-    stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[tid], blk)), ep[tid]);
+  if (tid < A && tid != me && ldVolatile(err) == 0) {
+UNROLL
+    for (int i = 0; i < NA; i++)
+      if (i == tid) stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk)), ep[i]);
+  }
 }
 
 template <typename Tr, int OP, int NA>
@@ -770,11 +782,11 @@ typedef int (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid
 template <typename Tr, int OP, int NA>
 int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
   if (a.ll == 2) {
-    if (phase == 0) ll128PushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (phase == 0) ll128PushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     return phase == 0 ? 1 : (int)ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   if (a.ll) {
-    if (phase == 0) llPushBlock<Tr>(a, ep, blk, tid, nthr);
+    if (phase == 0) llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
   if (phase == 0)
