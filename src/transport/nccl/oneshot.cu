@@ -3,15 +3,18 @@
  * reduce-scatter AND reduces it, instead of an NCCL group plus a reduce
  * launch (on the seed's MI350X one group of P2P ops cost ~0.038 ms against
  * ~0.035 ms for NCCL's whole fused reduce-scatter: below ~1 MiB the launch is
- * the cost). Two protocols (oneshot.h): LL up to RELAYCC_ONESHOT_LL_BYTES per
- * destination (default 256 KiB), the flag protocol above.
+ * the cost). Three protocols (oneshot.h): LL up to RELAYCC_ONESHOT_LL_BYTES per
+ * destination (default 256 KiB), LL128 in its place from
+ * RELAYCC_ONESHOT_LL128_BYTES (default 64 KiB), the flag protocol above.
  *
  * Measured on 2 x H200 (NCCL 2.28.3, bf16, CUDA-graph replays, per call):
  * the flag protocol costs ~8.1 us at any size up to 256 KiB (two
  * system-scope fences and a flag round trip: 0.69-0.89x NCCL there), LL
- * ~4.0 us from 4 to 32 KiB (1.6-1.7x NCCL all-reduce, 1.4-1.5x
- * reduce-scatter). Above 256 KiB the flag protocol moves half LL's bytes
- * (LL there is unmeasured: its area is sized for 256 KiB per slot).
+ * ~4.0 us from 4 to 32 KiB with the 8-active kernels, 3.5-3.7 us with the
+ * pair kernels (PickKernel; all-reduce 1.76-1.95x NCCL, reduce-scatter
+ * 1.56-1.72x), LL128 4.1-4.9 us from 64 to 256 KiB. Above 256 KiB the flag
+ * protocol moves half LL's bytes (LL there is unmeasured: its area is sized
+ * for 256 KiB per slot).
  *
  * The flag protocol is shm_oneshot.c's, per block (see oneshot.h for the
  * region):
@@ -759,7 +762,11 @@ const void* pickProtocol(int ll) {
 /* Kernels are compiled for at most NA actives: 2 (the pair of a 2-GPU job)
  * or RELAY_OS_MAX_ACTIVE. Every per-active loop is unrolled to NA, so the
  * pair kernels carry a quarter of the wide ones' copies of each wait and
- * fold (wide bf16 sum: LL 38 KB, LL128 83 KB of SASS). */
+ * fold (bf16 sum, SASS: LL 20 KB against 38, LL128 33 KB against 83) and
+ * half their registers (49-64 against 113-127). Measured on 2 x H200
+ * (2026-11-30 run 8, graph replay, bf16, same process as the wide ones via
+ * RELAYCC_ONESHOT_WIDE=1): 0.40-0.65 us less per call from 4 KB to 512 KB
+ * (all-reduce 4 KB 3.56 against 4.00 us, LL128 64 KB 4.12 against 4.76). */
 struct PickKernel {
   typedef const void* Result;
   int ll, gather, pair;
