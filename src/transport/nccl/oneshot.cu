@@ -577,8 +577,8 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
  * give-up check is lane 0's, shared. The host emulation checks once.
  * Inline, as every wait here: a non-inlined callee taking `a` by reference
  * makes each thread copy the ~300-byte arguments to its stack at kernel
- * start (ptxas: 312-504 bytes stack frame), measured 0.7-1.4 us slower per
- * call at 4-512 KiB on 2 x H200 (2026-11-30 run 7). */
+ * start (ptxas: 312-504 bytes stack frame), measured 1.2-3.1 us slower per
+ * call at 4-512 KB on 2 x H200 (2026-11-30 run 7). */
 RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
                    int peerIdx, int blk, u64 ep) {
 #ifdef __CUDA_ARCH__
