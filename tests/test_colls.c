@@ -235,10 +235,22 @@ static int badInputRank(int rank, int nranks, void* arg) {
   relayLayout_t Lrep = {1, 4, rep};
   res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Lrep, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "repeated rank");
+  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[1] and [2] both name rank 1") != NULL,
+          "rank %d: repeated-rank error does not name both places: %s", rank, relayGetLastError(comm));
+  /* The same ranks in another order right after: the rank table's entries of
+   * the call before must not count as repeats (a fresh stamp per check). */
+  int rep2[4] = {3, 1, 2, 3};
+  relayLayout_t Lrep2 = {1, 4, rep2};
+  res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Lrep2, comm, NULL);
+  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank (second layout)");
+  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[0] and [3] both name rank 3") != NULL,
+          "rank %d: second repeated-rank error: %s", rank, relayGetLastError(comm));
   int oor[4] = {0, 1, 2, 8};
   relayLayout_t Loor = {1, 4, oor};
   res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Loor, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "rank out of range");
+  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[3] = 8 is not in [0, ") != NULL,
+          "rank %d: out-of-range error does not name layout.ranks[3]: %s", rank, relayGetLastError(comm));
   /* counts that differ between ranks */
   size_t mine[1] = {rank == 5 ? 65 : 64};
   res = relayAllReduce(active, activeR, mine, relayFloat32, relaySum, &L, comm, NULL);

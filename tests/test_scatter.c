@@ -369,7 +369,7 @@ static int badInputRank(int rank, int nranks, void* arg) {
   expectAll(comm, rank, res, relayInvalidArgument, "negative root", NULL);
   int dup[4] = {1, 3, 3, 7};
   res = relayScatter(s, r, counts, relayFloat32, root, dup, 4, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank", rank == 0 ? "both name rank 3" : NULL);
+  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank", rank == 0 ? "ranks[1] and [2] both name rank 3" : NULL);
   int oor[4] = {1, 3, 9, 7};
   res = relayGather(r, s == NULL ? NULL : (void*)send, counts, relayFloat32, root, oor, 4, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "rank out of range", rank == 0 ? "ranks[2] = 9" : NULL);

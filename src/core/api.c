@@ -156,6 +156,33 @@ typedef struct {
 
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex);
 
+/* what[0..n) are comm ranks, pairwise distinct; *mine = the index of this
+ * rank in them, or -1. O(n): comm->rankSeen remembers, per rank, where this
+ * check saw it (entries of older checks carry an older stamp). `dupHint`
+ * ends the duplicate's message. */
+static relayResult_t checkRanks(struct relayComm* c, const char* fn, const char* what, const int* ranks, int n,
+                                const char* dupHint, int* mine) {
+  *mine = -1;
+  if (++c->rankCheck == 0) { /* the stamp wrapped: forget every older check */
+    memset(c->rankSeen, 0, (size_t)c->nranks * sizeof *c->rankSeen);
+    c->rankCheck = 1;
+  }
+  const uint64_t stamp = (uint64_t)c->rankCheck << 32;
+  for (int i = 0; i < n; i++) {
+    int q = ranks[i];
+    if (q < 0 || q >= c->nranks)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s[%d] = %d is not in [0, %d)", fn, c->rank, what,
+                           i, q, c->nranks);
+    uint64_t seen = c->rankSeen[q];
+    if ((seen & ~0xffffffffull) == stamp)
+      return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s[%d] and [%d] both name rank %d%s", fn, c->rank,
+                           what, (int)(uint32_t)seen - 1, i, q, dupHint);
+    c->rankSeen[q] = stamp | (uint64_t)(i + 1);
+    if (q == c->rank) *mine = i;
+  }
+  return relaySuccess;
+}
+
 static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
   if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex);
   const char* fn = kCallNames[a->coll];
@@ -180,20 +207,12 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
                          "%s (rank %d): layout has %d groups x %d active = %lld ranks, the comm has %d", fn, r,
                          L->nGroups, L->nActive, (long long)L->nGroups * L->nActive, c->nranks);
   if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.ranks is NULL", fn, r);
-  int n = L->nGroups * L->nActive;
-  for (int i = 0; i < n; i++) {
-    if (L->ranks[i] < 0 || L->ranks[i] >= c->nranks)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.ranks[%d] = %d is not in [0, %d)", fn, r,
-                           i, L->ranks[i], c->nranks);
-    for (int j = 0; j < i; j++)
-      if (L->ranks[j] == L->ranks[i])
-        return relaySetError(c, relayInvalidArgument,
-                             "%s (rank %d): layout.ranks[%d] and [%d] both name rank %d (a rank is active in at most one group)",
-                             fn, r, j, i, L->ranks[i]);
-    if (L->ranks[i] == r) {
-      *myGroup = i / L->nActive;
-      *myIndex = i % L->nActive;
-    }
+  int mine;
+  RELAY_CHECK(checkRanks(c, fn, "layout.ranks", L->ranks, L->nGroups * L->nActive,
+                         " (a rank is active in at most one group)", &mine));
+  if (mine >= 0) {
+    *myGroup = mine / L->nActive;
+    *myIndex = mine % L->nActive;
   }
   if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
   size_t es = relayTypeSize(a->dtype);
@@ -513,16 +532,7 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
     return relaySetError(c, relayInvalidArgument, "%s (rank %d): nRanks = %d must be in [1, %d]", fn, r, L->nActive,
                          c->nranks);
   if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks is NULL", fn, r);
-  for (int i = 0; i < L->nActive; i++) {
-    if (L->ranks[i] < 0 || L->ranks[i] >= c->nranks)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks[%d] = %d is not in [0, %d)", fn, r, i,
-                           L->ranks[i], c->nranks);
-    for (int j = 0; j < i; j++)
-      if (L->ranks[j] == L->ranks[i])
-        return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks[%d] and [%d] both name rank %d", fn, r, j,
-                             i, L->ranks[i]);
-    if (L->ranks[i] == r) *myIndex = i;
-  }
+  RELAY_CHECK(checkRanks(c, fn, "ranks", L->ranks, L->nActive, "", myIndex));
   if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
   size_t es = relayTypeSize(a->dtype), total = 0;
   for (int i = 0; i < L->nActive; i++) {

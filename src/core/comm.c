@@ -89,9 +89,12 @@ relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, str
   atomic_init(&c->aborted, 0);
   atomic_init(&c->inCall, 0);
   c->plans = relayPlanCacheNew();
-  if (!c->plans) {
+  c->rankSeen = calloc((size_t)(nranks > 0 ? nranks : 1), sizeof *c->rankSeen);
+  if (!c->plans || !c->rankSeen) {
+    relayPlanCacheFree(c->plans);
+    free(c->rankSeen);
     free(c);
-    return relaySetError(NULL, relaySystemError, "rank %d: out of memory allocating the plan cache", rank);
+    return relaySetError(NULL, relaySystemError, "rank %d: out of memory allocating the plan cache and the rank table", rank);
   }
   *out = c;
   return relaySuccess;
@@ -101,6 +104,7 @@ void relayCommFree(struct relayComm* comm) {
   if (!comm) return;
   relayPlanCacheFree(comm->plans);
   free(comm->execBuf);
+  free(comm->rankSeen);
   free(comm);
 }
 

@@ -50,6 +50,10 @@ struct relayComm {
   struct relayPlanCache* plans;
   void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
+  /* Per comm rank: (check stamp << 32) | (index + 1) of the rank in the
+   * rank list being validated, so a duplicate is found in O(n) (api.c). */
+  uint64_t* rankSeen;
+  uint32_t rankCheck;
   size_t execBufBytes;
   char lastError[1024];
 };
