@@ -176,6 +176,30 @@ static int casePlans(void) {
   k2 = k;
   k2.coll = RELAY_COLL_GATHER;
   T_CHECK(relayPlanCacheFind(cache, &k2) == NULL, "cache hit for gather");
+  int set2[3] = {set[1], set[0], set[2]};
+  k2 = k;
+  k2.ranks = set2;
+  T_CHECK(relayPlanCacheFind(cache, &k2) == NULL, "cache hit for the set in another order");
+  /* The key is the cache's own copy: changing the caller's arrays after the
+   * add must not change what hits. */
+  size_t cs3[3];
+  memcpy(cs3, cs, sizeof cs3);
+  k2 = k;
+  k2.counts = cs3;
+  T_CHECK(relayPlanCacheFind(cache, &k2) == p, "cache miss on equal counts in another array");
+  /* 64 more keys evict the least recently used one (the first). */
+  size_t csN[3] = {cs[0], cs[1], 0};
+  for (int i = 0; i < 64; i++) {
+    csN[2] = 1000 + (size_t)i;
+    k2 = k;
+    k2.counts = csN;
+    relayPlan* pi = NULL;
+    T_OK(relayPlanBuild(&k2, &pi));
+    T_CHECK(relayPlanCacheAdd(cache, &k2, pi) == 0, "cache add %d", i);
+  }
+  T_CHECK(relayPlanCacheFind(cache, &k) == NULL, "the least recently used key survived 64 newer ones");
+  csN[2] = 1063;
+  T_CHECK(relayPlanCacheFind(cache, &k2) != NULL, "the newest key was evicted");
   relayPlanCacheFree(cache);
   /* Names. */
   relayColl_t c;

@@ -10,11 +10,14 @@
  * rebuild (microseconds for direct plans). */
 #define PLAN_CACHE_ENTRIES 64
 
+/* An entry keeps its own copy of the key: the head fields, then the ranks
+ * and counts arrays in one allocation (keyBytes of them). */
 typedef struct {
   uint64_t hash;
   uint64_t lastUse;
+  int32_t head[9];
   size_t keyBytes;
-  unsigned char* key; /* serialized */
+  unsigned char* arrays; /* ranks (int), then counts (size_t) */
   relayPlan* plan;
 } cacheEntry;
 
@@ -23,17 +26,25 @@ struct relayPlanCache {
   uint64_t clock;
 };
 
-static size_t serialize(const planKey* k, unsigned char* out) {
-  int32_t head[9] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype,
-                     (int32_t)k->op,   k->route,  k->depth,   k->root};
-  size_t nr = (size_t)k->nGroups * (size_t)k->nActive, nc = (size_t)planKeyNumCounts(k);
-  size_t n = sizeof head + nr * sizeof(int) + nc * sizeof(size_t);
-  if (out) {
-    memcpy(out, head, sizeof head);
-    memcpy(out + sizeof head, k->ranks, nr * sizeof(int));
-    memcpy(out + sizeof head + nr * sizeof(int), k->counts, nc * sizeof(size_t));
-  }
-  return n;
+static void keyHead(const planKey* k, int32_t head[9]) {
+  head[0] = (int32_t)k->coll;
+  head[1] = k->nranks;
+  head[2] = k->nGroups;
+  head[3] = k->nActive;
+  head[4] = (int32_t)k->dtype;
+  head[5] = (int32_t)k->op;
+  head[6] = k->route;
+  head[7] = k->depth;
+  head[8] = k->root;
+}
+static size_t ranksBytes(const planKey* k) { return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int); }
+static size_t countsBytes(const planKey* k) { return (size_t)planKeyNumCounts(k) * sizeof(size_t); }
+
+/* The key hashed in place (no serialized copy per call). */
+static uint64_t keyHash(const int32_t head[9], const planKey* k) {
+  uint64_t h = relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int32_t));
+  h = relayHash64(h, k->ranks, ranksBytes(k));
+  return relayHash64(h, k->counts, countsBytes(k));
 }
 
 struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
@@ -41,37 +52,34 @@ struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct 
 void relayPlanCacheFree(struct relayPlanCache* c) {
   if (!c) return;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
-    free(c->e[i].key);
+    free(c->e[i].arrays);
     relayPlanFree(c->e[i].plan);
   }
   free(c);
 }
 
 const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key) {
-  unsigned char stackBuf[512];
-  size_t n = serialize(key, NULL);
-  unsigned char* buf = n <= sizeof stackBuf ? stackBuf : malloc(n);
-  if (!buf) return NULL;
-  serialize(key, buf);
-  uint64_t h = relayHash64(RELAY_HASH_SEED, buf, n);
-  const relayPlan* found = NULL;
+  int32_t head[9];
+  keyHead(key, head);
+  const uint64_t h = keyHash(head, key);
+  const size_t nr = ranksBytes(key), nc = countsBytes(key);
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     cacheEntry* e = &c->e[i];
-    if (e->plan && e->hash == h && e->keyBytes == n && memcmp(e->key, buf, n) == 0) {
+    if (e->plan && e->hash == h && e->keyBytes == nr + nc && !memcmp(e->head, head, sizeof head) &&
+        !memcmp(e->arrays, key->ranks, nr) && !memcmp(e->arrays + nr, key->counts, nc)) {
       e->lastUse = ++c->clock;
-      found = e->plan;
-      break;
+      return e->plan;
     }
   }
-  if (buf != stackBuf) free(buf);
-  return found;
+  return NULL;
 }
 
 int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* plan) {
-  size_t n = serialize(key, NULL);
-  unsigned char* buf = malloc(n);
-  if (!buf) return -1;
-  serialize(key, buf);
+  const size_t nr = ranksBytes(key), nc = countsBytes(key);
+  unsigned char* arrays = malloc(nr + nc ? nr + nc : 1);
+  if (!arrays) return -1;
+  memcpy(arrays, key->ranks, nr);
+  memcpy(arrays + nr, key->counts, nc);
   int victim = 0;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     if (!c->e[i].plan) {
@@ -81,11 +89,12 @@ int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* p
     if (c->e[i].lastUse < c->e[victim].lastUse) victim = i;
   }
   cacheEntry* e = &c->e[victim];
-  free(e->key);
+  free(e->arrays);
   relayPlanFree(e->plan);
-  e->key = buf;
-  e->keyBytes = n;
-  e->hash = relayHash64(RELAY_HASH_SEED, buf, n);
+  keyHead(key, e->head);
+  e->arrays = arrays;
+  e->keyBytes = nr + nc;
+  e->hash = keyHash(e->head, key);
   e->plan = plan;
   e->lastUse = ++c->clock;
   return 0;
