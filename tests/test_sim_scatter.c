@@ -127,6 +127,24 @@ static int caseTopo(void) {
   T_OK(relayTopoMultiNode(node, 2, 8, 50e9, 0, &t));
   T_CHECK(relayTopoNicCap(t) == 50e9, "no PXN: one NIC per GPU, %g", relayTopoNicCap(t));
   relayTopoFree(t);
+  /* Nodes of a calibrated preset: every per-node figure carries over, the
+   * calibration (fitted on one node's links) does not. */
+  struct relayTopo* cal = NULL;
+  T_OK(relayTopoLoad("h200x2", &cal));
+  T_CHECK(cal->p2pEff.n > 0 && cal->modelErr > 0, "h200x2 is calibrated");
+  T_OK(relayTopoMultiNode(cal, 3, 4, 50e9, 1, &t));
+  T_CHECK(t->nGPUs == 6 && t->nNodes == 3 && t->nicsPerNode == 4 && t->pxn == 1 && strstr(t->name, "x3"), "shape");
+  T_CHECK(t->callS == cal->callS && t->boundaryS == cal->boundaryS && t->hopS == cal->hopS &&
+              t->stageS == cal->stageS && t->memBw == cal->memBw && t->chanBw == cal->chanBw &&
+              t->p2pChannels == cal->p2pChannels && t->hasSwitch == cal->hasSwitch,
+          "per-node figures carried over");
+  T_CHECK(t->p2pEff.n == 0 && t->collEff[2].n == 0 && t->modelErr == 0 && t->hostStepS == 0,
+          "calibration carried across NICs");
+  T_CHECK(t->linkBw[0 * 6 + 1] == cal->linkBw[1] && t->linkCount[2 * 6 + 3] == cal->linkCount[1] &&
+              t->linkCount[0 * 6 + 3] == 0,
+          "links: within a node as the node's, none across");
+  relayTopoFree(t);
+  relayTopoFree(cal);
   /* Bad ones: 9 nodes of 8 exceed 64 GPUs; the cpu preset's fabric is one
    * node's; nodes without NICs. */
   T_CHECK(relayTopoMultiNode(node, 9, 8, 50e9, 1, &t) == relayInvalidArgument && !t, "72 GPUs accepted");

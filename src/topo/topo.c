@@ -55,6 +55,19 @@ void relayTopoFree(struct relayTopo* t) {
   free(t);
 }
 
+/* Every scalar field of s into t (a struct copy, so a field added later is
+ * never forgotten), t keeping its own arrays, GPU count and name. */
+static void copyScalars(struct relayTopo* t, const struct relayTopo* s) {
+  const struct relayTopo keep = *t;
+  *t = *s;
+  t->nGPUs = keep.nGPUs;
+  memcpy(t->name, keep.name, sizeof t->name);
+  t->linkCount = keep.linkCount;
+  t->linkBw = keep.linkBw;
+  t->injBw = keep.injBw;
+  t->ejBw = keep.ejBw;
+}
+
 relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) {
   RELAY_CHECK(relayTopoCreate(s->nGPUs, s->name, out));
   struct relayTopo* t = *out;
@@ -63,29 +76,7 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
   memcpy(t->linkBw, s->linkBw, nn * sizeof *t->linkBw);
   memcpy(t->injBw, s->injBw, (size_t)s->nGPUs * sizeof *t->injBw);
   memcpy(t->ejBw, s->ejBw, (size_t)s->nGPUs * sizeof *t->ejBw);
-  t->hasSwitch = s->hasSwitch;
-  t->p2pEff = s->p2pEff;
-  memcpy(t->collEff, s->collEff, sizeof t->collEff);
-  t->modelErr = s->modelErr;
-  t->hostStepS = s->hostStepS;
-  t->fabricBw = s->fabricBw;
-  t->callS = s->callS;
-  t->boundaryS = s->boundaryS;
-  t->launchS = s->launchS;
-  t->memBw = s->memBw;
-  t->reduceBw = s->reduceBw;
-  t->hopS = s->hopS;
-  t->stageS = s->stageS;
-  t->maxDepth = s->maxDepth;
-  t->nNodes = s->nNodes;
-  t->nicsPerNode = s->nicsPerNode;
-  t->nicBw = s->nicBw;
-  t->pxn = s->pxn;
-  t->netsByBw = s->netsByBw;
-  t->chanBw = s->chanBw;
-  t->chanShare = s->chanShare;
-  t->p2pChannels = s->p2pChannels;
-  t->p2pPerPeer = s->p2pPerPeer;
+  copyScalars(t, s);
   return relaySuccess;
 }
 
@@ -303,25 +294,18 @@ relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int n
         t->linkBw[a * n + k * G + j] = node->linkBw[i * G + j];
       }
     }
-  t->hasSwitch = node->hasSwitch;
-  t->fabricBw = node->fabricBw;
-  t->callS = node->callS;
-  t->boundaryS = node->boundaryS;
-  t->launchS = node->launchS;
-  t->memBw = node->memBw;
-  t->reduceBw = node->reduceBw;
-  t->hopS = node->hopS;
-  t->stageS = node->stageS;
-  t->maxDepth = node->maxDepth;
+  copyScalars(t, node);
+  /* The calibration was fitted on one node's links (its transfers and its
+   * library's collectives there); it says nothing of transfers that cross
+   * NICs, so a multi-node model runs on the plain link figures. */
+  memset(&t->p2pEff, 0, sizeof t->p2pEff);
+  memset(t->collEff, 0, sizeof t->collEff);
+  t->modelErr = 0;
+  t->hostStepS = 0;
   t->nNodes = nNodes;
   t->nicsPerNode = nNodes > 1 ? nicsPerNode : 0;
   t->nicBw = nNodes > 1 ? nicBw : 0;
   t->pxn = nNodes > 1 ? (pxn != 0) : 0;
-  t->netsByBw = node->netsByBw;
-  t->chanBw = node->chanBw;
-  t->chanShare = node->chanShare;
-  t->p2pChannels = node->p2pChannels;
-  t->p2pPerPeer = node->p2pPerPeer;
   return relaySuccess;
 }
 
