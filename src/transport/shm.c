@@ -1829,13 +1829,30 @@ static void shmDestroy(struct relayComm* comm) {
  * is wrong with peer q (relaySuccess when nothing; dead-pid check included). */
 uint64_t relayShmCommHash(struct relayComm* comm) { return shmStateOf(comm)->nonce; }
 
-relayResult_t relayShmCheckPeer(struct relayComm* comm, int q, const char* where) {
+relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, uint32_t want, int q,
+                               const char* where) {
   shmState* st = shmStateOf(comm);
-  if (shmAborted(comm, st)) return relaySetError(comm, relayInvalidUsage, "rank %d: %s: the comm was aborted", comm->rank, where);
-  int what = shmPeerState(comm, st, q);
-  if (what == SHM_PEER_OK && shmPeerDead(st, q)) what = SHM_PEER_DEAD;
-  return what == SHM_PEER_OK ? relaySuccess : shmPeerError(comm, st, q, what, where);
+  shmSlot* me = &st->slots[comm->rank];
+  shmWaiter w;
+  shmWaiterInit(&w);
+  for (;;) {
+    uint32_t db = atomic_load_explicit(&me->doorbell, memory_order_acquire);
+    if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
+    if (shmAborted(comm, st))
+      return relaySetError(comm, relayInvalidUsage, "rank %d: %s: the comm was aborted", comm->rank, where);
+    int what = shmPeerState(comm, st, q);
+    if (what == SHM_PEER_OK && w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w) && shmPeerDead(st, q))
+      what = SHM_PEER_DEAD;
+    if (what != SHM_PEER_OK) {
+      /* What it stored before it failed or died counts. */
+      if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
+      return shmPeerError(comm, st, q, what, where);
+    }
+    if (shmPause(comm, st, &w, db)) return relayTimeout;
+  }
 }
+
+void relayShmRing(struct relayComm* comm, int q) { shmWake(&shmStateOf(comm)->slots[q]); }
 
 relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out) {
   shmState* st = shmStateOf(comm);

@@ -28,6 +28,9 @@
  * call e; it blocks only at e+2. Compares are wrap-safe: arrived when
  * (int32_t)(got - want) >= 0, never ==, since a fast peer may already have
  * raised the word past want (flags and acks never reset, epochs only grow).
+ * Waits are the transport's (relayShmWaitWord: RELAYCC_SPIN spins, then a
+ * futex on the waiter's doorbell, which every flag and ack store rings;
+ * abort, failed and dead peers end them).
  *
  * Sentinel: (commHash ^ golden) * FNV prime + rank + 1 (the reference's
  * sentinelFor): any rank computes any peer's, so opening a segment and
@@ -35,7 +38,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,11 +53,6 @@
 #include "transport/shm_oneshot.h"
 
 #define OS_LINE 64
-/* Peer-liveness checks (a kill(2) per peer) at most every 25 ms of waiting. */
-#define OS_LIVE_CHECK_NS 25000000ull
-/* After this many yields a wait sleeps 50 us slices: 8 ranks on 2 CI cores
- * need the waiter off the CPU for the pusher to run. */
-#define OS_SPIN_YIELDS 64
 
 typedef struct {
   _Alignas(OS_LINE) _Atomic uint32_t v;
@@ -242,35 +239,18 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   return relaySuccess;
 }
 
-/* Wait until word >= want (wrap-safe), bounded by the comm's deadline. */
+/* Wait until word >= want (wrap-safe) with the transport's waiter (spin,
+ * then futex on this rank's doorbell, which the pusher rings). */
 static relayResult_t osWait(struct relayComm* comm, osWord* w, uint32_t want, int peer, const char* what) {
-  if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
-  uint64_t t0 = relayNowNs(), lastCheck = t0;
-  uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
-  for (int spins = 0;; spins++) {
-    if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
-    if (spins < OS_SPIN_YIELDS) {
-      sched_yield();
-      continue;
-    }
-    struct timespec ts = {0, 50000};
-    nanosleep(&ts, NULL);
-    uint64_t now = relayNowNs();
-    if (now - lastCheck >= OS_LIVE_CHECK_NS) {
-      lastCheck = now;
-      char where[128];
-      snprintf(where, sizeof where, "one-shot of call #%llu (step %d), waiting for %s epoch %u",
-               (unsigned long long)comm->callSeq, comm->curStep, what, want);
-      relayResult_t r = relayShmCheckPeer(comm, peer, where);
-      if (r != relaySuccess) return r;
-    }
-    if (now - t0 >= limit)
-      return relaySetError(comm, relayTimeout,
-                           "rank %d: one-shot of call #%llu (step %d): no %s epoch %u from rank %d within %d ms "
-                           "(it holds %u)",
-                           comm->rank, (unsigned long long)comm->callSeq, comm->curStep, what, want, peer,
-                           comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
-  }
+  char where[128];
+  snprintf(where, sizeof where, "one-shot of call #%llu (step %d), waiting for %s epoch %u",
+           (unsigned long long)comm->callSeq, comm->curStep, what, want);
+  relayResult_t r = relayShmWaitWord(comm, &w->v, want, peer, where);
+  if (r != relayTimeout) return r;
+  return relaySetError(comm, relayTimeout,
+                       "rank %d: one-shot of call #%llu (step %d): no %s epoch %u from rank %d within %d ms (it holds %u)",
+                       comm->rank, (unsigned long long)comm->callSeq, comm->curStep, what, want, peer,
+                       comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
 }
 
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
@@ -298,6 +278,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
       memcpy(osStaging(s, s->base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
     atomic_store_explicit(&osBytes(s->base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
     atomic_store_explicit(&osFlag(s->base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
+    relayShmRing(comm, p);
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A && res == relaySuccess; i++) {
@@ -329,6 +310,9 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
   }
   for (int i = 0; i < A; i++)
-    if (i != me) atomic_store_explicit(&osAck(s->base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
+    if (i != me) {
+      atomic_store_explicit(&osAck(s->base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
+      relayShmRing(comm, d->ranks[i]);
+    }
   return relaySuccess;
 }
