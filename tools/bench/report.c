@@ -117,6 +117,18 @@ static void jsonNum(FILE* f, double v) {
   else
     fprintf(f, "null");
 }
+/* `, "key": value` of a measurement (null when not finite) or of a wrong-
+ * element count (null when not checked: negative). */
+static void jsonKeyNum(FILE* f, const char* key, double v) {
+  fprintf(f, ", \"%s\": ", key);
+  jsonNum(f, v);
+}
+static void jsonKeyWrong(FILE* f, const char* key, long long n) {
+  if (n < 0)
+    fprintf(f, ", \"%s\": null", key);
+  else
+    fprintf(f, ", \"%s\": %lld", key, n);
+}
 
 int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res, int exitCode,
                    const char* failure) {
@@ -163,38 +175,21 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
       fprintf(f, "\"%s\"", relayOpName(o->op));
     else
       fprintf(f, "null");
-    fprintf(f, ", \"inplace\": %s, \"route\": \"%s\", \"route_id\": %d, \"depth\": %d, ",
+    fprintf(f, ", \"inplace\": %s, \"route\": \"%s\", \"route_id\": %d, \"depth\": %d",
             r->inplace ? "true" : "false", benchRouteLabel(r->route, r->depth, route, sizeof route), r->route,
             r->depth);
-    fprintf(f, "\"time_min_us\": ");
-    jsonNum(f, r->tMin);
-    fprintf(f, ", \"time_med_us\": ");
-    jsonNum(f, r->tMed);
-    fprintf(f, ", \"spread\": ");
-    jsonNum(f, r->spread);
-    fprintf(f, ", \"algbw_gbs\": ");
-    jsonNum(f, r->algbw);
-    fprintf(f, ", \"busbw_gbs\": ");
-    jsonNum(f, r->busbw);
-    fprintf(f, ", \"wrong\": ");
-    if (r->wrong < 0)
-      fprintf(f, "null");
-    else
-      fprintf(f, "%lld", r->wrong);
+    jsonKeyNum(f, "time_min_us", r->tMin);
+    jsonKeyNum(f, "time_med_us", r->tMed);
+    jsonKeyNum(f, "spread", r->spread);
+    jsonKeyNum(f, "algbw_gbs", r->algbw);
+    jsonKeyNum(f, "busbw_gbs", r->busbw);
+    jsonKeyWrong(f, "wrong", r->wrong);
     if (r->hasBase) {
-      fprintf(f, ", \"base_time_min_us\": ");
-      jsonNum(f, r->baseMin);
-      fprintf(f, ", \"base_time_med_us\": ");
-      jsonNum(f, r->baseMed);
-      fprintf(f, ", \"base_spread\": ");
-      jsonNum(f, r->baseSpread);
-      fprintf(f, ", \"speedup\": ");
-      jsonNum(f, r->speedup);
-      fprintf(f, ", \"base_wrong\": ");
-      if (r->baseWrong < 0)
-        fprintf(f, "null");
-      else
-        fprintf(f, "%lld", r->baseWrong);
+      jsonKeyNum(f, "base_time_min_us", r->baseMin);
+      jsonKeyNum(f, "base_time_med_us", r->baseMed);
+      jsonKeyNum(f, "base_spread", r->baseSpread);
+      jsonKeyNum(f, "speedup", r->speedup);
+      jsonKeyWrong(f, "base_wrong", r->baseWrong);
     }
     fprintf(f, "}");
   }
