@@ -242,6 +242,8 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
 /* Wait until word >= want (wrap-safe) with the transport's waiter (spin,
  * then futex on this rank's doorbell, which the pusher rings). */
 static relayResult_t osWait(struct relayComm* comm, osWord* w, uint32_t want, int peer, const char* what) {
+  /* Mostly there already: no message formatting on the fast path. */
+  if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
   char where[128];
   snprintf(where, sizeof where, "one-shot of call #%llu (step %d), waiting for %s epoch %u",
            (unsigned long long)comm->callSeq, comm->curStep, what, want);
@@ -297,7 +299,10 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                           r, (unsigned long long)comm->callSeq, p, got, bytes);
   }
   if (res != relaySuccess) {
-    comm->failed = 1;
+    /* Peers still waiting for this rank's push or acknowledgement end their
+     * waits now (as the kernel's osFail tells every peer), not at their
+     * deadline; the transport's fail op marks the comm failed. */
+    comm->tp->fail(comm);
     return res;
   }
   if (d->count && d->gather) {

@@ -386,7 +386,8 @@ UNROLL
 
 /* ep[j] of the LL kernels' register array: selected over constant indices,
  * so the array never goes to the stack (a runtime index puts it there:
- * every thread of the grid writes it at kernel start). */
+ * every thread of the grid writes it at kernel start). j < NA always:
+ * relayCudaOneShot takes the pair kernels (NA = 2) only when A == 2. */
 template <int NA>
 RD u64 epOf(const u64* ep, int j) {
   u64 e = ep[0];
