@@ -197,6 +197,18 @@ static void validCallStillWorks(relayComm_t comm, int rank) {
           "comm unusable after a rejected call");
 }
 
+/* An all-reduce of 64 floats on the 4-rank layout `ranks` must fail on every
+ * rank with relayInvalidArgument and an error that contains `text`. */
+static void badLayout(relayComm_t comm, int rank, const float* send, float* recv, const int ranks[4], const char* what,
+                      const char* text) {
+  relayLayout_t L = {1, 4, ranks};
+  size_t counts[1] = {64};
+  relayResult_t res = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &L, comm, NULL);
+  expectAll(comm, rank, res, relayInvalidArgument, what);
+  T_CHECK(strstr(relayGetLastError(comm), text) != NULL, "rank %d, %s: the error does not say \"%s\": %s", rank, what,
+          text, relayGetLastError(comm));
+}
+
 static int badInputRank(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
@@ -230,27 +242,13 @@ static int badInputRank(int rank, int nranks, void* arg) {
   expectAll(comm, rank, res, relayInvalidArgument, "unknown dtype");
   res = relayReduceScatter(active, activeR, counts, relayFloat32, (relayRedOp_t)17, &L, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "unknown op");
-  /* layout with a repeated rank, and with a rank out of range */
-  int rep[4] = {0, 1, 1, 3};
-  relayLayout_t Lrep = {1, 4, rep};
-  res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Lrep, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank");
-  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[1] and [2] both name rank 1") != NULL,
-          "rank %d: repeated-rank error does not name both places: %s", rank, relayGetLastError(comm));
-  /* The same ranks in another order right after: the rank table's entries of
-   * the call before must not count as repeats (a fresh stamp per check). */
-  int rep2[4] = {3, 1, 2, 3};
-  relayLayout_t Lrep2 = {1, 4, rep2};
-  res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Lrep2, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank (second layout)");
-  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[0] and [3] both name rank 3") != NULL,
-          "rank %d: second repeated-rank error: %s", rank, relayGetLastError(comm));
-  int oor[4] = {0, 1, 2, 8};
-  relayLayout_t Loor = {1, 4, oor};
-  res = relayAllReduce(active, activeR, counts, relayFloat32, relaySum, &Loor, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "rank out of range");
-  T_CHECK(strstr(relayGetLastError(comm), "layout.ranks[3] = 8 is not in [0, ") != NULL,
-          "rank %d: out-of-range error does not name layout.ranks[3]: %s", rank, relayGetLastError(comm));
+  /* Layouts with a repeated rank, and with a rank out of range. The second
+   * repeat right after the first: the rank table's entries of the check
+   * before must not count as repeats (a fresh stamp per check). */
+  const int rep[4] = {0, 1, 1, 3}, rep2[4] = {3, 1, 2, 3}, oor[4] = {0, 1, 2, 8};
+  badLayout(comm, rank, active, activeR, rep, "repeated rank", "layout.ranks[1] and [2] both name rank 1");
+  badLayout(comm, rank, active, activeR, rep2, "repeated rank (second layout)", "layout.ranks[0] and [3] both name rank 3");
+  badLayout(comm, rank, active, activeR, oor, "rank out of range", "layout.ranks[3] = 8 is not in [0, ");
   /* counts that differ between ranks */
   size_t mine[1] = {rank == 5 ? 65 : 64};
   res = relayAllReduce(active, activeR, mine, relayFloat32, relaySum, &L, comm, NULL);
