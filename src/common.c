@@ -135,6 +135,16 @@ uint64_t relayNowNs(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int relayParseInt(const char* s, long long lo, long long hi, long long* out) {
+  if (!s || !*s) return 1;
+  char* end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return 1;
+  *out = v;
+  return 0;
+}
+
 int relayParseBytes(const char* s, uint64_t* out) {
   if (!s) return 1;
   while (isspace((unsigned char)*s)) s++;

@@ -37,6 +37,9 @@ uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
 
 /* A byte count: 4096, 4K, 1.5M, 2GiB, 64KB (binary units); 0 on success. */
 int relayParseBytes(const char* s, uint64_t* out);
+/* A whole decimal integer in [lo, hi]: no junk after it, no overflow, not
+ * empty; 0 on success (the tools' option parser, one for all three). */
+int relayParseInt(const char* s, long long lo, long long hi, long long* out);
 
 /* FNV-1a over n bytes continuing from h (start from RELAY_HASH_SEED), word by
  * word with a fold: the route lookup runs it on every call, and a byte loop

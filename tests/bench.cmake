@@ -22,6 +22,8 @@ if(TARGET relaycc-bench)
     "bad_size|--sizes '1x'|--sizes 1x"
     "factor1|-f 1|-f 1"
     "iters0|-n 0|-n 0"
+    "iters_junk|-n '5x': not an integer|-n 5x"
+    "iters_overflow|-n '99999999999999999999': not an integer|-n 99999999999999999999"
     "reps0|-r 0|-r 0"
     "check2|--check 2|--check 2"
     "unknown_flag|--bogus|--bogus"

@@ -61,6 +61,7 @@ if(TARGET relaycc-plan)
     "A|-A: '1'|-c allgather -A 1 --ranks 8 --count 4"
     "AG|--ranks: 8 ranks cannot hold|-c allgather -A 4 -G 3 --ranks 8 --count 4"
     "count|--count: 'x'|-c allgather -A 2 --ranks 8 --count x"
+    "A_junk|-A: '2x' is not an integer|-c allgather -A 2x --ranks 8 --count 4"
     "nocount|--count: the per-group count is required|-c allgather -A 2 --ranks 8"
     "dtype|--dtype: unknown datatype 'foo'|-c allgather -A 2 --ranks 8 --count 4 --dtype foo"
     "op|--op: unknown reduction op 'foo'|-c allreduce -A 2 --ranks 8 --count 4 --op foo"

@@ -36,10 +36,8 @@ static void die(const char* arg, const char* fmt, const char* val) {
 }
 
 static long long parseInt(const char* arg, const char* s, long long lo, long long hi) {
-  char* end = NULL;
-  errno = 0;
-  long long v = s ? strtoll(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < lo || v > hi) {
+  long long v = 0;
+  if (relayParseInt(s, lo, hi, &v)) {
     char msg[160];
     snprintf(msg, sizeof msg, "'%%s' is not an integer in [%lld, %lld]", lo, hi);
     die(arg, msg, s);

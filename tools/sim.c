@@ -117,10 +117,8 @@ static void sizeLabel(unsigned long long b, char* buf, size_t len) {
 }
 
 static int intArg(const char* name, const char* s, int lo, int hi, int* out) {
-  char* end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < lo || v > hi) {
+  long long v;
+  if (relayParseInt(s, lo, hi, &v)) {
     fprintf(stderr, "relaycc-sim: %s '%s': want an integer in %d..%d\n", name, s, lo, hi);
     return 1;
   }

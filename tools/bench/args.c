@@ -2,7 +2,7 @@
  * is forked, so an impossible request fails in milliseconds with the
  * argument named instead of as a hang or a rank's error. */
 #include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
@@ -86,12 +86,9 @@ static int parseColl(const char* s, relayColl_t* out) { return relayParseCollAll
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
 static int parseLong(const char* s, long* out) {
-  if (!s || !*s) return 1;
-  char* end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end) return 1;
-  *out = v;
+  long long v;
+  if (relayParseInt(s, LONG_MIN, LONG_MAX, &v)) return 1;
+  *out = (long)v;
   return 0;
 }
 
