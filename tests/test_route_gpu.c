@@ -332,6 +332,12 @@ static int casePerCall(void) {
   T_CHECK(r == relayRouteNative, "all-gather 1 MB per call: %s, want native", relayRouteName(r));
   r = chooseChecked(t, k1, RELAY_ROUTE_CAP_NATIVE, NULL, NULL, NULL);
   T_CHECK(r == relayRouteDirect, "all-gather 1 MB captured: %s, want direct", relayRouteName(r));
+  /* One lookup answers both ways alike (api.c asks the stream only when they differ). */
+  int pr[2], pd[2];
+  relayRouteChoosePair(&k1, t, RELAY_ROUTE_CAP_NATIVE, pr, pd);
+  T_CHECK(pr[0] == relayRouteNative && pr[1] == relayRouteDirect && pd[0] == 1 && pd[1] == 1,
+          "all-gather 1 MB pair: per call %s/%d, captured %s/%d", relayRouteName(pr[0]), pd[0], relayRouteName(pr[1]),
+          pd[1]);
   r = chooseChecked(t, k1, base | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteNative || r == relayRouteOneShot, "all-gather 1 MB per call with the one-shot: %s",
           relayRouteName(r));

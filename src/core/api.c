@@ -368,19 +368,16 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       /* A forced relay still takes the depth model's depth. */
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
-      int d = 1;
       int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
                  (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
       /* Ask the stream whether it is capturing only when the answer matters:
-       * most keys route alike per call and in a graph, and two cached route
-       * lookups (~0.01 us each) cost less than the CUDA query. */
-      relayRouteChoose(&key, c->topo, caps | RELAY_ROUTE_CAP_PERCALL, &route, &d);
-      if (c->tp->isCapturing) {
-        int gRoute = route, gDepth = d;
-        relayRouteChoose(&key, c->topo, caps, &gRoute, &gDepth);
-        if ((gRoute != route || gDepth != d) && c->tp->isCapturing(c, stream)) route = gRoute, d = gDepth;
-      }
-      if (c->cfg.depth == 0) depth = d;
+       * most keys route alike per call and in a graph, and one cached lookup
+       * of both answers costs less than the CUDA query. */
+      int routes[2], depths[2];
+      relayRouteChoosePair(&key, c->topo, caps, routes, depths);
+      int g = (routes[1] != routes[0] || depths[1] != depths[0]) && c->tp->isCapturing && c->tp->isCapturing(c, stream);
+      route = routes[g];
+      if (c->cfg.depth == 0) depth = depths[g];
     }
   }
   if (c->cfg.checkMode) {

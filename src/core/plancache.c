@@ -10,14 +10,13 @@
  * rebuild (microseconds for direct plans). */
 #define PLAN_CACHE_ENTRIES 64
 
-/* An entry keeps its own copy of the key: the head fields, then the ranks
- * and counts arrays in one allocation (keyBytes of them). */
+/* An entry keeps its own copy of the key: the fixed fields, then the ranks
+ * and counts arrays (planKeyArraysDup). */
 typedef struct {
   uint64_t hash;
   uint64_t lastUse;
   int32_t head[9];
-  size_t keyBytes;
-  unsigned char* arrays; /* ranks (int), then counts (size_t) */
+  unsigned char* arrays;
   relayPlan* plan;
 } cacheEntry;
 
@@ -37,14 +36,10 @@ static void keyHead(const planKey* k, int32_t head[9]) {
   head[7] = k->depth;
   head[8] = k->root;
 }
-static size_t ranksBytes(const planKey* k) { return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int); }
-static size_t countsBytes(const planKey* k) { return (size_t)planKeyNumCounts(k) * sizeof(size_t); }
 
 /* The key hashed in place (no serialized copy per call). */
 static uint64_t keyHash(const int32_t head[9], const planKey* k) {
-  uint64_t h = relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int32_t));
-  h = relayHash64(h, k->ranks, ranksBytes(k));
-  return relayHash64(h, k->counts, countsBytes(k));
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int32_t)), k);
 }
 
 struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
@@ -62,11 +57,10 @@ const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key
   int32_t head[9];
   keyHead(key, head);
   const uint64_t h = keyHash(head, key);
-  const size_t nr = ranksBytes(key), nc = countsBytes(key);
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     cacheEntry* e = &c->e[i];
-    if (e->plan && e->hash == h && e->keyBytes == nr + nc && !memcmp(e->head, head, sizeof head) &&
-        !memcmp(e->arrays, key->ranks, nr) && !memcmp(e->arrays + nr, key->counts, nc)) {
+    /* Equal heads fix the arrays' lengths. */
+    if (e->plan && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key)) {
       e->lastUse = ++c->clock;
       return e->plan;
     }
@@ -75,11 +69,8 @@ const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key
 }
 
 int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* plan) {
-  const size_t nr = ranksBytes(key), nc = countsBytes(key);
-  unsigned char* arrays = malloc(nr + nc ? nr + nc : 1);
+  unsigned char* arrays = planKeyArraysDup(key);
   if (!arrays) return -1;
-  memcpy(arrays, key->ranks, nr);
-  memcpy(arrays + nr, key->counts, nc);
   int victim = 0;
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     if (!c->e[i].plan) {
@@ -93,7 +84,6 @@ int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* p
   relayPlanFree(e->plan);
   keyHead(key, e->head);
   e->arrays = arrays;
-  e->keyBytes = nr + nc;
   e->hash = keyHash(e->head, key);
   e->plan = plan;
   e->lastUse = ++c->clock;

@@ -45,6 +45,27 @@ int relayParseColl(const char* s, relayColl_t* out) {
   return 0;
 }
 
+static size_t keyRanksBytes(const planKey* k) { return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int); }
+static size_t keyCountsBytes(const planKey* k) { return (size_t)planKeyNumCounts(k) * sizeof(size_t); }
+
+uint64_t planKeyArraysHash(uint64_t h, const planKey* k) {
+  return relayHash64(relayHash64(h, k->ranks, keyRanksBytes(k)), k->counts, keyCountsBytes(k));
+}
+
+unsigned char* planKeyArraysDup(const planKey* k) {
+  const size_t nr = keyRanksBytes(k), nc = keyCountsBytes(k);
+  unsigned char* a = malloc(nr + nc ? nr + nc : 1);
+  if (!a) return NULL;
+  memcpy(a, k->ranks, nr);
+  memcpy(a + nr, k->counts, nc);
+  return a;
+}
+
+int planKeyArraysEqual(const unsigned char* copy, const planKey* k) {
+  const size_t nr = keyRanksBytes(k);
+  return copy && !memcmp(copy, k->ranks, nr) && !memcmp(copy + nr, k->counts, keyCountsBytes(k));
+}
+
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex) {
   for (int g = 0; g < k->nGroups; g++)
     for (int i = 0; i < k->nActive; i++)

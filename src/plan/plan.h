@@ -150,6 +150,13 @@ typedef struct {
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
 }
+/* A key's ranks and counts (the route and plan caches keep a copy to compare
+ * keys in full, after their fixed fields, which fix the lengths, matched):
+ * hashed on from h, copied into one allocation (NULL: out of memory, free()
+ * it), compared with such a copy. */
+uint64_t planKeyArraysHash(uint64_t h, const planKey* k);
+unsigned char* planKeyArraysDup(const planKey* k);
+int planKeyArraysEqual(const unsigned char* copy, const planKey* k);
 
 typedef struct relayPlan {
   relayColl_t coll;

@@ -36,45 +36,33 @@
 
 #define ROUTE_CACHE_ENTRIES 256
 
+/* An entry answers a key both ways: [0] for a call made directly
+ * (RELAY_ROUTE_CAP_PERCALL: plans pay the host's per-step cost), [1] for one
+ * captured into a graph, so the caller that needs both (api.c: it asks the
+ * stream only when they differ) hashes and locks once. */
 typedef struct {
   uint64_t hash; /* of the key and the topology's content */
   /* The key itself, compared on a hit: a 64-bit hash collision on one rank
    * only would route that rank differently from its peers (a hang), so the
    * hash only finds the slot. The topology is compared by its content hash
    * (comms agree on it at init). */
-  int head[7]; /* coll, nranks, nGroups, nActive, dtype, op, caps */
-  int* ranks;  /* [nGroups * nActive] */
-  size_t* counts; /* [nGroups] */
-  int route, depth;
+  int head[7];           /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL */
+  unsigned char* arrays; /* ranks and counts (planKeyArraysDup) */
+  int route[2], depth[2];
   int valid;
 } routeEntry;
 
 static void keyHead(const planKey* k, int caps, int head[7]) {
   head[0] = (int)k->coll, head[1] = k->nranks, head[2] = k->nGroups, head[3] = k->nActive;
-  head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps;
-}
-
-/* 1 when e holds this key (the caller holds the lock). */
-static int entryMatches(const routeEntry* e, uint64_t h, const planKey* k, int caps) {
-  if (!e->valid || e->hash != h) return 0;
-  int head[7];
-  keyHead(k, caps, head);
-  size_t nr = (size_t)k->nGroups * (size_t)k->nActive;
-  return !memcmp(head, e->head, sizeof head) && !memcmp(e->ranks, k->ranks, nr * sizeof(int)) &&
-         !memcmp(e->counts, k->counts, (size_t)k->nGroups * sizeof(size_t));
+  head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps & ~RELAY_ROUTE_CAP_PERCALL;
 }
 
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
-static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
-  uint64_t h = RELAY_HASH_SEED;
-#define MIX(p, n) h = relayHash64(h, (p), (n))
-  int head[6] = {(int)k->coll, k->nranks, k->nGroups, k->nActive, (int)k->dtype, (int)k->op};
-  MIX(head, sizeof head);
-  MIX(&caps, sizeof caps); /* what the transport can run changes the answer */
-  MIX(k->ranks, (size_t)k->nGroups * (size_t)k->nActive * sizeof(int));
-  MIX(k->counts, (size_t)k->nGroups * sizeof(size_t));
+/* caps (what the transport can run) is in head: it changes the answer. */
+static uint64_t keyHash(const int head[7], const planKey* k, const struct relayTopo* t) {
+  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 7 * sizeof(int)), k);
   /* The topology by content, not address: a comm's topology is freed with it
    * and a later one may reuse the address with other figures. Its part of
    * the hash (a few us: relayTopoHash prints it) is memoized per thread for
@@ -84,19 +72,15 @@ static uint64_t keyHash(const planKey* k, const struct relayTopo* t, int caps) {
     static _Thread_local const struct relayTopo* memoTopo;
     static _Thread_local uint64_t memoGen, memoHash;
     uint64_t gen = relayTopoGeneration();
-    if (memoTopo == t && memoGen == gen) {
-      MIX(&memoHash, sizeof memoHash);
-      goto done;
+    if (memoTopo != t || memoGen != gen) {
+      /* relayTopoHash covers every figure of the model (its text form), so
+       * two topologies that differ anywhere never share a cached route. */
+      memoTopo = t;
+      memoGen = gen;
+      memoHash = relayTopoHash(t);
     }
-    /* relayTopoHash covers every figure of the model (its text form), so
-     * two topologies that differ anywhere never share a cached route. */
-    memoTopo = t;
-    memoGen = gen;
-    memoHash = relayTopoHash(t);
-    MIX(&memoHash, sizeof memoHash);
+    h = relayHash64(h, &memoHash, sizeof memoHash);
   }
-done:
-#undef MIX
   return h;
 }
 
@@ -220,37 +204,44 @@ static void choose(const planKey* key, const struct relayTopo* topo, int caps, i
   }
 }
 
-void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
-  uint64_t h = keyHash(key, topo, caps);
+void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]) {
+  int head[7];
+  keyHead(key, caps, head);
+  uint64_t h = keyHash(head, key, topo);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
   pthread_mutex_lock(&gCacheLock);
-  int hit = entryMatches(e, h, key, caps);
+  /* Equal heads fix the arrays' lengths. */
+  int hit = e->valid && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key);
   if (hit) {
-    *route = e->route;
-    *depth = e->depth;
+    memcpy(route, e->route, sizeof e->route);
+    memcpy(depth, e->depth, sizeof e->depth);
   }
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;
-  choose(key, topo, caps, route, depth);
-  size_t nr = (size_t)key->nGroups * (size_t)key->nActive;
-  int* ranks = malloc(nr * sizeof(int));
-  size_t* counts = malloc((size_t)key->nGroups * sizeof(size_t));
-  if (!ranks || !counts) { /* not cached: the next call chooses again */
-    free(ranks);
-    free(counts);
-    return;
+  const int graphCaps = head[6];
+  choose(key, topo, graphCaps | RELAY_ROUTE_CAP_PERCALL, &route[0], &depth[0]);
+  if (topo && topo->hostStepS > 0) {
+    choose(key, topo, graphCaps, &route[1], &depth[1]);
+  } else { /* no per-step host cost modelled: both answers are one */
+    route[1] = route[0];
+    depth[1] = depth[0];
   }
-  memcpy(ranks, key->ranks, nr * sizeof(int));
-  memcpy(counts, key->counts, (size_t)key->nGroups * sizeof(size_t));
+  unsigned char* arrays = planKeyArraysDup(key);
+  if (!arrays) return; /* not cached: the next call chooses again */
   pthread_mutex_lock(&gCacheLock);
-  free(e->ranks);
-  free(e->counts);
-  keyHead(key, caps, e->head);
-  e->ranks = ranks;
-  e->counts = counts;
+  free(e->arrays);
+  memcpy(e->head, head, sizeof head);
+  e->arrays = arrays;
   e->valid = 1;
   e->hash = h;
-  e->route = *route;
-  e->depth = *depth;
+  memcpy(e->route, route, sizeof e->route);
+  memcpy(e->depth, depth, sizeof e->depth);
   pthread_mutex_unlock(&gCacheLock);
+}
+
+void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
+  int r[2], d[2], g = !(caps & RELAY_ROUTE_CAP_PERCALL);
+  relayRouteChoosePair(key, topo, caps, r, d);
+  *route = r[g];
+  *depth = d[g];
 }

@@ -24,6 +24,9 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
  * CAP_ONESHOT the one-shot is not one. Writes the chosen route (never Auto,
  * Native only with CAP_NATIVE) and depth (>= 1). */
 void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth);
+/* Both answers in one lookup, caps' PERCALL bit ignored: [0] as with
+ * CAP_PERCALL (a call made directly), [1] as without (captured). */
+void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]);
 
 /* The margin by which a route must beat the native collective where the
  * topology states no model error of its own (topo->modelErr == 0). */
