@@ -192,25 +192,24 @@ static int scratchOomRank(int rank, int nranks, void* arg) {
 }
 
 int main(int argc, char** argv) {
+  /* Each case: its rank body, and whether it needs an allocator this
+   * process can make fail (not under a sanitizer, which owns malloc). */
+  static const struct {
+    const char* name;
+    int nranks;
+    relayRankFn rankFn;
+    int failsAlloc;
+  } cases[] = {{"topo-differ", TD_RANKS, topoDifferRank, 0},
+               {"oneshot-oom", OS_RANKS, oneshotOomRank, 1},
+               {"scratch-oom", SO_RANKS, scratchOomRank, 1}};
   const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "topo-differ")) {
-    t_run_ranks(TD_RANKS, topoDifferRank, NULL, 120);
-    return 0;
-  }
-  if (!strcmp(c, "oneshot-oom")) {
-    if (!REVIEW_CAN_FAIL_CALLOC) {
-      fprintf(stderr, "SKIP: calloc cannot be interposed under a sanitizer\n");
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    if (strcmp(c, cases[i].name)) continue;
+    if (cases[i].failsAlloc && !REVIEW_CAN_FAIL_CALLOC) {
+      fprintf(stderr, "SKIP: calloc / posix_memalign cannot be interposed under a sanitizer\n");
       return 0;
     }
-    t_run_ranks(OS_RANKS, oneshotOomRank, NULL, 120);
-    return 0;
-  }
-  if (!strcmp(c, "scratch-oom")) {
-    if (!REVIEW_CAN_FAIL_CALLOC) {
-      fprintf(stderr, "SKIP: posix_memalign cannot be interposed under a sanitizer\n");
-      return 0;
-    }
-    t_run_ranks(SO_RANKS, scratchOomRank, NULL, 120);
+    t_run_ranks(cases[i].nranks, cases[i].rankFn, NULL, 120);
     return 0;
   }
   fprintf(stderr, "usage: test_review topo-differ|oneshot-oom|scratch-oom\n");

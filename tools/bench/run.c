@@ -135,10 +135,11 @@ static int warmUp(rankCtx* x, const benchCall* c, benchTarget t) {
 
 /* Time iters calls of every target per repetition, the targets taking turns
  * within each repetition (relaycc's iterations, then the baseline's, then
- * relaycc's again...; --sequential: all of one, then the other), so that drift over a row (clocks, a neighbour's load)
- * lands on both sides of the ratio alike; every iteration starts after a
- * barrier so that no rank's clock includes waiting for a late peer's
- * previous iteration. this rank's times: x->times[t * iters*reps + k]. */
+ * relaycc's again...; --sequential: all of one, then the other), so that
+ * drift over a row (clocks, a neighbour's load) lands on both sides of the
+ * ratio alike; every iteration starts after a barrier so that no rank's
+ * clock includes waiting for a late peer's previous iteration. This rank's
+ * times: x->times[t * iters*reps + k]. */
 static int timeTargets(rankCtx* x, const benchCall* c, int nTargets) {
   const benchOpts* o = x->o;
   benchRank* r = &x->r;
