@@ -1,23 +1,16 @@
 #include "plan/plan.h"
-#include "plan/routes.h"
+#include "route/table.h"
 
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   *out = NULL;
+  const relayRouteRow* row = relayRouteRowOf(key->route);
+  /* One schedule serves the rooted collectives, root to each member
+   * (direct's builder: plan_direct.c): no helper route for them yet, so any
+   * other route answers "not supported" and the caller falls back. */
+  if (!row || !row->build || (relayCollRooted(key->coll) && key->route != relayRouteDirect)) return relayNotSupported;
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
-  relayResult_t res;
-  if (relayCollRooted(key->coll)) {
-    /* One schedule, root to each member: no helper route for them yet, so
-     * any other route answers "not supported" and the caller falls back. */
-    res = key->route == relayRouteDirect ? planBuildScatter(b) : relayNotSupported;
-  } else {
-    switch (key->route) {
-      case relayRouteDirect: res = planBuildDirect(b); break;
-      case relayRouteRelay: res = planBuildRelay(b); break;
-      case relayRouteOneShot: res = planBuildOneShot(b); break;
-      default: res = relayNotSupported; break;
-    }
-  }
+  relayResult_t res = row->build(b);
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);
     if (!*out) res = relaySystemError;
