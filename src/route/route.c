@@ -213,14 +213,13 @@ static void choose(const planKey* key, const struct relayTopo* topo, int caps, r
   out->n = 0;
   out->route[out->n] = route;
   out->depth[out->n++] = depth;
+  if (route == relayRouteDirect) return; /* it beat the incumbent and needs nothing */
   if (incumbent && route != incumbent->route) {
     out->route[out->n] = incumbent->route;
     out->depth[out->n++] = 1;
   }
-  if (route != relayRouteDirect) {
-    out->route[out->n] = relayRouteDirect;
-    out->depth[out->n++] = 1;
-  }
+  out->route[out->n] = relayRouteDirect;
+  out->depth[out->n++] = 1;
 }
 
 /* Both lists of an auto-routed layout call, cached. */
