@@ -586,8 +586,8 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gNativeCalls;
   return relaySuccess;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, relayColl_t coll, const void* send, void* recv, size_t count,
-                                relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayColl_t coll, const void* send, void* recv,
+                                size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
   (void)c, (void)h, (void)coll, (void)send, (void)recv, (void)count, (void)dt, (void)op, (void)stream;
   gNativeCalls++;
   return relaySuccess;

@@ -44,10 +44,10 @@ static int caseTable(void) {
     const relayRouteRow* row = relayRouteRowOf(r);
     T_CHECK(row && row->route == r && row->name, "route %d: row %p at the wrong index", r, (const void*)row);
     int back = -1;
-    T_CHECK(relayParseRoute(row->name, &back) == 0 && back == r, "route %d: name %s parses to %d", r, row->name,
-            back);
-    T_CHECK(!strcmp(relayRouteName(r), row->name), "route %d: relayRouteName %s, row %s", r, relayRouteName(r),
-            row->name);
+    T_CHECK(relayParseRoute(row->name, &back) == 0 && back == r, "route %d: name %s parses to %d", r,
+            row->name, back);
+    T_CHECK(!strcmp(relayRouteName(r), row->name), "route %d: relayRouteName %s, row %s", r,
+            relayRouteName(r), row->name);
     T_CHECK(row->build || row->run, "route %s runs nothing", row->name);
   }
   const relayRouteRow* d = relayRouteRowOf(relayRouteDirect);
@@ -76,7 +76,8 @@ static void checkList(const relayRouteList* l, int caps, const char* what) {
 
 static int caseCandidates(void) {
   const char* presets[] = {"h200x2", "h200", "mi350x", "cpu", NULL};
-  const int capsList[] = {0, RELAY_TP_CAP_ONESHOT, RELAY_TP_CAP_NATIVE, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT};
+  const int capsList[] = {0, RELAY_TP_CAP_ONESHOT, RELAY_TP_CAP_NATIVE,
+                          RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT};
   int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7}, checked = 0;
   for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
     struct relayTopo* t = NULL;
@@ -90,8 +91,9 @@ static int caseCandidates(void) {
           relayRouteCandidates(&k, t, capsList[ci], relayRouteAuto, 0, l);
           char what[160];
           for (int g = 0; g < 2; g++) {
-            snprintf(what, sizeof what, "%s %s A=%d count %zu caps %d %s", presets[p] ? presets[p] : "no model",
-                     relayCollName(k.coll), k.nActive, count, capsList[ci], g ? "captured" : "per call");
+            snprintf(what, sizeof what, "%s %s A=%d count %zu caps %d %s",
+                     presets[p] ? presets[p] : "no model", relayCollName(k.coll), k.nActive, count,
+                     capsList[ci], g ? "captured" : "per call");
             checkList(&l[g], capsList[ci], what);
             /* The first is the router's winner. */
             int r, d;
@@ -102,7 +104,9 @@ static int caseCandidates(void) {
             int native = (capsList[ci] & RELAY_TP_CAP_NATIVE) != 0;
             int wantN = r == relayRouteDirect ? 1 : 2 + (native && r != relayRouteNative);
             T_CHECK(l[g].n == wantN, "%s: %d candidates, want %d", what, l[g].n, wantN);
-            if (wantN == 3) T_CHECK(l[g].route[1] == relayRouteNative, "%s: second %s", what, relayRouteName(l[g].route[1]));
+            if (wantN == 3)
+              T_CHECK(l[g].route[1] == relayRouteNative, "%s: second %s", what,
+                      relayRouteName(l[g].route[1]));
             checked++;
           }
         }
@@ -117,8 +121,8 @@ static int caseCandidates(void) {
   relayRouteCandidates(&k, t, 0, relayRouteRelay, 0, l);
   T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteRelay && l[0].depth[0] == relayDepthChoose(&k, t) &&
               l[0].route[1] == relayRouteDirect && l[0].depth[1] == 1 && !memcmp(&l[0], &l[1], sizeof l[0]),
-          "forced relay: %s/%d then %s/%d (the depth model says %d)", relayRouteName(l[0].route[0]), l[0].depth[0],
-          relayRouteName(l[0].route[1]), l[0].depth[1], relayDepthChoose(&k, t));
+          "forced relay: %s/%d then %s/%d (the depth model says %d)", relayRouteName(l[0].route[0]),
+          l[0].depth[0], relayRouteName(l[0].route[1]), l[0].depth[1], relayDepthChoose(&k, t));
   T_CHECK(relayDepthChoose(&k, t) > 1, "64 MiB on mi350x is pipelined (else the case above proves nothing)");
   relayRouteCandidates(&k, t, 0, relayRouteRelay, 3, l);
   T_CHECK(l[0].n == 2 && l[0].depth[0] == 3, "forced relay at depth 3: %d", l[0].depth[0]);
@@ -126,14 +130,15 @@ static int caseCandidates(void) {
   T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect, "forced direct: %d candidates", l[0].n);
   /* A forced route the transport cannot run is listed anyway: core skips it. */
   relayRouteCandidates(&k, t, 0, relayRouteNative, 0, l);
-  T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteNative && l[0].route[1] == relayRouteDirect, "forced native");
+  T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteNative && l[0].route[1] == relayRouteDirect,
+          "forced native");
   relayRouteCandidates(&k, t, RELAY_TP_CAP_ONESHOT, relayRouteAuto, 5, l);
   T_CHECK(l[0].depth[0] == 5 && l[1].depth[0] == 5, "auto with a forced depth: %d", l[0].depth[0]);
   size_t rc[3] = {10, 20, 30};
   planKey kr = mkKey(RELAY_COLL_SCATTER, 3, ranks, rc);
   relayRouteCandidates(&kr, t, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteRelay, 0, l);
-  T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect && l[1].n == 1, "rooted, relay forced: %d, %s", l[0].n,
-          relayRouteName(l[0].route[0]));
+  T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect && l[1].n == 1, "rooted, relay forced: %d, %s",
+          l[0].n, relayRouteName(l[0].route[0]));
   relayTopoFree(t);
   printf("%d lists checked\n", checked);
   return 0;
@@ -189,8 +194,8 @@ static int allReduce(relayComm_t comm, int rank, size_t count, float* send, floa
     T_CHECK(want, "malloc");
     tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 2, rank, count, want);
     size_t bad = 0, n = tc_compare(relayFloat32, recv, want, count, &bad);
-    T_CHECK(n == 0, "rank %d, route %s: %zu elements differ, first %zu: %g, want %g", rank, relayRouteName(route), n,
-            bad, (double)recv[bad], (double)want[bad]);
+    T_CHECK(n == 0, "rank %d, route %s: %zu elements differ, first %zu: %g, want %g", rank,
+            relayRouteName(route), n, bad, (double)recv[bad], (double)want[bad]);
     free(want);
   }
   return route;
@@ -230,8 +235,8 @@ static int walkRank(int rank, int nranks, void* arg) {
   int route = allReduce(comm, rank, count, send, recv);
   T_CHECK(route == relayRouteNative && gFake.oneshotPrepares == 1 && gFake.nativePrepares == 1 &&
               gFake.nativeRuns == 1,
-          "declined one-shot: ran %s; %d one-shot prepares, %d native prepares, %d native runs", relayRouteName(route),
-          gFake.oneshotPrepares, gFake.nativePrepares, gFake.nativeRuns);
+          "declined one-shot: ran %s; %d one-shot prepares, %d native prepares, %d native runs",
+          relayRouteName(route), gFake.oneshotPrepares, gFake.nativePrepares, gFake.nativeRuns);
   T_CHECK(gFake.nativeColl == RELAY_COLL_ALLREDUCE && gFake.nativeCount == count && gFake.nativeSend == send,
           "native got %s, count %zu", relayCollName(gFake.nativeColl), gFake.nativeCount);
 
@@ -239,9 +244,10 @@ static int walkRank(int rank, int nranks, void* arg) {
   gNativeAnswer = relayNotSupported;
   memset(&gFake, 0, sizeof gFake);
   route = allReduce(comm, rank, count, send, recv);
-  T_CHECK(route == relayRouteDirect && gFake.oneshotPrepares == 1 && gFake.nativePrepares == 1 && !gFake.nativeRuns,
-          "both declined: ran %s; %d, %d prepares, %d native runs", relayRouteName(route), gFake.oneshotPrepares,
-          gFake.nativePrepares, gFake.nativeRuns);
+  T_CHECK(route == relayRouteDirect && gFake.oneshotPrepares == 1 && gFake.nativePrepares == 1 &&
+              !gFake.nativeRuns,
+          "both declined: ran %s; %d, %d prepares, %d native runs", relayRouteName(route),
+          gFake.oneshotPrepares, gFake.nativePrepares, gFake.nativeRuns);
 
   /* 3. Capabilities withdrawn: the rows are skipped, their prepares never
    * called, though the ops are still set. */

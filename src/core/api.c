@@ -314,7 +314,8 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
  * built, checked and cached (*owned set when the cache could not take it:
  * the caller frees it). relayNotSupported: the route cannot serve the key,
  * on every rank alike (plans are pure functions of the key). */
-static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const relayPlan** plan, relayPlan** owned) {
+static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const relayPlan** plan,
+                                relayPlan** owned) {
   *owned = NULL;
   *plan = relayPlanCacheFind(c->plans, key);
   if (*plan) return relaySuccess;
@@ -330,8 +331,8 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   if (relayPlanCheck(p, err, sizeof err) != 0) {
     relayPlanFree(p);
     c->failed = 1;
-    return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s", c->curCallName,
-                         c->rank, relayRouteName(key->route), err);
+    return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s",
+                         c->curCallName, c->rank, relayRouteName(key->route), err);
   }
   *plan = p;
   if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
@@ -377,8 +378,9 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
   /* The list ends in direct, which needs no capability and no prepare: only
    * its builder declining the key gets here. */
   c->failed = 1;
-  return relaySetError(c, relayInternalError, "%s (rank %d): building the %s plan failed (%s)", c->curCallName,
-                       c->rank, relayRouteName(key->route), relayGetErrorString(relayNotSupported));
+  return relaySetError(c, relayInternalError, "%s (rank %d): building the %s plan failed (%s)",
+                       c->curCallName, c->rank, relayRouteName(key->route),
+                       relayGetErrorString(relayNotSupported));
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
@@ -407,8 +409,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */
-    captured = (lists[1].route[0] != lists[0].route[0] || lists[1].depth[0] != lists[0].depth[0]) && c->tp->isCapturing &&
-        c->tp->isCapturing(c, stream);
+    captured = (lists[1].route[0] != lists[0].route[0] || lists[1].depth[0] != lists[0].depth[0]) &&
+               c->tp->isCapturing && c->tp->isCapturing(c, stream);
   } else {
     lists[0].n = 1; /* what check mode's digest carries for a rejected call */
     lists[0].route[0] = c->cfg.route;

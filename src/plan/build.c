@@ -7,7 +7,8 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   /* One schedule serves the rooted collectives, root to each member
    * (direct's builder: plan_direct.c): no helper route for them yet, so any
    * other route answers "not supported" and the caller falls back. */
-  if (!row || !row->build || (relayCollRooted(key->coll) && key->route != relayRouteDirect)) return relayNotSupported;
+  if (!row || !row->build || (relayCollRooted(key->coll) && key->route != relayRouteDirect))
+    return relayNotSupported;
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
   relayResult_t res = row->build(b);

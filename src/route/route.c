@@ -278,7 +278,8 @@ void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int 
   out[1] = out[0];
 }
 
-void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]) {
+void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2],
+                          int depth[2]) {
   relayRouteList l[2];
   chooseCached(key, topo, caps, l);
   for (int g = 0; g < 2; g++) {

@@ -23,7 +23,8 @@
 static int oneShotPriced(const planKey* k) {
   if (k->nGroups != 1 || (unsigned)k->coll >= RELAY_NUM_COLLS) return 0;
   size_t es = relayTypeSize(k->dtype);
-  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1); /* per-rank input */
+  /* per-rank input */
+  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1);
   return bytes <= relayOneShotMaxBytes();
 }
 
@@ -48,7 +49,8 @@ static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* ca
 
 static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRouteCall* call) {
   const planKey* k = call->key;
-  return c->tp->native(c, handle, k->coll, call->send, call->recv, call->count, k->dtype, k->op, call->stream);
+  return c->tp->native(c, handle, k->coll, call->send, call->recv, call->count, k->dtype, k->op,
+                       call->stream);
 }
 
 /* ---- the table --------------------------------------------------------- */
@@ -60,8 +62,8 @@ static const relayRouteRow kRows[relayNumRoutes] = {
     [relayRouteRelay] = {relayRouteRelay, "relay", planBuildRelay, 0, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
     [relayRouteOneShot] = {relayRouteOneShot, "oneshot", planBuildOneShot, RELAY_TP_CAP_ONESHOT,
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
-    [relayRouteNative] = {relayRouteNative, "native", NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH, nativePriced,
-                          nativePrepare, nativeRun},
+    [relayRouteNative] = {relayRouteNative, "native", NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH,
+                          nativePriced, nativePrepare, nativeRun},
 };
 
 const relayRouteRow* relayRouteRowOf(int route) {

@@ -361,8 +361,9 @@ typedef struct {
 } simState;
 
 /* The non-empty parts of a transfer a -> b of `bytes` (> 0) in a step of P2P
- * operation op (planStep.p2pOp): p2pTaskSplit, or the caller's part count / schedule base; one part on no channel without
- * the channel model or to oneself. Returns the count (>= 1). */
+ * operation op (planStep.p2pOp): p2pTaskSplit, or the caller's part count /
+ * schedule base; one part on no channel without the channel model or to
+ * oneself. Returns the count (>= 1). */
 static int simSplit(const simState* S, p2pOp op, int a, int b, uint64_t bytes, p2pPart* parts) {
   const relaySimP2p* P = S->p2p;
   if (!P || a == b) {

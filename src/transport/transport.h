@@ -121,8 +121,9 @@ typedef struct relayTransportOps {
    * active in no group call native with their handle and return at once. */
   relayResult_t (*nativePrepare)(struct relayComm* comm, int nGroups, int nActive, const int* ranks,
                                  relayStream_t stream, void** handle);
-  relayResult_t (*native)(struct relayComm* comm, void* handle, relayColl_t coll, const void* send, void* recv,
-                          size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream);
+  relayResult_t (*native)(struct relayComm* comm, void* handle, relayColl_t coll, const void* send,
+                          void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                          relayStream_t stream);
   /* 1 when stream is being captured into a graph (may be NULL: never). The
    * router prices host work per step only for calls outside a graph. */
   int (*isCapturing)(struct relayComm* comm, relayStream_t stream);

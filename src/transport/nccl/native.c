@@ -114,8 +114,9 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   return relaySuccess;
 }
 
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send, void* recv,
-                              size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                              relayStream_t stream) {
   struct relayNcclNative* e = handle;
   if (!e || !e->sub || count == 0) return relaySuccess; /* helpers, empty groups */
   cudaStream_t s = (cudaStream_t)stream;
@@ -123,7 +124,9 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t col
   ncclResult_t r;
   switch (coll) {
     case RELAY_COLL_ALLGATHER: r = ncclAllGather(send, recv, count, t, e->sub, s); break;
-    case RELAY_COLL_REDUCESCATTER: r = ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
+    case RELAY_COLL_REDUCESCATTER:
+      r = ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s);
+      break;
     case RELAY_COLL_ALLREDUCE: r = ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
     case RELAY_COLL_ALLTOALL: r = ncclAlltoAll(send, recv, count, t, e->sub, s); break;
     default:
