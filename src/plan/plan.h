@@ -207,9 +207,10 @@ static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }
 
-/* Build the plan of key with its route's builder (route/table.c). Returns
- * relaySuccess, relayNotSupported (the route runs no plan, or cannot serve
- * this key) or relaySystemError. */
+/* Build the plan of key with its route's builder (defined with the table of
+ * routes, route/table.c, which picks it). Returns relaySuccess,
+ * relayNotSupported (the route runs no plan, or cannot serve this key) or
+ * relaySystemError. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 /* Validate the plan's structural invariants (matching, ordering, coverage,

@@ -4,8 +4,8 @@
  * The router (route.c) prices the rows a call's transport can run and hands
  * core an ordered list of candidates; core (api.c) walks it and runs the
  * first whose capability is present and whose prepare succeeds on every
- * rank; relayPlanBuild dispatches to the row's builder; relayRouteName and
- * relayParseRoute read the names.
+ * rank; relayPlanBuild (defined in table.c) runs the row's builder;
+ * relayRouteName and relayParseRoute read the names.
  */
 #ifndef RELAY_ROUTE_TABLE_H_
 #define RELAY_ROUTE_TABLE_H_
