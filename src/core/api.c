@@ -22,7 +22,6 @@
 #include "core/comm.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
-#include "route/depth.h"
 #include "route/route.h"
 #include "route/table.h"
 #include "topo/topo.h"
