@@ -36,6 +36,11 @@ struct relayComm {
    * step being run (-1 outside steps). */
   uint64_t callSeq;
   int curStep;
+  /* No silent wrong result (api.c): the rank known to have passed a bad
+   * buffer in call callSeq (-1: none). Core sets it to this rank when it runs
+   * a call through scratch in place of its bad buffers; a transport that marks
+   * its messages (shm) sets it from a peer's mark and carries it on. */
+  int callMark;
   const char* curCallName;
   /* The p2pOp (src/p2p/p2p.h) of the group being run: the executor sets it
    * from the plan's collective before each group, so a transport that splits
