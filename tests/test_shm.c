@@ -773,6 +773,11 @@ static void tCrashMidInit(void) {
 }
 
 static void caseStale(void) {
+  /* The segment name holds the launch identity (relayShmSegmentName): with
+   * launcher variables set it is the same for this process, which looks for
+   * the segment, and for the ranks it forks. */
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29999", 1);
   /* 1: a crashed run's initialized segment under the name. */
   relayLaunchJobName("stale", gJob, sizeof gJob);
   tCrashMidInit();

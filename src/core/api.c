@@ -478,6 +478,13 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   return local;
 }
 
+/* The call's shape as every rank of a valid call has it (comm->callShape):
+ * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
+static uint64_t callShapeDigest(const planKey* k) {
+  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
+}
+
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
   const char* fn = kCallNames[a->coll];
   if (c->failed)
@@ -488,6 +495,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->callSeq++;
   c->curCallName = fn;
   c->callMark = -1;
+  c->callShape = 0;
   int myGroup, myIndex, bufErr;
   relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
 
@@ -504,6 +512,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.dtype = a->dtype;
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
+    c->callShape = callShapeDigest(&key);
     if (relayCollRooted(a->coll)) {
       /* The only schedule a rooted call has (plan_scatter.c), forced route
        * or not: asking another builder would fail on every call. */

@@ -41,6 +41,11 @@ struct relayComm {
    * a call through scratch in place of its bad buffers; a transport that marks
    * its messages (shm) sets it from a peer's mark and carries it on. */
   int callMark;
+  /* A digest of call callSeq's shape (collective, layout, counts, dtype, op,
+   * root; api.c), alike on every rank of a valid call: a transport that puts
+   * it in its messages (shm) turns calls whose shapes differ between ranks
+   * into errors in check mode 0. 0 outside calls. */
+  uint64_t callShape;
   const char* curCallName;
   /* The p2pOp (src/p2p/p2p.h) of the group being run: the executor sets it
    * from the plan's collective before each group, so a transport that splits

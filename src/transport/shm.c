@@ -182,16 +182,20 @@ typedef struct {
   uint32_t index; /* k-th transfer from src to this rank in the group */
   uint64_t callSeq;
   uint64_t bytes;
-  uint32_t op;     /* p2pOp the sender split it with */
+  uint16_t op;     /* p2pOp the sender split it with */
+  /* 1 + the rank that passed a bad buffer in this call and runs it through
+   * scratch, as far as the sender knows (comm->callMark; 0: none; ranks <=
+   * SHM_MAX_RANKS fit). A rank that receives it carries it on in its own
+   * later sends of the call, so every rank whose data depends on that rank's,
+   * directly or through a relay, returns the error. */
+  uint16_t mark;
   uint32_t nParts;
   uint64_t want;   /* the channels its parts use */
   uint64_t need;   /* of those, the ones the sender connected for it */
-  /* 1 + the rank that passed a bad buffer in this call and runs it through
-   * scratch, as far as the sender knows (comm->callMark; 0: none). A rank that
-   * receives it carries it on in its own later sends of the call, so every
-   * rank whose data depends on that rank's, directly or through a relay,
-   * returns the error. */
-  uint64_t mark;
+  /* The digest of the sender's call shape (comm->callShape): counts that
+   * differ in a block this pair does not move (a scatter root's offsets)
+   * still differ here, so check mode 0 gives an error, not misplaced data. */
+  uint64_t shape;
 } shmTaskHdr;
 _Static_assert(sizeof(shmTaskHdr) == 64, "task header is 64 bytes");
 #define SHM_THDR ((uint64_t)sizeof(shmTaskHdr))
@@ -608,21 +612,26 @@ static int shmConflictPersists(shmState* st) {
   return now - st->conflictSince >= (uint64_t)SHM_CONFLICT_MS * 1000000ull;
 }
 
-/* The pid of a live process other than us whose rendezvous is open under
- * the name (its segment initialized, no go, no failure), else 0. */
+/* What is under the name: the pid of a live process other than us whose
+ * rendezvous is open there (its segment initialized, no go, no failure),
+ * -1 for a segment not initialized (yet), 0 for anything else. */
 static int32_t shmOpenRendezvousHolder(shmState* st) {
   int fd = shm_open(st->name, O_RDONLY | O_CLOEXEC, 0);
   if (fd < 0) return 0;
   struct stat sb;
-  int32_t holder = 0;
+  int32_t holder = -1;
   if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(shmHeader)) {
     shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
     if (h != MAP_FAILED) {
-      if (atomic_load_explicit(&h->magic, memory_order_acquire) == SHM_MAGIC_READY && h->version == SHM_VERSION &&
+      if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY)
+        holder = -1;
+      else if (h->version == SHM_VERSION &&
           h->creatorPidNs == st->pidNs && h->creatorPid != (int32_t)getpid() && shmPidAlive(h->creatorPid) &&
           !atomic_load_explicit(&h->go, memory_order_acquire) &&
           !atomic_load_explicit(&h->initFailed, memory_order_acquire))
         holder = h->creatorPid;
+      else
+        holder = 0;
       munmap(h, sizeof(shmHeader));
     }
   }
@@ -650,18 +659,20 @@ retry:
      * refused once it stays SHM_CONFLICT_MS (it may be finishing). Anything
      * else is a crashed run's leftover (rank 0 is the only creator): ranks
      * that mapped it keep valid memory and re-attach when they see the name
-     * resolve to our inode instead. */
+     * resolve to our inode instead. A segment not initialized yet may be a
+     * second rank 0's between its create and its header: it gets the same
+     * window, then counts as garbage. */
     int32_t holder = shmOpenRendezvousHolder(st);
-    if (holder > 0) {
-      if (shmConflictPersists(st))
-        return relaySetError(comm, relayInvalidUsage,
-                             "rank 0: rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
-                             "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
-                             "apart: give each its own name)",
-                             st->job, st->launch, (int)holder);
+    if (holder != 0 && !shmConflictPersists(st)) {
       shmNap(SHM_INIT_POLL_MS);
       continue;
     }
+    if (holder > 0)
+      return relaySetError(comm, relayInvalidUsage,
+                           "rank 0: rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
+                           "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
+                           "apart: give each its own name)",
+                           st->job, st->launch, (int)holder);
     shm_unlink(st->name);
   }
   if (ftruncate(fd, (off_t)L->total) != 0) {
@@ -888,8 +899,14 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   }
   dev_t dev = sb.st_dev;
   ino_t ino = sb.st_ino;
+  /* Claim the slot atomically: of two processes with this rank that come
+   * together, exactly one gets it; the other sees it taken on its retry. */
+  if (!atomic_compare_exchange_strong_explicit(&mine->pid, &holder, (int32_t)getpid(), memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    shmUnmap(st);
+    return 0;
+  }
   mine->pidNs = st->pidNs;
-  atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_release);
   atomic_store_explicit(&mine->arrived, st->nonce, memory_order_release);
   shmWake(&st->slots[0]);
 
@@ -1248,8 +1265,8 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
       }
       int i = st->sorder[q->ctl];
       shmTaskHdr h = {SHM_TASK_MAGIC, me, comm->curStep, (uint32_t)(q->ctl - q->beg), comm->callSeq, sends[i].bytes,
-                      (uint32_t)comm->curP2pOp, (uint32_t)st->snpart[i], st->swant[i], st->sneed[i],
-                      (uint64_t)(comm->callMark + 1)};
+                      (uint16_t)comm->curP2pOp, (uint16_t)(comm->callMark + 1), (uint32_t)st->snpart[i],
+                      st->swant[i], st->sneed[i], comm->callShape};
       shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
       head += SHM_THDR;
       moved += SHM_THDR;
@@ -1306,6 +1323,12 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
                          "disagree on the sequence of calls or on their plans",
                          me, comm->curStep, (unsigned long long)comm->callSeq, p, h->step,
                          (unsigned long long)h->callSeq);
+  if (h->shape != comm->callShape)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: step %d of call #%llu: rank %d's call has another shape (digest %016llx, this "
+                         "rank's %016llx): ranks disagree on the collective, layout, counts, datatype, op or root",
+                         me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->shape,
+                         (unsigned long long)comm->callShape);
   if (h->bytes != x->bytes)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d: step %d of call #%llu: rank %d sends %llu bytes, this rank expects %llu (transfer %d "
@@ -1322,7 +1345,8 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
 /* Do the fixed fields of task k's header from p match our transfer x? */
 static int shmHdrOk(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x, int index) {
   return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index && h->callSeq == comm->callSeq &&
-         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint32_t)comm->curP2pOp;
+         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint16_t)comm->curP2pOp &&
+         h->shape == comm->callShape;
 }
 
 /* Task t's header from p matched our transfer: check that both ends split it
@@ -1333,7 +1357,7 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
   int i = st->rorder[t], index = t - q->beg, count = q->end - q->beg;
   char agree[640];
   uint64_t want = st->rwant[i];
-  if (h->mark && comm->callMark < 0 && h->mark <= (uint64_t)comm->nranks) comm->callMark = (int)h->mark - 1;
+  if (h->mark && comm->callMark < 0 && h->mark <= comm->nranks) comm->callMark = (int)h->mark - 1;
   const char* what = NULL;
   if (p2pConnAgree(h->want, want, p, comm->rank, agree, sizeof agree)) {
     what = "the channels its parts use";

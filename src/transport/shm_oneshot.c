@@ -11,11 +11,12 @@
  *                      push into your staging[e&1][s] is complete"
  *   [ack[nranks]]      written by peer s into OWNER's region: "I finished
  *                      reading your epoch-e push"
- *   [bytes, call, mark: [2][nranks] each]  written by source s with its push:
- *                      its byte count, its call number and its mark (1 + a
- *                      rank that passed a bad buffer, comm->callMark), so a
- *                      push left by a call this rank rejected is refused by
- *                      the next one, not reduced
+ *   [bytes, call, mark, shape: [2][nranks] each]  written by source s with
+ *                      its push: its byte count, its call number, its mark
+ *                      (1 + a rank that passed a bad buffer, comm->callMark)
+ *                      and its call's shape digest (low 32 bits), so a push
+ *                      left by a call this rank rejected, or of a call of
+ *                      another shape, is refused, not reduced
  *   [staging[2][nranks][slotBytes]]
  * (one 64-byte line per flag/ack: each has exactly one writer).
  *
@@ -85,7 +86,7 @@ static uint64_t osSentinel(uint64_t hash, int rank) {
 static size_t osFlagsOff(void) { return sizeof(osHeader); }
 static size_t osAcksOff(int n) { return osFlagsOff() + 2 * (size_t)n * sizeof(osWord); }
 /* Per source, by parity: byte count, call number, mark. */
-enum { OS_INFO_BYTES = 0, OS_INFO_CALL = 1, OS_INFO_MARK = 2, OS_NINFO = 3 };
+enum { OS_INFO_BYTES = 0, OS_INFO_CALL = 1, OS_INFO_MARK = 2, OS_INFO_SHAPE = 3, OS_NINFO = 4 };
 static size_t osInfoOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
 static size_t osStagingOff(int n) { return osInfoOff(n) + OS_NINFO * 2 * (size_t)n * sizeof(osWord); }
 
@@ -292,6 +293,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                           memory_order_relaxed);
     atomic_store_explicit(&osInfo(s->base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v, (uint32_t)(comm->callMark + 1),
                           memory_order_relaxed);
+    atomic_store_explicit(&osInfo(s->base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v, (uint32_t)comm->callShape,
+                          memory_order_relaxed);
     atomic_store_explicit(&osFlag(s->base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
     relayShmRing(comm, p);
   }
@@ -312,6 +315,12 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                           "rank %d: one-shot of call #%llu: rank %d pushed data of its call #%u (mod 2^32): a rank "
                           "rejected a call its peers ran (check mode 0), so the ranks are no longer in step",
                           r, (unsigned long long)comm->callSeq, p, call);
+    uint32_t shape = atomic_load_explicit(&osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
+    if (res == relaySuccess && shape != (uint32_t)comm->callShape)
+      res = relaySetError(comm, relayInvalidUsage,
+                          "rank %d: one-shot of call #%llu: rank %d's call has another shape (digest %08x, this rank's "
+                          "%08x): ranks disagree on the collective, layout, counts, datatype, op or root",
+                          r, (unsigned long long)comm->callSeq, p, shape, (uint32_t)comm->callShape);
     if (res == relaySuccess && mark && comm->callMark < 0 && mark <= (uint32_t)n) comm->callMark = (int)mark - 1;
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
