@@ -93,9 +93,16 @@ static double tNowSec(void) { return (double)relayNowNs() / 1e9; }
 
 /* One layout call on {0, 1} (rank 2 and 3 help), with fault f when bad is
  * set on this rank. Inputs encode source, destination and position
- * (tc_fill_input), outputs are poisoned; on success the output is compared
- * with the serial reference. Returns the call's result. */
-static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute,
+ * (tc_fill_input) times k, which differs from call to call so that data
+ * left by an earlier call shows (every collective here is linear in its
+ * inputs: sums and copies of integers, exact in fp32); outputs are
+ * poisoned; on success the output is compared with the serial reference
+ * times k. Returns the call's result. */
+static void scale(float* p, size_t n, int k) {
+  for (size_t i = 0; i < n; i++) p[i] *= (float)k;
+}
+
+static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute, int k,
                                 const char* tag) {
   const relayDataType_t dt = relayFloat32;
   const relayRedOp_t op = relaySum;
@@ -108,7 +115,10 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
   T_CHECK(sbuf && rbuf && want, "rank %d: out of memory", rank);
   memset(sbuf, POISON, (sn + rn + 8) * sizeof(float));
   memset(rbuf, POISON, (rn + 8) * sizeof(float));
-  if (me >= 0) tc_fill_input(coll, dt, op, A, me, c, sbuf);
+  if (me >= 0) {
+    tc_fill_input(coll, dt, op, A, me, c, sbuf);
+    scale(sbuf, sn, k);
+  }
   const void* sendp = me >= 0 ? sbuf : NULL;
   void* recvp = me >= 0 ? rbuf : NULL;
   relayLayout_t L = {1, A, kPair};
@@ -159,6 +169,7 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
     }
     if (me >= 0) {
       tc_expected(coll, dt, op, A, me, c, want);
+      scale(want, rn, k);
       size_t first = 0, wrong = tc_compare(dt, rbuf, want, rn, &first);
       T_CHECK(wrong == 0, "rank %d: %s: %s returned success with %zu of %zu elements wrong (first %zu: %g, want %g)",
               rank, tag, relayCollName(coll), wrong, rn, first, tc_as_double(dt, rbuf, first),
@@ -172,15 +183,16 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
 }
 
 /* Block i of the rooted calls: element e of the block member kSet[i] owns. */
-static float rootedValue(int i, size_t e) {
+static float rootedValue(int i, size_t e, int k) {
   float v;
   tc_value(relayFloat32, relaySum, i, 7, e, &v);
-  return v;
+  return v * (float)k;
 }
 
 /* One scatter / gather from root 0 to kSet, fault f when bad is set on this
  * rank; on success this rank's output is checked element by element. */
-static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, const char* tag) {
+static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int k,
+                                const char* tag) {
   int scatter = coll == RELAY_COLL_SCATTER, root = 0, idx = -1;
   for (int i = 0; i < 3; i++)
     if (kSet[i] == rank) idx = i;
@@ -193,9 +205,9 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fa
   memset(memberBuf, POISON, (SET_TOTAL + 8) * sizeof(float));
   if (rank == root && scatter)
     for (int i = 0; i < 3; i++)
-      for (size_t e = 0; e < kSetCounts[i]; e++) rootBuf[off[i] + e] = rootedValue(i, e);
+      for (size_t e = 0; e < kSetCounts[i]; e++) rootBuf[off[i] + e] = rootedValue(i, e, k);
   if (idx >= 0 && !scatter)
-    for (size_t e = 0; e < kSetCounts[idx]; e++) memberBuf[e] = rootedValue(idx, e);
+    for (size_t e = 0; e < kSetCounts[idx]; e++) memberBuf[e] = rootedValue(idx, e, k);
   const void* sendp = NULL;
   void* recvp = NULL;
   if (rank == root) {
@@ -236,12 +248,12 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fa
     float got = 0, exp = 0;
     if (scatter && idx >= 0) {
       for (size_t e = 0; e < kSetCounts[idx]; e++)
-        if (memberBuf[e] != rootedValue(idx, e) && !wrong++) first = e, got = memberBuf[e], exp = rootedValue(idx, e);
+        if (memberBuf[e] != rootedValue(idx, e, k) && !wrong++) first = e, got = memberBuf[e], exp = rootedValue(idx, e, k);
     } else if (!scatter && rank == root) {
       for (int i = 0; i < 3; i++)
         for (size_t e = 0; e < kSetCounts[i]; e++)
-          if (rootBuf[off[i] + e] != rootedValue(i, e) && !wrong++)
-            first = off[i] + e, got = rootBuf[off[i] + e], exp = rootedValue(i, e);
+          if (rootBuf[off[i] + e] != rootedValue(i, e, k) && !wrong++)
+            first = off[i] + e, got = rootBuf[off[i] + e], exp = rootedValue(i, e, k);
     }
     T_CHECK(wrong == 0, "rank %d: %s: %s returned success with %zu elements wrong (first %zu: %g, want %g)", rank, tag,
             relayCollName(coll), wrong, first, (double)got, (double)exp);
@@ -251,10 +263,10 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fa
   return res;
 }
 
-static relayResult_t anyCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute,
+static relayResult_t anyCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute, int k,
                              const char* tag) {
-  return relayCollRooted(coll) ? rootedCall(comm, rank, coll, f, bad, tag)
-                               : layoutCall(comm, rank, coll, f, bad, wantRoute, tag);
+  return relayCollRooted(coll) ? rootedCall(comm, rank, coll, f, bad, k, tag)
+                               : layoutCall(comm, rank, coll, f, bad, wantRoute, k, tag);
 }
 
 /* ---- every rank passes the same bad argument ----------------------------- */
@@ -302,14 +314,14 @@ static int allRejectRank(int rank, int nranks, void* arg) {
     const allFault* af = &kAllFaults[k];
     snprintf(tag, sizeof tag, "check mode %d, every rank: %s of %s, then a valid call", check, kFaultNames[af->f],
              relayCollName(af->coll));
-    relayResult_t res = anyCall(comm, rank, af->coll, af->f, 1, 0, tag);
+    relayResult_t res = anyCall(comm, rank, af->coll, af->f, 1, 0, (int)(2 + 2 * (k % 2)), tag); /* 2 or 4: see layoutCall */
     if (makesFault(rank, af->coll, af->f) || check)
       T_CHECK(res == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(res), relayGetLastError(comm));
     else
       T_CHECK(res == relaySuccess || res == relayRemoteError, "rank %d: %s: a good rank's part returned %s (%s)", rank,
               tag, relayGetErrorString(res), relayGetLastError(comm));
-    res = anyCall(comm, rank, af->coll, F_NONE, 0, 0, tag);
+    res = anyCall(comm, rank, af->coll, F_NONE, 0, 0, (int)(3 + 2 * (k % 2)), tag);
     T_CHECK(res == relaySuccess, "rank %d: %s: the valid call returned %s (%s)", rank, tag, relayGetErrorString(res),
             relayGetLastError(comm));
   }
@@ -335,11 +347,11 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
            a->depth, a->badRank, kFaultNames[a->f], relayCollName(a->coll));
   /* One good call first: the route's state (one-shot region, connections)
    * exists, so the bad call meets a comm in use. */
-  T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, tag));
+  T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, 1, tag));
   double t0 = tNowSec();
   int bad = rank == a->badRank;
-  relayResult_t r1 = anyCall(comm, rank, a->coll, a->f, bad, 0, tag);
-  relayResult_t r2 = anyCall(comm, rank, a->coll, F_NONE, 0, a->route, tag); /* data checked on success */
+  relayResult_t r1 = anyCall(comm, rank, a->coll, a->f, bad, 0, 2, tag);
+  relayResult_t r2 = anyCall(comm, rank, a->coll, F_NONE, 0, a->route, 3, tag); /* data checked on success */
   double dt = tNowSec() - t0;
   if (faultIsBuffer(a->f)) {
     /* It took part through scratch: nothing left over, the comm in step. */
@@ -351,16 +363,17 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
               relayGetErrorString(r1), relayGetLastError(comm));
     T_CHECK(r2 == relaySuccess, "rank %d: %s: the next valid call returned %s (%s)", rank, tag,
             relayGetErrorString(r2), relayGetLastError(comm));
-    T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, tag));
+    T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, 4, tag));
   } else {
     /* A shape error: an error instead of stale data (a success above was
      * checked against the reference), ended at once, not at the deadline. */
     if (bad && a->f != F_COUNTS_DIFFER)
       T_CHECK(r1 == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(r1), relayGetLastError(comm));
-    /* A scatter root only sends: its eager sends complete whatever the
-     * members believe, and the members (who receive) return the error. */
-    int sendsOnly = a->coll == RELAY_COLL_SCATTER && rank == 0;
+    /* A scatter root and a gather member only send: their eager sends
+     * complete whatever the peers believe, and the peers that receive
+     * return the error. */
+    int sendsOnly = (a->coll == RELAY_COLL_SCATTER && rank == 0) || (a->coll == RELAY_COLL_GATHER && rank != 0);
     if (bad && !sendsOnly)
       T_CHECK(r1 != relaySuccess || r2 != relaySuccess, "rank %d: %s: no error on the bad rank", rank, tag);
   }
