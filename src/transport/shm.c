@@ -81,7 +81,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 
 #define SHM_LINE 64
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
-#define SHM_VERSION 2u         /* 2: control ring + a data ring per P2P channel */
+#define SHM_VERSION 3u /* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records */
 #define SHM_TASK_MAGIC 0x54534b31u /* "TSK1": a task header on a control ring */
 #define SHM_PART_MAGIC 0x50525431u /* "PRT1": a part header on a channel's ring */
 #define SHM_AGREE_MAX 256
@@ -143,6 +143,7 @@ typedef struct {
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t seq; /* agreement round whose record this is */
+  uint64_t call; /* the call it belongs to (comm->callSeq): rounds of two calls never pair */
   uint32_t bytes;
   unsigned char data[SHM_AGREE_MAX];
 } shmAgreeBuf;
@@ -1700,6 +1701,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   shmAgreeBuf* b = &st->slots[me].agree[round & 1];
   if (bytes) memcpy(b->data, mine, bytes);
   b->bytes = (uint32_t)bytes;
+  b->call = comm->callSeq;
   atomic_store_explicit(&b->seq, round, memory_order_release);
   for (int q = 0; q < n; q++)
     if (q != me) shmWake(&st->slots[q]);
@@ -1731,6 +1733,11 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
         i++;
         continue;
       }
+      if (pb->call != comm->callSeq)
+        return relaySetError(comm, relayInvalidUsage,
+                             "rank %d: %s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
+                             "ran (check mode 0), so the ranks are no longer in step",
+                             me, where, q, (unsigned long long)pb->call);
       if (pb->bytes != bytes)
         return relaySetError(comm, relayInvalidUsage, "rank %d: %s: rank %d agrees on %u bytes, this rank on %zu", me,
                              where, q, pb->bytes, bytes);
