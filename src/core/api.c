@@ -356,6 +356,89 @@ static int tryNative(struct relayComm* c, const callArgs* a, int myGroup, int ro
   return 1;
 }
 
+static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* key, int myGroup, relayStream_t stream);
+static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
+                                       relayResult_t local, relayStream_t stream);
+
+/* The call's shape as every rank of a valid call has it (comm->callShape):
+ * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
+static uint64_t callShapeDigest(const planKey* k) {
+  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
+}
+
+static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
+  const char* fn = kCallNames[a->coll];
+  if (c->failed)
+    return relaySetError(c, relayInvalidUsage, "%s (rank %d): the comm failed in an earlier call; destroy it (%s)",
+                         fn, c->rank, c->lastError);
+  /* Every call counts on every rank, rejected ones too, so that a notice or
+   * a message of call k names k on every rank and is never read by call k+1. */
+  c->callSeq++;
+  c->curCallName = fn;
+  c->callMark = -1;
+  c->callShape = 0;
+  int myGroup, myIndex, bufErr;
+  relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
+
+  planKey key;
+  memset(&key, 0, sizeof key);
+  int route = c->cfg.route, depth = c->cfg.depth > 0 ? c->cfg.depth : 1;
+  if (local == relaySuccess || bufErr) { /* the shape is valid: the same key as every peer's */
+    key.coll = a->coll;
+    key.nranks = c->nranks;
+    key.nGroups = a->layout->nGroups;
+    key.nActive = a->layout->nActive;
+    key.ranks = a->layout->ranks;
+    key.counts = a->counts;
+    key.dtype = a->dtype;
+    key.op = relayCollReduces(a->coll) ? a->op : relaySum;
+    key.root = relayCollRooted(a->coll) ? a->root : 0;
+    c->callShape = callShapeDigest(&key);
+    if (relayCollRooted(a->coll)) {
+      /* The only schedule a rooted call has (plan_scatter.c), forced route
+       * or not: asking another builder would fail on every call. */
+      route = relayRouteDirect;
+    } else if (route == relayRouteRelay && c->cfg.depth == 0) {
+      /* A forced relay still takes the depth model's depth. */
+      depth = relayDepthChoose(&key, c->topo);
+    } else if (route == relayRouteAuto) {
+      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+      /* Ask the stream whether it is capturing only when the answer matters:
+       * most keys route alike per call and in a graph, and one cached lookup
+       * of both answers costs less than the CUDA query. */
+      int routes[2], depths[2];
+      relayRouteChoosePair(&key, c->topo, caps, routes, depths);
+      int g = (routes[1] != routes[0] || depths[1] != depths[0]) && c->tp->isCapturing && c->tp->isCapturing(c, stream);
+      route = routes[g];
+      if (c->cfg.depth == 0) depth = depths[g];
+    }
+  }
+  if (c->cfg.checkMode) {
+    relayResult_t agreed = agreeOnCall(c, a, local, route, depth);
+    if (agreed != relaySuccess) return agreed;
+  } else if (local != relaySuccess && !bufErr) {
+    /* A shape error: no plan, so nothing to take part with. Peers that wait
+     * on this rank in this call learn it from the notice; what they already
+     * sent it carries this call's number, which its next call refuses. */
+    if (c->tp->reject) c->tp->reject(c);
+    return local;
+  }
+  key.route = route;
+  key.depth = depth;
+  if (local == relaySuccess) {
+    relayResult_t res = runPlan(c, a, &key, myGroup, stream);
+    if (res == relaySuccess && c->callMark >= 0)
+      res = relaySetError(c, relayRemoteError,
+                          "%s (rank %d): rank %d passed a bad buffer in call #%llu (its error names it): this rank's "
+                          "result is undefined; the call's transfers completed, so the comm stays usable",
+                          fn, c->rank, c->callMark, (unsigned long long)c->callSeq);
+    return res;
+  }
+  return runThroughScratch(c, a, &key, myGroup, local, stream);
+}
+
 /* The call's data movement once every rank that takes part has its key:
  * the native collective, else the plan (cached) on the transport. */
 static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* key, int myGroup, relayStream_t stream) {
@@ -476,85 +559,6 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   if (res != relaySuccess) return res;
   memcpy(c->lastError, saved, sizeof saved);
   return local;
-}
-
-/* The call's shape as every rank of a valid call has it (comm->callShape):
- * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
-static uint64_t callShapeDigest(const planKey* k) {
-  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
-}
-
-static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
-  const char* fn = kCallNames[a->coll];
-  if (c->failed)
-    return relaySetError(c, relayInvalidUsage, "%s (rank %d): the comm failed in an earlier call; destroy it (%s)",
-                         fn, c->rank, c->lastError);
-  /* Every call counts on every rank, rejected ones too, so that a notice or
-   * a message of call k names k on every rank and is never read by call k+1. */
-  c->callSeq++;
-  c->curCallName = fn;
-  c->callMark = -1;
-  c->callShape = 0;
-  int myGroup, myIndex, bufErr;
-  relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
-
-  planKey key;
-  memset(&key, 0, sizeof key);
-  int route = c->cfg.route, depth = c->cfg.depth > 0 ? c->cfg.depth : 1;
-  if (local == relaySuccess || bufErr) { /* the shape is valid: the same key as every peer's */
-    key.coll = a->coll;
-    key.nranks = c->nranks;
-    key.nGroups = a->layout->nGroups;
-    key.nActive = a->layout->nActive;
-    key.ranks = a->layout->ranks;
-    key.counts = a->counts;
-    key.dtype = a->dtype;
-    key.op = relayCollReduces(a->coll) ? a->op : relaySum;
-    key.root = relayCollRooted(a->coll) ? a->root : 0;
-    c->callShape = callShapeDigest(&key);
-    if (relayCollRooted(a->coll)) {
-      /* The only schedule a rooted call has (plan_scatter.c), forced route
-       * or not: asking another builder would fail on every call. */
-      route = relayRouteDirect;
-    } else if (route == relayRouteRelay && c->cfg.depth == 0) {
-      /* A forced relay still takes the depth model's depth. */
-      depth = relayDepthChoose(&key, c->topo);
-    } else if (route == relayRouteAuto) {
-      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
-      /* Ask the stream whether it is capturing only when the answer matters:
-       * most keys route alike per call and in a graph, and one cached lookup
-       * of both answers costs less than the CUDA query. */
-      int routes[2], depths[2];
-      relayRouteChoosePair(&key, c->topo, caps, routes, depths);
-      int g = (routes[1] != routes[0] || depths[1] != depths[0]) && c->tp->isCapturing && c->tp->isCapturing(c, stream);
-      route = routes[g];
-      if (c->cfg.depth == 0) depth = depths[g];
-    }
-  }
-  if (c->cfg.checkMode) {
-    relayResult_t agreed = agreeOnCall(c, a, local, route, depth);
-    if (agreed != relaySuccess) return agreed;
-  } else if (local != relaySuccess && !bufErr) {
-    /* A shape error: no plan, so nothing to take part with. Peers that wait
-     * on this rank in this call learn it from the notice; what they already
-     * sent it carries this call's number, which its next call refuses. */
-    if (c->tp->reject) c->tp->reject(c);
-    return local;
-  }
-  key.route = route;
-  key.depth = depth;
-  if (local == relaySuccess) {
-    relayResult_t res = runPlan(c, a, &key, myGroup, stream);
-    if (res == relaySuccess && c->callMark >= 0)
-      res = relaySetError(c, relayRemoteError,
-                          "%s (rank %d): rank %d passed a bad buffer in call #%llu (its error names it): this rank's "
-                          "result is undefined; the call's transfers completed, so the comm stays usable",
-                          fn, c->rank, c->callMark, (unsigned long long)c->callSeq);
-    return res;
-  }
-  return runThroughScratch(c, a, &key, myGroup, local, stream);
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
