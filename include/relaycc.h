@@ -162,6 +162,10 @@ relayResult_t relayGetVersion(int* version);
  * nranks <= 0, rank < 0 or jobName == NULL take RELAYCC_NRANKS / RELAYCC_RANK /
  * RELAYCC_JOB, then WORLD_SIZE / RANK as torchrun sets them (job "relaycc").
  * Collective: blocks until all nranks have arrived or the deadline passes.
+ * The rendezvous is the job name plus the launch (TORCHELASTIC_RUN_ID,
+ * MASTER_ADDR, MASTER_PORT where set, else the parent process: README), so
+ * two launches that share a name never meet; a second process with one rank
+ * is refused with relayInvalidUsage.
  */
 relayResult_t relayCommInitShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
                                const relayConfig_t* config);

@@ -84,6 +84,7 @@ relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, str
     c->cfg.spinCount = (cpus > 0 && nranks <= cpus) ? RELAY_AUTO_SPIN : 0;
   }
   c->curStep = -1;
+  c->callMark = -1;
   c->lastRoute = relayRouteDirect;
   c->lastDepth = 1;
   atomic_init(&c->aborted, 0);

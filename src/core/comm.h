@@ -36,6 +36,16 @@ struct relayComm {
    * step being run (-1 outside steps). */
   uint64_t callSeq;
   int curStep;
+  /* No silent wrong result (api.c): the rank known to have passed a bad
+   * buffer in call callSeq (-1: none). Core sets it to this rank when it runs
+   * a call through scratch in place of its bad buffers; a transport that marks
+   * its messages (shm) sets it from a peer's mark and carries it on. */
+  int callMark;
+  /* A digest of call callSeq's shape (collective, layout, counts, dtype, op,
+   * root; api.c), alike on every rank of a valid call: a transport that puts
+   * it in its messages (shm) turns calls whose shapes differ between ranks
+   * into errors in check mode 0. 0 outside calls. */
+  uint64_t callShape;
   const char* curCallName;
   int failed;         /* sticky: an error after data may have moved */
   atomic_int aborted; /* set by relayCommAbort, read by waits */

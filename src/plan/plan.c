@@ -123,24 +123,48 @@ static int planP2pOpOf(relayColl_t coll) {
  * scatter, send of a gather); the root holds all blocks back to back in set
  * order (send of a scatter, recv of a gather). The root counts as active in
  * group 0 even outside the set, since it names caller buffers. */
-static void planRootedExtents(const planKey* k, planRank* rank) {
+static void planRootedRank(const planKey* k, uint64_t total, int r, planRank* pr) {
+  int scatter = k->coll == RELAY_COLL_SCATTER;
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  if (pr->activeGroup >= 0) {
+    uint64_t c = k->counts[pr->activeIndex];
+    if (scatter) pr->recvElems = c;
+    else pr->sendElems = c;
+  }
+  if (r == k->root) {
+    pr->activeGroup = 0;
+    if (scatter) pr->sendElems = total;
+    else pr->recvElems = total;
+  }
+}
+
+static uint64_t planRootedTotal(const planKey* k) {
   uint64_t total = 0;
   for (int i = 0; i < k->nActive; i++) total += k->counts[i];
-  int scatter = k->coll == RELAY_COLL_SCATTER;
-  for (int r = 0; r < k->nranks; r++) {
-    planRank* pr = &rank[r];
-    pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
-    if (pr->activeGroup >= 0) {
-      uint64_t c = k->counts[pr->activeIndex];
-      if (scatter) pr->recvElems = c;
-      else pr->sendElems = c;
-    }
-    if (r == k->root) {
-      pr->activeGroup = 0;
-      if (scatter) pr->sendElems = total;
-      else pr->recvElems = total;
-    }
+  return total;
+}
+
+/* Layout collectives: the buffer contracts of include/relaycc.h. */
+static void planLayoutRank(const planKey* k, int r, planRank* pr) {
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  int g = pr->activeGroup;
+  if (g < 0) return;
+  uint64_t c = k->counts[g], A = (uint64_t)k->nActive;
+  switch (k->coll) {
+    case RELAY_COLL_ALLGATHER: pr->sendElems = c; pr->recvElems = A * c; break;
+    case RELAY_COLL_REDUCESCATTER: pr->sendElems = A * c; pr->recvElems = c; break;
+    case RELAY_COLL_ALLREDUCE: pr->sendElems = c; pr->recvElems = c; break;
+    default: pr->sendElems = A * c; pr->recvElems = A * c; break;
   }
+}
+
+void planCallerExtents(const planKey* k, int r, uint64_t* sendElems, uint64_t* recvElems) {
+  planRank pr;
+  memset(&pr, 0, sizeof pr);
+  if (relayCollRooted(k->coll)) planRootedRank(k, planRootedTotal(k), r, &pr);
+  else planLayoutRank(k, r, &pr);
+  *sendElems = pr.sendElems;
+  *recvElems = pr.recvElems;
 }
 
 planBuilder* planBuilderNew(const planKey* key) {
@@ -160,22 +184,10 @@ planBuilder* planBuilderNew(const planKey* key) {
   b->key.ranks = b->ranksCopy;
   b->key.counts = b->countsCopy;
   b->p2pOp = planP2pOpOf(key->coll);
-  if (relayCollRooted(key->coll)) {
-    planRootedExtents(&b->key, b->rank);
-    return b;
-  }
+  uint64_t total = relayCollRooted(key->coll) ? planRootedTotal(&b->key) : 0;
   for (int r = 0; r < key->nranks; r++) {
-    b->rank[r].activeGroup = planActiveGroupOf(key, r, &b->rank[r].activeIndex);
-    int g = b->rank[r].activeGroup;
-    if (g >= 0) {
-      uint64_t c = key->counts[g], A = (uint64_t)key->nActive;
-      switch (key->coll) {
-        case RELAY_COLL_ALLGATHER: b->rank[r].sendElems = c; b->rank[r].recvElems = A * c; break;
-        case RELAY_COLL_REDUCESCATTER: b->rank[r].sendElems = A * c; b->rank[r].recvElems = c; break;
-        case RELAY_COLL_ALLREDUCE: b->rank[r].sendElems = c; b->rank[r].recvElems = c; break;
-        default: b->rank[r].sendElems = A * c; b->rank[r].recvElems = A * c; break;
-      }
-    }
+    if (relayCollRooted(key->coll)) planRootedRank(&b->key, total, r, &b->rank[r]);
+    else planLayoutRank(&b->key, r, &b->rank[r]);
   }
   return b;
 }

@@ -203,6 +203,9 @@ static inline planRef planRefAdd(planRef r, uint64_t elems) { r.off += elems; re
 
 /* Layout facts every builder needs. */
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex); /* -1 when helper */
+/* The extents (elements) of the caller buffers rank passes in a call of key k:
+ * what planRank.sendElems / recvElems hold in its plan (0: none). */
+void planCallerExtents(const planKey* k, int rank, uint64_t* sendElems, uint64_t* recvElems);
 static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }

@@ -89,8 +89,10 @@ typedef struct relayTransportOps {
    * and votes; every rank must call it on the same call. */
   relayResult_t (*agree)(struct relayComm* comm, const void* mine, void* all, size_t bytes);
   relayResult_t (*barrier)(struct relayComm* comm);
-  /* Tell peers this rank rejected call callSeq+1 before moving data (they
-   * fail fast instead of waiting for the deadline). May be NULL. */
+  /* Tell peers this rank rejected call callSeq (core counts every call on
+   * every rank, rejected ones too) and takes no part in it: a peer waiting on
+   * it in that call fails fast instead of at the deadline; one in a later
+   * call ignores the notice. May be NULL. */
   void (*reject)(struct relayComm* comm);
   /* Mark failed and wake any wait (safe from another thread). */
   void (*abort)(struct relayComm* comm);
