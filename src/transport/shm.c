@@ -601,7 +601,11 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   relayResult_t res = relaySuccess;
 retry:
   st->channels = shmChannelsFor(st->wantChannels, st->ringBytes);
-  shmLayoutOf(n, st->ringBytes, st->channels, L); /* relayShmAttach checked the largest */
+  /* relayShmAttach checked the largest ring; a halved one can only fail here if SHM_FALLBACK_RING were
+   * below a line per channel. Checking also tells a Release build that *L is set (gcc -O2 warned). */
+  if (shmLayoutOf(n, st->ringBytes, st->channels, L) != 0)
+    return relaySetError(comm, relayInternalError, "rank 0: no shm layout for %d ranks, %llu-byte ring, "
+                         "%d channels", n, (unsigned long long)st->ringBytes, st->channels);
   for (;;) {
     /* Whatever is under the name is a crashed run's leftover (rank 0 is the
      * only creator). Ranks that mapped it keep valid memory and re-attach
