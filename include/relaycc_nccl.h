@@ -37,7 +37,7 @@ extern "C" {
  * configuration and connects every pair once, so that no later call stalls
  * in NCCL's connection setup).
  */
-relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayConfig_t* config);
+RELAYCC_API relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayConfig_t* config);
 
 /*
  * Create a relay comm of nranks processes of one host with its own NCCL
@@ -52,15 +52,15 @@ relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayC
  * NVLink SHARP buffers would cost memory and multicast objects for nothing.
  * Collective: blocks until all nranks arrived or the deadline passes.
  */
-relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
-                                   int cudaDevice, const relayConfig_t* config);
+RELAYCC_API relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
+                                               int cudaDevice, const relayConfig_t* config);
 
 /*
  * The NCCL communicator under a relay comm on the NCCL transport (owned or
  * wrapped; still owned by whoever owned it). relayInvalidArgument when the
  * comm is on another transport. Useful to build baselines with ncclCommSplit.
  */
-relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl);
+RELAYCC_API relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl);
 
 #ifdef __cplusplus
 }

@@ -650,7 +650,11 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   relayResult_t res = relaySuccess;
 retry:
   st->channels = shmChannelsFor(st->wantChannels, st->ringBytes);
-  shmLayoutOf(n, st->ringBytes, st->channels, L); /* relayShmAttach checked the largest */
+  /* relayShmAttach checked the largest ring; a halved one can only fail here if SHM_FALLBACK_RING were
+   * below a line per channel. Checking also tells a Release build that *L is set (gcc -O2 warned). */
+  if (shmLayoutOf(n, st->ringBytes, st->channels, L) != 0)
+    return relaySetError(comm, relayInternalError, "rank 0: no shm layout for %d ranks, %llu-byte ring, "
+                         "%d channels", n, (unsigned long long)st->ringBytes, st->channels);
   for (;;) {
     fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) break;
