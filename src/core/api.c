@@ -25,95 +25,11 @@
 #include "route/depth.h"
 #include "route/route.h"
 #include "topo/topo.h"
-#include "transport/shm.h"
 
 static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
                                                       "relayAllToAll",  "relayScatter",       "relayGather"};
 
-/* ---- init / destroy ---------------------------------------------------- */
-
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
-  *out = NULL;
-  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
-  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
-  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
-  if (nranks < 1)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
-                         nranks);
-  if (rank < 0 || rank >= nranks)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
-                         rank, nranks);
-  struct relayComm* c;
-  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
-  relayResult_t res = relayShmAttach(c, jobName);
-  /* Every rank must route with the same model: vote it (as the NCCL init does). */
-  if (res == relaySuccess) res = relayCommAgreeTopo(c, relayCommLoadTopo(c, "cpu"));
-  if (res != relaySuccess) {
-    relaySetError(NULL, res, "%s", c->lastError);
-    if (c->tp) c->tp->destroy(c);
-    relayTopoFree(c->topo);
-    relayCommFree(c);
-    return res;
-  }
-  *out = c;
-  return relaySuccess;
-}
-
-relayResult_t relayCommLoadTopo(struct relayComm* c, const char* fallback) {
-  const char* want = c->cfg.topo[0] ? c->cfg.topo : fallback;
-  if (!want || !*want) return relaySuccess;
-  if (relayTopoLoad(want, &c->topo) != relaySuccess)
-    return relaySetError(c, relayInvalidArgument, "rank %d: RELAYCC_TOPO / config.topo = \"%s\": %s", c->rank,
-                         want, relayGetLastError(NULL));
-  return relaySuccess;
-}
-
-relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
-  struct {
-    int32_t status, pad;
-    uint64_t hash;
-  } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
-  all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory agreeing the topology", c->rank);
-  char saved[sizeof c->lastError];
-  memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status == relaySuccess) continue;
-    if (q == c->rank) {
-      memcpy(c->lastError, saved, sizeof saved); /* its own message names the cause */
-      res = local;
-    } else {
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d could not load its topology (%s)", c->rank, q,
-                          relayGetErrorString((relayResult_t)all[q].status));
-    }
-  }
-  int differ = 0;
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
-  if (differ) {
-    if (relayEnvLong("RELAYCC_DEBUG", 0))
-      fprintf(stderr, "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
-                      "routing without a model\n", c->rank);
-    relayTopoFree(c->topo);
-    c->topo = NULL;
-  }
-  if (res == relaySuccess && relayEnvLong("RELAYCC_DEBUG", 0))
-    fprintf(stderr, "relaycc: rank %d: route model: %s\n", c->rank, c->topo ? c->topo->name : "none");
-  free(all);
-  return res;
-}
-
-relayResult_t relayCommDestroy(relayComm_t comm) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
-  if (comm->tp) comm->tp->destroy(comm);
-  relayTopoFree(comm->topo);
-  relayCommFree(comm);
-  return relaySuccess;
-}
+/* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
 relayResult_t relayCommAbort(relayComm_t comm) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
@@ -368,8 +284,12 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       /* A forced relay still takes the depth model's depth. */
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
+      /* The one-shot only within the comm's agreed gate (CAP_GATED). */
       int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+                 (c->tp->oneshotPrepare && c->tp->oneshot &&
+                          relayOneShotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES))
+                      ? RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_GATED
+                      : 0);
       /* Ask the stream whether it is capturing only when the answer matters:
        * most keys route alike per call and in a graph, and one cached lookup
        * of both answers costs less than the CUDA query. */
@@ -401,6 +321,11 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
 
   key.route = route;
   key.depth = depth;
+  /* A forced one-shot above the comm's gate: not supported, direct on every rank alike. */
+  if (route == relayRouteOneShot && !relayOneShotSlotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES))) {
+    key.route = relayRouteDirect;
+    key.depth = 1;
+  }
   relayResult_t nres;
   if (tryNative(c, a, myGroup, route, stream, &nres)) return nres;
   if (key.route == relayRouteNative) key.route = relayRouteDirect; /* no native collectives here */
@@ -445,7 +370,7 @@ lookup:
      * so every rank reaches the collective prepare here, before any branch
      * on role. A decline is voted (or, under capture, derived from state all
      * ranks share), so all ranks take the direct plan together. */
-    relayResult_t pr = c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), stream)
+    relayResult_t pr = c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, (size_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES), stream)
                                              : relayNotSupported;
     if (pr == relayNotSupported) {
       relayPlanFree(owned);

@@ -114,15 +114,13 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
  * the reduce (contributions side by side), and on 2 x H200 measured
  * 1.26-1.60x (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph
  * replay from 4 KB to 1 MiB, 1.37-1.57x per call
- * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is the plan builder's
- * (relayOneShotMaxBytes, read once per process: the route cache key does
- * not carry it), on the per-rank input as the seed's 1 MiB was. */
+ * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is on the per-rank
+ * input as the seed's 1 MiB was: the caller's (CAP_GATED: core checked the
+ * comm's, and caps are part of the route cache key), else the default. */
 
 static int oneShotEligible(const planKey* k, int caps) {
-  if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
-  size_t es = relayTypeSize(k->dtype);
-  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1); /* per-rank input */
-  return (unsigned)k->coll < RELAY_NUM_COLLS && bytes <= relayOneShotMaxBytes();
+  if (!(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
+  return relayOneShotFits(k, (caps & RELAY_ROUTE_CAP_GATED) ? RELAY_ONESHOT_GATE_MAX : RELAY_ONESHOT_DEFAULT_MAX_BYTES);
 }
 
 /* The native candidate: the library's collective on each group's actives,

@@ -17,6 +17,9 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
 #define RELAY_ROUTE_CAP_ONESHOT 2 /* the one-shot push-reduce (ops oneshotPrepare/oneshot) */
 #define RELAY_ROUTE_CAP_PERCALL 4 /* the call is not captured into a graph: plans pay
                                    * topo->hostStepS per step (ranks capture alike) */
+#define RELAY_ROUTE_CAP_GATED 8   /* with CAP_ONESHOT: the caller checked the call against its own
+                                   * one-shot gate (core: the comm's agreed RELAYCC_ONESHOT_MAX_BYTES);
+                                   * without it the router applies RELAY_ONESHOT_DEFAULT_MAX_BYTES */
 
 /* key->route and key->depth are ignored. caps: RELAY_ROUTE_CAP_* bits. With
  * CAP_NATIVE, relayRouteNative is a candidate, priced by the baseline model
