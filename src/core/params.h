@@ -2,7 +2,7 @@
  * The one table of settings: every environment variable the library reads
  * (RELAYCC_*, the launcher's RANK / WORLD_SIZE / LOCAL_RANK, and the NCCL
  * variables it sets), with its type, default, range, scope and doc. params.c
- * is the only code in src/ that calls getenv.
+ * is the only code in src/ that reads the environment.
  *
  * Scopes:
  *  - PROCESS: read once per process, before any comm exists (an interposer
