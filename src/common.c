@@ -23,7 +23,6 @@ static const struct {
     [relayBfloat16] = {"bfloat16", 2},
 };
 static const char* const kOps[relayNumOps] = {"sum", "prod", "max", "min", "avg"};
-static const char* const kRoutes[relayNumRoutes] = {"auto", "direct", "relay", "oneshot", "native"};
 
 size_t relayTypeSize(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0;
@@ -32,9 +31,6 @@ const char* relayTypeName(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].name : "?";
 }
 const char* relayOpName(relayRedOp_t op) { return ((unsigned)op < relayNumOps) ? kOps[op] : "?"; }
-const char* relayRouteName(int route) {
-  return ((unsigned)route < relayNumRoutes) ? kRoutes[route] : "?";
-}
 
 int relayParseType(const char* s, relayDataType_t* out) {
   static const struct {
@@ -59,15 +55,6 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   for (int i = 0; s && i < relayNumOps; i++)
     if (strcasecmp(s, kOps[i]) == 0) {
       *out = (relayRedOp_t)i;
-      return 0;
-    }
-  return -1;
-}
-int relayParseRoute(const char* s, int* out) {
-  if (s && strcasecmp(s, "one-shot") == 0) s = "oneshot";
-  for (int i = 0; s && i < relayNumRoutes; i++)
-    if (strcasecmp(s, kRoutes[i]) == 0) {
-      *out = i;
       return 0;
     }
   return -1;

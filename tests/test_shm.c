@@ -61,7 +61,7 @@ static relayComm_t tInit(int rank, int nranks, const char* job, const relayConfi
 static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const relayXferDesc* r, int nr) {
   c->callSeq++;
   c->curStep = 0;
-  relayResult_t res = c->tp->group(c, s, ns, r, nr, NULL);
+  relayResult_t res = c->tp->group(c, s, ns, r, nr, P2P_OP_SENDRECV, NULL);
   c->curStep = -1;
   return res;
 }

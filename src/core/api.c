@@ -22,8 +22,8 @@
 #include "core/comm.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
-#include "route/depth.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "topo/topo.h"
 
 static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
@@ -225,34 +225,77 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
-/* The native route on a transport with native collectives (NCCL): NCCL's own
- * fused collective on each group's sub-communicator, one launch where a
- * send/recv plan needs a group plus a reduce (measured 0.67-0.86x of NCCL on
- * 2 x H200 for all-reduce and reduce-scatter). Taken when the route is
- * native: chosen by the router (auto), which prices it against the send/recv
- * routes, or forced (RELAYCC_ROUTE=native); a forced RELAYCC_ROUTE=direct
- * keeps the send/recv plan. Every rank reaches the collective prepare (the
- * decision depends only on the key, the config, the topology the ranks
- * agreed at init and the transport, alike on all ranks). Returns 1 when the
- * call was handled (*res says how). */
-static int tryNative(struct relayComm* c, const callArgs* a, int myGroup, int route, relayStream_t stream,
-                     relayResult_t* res) {
-  if (relayCollRooted(a->coll) || !c->tp->nativePrepare || !c->tp->native) return 0;
-  if (route != relayRouteNative) return 0;
-  void* h = NULL;
-  relayResult_t pr = c->tp->nativePrepare(c, a->layout->nGroups, a->layout->nActive, a->layout->ranks, stream, &h);
-  if (pr == relayNotSupported) return 0; /* every rank alike: the send/recv plan */
-  if (pr != relaySuccess) {
-    c->failed = 1;
-    *res = pr;
-    return 1;
+/* The plan of key (its route's row has a builder): the cached one, else
+ * built, checked and cached (*owned set when the cache could not take it:
+ * the caller frees it). relayNotSupported: the route cannot serve the key,
+ * on every rank alike (plans are pure functions of the key). */
+static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const relayPlan** plan,
+                                relayPlan** owned) {
+  *owned = NULL;
+  *plan = relayPlanCacheFind(c->plans, key);
+  if (*plan) return relaySuccess;
+  relayPlan* p = NULL;
+  relayResult_t res = relayPlanBuild(key, &p);
+  if (res == relayNotSupported) return res;
+  if (res != relaySuccess) {
+    c->failed = 1; /* peers may be moving data already */
+    return relaySetError(c, res, "%s (rank %d): building the %s plan failed (%s)", c->curCallName, c->rank,
+                         relayRouteName(key->route), relayGetErrorString(res));
   }
-  c->lastRoute = relayRouteNative;
-  c->lastDepth = 1;
-  size_t count = myGroup >= 0 ? a->counts[myGroup] : 0;
-  *res = c->tp->native(c, h, (int)a->coll, a->send, a->recv, count, a->dtype, a->op, stream);
-  if (*res != relaySuccess) c->failed = 1;
-  return 1;
+  char err[512];
+  if (relayPlanCheck(p, err, sizeof err) != 0) {
+    relayPlanFree(p);
+    c->failed = 1;
+    return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s",
+                         c->curCallName, c->rank, relayRouteName(key->route), err);
+  }
+  *plan = p;
+  if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
+  return relaySuccess;
+}
+
+/* Runs the call on the first candidate (route/route.h) that can serve it:
+ * its row's capability present on the transport, its plan (if it has one)
+ * built, its prepare (if any) accepted. Every rank walks the same list to
+ * the same row: the list and the plans are pure functions of the key, the
+ * config and the topology the ranks agreed at init; capabilities are the
+ * transport's; and a prepare is collective and voted, so every rank reaches
+ * it (helpers too, before any branch on role) and gets the same answer. */
+static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRouteList* list,
+                               const relayRouteCall* call) {
+  for (int i = 0; i < list->n; i++) {
+    const relayRouteRow* row = relayRouteRowOf(list->route[i]);
+    if (!row || (row->caps & ~c->tp->caps)) continue;
+    key->route = list->route[i];
+    key->depth = list->depth[i];
+    const relayPlan* plan = NULL;
+    relayPlan* owned = NULL;
+    if (row->build) {
+      relayResult_t res = lookupPlan(c, key, &plan, &owned);
+      if (res == relayNotSupported) continue; /* a normal answer */
+      if (res != relaySuccess) return res;
+    }
+    void* handle = NULL;
+    relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
+    if (res == relayNotSupported) {
+      relayPlanFree(owned);
+      continue;
+    }
+    if (res == relaySuccess) {
+      c->lastRoute = key->route;
+      c->lastDepth = plan ? plan->depth : 1;
+      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : row->run(c, handle, call);
+    }
+    relayPlanFree(owned);
+    if (res != relaySuccess) c->failed = 1;
+    return res;
+  }
+  /* The list ends in direct, which needs no capability and no prepare: only
+   * its builder declining the key gets here. */
+  c->failed = 1;
+  return relaySetError(c, relayInternalError, "%s (rank %d): building the %s plan failed (%s)",
+                       c->curCallName, c->rank, relayRouteName(key->route),
+                       relayGetErrorString(relayNotSupported));
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
@@ -265,7 +308,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
 
   planKey key;
   memset(&key, 0, sizeof key);
-  int route = c->cfg.route, depth = c->cfg.depth > 0 ? c->cfg.depth : 1;
+  relayRouteList lists[2];
+  int captured = 0; /* 1: the stream is being captured and the captured list differs */
   if (local == relaySuccess) {
     key.coll = a->coll;
     key.nranks = c->nranks;
@@ -276,30 +320,25 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.dtype = a->dtype;
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
-    if (relayCollRooted(a->coll)) {
-      /* The only schedule a rooted call has (plan_scatter.c), forced route
-       * or not: asking another builder would fail on every call. */
-      route = relayRouteDirect;
-    } else if (route == relayRouteRelay && c->cfg.depth == 0) {
-      /* A forced relay still takes the depth model's depth. */
-      depth = relayDepthChoose(&key, c->topo);
-    } else if (route == relayRouteAuto) {
-      /* The one-shot only within the comm's agreed gate (CAP_GATED). */
-      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot &&
-                          relayOneShotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES))
-                      ? RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_GATED
-                      : 0);
-      /* Ask the stream whether it is capturing only when the answer matters:
-       * most keys route alike per call and in a graph, and one cached lookup
-       * of both answers costs less than the CUDA query. */
-      int routes[2], depths[2];
-      relayRouteChoosePair(&key, c->topo, caps, routes, depths);
-      int g = (routes[1] != routes[0] || depths[1] != depths[0]) && c->tp->isCapturing && c->tp->isCapturing(c, stream);
-      route = routes[g];
-      if (c->cfg.depth == 0) depth = depths[g];
-    }
+    /* The one-shot gate is the comm's agreed RELAYCC_ONESHOT_MAX_BYTES (CAP_GATED: the
+     * router does not apply its default); auto prices the one-shot only within it. */
+    int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
+    if (c->cfg.route == relayRouteAuto &&
+        !relayOneShotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
+      caps &= ~RELAY_TP_CAP_ONESHOT;
+    relayRouteCandidates(&key, c->topo, caps, c->cfg.route, c->cfg.depth, lists);
+    /* Ask the stream whether it is capturing only when the answer matters:
+     * most keys route alike per call and in a graph, and one cached lookup
+     * of both lists costs less than the CUDA query. */
+    captured = (lists[1].route[0] != lists[0].route[0] || lists[1].depth[0] != lists[0].depth[0]) &&
+               c->tp->isCapturing && c->tp->isCapturing(c, stream);
+  } else {
+    lists[0].n = 1; /* what check mode's digest carries for a rejected call */
+    lists[0].route[0] = c->cfg.route;
+    lists[0].depth[0] = c->cfg.depth > 0 ? c->cfg.depth : 1;
   }
+  const relayRouteList* list = &lists[captured];
+  int route = list->route[0], depth = list->depth[0];
   if (c->cfg.checkMode) {
     relayResult_t agreed = agreeOnCall(c, a, local, route, depth);
     if (agreed != relaySuccess) return agreed;
@@ -319,80 +358,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     return relaySuccess;
   }
 
-  key.route = route;
-  key.depth = depth;
-  /* A forced one-shot above the comm's gate: not supported, direct on every rank alike. */
-  if (route == relayRouteOneShot && !relayOneShotSlotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES))) {
-    key.route = relayRouteDirect;
-    key.depth = 1;
-  }
-  relayResult_t nres;
-  if (tryNative(c, a, myGroup, route, stream, &nres)) return nres;
-  if (key.route == relayRouteNative) key.route = relayRouteDirect; /* no native collectives here */
-  const relayPlan* plan;
-  relayPlan* owned;
-lookup:
-  plan = relayPlanCacheFind(c->plans, &key);
-  owned = NULL;
-  if (!plan) {
-    relayResult_t res = relayPlanBuild(&key, &owned);
-    if (res == relayNotSupported && key.route != relayRouteDirect) {
-      /* "Not supported" is a normal answer; every rank gets the same one
-       * because plans are pure functions of the key. */
-      key.route = relayRouteDirect;
-      key.depth = 1;
-      goto lookup;
-    }
-    if (res != relaySuccess) {
-      c->failed = 1; /* peers may be moving data already */
-      return relaySetError(c, res == relayNotSupported ? relayInternalError : res,
-                           "%s (rank %d): building the %s plan failed (%s)", fn, c->rank, relayRouteName(key.route),
-                           relayGetErrorString(res));
-    }
-    if (owned) {
-      char err[512];
-      if (relayPlanCheck(owned, err, sizeof err) != 0) {
-        relayPlanFree(owned);
-        c->failed = 1;
-        return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s", fn, c->rank,
-                             relayRouteName(key.route), err);
-      }
-      if (relayPlanCacheAdd(c->plans, &key, owned) == 0) {
-        plan = owned;
-        owned = NULL;
-      } else {
-        plan = owned;
-      }
-    }
-  }
-  if (plan->route == relayRouteOneShot) {
-    /* Every rank runs this plan (a pure function of the key), helpers too,
-     * so every rank reaches the collective prepare here, before any branch
-     * on role. A decline is voted (or, under capture, derived from state all
-     * ranks share), so all ranks take the direct plan together. */
-    relayResult_t pr = c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, (size_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES), stream)
-                                             : relayNotSupported;
-    if (pr == relayNotSupported) {
-      relayPlanFree(owned);
-      /* The router's incumbent when it chose (auto) on a transport with
-       * native collectives; else the send/recv direct plan. */
-      if (c->cfg.route == relayRouteAuto && tryNative(c, a, myGroup, relayRouteNative, stream, &nres)) return nres;
-      key.route = relayRouteDirect;
-      key.depth = 1;
-      goto lookup;
-    }
-    if (pr != relaySuccess) {
-      relayPlanFree(owned);
-      c->failed = 1;
-      return pr;
-    }
-  }
-  c->lastRoute = plan->route;
-  c->lastDepth = plan->depth;
-  relayResult_t res = relayExecRun(c, plan, a->send, a->recv, stream);
-  relayPlanFree(owned);
-  if (res != relaySuccess) c->failed = 1;
-  return res;
+  relayRouteCall rc = {&key, a->send, a->recv,
+                       !relayCollRooted(a->coll) && myGroup >= 0 ? a->counts[myGroup] : 0, stream};
+  return runRoutes(c, &key, list, &rc);
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {

@@ -44,11 +44,6 @@ struct relayComm {
   uint64_t callSeq;
   int curStep;
   const char* curCallName;
-  /* The p2pOp (src/p2p/p2p.h) of the group being run: the executor sets it
-   * from the plan's collective before each group, so a transport that splits
-   * transfers into channel parts (shm) applies the operation's part rule.
-   * 0 (P2P_OP_SENDRECV) outside calls and for groups driven directly. */
-  int curP2pOp;
   int failed;         /* sticky: an error after data may have moved */
   atomic_int aborted; /* set by relayCommAbort, read by waits */
   atomic_int inCall;

@@ -5,7 +5,6 @@
 
 #include "common.h"
 #include "core/comm.h"
-#include "p2p/p2p.h"
 
 typedef struct {
   char* send;
@@ -23,7 +22,7 @@ _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank 
 
 static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
                                  relayStream_t stream) {
-  if (!comm->tp->oneshot || p->nActive > RELAY_TP_ONESHOT_MAX)
+  if (!(comm->tp->caps & RELAY_TP_CAP_ONESHOT) || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no one-shot op", comm->rank,
                          comm->curStep, comm->tp->name);
   relayOneShotDesc d;
@@ -31,8 +30,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d.dst = resolve(b, o->dst);
   d.src = resolve(b, p->srcs[o->srcBase]);
   d.count = o->count;
-  d.srcStride = relayCollSendsBlocks(p->coll) ? o->count : 0;
-  d.gather = relayCollGathers(p->coll);
+  d.srcStride = o->srcStride;
+  d.gather = o->gather;
   d.dtype = p->dtype;
   d.op = p->op;
   d.divisor = o->divisor;
@@ -40,17 +39,6 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d.me = p->rank[comm->rank].activeIndex;
   for (int i = 0; i < p->nActive; i++) d.ranks[i] = p->ranks[o->group * p->nActive + i];
   return comm->tp->oneshot(comm, &d, stream);
-}
-
-/* The P2P operation a plan's groups belong to: only scatter has a part rule
- * of its own (src/p2p), but a transport may tell them all apart. */
-static int execP2pOp(relayColl_t coll) {
-  switch (coll) {
-    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
-    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
-    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
-    default: return P2P_OP_SENDRECV;
-  }
 }
 
 /* A failure before this rank moved anything: peers are (or soon will be)
@@ -99,9 +87,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
         rd[i].ptr = resolve(&b, x->ref);
         rd[i].bytes = x->count * p->elemSize;
       }
-      comm->curP2pOp = execP2pOp(p->coll);
-      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, stream);
-      comm->curP2pOp = P2P_OP_SENDRECV;
+      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, (int)st->p2pOp, stream);
       if (res != relaySuccess) break;
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "common.h"
+#include "p2p/p2p.h"
 
 static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
                                                             "alltoall",  "scatter",       "gather"};
@@ -102,8 +103,21 @@ struct planBuilder {
   planRef* srcs;
   size_t nSrcs, capSrcs;
   planRank* rank;
+  int p2pOp; /* every step's (planStep.p2pOp) */
   int oom;
 };
+
+/* The P2P operation of a collective's transfers: only scatter has a part
+ * rule of its own (src/p2p), but a transport may tell them all apart (shm
+ * checks both ends agree). */
+static int planP2pOpOf(relayColl_t coll) {
+  switch (coll) {
+    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
+    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
+    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    default: return P2P_OP_SENDRECV;
+  }
+}
 
 /* Rooted collectives: member i of the set has counts[i] elements (recv of a
  * scatter, send of a gather); the root holds all blocks back to back in set
@@ -145,6 +159,7 @@ planBuilder* planBuilderNew(const planKey* key) {
   memcpy(b->countsCopy, key->counts, nc * sizeof(size_t));
   b->key.ranks = b->ranksCopy;
   b->key.counts = b->countsCopy;
+  b->p2pOp = planP2pOpOf(key->coll);
   if (relayCollRooted(key->coll)) {
     planRootedExtents(&b->key, b->rank);
     return b;
@@ -264,7 +279,11 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
                  int divisor) {
   size_t before = b->nItems;
   addOp(b, PLAN_OP_ONESHOT, rank, step, dst, &src, 1, count, divisor);
-  if (b->nItems > before) b->items[b->nItems - 1].op.group = group;
+  if (b->nItems == before) return;
+  planOp* op = &b->items[b->nItems - 1].op;
+  op->group = group;
+  op->srcStride = relayCollSendsBlocks(b->key.coll) ? count : 0;
+  op->gather = (uint8_t)relayCollGathers(b->key.coll);
 }
 
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems) {
@@ -348,6 +367,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
     }
   }
   for (size_t i = 0; i < (size_t)k->nranks * (size_t)p->nSteps; i++) {
+    p->steps[i].p2pOp = (uint32_t)b->p2pOp;
     uint32_t x = p->steps[i].nSend + p->steps[i].nRecv;
     if (x > p->maxXfersPerStep) p->maxXfersPerStep = x;
   }

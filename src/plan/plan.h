@@ -28,46 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The layout collectives come first: RELAY_NUM_COLLS counts them, and code
- * that runs "every collective" on a layout loops up to it. The rooted
- * collectives follow; their key is one group (the rank set, any size >= 1,
- * root in it or not) with a count per rank of the set, plus `root`. */
-typedef enum {
-  RELAY_COLL_ALLGATHER = 0,
-  RELAY_COLL_REDUCESCATTER = 1,
-  RELAY_COLL_ALLREDUCE = 2,
-  RELAY_COLL_ALLTOALL = 3,
-  RELAY_NUM_COLLS = 4,
-  RELAY_COLL_SCATTER = 4,
-  RELAY_COLL_GATHER = 5,
-  RELAY_NUM_COLLS_ALL = 6
-} relayColl_t;
-
-static inline int relayCollRooted(relayColl_t coll) {
-  return coll == RELAY_COLL_SCATTER || coll == RELAY_COLL_GATHER;
-}
-/* All-reduce and reduce-scatter: contributions are combined with an op. */
-static inline int relayCollReduces(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER;
-}
-/* Reduce-scatter and all-to-all: the send buffer holds A blocks, block j for active j. */
-static inline int relayCollSendsBlocks(relayColl_t coll) {
-  return coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
-}
-/* All-gather and all-to-all: the output holds A blocks, block j from active j. */
-static inline int relayCollGathers(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
-}
-
-const char* relayCollName(relayColl_t coll);            /* any of the six */
-int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
-int relayParseCollAll(const char* s, relayColl_t* out); /* any of the six; 0 on success */
 
 enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
 #define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
@@ -114,12 +80,25 @@ typedef struct {
   uint32_t srcBase; /* index into plan->srcs */
   int32_t group;    /* PLAN_OP_ONESHOT: the layout group (0 otherwise) */
   uint64_t count;   /* elements, > 0 */
+  /* PLAN_OP_ONESHOT only (0 otherwise), set by the builder from the key so
+   * that the executor, the reference, the simulator and the checker read
+   * them instead of re-deriving them from the collective: active j's
+   * contribution to active i starts at j's SEND + i * srcStride elements (0:
+   * all-reduce, all-gather; count: reduce-scatter, all-to-all), and gather
+   * set (all-gather, all-to-all) places contribution j at RECV + j * count
+   * instead of reducing. */
+  uint64_t srcStride;
+  uint8_t gather;
 } planOp;
 
 typedef struct {
   uint32_t sendBase, nSend;
   uint32_t recvBase, nRecv;
   uint32_t opBase, nOp;
+  /* The P2P operation (a p2pOp of src/p2p) of the step's transfers, which
+   * the executor passes to the transport's group and the simulator splits
+   * by: alike on every rank of a step (the checker holds us to it). */
+  uint32_t p2pOp;
 } planStep;
 
 typedef struct {
@@ -208,7 +187,8 @@ void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_
 void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count);
 void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
                 uint64_t count, int divisor);
-/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment). */
+/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment);
+ * its srcStride and gather follow from the key's collective. */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
@@ -237,8 +217,10 @@ static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }
 
-/* Build the plan of key (route Direct/Relay/...). Returns relaySuccess,
- * relayNotSupported (the route cannot serve this key) or relaySystemError. */
+/* Build the plan of key with its route's builder (defined with the table of
+ * routes, route/table.c, which picks it). Returns relaySuccess,
+ * relayNotSupported (the route runs no plan, or cannot serve this key) or
+ * relaySystemError. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 /* Validate the plan's structural invariants (matching, ordering, coverage,

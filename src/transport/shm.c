@@ -23,7 +23,7 @@
  * Data goes through the P2P channel layer (src/p2p): a transfer (a "task")
  * to one peer is split into parts, part p on channel c(p) of a comm-wide
  * pool, both ends computing the same split alone (p2pTaskSplit with the
- * group's operation, comm->curP2pOp). The sender writes the task's header
+ * group's operation: the group call's p2pOp). The sender writes the task's header
  * {magic, src, step, index, callSeq, bytes, op, parts, want, need} on the
  * pair's control ring and each non-empty part, behind a part header, on the
  * data ring of its channel; each (pair, channel) ring has its own cursors, so
@@ -244,6 +244,7 @@ typedef struct {
   uint64_t* connStore;   /* [2n] */
   uint64_t connected[2]; /* channels connected over the comm's life, by p2pDir */
   /* Per-group work, grown as needed. */
+  int groupOp;         /* the running group's p2pOp: both ends' headers carry it */
   shmPeerQ *sq, *rq;   /* [n] */
   shmChanQ *sch, *rch; /* [n][channels] */
   shmPartHdr* rphdr;   /* [n][channels]: part header being received */
@@ -1200,7 +1201,7 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
       }
       int i = st->sorder[q->ctl];
       shmTaskHdr h = {SHM_TASK_MAGIC, me, comm->curStep, (uint32_t)(q->ctl - q->beg), comm->callSeq, sends[i].bytes,
-                      (uint32_t)comm->curP2pOp, (uint32_t)st->snpart[i], st->swant[i], st->sneed[i], 0};
+                      (uint32_t)st->groupOp, (uint32_t)st->snpart[i], st->swant[i], st->sneed[i], 0};
       shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
       head += SHM_THDR;
       moved += SHM_THDR;
@@ -1267,13 +1268,13 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
                        "rank %d: step %d of call #%llu: rank %d sends a %s transfer, this rank expects %s (transfer %d "
                        "of %d from rank %d): ranks disagree on the collective",
                        me, comm->curStep, (unsigned long long)comm->callSeq, p, p2pOpName((p2pOp)h->op),
-                       p2pOpName((p2pOp)comm->curP2pOp), index + 1, count, p);
+                       p2pOpName((p2pOp)shmStateOf(comm)->groupOp), index + 1, count, p);
 }
 
 /* Do the fixed fields of task k's header from p match our transfer x? */
 static int shmHdrOk(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x, int index) {
   return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index && h->callSeq == comm->callSeq &&
-         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint32_t)comm->curP2pOp;
+         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint32_t)shmStateOf(comm)->groupOp;
 }
 
 /* Task t's header from p matched our transfer: check that both ends split it
@@ -1521,7 +1522,7 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
 }
 
 static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const relayXferDesc* sends, int nSends,
-                                 const relayXferDesc* recvs, int nRecvs) {
+                                 const relayXferDesc* recvs, int nRecvs, int p2pOp) {
   int n = comm->nranks, me = comm->rank;
   for (int i = 0; i < nSends; i++)
     if (sends[i].peer < 0 || sends[i].peer >= n || (!sends[i].ptr && sends[i].bytes))
@@ -1535,9 +1536,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
                            "rank %d: step %d of call #%llu: recv %d has peer %d (nranks %d), ptr %p, %zu bytes", me,
                            comm->curStep, (unsigned long long)comm->callSeq, i, recvs[i].peer, n, recvs[i].ptr,
                            recvs[i].bytes);
-  if ((unsigned)comm->curP2pOp >= P2P_NUM_OPS)
+  if ((unsigned)p2pOp >= P2P_NUM_OPS)
     return relaySetError(comm, relayInternalError, "rank %d: step %d of call #%llu: p2p operation %d", me,
-                         comm->curStep, (unsigned long long)comm->callSeq, comm->curP2pOp);
+                         comm->curStep, (unsigned long long)comm->callSeq, p2pOp);
+  st->groupOp = p2pOp;
   RELAY_CHECK(shmP2pInit(comm, st));
   RELAY_CHECK(shmGrowOrder(comm, st, nSends > nRecvs ? nSends : nRecvs));
   shmBucket(st, n, sends, nSends, st->sorder, st->sq, st->spend, &st->nspend, me);
@@ -1563,10 +1565,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
 
   /* Split every task; connect our send sides before any header goes out. */
   for (int i = 0; i < st->nspend; i++) {
-    shmSplitPeer(st, comm->curP2pOp, me, st->spend[i], 1, sends);
+    shmSplitPeer(st, p2pOp, me, st->spend[i], 1, sends);
     RELAY_CHECK(shmSendConnect(comm, st, st->spend[i]));
   }
-  for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, comm->curP2pOp, me, st->rpend[i], 0, recvs);
+  for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, p2pOp, me, st->rpend[i], 0, recvs);
 
   char where[96];
   shmWaiter w;
@@ -1598,7 +1600,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
 }
 
 static relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int nSends,
-                              const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
+                              const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
   (void)stream;
   shmState* st = shmStateOf(comm);
   if (nSends == 0 && nRecvs == 0 && !comm->failed) return relaySuccess;
@@ -1611,7 +1613,7 @@ static relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends
                                        "rank %d: step %d of call #%llu: group with %d sends (%p), %d recvs (%p)",
                                        comm->rank, comm->curStep, (unsigned long long)comm->callSeq, nSends,
                                        (const void*)sends, nRecvs, (const void*)recvs));
-  relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs);
+  relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs, p2pOp);
   return res == relaySuccess ? res : shmFail(comm, res);
 }
 
@@ -1882,6 +1884,7 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
 
 static const relayTransportOps relayShmOps = {
     .name = "shm",
+    .caps = RELAY_TP_CAP_ONESHOT,
     .group = shmGroup,
     .reduce = shmReduce,
     .copy = shmCopy,

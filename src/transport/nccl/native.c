@@ -114,19 +114,23 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   return relaySuccess;
 }
 
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const void* send, void* recv, size_t count,
-                              relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                              relayStream_t stream) {
   struct relayNcclNative* e = handle;
   if (!e || !e->sub || count == 0) return relaySuccess; /* helpers, empty groups */
   cudaStream_t s = (cudaStream_t)stream;
   ncclDataType_t t = (ncclDataType_t)dt; /* same numbering by design (relaycc.h) */
   ncclResult_t r;
   switch (coll) {
-    case 0: r = ncclAllGather(send, recv, count, t, e->sub, s); break;
-    case 1: r = ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
-    case 2: r = ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
-    case 3: r = ncclAlltoAll(send, recv, count, t, e->sub, s); break;
-    default: return relaySetError(c, relayInternalError, "rank %d: no native collective %d", c->rank, coll);
+    case RELAY_COLL_ALLGATHER: r = ncclAllGather(send, recv, count, t, e->sub, s); break;
+    case RELAY_COLL_REDUCESCATTER:
+      r = ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s);
+      break;
+    case RELAY_COLL_ALLREDUCE: r = ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
+    case RELAY_COLL_ALLTOALL: r = ncclAlltoAll(send, recv, count, t, e->sub, s); break;
+    default:
+      return relaySetError(c, relayInternalError, "rank %d: no native %s", c->rank, relayCollName(coll));
   }
   /* A child of a nonblocking parent is nonblocking too. */
   if (r == ncclInProgress) return relayNcclWaitReady(c, e->sub, "NCCL collective on the group's sub-communicator");

@@ -210,7 +210,8 @@ void relayNcclRestoreCapture(enum cudaStreamCaptureMode mode) { cudaThreadExchan
 /* ---- group ------------------------------------------------------------ */
 
 static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, int nSends,
-                             const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
+                             const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
+  (void)p2pOp; /* NCCL splits transfers over its channels itself */
   relayNcclState* st = c->tpState;
   if (nSends + nRecvs == 0) return relaySuccess;
   RELAY_CHECK(checkUsable(c, st, "group"));
@@ -606,6 +607,7 @@ static void tpDestroy(struct relayComm* c) {
 
 const relayTransportOps relayNcclTransport = {
     .name = "nccl",
+    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT,
     .group = tpGroup,
     .reduce = tpReduce,
     .copy = tpCopy,
