@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/params.h"
 
 static const struct {
   const char* name;
@@ -80,7 +81,7 @@ relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const 
   vsnprintf(buf, len, fmt, ap);
   va_end(ap);
   if (comm) snprintf(tlsLastError, sizeof tlsLastError, "%s", comm->lastError);
-  if (relayEnvLong("RELAYCC_DEBUG", 0))
+  if (relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
   return result;
 }
@@ -101,19 +102,6 @@ relayResult_t relayGetVersion(int* version) {
   if (!version) return relaySetError(NULL, relayInvalidArgument, "relayGetVersion: version is NULL");
   *version = RELAYCC_VERSION_CODE;
   return relaySuccess;
-}
-
-long relayEnvLong(const char* name, long def) {
-  const char* v = getenv(name);
-  if (!v || !*v) return def;
-  char* end;
-  long x = strtol(v, &end, 0);
-  return (end == v) ? def : x;
-}
-
-const char* relayEnvStr(const char* name, const char* def) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : def;
 }
 
 uint64_t relayNowNs(void) {

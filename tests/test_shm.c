@@ -1026,20 +1026,19 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
 
 /* Ranks that split a transfer onto different channels fail it at once with
  * both channel sets named, before any byte lands, instead of waiting on a
- * ring the other end never writes. Rank 3 alone sets
- * RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer count is kept by the
- * scatter rule), so it expects root 0's scatter in 2 parts where root 0
- * sends 1; or (arg 1) rank 3 alone sees one node, where scatter keeps its 2
- * parts on the schedule base. */
+ * ring the other end never writes. The part rules' settings are agreed at
+ * init (an environment that differs takes rank 0's: test_params), so the
+ * disagreement is made after init, in rank 3's table, before its first
+ * group reads it: RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer
+ * count is kept by the scatter rule), so it expects root 0's scatter in 2
+ * parts where root 0 sends 1; or (arg 1) rank 3 alone sees one node, where
+ * scatter keeps its 2 parts on the schedule base. */
 static int rankP2pMismatch(int rank, int nranks, void* arg) {
   int variant = *(int*)arg;
-  if (rank == 3) {
-    if (variant == 0) setenv("RELAYCC_NCHANNELS_PER_NET_PEER", "2", 1);
-    else setenv("RELAYCC_SHM_NODES", "1", 1);
-  }
   relayConfig_t cfg = tCfg(30000, 1 << 16);
   cfg.route = relayRouteDirect;
   relayComm_t c = t_comm(rank, nranks, &cfg);
+  if (rank == 3) c->params.v[variant == 0 ? RELAY_P_NCHANNELS_PER_NET_PEER : RELAY_P_SHM_NODES] = variant == 0 ? 2 : 1;
   p2pComm pc;
   T_OK(relayShmP2pInfo(c, &pc));
   int all[LAZY_N];
@@ -1084,7 +1083,8 @@ static void caseP2pEnv(void) {
   unsetenv("RELAYCC_NCHANNELS_PER_NET_PEER");
 }
 
-/* Bad settings are argument errors at init, naming the variable. */
+/* Bad settings are argument errors at init, naming the variable (on every
+ * rank: the init exchange fails them all together, so all 4 ranks run). */
 static int rankP2pBadEnv(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = tCfg(1000, 4096);
@@ -1099,6 +1099,7 @@ static int rankP2pBadEnv(int rank, int nranks, void* arg) {
     unsetenv(bad[i][0]);
   }
   (void)nranks;
+  if (rank != 0) return 0;
   /* Channels follow the ring: 4 KiB rings hold at most 4 channels of 1 KiB. */
   setenv("RELAYCC_NCHANNELS", "64", 1);
   char job[160];
@@ -1192,7 +1193,7 @@ int main(int argc, char** argv) {
       caseP2pEnv();
       t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
     }
-  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(1, rankP2pBadEnv, NULL, 60);
+  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(4, rankP2pBadEnv, NULL, 60);
   else if (!strcmp(c, "small_devshm")) {
     int rc = caseSmallShm();
     if (rc) return rc;

@@ -32,97 +32,11 @@
 #include "route/route.h"
 #include "route/table.h"
 #include "topo/topo.h"
-#include "transport/shm.h"
 
 static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
                                                       "relayAllToAll",  "relayScatter",       "relayGather"};
 
-/* ---- init / destroy ---------------------------------------------------- */
-
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
-  *out = NULL;
-  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
-  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
-  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
-  if (nranks < 1)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
-                         nranks);
-  if (rank < 0 || rank >= nranks)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
-                         rank, nranks);
-  struct relayComm* c;
-  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
-  relayResult_t res = relayShmAttach(c, jobName);
-  /* Every rank must route with the same model: vote it (as the NCCL init does). */
-  if (res == relaySuccess) res = relayCommAgreeTopo(c, relayCommLoadTopo(c, "cpu"));
-  if (res != relaySuccess) {
-    relaySetError(NULL, res, "%s", c->lastError);
-    if (c->tp) c->tp->destroy(c);
-    relayTopoFree(c->topo);
-    relayCommFree(c);
-    return res;
-  }
-  *out = c;
-  return relaySuccess;
-}
-
-relayResult_t relayCommLoadTopo(struct relayComm* c, const char* fallback) {
-  const char* want = c->cfg.topo[0] ? c->cfg.topo : fallback;
-  if (!want || !*want) return relaySuccess;
-  if (relayTopoLoad(want, &c->topo) != relaySuccess)
-    return relaySetError(c, relayInvalidArgument, "rank %d: RELAYCC_TOPO / config.topo = \"%s\": %s", c->rank,
-                         want, relayGetLastError(NULL));
-  return relaySuccess;
-}
-
-relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
-  struct {
-    int32_t status, pad;
-    uint64_t hash;
-  } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
-  all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory agreeing the topology", c->rank);
-  char saved[sizeof c->lastError];
-  memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  /* Its own failure first, so that ranks given one bad setting each name
-   * their own value, not "rank 0 could not load". */
-  if (res == relaySuccess && local != relaySuccess) {
-    memcpy(c->lastError, saved, sizeof saved);
-    res = local;
-  }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status != relaySuccess) {
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d could not load its topology (%s)", c->rank, q,
-                          relayGetErrorString((relayResult_t)all[q].status));
-    }
-  }
-  int differ = 0;
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
-  if (differ) {
-    if (relayEnvLong("RELAYCC_DEBUG", 0))
-      fprintf(stderr, "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
-                      "routing without a model\n", c->rank);
-    relayTopoFree(c->topo);
-    c->topo = NULL;
-  }
-  if (res == relaySuccess && relayEnvLong("RELAYCC_DEBUG", 0))
-    fprintf(stderr, "relaycc: rank %d: route model: %s\n", c->rank, c->topo ? c->topo->name : "none");
-  free(all);
-  return res;
-}
-
-relayResult_t relayCommDestroy(relayComm_t comm) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
-  if (comm->tp) comm->tp->destroy(comm);
-  relayTopoFree(comm->topo);
-  relayCommFree(comm);
-  return relaySuccess;
-}
+/* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
 relayResult_t relayCommAbort(relayComm_t comm) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
@@ -440,7 +354,13 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
     c->callShape = callShapeDigest(&key);
-    relayRouteCandidates(&key, c->topo, (int)c->tp->caps, c->cfg.route, c->cfg.depth, lists);
+    /* The one-shot gate is the comm's agreed RELAYCC_ONESHOT_MAX_BYTES (CAP_GATED: the
+     * router does not apply its default); auto prices the one-shot only within it. */
+    int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
+    if (c->cfg.route == relayRouteAuto &&
+        !relayOneShotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
+      caps &= ~RELAY_TP_CAP_ONESHOT;
+    relayRouteCandidates(&key, c->topo, caps, c->cfg.route, c->cfg.depth, lists);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/params.h"
 #include "relaycc.h"
 #include "transport/transport.h"
 
@@ -12,7 +13,8 @@
 extern "C" {
 #endif
 
-/* Config after resolving fields, environment and defaults. */
+/* The settings the hot path reads, copied from the comm's resolved (and, for
+ * AGREED rows, agreed) parameter table at init (init.c). */
 typedef struct {
   int timeoutMs;
   int checkMode;
@@ -29,6 +31,11 @@ struct relayTopo;
 struct relayComm {
   int rank, nranks;
   relayResolvedConfig cfg;
+  relayParams params; /* the resolved table (core/params.h): readers use relayParamInt */
+  int initBadParam;   /* this rank's first invalid setting (-1: none), told to every rank at init */
+  /* A control-plane comm the transport borrows (NCCL over a shm rendezvous),
+   * destroyed by core after the transport. */
+  struct relayComm* ctrl;
   const relayTransportOps* tp;
   void* tpState;
   /* The call in flight, for error messages and wire headers: callSeq counts
@@ -63,20 +70,16 @@ struct relayComm {
   char lastError[1024];
 };
 
-/* Resolve config fields > environment > defaults. */
-relayResult_t relayResolveConfig(const relayConfig_t* cfg, relayResolvedConfig* out);
-/* Allocate a comm and resolve its config (transport not yet attached). */
-relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, struct relayComm** out);
 void relayCommFree(struct relayComm* comm);
+/* A value of the comm's resolved parameter table (AGREED rows: rank 0's). */
+static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) { return comm->params.v[id]; }
 
-/* Load comm->topo from cfg.topo (RELAYCC_TOPO), else from fallback (a preset
- * name, or NULL/"" for none). */
-relayResult_t relayCommLoadTopo(struct relayComm* comm, const char* fallback);
-/* COLLECTIVE at init, after each rank set comm->topo (loaded or detected):
- * every rank must route with the same model, so the ranks vote their local
- * result and the hash of their topology (relayTopoHash; none = 0). A rank's
- * failure fails every rank (its message names it); differing topologies
- * leave every rank with none (comm->topo NULL: the router's no-model rule). */
+/* COLLECTIVE at init (init.c), after each rank set comm->topo (loaded or
+ * detected): every rank must route with the same model, so the ranks vote
+ * their local result and the hash of their topology (relayTopoHash; none =
+ * 0). A rank's failure fails every rank (its message names it); differing
+ * topologies leave every rank with none (comm->topo NULL: the router's
+ * no-model rule). */
 relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 
 /* Internal conveniences for tools and tests (not part of the public API). */

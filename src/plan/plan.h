@@ -68,8 +68,8 @@ enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
  * the seed's gate, the last power of two where its kernel beat NCCL's
  * (crossover measured between 1 and 2.25 MiB on MI350X). */
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
-/* The slot size gate (RELAYCC_ONESHOT_MAX_BYTES, read once per process). */
-size_t relayOneShotMaxBytes(void);
+/* The largest gate (the range of RELAYCC_ONESHOT_MAX_BYTES): 1 GiB slots. */
+#define RELAY_ONESHOT_GATE_MAX (1u << 30)
 
 typedef struct {
   uint8_t kind;    /* PLAN_OP_* */
@@ -125,6 +125,16 @@ typedef struct {
   int depth; /* >= 1 */
   int root;  /* rooted collectives only (0 otherwise) */
 } planKey;
+
+/* The one-shot gate (RELAYCC_ONESHOT_MAX_BYTES, the comm's agreed value;
+ * tools and tests without a comm pass the default). The builder checks the
+ * physical rule (what one source stages per destination, count * elemSize,
+ * fits the slot: relayOneShotSlotFits); the router prices the one-shot only
+ * within the gate on the per-rank input (relayOneShotFits, stricter for
+ * reduce-scatter and all-to-all), and core passes RELAY_ROUTE_CAP_ONESHOT
+ * only for calls that fit, so a plan stays a pure function of its key. */
+int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
+int relayOneShotFits(const planKey* k, uint64_t gateBytes);
 
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;

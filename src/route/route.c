@@ -90,7 +90,7 @@ static uint64_t keyHash(const int head[7], const planKey* k, const struct relayT
 
 /* A row the transport can run (caps) and the router prices for key. */
 static int rowUsable(const relayRouteRow* row, const planKey* key, int caps) {
-  return row && !(row->caps & ~(unsigned)caps) && (!row->priced || row->priced(key));
+  return row && !(row->caps & ~(unsigned)caps) && (!row->priced || row->priced(key, caps));
 }
 
 /* The transport's own collective where caps has it and it serves key (a row

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "core/comm.h"
 #include "plan/routes.h"
+#include "route/route.h"
 
 /* ---- one-shot ---------------------------------------------------------- */
 
@@ -17,20 +18,21 @@
  * the reduce (contributions side by side), and on 2 x H200 measured
  * 1.26-1.60x (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph
  * replay from 4 KB to 1 MiB, 1.37-1.57x per call
- * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is the plan builder's
- * (relayOneShotMaxBytes, read once per process: the route cache key does
- * not carry it), on the per-rank input as the seed's 1 MiB was. */
-static int oneShotPriced(const planKey* k) {
-  if (k->nGroups != 1 || (unsigned)k->coll >= RELAY_NUM_COLLS) return 0;
-  size_t es = relayTypeSize(k->dtype);
-  /* per-rank input */
-  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1);
-  return bytes <= relayOneShotMaxBytes();
+ * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is on the per-rank
+ * input as the seed's 1 MiB was: the caller's (CAP_GATED: core checked the
+ * comm's agreed one, and caps are part of the route cache key), else the
+ * default. */
+static int oneShotPriced(const planKey* k, int caps) {
+  return relayOneShotFits(k, (caps & RELAY_ROUTE_CAP_GATED) ? RELAY_ONESHOT_GATE_MAX : RELAY_ONESHOT_DEFAULT_MAX_BYTES);
 }
 
+/* A forced one-shot above the comm's gate (what one source stages per
+ * destination must fit the slot) is declined, on every rank alike. */
 static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
   (void)handle;
-  return c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), call->stream);
+  uint64_t gate = (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES);
+  if (!relayOneShotSlotFits(call->key, gate)) return relayNotSupported;
+  return c->tp->oneshotPrepare(c, (size_t)gate, call->stream);
 }
 
 /* ---- native ------------------------------------------------------------ */
@@ -39,11 +41,14 @@ static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* c
  * (NCCL): one launch where a send/recv plan needs a group plus a reduce
  * (measured 0.67-0.86x of NCCL on 2 x H200 for all-reduce and
  * reduce-scatter). The layout collectives only. */
-static int nativePriced(const planKey* k) { return (unsigned)k->coll < RELAY_NUM_COLLS; }
+static int nativePriced(const planKey* k, int caps) {
+  (void)caps;
+  return (unsigned)k->coll < RELAY_NUM_COLLS;
+}
 
 static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
   const planKey* k = call->key;
-  if (!nativePriced(k)) return relayNotSupported; /* every rank alike: the key says */
+  if (!nativePriced(k, 0)) return relayNotSupported; /* every rank alike: the key says */
   return c->tp->nativePrepare(c, k->nGroups, k->nActive, k->ranks, call->stream, handle);
 }
 

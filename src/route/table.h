@@ -51,7 +51,7 @@ typedef struct {
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
-  int (*priced)(const planKey* key);
+  int (*priced)(const planKey* key, int caps); /* caps: as the router's (RELAY_ROUTE_CAP_GATED) */
   /* COLLECTIVE over all comm ranks, on the same call, after the plan (if
    * any) is built: readies the transport. relayNotSupported = declined, on
    * every rank alike (voted, or derived from state all ranks share): core

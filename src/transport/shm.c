@@ -68,6 +68,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/params.h"
 #include "p2p/p2p.h"
 #include "reduce_host.h"
 #include "topo/topo.h"
@@ -114,12 +115,6 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 /* Smallest data ring of one channel: rank 0 lowers the channel count until
  * every channel's ring has 1 KiB (a 4 KiB test ring: at most 4 channels). */
 #define SHM_MIN_CHAN_RING 1024u
-/* Channels when RELAYCC_NCHANNELS is unset. The calling process does every
- * copy itself, so more channels add no bandwidth here: they split the pair's
- * ring. 2 is the per-peer count of a local path without direct links
- * (p2pWantedLocal(0)), so by default every task has 2 parts that use the
- * whole ring. */
-#define SHM_DEFAULT_CHANNELS 2
 
 enum { SHM_OK = 0, SHM_FAILED = 1, SHM_ABORTED = 2, SHM_GONE = 3 };
 /* What a wait found wrong with a peer. */
@@ -256,8 +251,6 @@ typedef struct {
   /* The P2P channel layer: comm-wide pool and parts (built at the first
    * group, when the comm's topology is loaded), this rank's connections. */
   int p2pReady;
-  int p2pNodes;       /* RELAYCC_SHM_NODES (test-only node grouping) */
-  int p2pUserPerPeer; /* RELAYCC_NCHANNELS_PER_NET_PEER */
   p2pComm p2p;
   p2pConnTable conn;
   uint64_t* connStore;   /* [2n] */
@@ -1042,13 +1035,15 @@ static void shmStateFree(shmState* st) {
  * pool is the segment's channel count, rank 0's, so every rank has it. */
 static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
   if (st->p2pReady) return relaySuccess;
-  int n = comm->nranks, G = n / st->p2pNodes;
+  /* Agreed at init (rank 0's), so both ends of a pair split alike. */
+  int nodes = (int)relayParamInt(comm, RELAY_P_SHM_NODES);
+  int n = comm->nranks, G = n / nodes;
   p2pTopoDesc d;
   memset(&d, 0, sizeof d);
-  d.nNodes = st->p2pNodes;
+  d.nNodes = nodes;
   d.localRanks = G;
   d.netsByBw = 1;
-  d.userPerNetPeer = st->p2pUserPerPeer;
+  d.userPerNetPeer = (int)relayParamInt(comm, RELAY_P_NCHANNELS_PER_NET_PEER);
   d.nChannels = st->channels;
   d.poolCap = st->channels;
   int* links = NULL;
@@ -2004,12 +1999,13 @@ static const relayTransportOps relayShmOps = {
  * variables never meet: such a job needs MASTER_ADDR/MASTER_PORT or a
  * launcher. */
 static void shmLaunchIdentity(char* out, size_t len) {
-  static const char* const kVars[] = {"TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT"};
+  static const relayParamId kVars[] = {RELAY_P_TORCHELASTIC_RUN_ID, RELAY_P_MASTER_ADDR, RELAY_P_MASTER_PORT};
   size_t o = 0;
   out[0] = 0;
   for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
-    const char* v = relayEnvStr(kVars[i], NULL);
-    if (v && o < len) o += (size_t)snprintf(out + o, len - o, "%s%s=%s", o ? " " : "", kVars[i], v);
+    const char* v = relayParamEnvText(kVars[i]);
+    if (v && o < len)
+      o += (size_t)snprintf(out + o, len - o, "%s%s=%s", o ? " " : "", relayParamDefs[kVars[i]].name, v);
   }
   if (!o) snprintf(out, len, "parent pid %d", (int)getppid());
 }
@@ -2036,25 +2032,10 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (ring < SHM_MIN_RING || ring > (long)SHM_MAX_RING)
     return relaySetError(comm, relayInvalidArgument, "rank %d: shmRingBytes %ld must be in [%d, %u]", me, ring,
                          SHM_MIN_RING, SHM_MAX_RING);
-  /* The P2P channel layer's settings, this rank's own: the channels count
-   * only at rank 0 (it shapes the segment; the others take it from there),
-   * the rest shapes each rank's parts, and ends that disagree on them fail
-   * their first transfer with both channel sets named. */
-  long chans = relayEnvLong("RELAYCC_NCHANNELS", SHM_DEFAULT_CHANNELS);
-  long perNetPeer = relayEnvLong("RELAYCC_NCHANNELS_PER_NET_PEER", 0);
-  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 1);
-  if (chans < 1 || chans > P2P_MAX_CHANNELS)
-    return relaySetError(comm, relayInvalidArgument, "rank %d: RELAYCC_NCHANNELS = %ld must be in [1, %d]", me, chans,
-                         P2P_MAX_CHANNELS);
-  if (perNetPeer < 0 || perNetPeer > P2P_MAX_CHANNELS)
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: RELAYCC_NCHANNELS_PER_NET_PEER = %ld must be in [0, %d] (0: unset)", me, perNetPeer,
-                         P2P_MAX_CHANNELS);
-  if (nodes < 1 || nodes > n || n % nodes != 0)
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as that many "
-                         "nodes of equal size, node-major)",
-                         me, nodes, n);
+  /* The channels count only at rank 0 (it shapes the segment; the others
+   * take it from there); the part rules (shmP2pInit) read the comm's agreed
+   * table at the first group. core/params.h checked the ranges. */
+  long chans = (long)relayParamInt(comm, RELAY_P_NCHANNELS);
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   snprintf(st->job, sizeof st->job, "%s", jobName);
@@ -2063,8 +2044,6 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
   st->wantChannels = (int)chans;
-  st->p2pNodes = (int)nodes;
-  st->p2pUserPerPeer = (int)perNetPeer;
   st->pidNs = shmPidNamespace();
   atomic_init(&st->abortedLocal, 0);
   shmLayout L;

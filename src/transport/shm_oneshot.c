@@ -220,7 +220,7 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   s->slotBytes = (slotBytes + OS_LINE - 1) / OS_LINE * OS_LINE;
   s->regionBytes = osStagingOff(n) + 2 * (size_t)n * s->slotBytes;
   s->hash = relayShmCommHash(comm);
-  int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
+  int fault = (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK);
   /* Round 1: everyone created its segment (or says it could not). Both
    * rounds run even after a local failure, to stay in lockstep. */
   int all = 0;
