@@ -76,9 +76,9 @@ static relayResult_t fromCuda(cudaError_t e) {
 
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
-  const char* detail = (st && st->nccl && !st->ncclDead) ? ncclGetLastError(st->nccl) : "";
+  const char* detail = (st && st->nccl && !st->ncclDead) ? relayNccl.ncclGetLastError(st->nccl) : "";
   return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, ncclGetErrorString(r),
+                       (unsigned long long)c->callSeq, c->curStep, what, relayNccl.ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 
@@ -95,7 +95,7 @@ static void abortNccl(relayNcclState* st) {
     /* The per-group sub-communicators of the native route first: a native
      * collective stuck on a dead peer runs on them, not on the parent. */
     relayNcclNativeAbort(st);
-    ncclCommAbort(st->nccl);
+    relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
 }
@@ -134,7 +134,7 @@ static void pauseFor(int iter, int spin) {
 static relayResult_t pollHealth(struct relayComm* c, relayNcclState* st, const char* what) {
   if (isAborted(c, st)) return checkUsable(c, st, what);
   ncclResult_t ae = ncclSuccess;
-  ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+  ncclResult_t r = relayNccl.ncclCommGetAsyncError(st->nccl, &ae);
   if (r == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     relayResult_t res = ncclFail(c, ae, what);
     abortNccl(st);
@@ -161,7 +161,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (int i = 0;; i++) {
     ncclResult_t ae = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(nccl, &ae);
+    ncclResult_t r = relayNccl.ncclCommGetAsyncError(nccl, &ae);
     if (r != ncclSuccess) return ncclFail(c, r, what);
     if (ae == ncclSuccess) return relaySuccess;
     if (ae != ncclInProgress) {
@@ -216,14 +216,14 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
                            i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
   }
   cudaStream_t s = (cudaStream_t)stream;
-  ncclResult_t r = ncclGroupStart();
+  ncclResult_t r = relayNccl.ncclGroupStart();
   if (r != ncclSuccess) return ncclFail(c, r, "ncclGroupStart");
   /* Zero-byte transfers are dropped on both ends by the same rule. */
   for (int i = 0; i < nSends && r == ncclSuccess; i++)
-    if (sends[i].bytes) r = ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
+    if (sends[i].bytes) r = relayNccl.ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
   for (int i = 0; i < nRecvs && r == ncclSuccess; i++)
-    if (recvs[i].bytes) r = ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
-  ncclResult_t re = ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
+    if (recvs[i].bytes) r = relayNccl.ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
+  ncclResult_t re = relayNccl.ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
     RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "ncclGroupEnd"));
@@ -236,7 +236,7 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   /* Errors found by NCCL's proxy thread (a peer's death, a network error)
    * surface here rather than as a hang at the next wait. */
   ncclResult_t ae = ncclSuccess;
-  if (ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+  if (relayNccl.ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     c->failed = 1;
     return ncclFail(c, ae, "asynchronous NCCL error");
   }
@@ -439,7 +439,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   memcpy(hsend, mine, bytes);
   cudaError_t e = cudaMemcpyAsync(dsend, hsend, bytes, cudaMemcpyHostToDevice, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
-  ncclResult_t r = ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
+  ncclResult_t r = relayNccl.ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
   if (r == ncclInProgress) RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "agree: ncclAllGather"));
   else if (r != ncclSuccess) {
     c->failed = 1;
@@ -569,9 +569,9 @@ static void tpDestroy(struct relayComm* c) {
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
     if (drained)
-      ncclCommDestroy(st->nccl);
+      relayNccl.ncclCommDestroy(st->nccl);
     else
-      ncclCommAbort(st->nccl);
+      relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
   /* Streams and events are released by CUDA once their work is done, so they
@@ -634,12 +634,12 @@ static relayResult_t preconnect(struct relayComm* c, relayNcclState* st, int on)
   if (!on) return relaySuccess;
   char* sendb = st->agreeDev;
   char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
-  ncclResult_t r = ncclGroupStart();
+  ncclResult_t r = relayNccl.ncclGroupStart();
   for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
-    r = ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
-    if (r == ncclSuccess) r = ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    r = relayNccl.ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    if (r == ncclSuccess) r = relayNccl.ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
   }
-  ncclResult_t re = ncclGroupEnd();
+  ncclResult_t re = relayNccl.ncclGroupEnd();
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
     RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "init: connecting peers"));
@@ -763,12 +763,12 @@ relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayCo
   *out = NULL;
   if (!nccl) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: nccl (argument 2) is NULL");
   int nranks = 0, rank = -1, dev = -1, cur = -1;
-  ncclResult_t nr = ncclCommCount(nccl, &nranks);
-  if (nr == ncclSuccess) nr = ncclCommUserRank(nccl, &rank);
-  if (nr == ncclSuccess) nr = ncclCommCuDevice(nccl, &dev);
+  ncclResult_t nr = relayNccl.ncclCommCount(nccl, &nranks);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommUserRank(nccl, &rank);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommCuDevice(nccl, &dev);
   if (nr != ncclSuccess)
     return relaySetError(NULL, fromNccl(nr), "relayCommInitNccl: querying the NCCL communicator: %s",
-                         ncclGetErrorString(nr));
+                         relayNccl.ncclGetErrorString(nr));
   cudaError_t e = cudaGetDevice(&cur);
   if (e != cudaSuccess)
     return relaySetError(NULL, fromCuda(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", rank,
@@ -865,10 +865,10 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
    * for nothing, and on shared machines they are off for good reason. */
   setenv("NCCL_NVLS_ENABLE", "0", 0);
   if (rank == 0 && mine.status == relaySuccess) {
-    ncclResult_t nr = ncclGetUniqueId(&mine.id);
+    ncclResult_t nr = relayNccl.ncclGetUniqueId(&mine.id);
     if (nr != ncclSuccess) {
       mine.status = fromNccl(nr);
-      snprintf(why, sizeof why, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+      snprintf(why, sizeof why, "ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
     }
   }
   shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
@@ -908,7 +908,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   ncclComm_t nccl = NULL;
   /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
    * (NCCL 2.28 group.cc), tens of microseconds per step. */
-  ncclResult_t nr = ncclCommInitRank(&nccl, nranks, id, rank);
+  ncclResult_t nr = relayNccl.ncclCommInitRank(&nccl, nranks, id, rank);
   int32_t ok = nr == ncclSuccess, *oks = calloc((size_t)nranks, sizeof *oks);
   if (!oks) res = relaySetError(NULL, relaySystemError, "relayCommInitNcclShm (rank %d): out of memory", rank);
   if (res == relaySuccess) {
@@ -920,13 +920,13 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
     if (oks[q]) continue;
     res = q == rank ? fromNccl(nr) : relayRemoteError;
     if (q == rank)
-      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank, ncclGetErrorString(nr));
+      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank, relayNccl.ncclGetErrorString(nr));
     else
       relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d", rank, q);
   }
   free(oks);
   if (res != relaySuccess) {
-    if (nccl) ncclCommAbort(nccl);
+    if (nccl) relayNccl.ncclCommAbort(nccl);
     ctrl->tp->destroy(ctrl);
     relayCommFree(ctrl);
     return res;
@@ -935,7 +935,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   struct relayComm* c;
   res = relayCommAlloc(nranks, rank, config, &c);
   if (res != relaySuccess) {
-    ncclCommAbort(nccl);
+    relayNccl.ncclCommAbort(nccl);
     ctrl->tp->destroy(ctrl);
     relayCommFree(ctrl);
     return res;
@@ -944,7 +944,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   if (res == relaySuccess) res = loadTopo(c);
   if (res != relaySuccess) {
     if (!c->tpState) { /* attach failed before taking ownership */
-      ncclCommAbort(nccl);
+      relayNccl.ncclCommAbort(nccl);
       ctrl->tp->destroy(ctrl);
       relayCommFree(ctrl);
     }
