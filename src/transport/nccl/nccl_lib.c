@@ -17,7 +17,7 @@ static pthread_mutex_t gLock = PTHREAD_MUTEX_INITIALIZER;
 static int gLoaded; /* under gLock */
 static const char* gPathArg;
 static relayResult_t gResult;
-static char gError[1024]; /* the first answer's message, repeated to every caller */
+static char gError[sizeof relayNccl.path + 256]; /* the first answer's message, repeated to every caller */
 
 /* Open the library: the explicit path, the copy already loaded, the default. */
 static void* openNccl(const char** tried) {
@@ -47,8 +47,8 @@ static void loadOnce(void) {
   }
   /* Every function of the header and its profiling twin; those an older NCCL
    * lacks stay NULL (only RELAY_NCCL_USED must be there). */
-#define RELAY_NCCL_RESOLVE_(ret, name, params, args)       \
-  *(void**)&relayNccl.name = dlsym(h, #name);              \
+#define RELAY_NCCL_RESOLVE_(ret, name, params, args) \
+  *(void**)&relayNccl.name = dlsym(h, #name);        \
   *(void**)&relayNccl.p##name = dlsym(h, "p" #name);
   RELAY_NCCL_API_ALL(RELAY_NCCL_RESOLVE_)
 #undef RELAY_NCCL_RESOLVE_

@@ -91,6 +91,10 @@ static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* wh
 /* ncclCommAbort kills the communicator's kernels and frees it; after it the
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
 static void abortNccl(relayNcclState* st) {
+  if (relayNccl.guest && !st->ownsNccl) { /* the interposer's comms are the user's: sub-comms only */
+    relayNcclNativeAbort(st);
+    return;
+  }
   if (st->nccl && !st->ncclDead) {
     /* The per-group sub-communicators of the native route first: a native
      * collective stuck on a dead peer runs on them, not on the parent. */
@@ -149,8 +153,10 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   c->failed = 1;
   return relaySetError(c, relayTimeout,
                        "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
-                       "stuck); the NCCL communicator was aborted",
-                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
+                       "stuck)%s",
+                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what,
+                       c->cfg.timeoutMs,
+                       relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -631,7 +637,7 @@ const relayTransportOps relayNcclTransport = {
  * RELAYCC_NCCL_PRECONNECT=0 skips it (rank 0's, agreed at init: a rank that
  * posts the exchange alone would wait in it). */
 static relayResult_t preconnect(struct relayComm* c, relayNcclState* st, int on) {
-  if (!on) return relaySuccess;
+  if (!on || relayNccl.guest) return relaySuccess;
   char* sendb = st->agreeDev;
   char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
   ncclResult_t r = relayNccl.ncclGroupStart();
@@ -761,6 +767,7 @@ static void failInit(struct relayComm* c, relayResult_t res) {
 relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayConfig_t* config) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: comm (argument 1) is NULL");
   *out = NULL;
+  RELAY_CHECK(relayNcclLoad(NULL));
   if (!nccl) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: nccl (argument 2) is NULL");
   int nranks = 0, rank = -1, dev = -1, cur = -1;
   ncclResult_t nr = relayNccl.ncclCommCount(nccl, &nranks);
@@ -804,6 +811,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
                                    const relayConfig_t* config) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
   *out = NULL;
+  RELAY_CHECK(relayNcclLoad(NULL));
   if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
   if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
   if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
