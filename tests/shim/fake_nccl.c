@@ -53,7 +53,7 @@ typedef struct {
 
 struct ncclComm {
   int nranks, rank;
-  char name[64];
+  char name[NCCL_UNIQUE_ID_BYTES + 1];
   fakeSeg* seg;
   size_t segBytes;
   unsigned gen; /* barriers passed */
