@@ -21,12 +21,16 @@ add_dependencies(test_shim relaycc_shim)
 # name, ranks, environment (besides the preload)
 set(RELAY_SHIM_CASES
     "symbols|2"
+    "missing|2|RELAYCC_SHIM_NCCL=/nonexistent/libnccl.so.2"
+    "loader|2"
+    "loader|2|RELAYCC_NCCL_LIB=/nonexistent/libnccl.so.2"
     "forward|2|CUDA_VISIBLE_DEVICES="
     "forward|3|CUDA_VISIBLE_DEVICES="
     "decline|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=1"
     "decline|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=0"
     "group|2|RELAYCC_SHIM_TEST_SHM=1"
     "disabled|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM=0"
+    "colls|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_COLLS=allgather,a2a"
     "routed|2|RELAYCC_SHIM_TEST_SHM=1"
     "routed|3|RELAYCC_SHIM_TEST_SHM=1"
     "routed|4|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_DEBUG=2")
@@ -40,8 +44,12 @@ foreach(c ${RELAY_SHIM_CASES})
     list(SUBLIST parts 2 -1 extra)
     list(APPEND env ${extra})
   endif()
-  add_test(NAME shim_${name}_${n} COMMAND test_shim ${name} ${n})
-  set_tests_properties(shim_${name}_${n} PROPERTIES TIMEOUT 300 LABELS cpu ENVIRONMENT "${env}")
+  set(tname shim_${name}_${n})
+  if(TEST ${tname})
+    set(tname ${tname}_env) # the same case under other settings
+  endif()
+  add_test(NAME ${tname} COMMAND test_shim ${name} ${n})
+  set_tests_properties(${tname} PROPERTIES TIMEOUT 300 LABELS cpu ENVIRONMENT "${env}")
 endforeach()
 
 # The routing predicate against the router (no shim involved).

@@ -13,6 +13,9 @@
  *   decline    test hook on, one rank fails its state: every rank declines
  *   group      test hook on: inside ncclGroupStart/End forwarded, outside routed
  *   disabled   RELAYCC_SHIM=0 with the hook on: no vote, everything forwarded
+ *   colls      RELAYCC_SHIM_COLLS takes the collectives it names only
+ *   missing    RELAYCC_SHIM_NCCL names no library: calls fail, none reaches NCCL
+ *   loader     relaycc's own resolver: the loaded library, or RELAYCC_NCCL_LIB's error
  *   routed     test hook on: the four collectives over dtypes, ops and sizes
  *              go to relaycc exactly when relayRouteBeatsNative says so, and
  *              every result is the serial one
@@ -32,6 +35,8 @@
 #include "launch.h"
 #include "route/route.h"
 #include "topo/topo.h"
+#include "transport/nccl/nccl_api.h"
+#include "relaycc_nccl.h"
 
 #define TIMEOUT_S 120
 
@@ -298,12 +303,14 @@ static int rankRouted(int rank, int nranks, void* arg) {
 }
 
 /* A size relaycc is predicted to win at, so that a forwarded call means a decline. */
-static size_t winningCount(int nranks) {
+static size_t winningCountOf(relayColl_t coll, int nranks) {
   for (size_t count = 1; count <= (1u << 16); count *= 2)
-    if (predicts(RELAY_COLL_ALLREDUCE, nranks, count, relayFloat32, relaySum)) return count;
-  T_CHECK(0, "the router predicts no all-reduce win on %d ranks up to 64 Ki elements", nranks);
+    if (predicts(coll, nranks, count, relayFloat32, relaySum)) return count;
+  T_CHECK(0, "the router predicts no %s win on %d ranks up to 64 Ki elements", relayCollName(coll), nranks);
   return 0;
 }
+
+static size_t winningCount(int nranks) { return winningCountOf(RELAY_COLL_ALLREDUCE, nranks); }
 
 static int rankDecline(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
@@ -351,16 +358,71 @@ static int rankDisabled(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* RELAYCC_SHIM_COLLS=allgather,a2a: only those two are taken. */
+static int rankColls(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+    int allowed = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+    size_t count = winningCountOf((relayColl_t)coll, nranks);
+    int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+    T_CHECK(got == allowed, "rank %d: %s %s with RELAYCC_SHIM_COLLS=%s", rank, kNcclNames[coll],
+            got ? "taken" : "forwarded", getenv("RELAYCC_SHIM_COLLS"));
+  }
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* RELAYCC_SHIM_NCCL names no library: every call fails with ncclSystemError
+ * and nothing reaches the library the program linked. */
+static void caseMissing(void) {
+  int v = 0;
+  T_CHECK(ncclGetVersion(&v) == ncclSystemError, "ncclGetVersion without a library did not fail");
+  T_CHECK(ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL) == ncclSystemError,
+          "ncclAllReduce without a library did not fail");
+  T_CHECK(fakeNcclNumCalls() == 0, "%d calls reached the linked library", fakeNcclNumCalls());
+  printf("missing: every call answers ncclSystemError\n");
+}
+
+/* relaycc's own loader (not the shim's): RELAYCC_NCCL_LIB when set, else the
+ * library the process loaded (here the fake). */
+static void caseLoader(void) {
+  const char* forced = getenv("RELAYCC_NCCL_LIB");
+  relayResult_t r = relayNcclLoad(NULL);
+  if (forced) {
+    T_CHECK(r == relaySystemError, "relayNcclLoad with RELAYCC_NCCL_LIB=%s -> %s", forced,
+            relayGetErrorString(r));
+    T_CHECK(strstr(relayGetLastError(NULL), forced), "the error does not name %s: %s", forced,
+            relayGetLastError(NULL));
+    relayComm_t c = NULL;
+    T_CHECK(relayCommInitNccl(&c, (ncclComm_t)&c, NULL) == relaySystemError && !c,
+            "relayCommInitNccl without NCCL did not fail at init");
+    printf("loader: %s\n", relayGetLastError(NULL));
+    return;
+  }
+  T_OK(r);
+  T_CHECK(strstr(relayNccl.path, "fakenccl") && relayNccl.version == NCCL_VERSION_CODE,
+          "loaded %s version %d, not the fake the program linked", relayNccl.path, relayNccl.version);
+  T_CHECK(relayNccl.ncclAllReduce && relayNccl.pncclAllReduce && relayNccl.ncclResetDebugInit,
+          "the table misses functions the fake has");
+  printf("loader: %s, NCCL %d\n", relayNccl.path, relayNccl.version);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s symbols|forward|decline|group|disabled|routed [nranks]\n", argv[0]);
+    fprintf(stderr, "usage: %s symbols|missing|loader|forward|decline|group|disabled|colls|routed [nranks]\n",
+            argv[0]);
     return 2;
   }
   const char* name = argv[1];
   int nranks = argc > 2 ? atoi(argv[2]) : 2;
   T_CHECK(nranks >= 2 && nranks <= 8, "nranks %d is not in [2, 8]", nranks);
-  if (strcmp(name, "symbols") == 0) {
-    caseSymbols();
+  /* One-process cases. */
+  void (*single)(void) = strcmp(name, "symbols") == 0   ? caseSymbols
+                         : strcmp(name, "missing") == 0 ? caseMissing
+                         : strcmp(name, "loader") == 0  ? caseLoader
+                                                        : NULL;
+  if (single) {
+    single();
     return 0;
   }
   /* The hook's shm job must be this launch's alone (ctest runs cases side by
@@ -376,6 +438,7 @@ int main(int argc, char** argv) {
                    : strcmp(name, "group") == 0    ? rankGroup
                    : strcmp(name, "disabled") == 0 ? rankDisabled
                    : strcmp(name, "routed") == 0   ? rankRouted
+                   : strcmp(name, "colls") == 0    ? rankColls
                                                    : NULL;
   T_CHECK(fn, "unknown case %s", name);
   t_run_ranks(nranks, fn, &j, TIMEOUT_S);

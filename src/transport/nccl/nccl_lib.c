@@ -41,8 +41,9 @@ static void loadOnce(void) {
     const char* why = dlerror();
     gResult = relaySystemError;
     snprintf(gError, sizeof gError,
-             "relaycc: cannot load NCCL (%s): %s; set RELAYCC_NCCL_LIB to the library's path", tried,
-             why ? why : "not found");
+             "relaycc: cannot load NCCL (%s): %s; set RELAYCC_NCCL_LIB (under the shim: RELAYCC_SHIM_NCCL) "
+             "to its path",
+             tried, why ? why : "not found");
     return;
   }
   /* Every function of the header and its profiling twin; those an older NCCL
