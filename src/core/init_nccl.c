@@ -21,7 +21,7 @@ static relayResult_t attachAndFinish(struct relayComm* c, ncclComm_t nccl, int o
   if (res == relaySuccess) res = relayInitFinish(c, NULL, relayNcclDetectTopo);
   if (res == relaySuccess) res = relayNcclStart(c);
   if (res != relaySuccess) {
-    if (owns && !c->tpState) ncclCommAbort(nccl); /* attach failed before taking ownership */
+    if (owns && !c->tpState) relayNccl.ncclCommAbort(nccl); /* attach failed before taking ownership */
     return relayInitFail(c, res);
   }
   *out = c;
@@ -31,6 +31,7 @@ static relayResult_t attachAndFinish(struct relayComm* c, ncclComm_t nccl, int o
 relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayConfig_t* config) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: comm (argument 1) is NULL");
   *out = NULL;
+  RELAY_CHECK(relayNcclLoad(NULL)); /* the process's NCCL (torch's when loaded): nccl_lib.c */
   if (!nccl) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: nccl (argument 2) is NULL");
   int nranks = 0, rank = -1, dev = -1;
   RELAY_CHECK(relayNcclQuery(nccl, &nranks, &rank, &dev));
@@ -43,6 +44,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
                                    const relayConfig_t* config) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
   *out = NULL;
+  RELAY_CHECK(relayNcclLoad(NULL)); /* the process's NCCL (torch's when loaded): nccl_lib.c */
   const char* job = jobName;
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitNcclShm", nranks, rank, &job, config, &c));
@@ -80,6 +82,7 @@ relayResult_t relayCommInitNcclRank(relayComm_t* out, int nranks, const relayNcc
                                     int cudaDevice, const relayConfig_t* config) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank: comm (argument 1) is NULL");
   *out = NULL;
+  RELAY_CHECK(relayNcclLoad(NULL)); /* the process's NCCL (torch's when loaded): nccl_lib.c */
   if (!id) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank (rank %d): id (argument 3) is NULL",
                                 rank);
   if (nranks < 1 || rank < 0 || rank >= nranks)

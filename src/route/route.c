@@ -294,3 +294,9 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
   *route = r[g];
   *depth = d[g];
 }
+
+int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps) {
+  int route, depth;
+  relayRouteChoose(key, topo, caps | RELAY_ROUTE_CAP_NATIVE, &route, &depth);
+  return route != relayRouteNative;
+}

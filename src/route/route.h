@@ -53,6 +53,12 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
  * CAP_PERCALL (a call made directly), [1] as without (captured). */
 void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]);
 
+/* Whether relaycc predicts a win over the transport library's own collective
+ * (the NCCL interposer's test, src/shim/): 1 when the route chosen for key
+ * with RELAY_ROUTE_CAP_NATIVE added to caps is not native. Pure, like
+ * relayRouteChoose: every rank gets the same answer for the same call. */
+int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps);
+
 /* The margin by which a route must beat the native collective where the
  * topology states no model error of its own (topo->modelErr == 0). */
 #define RELAY_ROUTE_UNCALIBRATED_MARGIN 0.10

@@ -25,12 +25,12 @@
 static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
   char* sendb = st->agreeDev;
   char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
-  ncclResult_t r = ncclGroupStart();
+  ncclResult_t r = relayNccl.ncclGroupStart();
   for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
-    r = ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
-    if (r == ncclSuccess) r = ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    r = relayNccl.ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    if (r == ncclSuccess) r = relayNccl.ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
   }
-  ncclResult_t re = ncclGroupEnd();
+  ncclResult_t re = relayNccl.ncclGroupEnd();
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
     RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "init: connecting peers"));
@@ -92,7 +92,8 @@ relayResult_t relayNcclStart(struct relayComm* c) {
   /* Read once here, not per call (an environment read per call was part of the
    * 0.23-0.55 us host overhead measured over raw NCCL). */
   st->nativeOn = relayParamInt(c, RELAY_P_NCCL_NATIVE) != 0;
-  relayResult_t r = relayParamInt(c, RELAY_P_NCCL_PRECONNECT) ? preconnect(c, st) : relaySuccess;
+  /* The interposer's comms are the user's: never connect pairs they did not ask for. */
+  relayResult_t r = relayParamInt(c, RELAY_P_NCCL_PRECONNECT) && !relayNccl.guest ? preconnect(c, st) : relaySuccess;
   if (r == relaySuccess && relayParamInt(c, RELAY_P_ONESHOT_PREPARE)) r = relayNcclOneShotPrepareAtInit(c);
   return r;
 }
@@ -133,12 +134,12 @@ relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out) {
 
 relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* device) {
   int cur = -1;
-  ncclResult_t nr = ncclCommCount(nccl, nranks);
-  if (nr == ncclSuccess) nr = ncclCommUserRank(nccl, rank);
-  if (nr == ncclSuccess) nr = ncclCommCuDevice(nccl, device);
+  ncclResult_t nr = relayNccl.ncclCommCount(nccl, nranks);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommUserRank(nccl, rank);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommCuDevice(nccl, device);
   if (nr != ncclSuccess)
     return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNccl: querying the NCCL communicator: %s",
-                         ncclGetErrorString(nr));
+                         relayNccl.ncclGetErrorString(nr));
   cudaError_t e = cudaGetDevice(&cur);
   if (e != cudaSuccess)
     return relaySetError(NULL, relayCudaResult(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", *rank,
@@ -199,10 +200,10 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   }
   mine.device = cudaDevice;
   if (rank == 0 && mine.status == relaySuccess) {
-    ncclResult_t nr = ncclGetUniqueId(&mine.id);
+    ncclResult_t nr = relayNccl.ncclGetUniqueId(&mine.id);
     if (nr != ncclSuccess) {
       mine.status = relayNcclResult(nr);
-      snprintf(why, sizeof why, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
+      snprintf(why, sizeof why, "ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
     }
   }
   shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
@@ -239,7 +240,7 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   if (res != relaySuccess) goto done;
   /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
    * (NCCL 2.28 group.cc), tens of microseconds per step. */
-  ncclResult_t nr = ncclCommInitRank(out, nranks, all[0].id, rank);
+  ncclResult_t nr = relayNccl.ncclCommInitRank(out, nranks, all[0].id, rank);
   ok = nr == ncclSuccess;
   res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
   if (res != relaySuccess)
@@ -248,14 +249,14 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
     if (oks[q]) continue;
     if (q == rank)
       res = relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank,
-                          ncclGetErrorString(nr));
+                          relayNccl.ncclGetErrorString(nr));
     else
       res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d",
                           rank, q);
   }
 done:
   if (res != relaySuccess && *out) {
-    ncclCommAbort(*out);
+    relayNccl.ncclCommAbort(*out);
     *out = NULL;
   }
   *device = cudaDevice;
@@ -275,11 +276,11 @@ relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cu
   /* Blocking, as relayCommInitNcclShm's (see there). */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 1;
-  ncclResult_t nr = ncclCommInitRankConfig(out, nranks, uid, rank, &cfg);
+  ncclResult_t nr = relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg);
   if (nr != ncclSuccess) {
     *out = NULL;
     return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclRank (rank %d): ncclCommInitRankConfig: %s", rank,
-                         ncclGetErrorString(nr));
+                         relayNccl.ncclGetErrorString(nr));
   }
   return relaySuccess;
 }
@@ -288,10 +289,11 @@ _Static_assert(sizeof(ncclUniqueId) <= RELAY_NCCL_UNIQUE_ID_BYTES, "relayNcclUni
 
 relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id) {
   if (!id) return relaySetError(NULL, relayInvalidArgument, "relayNcclGetUniqueId: id (argument 1) is NULL");
+  RELAY_CHECK(relayNcclLoad(NULL));
   ncclUniqueId uid;
-  ncclResult_t nr = ncclGetUniqueId(&uid);
+  ncclResult_t nr = relayNccl.ncclGetUniqueId(&uid);
   if (nr != ncclSuccess)
-    return relaySetError(NULL, relayNcclResult(nr), "relayNcclGetUniqueId: ncclGetUniqueId: %s", ncclGetErrorString(nr));
+    return relaySetError(NULL, relayNcclResult(nr), "relayNcclGetUniqueId: ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
   memset(id, 0, sizeof *id);
   memcpy(id->internal, &uid, sizeof uid);
   return relaySuccess;

@@ -76,9 +76,9 @@ static relayResult_t fromCuda(cudaError_t e) {
 
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
-  const char* detail = (st && st->nccl && !st->ncclDead) ? ncclGetLastError(st->nccl) : "";
+  const char* detail = (st && st->nccl && !st->ncclDead) ? relayNccl.ncclGetLastError(st->nccl) : "";
   return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, ncclGetErrorString(r),
+                       (unsigned long long)c->callSeq, c->curStep, what, relayNccl.ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 
@@ -97,11 +97,15 @@ relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* 
 /* ncclCommAbort kills the communicator's kernels and frees it; after it the
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
 static void abortNccl(relayNcclState* st) {
+  if (relayNccl.guest && !st->ownsNccl) { /* the interposer's comms are the user's: sub-comms only */
+    relayNcclNativeAbort(st);
+    return;
+  }
   if (st->nccl && !st->ncclDead) {
     /* The per-group sub-communicators of the native route first: a native
      * collective stuck on a dead peer runs on them, not on the parent. */
     relayNcclNativeAbort(st);
-    ncclCommAbort(st->nccl);
+    relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
 }
@@ -140,7 +144,7 @@ static void pauseFor(int iter, int spin) {
 static relayResult_t pollHealth(struct relayComm* c, relayNcclState* st, const char* what) {
   if (isAborted(c, st)) return checkUsable(c, st, what);
   ncclResult_t ae = ncclSuccess;
-  ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+  ncclResult_t r = relayNccl.ncclCommGetAsyncError(st->nccl, &ae);
   if (r == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     relayResult_t res = ncclFail(c, ae, what);
     abortNccl(st);
@@ -155,8 +159,9 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   c->failed = 1;
   return relaySetError(c, relayTimeout,
                        "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
-                       "stuck); the NCCL communicator was aborted",
-                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
+                       "stuck)%s",
+                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what,
+                       c->cfg.timeoutMs, relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -167,7 +172,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (int i = 0;; i++) {
     ncclResult_t ae = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(nccl, &ae);
+    ncclResult_t r = relayNccl.ncclCommGetAsyncError(nccl, &ae);
     if (r != ncclSuccess) return ncclFail(c, r, what);
     if (ae == ncclSuccess) return relaySuccess;
     if (ae != ncclInProgress) {
@@ -223,14 +228,14 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
                            i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
   }
   cudaStream_t s = (cudaStream_t)stream;
-  ncclResult_t r = ncclGroupStart();
+  ncclResult_t r = relayNccl.ncclGroupStart();
   if (r != ncclSuccess) return ncclFail(c, r, "ncclGroupStart");
   /* Zero-byte transfers are dropped on both ends by the same rule. */
   for (int i = 0; i < nSends && r == ncclSuccess; i++)
-    if (sends[i].bytes) r = ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
+    if (sends[i].bytes) r = relayNccl.ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
   for (int i = 0; i < nRecvs && r == ncclSuccess; i++)
-    if (recvs[i].bytes) r = ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
-  ncclResult_t re = ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
+    if (recvs[i].bytes) r = relayNccl.ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
+  ncclResult_t re = relayNccl.ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
     RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "ncclGroupEnd"));
@@ -243,7 +248,7 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   /* Errors found by NCCL's proxy thread (a peer's death, a network error)
    * surface here rather than as a hang at the next wait. */
   ncclResult_t ae = ncclSuccess;
-  if (ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+  if (relayNccl.ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     c->failed = 1;
     return ncclFail(c, ae, "asynchronous NCCL error");
   }
@@ -446,7 +451,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   memcpy(hsend, mine, bytes);
   cudaError_t e = cudaMemcpyAsync(dsend, hsend, bytes, cudaMemcpyHostToDevice, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
-  ncclResult_t r = ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
+  ncclResult_t r = relayNccl.ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
   if (r == ncclInProgress) RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "agree: ncclAllGather"));
   else if (r != ncclSuccess) {
     c->failed = 1;
@@ -576,9 +581,9 @@ static void tpDestroy(struct relayComm* c) {
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
     if (drained)
-      ncclCommDestroy(st->nccl);
+      relayNccl.ncclCommDestroy(st->nccl);
     else
-      ncclCommAbort(st->nccl);
+      relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
   /* Streams and events are released by CUDA once their work is done, so they

@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include "relaycc.h"
+#include "transport/nccl/nccl_api.h" /* every NCCL call goes through relayNccl */
 #include "transport/transport.h"
 
 #ifdef __cplusplus
