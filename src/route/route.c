@@ -297,6 +297,6 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
 
 int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps) {
   int route, depth;
-  relayRouteChoose(key, topo, caps | RELAY_ROUTE_CAP_NATIVE, &route, &depth);
+  relayRouteChoose(key, topo, caps | RELAY_TP_CAP_NATIVE, &route, &depth);
   return route != relayRouteNative;
 }
