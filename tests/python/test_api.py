@@ -1,0 +1,52 @@
+"""The package in one process: what it exports, its errors, and the paths that need no peers."""
+import os
+
+import pytest
+import torch
+
+import relaycc
+from relaycc import _lib
+
+
+def test_exports_and_ops():
+  assert relaycc.version() == 100  # RELAYCC_VERSION_CODE 0.1.0
+  for name in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather"):
+    assert hasattr(torch.ops.relaycc, name), name
+  assert issubclass(relaycc.RelayccArgumentError, relaycc.RelayccError)
+  assert issubclass(relaycc.RelayccArgumentError, ValueError)
+  assert os.path.samefile(relaycc.library_path(), os.environ.get("RELAYCC_LIBRARY", relaycc.library_path()))
+
+
+def test_error_carries_code_and_text():
+  e = _lib.error(_lib.TIMEOUT, "relayAllReduce (rank 3): step 2 passed its deadline")
+  assert e.code == _lib.TIMEOUT and "deadline" in e.message and "a wait passed its deadline" in str(e)
+  assert not isinstance(e, ValueError)
+  assert isinstance(_lib.error(_lib.INVALID_ARGUMENT, "x"), ValueError)
+
+
+@pytest.mark.parametrize("kw,what", [({"route": "bogus"}, "route 'bogus'"), ({"timeout_ms": "soon"}, "timeout_ms"),
+                                     ({"depth": 1.5}, "depth")])
+def test_bad_config(kw, what):
+  with pytest.raises(relaycc.RelayccError, match=what) as e:
+    relaycc.Comm.shm(rank=0, world_size=2, job="unused", **kw)
+  assert isinstance(e.value, ValueError)
+
+
+def test_shm_init_error_names_the_argument():
+  # rank >= world_size: the C library rejects it at once, and the message comes from relayGetLastError(NULL).
+  with pytest.raises(relaycc.RelayccError) as e:
+    relaycc.Comm.shm(rank=5, world_size=2, job=f"pytest-api-{os.getpid()}")
+  assert e.value.code == _lib.INVALID_ARGUMENT and "rank" in e.value.message
+
+
+def test_from_process_group_without_nccl(tmp_path):
+  if _lib.has_nccl():
+    pytest.skip("this librelaycc has the NCCL transport (the GPU checks cover it)")
+  with pytest.raises(relaycc.RelayccError, match="without the NCCL transport"):
+    relaycc.Comm.from_process_group()
+
+
+def test_one_nccl_check_reads_the_maps():
+  # Only the mechanism: the GPU runs check the real case (torch's NCCL mapped once).
+  libs = relaycc.nccl_libraries()
+  assert isinstance(libs, list) and len(set(libs)) == len(libs)
