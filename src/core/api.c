@@ -385,6 +385,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess) {
     if (c->tp->reject) c->tp->reject(c);
+    /* The rejected call consumes its number, as it does on a rank that went ahead: when EVERY rank rejects
+     * it, the next call must not read the peers' marks of this one as its own rejection (it did on shm). */
+    c->callSeq++;
     return local;
   }
 
