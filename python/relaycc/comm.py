@@ -228,32 +228,33 @@ class Comm:
                            counts=list(per_group_counts), dtype=dt)
     return self._tc_done(async_op)
 
-  def sharded_relay_multi_group_reduce_scatter(self, input_tensors, output_tensors, op, all_active_ranks,
-                                               per_group_recv_counts, async_op=False):
-    fn = "sharded_relay_multi_group_reduce_scatter"
+  def _tc_pair(self, coll, input_tensors, output_tensors, all_active_ranks, counts, async_op, op=None):
+    """The three input/output collectives under their torchcomms names."""
+    fn = f"sharded_relay_multi_group_{coll}"
     g, dt = self._tc_entry(fn, all_active_ranks, [("input_tensors", input_tensors),
                                                   ("output_tensors", output_tensors)])
-    collectives.reduce_scatter(input_tensors[g] if g >= 0 else None, output_tensors[g] if g >= 0 else None,
-                               all_active_ranks, op, comm=self, counts=list(per_group_recv_counts), dtype=dt)
+    x, y = (input_tensors[g], output_tensors[g]) if g >= 0 else (None, None)
+    kw = dict(comm=self, counts=list(counts), dtype=dt)
+    if op is None:
+      getattr(collectives, coll)(x, y, all_active_ranks, **kw)
+    else:
+      getattr(collectives, coll)(x, y, all_active_ranks, op, **kw)
     return self._tc_done(async_op)
+
+  def sharded_relay_multi_group_reduce_scatter(self, input_tensors, output_tensors, op, all_active_ranks,
+                                               per_group_recv_counts, async_op=False):
+    return self._tc_pair("reduce_scatter", input_tensors, output_tensors, all_active_ranks, per_group_recv_counts,
+                         async_op, op)
 
   def sharded_relay_multi_group_all_to_all(self, input_tensors, output_tensors, all_active_ranks,
                                            per_group_segment_counts, async_op=False):
-    fn = "sharded_relay_multi_group_all_to_all"
-    g, dt = self._tc_entry(fn, all_active_ranks, [("input_tensors", input_tensors),
-                                                  ("output_tensors", output_tensors)])
-    collectives.all_to_all(input_tensors[g] if g >= 0 else None, output_tensors[g] if g >= 0 else None,
-                           all_active_ranks, comm=self, counts=list(per_group_segment_counts), dtype=dt)
-    return self._tc_done(async_op)
+    return self._tc_pair("all_to_all", input_tensors, output_tensors, all_active_ranks, per_group_segment_counts,
+                         async_op)
 
   def sharded_relay_multi_group_all_gather(self, input_tensors, output_tensors, all_active_ranks,
                                            per_group_send_counts, async_op=False):
-    fn = "sharded_relay_multi_group_all_gather"
-    g, dt = self._tc_entry(fn, all_active_ranks, [("input_tensors", input_tensors),
-                                                  ("output_tensors", output_tensors)])
-    collectives.all_gather(input_tensors[g] if g >= 0 else None, output_tensors[g] if g >= 0 else None,
-                           all_active_ranks, comm=self, counts=list(per_group_send_counts), dtype=dt)
-    return self._tc_done(async_op)
+    return self._tc_pair("all_gather", input_tensors, output_tensors, all_active_ranks, per_group_send_counts,
+                         async_op)
 
 
 def _share(group, key, blob):

@@ -24,6 +24,10 @@ def _worker(rank, n, job, env, inq, outq):
   os.environ.update(env)
   torch.set_num_threads(1)
   import relaycc
+  # Init only when every rank has imported torch (seconds apart on a loaded machine), so that a short
+  # RELAYCC_TIMEOUT_MS bounds the calls, not the imports.
+  outq.put((rank, True, "imported"))
+  inq.get()
   try:
     comm = relaycc.Comm.shm(rank=rank, world_size=n, job=job)
   except Exception:
@@ -67,7 +71,10 @@ class Pool:
                   for r in range(n)]
     for p in self.procs:
       p.start()
-    self._collect(timeout, "start")
+    self._collect(timeout, "import")
+    for q in self.inqs:
+      q.put("go")
+    self._collect(timeout, "init")
 
   def _collect(self, timeout, what, dead_ok=()):
     deadline = time.monotonic() + timeout

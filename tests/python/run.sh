@@ -18,8 +18,11 @@ venv)
   ;;
 pytest)
   venv=$1 lib=$2 file=$3
-  # One thread per process: the suites run 8 ranks on a 2-core machine.
-  RELAYCC_LIBRARY=$lib OMP_NUM_THREADS=1 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$file"
+  src=$(cd "$(dirname "$0")/../.." && pwd)
+  # The package from the source tree, the library from the build. One thread per process: the suites run
+  # 8 ranks on a 2-core machine.
+  PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" RELAYCC_LIBRARY=$lib OMP_NUM_THREADS=1 \
+    exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$file"
   ;;
 install)
   venv=$1 src=$2
