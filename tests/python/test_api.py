@@ -50,3 +50,31 @@ def test_one_nccl_check_reads_the_maps():
   # Only the mechanism: the GPU runs check the real case (torch's NCCL mapped once).
   libs = relaycc.nccl_libraries()
   assert isinstance(libs, list) and len(set(libs)) == len(libs)
+
+
+SHARE = """
+import sys, torch.distributed as dist
+from relaycc.comm import _share
+r, init = int(sys.argv[1]), sys.argv[2]
+dist.init_process_group("gloo", init_method=init, rank=r, world_size=3)
+sub = dist.new_group([1, 2])  # rank 1 is the subgroup's rank 0: the one that makes the id
+blob = bytes(range(128)) if r == 1 else None
+if r in (1, 2):
+  got = _share(sub, "relaycc/uid/test/0", blob)
+  assert got == bytes(range(128)), got
+print("rank", r, "ok")
+dist.destroy_process_group()
+"""
+
+
+def test_unique_id_travels_through_the_group_store(tmp_path):
+  # from_process_group's id exchange (the rest of it needs the NCCL transport: the GPU checks).
+  import subprocess
+  import sys
+  init = f"file://{tmp_path}/store"
+  env = dict(os.environ)
+  procs = [subprocess.Popen([sys.executable, "-c", SHARE, str(r), init], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env) for r in range(3)]
+  for r, p in enumerate(procs):
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0 and f"rank {r} ok" in out, out

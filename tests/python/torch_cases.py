@@ -150,6 +150,9 @@ def bad_call(comm, case):
 def die_or_call(comm, victim):
   """The victim exits without a word; the others call a collective it is in, then another: both must raise
   within the deadline."""
+  # One good call first: the first torch op call of a process imports torch._dynamo (tens of seconds on a
+  # loaded machine), which must not count against the deadline measured below.
+  relaycc.all_reduce(torch.ones(N), [list(range(comm.size))], comm=comm)
   if comm.rank == victim:
     os._exit(3)
   time.sleep(0.5)
