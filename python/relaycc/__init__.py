@@ -13,5 +13,7 @@ from .collectives import all_gather, all_reduce, all_to_all, gather, reduce_scat
 from .comm import Comm, Work, nccl_libraries
 
 __version__ = "0.1.0"
-__all__ = ["Comm", "Work", "RelayccError", "RelayccArgumentError", "all_reduce", "reduce_scatter", "all_gather",
-           "all_to_all", "scatter", "gather", "version", "library_path", "nccl_libraries"]
+__all__ = [
+    "Comm", "Work", "RelayccError", "RelayccArgumentError", "all_reduce", "reduce_scatter", "all_gather",
+    "all_to_all", "scatter", "gather", "version", "library_path", "nccl_libraries"
+]

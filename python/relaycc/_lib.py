@@ -18,8 +18,14 @@ SUCCESS, UNHANDLED_CUDA, SYSTEM, INTERNAL, INVALID_ARGUMENT, INVALID_USAGE, REMO
 
 # relayDataType_t: the values of ncclDataType_t.
 DTYPES = {
-    torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4, torch.float16: 6, torch.float32: 7,
-    torch.float64: 8, torch.bfloat16: 9,
+    torch.int8: 0,
+    torch.uint8: 1,
+    torch.int32: 2,
+    torch.int64: 4,
+    torch.float16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bfloat16: 9,
 }
 for _name, _code in (("uint32", 3), ("uint64", 5)):  # torch >= 2.3 has them
   if hasattr(torch, _name):
@@ -59,9 +65,15 @@ def bad_argument(message):
 class RelayConfig(ctypes.Structure):
   """relayConfig_t of relaycc.h, field for field."""
   _fields_ = [
-      ("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
-      ("timeoutMs", ctypes.c_int), ("checkMode", ctypes.c_int), ("route", ctypes.c_int),
-      ("depth", ctypes.c_int), ("shmRingBytes", ctypes.c_int), ("spinCount", ctypes.c_int),
+      ("size", ctypes.c_size_t),
+      ("magic", ctypes.c_uint),
+      ("version", ctypes.c_uint),
+      ("timeoutMs", ctypes.c_int),
+      ("checkMode", ctypes.c_int),
+      ("route", ctypes.c_int),
+      ("depth", ctypes.c_int),
+      ("shmRingBytes", ctypes.c_int),
+      ("spinCount", ctypes.c_int),
       ("topo", ctypes.c_char_p),
   ]
 
@@ -84,8 +96,9 @@ def library_path():
 def _load():
   path = library_path()
   if not os.path.exists(path):
-    raise ImportError(f"relaycc: the C library {path} does not exist (pip install . ships it inside the package; "
-                      "RELAYCC_LIBRARY names another one)")
+    raise ImportError(
+        f"relaycc: the C library {path} does not exist (pip install . ships it inside the package; "
+        "RELAYCC_LIBRARY names another one)")
   try:
     lib = ctypes.CDLL(path)
   except OSError as e:
@@ -96,7 +109,8 @@ def _load():
       "relayGetErrorString": (ctypes.c_char_p, [R]),
       "relayGetLastError": (ctypes.c_char_p, [P]),
       "relayGetVersion": (R, [ctypes.POINTER(I)]),
-      "relayCommInitShm": (R, [ctypes.POINTER(P), I, I, ctypes.c_char_p, ctypes.POINTER(RelayConfig)]),
+      "relayCommInitShm": (R, [ctypes.POINTER(P), I, I, ctypes.c_char_p,
+                               ctypes.POINTER(RelayConfig)]),
       "relayCommDestroy": (R, [P]),
       "relayCommAbort": (R, [P]),
       "relayCommCount": (R, [P, ctypes.POINTER(I)]),
@@ -114,8 +128,10 @@ def _load():
   # The NCCL transport's entry points exist only in a library built with CUDA and NCCL.
   optional = {
       "relayNcclGetUniqueId": (R, [ctypes.POINTER(RelayNcclUniqueId)]),
-      "relayCommInitNcclRank": (R, [ctypes.POINTER(P), I, ctypes.POINTER(RelayNcclUniqueId), I, I,
-                                    ctypes.POINTER(RelayConfig)]),
+      "relayCommInitNcclRank":
+          (R, [ctypes.POINTER(P), I,
+               ctypes.POINTER(RelayNcclUniqueId), I, I,
+               ctypes.POINTER(RelayConfig)]),
   }
   for name, (res, args) in optional.items():
     fn = getattr(lib, name, None)

@@ -23,8 +23,12 @@ import relaycc
 
 COLLS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 # nccl-tests' bus-bandwidth factors at A ranks.
-BUS = {"all_reduce": lambda a: 2 * (a - 1) / a, "reduce_scatter": lambda a: (a - 1) / a,
-       "all_gather": lambda a: (a - 1) / a, "all_to_all": lambda a: (a - 1) / a}
+BUS = {
+    "all_reduce": lambda a: 2 * (a - 1) / a,
+    "reduce_scatter": lambda a: (a - 1) / a,
+    "all_gather": lambda a: (a - 1) / a,
+    "all_to_all": lambda a: (a - 1) / a
+}
 
 
 def parse_size(s):
@@ -116,7 +120,8 @@ def main(argv=None):
   rank, world = dist.get_rank(), dist.get_world_size()
   if a.active < 2 or a.active * a.groups > world:
     if rank == 0:
-      print(f"relaycc.bench: -A {a.active} x -G {a.groups} needs 2 <= A and A*G <= {world} ranks", file=sys.stderr)
+      print(f"relaycc.bench: -A {a.active} x -G {a.groups} needs 2 <= A and A*G <= {world} ranks",
+            file=sys.stderr)
     dist.destroy_process_group()
     return 2
   dt = getattr(torch, a.dtype)
@@ -137,10 +142,13 @@ def main(argv=None):
   size = max(parse_size(a.min_bytes), es * A)
   top = parse_size(a.max_bytes)
   if rank == 0 and not a.json:
-    print(f"# relaycc.bench: {a.coll} A={A} G={a.groups} on {world} ranks ({'cuda' if cuda else 'cpu: shm vs gloo'}), "
-          f"dtype {a.dtype}, op {a.op}, min of {a.reps} x {a.iters} calls")
+    print(
+        f"# relaycc.bench: {a.coll} A={A} G={a.groups} on {world} ranks "
+        f"({'cuda' if cuda else 'cpu: shm vs gloo'}), "
+        f"dtype {a.dtype}, op {a.op}, min of {a.reps} x {a.iters} calls")
     print(f"# {'size(B)':>12} {'count':>10} {'relaycc(us)':>12} {'algbw':>7} {'busbw':>7} {'spread':>6} "
-          f"{'torch(us)':>11} {'spread':>6} {'speedup':>8}" + (f" {'graph(us)':>10} {'tgraph(us)':>10}" if a.graph else ""))
+          f"{'torch(us)':>11} {'spread':>6} {'speedup':>8}" +
+          (f" {'graph(us)':>10} {'tgraph(us)':>10}" if a.graph else ""))
   while size <= top:
     # size: the largest per-rank buffer, as nccl-tests count it.
     count = size // es if a.coll == "all_reduce" else size // es // A
@@ -165,38 +173,62 @@ def main(argv=None):
     ok, base = check(relay, base, base_out, recv, dev if cuda else "cpu")
     t_r, s_r = timer(relay, a.iters, a.reps, a.warmup)
     t_t, s_t = timer(base, a.iters, a.reps, a.warmup) if base else (float("nan"), float("nan"))
-    row = {"coll": a.coll, "size": size_b, "count": count, "dtype": a.dtype, "op": a.op, "active": A,
-           "groups": a.groups, "ranks": world, "relaycc_us": t_r * 1e6, "relaycc_spread": s_r,
-           "torch_us": t_t * 1e6, "torch_spread": s_t, "speedup": t_t / t_r, "check": ok,
-           "algbw": size_b / t_r / 1e9, "busbw": size_b / t_r / 1e9 * BUS[a.coll](A)}
+    row = {
+        "coll": a.coll,
+        "size": size_b,
+        "count": count,
+        "dtype": a.dtype,
+        "op": a.op,
+        "active": A,
+        "groups": a.groups,
+        "ranks": world,
+        "relaycc_us": t_r * 1e6,
+        "relaycc_spread": s_r,
+        "torch_us": t_t * 1e6,
+        "torch_spread": s_t,
+        "speedup": t_t / t_r,
+        "check": ok,
+        "algbw": size_b / t_r / 1e9,
+        "busbw": size_b / t_r / 1e9 * BUS[a.coll](A)
+    }
     if a.graph and cuda:
       t_g, _ = timer(graphed(relay, a.iters), 1, a.reps, 1)
       t_tg, _ = timer(graphed(base, a.iters), 1, a.reps, 1) if base else (float("nan"), 0)
       row.update(graph_us=t_g / a.iters * 1e6, torch_graph_us=t_tg / a.iters * 1e6)
     # The slowest rank's times decide (a collective finishes when its last rank does).
     for k in ("relaycc_us", "torch_us") + (("graph_us", "torch_graph_us") if "graph_us" in row else ()):
-      v = torch.tensor([row[k] if row[k] == row[k] else -1.0], dtype=torch.float64, device=dev if cuda else "cpu")
+      v = torch.tensor([row[k] if row[k] == row[k] else -1.0],
+                       dtype=torch.float64,
+                       device=dev if cuda else "cpu")
       dist.all_reduce(v, op=dist.ReduceOp.MAX)
       row[k] = v.item()
     row["speedup"] = row["torch_us"] / row["relaycc_us"] if row["torch_us"] > 0 else float("nan")
     rows.append(row)
     if rank == 0 and not a.json:
-      print(f"  {size_b:>12} {count:>10} {row['relaycc_us']:>12.2f} {row['algbw']:>7.2f} {row['busbw']:>7.2f} "
-            f"{s_r:>6.2f} {row['torch_us']:>11.2f} {s_t:>6.2f} {row['speedup']:>8.3f}"
-            + (f" {row['graph_us']:>10.2f} {row['torch_graph_us']:>10.2f}" if "graph_us" in row else "")
-            + ("" if ok else "  CHECK FAILED"))
+      print(
+          f"  {size_b:>12} {count:>10} {row['relaycc_us']:>12.2f} {row['algbw']:>7.2f} {row['busbw']:>7.2f} "
+          f"{s_r:>6.2f} {row['torch_us']:>11.2f} {s_t:>6.2f} {row['speedup']:>8.3f}" +
+          (f" {row['graph_us']:>10.2f} {row['torch_graph_us']:>10.2f}" if "graph_us" in row else "") +
+          ("" if ok else "  CHECK FAILED"))
     size *= a.factor
   bad = [r["size"] for r in rows if not r["check"]]
   if rank == 0:
     if a.json:
-      print(json.dumps({"rows": rows, "commit": os.environ.get("RELAYCC_COMMIT", "unknown"),
-                        "device": torch.cuda.get_device_name() if cuda else "cpu"}, indent=1))
+      print(
+          json.dumps(
+              {
+                  "rows": rows,
+                  "commit": os.environ.get("RELAYCC_COMMIT", "unknown"),
+                  "device": torch.cuda.get_device_name() if cuda else "cpu"
+              },
+              indent=1))
     if a.plot:
       plot(rows, a.plot, a)
   comm.destroy()
   dist.destroy_process_group()
   if bad:
-    print(f"relaycc.bench (rank {rank}): results differ from torch.distributed's at sizes {bad}", file=sys.stderr)
+    print(f"relaycc.bench (rank {rank}): results differ from torch.distributed's at sizes {bad}",
+          file=sys.stderr)
     return 1
   return 0
 
@@ -205,8 +237,13 @@ def baseline(a, send, sub, dt):
   """torch.distributed's call on the active ranks' subgroup -> (fn, its output); a helper's fn is a no-op."""
   if sub is None:
     return (lambda: None), None
-  op = {"sum": dist.ReduceOp.SUM, "prod": dist.ReduceOp.PRODUCT, "max": dist.ReduceOp.MAX,
-        "min": dist.ReduceOp.MIN, "avg": getattr(dist.ReduceOp, "AVG", None)}[a.op]
+  op = {
+      "sum": dist.ReduceOp.SUM,
+      "prod": dist.ReduceOp.PRODUCT,
+      "max": dist.ReduceOp.MAX,
+      "min": dist.ReduceOp.MIN,
+      "avg": getattr(dist.ReduceOp, "AVG", None)
+  }[a.op]
   A = a.active
   if a.coll == "all_reduce":
     out = torch.empty_like(send)
@@ -214,6 +251,7 @@ def baseline(a, send, sub, dt):
     def f():
       out.copy_(send)  # out of place, as relaycc's call here
       dist.all_reduce(out, op=op, group=sub)
+
     return f, out
   if a.coll == "reduce_scatter":
     out = torch.empty(send.numel() // A, dtype=dt, device=send.device)
@@ -251,8 +289,10 @@ def plot(rows, path, a):
   fig, ax = plt.subplots(figsize=(7, 4))
   ax.semilogx([r["size"] for r in rows], [r["speedup"] for r in rows], marker="o", base=2, label="eager")
   if rows and "graph_us" in rows[0]:
-    ax.semilogx([r["size"] for r in rows], [r["torch_graph_us"] / r["graph_us"] for r in rows], marker="s",
-                base=2, label="CUDA graph")
+    ax.semilogx([r["size"] for r in rows], [r["torch_graph_us"] / r["graph_us"] for r in rows],
+                marker="s",
+                base=2,
+                label="CUDA graph")
   ax.axhline(1.0, color="gray", lw=0.8)
   ax.set_xlabel("size (bytes)")
   ax.set_ylabel("speedup vs torch.distributed")

@@ -39,10 +39,12 @@ def _cached(cache, key, make):
 
 
 def _c_layout(ranks, n_groups):
+
   def make():
     arr = (ctypes.c_int * len(ranks))(*ranks)
     lay = _lib.RelayLayout(n_groups, len(ranks) // n_groups if n_groups > 0 else 0, arr)
     return (lay, arr)  # arr kept alive with the struct
+
   return ctypes.byref(_cached(_layout_cache, (tuple(ranks), n_groups), make)[0])
 
 
@@ -70,54 +72,61 @@ def _counted(comm):
 
 # ---- the ops ---------------------------------------------------------------------------------------
 
+
 @torch.library.custom_op("relaycc::all_reduce", mutates_args=("recv", "token"))
 def _all_reduce(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
                 n_groups: int, counts: List[int], dtype: int, op: int) -> None:
   """send None: in place in recv."""
   _counted(comm)
   s = recv if send is None else send
-  _lib.check(_lib.lib.relayAllReduce(_ptr(s), _ptr(recv), _c_counts(counts), dtype, op, _c_layout(ranks, n_groups),
-                                     comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayAllReduce(_ptr(s), _ptr(recv), _c_counts(counts), dtype, op, _c_layout(ranks, n_groups),
+                              comm, _stream(token)), comm)
 
 
 @torch.library.custom_op("relaycc::reduce_scatter", mutates_args=("recv", "token"))
-def _reduce_scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
-                    n_groups: int, counts: List[int], dtype: int, op: int) -> None:
+def _reduce_scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int,
+                    ranks: List[int], n_groups: int, counts: List[int], dtype: int, op: int) -> None:
   _counted(comm)
-  _lib.check(_lib.lib.relayReduceScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, op,
-                                         _c_layout(ranks, n_groups), comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayReduceScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, op,
+                                  _c_layout(ranks, n_groups), comm, _stream(token)), comm)
 
 
 @torch.library.custom_op("relaycc::all_gather", mutates_args=("recv", "token"))
 def _all_gather(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
                 n_groups: int, counts: List[int], dtype: int) -> None:
   _counted(comm)
-  _lib.check(_lib.lib.relayAllGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
-                                     comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayAllGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
+                              comm, _stream(token)), comm)
 
 
 @torch.library.custom_op("relaycc::all_to_all", mutates_args=("recv", "token"))
 def _all_to_all(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
                 n_groups: int, counts: List[int], dtype: int) -> None:
   _counted(comm)
-  _lib.check(_lib.lib.relayAllToAll(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
-                                    comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayAllToAll(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
+                             comm, _stream(token)), comm)
 
 
 @torch.library.custom_op("relaycc::scatter", mutates_args=("recv", "token"))
-def _scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int, ranks: List[int],
-             counts: List[int], dtype: int) -> None:
+def _scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int,
+             ranks: List[int], counts: List[int], dtype: int) -> None:
   _counted(comm)
-  _lib.check(_lib.lib.relayScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
-                                   len(ranks), comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
+                            len(ranks), comm, _stream(token)), comm)
 
 
 @torch.library.custom_op("relaycc::gather", mutates_args=("recv", "token"))
-def _gather(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int, ranks: List[int],
-            counts: List[int], dtype: int) -> None:
+def _gather(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int,
+            ranks: List[int], counts: List[int], dtype: int) -> None:
   _counted(comm)
-  _lib.check(_lib.lib.relayGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
-                                  len(ranks), comm, _stream(token)), comm)
+  _lib.check(
+      _lib.lib.relayGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
+                           len(ranks), comm, _stream(token)), comm)
 
 
 def _fake(*args, **kwargs):
@@ -129,8 +138,8 @@ for _op in (_all_reduce, _reduce_scatter, _all_gather, _all_to_all, _scatter, _g
 
 OP_NAMES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather")
 
-
 # ---- argument checks (this rank's view; the C library checks the rest and every rank's agreement) -----
+
 
 def _need_comm(comm, fn):
   if comm is None or not getattr(comm, "handle", 0):
@@ -141,7 +150,8 @@ def _need_comm(comm, fn):
 def _parse_layout(comm, layout, fn, name="layout"):
   """-> (flat ranks, n_groups, n_active, my group or -1, my index or -1)."""
   if not isinstance(layout, (list, tuple)) or len(layout) == 0:
-    raise bad_argument(f"{fn} (rank {comm.rank}): {name} must be a non-empty list of groups (lists of comm ranks)")
+    raise bad_argument(
+        f"{fn} (rank {comm.rank}): {name} must be a non-empty list of groups (lists of comm ranks)")
   flat = []
   width = None
   for g, grp in enumerate(layout):
@@ -173,7 +183,8 @@ def _dtype_code(comm, fn, dtype, tensors):
     elif t.dtype != dt:
       raise bad_argument(f"{fn} (rank {comm.rank}): {n} has dtype {t.dtype}, the call's dtype is {dt}")
   if dt is None:
-    raise bad_argument(f"{fn} (rank {comm.rank}): dtype is required on a rank with no tensor in the call (a helper)")
+    raise bad_argument(
+        f"{fn} (rank {comm.rank}): dtype is required on a rank with no tensor in the call (a helper)")
   code = DTYPES.get(dt)
   if code is None:
     raise bad_argument(f"{fn} (rank {comm.rank}): dtype {dt} is not supported (relaycc has "
@@ -184,9 +195,16 @@ def _dtype_code(comm, fn, dtype, tensors):
 def _op_code(comm, fn, op):
   key = op
   if not isinstance(op, str):
-    key = getattr(op, "name", None) or str(op).split(".")[-1]  # torch.distributed.ReduceOp.SUM, torchcomms' ops
-    key = {"SUM": "sum", "PRODUCT": "prod", "PROD": "prod", "MAX": "max", "MIN": "min", "AVG": "avg"}.get(
-        str(key).upper(), key)
+    key = getattr(op, "name",
+                  None) or str(op).split(".")[-1]  # torch.distributed.ReduceOp.SUM, torchcomms' ops
+    key = {
+        "SUM": "sum",
+        "PRODUCT": "prod",
+        "PROD": "prod",
+        "MAX": "max",
+        "MIN": "min",
+        "AVG": "avg"
+    }.get(str(key).upper(), key)
   code = OPS.get(key) if isinstance(key, str) else None
   if code is None:
     raise bad_argument(f"{fn} (rank {comm.rank}): op {op!r} is not one of {', '.join(OPS)}")
@@ -199,7 +217,8 @@ def _check_tensor(comm, fn, name, t, numel):
   if not t.is_contiguous():
     raise bad_argument(f"{fn} (rank {comm.rank}): {name} is not contiguous (stride {tuple(t.stride())})")
   if t.device != comm.device:
-    raise bad_argument(f"{fn} (rank {comm.rank}): {name} is on {t.device}, the comm's tensors are on {comm.device}")
+    raise bad_argument(
+        f"{fn} (rank {comm.rank}): {name} is on {t.device}, the comm's tensors are on {comm.device}")
   if t.numel() != numel:
     raise bad_argument(f"{fn} (rank {comm.rank}): {name} has {t.numel()} elements, the call needs {numel}")
 
@@ -208,11 +227,13 @@ def _counts(comm, fn, counts, n_groups, my_group, implied, count_name="counts"):
   """Per-group counts: `counts`, or the caller's own count for every group (`implied`, None on a helper)."""
   if counts is None:
     if implied is None:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {count_name} is required on a rank with no tensor in the call "
-                         "(a helper): one element count per group")
+      raise bad_argument(
+          f"{fn} (rank {comm.rank}): {count_name} is required on a rank with no tensor in the call "
+          "(a helper): one element count per group")
     return [implied] * n_groups
   if not isinstance(counts, (list, tuple)) or len(counts) != n_groups:
-    raise bad_argument(f"{fn} (rank {comm.rank}): {count_name} must be a list of {n_groups} counts (one per group)")
+    raise bad_argument(
+        f"{fn} (rank {comm.rank}): {count_name} must be a list of {n_groups} counts (one per group)")
   for g, c in enumerate(counts):
     if isinstance(c, bool) or not isinstance(c, int) or c < 0:
       raise bad_argument(f"{fn} (rank {comm.rank}): {count_name}[{g}] = {c!r} is not a count (an int >= 0)")
@@ -240,6 +261,7 @@ def _whole(comm, fn, layout, counts, dtype, tensors, implied_of):
 
 
 # ---- the Python functions ----------------------------------------------------------------------------
+
 
 def all_reduce(tensor, layout, op="sum", comm=None, out=None, counts=None, dtype=None):
   """All-reduce within each group of `layout`: in place in `tensor`, or into `out`. A helper passes None."""
@@ -290,9 +312,11 @@ def all_to_all(input, output, layout, comm=None, counts=None, dtype=None):
 
   def implied(a):
     if input.numel() % a:
-      raise bad_argument(f"{fn} (rank {comm.rank}): input has {input.numel()} elements, not a multiple of the "
-                         f"group width {a}")
+      raise bad_argument(
+          f"{fn} (rank {comm.rank}): input has {input.numel()} elements, not a multiple of the "
+          f"group width {a}")
     return input.numel() // a
+
   flat, n, a, g, cnt, code = _whole(comm, fn, layout, counts, dtype, [("input", input), ("output", output)],
                                     implied)
   if g >= 0:
@@ -308,7 +332,8 @@ def _rooted(fn, op, input, output, root, ranks, counts, comm, dtype, root_sends)
   comm = _need_comm(comm, fn)
   if isinstance(root, bool) or not isinstance(root, int):
     raise bad_argument(f"{fn} (rank {comm.rank}): root {root!r} is not a comm rank")
-  flat, _, _, _, idx = _parse_layout(comm, [ranks] if isinstance(ranks, (list, tuple)) else ranks, fn, "ranks")
+  flat, _, _, _, idx = _parse_layout(comm, [ranks] if isinstance(ranks, (list, tuple)) else ranks, fn,
+                                     "ranks")
   cnt = _counts(comm, fn, counts, len(flat), idx, None)
   me = comm.rank
   # Which tensors this rank's role uses (relaycc.h "Rooted collectives").
@@ -320,7 +345,8 @@ def _rooted(fn, op, input, output, root, ranks, counts, comm, dtype, root_sends)
     if uses[name] and t is None:
       raise bad_argument(f"{fn} (rank {me}): {name} is None, but this rank's role uses it")
     if not uses[name] and t is not None:
-      raise bad_argument(f"{fn} (rank {me}): {name} is given, but this rank's role does not use it (pass None)")
+      raise bad_argument(
+          f"{fn} (rank {me}): {name} is given, but this rank's role does not use it (pass None)")
   code = _dtype_code(comm, fn, dtype, [big, small])
   if uses[big[0]]:
     _check_tensor(comm, fn, big[0], big[1], sum(cnt))
@@ -332,9 +358,11 @@ def _rooted(fn, op, input, output, root, ranks, counts, comm, dtype, root_sends)
 
 def scatter(input, output, root, ranks, counts, comm=None, dtype=None):
   """The root's input (sum(counts) elements, blocks in `ranks` order) -> ranks[i]'s output (counts[i])."""
-  return _rooted("relaycc.scatter", torch.ops.relaycc.scatter, input, output, root, ranks, counts, comm, dtype, True)
+  return _rooted("relaycc.scatter", torch.ops.relaycc.scatter, input, output, root, ranks, counts, comm,
+                 dtype, True)
 
 
 def gather(input, output, root, ranks, counts, comm=None, dtype=None):
   """ranks[i]'s input (counts[i] elements) -> the root's output (sum(counts), blocks in `ranks` order)."""
-  return _rooted("relaycc.gather", torch.ops.relaycc.gather, input, output, root, ranks, counts, comm, dtype, False)
+  return _rooted("relaycc.gather", torch.ops.relaycc.gather, input, output, root, ranks, counts, comm, dtype,
+                 False)

@@ -11,12 +11,22 @@ from ._lib import ROUTES, RelayccError, bad_argument, lib
 def _config(timeout_ms=None, check=None, route=None, depth=None, shm_ring_bytes=None, spin=None, topo=None):
   """relayConfig_t from keywords; None leaves a field to its RELAYCC_* variable, then the default."""
   undef = _lib.RELAY_CONFIG_UNDEF_INT
-  cfg = _lib.RelayConfig(ctypes.sizeof(_lib.RelayConfig), _lib.RELAY_CONFIG_MAGIC, _lib.version(),
-                         undef, undef, undef, undef, undef, undef, None)
-  ints = {"timeoutMs": timeout_ms, "checkMode": check, "depth": depth, "shmRingBytes": shm_ring_bytes,
-          "spinCount": spin}
-  names = {"timeoutMs": "timeout_ms", "checkMode": "check", "depth": "depth", "shmRingBytes": "shm_ring_bytes",
-           "spinCount": "spin"}
+  cfg = _lib.RelayConfig(ctypes.sizeof(_lib.RelayConfig), _lib.RELAY_CONFIG_MAGIC, _lib.version(), undef,
+                         undef, undef, undef, undef, undef, None)
+  ints = {
+      "timeoutMs": timeout_ms,
+      "checkMode": check,
+      "depth": depth,
+      "shmRingBytes": shm_ring_bytes,
+      "spinCount": spin
+  }
+  names = {
+      "timeoutMs": "timeout_ms",
+      "checkMode": "check",
+      "depth": "depth",
+      "shmRingBytes": "shm_ring_bytes",
+      "spinCount": "spin"
+  }
   for field, v in ints.items():
     if v is None:
       continue
@@ -112,8 +122,9 @@ class Comm:
     initialized group works). Collective over the group."""
     import torch.distributed as dist
     if not _lib.has_nccl():
-      raise RelayccError(_lib.NOT_SUPPORTED, f"relaycc.Comm.from_process_group: {_lib.library_path()} was built "
-                         "without the NCCL transport (no relayCommInitNcclRank): build it with nvcc and NCCL")
+      raise RelayccError(
+          _lib.NOT_SUPPORTED, f"relaycc.Comm.from_process_group: {_lib.library_path()} was built "
+          "without the NCCL transport (no relayCommInitNcclRank): build it with nvcc and NCCL")
     if not dist.is_initialized():
       raise bad_argument("relaycc.Comm.from_process_group: torch.distributed is not initialized "
                          "(dist.init_process_group first)")
@@ -123,7 +134,8 @@ class Comm:
       device = torch.cuda.current_device()
     device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
     if device.type != "cuda":
-      raise bad_argument(f"relaycc.Comm.from_process_group (rank {rank}): device {device} is not a CUDA device")
+      raise bad_argument(
+          f"relaycc.Comm.from_process_group (rank {rank}): device {device} is not a CUDA device")
     index = device.index if device.index is not None else torch.cuda.current_device()
     cfg = _config(**config)
     uid = _lib.RelayNcclUniqueId()
@@ -137,15 +149,17 @@ class Comm:
     ctypes.memmove(ctypes.addressof(uid), blob, len(blob))
     torch.cuda.set_device(index)
     h = ctypes.c_void_p()
-    _lib.check(lib.relayCommInitNcclRank(ctypes.byref(h), nranks, ctypes.byref(uid), rank, index,
-                                         ctypes.byref(cfg)), None, "relayCommInitNcclRank")
+    _lib.check(
+        lib.relayCommInitNcclRank(ctypes.byref(h), nranks, ctypes.byref(uid), rank, index, ctypes.byref(cfg)),
+        None, "relayCommInitNcclRank")
     comm = cls(h.value, device)
     ncc = nccl_libraries()
     if len(ncc) > 1:
       comm.destroy()
-      raise RelayccError(_lib.INVALID_USAGE, f"relaycc (rank {rank}): {len(ncc)} NCCL libraries are mapped in this "
-                         f"process ({', '.join(ncc)}): relaycc must use the NCCL torch uses; import torch before "
-                         "anything that loads another libnccl, or point LD_LIBRARY_PATH at torch's")
+      raise RelayccError(
+          _lib.INVALID_USAGE, f"relaycc (rank {rank}): {len(ncc)} NCCL libraries are mapped in this "
+          f"process ({', '.join(ncc)}): relaycc must use the NCCL torch uses; import torch before "
+          "anything that loads another libnccl, or point LD_LIBRARY_PATH at torch's")
     return comm
 
   # ---- lifetime ----
@@ -213,19 +227,29 @@ class Comm:
     first = lists[0][1]
     src = first[g] if g >= 0 else (first[0] if first else None)
     if not isinstance(src, torch.Tensor):
-      raise bad_argument(f"{fn} (rank {self.rank}): {lists[0][0]}[{max(g, 0)}] must be a tensor (it gives the dtype)")
+      raise bad_argument(
+          f"{fn} (rank {self.rank}): {lists[0][0]}[{max(g, 0)}] must be a tensor (it gives the dtype)")
     return g, src.dtype
 
   def _tc_done(self, async_op):
     return Work(self.device) if async_op else None
 
-  def sharded_relay_multi_group_all_reduce(self, tensors, op, all_active_ranks, per_group_counts, async_op=False,
+  def sharded_relay_multi_group_all_reduce(self,
+                                           tensors,
+                                           op,
+                                           all_active_ranks,
+                                           per_group_counts,
+                                           async_op=False,
                                            output_tensors=None):
     fn = "sharded_relay_multi_group_all_reduce"
     g, dt = self._tc_entry(fn, all_active_ranks, [("tensors", tensors), ("output_tensors", output_tensors)])
-    collectives.all_reduce(tensors[g] if g >= 0 else None, all_active_ranks, op, comm=self,
+    collectives.all_reduce(tensors[g] if g >= 0 else None,
+                           all_active_ranks,
+                           op,
+                           comm=self,
                            out=output_tensors[g] if g >= 0 and output_tensors is not None else None,
-                           counts=list(per_group_counts), dtype=dt)
+                           counts=list(per_group_counts),
+                           dtype=dt)
     return self._tc_done(async_op)
 
   def _tc_pair(self, coll, input_tensors, output_tensors, all_active_ranks, counts, async_op, op=None):
@@ -241,18 +265,31 @@ class Comm:
       getattr(collectives, coll)(x, y, all_active_ranks, op, **kw)
     return self._tc_done(async_op)
 
-  def sharded_relay_multi_group_reduce_scatter(self, input_tensors, output_tensors, op, all_active_ranks,
-                                               per_group_recv_counts, async_op=False):
-    return self._tc_pair("reduce_scatter", input_tensors, output_tensors, all_active_ranks, per_group_recv_counts,
-                         async_op, op)
+  def sharded_relay_multi_group_reduce_scatter(self,
+                                               input_tensors,
+                                               output_tensors,
+                                               op,
+                                               all_active_ranks,
+                                               per_group_recv_counts,
+                                               async_op=False):
+    return self._tc_pair("reduce_scatter", input_tensors, output_tensors, all_active_ranks,
+                         per_group_recv_counts, async_op, op)
 
-  def sharded_relay_multi_group_all_to_all(self, input_tensors, output_tensors, all_active_ranks,
-                                           per_group_segment_counts, async_op=False):
-    return self._tc_pair("all_to_all", input_tensors, output_tensors, all_active_ranks, per_group_segment_counts,
-                         async_op)
+  def sharded_relay_multi_group_all_to_all(self,
+                                           input_tensors,
+                                           output_tensors,
+                                           all_active_ranks,
+                                           per_group_segment_counts,
+                                           async_op=False):
+    return self._tc_pair("all_to_all", input_tensors, output_tensors, all_active_ranks,
+                         per_group_segment_counts, async_op)
 
-  def sharded_relay_multi_group_all_gather(self, input_tensors, output_tensors, all_active_ranks,
-                                           per_group_send_counts, async_op=False):
+  def sharded_relay_multi_group_all_gather(self,
+                                           input_tensors,
+                                           output_tensors,
+                                           all_active_ranks,
+                                           per_group_send_counts,
+                                           async_op=False):
     return self._tc_pair("all_gather", input_tensors, output_tensors, all_active_ranks, per_group_send_counts,
                          async_op)
 
@@ -277,4 +314,3 @@ def _share(group, key, blob):
   obj = [blob]
   dist.broadcast_object_list(obj, src=dist.get_global_rank(group, 0), group=group)
   return obj[0]
-

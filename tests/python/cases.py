@@ -1,4 +1,4 @@
-"""Cases of the collective tests and the serial reference: imported by the pool's workers, so no pytest here."""
+"""Cases of the collective tests and the serial reference (imported by the pool's workers: no pytest)."""
 import random
 
 import torch
@@ -8,7 +8,6 @@ from common import NRANKS, OPS, POISON, close, reduce, value
 
 REDUCING = ("all_reduce", "reduce_scatter")
 ROOTED = ("scatter", "gather")
-
 
 # ---- cases (made in the test process, run on every rank) ------------------------------------------
 
@@ -30,8 +29,13 @@ def make_cases(coll, dtype_name, seed):
   for op in ops:
     for in_place in places:
       for rep in range(1 if coll in REDUCING else 2):
-        case = {"coll": coll, "dtype": dtype_name, "op": op, "in_place": in_place,
-                "infer": rng.random() < 0.5}
+        case = {
+            "coll": coll,
+            "dtype": dtype_name,
+            "op": op,
+            "in_place": in_place,
+            "infer": rng.random() < 0.5
+        }
         if coll in ROOTED:
           ranks = rng.sample(range(NRANKS), rng.randint(1, NRANKS))
           root = rng.randrange(NRANKS)
@@ -61,6 +65,7 @@ def _poison(n, dt):
 
 
 # ---- one rank's side ------------------------------------------------------------------------------
+
 
 def run_case(comm, case, api="plain"):
   """Runs one case on this rank. -> {"out": result tensor or None, "send_ok": send buffer untouched}."""
@@ -97,7 +102,8 @@ def run_case(comm, case, api="plain"):
       _call(comm, api, coll, x, view, layout, op, cnt, dd)
       out = view.clone()
       # The other blocks of the input are the caller's: untouched.
-      send_ok = torch.equal(torch.cat([x[:i * c], x[(i + 1) * c:]]), torch.cat([keep[:i * c], keep[(i + 1) * c:]]))
+      send_ok = torch.equal(torch.cat([x[:i * c], x[(i + 1) * c:]]),
+                            torch.cat([keep[:i * c], keep[(i + 1) * c:]]))
     else:
       out = _poison(c, dt)
       _call(comm, api, coll, x, out, layout, op, cnt, dd)
@@ -135,8 +141,12 @@ def _call(comm, api, coll, x, y, layout, op, counts, dtype):
 
   def lst(t):
     return [t if k == g else ph for k in range(len(layout))]
+
   if coll == "all_reduce":
-    return comm.sharded_relay_multi_group_all_reduce(lst(x), op, layout, full_counts,
+    return comm.sharded_relay_multi_group_all_reduce(lst(x),
+                                                     op,
+                                                     layout,
+                                                     full_counts,
                                                      output_tensors=lst(y) if y is not None else None)
   if coll == "reduce_scatter":
     return comm.sharded_relay_multi_group_reduce_scatter(lst(x), lst(y), op, layout, full_counts)
@@ -177,7 +187,8 @@ def _run_rooted(comm, case, dt):
     keep = send.clone() if send is not None else None
     recv = None
     if idx >= 0:
-      recv = send[off[idx]:off[idx] + counts[idx]] if (case["in_place"] and r == root) else _poison(counts[idx], dt)
+      recv = send[off[idx]:off[idx] +
+                  counts[idx]] if (case["in_place"] and r == root) else _poison(counts[idx], dt)
     fn(send, recv, root, ranks, counts, comm=comm, dtype=dd)
     out = recv.clone() if recv is not None else None
     if send is not None:
@@ -200,6 +211,7 @@ def run_cases(comm, cases, api="plain"):
 
 
 # ---- the serial reference -------------------------------------------------------------------------
+
 
 def expected(case, r):
   """What rank r's result of `case` must be (float64), or None when it has none."""
@@ -239,8 +251,6 @@ def check_results(cases, results):
       assert got["out"].dtype == dt
       assert close(got["out"], want, dt, case["op"]), \
           f"rank {r} case {case}:\n got {got['out'][:16].tolist()}\nwant {want[:16].tolist()}"
-
-
 
 
 def async_all_reduce(comm):

@@ -12,13 +12,15 @@ import torch
 NRANKS = 8
 POISON = 119  # outside every result's range below (non-reductions 1..113, sums <= 8*7, products <= 4)
 
-DTYPE_NAMES = ["float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64", "uint32", "uint64"]
+DTYPE_NAMES = [
+    "float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64", "uint32", "uint64"
+]
 DTYPE_NAMES = [n for n in DTYPE_NAMES if hasattr(torch, n)]
 OPS = ["sum", "prod", "max", "min", "avg"]
 COLLS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather"]
 
-
 # ---- the pool -------------------------------------------------------------------------------------
+
 
 def _worker(rank, n, job, env, inq, outq):
   os.environ.update(env)
@@ -67,8 +69,10 @@ class Pool:
     self.inqs = [ctx.Queue() for _ in range(n)]
     env = dict(env or {})
     env.setdefault("OMP_NUM_THREADS", "1")
-    self.procs = [ctx.Process(target=_worker, args=(r, n, self.job, env, self.inqs[r], self.outq), daemon=True)
-                  for r in range(n)]
+    self.procs = [
+        ctx.Process(target=_worker, args=(r, n, self.job, env, self.inqs[r], self.outq), daemon=True)
+        for r in range(n)
+    ]
     for p in self.procs:
       p.start()
     self._collect(timeout, "import")
@@ -118,6 +122,7 @@ class Pool:
 
 
 # ---- patterns and the serial reference ------------------------------------------------------------
+
 
 def value(src, blk, k, reduce_op=None):
   """Element k of the block `blk` that comm rank `src` contributes, as float64 (exact in every dtype).

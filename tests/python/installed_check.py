@@ -29,8 +29,13 @@ def test_installed_package_ships_its_library():
 
 def test_installed_package_runs_two_ranks():
   job = f"pytest-install-{uuid.uuid4().hex[:8]}"
-  procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), job], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd="/") for r in range(2)]
+  procs = [
+      subprocess.Popen([sys.executable, "-c", RANK, str(r), job],
+                       stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT,
+                       text=True,
+                       cwd="/") for r in range(2)
+  ]
   for r, p in enumerate(procs):
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0 and f"rank {r} ok" in out, out

@@ -24,8 +24,13 @@ def test_error_carries_code_and_text():
   assert isinstance(_lib.error(_lib.INVALID_ARGUMENT, "x"), ValueError)
 
 
-@pytest.mark.parametrize("kw,what", [({"route": "bogus"}, "route 'bogus'"), ({"timeout_ms": "soon"}, "timeout_ms"),
-                                     ({"depth": 1.5}, "depth")])
+@pytest.mark.parametrize("kw,what", [({
+    "route": "bogus"
+}, "route 'bogus'"), ({
+    "timeout_ms": "soon"
+}, "timeout_ms"), ({
+    "depth": 1.5
+}, "depth")])
 def test_bad_config(kw, what):
   with pytest.raises(relaycc.RelayccError, match=what) as e:
     relaycc.Comm.shm(rank=0, world_size=2, job="unused", **kw)
@@ -73,8 +78,13 @@ def test_unique_id_travels_through_the_group_store(tmp_path):
   import sys
   init = f"file://{tmp_path}/store"
   env = dict(os.environ)
-  procs = [subprocess.Popen([sys.executable, "-c", SHARE, str(r), init], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=env) for r in range(3)]
+  procs = [
+      subprocess.Popen([sys.executable, "-c", SHARE, str(r), init],
+                       stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT,
+                       text=True,
+                       env=env) for r in range(3)
+  ]
   for r, p in enumerate(procs):
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0 and f"rank {r} ok" in out, out

@@ -11,9 +11,11 @@ def test_bench_smoke(tmp_path):
   pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
   if "RELAYCC_LIBRARY" in env:  # in-tree: the package from the source tree
     env["PYTHONPATH"] = os.path.abspath(pkg) + os.pathsep + env.get("PYTHONPATH", "")
-  cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "-m",
-         "relaycc.bench", "-c", "all_reduce", "-A", "2", "-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "--reps",
-         "2", "-w", "1", "--json"]
+  cmd = [
+      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "-m",
+      "relaycc.bench", "-c", "all_reduce", "-A", "2", "-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "--reps",
+      "2", "-w", "1", "--json"
+  ]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
   doc = json.loads(p.stdout[p.stdout.index("{"):])
@@ -24,5 +26,8 @@ def test_bench_smoke(tmp_path):
 
 
 def test_bench_bad_argument():
-  p = subprocess.run([sys.executable, "-m", "relaycc.bench", "-f", "1"], capture_output=True, text=True, timeout=300)
+  p = subprocess.run([sys.executable, "-m", "relaycc.bench", "-f", "1"],
+                     capture_output=True,
+                     text=True,
+                     timeout=300)
   assert p.returncode == 2 and "-f 1" in p.stderr

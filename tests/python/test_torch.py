@@ -29,8 +29,10 @@ def test_compile_with_helpers(pool, backend):
   res = pool.run(compiled_helper, backend, timeout=600)
   layout = [0, 2, 5]
   for r, x in enumerate(res):
-    assert x["breaks"] == 0 and x["graphs"] == 1, f"rank {r}: {x['breaks']} graph breaks, {x['graphs']} graphs"
-    assert x["made"] == 2 and x["made2"] == 2, f"rank {r}: the compiled function made {x['made']}, {x['made2']} calls"
+    assert x["breaks"] == 0 and x["graphs"] == 1, \
+        f"rank {r}: {x['breaks']} graph breaks, {x['graphs']} graphs"
+    assert x["made"] == 2 and x[
+        "made2"] == 2, f"rank {r}: the compiled function made {x['made']}, {x['made2']} calls"
     if r not in layout:
       assert x["out"] is None
       continue

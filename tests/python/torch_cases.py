@@ -31,8 +31,8 @@ def _op_args(comm, name, layout):
     small = value(r, 2, N).to(dt) if active else None
     if name == "scatter":
       return (big, torch.full((N,), POISON, dtype=dt) if active else None, tok, h, root, ranks, counts, code)
-    return (small, torch.full((N * len(flat),), POISON, dtype=dt) if r == root else None, tok, h, root, ranks,
-            counts, code)
+    return (small, torch.full(
+        (N * len(flat),), POISON, dtype=dt) if r == root else None, tok, h, root, ranks, counts, code)
   send_n = {"all_reduce": N, "reduce_scatter": a * N, "all_gather": N, "all_to_all": a * N}[name]
   recv_n = {"all_reduce": N, "reduce_scatter": N, "all_gather": a * N, "all_to_all": a * N}[name]
   send = value(r, 3, send_n, "sum").to(dt) if active else None
@@ -88,47 +88,78 @@ def compiled_helper(comm, backend):
   args2 = (value(comm.rank, 1, N).to(torch.float32),) if active else ()
   out2 = compiled(*args2)
   made2 = comm.calls - before - made
-  return {"breaks": ex.graph_break_count, "graphs": ex.graph_count, "made": made, "made2": made2,
-          "out": out, "out2": out2}
+  return {
+      "breaks": ex.graph_break_count,
+      "graphs": ex.graph_count,
+      "made": made,
+      "made2": made2,
+      "out": out,
+      "out2": out2
+  }
 
 
 # ---- bad arguments: every rank makes the same mistake, so every rank raises and the comm stays usable ---
+
 
 def _all8(comm):
   return [list(range(comm.size))]
 
 
 BAD_CASES = {
-    "op": lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), op="bogus", comm=c),
-    "dtype": lambda c: relaycc.all_reduce(torch.ones(N, dtype=torch.complex64), _all8(c), comm=c),
-    "dtype_bool": lambda c: relaycc.all_gather(torch.ones(N, dtype=torch.bool), torch.ones(8 * N, dtype=torch.bool),
-                                               _all8(c), comm=c),
-    "size": lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, counts=[N + 1]),
-    "out_size": lambda c: relaycc.all_gather(torch.ones(N), torch.ones(8 * N - 1), _all8(c), comm=c),
-    "contiguous": lambda c: relaycc.all_reduce(torch.ones(2 * N)[::2], _all8(c), comm=c),
-    "ragged": lambda c: relaycc.all_reduce(torch.ones(N) if c.rank < 3 else None, [[0, 1], [2]], comm=c,
-                                           counts=[N, N], dtype=torch.float32),
-    "counts_len": lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, counts=[N, N]),
-    "counts_neg": lambda c: relaycc.reduce_scatter(torch.ones(8 * N), torch.ones(N), _all8(c), comm=c, counts=[-1]),
-    "dtype_mismatch": lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, dtype=torch.int32),
-    "helper_no_counts": lambda c: relaycc.all_reduce(torch.ones(N, dtype=torch.int32) if c.rank < 2 else None,
-                                                     [[0, 1]], comm=c, dtype=torch.float32),
-    "alltoall_inplace": lambda c: (lambda t: relaycc.all_to_all(t, t, _all8(c), comm=c))(torch.ones(8 * N)),
-    "rank_range": lambda c: relaycc.all_reduce(torch.ones(N) if c.rank in (0,) else None, [[0, 9]], comm=c,
-                                               counts=[N], dtype=torch.float32),
-    "scatter_role": lambda c: relaycc.scatter(torch.ones(8 * N) if c.rank == 0 else None, None, 0,
-                                              list(range(c.size)), [N] * c.size, comm=c),
-    "comm": lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=None),
+    "op":
+        lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), op="bogus", comm=c),
+    "dtype":
+        lambda c: relaycc.all_reduce(torch.ones(N, dtype=torch.complex64), _all8(c), comm=c),
+    "dtype_bool":
+        lambda c: relaycc.all_gather(
+            torch.ones(N, dtype=torch.bool), torch.ones(8 * N, dtype=torch.bool), _all8(c), comm=c),
+    "size":
+        lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, counts=[N + 1]),
+    "out_size":
+        lambda c: relaycc.all_gather(torch.ones(N), torch.ones(8 * N - 1), _all8(c), comm=c),
+    "contiguous":
+        lambda c: relaycc.all_reduce(torch.ones(2 * N)[::2], _all8(c), comm=c),
+    "ragged":
+        lambda c: relaycc.all_reduce(
+            torch.ones(N) if c.rank < 3 else None, [[0, 1], [2]], comm=c, counts=[N, N], dtype=torch.float32),
+    "counts_len":
+        lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, counts=[N, N]),
+    "counts_neg":
+        lambda c: relaycc.reduce_scatter(torch.ones(8 * N), torch.ones(N), _all8(c), comm=c, counts=[-1]),
+    "dtype_mismatch":
+        lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=c, dtype=torch.int32),
+    "helper_no_counts":
+        lambda c: relaycc.all_reduce(
+            torch.ones(N, dtype=torch.int32) if c.rank < 2 else None, [[0, 1]], comm=c, dtype=torch.float32),
+    "alltoall_inplace":
+        lambda c: (lambda t: relaycc.all_to_all(t, t, _all8(c), comm=c))(torch.ones(8 * N)),
+    "rank_range":
+        lambda c: relaycc.all_reduce(
+            torch.ones(N) if c.rank in (0,) else None, [[0, 9]], comm=c, counts=[N], dtype=torch.float32),
+    "scatter_role":
+        lambda c: relaycc.scatter(
+            torch.ones(8 * N)
+            if c.rank == 0 else None, None, 0, list(range(c.size)), [N] * c.size, comm=c),
+    "comm":
+        lambda c: relaycc.all_reduce(torch.ones(N), _all8(c), comm=None),
 }
 # What each error must say (it names the argument): a substring of the message; a pair is (ranks 0-1, others).
 BAD_NAMES = {
-    "op": "op 'bogus'", "dtype": "dtype torch.complex64", "dtype_bool": "dtype torch.bool",
-    "size": "tensor has 6 elements", "out_size": "output has 47 elements", "contiguous": "tensor is not contiguous",
-    "ragged": "layout[1] has 1 ranks", "counts_len": "counts must be a list of 1", "counts_neg": "counts[0] = -1",
+    "op": "op 'bogus'",
+    "dtype": "dtype torch.complex64",
+    "dtype_bool": "dtype torch.bool",
+    "size": "tensor has 6 elements",
+    "out_size": "output has 47 elements",
+    "contiguous": "tensor is not contiguous",
+    "ragged": "layout[1] has 1 ranks",
+    "counts_len": "counts must be a list of 1",
+    "counts_neg": "counts[0] = -1",
     "dtype_mismatch": "dtype torch.float32, the call's dtype is torch.int32",
     "helper_no_counts": ("dtype torch.int32, the call's dtype is torch.float32", "counts is required"),
-    "alltoall_inplace": "in-place all-to-all", "rank_range": "layout.ranks[1] = 9",
-    "scatter_role": "output is None, but this rank's role uses it", "comm": "comm is None",
+    "alltoall_inplace": "in-place all-to-all",
+    "rank_range": "layout.ranks[1] = 9",
+    "scatter_role": "output is None, but this rank's role uses it",
+    "comm": "comm is None",
 }
 
 
@@ -146,6 +177,7 @@ def bad_call(comm, case):
 
 
 # ---- a dead peer ----------------------------------------------------------------------------------
+
 
 def die_or_call(comm, victim):
   """The victim exits without a word; the others call a collective it is in, then another: both must raise
