@@ -123,8 +123,9 @@ class Comm:
     import torch.distributed as dist
     if not _lib.has_nccl():
       raise RelayccError(
-          _lib.NOT_SUPPORTED, f"relaycc.Comm.from_process_group: {_lib.library_path()} was built "
-          "without the NCCL transport (no relayCommInitNcclRank): build it with nvcc and NCCL")
+          _lib.NOT_SUPPORTED, f"relaycc.Comm.from_process_group: {_lib.library_path()} has no "
+          "relayNcclGetUniqueId / relayCommInitNcclRank: built without the NCCL transport (no nvcc or NCCL), "
+          "or older than those entry points")
     if not dist.is_initialized():
       raise bad_argument("relaycc.Comm.from_process_group: torch.distributed is not initialized "
                          "(dist.init_process_group first)")

@@ -47,7 +47,7 @@ def test_shm_init_error_names_the_argument():
 def test_from_process_group_without_nccl(tmp_path):
   if _lib.has_nccl():
     pytest.skip("this librelaycc has the NCCL transport (the GPU checks cover it)")
-  with pytest.raises(relaycc.RelayccError, match="without the NCCL transport"):
+  with pytest.raises(relaycc.RelayccError, match="built without the NCCL transport"):
     relaycc.Comm.from_process_group()
 
 
