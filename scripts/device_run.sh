@@ -4,6 +4,7 @@
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
 #   scripts/device_run.sh [build] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
+#                         [shimnt] [shimtorch] [python]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -86,6 +87,20 @@ for s in $steps; do
         log "tune$i: RELAYCC_ONESHOT_* = ${v:-defaults}"
         run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"
       done ;;
+    shimnt)
+      # nccl-tests under the interposer, one process (NT = a folder of nccl-tests binaries built on the
+      # device by the command itself; the project keeps none of it). With and without the preload,
+      # alternating, so the pair's ratio is the figure.
+      for t in all_reduce reduce_scatter all_gather alltoall; do
+        for k in 1 2; do
+          run nt_${t}_plain_$k 120 "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5
+          run nt_${t}_shim_$k 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5
+        done
+        run nt_${t}_shim_graph 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5 -G 10
+      done ;;
+    shimtorch)
+      # An unmodified torch.distributed script under the interposer (one rank per GPU here).
+      run shim_torch 300 env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_shim_check.py ;;
     *) log "unknown step $s" ;;
   esac
 done
