@@ -93,14 +93,19 @@ for s in $steps; do
       # alternating, so the pair's ratio is the figure.
       for t in all_reduce reduce_scatter all_gather alltoall; do
         for k in 1 2; do
-          run nt_${t}_plain_$k 120 "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5
-          run nt_${t}_shim_$k 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5
+          run nt_${t}_plain_$k 120 "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3
+          run nt_${t}_shim_$k 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3
         done
-        run nt_${t}_shim_graph 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 4 -g 1 -c 1 -n 20 -w 5 -G 10
+        run nt_${t}_shim_graph 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3 -G 10
       done ;;
     shimtorch)
       # An unmodified torch.distributed script under the interposer (one rank per GPU here).
       run shim_torch 300 env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_shim_check.py ;;
+    python)
+      # The package as a user installs it (scikit-build-core is in the device image; nothing to fetch),
+      # then the GPU check under torchrun, one process per GPU.
+      run py_install 500 python3 -m pip install --no-build-isolation --no-deps --target /tmp/pyrelay . &&
+        run py_gpu 300 env PYTHONPATH=/tmp/pyrelay RELAYCC_DEBUG=1 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_relaycc_check.py ;;
     *) log "unknown step $s" ;;
   esac
 done
