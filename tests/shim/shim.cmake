@@ -3,7 +3,7 @@
 set(RELAY_SHIM_TESTS ${PROJECT_SOURCE_DIR}/tests/shim)
 add_library(relaycc_fakenccl SHARED ${RELAY_SHIM_TESTS}/fake_nccl.c ${RELAY_SHIM_TESTS}/fake_nccl_stubs.c
             ${PROJECT_SOURCE_DIR}/src/reduce_host.c)
-target_include_directories(relaycc_fakenccl PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+target_include_directories(relaycc_fakenccl PRIVATE ${PROJECT_SOURCE_DIR}/include ${RELAY_GEN}/include ${PROJECT_SOURCE_DIR}/src
                            ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(relaycc_fakenccl PRIVATE rt m)
 # Its own folder, named as the real library: the test binary's DT_NEEDED libnccl.so.2 finds it (rpath).
