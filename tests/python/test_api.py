@@ -1,5 +1,6 @@
 """The package in one process: what it exports, its errors, and the paths that need no peers."""
 import os
+import re
 
 import pytest
 import torch
@@ -9,7 +10,13 @@ from relaycc import _lib
 
 
 def test_exports_and_ops():
-  assert relaycc.version() == 100  # RELAYCC_VERSION_CODE 0.1.0
+  # The one version source is project(relaycc VERSION ...); the library and __version__ must both say it.
+  top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "CMakeLists.txt")
+  with open(top) as f:
+    want = re.search(r"project\(relaycc VERSION (\d+)\.(\d+)\.(\d+)", f.read()).groups()
+  major, minor, patch = (int(x) for x in want)
+  assert relaycc.version() == major * 10000 + minor * 100 + patch
+  assert relaycc.__version__ == "%d.%d.%d" % (major, minor, patch)
   for name in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather"):
     assert hasattr(torch.ops.relaycc, name), name
   assert issubclass(relaycc.RelayccArgumentError, relaycc.RelayccError)
