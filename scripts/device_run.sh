@@ -35,6 +35,9 @@ for s in $steps; do
   case $s in
     build)
       run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc)" || exit 1 ;;
+    cputest)
+      # The CPU tests that only a CUDA build has (the interposer's, against a fake libnccl) and the packaging ones.
+      run cputest 300 bash -c "cd build && ctest -LE gpu -R '${CPUTEST_R:-shim|symbols|install|example}' --output-on-failure --timeout 200" ;;
     gputest)
       # GPUTEST_R=regex runs a subset (ctest -R).
       run gputest 420 bash -c "cd build && ctest -L gpu ${GPUTEST_R:+-R '$GPUTEST_R'} --output-on-failure --timeout ${GPUTEST_TIMEOUT:-300}" ;;
