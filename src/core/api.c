@@ -20,6 +20,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/nodes.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
 #include "route/depth.h"
@@ -50,6 +51,7 @@ relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const cha
   struct relayComm* c;
   RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
   relayResult_t res = relayShmAttach(c, jobName);
+  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   /* Every rank must route with the same model: vote it (as the NCCL init does). */
   if (res == relaySuccess) res = relayCommAgreeTopo(c, relayCommLoadTopo(c, "cpu"));
   if (res != relaySuccess) {

@@ -68,6 +68,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/nodes.h"
 #include "p2p/p2p.h"
 #include "reduce_host.h"
 #include "topo/topo.h"
@@ -245,7 +246,6 @@ typedef struct {
   /* The P2P channel layer: comm-wide pool and parts (built at the first
    * group, when the comm's topology is loaded), this rank's connections. */
   int p2pReady;
-  int p2pNodes;       /* RELAYCC_SHM_NODES (test-only node grouping) */
   int p2pUserPerPeer; /* RELAYCC_NCHANNELS_PER_NET_PEER */
   p2pComm p2p;
   p2pConnTable conn;
@@ -977,10 +977,15 @@ static void shmStateFree(shmState* st) {
  * pool is the segment's channel count, rank 0's, so every rank has it. */
 static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
   if (st->p2pReady) return relaySuccess;
-  int n = comm->nranks, G = n / st->p2pNodes;
+  /* The comm's node map (src/core/nodes.c: RELAYCC_NODE_ID, or the test hook
+   * RELAYCC_SHM_NODES). The layer's part rules assume equal node-major
+   * nodes; any other map gets the one-node rules, alike on every rank since
+   * all hold the same map. */
+  int n = comm->nranks;
+  int nodes = relayNodesRegular(comm->nodeOf, n, comm->nNodes) ? comm->nNodes : 1, G = n / nodes;
   p2pTopoDesc d;
   memset(&d, 0, sizeof d);
-  d.nNodes = st->p2pNodes;
+  d.nNodes = nodes;
   d.localRanks = G;
   d.netsByBw = 1;
   d.userPerNetPeer = st->p2pUserPerPeer;
@@ -1926,7 +1931,6 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
    * their first transfer with both channel sets named. */
   long chans = relayEnvLong("RELAYCC_NCHANNELS", SHM_DEFAULT_CHANNELS);
   long perNetPeer = relayEnvLong("RELAYCC_NCHANNELS_PER_NET_PEER", 0);
-  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 1);
   if (chans < 1 || chans > P2P_MAX_CHANNELS)
     return relaySetError(comm, relayInvalidArgument, "rank %d: RELAYCC_NCHANNELS = %ld must be in [1, %d]", me, chans,
                          P2P_MAX_CHANNELS);
@@ -1934,11 +1938,6 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
     return relaySetError(comm, relayInvalidArgument,
                          "rank %d: RELAYCC_NCHANNELS_PER_NET_PEER = %ld must be in [0, %d] (0: unset)", me, perNetPeer,
                          P2P_MAX_CHANNELS);
-  if (nodes < 1 || nodes > n || n % nodes != 0)
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as that many "
-                         "nodes of equal size, node-major)",
-                         me, nodes, n);
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   snprintf(st->job, sizeof st->job, "%s", jobName);
@@ -1946,7 +1945,6 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
   st->wantChannels = (int)chans;
-  st->p2pNodes = (int)nodes;
   st->p2pUserPerPeer = (int)perNetPeer;
   st->pidNs = shmPidNamespace();
   atomic_init(&st->abortedLocal, 0);

@@ -1,0 +1,126 @@
+#include "core/nodes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+
+/* One rank's contribution to the init exchange (the transport's agree takes
+ * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID;
+ * an override and a host hash never compare equal, so a test that names
+ * nodes on some ranks only still gets a consistent map. */
+typedef struct {
+  int32_t status;
+  int32_t source;
+  uint64_t id;
+} nodeRecord;
+
+/* hostname + boot id: two containers on one host share the boot id but may
+ * differ in hostname (and then are two nodes to us, which is safe: IPC is
+ * only ever attempted within one); two hosts cloned from one image share a
+ * hostname, never a boot id. */
+static uint64_t hostIdentity(void) {
+  char buf[512];
+  memset(buf, 0, sizeof buf);
+  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
+  buf[255] = 0;
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
+    fclose(f);
+  }
+  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
+}
+
+int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
+  if (!nodeOf || nNodes < 1 || nranks % nNodes != 0) return 0;
+  int G = nranks / nNodes;
+  for (int r = 0; r < nranks; r++)
+    if (nodeOf[r] != r / G) return 0;
+  return 1;
+}
+
+/* This rank's record: RELAYCC_NODE_ID, else the shm hook RELAYCC_SHM_NODES,
+ * else the host. The one place these variables are read. */
+static relayResult_t localRecord(struct relayComm* c, nodeRecord* rec) {
+  memset(rec, 0, sizeof *rec);
+  const char* id = relayEnvStr("RELAYCC_NODE_ID", NULL);
+  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 0);
+  if (id) {
+    long long v;
+    if (relayParseInt(id, 0, 1LL << 40, &v) != 0)
+      return relaySetError(c, relayInvalidArgument, "init (rank %d): RELAYCC_NODE_ID = \"%s\" must be an integer in [0, 2^40]",
+                           c->rank, id);
+    rec->source = 2;
+    rec->id = (uint64_t)v;
+    return relaySuccess;
+  }
+  if (nodes != 0) {
+    if (nodes < 1 || nodes > c->nranks || c->nranks % nodes != 0)
+      return relaySetError(c, relayInvalidArgument,
+                           "init (rank %d): RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as "
+                           "that many nodes of equal size, node-major)",
+                           c->rank, nodes, c->nranks);
+    rec->source = 2;
+    rec->id = (uint64_t)(c->rank / (c->nranks / nodes));
+    return relaySuccess;
+  }
+  rec->source = 1;
+  rec->id = hostIdentity();
+  return relaySuccess;
+}
+
+relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
+  int n = c->nranks;
+  nodeRecord mine;
+  relayResult_t local = localRecord(c, &mine);
+  mine.status = (int32_t)local;
+  char saved[sizeof c->lastError];
+  memcpy(saved, c->lastError, sizeof saved);
+  nodeRecord* all = calloc((size_t)n, sizeof *all);
+  int* nodeOf = calloc((size_t)n, sizeof *nodeOf);
+  if (!all || !nodeOf) {
+    free(all);
+    free(nodeOf);
+    return relaySetError(c, relaySystemError, "init (rank %d): out of memory for the node map", c->rank);
+  }
+  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  if (res == relaySuccess && local != relaySuccess) {
+    memcpy(c->lastError, saved, sizeof saved); /* its own message names the variable */
+    res = local;
+  }
+  for (int q = 0; q < n && res == relaySuccess; q++)
+    if (all[q].status != relaySuccess)
+      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d rejected its node id (%s)", c->rank, q,
+                          relayGetErrorString((relayResult_t)all[q].status));
+  if (res != relaySuccess) {
+    free(all);
+    free(nodeOf);
+    return res;
+  }
+  /* Number identities by their lowest rank: O(n * nodes), n <= a few thousand. */
+  int nNodes = 0;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && (all[q].source != all[r].source || all[q].id != all[r].id)) q++;
+    nodeOf[r] = q < r ? nodeOf[q] : nNodes++;
+  }
+  free(c->nodeOf);
+  c->nodeOf = nodeOf;
+  c->nNodes = nNodes;
+  c->localRank = 0;
+  c->localRanks = 0;
+  for (int r = 0; r < n; r++) {
+    if (nodeOf[r] != nodeOf[c->rank]) continue;
+    if (r < c->rank) c->localRank++;
+    c->localRanks++;
+  }
+  if (relayEnvLong("RELAYCC_DEBUG", 0))
+    fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d\n", c->rank, nodeOf[c->rank], nNodes,
+            c->localRank, c->localRanks);
+  free(all);
+  return relaySuccess;
+}

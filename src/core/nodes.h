@@ -1,0 +1,33 @@
+/* Node discovery: which node each comm rank runs on (DESIGN "Beyond one node"). */
+#ifndef RELAY_NODES_H_
+#define RELAY_NODES_H_
+
+#include "relaycc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct relayComm;
+
+/* COLLECTIVE at init, after the transport attached (it uses the transport's
+ * agree): every rank contributes its host identity -- a hash of its hostname
+ * and /proc/sys/kernel/random/boot_id, or RELAYCC_NODE_ID when set (a test
+ * splits one host into nodes with it; the shm test hook RELAYCC_SHM_NODES=N
+ * is the same thing spelled for all ranks at once: rank r gets node id
+ * r / (nranks / N)) -- and every rank numbers the distinct identities in
+ * order of their lowest rank, so node 0 holds rank 0 and all ranks hold the
+ * same map. Sets comm->nodeOf[nranks], comm->nNodes, comm->localRank and
+ * comm->localRanks (ranks on this rank's node). A bad setting fails every
+ * rank, naming the variable and the rank. */
+relayResult_t relayCommDiscoverNodes(struct relayComm* comm);
+
+/* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node
+ * r / (nranks / nNodes)): the layout the P2P channel layer's part rules and
+ * the simulator's multi-node topologies assume. */
+int relayNodesRegular(const int* nodeOf, int nranks, int nNodes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
