@@ -23,4 +23,16 @@ size_t tc_recv_elems(relayColl_t coll, int A, size_t count);
 size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t n, size_t* firstBad);
 double tc_as_double(relayDataType_t dt, const void* p, size_t i);
 
+#define TC_POISON 0xCD   /* active outputs before every call */
+#define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
+/* The layout collective coll through the public API. */
+relayResult_t tc_run_coll(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                          relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
+/* One call of coll on layout (G groups of A, ranks) on every rank, inputs
+ * from tc_fill_input, outputs poisoned, helpers' buffers sentinel-filled;
+ * fails the rank on an error result; returns the number of wrong elements
+ * on this rank (a helper's written byte and a modified send buffer count). */
+size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
+                   const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag);
+
 #endif

@@ -362,6 +362,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.dtype = a->dtype;
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
+    key.nodeOf = relayNodesKeyMap(c);
+    route = relayNodesRoute(c, route);
     if (relayCollRooted(a->coll)) {
       /* The only schedule a rooted call has (plan_scatter.c), forced route
        * or not: asking another builder would fail on every call. */
@@ -370,8 +372,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       /* A forced relay still takes the depth model's depth. */
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
-      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+      int caps = relayNodesCaps(c, (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
+                                       (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0));
       /* Ask the stream whether it is capturing only when the answer matters:
        * most keys route alike per call and in a graph, and one cached lookup
        * of both answers costs less than the CUDA query. */

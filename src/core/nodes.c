@@ -7,6 +7,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "route/route.h"
 
 /* One rank's contribution to the init exchange (the transport's agree takes
  * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID;
@@ -123,4 +124,14 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
             c->localRank, c->localRanks);
   free(all);
   return relaySuccess;
+}
+
+const int* relayNodesKeyMap(const struct relayComm* c) { return c->nNodes > 1 ? c->nodeOf : NULL; }
+
+int relayNodesRoute(const struct relayComm* c, int route) {
+  return c->nNodes > 1 && route == relayRouteOneShot ? relayRouteDirect : route;
+}
+
+int relayNodesCaps(const struct relayComm* c, int caps) {
+  return c->nNodes > 1 ? caps & ~RELAY_ROUTE_CAP_ONESHOT : caps;
 }

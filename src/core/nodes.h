@@ -27,6 +27,15 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* comm);
  * the simulator's multi-node topologies assume. */
 int relayNodesRegular(const int* nodeOf, int nranks, int nNodes);
 
+/* What a call on comm c takes from its nodes (core's one use of them): the
+ * node map its plan key carries (NULL on one node), and the route and the
+ * router's transport capabilities without what cannot span nodes -- the
+ * one-shot and every IPC route map peers' memory, which another host's
+ * ranks cannot, and their staging is created per comm. */
+const int* relayNodesKeyMap(const struct relayComm* c);
+int relayNodesRoute(const struct relayComm* c, int route);
+int relayNodesCaps(const struct relayComm* c, int caps);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,8 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
     /* One schedule, root to each member: no helper route for them yet, so
      * any other route answers "not supported" and the caller falls back. */
     res = key->route == relayRouteDirect ? planBuildScatter(b) : relayNotSupported;
+  } else if (planKeyMultiNode(key)) {
+    res = planBuildHier(b);
   } else {
     switch (key->route) {
       case relayRouteDirect: res = planBuildDirect(b); break;

@@ -15,6 +15,9 @@ relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) *
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);
+/* A layout collective on a comm of several nodes (key->nodeOf): per-node
+ * sub-plans of key->route and sub-collectives across nodes (plan_hier.c). */
+relayResult_t planBuildHier(planBuilder* b);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */
