@@ -17,7 +17,9 @@
  *           the public API, routes direct / relay / auto / forced one-shot:
  *           data against the serial reference, helpers untouched; the route
  *           never the one-shot; every rank ran the same route.
- *   shm16   16 ranks as 4 nodes, fewer sizes (2 busy CI cores).
+ *   shm16   16 ranks as 4 nodes, fewer sizes (2 busy CI cores); then as 2 nodes
+ *           of 8 with RELAYCC_TOPO=mi350x, so the router prices the plans on
+ *           mi350x x 2 (the cpu preset joins no network: no model).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include "harness.h"
 #include "plan/plan.h"
 #include "ref/ref.h"
+#include "topo/topo.h"
 
 typedef struct {
   const char* name;
@@ -214,6 +217,7 @@ typedef struct {
   int nCases;
   const size_t* sizes;
   int nSizes;
+  const char* topo; /* RELAYCC_TOPO, or NULL: the cpu preset (which no network joins: no model) */
 } shmArg;
 
 static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
@@ -228,6 +232,7 @@ static int shmRank(int rank, int nranks, void* argp) {
     snprintf(id, sizeof id, "%d", arg->nodes);
     setenv("RELAYCC_SHM_NODES", id, 1);
   }
+  if (arg->topo) setenv("RELAYCC_TOPO", arg->topo, 1);
   int nodeOf[16];
   nodeMap(nranks, arg->nodes, arg->interleave, nodeOf);
   size_t wrong = 0;
@@ -243,6 +248,12 @@ static int shmRank(int rank, int nranks, void* argp) {
     T_CHECK(c->nNodes == arg->nodes && c->localRanks == nranks / arg->nodes, "rank %d: %d nodes of %d ranks", rank,
             c->nNodes, c->localRanks);
     for (int r = 0; r < nranks; r++) T_CHECK(c->nodeOf[r] == nodeOf[r], "rank %d: rank %d on node %d", rank, r, c->nodeOf[r]);
+    /* The route model is per node: the named one-node model times the nodes, or none. */
+    if (arg->topo)
+      T_CHECK(c->topo && c->topo->nNodes == arg->nodes && c->topo->nGPUs == nranks, "rank %d: route model %s", rank,
+              c->topo ? c->topo->name : "none");
+    else
+      T_CHECK(!c->topo, "rank %d: a route model (%s) on nodes the cpu preset cannot join", rank, c->topo->name);
     for (int li = 0; li < arg->nCases; li++) {
       const layoutCase* lc = &arg->cases[li];
       int ranks[16];
@@ -282,7 +293,7 @@ int main(int argc, char** argv) {
   if (!strcmp(c, "shm8")) {
     const size_t sizes[] = {1, 7, 1000};
     for (int il = 0; il < 2; il++) {
-      shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3};
+      shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3, NULL};
       t_run_ranks(8, shmRank, &a, 900);
     }
     printf("PASS shm8\n");
@@ -290,8 +301,12 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(c, "shm16")) {
     const size_t sizes[] = {7, 300};
-    shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2};
+    shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, NULL};
     t_run_ranks(16, shmRank, &a, 900);
+    /* 2 nodes of 8 with the mi350x model per node: the router prices the
+     * hierarchical plans on mi350x x 2 (and every rank must choose alike). */
+    shmArg m = {2, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, "mi350x"};
+    t_run_ranks(16, shmRank, &m, 900);
     printf("PASS shm16\n");
     return 0;
   }

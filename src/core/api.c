@@ -51,9 +51,9 @@ relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const cha
   struct relayComm* c;
   RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
   relayResult_t res = relayShmAttach(c, jobName);
-  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   /* Every rank must route with the same model: vote it (as the NCCL init does). */
   if (res == relaySuccess) res = relayCommAgreeTopo(c, relayCommLoadTopo(c, "cpu"));
+  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   if (res != relaySuccess) {
     relaySetError(NULL, res, "%s", c->lastError);
     if (c->tp) c->tp->destroy(c);

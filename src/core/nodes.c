@@ -8,6 +8,7 @@
 #include "common.h"
 #include "core/comm.h"
 #include "route/route.h"
+#include "topo/topo.h"
 
 /* One rank's contribution to the init exchange (the transport's agree takes
  * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID;
@@ -74,6 +75,24 @@ static relayResult_t localRecord(struct relayComm* c, nodeRecord* rec) {
   return relaySuccess;
 }
 
+/* The route model is one node's (the agreed comm->topo): on several nodes it
+ * becomes nNodes copies of it joined by the default network (one NIC of
+ * RELAY_TOPO_NET_GPU_BW per GPU), where the copies are the comm's nodes --
+ * node-major, each node's ranks the model's GPUs. Otherwise no model (the
+ * router's no-model rule: NCCL's own collective where the transport has it).
+ * Every rank holds the same map and topology, so every rank gets the same. */
+static relayResult_t nodesTopo(struct relayComm* c) {
+  if (c->nNodes <= 1 || !c->topo) return relaySuccess;
+  struct relayTopo* multi = NULL;
+  int fits = relayNodesRegular(c->nodeOf, c->nranks, c->nNodes) && c->topo->nNodes <= 1 &&
+             c->topo->nGPUs == c->localRanks;
+  if (fits && relayTopoMultiNode(c->topo, c->nNodes, c->localRanks, RELAY_TOPO_NET_GPU_BW, 0, &multi) != relaySuccess)
+    multi = NULL; /* a model the network cannot join (the cpu preset's shared bus): none */
+  relayTopoFree(c->topo);
+  c->topo = multi;
+  return relaySuccess;
+}
+
 relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   int n = c->nranks;
   nodeRecord mine;
@@ -119,11 +138,12 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
     if (r < c->rank) c->localRank++;
     c->localRanks++;
   }
-  if (relayEnvLong("RELAYCC_DEBUG", 0))
-    fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d\n", c->rank, nodeOf[c->rank], nNodes,
-            c->localRank, c->localRanks);
   free(all);
-  return relaySuccess;
+  relayResult_t tr = nodesTopo(c);
+  if (relayEnvLong("RELAYCC_DEBUG", 0))
+    fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d; route model: %s\n", c->rank,
+            nodeOf[c->rank], nNodes, c->localRank, c->localRanks, c->topo ? c->topo->name : "none");
+  return tr;
 }
 
 const int* relayNodesKeyMap(const struct relayComm* c) { return c->nNodes > 1 ? c->nodeOf : NULL; }

@@ -19,7 +19,9 @@ struct relayComm;
  * order of their lowest rank, so node 0 holds rank 0 and all ranks hold the
  * same map. Sets comm->nodeOf[nranks], comm->nNodes, comm->localRank and
  * comm->localRanks (ranks on this rank's node). A bad setting fails every
- * rank, naming the variable and the rank. */
+ * rank, naming the variable and the rank. Runs after the topology was
+ * agreed (relayCommAgreeTopo): on several nodes it makes the one-node model
+ * a model of the comm's nodes, or drops it (nodes.c, nodesTopo). */
 relayResult_t relayCommDiscoverNodes(struct relayComm* comm);
 
 /* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node

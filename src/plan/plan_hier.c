@@ -13,9 +13,10 @@
  * own collective on a rail sub-communicator. Network bytes per rank drop by m
  * against the flat collective over all A ranks, which is why the node legs
  * go first for reductions and last for gathers:
- *   all-reduce      reduce-scatter in the node (m shards of count / m), each
- *                   shard all-reduced on its rail, all-gather in the node; the
- *                   count % m tail elements are one all-reduce of the group;
+ *   all-reduce      reduce-scatter in the node (m shards of count / m; the
+ *                   count % m tail elements all-reduced in the node beside
+ *                   each shard), shard and tail all-reduced on the rail,
+ *                   all-gather of the shards in the node, the tail copied;
  *   reduce-scatter  the send blocks reordered rail-major, reduce-scatter of
  *                   S blocks per local in the node, reduce-scatter on the rail;
  *   all-gather      all-gather on the rail, all-gather of the S blocks in the
@@ -235,12 +236,13 @@ static relayResult_t phaseInside(hierCtx* h) {
  * the collective among each such group's m locals there, count countOf(g),
  * each local's SEND and RECV at the given slots' offset 0. */
 static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uint64_t* countOf, planRef sendRef,
-                                  planRef recvRef) {
+                                  planRef recvRef, const uint64_t* tailAt) {
   const planKey* k = h->k;
   hierLeg* legs = calloc((size_t)h->nNodes, sizeof *legs);
   int* lr = malloc((size_t)k->nGroups * (size_t)m * sizeof(int));
+  int* grp = malloc((size_t)k->nGroups * sizeof(int));
   size_t* cnt = malloc((size_t)k->nGroups * sizeof(size_t));
-  relayResult_t res = legs && lr && cnt ? relaySuccess : relaySystemError;
+  relayResult_t res = legs && lr && grp && cnt ? relaySuccess : relaySystemError;
   for (int v = 0; v < h->nNodes && res == relaySuccess; v++) {
     int ng = 0;
     for (int g = 0; g < k->nGroups; g++) {
@@ -250,19 +252,24 @@ static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uin
         if (h->nodesOf[g][j] == v) kk = j;
       if (kk < 0) continue;
       for (int l = 0; l < m; l++) lr[ng * m + l] = h->localOf[planActiveRank(k, g, h->idx[g][kk * m + l])];
+      grp[ng] = g;
       cnt[ng++] = countOf[g];
     }
     if (!ng) continue;
     res = legBuild(h, v, coll, ng, m, lr, cnt, k->op == relayAvg ? relaySum : k->op, &legs[v]);
+    /* tailAt (all-reduce's tail): group g's leg reads SEND from m * tailAt[g]
+     * and writes its slot from tailAt[g]. */
     for (int i = 0; res == relaySuccess && i < ng * m; i++) {
-      legs[v].sendRef[lr[i]] = sendRef;
-      legs[v].recvRef[lr[i]] = recvRef;
+      uint64_t at = tailAt ? tailAt[grp[i / m]] : 0;
+      legs[v].sendRef[lr[i]] = planRefAdd(sendRef, (uint64_t)m * at);
+      legs[v].recvRef[lr[i]] = planRefAdd(recvRef, at);
     }
   }
   if (res == relaySuccess) legsSplice(h, legs);
   for (int v = 0; legs && v < h->nNodes; v++) legFree(&legs[v]);
   free(legs);
   free(lr);
+  free(grp);
   free(cnt);
   return res;
 }
@@ -358,26 +365,26 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
         res = phaseRails(h, m, RELAY_COLL_ALLREDUCE, c1, planSendRef(0), planRecvRef(0));
         break;
       }
-      needScratch(h, m, HIER_SLOT_A, c1);
-      needScratch(h, m, HIER_SLOT_B, c1);
-      /* The tail count % m: one all-reduce of the group, its own step (a
-       * sub-collective is alone in its step). */
-      for (int g = 0; g < G; g++) c2[g] = h->kind[g] == 1 && h->perNode[g] == m ? k->counts[g] % (uint64_t)m : 0;
-      res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c1, planSendRef(0), sa);
-      if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_ALLREDUCE, c1, sa, sb);
-      if (res == relaySuccess) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c1, sb, planRecvRef(0));
+      /* count = m * b + t (t < m): the t tail elements are all-reduced in
+       * the node into A[b, b + t) beside the shard, so one rail all-reduce
+       * of b + t carries both and no sub-collective spans the group. */
+      for (int g = 0; g < G; g++) {
+        c2[g] = h->kind[g] == 1 && h->perNode[g] == m ? k->counts[g] % (uint64_t)m : 0;
+        c3[g] = c1[g] + c2[g];
+      }
+      needScratch(h, m, HIER_SLOT_A, c3);
+      needScratch(h, m, HIER_SLOT_B, c3);
+      res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c1, planSendRef(0), sa, NULL);
+      if (res == relaySuccess) res = phaseNodeLeg(h, m, RELAY_COLL_ALLREDUCE, c2, planSendRef(0), sa, c1);
+      if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_ALLREDUCE, c3, sa, sb);
+      if (res == relaySuccess) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c1, sb, planRecvRef(0), NULL);
       if (res == relaySuccess) {
-        int step = -1;
-        for (int g = 0; g < G && res == relaySuccess; g++) {
-          if (!c2[g]) continue;
-          if (step < 0) step = planAddStep(h->b);
-          uint64_t at = k->counts[g] - c2[g];
-          int sc = planSubCollNew(h->b, RELAY_COLL_ALLREDUCE, k->ranks + g * k->nActive, k->nActive, c2[g]);
-          if (sc < 0) res = relaySystemError;
-          for (int i = 0; i < k->nActive && res == relaySuccess; i++)
-            planSubCollOp(h->b, planActiveRank(k, g, i), step, sc, planRecvRef(at), planSendRef(at),
-                          k->op == relayAvg ? k->nActive : 0);
-        }
+        int step = planAddStep(h->b);
+        for (int g = 0; g < G; g++)
+          if (c2[g])
+            for (int i = 0; i < k->nActive; i++)
+              planCopy(h->b, planActiveRank(k, g, i), step, planRecvRef(k->counts[g] - c2[g]), planRefAdd(sb, c1[g]),
+                       c2[g]);
       }
       break;
     }
@@ -389,7 +396,7 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       for (int g = 0; g < G; g++) c1[g] = c3[g];
       res = phaseRails(h, m, RELAY_COLL_ALLGATHER, c3, planSendRef(0), sa);
       if (res == relaySuccess) {
-        if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c2, sa, sb);
+        if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c2, sa, sb, NULL);
         else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       }
       if (res == relaySuccess) phaseReorder(h, m, c3, sb, ORDER_RAIL, planRecvRef(0), ORDER_GROUP);
@@ -400,7 +407,7 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c2);
       phaseReorder(h, m, c3, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c2, sa, sb);
+      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c2, sa, sb, NULL);
       else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_REDUCESCATTER, c3, sb, planRecvRef(0));
       break;
@@ -420,7 +427,7 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c1);
       phaseReorder(h, m, blk, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLTOALL, c2, sa, sb);
+      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLTOALL, c2, sa, sb, NULL);
       else phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) {
         phaseReorder(h, m, blk, sb, ORDER_RAIL, sa, ORDER_NODE);
@@ -444,6 +451,7 @@ static relayResult_t phaseIrregular(hierCtx* h) {
   int step = -1;
   for (int g = 0; g < k->nGroups; g++) {
     if (h->kind[g] != 2 || k->counts[g] == 0) continue;
+    if (relayCollReduces(k->coll) && k->nActive > PLAN_MAX_SRCS) return relayNotSupported; /* one reduce of A */
     if (step < 0) step = planAddStep(h->b);
     int sc = planSubCollNew(h->b, k->coll, k->ranks + g * k->nActive, k->nActive, k->counts[g]);
     if (sc < 0) return relaySystemError;
@@ -457,7 +465,6 @@ static relayResult_t phaseIrregular(hierCtx* h) {
 relayResult_t planBuildHier(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
   if ((unsigned)k->coll >= RELAY_NUM_COLLS || !k->nodeOf) return relayNotSupported;
-  if (k->nActive > PLAN_MAX_SRCS) return relayNotSupported;
   hierCtx h;
   relayResult_t res = hierInit(&h, k, b);
   if (res == relaySuccess) res = phaseInside(&h);

@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#define RELAY_TOPO_MAX_GPUS 64
+#define RELAY_TOPO_MAX_GPUS 512
 #define RELAY_TOPO_NAME_MAX 64
 #define RELAY_TOPO_CURVE_MAX 16 /* points of an efficiency curve */
 #define RELAY_TOPO_NCOLLS 4     /* the layout collectives: relayColl_t 0..3 (plan/plan.h) */

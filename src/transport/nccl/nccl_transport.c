@@ -782,8 +782,8 @@ relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayCo
   struct relayComm* c;
   RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
   relayResult_t res = attach(c, nccl, 0, NULL, dev);
-  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   if (res == relaySuccess) res = loadTopo(c);
+  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   if (res != relaySuccess) {
     failInit(c, res);
     return res;
@@ -943,8 +943,8 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
     return res;
   }
   res = attach(c, nccl, 1, ctrl, cudaDevice);
-  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   if (res == relaySuccess) res = loadTopo(c);
+  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   if (res != relaySuccess) {
     if (!c->tpState) { /* attach failed before taking ownership */
       ncclCommAbort(nccl);
