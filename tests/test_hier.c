@@ -12,6 +12,8 @@
  *           a node is helped by that node's ranks only), nothing crosses nodes
  *           but rail sub-collectives whose members are on distinct nodes, and
  *           no one-shot op appears even when the key asks for the one-shot.
+ *   router  on mi350x x 2, NCCL's own all-to-all kept, the hierarchical 1 GiB
+ *           all-reduce taken, the same answer every time.
  *   shm8    8 ranks as 2 nodes (RELAYCC_SHM_NODES=2), then as 2 interleaved
  *           nodes (RELAYCC_NODE_ID = rank % 2), on the shm transport through
  *           the public API, routes direct / relay / auto / forced one-shot:
@@ -31,6 +33,7 @@
 #include "harness.h"
 #include "plan/plan.h"
 #include "ref/ref.h"
+#include "route/route.h"
 #include "topo/topo.h"
 
 typedef struct {
@@ -209,6 +212,48 @@ static int casePlans(void) {
   return wrong != 0;
 }
 
+/* ---- router ------------------------------------------------------------- */
+
+/* On mi350x x 2 with NCCL's collectives available: the router keeps NCCL's
+ * own all-to-all across nodes (the model has the hierarchical one 0.4-0.7x
+ * of it) and takes the hierarchical all-reduce of 1 GiB (1.9x), and answers
+ * alike for every call of the same key (a pure function: all ranks agree). */
+static int caseRouter(void) {
+  struct relayTopo *node = NULL, *t = NULL;
+  T_OK(relayTopoPreset("mi350x", &node));
+  T_OK(relayTopoMultiNode(node, 2, 8, RELAY_TOPO_NET_GPU_BW, 0, &t));
+  relayTopoFree(node);
+  int nodeOf[16], ranks[4] = {0, 1, 8, 9};
+  nodeMap(16, 2, 0, nodeOf);
+  struct {
+    relayColl_t coll;
+    size_t count;
+    int wantNative;
+  } cases[] = {{RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    planKey k;
+    memset(&k, 0, sizeof k);
+    k.coll = cases[i].coll;
+    k.nranks = 16;
+    k.nGroups = 1;
+    k.nActive = 4;
+    k.ranks = ranks;
+    k.counts = &cases[i].count;
+    k.dtype = relayBfloat16;
+    k.op = relaySum;
+    k.nodeOf = nodeOf;
+    int route = -1, depth = 0, again = -1, d2 = 0;
+    relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &route, &depth);
+    relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &again, &d2);
+    printf("%s of %zu on 2 nodes: %s depth %d\n", relayCollName(k.coll), cases[i].count, relayRouteName(route), depth);
+    T_CHECK((route == relayRouteNative) == cases[i].wantNative, "%s of %zu: route %s", relayCollName(k.coll),
+            cases[i].count, relayRouteName(route));
+    T_CHECK(route == again && depth == d2, "the router answered %d/%d then %d/%d", route, depth, again, d2);
+  }
+  relayTopoFree(t);
+  return 0;
+}
+
 /* ---- shm ---------------------------------------------------------------- */
 
 typedef struct {
@@ -290,6 +335,7 @@ static int shmRank(int rank, int nranks, void* argp) {
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
   if (!strcmp(c, "plans")) return casePlans();
+  if (!strcmp(c, "router")) return caseRouter();
   if (!strcmp(c, "shm8")) {
     const size_t sizes[] = {1, 7, 1000};
     for (int il = 0; il < 2; il++) {
