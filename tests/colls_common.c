@@ -196,3 +196,15 @@ size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, c
   free(want);
   return bad;
 }
+
+relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs) {
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.checkMode = 1;
+  cfg.timeoutMs = timeoutMs;
+  T_CHECK(relayParseRoute(route, &cfg.route) == 0, "route %s", route);
+  char job[160];
+  snprintf(job, sizeof job, "%s-%s", t_job(), route);
+  relayComm_t c = NULL;
+  T_OK(relayCommInitShm(&c, nranks, rank, job, &cfg));
+  return c;
+}

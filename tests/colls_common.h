@@ -25,6 +25,9 @@ double tc_as_double(relayDataType_t dt, const void* p, size_t i);
 
 #define TC_POISON 0xCD   /* active outputs before every call */
 #define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
+/* A check-mode shm comm of this launch forcing route `route` (a relayParseRoute
+ * name), on a job name of its own (the launch's, suffixed with the route). */
+relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs);
 /* The layout collective coll through the public API. */
 relayResult_t tc_run_coll(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                           relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);

@@ -34,15 +34,7 @@ static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;
   relayComm_t comms[3];
-  for (int r = 0; r < 3; r++) {
-    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-    cfg.checkMode = 1;
-    cfg.timeoutMs = 60000;
-    T_CHECK(relayParseRoute(kRoutes[r], &cfg.route) == 0, "route");
-    char job[160];
-    snprintf(job, sizeof job, "%s-%s", t_job(), kRoutes[r]);
-    T_OK(relayCommInitShm(&comms[r], nranks, rank, job, &cfg));
-  }
+  for (int r = 0; r < 3; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   relayDataType_t dtypesAll[] = {relayInt8, relayUint8, relayInt32, relayUint32, relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};

@@ -16,8 +16,9 @@
  *           all-reduce taken, the same answer every time.
  *   shm8    8 ranks as 2 nodes (RELAYCC_SHM_NODES=2), then as 2 interleaved
  *           nodes (RELAYCC_NODE_ID = rank % 2), on the shm transport through
- *           the public API, routes direct / relay / auto / forced one-shot:
- *           data against the serial reference, helpers untouched; the route
+ *           the public API, routes direct / relay / auto / forced one-shot,
+ *           out of place and in place: data against the serial reference,
+ *           helpers untouched, send buffers unchanged; the route
  *           never the one-shot; every rank ran the same route.
  *   shm16   16 ranks as 4 nodes, fewer sizes (2 busy CI cores); then as 2 nodes
  *           of 8 with RELAYCC_TOPO=mi350x, so the router prices the plans on
@@ -282,14 +283,7 @@ static int shmRank(int rank, int nranks, void* argp) {
   nodeMap(nranks, arg->nodes, arg->interleave, nodeOf);
   size_t wrong = 0;
   for (size_t ri = 0; ri < sizeof kRoutes / sizeof kRoutes[0]; ri++) {
-    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-    cfg.checkMode = 1;
-    cfg.timeoutMs = 120000;
-    T_CHECK(relayParseRoute(kRoutes[ri], &cfg.route) == 0, "route");
-    char job[160];
-    snprintf(job, sizeof job, "%s-%s", t_job(), kRoutes[ri]);
-    relayComm_t c = NULL;
-    T_OK(relayCommInitShm(&c, nranks, rank, job, &cfg));
+    relayComm_t c = tc_comm_route(rank, nranks, kRoutes[ri], 120000);
     T_CHECK(c->nNodes == arg->nodes && c->localRanks == nranks / arg->nodes, "rank %d: %d nodes of %d ranks", rank,
             c->nNodes, c->localRanks);
     for (int r = 0; r < nranks; r++) T_CHECK(c->nodeOf[r] == nodeOf[r], "rank %d: rank %d on node %d", rank, r, c->nodeOf[r]);
@@ -314,8 +308,10 @@ static int shmRank(int rank, int nranks, void* argp) {
             char tag[256];
             snprintf(tag, sizeof tag, "%s, %s, %s %s %s count %zu", lc->name, kRoutes[ri],
                      relayCollName((relayColl_t)coll), relayTypeName(dts[t]), relayOpName(op), counts[0]);
-            wrong += tc_one_call(c, rank, (relayColl_t)coll, lc->nActive, lc->nGroups, ranks, counts, dts[t], op, 0,
-                                 tag);
+            /* In place too (all-to-all has no in-place form), on the first dtype. */
+            for (int inPlace = 0; inPlace < (t == 0 && coll != RELAY_COLL_ALLTOALL ? 2 : 1); inPlace++)
+              wrong += tc_one_call(c, rank, (relayColl_t)coll, lc->nActive, lc->nGroups, ranks, counts, dts[t], op,
+                                   inPlace, tag);
             int route, depth;
             relayCommLastRoute(c, &route, &depth);
             T_CHECK(route != relayRouteOneShot, "rank %d %s: the one-shot ran across nodes", rank, tag);
