@@ -109,17 +109,21 @@ size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t 
 }
 
 relayResult_t tc_run_coll(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                             relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
+                          relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: return relayAllGather(s, r, counts, dt, L, comm, NULL);
-    case RELAY_COLL_REDUCESCATTER: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
-    case RELAY_COLL_ALLREDUCE: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
-    default: return relayAllToAll(s, r, counts, dt, L, comm, NULL);
+    case RELAY_COLL_ALLGATHER:
+      return relayAllGather(s, r, counts, dt, L, comm, NULL);
+    case RELAY_COLL_REDUCESCATTER:
+      return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
+    case RELAY_COLL_ALLREDUCE:
+      return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
+    default:
+      return relayAllToAll(s, r, counts, dt, L, comm, NULL);
   }
 }
 
 size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
-                      const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
+                   const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
   relayLayout_t L = {G, A, ranks};
   int g = -1, me = -1;
   for (int i = 0; i < G * A; i++)
@@ -165,7 +169,8 @@ size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, c
     tc_expected(coll, dt, op, A, me, c, want);
   }
   relayResult_t res = tc_run_coll(coll, sendp, recvp, counts, dt, op, &L, comm);
-  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res), relayGetLastError(comm));
+  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res),
+          relayGetLastError(comm));
   size_t bad = 0, first = 0;
   if (g < 0) {
     for (size_t i = 0; i < bufBytes; i++)
@@ -177,8 +182,8 @@ size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, c
   } else {
     bad = tc_compare(dt, recvp, want, rn, &first);
     if (bad)
-      fprintf(stderr, "FAIL rank %d %s: %zu of %zu wrong, first at %zu: got %g want %g\n", rank, tag, bad, rn, first,
-              tc_as_double(dt, recvp, first), tc_as_double(dt, want, first));
+      fprintf(stderr, "FAIL rank %d %s: %zu of %zu wrong, first at %zu: got %g want %g\n", rank, tag, bad, rn,
+              first, tc_as_double(dt, recvp, first), tc_as_double(dt, want, first));
     /* Out of place: the send buffer is read only. In place: nothing past the
      * recv extent changes. */
     if (!inPlace) {

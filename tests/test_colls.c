@@ -94,7 +94,8 @@ static void expectAll(relayComm_t comm, int rank, relayResult_t got, relayResult
 static void validCallStillWorks(relayComm_t comm, int rank) {
   int ranks[2] = {0, 1};
   size_t counts[1] = {1000};
-  T_CHECK(tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, 2, 1, ranks, counts, relayFloat32, relaySum, 0, "after bad input") == 0,
+  T_CHECK(tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, 2, 1, ranks, counts, relayFloat32, relaySum, 0,
+                      "after bad input") == 0,
           "comm unusable after a rejected call");
 }
 

@@ -80,8 +80,9 @@ static void mapLayout(const layoutCase* lc, int n, int nodes, int interleave, in
 
 /* ---- plans -------------------------------------------------------------- */
 
-static const relayDataType_t kAllTypes[] = {relayInt8,   relayUint8,  relayInt32,   relayUint32,  relayInt64,
-                                            relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
+static const relayDataType_t kAllTypes[] = {relayInt8,    relayUint8,   relayInt32,   relayUint32,
+                                            relayInt64,   relayUint64,  relayFloat16, relayFloat32,
+                                            relayFloat64, relayBfloat16};
 static const relayRedOp_t kAllOps[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
 
 /* Structural facts of a multi-node plan (file comment). */
@@ -90,13 +91,15 @@ static void checkCrossing(const relayPlan* p, const int* nodeOf, const char* tag
     for (int s = 0; s < p->nSteps; s++) {
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nSend; i++)
-        T_CHECK(nodeOf[p->sends[st->sendBase + i].peer] == nodeOf[r], "%s: rank %d step %d sends to rank %d of node %d",
-                tag, r, s, p->sends[st->sendBase + i].peer, nodeOf[p->sends[st->sendBase + i].peer]);
+        T_CHECK(nodeOf[p->sends[st->sendBase + i].peer] == nodeOf[r],
+                "%s: rank %d step %d sends to rank %d of node %d", tag, r, s, p->sends[st->sendBase + i].peer,
+                nodeOf[p->sends[st->sendBase + i].peer]);
       for (uint32_t i = 0; i < st->nRecv; i++)
-        T_CHECK(nodeOf[p->recvs[st->recvBase + i].peer] == nodeOf[r], "%s: rank %d step %d receives across nodes", tag,
-                r, s);
+        T_CHECK(nodeOf[p->recvs[st->recvBase + i].peer] == nodeOf[r],
+                "%s: rank %d step %d receives across nodes", tag, r, s);
       for (uint32_t i = 0; i < st->nOp; i++)
-        T_CHECK(p->ops[st->opBase + i].kind != PLAN_OP_ONESHOT, "%s: rank %d step %d has a one-shot op", tag, r, s);
+        T_CHECK(p->ops[st->opBase + i].kind != PLAN_OP_ONESHOT, "%s: rank %d step %d has a one-shot op", tag,
+                r, s);
     }
   for (uint32_t i = 0; i < p->nSubs; i++) {
     const planSubColl* sc = &p->subs[i];
@@ -141,8 +144,10 @@ static size_t planOne(const planKey* k, const char* tag) {
       tc_expected(k->coll, k->dtype, k->op, A, i, c, want);
       size_t b = tc_compare(k->dtype, recv[r], want, rn, &first);
       if (b)
-        fprintf(stderr, "FAIL %s: rank %d (group %d active %d): %zu of %zu wrong, first at %zu: got %g want %g\n", tag,
-                r, g, i, b, rn, first, tc_as_double(k->dtype, recv[r], first), tc_as_double(k->dtype, want, first));
+        fprintf(stderr,
+                "FAIL %s: rank %d (group %d active %d): %zu of %zu wrong, first at %zu: got %g want %g\n",
+                tag, r, g, i, b, rn, first, tc_as_double(k->dtype, recv[r], first),
+                tc_as_double(k->dtype, want, first));
       bad += b;
       free(want);
     }
@@ -230,7 +235,8 @@ static int caseRouter(void) {
     relayColl_t coll;
     size_t count;
     int wantNative;
-  } cases[] = {{RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
+  } cases[] = {
+      {RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     planKey k;
     memset(&k, 0, sizeof k);
@@ -246,7 +252,8 @@ static int caseRouter(void) {
     int route = -1, depth = 0, again = -1, d2 = 0;
     relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &route, &depth);
     relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &again, &d2);
-    printf("%s of %zu on 2 nodes: %s depth %d\n", relayCollName(k.coll), cases[i].count, relayRouteName(route), depth);
+    printf("%s of %zu on 2 nodes: %s depth %d\n", relayCollName(k.coll), cases[i].count,
+           relayRouteName(route), depth);
     T_CHECK((route == relayRouteNative) == cases[i].wantNative, "%s of %zu: route %s", relayCollName(k.coll),
             cases[i].count, relayRouteName(route));
     T_CHECK(route == again && depth == d2, "the router answered %d/%d then %d/%d", route, depth, again, d2);
@@ -284,15 +291,17 @@ static int shmRank(int rank, int nranks, void* argp) {
   size_t wrong = 0;
   for (size_t ri = 0; ri < sizeof kRoutes / sizeof kRoutes[0]; ri++) {
     relayComm_t c = tc_comm_route(rank, nranks, kRoutes[ri], 120000);
-    T_CHECK(c->nNodes == arg->nodes && c->localRanks == nranks / arg->nodes, "rank %d: %d nodes of %d ranks", rank,
-            c->nNodes, c->localRanks);
-    for (int r = 0; r < nranks; r++) T_CHECK(c->nodeOf[r] == nodeOf[r], "rank %d: rank %d on node %d", rank, r, c->nodeOf[r]);
+    T_CHECK(c->nNodes == arg->nodes && c->localRanks == nranks / arg->nodes, "rank %d: %d nodes of %d ranks",
+            rank, c->nNodes, c->localRanks);
+    for (int r = 0; r < nranks; r++)
+      T_CHECK(c->nodeOf[r] == nodeOf[r], "rank %d: rank %d on node %d", rank, r, c->nodeOf[r]);
     /* The route model is per node: the named one-node model times the nodes, or none. */
     if (arg->topo)
-      T_CHECK(c->topo && c->topo->nNodes == arg->nodes && c->topo->nGPUs == nranks, "rank %d: route model %s", rank,
-              c->topo ? c->topo->name : "none");
+      T_CHECK(c->topo && c->topo->nNodes == arg->nodes && c->topo->nGPUs == nranks, "rank %d: route model %s",
+              rank, c->topo ? c->topo->name : "none");
     else
-      T_CHECK(!c->topo, "rank %d: a route model (%s) on nodes the cpu preset cannot join", rank, c->topo->name);
+      T_CHECK(!c->topo, "rank %d: a route model (%s) on nodes the cpu preset cannot join", rank,
+              c->topo->name);
     for (int li = 0; li < arg->nCases; li++) {
       const layoutCase* lc = &arg->cases[li];
       int ranks[16];
@@ -310,15 +319,16 @@ static int shmRank(int rank, int nranks, void* argp) {
                      relayCollName((relayColl_t)coll), relayTypeName(dts[t]), relayOpName(op), counts[0]);
             /* In place too (all-to-all has no in-place form), on the first dtype. */
             for (int inPlace = 0; inPlace < (t == 0 && coll != RELAY_COLL_ALLTOALL ? 2 : 1); inPlace++)
-              wrong += tc_one_call(c, rank, (relayColl_t)coll, lc->nActive, lc->nGroups, ranks, counts, dts[t], op,
-                                   inPlace, tag);
+              wrong += tc_one_call(c, rank, (relayColl_t)coll, lc->nActive, lc->nGroups, ranks, counts,
+                                   dts[t], op, inPlace, tag);
             int route, depth;
             relayCommLastRoute(c, &route, &depth);
             T_CHECK(route != relayRouteOneShot, "rank %d %s: the one-shot ran across nodes", rank, tag);
             int all[16];
             T_OK(relayCommAgree(c, &route, all, sizeof route));
             for (int q = 0; q < nranks; q++)
-              T_CHECK(all[q] == route, "rank %d %s: rank %d ran route %d, this rank %d", rank, tag, q, all[q], route);
+              T_CHECK(all[q] == route, "rank %d %s: rank %d ran route %d, this rank %d", rank, tag, q, all[q],
+                      route);
           }
         }
     }

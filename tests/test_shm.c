@@ -1048,11 +1048,12 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   relayResult_t res = relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL);
   const char* msg = relayGetLastError(c);
   if (variant == 1) {
-    T_CHECK(res == relaySuccess, "rank %d: one rank's own node count -> %s (%s)", rank, relayGetErrorString(res), msg);
+    T_CHECK(res == relaySuccess, "rank %d: one rank's own node count -> %s (%s)", rank, relayGetErrorString(res),
+            msg);
     for (int i = 0; i < LAZY_COUNT; i++)
       T_CHECK(blk[i] == rank * LAZY_COUNT + i, "rank %d: element %d = %d", rank, i, blk[i]);
-    T_CHECK(c->nNodes == 4 && c->nodeOf[3] == 0 && c->nodeOf[2] == 1, "rank %d: node map %d nodes, rank 3 on %d",
-            rank, c->nNodes, c->nodeOf[3]);
+    T_CHECK(c->nNodes == 4 && c->nodeOf[3] == 0 && c->nodeOf[2] == 1,
+            "rank %d: node map %d nodes, rank 3 on %d", rank, c->nNodes, c->nodeOf[3]);
     free(big);
     free(blk);
     relayCommDestroy(c);

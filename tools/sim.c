@@ -171,8 +171,8 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
         char* end;
         double v = strtod(optarg, &end);
         if (end == optarg || *end || !(v > 0) || !isfinite(v)) {
-          fprintf(stderr, "relaycc-sim: --%s '%s': want a number > 0\n", c == O_NETGBS ? "net-gbs" : "net-lat-us",
-                  optarg);
+          fprintf(stderr, "relaycc-sim: --%s '%s': want a number > 0\n",
+                  c == O_NETGBS ? "net-gbs" : "net-lat-us", optarg);
           return 1;
         }
         if (c == O_NETGBS) o->netGbs = v;
@@ -275,7 +275,8 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     return 1;
   }
   if ((o->netGbs || o->netLatUs) && (o->rooted || o->nodes < 2)) {
-    fprintf(stderr, "relaycc-sim: --net-gbs and --net-lat-us go with --nodes N >= 2 and a layout collective\n");
+    fprintf(stderr,
+            "relaycc-sim: --net-gbs and --net-lat-us go with --nodes N >= 2 and a layout collective\n");
     return 1;
   }
   if (sizes && haveRange) {
@@ -679,12 +680,13 @@ static int runNodes(const simOpts* o) {
       unsigned long long elems = o->sizes[si] / es;
       int blocks = relayCollSendsBlocks(coll);
       if (elems == 0 || o->sizes[si] % es || (blocks && elems % (unsigned long long)A)) {
-        printf("%10s | %10s %10s %9s | size not a multiple of the element size (times %d)\n", label, "N/A", "N/A",
-               "N/A", A);
+        printf("%10s | %10s %10s %9s | size not a multiple of the element size (times %d)\n", label, "N/A",
+               "N/A", "N/A", A);
         continue;
       }
       size_t count = (size_t)(blocks ? elems / (unsigned long long)A : elems);
-      double flat = topo->callS + topo->boundaryS + relaySimSubCollSeconds(topo, coll, ranks, A, (double)count * es);
+      double flat =
+          topo->callS + topo->boundaryS + relaySimSubCollSeconds(topo, coll, ranks, A, (double)count * es);
       double best = -1;
       int bestRoute = relayRouteDirect;
       const int routes[] = {relayRouteDirect, relayRouteRelay};
@@ -714,7 +716,8 @@ static int runNodes(const simOpts* o) {
         relayPlanFree(plan);
       }
       if (best < 0) {
-        printf("%10s | %10.3f %10s %9s | no plan: %s\n", label, flat * 1e3, "N/A", "N/A", relayGetLastError(NULL));
+        printf("%10s | %10.3f %10s %9s | no plan: %s\n", label, flat * 1e3, "N/A", "N/A",
+               relayGetLastError(NULL));
         failed = 1;
         continue;
       }

@@ -372,8 +372,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       /* A forced relay still takes the depth model's depth. */
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
-      int caps = relayNodesCaps(c, (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                                       (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0));
+      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+      caps = relayNodesCaps(c, caps);
       /* Ask the stream whether it is capturing only when the answer matters:
        * most keys route alike per call and in a graph, and one cached lookup
        * of both answers costs less than the CUDA query. */

@@ -54,7 +54,8 @@ static relayResult_t localRecord(struct relayComm* c, nodeRecord* rec) {
   if (id) {
     long long v;
     if (relayParseInt(id, 0, 1LL << 40, &v) != 0)
-      return relaySetError(c, relayInvalidArgument, "init (rank %d): RELAYCC_NODE_ID = \"%s\" must be an integer in [0, 2^40]",
+      return relaySetError(c, relayInvalidArgument,
+                           "init (rank %d): RELAYCC_NODE_ID = \"%s\" must be an integer in [0, 2^40]",
                            c->rank, id);
     rec->source = 2;
     rec->id = (uint64_t)v;
@@ -62,10 +63,11 @@ static relayResult_t localRecord(struct relayComm* c, nodeRecord* rec) {
   }
   if (nodes != 0) {
     if (nodes < 1 || nodes > c->nranks || c->nranks % nodes != 0)
-      return relaySetError(c, relayInvalidArgument,
-                           "init (rank %d): RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as "
-                           "that many nodes of equal size, node-major)",
-                           c->rank, nodes, c->nranks);
+      return relaySetError(
+          c, relayInvalidArgument,
+          "init (rank %d): RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as "
+          "that many nodes of equal size, node-major)",
+          c->rank, nodes, c->nranks);
     rec->source = 2;
     rec->id = (uint64_t)(c->rank / (c->nranks / nodes));
     return relaySuccess;
@@ -86,7 +88,8 @@ static relayResult_t nodesTopo(struct relayComm* c) {
   struct relayTopo* multi = NULL;
   int fits = relayNodesRegular(c->nodeOf, c->nranks, c->nNodes) && c->topo->nNodes <= 1 &&
              c->topo->nGPUs == c->localRanks;
-  if (fits && relayTopoMultiNode(c->topo, c->nNodes, c->localRanks, RELAY_TOPO_NET_GPU_BW, 0, &multi) != relaySuccess)
+  if (fits &&
+      relayTopoMultiNode(c->topo, c->nNodes, c->localRanks, RELAY_TOPO_NET_GPU_BW, 0, &multi) != relaySuccess)
     multi = NULL; /* a model the network cannot join (the cpu preset's shared bus): none */
   relayTopoFree(c->topo);
   c->topo = multi;
@@ -114,8 +117,8 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   }
   for (int q = 0; q < n && res == relaySuccess; q++)
     if (all[q].status != relaySuccess)
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d rejected its node id (%s)", c->rank, q,
-                          relayGetErrorString((relayResult_t)all[q].status));
+      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d rejected its node id (%s)", c->rank,
+                          q, relayGetErrorString((relayResult_t)all[q].status));
   if (res != relaySuccess) {
     free(all);
     free(nodeOf);

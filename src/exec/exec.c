@@ -61,8 +61,9 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
   size_t blk = sc->count * p->elemSize;
   int reduces = relayCollReduces(coll), blocks = relayCollSendsBlocks(coll);
   if (me < 0 || (reduces && n > PLAN_MAX_SRCS))
-    return relaySetError(comm, relayInternalError, "rank %d: step %d: sub-collective of %d members it cannot run",
-                         comm->rank, comm->curStep, n);
+    return relaySetError(comm, relayInternalError,
+                         "rank %d: step %d: sub-collective of %d members it cannot run", comm->rank,
+                         comm->curStep, n);
   char* in = NULL;
   if (reduces) {
     void* ptr = NULL;
@@ -92,7 +93,8 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
  * handle prepared for it; an average divides after a sum, since the divisor
  * is the whole group's size, not the members'. */
 static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* p, const planSubColl* sc,
-                                       const planOp* o, void* h, void* dst, const void* src, relayStream_t stream) {
+                                       const planOp* o, void* h, void* dst, const void* src,
+                                       relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
   RELAY_CHECK(comm->tp->native(comm, h, sc->coll, src, dst, sc->count, p->dtype, op, stream));
   if (!relayCollReduces((relayColl_t)sc->coll) || o->divisor <= 1) return relaySuccess;
@@ -113,7 +115,8 @@ static relayResult_t execSubCollPrepare(struct relayComm* comm, const relayPlan*
   if (!h) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
   for (uint32_t i = 0; i < p->nSubs; i++) {
     const planSubColl* sc = &p->subs[i];
-    relayResult_t res = comm->tp->nativePrepare(comm, 1, sc->nRanks, p->subRanks + sc->rankBase, stream, &h[i]);
+    relayResult_t res =
+        comm->tp->nativePrepare(comm, 1, sc->nRanks, p->subRanks + sc->rankBase, stream, &h[i]);
     if (res == relayNotSupported) {
       free(h);
       return relaySuccess;

@@ -126,20 +126,26 @@ static int checkSubColl(const relayPlan* p, int r, int s, const planOp* o, char*
     return fail(err, errlen, "rank %d step %d: sub-collective %d out of range", r, s, o->group);
   const planSubColl* sc = &p->subs[o->group];
   const planStep* st = planRankStep(p, r, s);
-  if ((unsigned)sc->coll >= RELAY_NUM_COLLS || sc->nRanks < 1 || sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
+  if ((unsigned)sc->coll >= RELAY_NUM_COLLS || sc->nRanks < 1 ||
+      sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
     return fail(err, errlen, "rank %d step %d: sub-collective %d is malformed", r, s, o->group);
   if (st->nOp != 1 || st->nSend || st->nRecv || o->lane || o->nsrc != 1)
-    return fail(err, errlen, "rank %d step %d: a sub-collective op must be alone in its step, on lane 0", r, s);
+    return fail(err, errlen, "rank %d step %d: a sub-collective op must be alone in its step, on lane 0", r,
+                s);
   int me = -1;
   for (int i = 0; i < sc->nRanks; i++) {
     int q = p->subRanks[sc->rankBase + (uint32_t)i];
-    if (q < 0 || q >= p->nranks) return fail(err, errlen, "step %d: sub-collective member %d out of range", s, q);
+    if (q < 0 || q >= p->nranks)
+      return fail(err, errlen, "step %d: sub-collective member %d out of range", s, q);
     if (q == r) {
-      if (me >= 0) return fail(err, errlen, "step %d: rank %d is listed twice in sub-collective %d", s, r, o->group);
+      if (me >= 0)
+        return fail(err, errlen, "step %d: rank %d is listed twice in sub-collective %d", s, r, o->group);
       me = i;
     }
   }
-  if (me < 0) return fail(err, errlen, "rank %d step %d: runs sub-collective %d without being a member", r, s, o->group);
+  if (me < 0)
+    return fail(err, errlen, "rank %d step %d: runs sub-collective %d without being a member", r, s,
+                o->group);
   if (checkRef(p, r, s, o->dst, planSubCollOut(sc), 1, "sub-collective destination", err, errlen) ||
       checkRef(p, r, s, p->srcs[o->srcBase], planSubCollIn(sc), 0, "sub-collective source", err, errlen))
     return 1;
@@ -153,7 +159,8 @@ static int checkSubColl(const relayPlan* p, int r, int s, const planOp* o, char*
       found += y->kind == PLAN_OP_SUBCOLL && y->group == o->group;
     }
     if (found != 1)
-      return fail(err, errlen, "step %d: rank %d's sub-collective %d has %d ops on member %d", s, r, o->group, found, q);
+      return fail(err, errlen, "step %d: rank %d's sub-collective %d has %d ops on member %d", s, r, o->group,
+                  found, q);
   }
   return 0;
 }

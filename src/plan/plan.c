@@ -78,7 +78,8 @@ int planKeyArraysEqual(const unsigned char* copy, const planKey* k) {
   int multi = k->nodeOf != NULL, had;
   if (!copy || memcmp(copy, k->ranks, nr) || memcmp(copy + nr, k->counts, nc)) return 0;
   memcpy(&had, copy + nr + nc, sizeof had);
-  return had == multi && (!multi || !memcmp(copy + nr + nc + sizeof had, k->nodeOf, (size_t)k->nranks * sizeof(int)));
+  return had == multi &&
+         (!multi || !memcmp(copy + nr + nc + sizeof had, k->nodeOf, (size_t)k->nranks * sizeof(int)));
 }
 
 int planKeyMultiNode(const planKey* k) {
@@ -358,9 +359,9 @@ void planSplice(planBuilder* b, const relayPlan* sub, const int* map, int stepBa
     for (int s = 0; s < sub->nSteps; s++) {
       const planStep* st = planRankStep(sub, i, s);
       int t = stepBase + s;
-#define SPLICE_REF(ref)                                                                   \
-  ((ref).buf == PLAN_BUF_SEND   ? planRefAdd(sendRef[i], (ref).off)                     \
-   : (ref).buf == PLAN_BUF_RECV ? planRefAdd(recvRef[i], (ref).off)                     \
+#define SPLICE_REF(ref)                                             \
+  ((ref).buf == PLAN_BUF_SEND   ? planRefAdd(sendRef[i], (ref).off) \
+   : (ref).buf == PLAN_BUF_RECV ? planRefAdd(recvRef[i], (ref).off) \
                                 : (ref))
       for (uint32_t k = 0; k < st->nSend; k++) {
         const planXfer* x = &sub->sends[st->sendBase + k];
@@ -438,8 +439,8 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   p->srcs = malloc(b->nSrcs * sizeof(planRef) + 1);
   p->subs = malloc(b->nSubs * sizeof(planSubColl) + 1);
   p->subRanks = malloc(b->nSubRanks * sizeof(int32_t) + 1);
-  if (!p->ranks || !p->counts || !p->rank || !p->steps || !p->sends || !p->recvs || !p->ops ||
-      !p->srcs || !p->subs || !p->subRanks) {
+  if (!p->ranks || !p->counts || !p->rank || !p->steps || !p->sends || !p->recvs || !p->ops || !p->srcs ||
+      !p->subs || !p->subRanks) {
     relayPlanFree(p);
     return NULL;
   }
@@ -572,8 +573,10 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
         const planOp* o = &p->ops[st->opBase + i];
         if (o->kind == PLAN_OP_SUBCOLL) {
           const planSubColl* sc = &p->subs[o->group];
-          fprintf(f, "    subcoll %s of %llu among", relayCollName((relayColl_t)sc->coll), (unsigned long long)sc->count);
-          for (int k = 0; k < sc->nRanks; k++) fprintf(f, "%s%d", k ? "," : " ", p->subRanks[sc->rankBase + (uint32_t)k]);
+          fprintf(f, "    subcoll %s of %llu among", relayCollName((relayColl_t)sc->coll),
+                  (unsigned long long)sc->count);
+          for (int k = 0; k < sc->nRanks; k++)
+            fprintf(f, "%s%d", k ? "," : " ", p->subRanks[sc->rankBase + (uint32_t)k]);
           fprintf(f, ": ");
           printRef(f, o->dst);
           fprintf(f, "] <- ");

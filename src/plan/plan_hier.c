@@ -198,7 +198,8 @@ static int legsSplice(hierCtx* h, hierLeg* legs) {
     if (base < 0) base = t;
   }
   for (int v = 0; v < h->nNodes && steps; v++)
-    if (legs[v].plan) planSplice(h->b, legs[v].plan, h->nodeList + h->nodeStart[v], base, legs[v].sendRef, legs[v].recvRef);
+    if (legs[v].plan)
+      planSplice(h->b, legs[v].plan, h->nodeList + h->nodeStart[v], base, legs[v].sendRef, legs[v].recvRef);
   return steps;
 }
 
@@ -235,8 +236,8 @@ static relayResult_t phaseInside(hierCtx* h) {
 /* A node leg of the spanning groups with m actives per node: on each node,
  * the collective among each such group's m locals there, count countOf(g),
  * each local's SEND and RECV at the given slots' offset 0. */
-static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uint64_t* countOf, planRef sendRef,
-                                  planRef recvRef, const uint64_t* tailAt) {
+static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uint64_t* countOf,
+                                  planRef sendRef, planRef recvRef, const uint64_t* tailAt) {
   const planKey* k = h->k;
   hierLeg* legs = calloc((size_t)h->nNodes, sizeof *legs);
   int* lr = malloc((size_t)k->nGroups * (size_t)m * sizeof(int));
@@ -306,11 +307,13 @@ enum { ORDER_GROUP, ORDER_RAIL, ORDER_NODE };
 
 static uint64_t blockOf(const hierCtx* h, int g, int order, int kk, int l) {
   int m = h->perNode[g], S = h->span[g];
-  return order == ORDER_GROUP ? (uint64_t)h->idx[g][kk * m + l] : order == ORDER_RAIL ? (uint64_t)(l * S + kk)
-                                                                                    : (uint64_t)(kk * m + l);
+  return order == ORDER_GROUP  ? (uint64_t)h->idx[g][kk * m + l]
+         : order == ORDER_RAIL ? (uint64_t)(l * S + kk)
+                               : (uint64_t)(kk * m + l);
 }
 
-static void phaseReorder(hierCtx* h, int m, const uint64_t* blkOf, planRef src, int from, planRef dst, int to) {
+static void phaseReorder(hierCtx* h, int m, const uint64_t* blkOf, planRef src, int from, planRef dst,
+                         int to) {
   const planKey* k = h->k;
   int step = planAddStep(h->b);
   for (int g = 0; g < k->nGroups; g++) {
@@ -353,10 +356,18 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
     uint64_t C = k->counts[g], S = (uint64_t)h->span[g];
     if (h->kind[g] != 1 || h->perNode[g] != m) continue;
     switch (k->coll) {
-      case RELAY_COLL_ALLREDUCE: c1[g] = C / (uint64_t)m; break;                     /* shard */
-      case RELAY_COLL_ALLGATHER: c1[g] = C, c2[g] = S * C, c3[g] = C; break;         /* rail, node, block */
-      case RELAY_COLL_REDUCESCATTER: c1[g] = C, c2[g] = S * C, c3[g] = C; break;     /* block, node, rail */
-      default: c1[g] = C, c2[g] = S * C, c3[g] = (uint64_t)m * C; break;             /* block, node, rail */
+      case RELAY_COLL_ALLREDUCE:
+        c1[g] = C / (uint64_t)m;
+        break; /* shard */
+      case RELAY_COLL_ALLGATHER:
+        c1[g] = C, c2[g] = S * C, c3[g] = C;
+        break; /* rail, node, block */
+      case RELAY_COLL_REDUCESCATTER:
+        c1[g] = C, c2[g] = S * C, c3[g] = C;
+        break; /* block, node, rail */
+      default:
+        c1[g] = C, c2[g] = S * C, c3[g] = (uint64_t)m * C;
+        break; /* block, node, rail */
     }
   }
   switch (k->coll) {
@@ -383,8 +394,8 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
         for (int g = 0; g < G; g++)
           if (c2[g])
             for (int i = 0; i < k->nActive; i++)
-              planCopy(h->b, planActiveRank(k, g, i), step, planRecvRef(k->counts[g] - c2[g]), planRefAdd(sb, c1[g]),
-                       c2[g]);
+              planCopy(h->b, planActiveRank(k, g, i), step, planRecvRef(k->counts[g] - c2[g]),
+                       planRefAdd(sb, c1[g]), c2[g]);
       }
       break;
     }
@@ -396,8 +407,10 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       for (int g = 0; g < G; g++) c1[g] = c3[g];
       res = phaseRails(h, m, RELAY_COLL_ALLGATHER, c3, planSendRef(0), sa);
       if (res == relaySuccess) {
-        if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c2, sa, sb, NULL);
-        else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
+        if (m > 1)
+          res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c2, sa, sb, NULL);
+        else
+          phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       }
       if (res == relaySuccess) phaseReorder(h, m, c3, sb, ORDER_RAIL, planRecvRef(0), ORDER_GROUP);
       break;
@@ -407,8 +420,10 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c2);
       phaseReorder(h, m, c3, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c2, sa, sb, NULL);
-      else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
+      if (m > 1)
+        res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c2, sa, sb, NULL);
+      else
+        phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_REDUCESCATTER, c3, sb, planRecvRef(0));
       break;
     default: {
@@ -427,8 +442,10 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c1);
       phaseReorder(h, m, blk, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1) res = phaseNodeLeg(h, m, RELAY_COLL_ALLTOALL, c2, sa, sb, NULL);
-      else phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
+      if (m > 1)
+        res = phaseNodeLeg(h, m, RELAY_COLL_ALLTOALL, c2, sa, sb, NULL);
+      else
+        phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) {
         phaseReorder(h, m, blk, sb, ORDER_RAIL, sa, ORDER_NODE);
         res = phaseRails(h, m, RELAY_COLL_ALLTOALL, c3, sa, sb);
@@ -451,7 +468,8 @@ static relayResult_t phaseIrregular(hierCtx* h) {
   int step = -1;
   for (int g = 0; g < k->nGroups; g++) {
     if (h->kind[g] != 2 || k->counts[g] == 0) continue;
-    if (relayCollReduces(k->coll) && k->nActive > PLAN_MAX_SRCS) return relayNotSupported; /* one reduce of A */
+    if (relayCollReduces(k->coll) && k->nActive > PLAN_MAX_SRCS)
+      return relayNotSupported; /* one reduce of A */
     if (step < 0) step = planAddStep(h->b);
     int sc = planSubCollNew(h->b, k->coll, k->ranks + g * k->nActive, k->nActive, k->counts[g]);
     if (sc < 0) return relaySystemError;

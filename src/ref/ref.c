@@ -89,14 +89,15 @@ static int refSubCollSnapshot(const relayPlan* p, int s, const refRank* rr, char
 
 /* Rank r's part of a sub-collective, from the members' snapshots: the
  * serial definition of the four layout collectives among the members. */
-static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps, char* err,
-                      size_t errlen) {
+static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps,
+                      char* err, size_t errlen) {
   const planSubColl* sc = &p->subs[o->group];
   int n = sc->nRanks, me = -1;
   const int32_t* members = p->subRanks + sc->rankBase;
   for (int i = 0; i < n; i++) {
     if (!snaps[members[i]]) {
-      snprintf(err, errlen, "rank %d: sub-collective with rank %d, which has none in that step", r, members[i]);
+      snprintf(err, errlen, "rank %d: sub-collective with rank %d, which has none in that step", r,
+               members[i]);
       return 1;
     }
     if (members[i] == r) me = i;
@@ -111,7 +112,8 @@ static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank*
   }
   const void* srcs[PLAN_MAX_SRCS];
   if (n > PLAN_MAX_SRCS) {
-    snprintf(err, errlen, "rank %d: a sub-collective of %d members reduces more than %d inputs", r, n, PLAN_MAX_SRCS);
+    snprintf(err, errlen, "rank %d: a sub-collective of %d members reduces more than %d inputs", r, n,
+             PLAN_MAX_SRCS);
     return 1;
   }
   for (int i = 0; i < n; i++) srcs[i] = snaps[members[i]] + off;

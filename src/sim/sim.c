@@ -440,8 +440,10 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   return S->topo->launchS + push + local;
 }
 
-double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const int* members, int n, double blkBytes) {
-  if (n <= 1) return t->launchS + (relayCollGathers(coll) || relayCollReduces(coll) ? 2 * blkBytes / t->memBw : 0);
+double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const int* members, int n,
+                              double blkBytes) {
+  if (n <= 1)
+    return t->launchS + (relayCollGathers(coll) || relayCollReduces(coll) ? 2 * blkBytes / t->memBw : 0);
   /* Nodes spanned and the most members on one node. */
   int nodes = 0, perNode = 0;
   for (int i = 0; i < n; i++) {
@@ -458,9 +460,21 @@ double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const
   double edge, netOut;
   int steps;
   switch (coll) {
-    case RELAY_COLL_ALLREDUCE: edge = 2.0 * (n - 1) / n * blkBytes; steps = 2 * (n - 1); netOut = edge; break;
-    case RELAY_COLL_ALLTOALL: edge = blkBytes; steps = 1; netOut = (double)perNode * (n - perNode) * blkBytes; break;
-    default: edge = (double)(n - 1) * blkBytes; steps = n - 1; netOut = edge; break;
+    case RELAY_COLL_ALLREDUCE:
+      edge = 2.0 * (n - 1) / n * blkBytes;
+      steps = 2 * (n - 1);
+      netOut = edge;
+      break;
+    case RELAY_COLL_ALLTOALL:
+      edge = blkBytes;
+      steps = 1;
+      netOut = (double)perNode * (n - perNode) * blkBytes;
+      break;
+    default:
+      edge = (double)(n - 1) * blkBytes;
+      steps = n - 1;
+      netOut = edge;
+      break;
   }
   /* Inside a node: the slowest consecutive pair of the ring. */
   double intra = INFINITY;
