@@ -108,20 +108,6 @@ size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t 
   return bad;
 }
 
-relayResult_t tc_run_coll(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                          relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
-  switch (coll) {
-    case RELAY_COLL_ALLGATHER:
-      return relayAllGather(s, r, counts, dt, L, comm, NULL);
-    case RELAY_COLL_REDUCESCATTER:
-      return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
-    case RELAY_COLL_ALLREDUCE:
-      return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
-    default:
-      return relayAllToAll(s, r, counts, dt, L, comm, NULL);
-  }
-}
-
 size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
                    const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
   relayLayout_t L = {G, A, ranks};
@@ -168,7 +154,7 @@ size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, c
     }
     tc_expected(coll, dt, op, A, me, c, want);
   }
-  relayResult_t res = tc_run_coll(coll, sendp, recvp, counts, dt, op, &L, comm);
+  relayResult_t res = tc_run(coll, sendp, recvp, counts, dt, op, &L, comm);
   T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res),
           relayGetLastError(comm));
   size_t bad = 0, first = 0;
@@ -212,4 +198,20 @@ relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs
   relayComm_t c = NULL;
   T_OK(relayCommInitShm(&c, nranks, rank, job, &cfg));
   return c;
+}
+
+relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                     relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
+  switch (coll) {
+    case RELAY_COLL_ALLGATHER: return relayAllGather(s, r, counts, dt, L, comm, NULL);
+    case RELAY_COLL_REDUCESCATTER: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
+    case RELAY_COLL_ALLREDUCE: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
+    default: return relayAllToAll(s, r, counts, dt, L, comm, NULL);
+  }
+}
+
+relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                            int root, const int* set, int n, relayComm_t comm) {
+  return coll == RELAY_COLL_SCATTER ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
+                                    : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
 }

@@ -22,15 +22,18 @@ size_t tc_recv_elems(relayColl_t coll, int A, size_t count);
 /* Number of elements of got that differ from want (floats within tolerance). */
 size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t n, size_t* firstBad);
 double tc_as_double(relayDataType_t dt, const void* p, size_t i);
+/* One call of a layout collective (op ignored where it does not reduce) or
+ * of a rooted one (set, n, root), on the shm transport (stream NULL). */
+relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                     relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
+relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                            int root, const int* set, int n, relayComm_t comm);
 
 #define TC_POISON 0xCD   /* active outputs before every call */
 #define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
 /* A check-mode shm comm of this launch forcing route `route` (a relayParseRoute
  * name), on a job name of its own (the launch's, suffixed with the route). */
 relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs);
-/* The layout collective coll through the public API. */
-relayResult_t tc_run_coll(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                          relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
 /* One call of coll on layout (G groups of A, ranks) on every rank, inputs
  * from tc_fill_input, outputs poisoned, helpers' buffers sentinel-filled;
  * fails the rank on an error result; returns the number of wrong elements

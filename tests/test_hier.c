@@ -250,8 +250,8 @@ static int caseRouter(void) {
     k.op = relaySum;
     k.nodeOf = nodeOf;
     int route = -1, depth = 0, again = -1, d2 = 0;
-    relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &route, &depth);
-    relayRouteChoose(&k, t, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &again, &d2);
+    relayRouteChoose(&k, t, RELAY_TP_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &route, &depth);
+    relayRouteChoose(&k, t, RELAY_TP_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, &again, &d2);
     printf("%s of %zu on 2 nodes: %s depth %d\n", relayCollName(k.coll), cases[i].count,
            relayRouteName(route), depth);
     T_CHECK((route == relayRouteNative) == cases[i].wantNative, "%s of %zu: route %s", relayCollName(k.coll),

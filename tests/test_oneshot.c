@@ -119,7 +119,7 @@ static int casePlan(void) {
         relayPlanFree(p);
       }
   /* Not served: rooted collectives, fused layouts, sizes above the slot. */
-  size_t c2[2] = {16, 16}, big = relayOneShotMaxBytes() / 4 + 1;
+  size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
   planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0, NULL};
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");

@@ -7,16 +7,17 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/params.h"
 #include "route/route.h"
 #include "topo/topo.h"
+#include "transport/transport.h"
 
 /* One rank's contribution to the init exchange (the transport's agree takes
- * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID;
- * an override and a host hash never compare equal, so a test that names
- * nodes on some ranks only still gets a consistent map. */
+ * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID
+ * or RELAYCC_SHM_NODES; an override and a host hash never compare equal, so
+ * a test that names nodes on some ranks only still gets a consistent map. */
 typedef struct {
-  int32_t status;
-  int32_t source;
+  int32_t source, pad;
   uint64_t id;
 } nodeRecord;
 
@@ -45,36 +46,24 @@ int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
   return 1;
 }
 
-/* This rank's record: RELAYCC_NODE_ID, else the shm hook RELAYCC_SHM_NODES,
- * else the host. The one place these variables are read. */
-static relayResult_t localRecord(struct relayComm* c, nodeRecord* rec) {
+/* This rank's record: RELAYCC_NODE_ID (its own), else the test hook
+ * RELAYCC_SHM_NODES (the agreed value, checked at init to divide nranks),
+ * else the host. Both rows were resolved and validated by the parameter
+ * table (an invalid value failed init on every rank before this). */
+static void localRecord(const struct relayComm* c, nodeRecord* rec) {
   memset(rec, 0, sizeof *rec);
-  const char* id = relayEnvStr("RELAYCC_NODE_ID", NULL);
-  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 0);
-  if (id) {
-    long long v;
-    if (relayParseInt(id, 0, 1LL << 40, &v) != 0)
-      return relaySetError(c, relayInvalidArgument,
-                           "init (rank %d): RELAYCC_NODE_ID = \"%s\" must be an integer in [0, 2^40]",
-                           c->rank, id);
+  long long id = relayParamInt(c, RELAY_P_NODE_ID);
+  long long nodes = relayParamInt(c, RELAY_P_SHM_NODES);
+  if (id >= 0) {
     rec->source = 2;
-    rec->id = (uint64_t)v;
-    return relaySuccess;
-  }
-  if (nodes != 0) {
-    if (nodes < 1 || nodes > c->nranks || c->nranks % nodes != 0)
-      return relaySetError(
-          c, relayInvalidArgument,
-          "init (rank %d): RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as "
-          "that many nodes of equal size, node-major)",
-          c->rank, nodes, c->nranks);
+    rec->id = (uint64_t)id;
+  } else if (nodes > 1) {
     rec->source = 2;
     rec->id = (uint64_t)(c->rank / (c->nranks / nodes));
-    return relaySuccess;
+  } else {
+    rec->source = 1;
+    rec->id = hostIdentity();
   }
-  rec->source = 1;
-  rec->id = hostIdentity();
-  return relaySuccess;
 }
 
 /* The route model is one node's (the agreed comm->topo): on several nodes it
@@ -99,10 +88,7 @@ static relayResult_t nodesTopo(struct relayComm* c) {
 relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   int n = c->nranks;
   nodeRecord mine;
-  relayResult_t local = localRecord(c, &mine);
-  mine.status = (int32_t)local;
-  char saved[sizeof c->lastError];
-  memcpy(saved, c->lastError, sizeof saved);
+  localRecord(c, &mine);
   nodeRecord* all = calloc((size_t)n, sizeof *all);
   int* nodeOf = calloc((size_t)n, sizeof *nodeOf);
   if (!all || !nodeOf) {
@@ -111,14 +97,6 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
     return relaySetError(c, relaySystemError, "init (rank %d): out of memory for the node map", c->rank);
   }
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  if (res == relaySuccess && local != relaySuccess) {
-    memcpy(c->lastError, saved, sizeof saved); /* its own message names the variable */
-    res = local;
-  }
-  for (int q = 0; q < n && res == relaySuccess; q++)
-    if (all[q].status != relaySuccess)
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d rejected its node id (%s)", c->rank,
-                          q, relayGetErrorString((relayResult_t)all[q].status));
   if (res != relaySuccess) {
     free(all);
     free(nodeOf);
@@ -143,7 +121,7 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   }
   free(all);
   relayResult_t tr = nodesTopo(c);
-  if (relayEnvLong("RELAYCC_DEBUG", 0))
+  if (relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d; route model: %s\n", c->rank,
             nodeOf[c->rank], nNodes, c->localRank, c->localRanks, c->topo ? c->topo->name : "none");
   return tr;
@@ -156,5 +134,5 @@ int relayNodesRoute(const struct relayComm* c, int route) {
 }
 
 int relayNodesCaps(const struct relayComm* c, int caps) {
-  return c->nNodes > 1 ? caps & ~RELAY_ROUTE_CAP_ONESHOT : caps;
+  return c->nNodes > 1 ? caps & ~RELAY_TP_CAP_ONESHOT : caps;
 }

@@ -10,18 +10,20 @@ extern "C" {
 
 struct relayComm;
 
-/* COLLECTIVE at init, after the transport attached (it uses the transport's
- * agree): every rank contributes its host identity -- a hash of its hostname
- * and /proc/sys/kernel/random/boot_id, or RELAYCC_NODE_ID when set (a test
- * splits one host into nodes with it; the shm test hook RELAYCC_SHM_NODES=N
- * is the same thing spelled for all ranks at once: rank r gets node id
- * r / (nranks / N)) -- and every rank numbers the distinct identities in
- * order of their lowest rank, so node 0 holds rank 0 and all ranks hold the
- * same map. Sets comm->nodeOf[nranks], comm->nNodes, comm->localRank and
- * comm->localRanks (ranks on this rank's node). A bad setting fails every
- * rank, naming the variable and the rank. Runs after the topology was
- * agreed (relayCommAgreeTopo): on several nodes it makes the one-node model
- * a model of the comm's nodes, or drops it (nodes.c, nodesTopo). */
+/* COLLECTIVE at init, in relayInitFinish (core/init.c) after the topology
+ * was agreed, for every transport (it uses the transport's agree): every
+ * rank contributes its host identity -- a hash of its hostname and
+ * /proc/sys/kernel/random/boot_id, or the parameter RELAYCC_NODE_ID when set
+ * (a test splits one host into nodes with it; the test hook
+ * RELAYCC_SHM_NODES=N is the same thing spelled for all ranks at once: rank
+ * r gets node id r / (nranks / N)) -- and every rank numbers the distinct
+ * identities in order of their lowest rank, so node 0 holds rank 0 and all
+ * ranks hold the same map. Sets comm->nodeOf[nranks], comm->nNodes,
+ * comm->localRank and comm->localRanks (ranks on this rank's node). Both
+ * settings are rows of the parameter table, validated there (a bad value
+ * fails every rank before this runs). On several nodes it makes the
+ * one-node model a model of the comm's nodes, or drops it (nodes.c,
+ * nodesTopo). */
 relayResult_t relayCommDiscoverNodes(struct relayComm* comm);
 
 /* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node

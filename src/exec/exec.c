@@ -5,7 +5,6 @@
 
 #include "common.h"
 #include "core/comm.h"
-#include "p2p/p2p.h"
 
 typedef struct {
   char* send;
@@ -23,7 +22,7 @@ _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank 
 
 static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
                                  relayStream_t stream) {
-  if (!comm->tp->oneshot || p->nActive > RELAY_TP_ONESHOT_MAX)
+  if (!(comm->tp->caps & RELAY_TP_CAP_ONESHOT) || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no one-shot op", comm->rank,
                          comm->curStep, comm->tp->name);
   relayOneShotDesc d;
@@ -31,8 +30,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d.dst = resolve(b, o->dst);
   d.src = resolve(b, p->srcs[o->srcBase]);
   d.count = o->count;
-  d.srcStride = relayCollSendsBlocks(p->coll) ? o->count : 0;
-  d.gather = relayCollGathers(p->coll);
+  d.srcStride = o->srcStride;
+  d.gather = o->gather;
   d.dtype = p->dtype;
   d.op = p->op;
   d.divisor = o->divisor;
@@ -52,7 +51,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
  * block j to member j) in one group, then the reducing collectives reduce
  * the n inputs in member order, as the reference executor does. */
 static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* p, const planSubColl* sc,
-                                       const planOp* o, void* dst, const void* src, relayStream_t stream) {
+                                       const planOp* o, int p2pOp, void* dst, const void* src,
+                                       relayStream_t stream) {
   int n = sc->nRanks, me = -1;
   const int32_t* members = p->subRanks + sc->rankBase;
   for (int i = 0; i < n; i++)
@@ -81,7 +81,7 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
     recvs[j].ptr = (reduces ? in : (char*)dst) + (size_t)j * blk;
     recvs[j].bytes = blk;
   }
-  relayResult_t res = comm->tp->group(comm, sends, n, recvs, n, stream);
+  relayResult_t res = comm->tp->group(comm, sends, n, recvs, n, p2pOp, stream);
   free(sends);
   if (res != relaySuccess || !reduces) return res;
   const void* srcs[PLAN_MAX_SRCS];
@@ -96,7 +96,7 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
                                        const planOp* o, void* h, void* dst, const void* src,
                                        relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
-  RELAY_CHECK(comm->tp->native(comm, h, sc->coll, src, dst, sc->count, p->dtype, op, stream));
+  RELAY_CHECK(comm->tp->native(comm, h, (relayColl_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
   if (!relayCollReduces((relayColl_t)sc->coll) || o->divisor <= 1) return relaySuccess;
   const void* one[1] = {dst};
   return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);
@@ -110,7 +110,7 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
 static relayResult_t execSubCollPrepare(struct relayComm* comm, const relayPlan* p, relayStream_t stream,
                                         void*** handles) {
   *handles = NULL;
-  if (!p->nSubs || !comm->tp->nativePrepare || !comm->tp->native) return relaySuccess;
+  if (!p->nSubs || !(comm->tp->caps & RELAY_TP_CAP_NATIVE)) return relaySuccess;
   void** h = calloc(p->nSubs, sizeof *h);
   if (!h) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
   for (uint32_t i = 0; i < p->nSubs; i++) {
@@ -128,17 +128,6 @@ static relayResult_t execSubCollPrepare(struct relayComm* comm, const relayPlan*
   }
   *handles = h;
   return relaySuccess;
-}
-
-/* The P2P operation a plan's groups belong to: only scatter has a part rule
- * of its own (src/p2p), but a transport may tell them all apart. */
-static int execP2pOp(relayColl_t coll) {
-  switch (coll) {
-    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
-    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
-    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
-    default: return P2P_OP_SENDRECV;
-  }
 }
 
 /* A failure before this rank moved anything: peers are (or soon will be)
@@ -189,9 +178,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
         rd[i].ptr = resolve(&b, x->ref);
         rd[i].bytes = x->count * p->elemSize;
       }
-      comm->curP2pOp = execP2pOp(p->coll);
-      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, stream);
-      comm->curP2pOp = P2P_OP_SENDRECV;
+      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, (int)st->p2pOp, stream);
       if (res != relaySuccess) break;
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {
@@ -203,7 +190,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
         void* dst = resolve(&b, o->dst);
         const void* src = resolve(&b, p->srcs[o->srcBase]);
         res = subHandles ? execSubCollNative(comm, p, sc, o, subHandles[o->group], dst, src, stream)
-                         : execSubCollDirect(comm, p, sc, o, dst, src, stream);
+                         : execSubCollDirect(comm, p, sc, o, (int)st->p2pOp, dst, src, stream);
       } else if (o->kind == PLAN_OP_COPY) {
         void* dst = resolve(&b, o->dst);
         const void* src = resolve(&b, p->srcs[o->srcBase]);

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "common.h"
+#include "p2p/p2p.h"
 
 static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
                                                             "alltoall",  "scatter",       "gather"};
@@ -130,31 +131,68 @@ struct planBuilder {
   size_t nSubs, capSubs;
   int32_t* subRanks;
   size_t nSubRanks, capSubRanks;
+  int p2pOp; /* every step's (planStep.p2pOp), spliced and sub-collective steps too */
   int oom;
 };
+
+/* The P2P operation of a collective's transfers: only scatter has a part
+ * rule of its own (src/p2p), but a transport may tell them all apart (shm
+ * checks both ends agree). */
+static int planP2pOpOf(relayColl_t coll) {
+  switch (coll) {
+    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
+    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
+    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    default: return P2P_OP_SENDRECV;
+  }
+}
 
 /* Rooted collectives: member i of the set has counts[i] elements (recv of a
  * scatter, send of a gather); the root holds all blocks back to back in set
  * order (send of a scatter, recv of a gather). The root counts as active in
  * group 0 even outside the set, since it names caller buffers. */
-static void planRootedExtents(const planKey* k, planRank* rank) {
+static void planRootedRank(const planKey* k, uint64_t total, int r, planRank* pr) {
+  int scatter = k->coll == RELAY_COLL_SCATTER;
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  if (pr->activeGroup >= 0) {
+    uint64_t c = k->counts[pr->activeIndex];
+    if (scatter) pr->recvElems = c;
+    else pr->sendElems = c;
+  }
+  if (r == k->root) {
+    pr->activeGroup = 0;
+    if (scatter) pr->sendElems = total;
+    else pr->recvElems = total;
+  }
+}
+
+static uint64_t planRootedTotal(const planKey* k) {
   uint64_t total = 0;
   for (int i = 0; i < k->nActive; i++) total += k->counts[i];
-  int scatter = k->coll == RELAY_COLL_SCATTER;
-  for (int r = 0; r < k->nranks; r++) {
-    planRank* pr = &rank[r];
-    pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
-    if (pr->activeGroup >= 0) {
-      uint64_t c = k->counts[pr->activeIndex];
-      if (scatter) pr->recvElems = c;
-      else pr->sendElems = c;
-    }
-    if (r == k->root) {
-      pr->activeGroup = 0;
-      if (scatter) pr->sendElems = total;
-      else pr->recvElems = total;
-    }
+  return total;
+}
+
+/* Layout collectives: the buffer contracts of include/relaycc.h. */
+static void planLayoutRank(const planKey* k, int r, planRank* pr) {
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  int g = pr->activeGroup;
+  if (g < 0) return;
+  uint64_t c = k->counts[g], A = (uint64_t)k->nActive;
+  switch (k->coll) {
+    case RELAY_COLL_ALLGATHER: pr->sendElems = c; pr->recvElems = A * c; break;
+    case RELAY_COLL_REDUCESCATTER: pr->sendElems = A * c; pr->recvElems = c; break;
+    case RELAY_COLL_ALLREDUCE: pr->sendElems = c; pr->recvElems = c; break;
+    default: pr->sendElems = A * c; pr->recvElems = A * c; break;
   }
+}
+
+void planCallerExtents(const planKey* k, int r, uint64_t* sendElems, uint64_t* recvElems) {
+  planRank pr;
+  memset(&pr, 0, sizeof pr);
+  if (relayCollRooted(k->coll)) planRootedRank(k, planRootedTotal(k), r, &pr);
+  else planLayoutRank(k, r, &pr);
+  *sendElems = pr.sendElems;
+  *recvElems = pr.recvElems;
 }
 
 planBuilder* planBuilderNew(const planKey* key) {
@@ -182,22 +220,11 @@ planBuilder* planBuilderNew(const planKey* key) {
     memcpy(b->nodesCopy, key->nodeOf, (size_t)key->nranks * sizeof(int));
     b->key.nodeOf = b->nodesCopy;
   }
-  if (relayCollRooted(key->coll)) {
-    planRootedExtents(&b->key, b->rank);
-    return b;
-  }
+  b->p2pOp = planP2pOpOf(key->coll);
+  uint64_t total = relayCollRooted(key->coll) ? planRootedTotal(&b->key) : 0;
   for (int r = 0; r < key->nranks; r++) {
-    b->rank[r].activeGroup = planActiveGroupOf(key, r, &b->rank[r].activeIndex);
-    int g = b->rank[r].activeGroup;
-    if (g >= 0) {
-      uint64_t c = key->counts[g], A = (uint64_t)key->nActive;
-      switch (key->coll) {
-        case RELAY_COLL_ALLGATHER: b->rank[r].sendElems = c; b->rank[r].recvElems = A * c; break;
-        case RELAY_COLL_REDUCESCATTER: b->rank[r].sendElems = A * c; b->rank[r].recvElems = c; break;
-        case RELAY_COLL_ALLREDUCE: b->rank[r].sendElems = c; b->rank[r].recvElems = c; break;
-        default: b->rank[r].sendElems = A * c; b->rank[r].recvElems = A * c; break;
-      }
-    }
+    if (relayCollRooted(key->coll)) planRootedRank(&b->key, total, r, &b->rank[r]);
+    else planLayoutRank(&b->key, r, &b->rank[r]);
   }
   return b;
 }
@@ -304,7 +331,11 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
                  int divisor) {
   size_t before = b->nItems;
   addOp(b, PLAN_OP_ONESHOT, rank, step, dst, &src, 1, count, divisor);
-  if (b->nItems > before) b->items[b->nItems - 1].op.group = group;
+  if (b->nItems == before) return;
+  planOp* op = &b->items[b->nItems - 1].op;
+  op->group = group;
+  op->srcStride = relayCollSendsBlocks(b->key.coll) ? count : 0;
+  op->gather = (uint8_t)relayCollGathers(b->key.coll);
 }
 
 /* Grows *arr (elements of size es) to hold `need`; 1 when out of memory. */
@@ -476,6 +507,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
     }
   }
   for (size_t i = 0; i < (size_t)k->nranks * (size_t)p->nSteps; i++) {
+    p->steps[i].p2pOp = (uint32_t)b->p2pOp;
     uint32_t x = p->steps[i].nSend + p->steps[i].nRecv;
     if (x > p->maxXfersPerStep) p->maxXfersPerStep = x;
   }

@@ -28,46 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The layout collectives come first: RELAY_NUM_COLLS counts them, and code
- * that runs "every collective" on a layout loops up to it. The rooted
- * collectives follow; their key is one group (the rank set, any size >= 1,
- * root in it or not) with a count per rank of the set, plus `root`. */
-typedef enum {
-  RELAY_COLL_ALLGATHER = 0,
-  RELAY_COLL_REDUCESCATTER = 1,
-  RELAY_COLL_ALLREDUCE = 2,
-  RELAY_COLL_ALLTOALL = 3,
-  RELAY_NUM_COLLS = 4,
-  RELAY_COLL_SCATTER = 4,
-  RELAY_COLL_GATHER = 5,
-  RELAY_NUM_COLLS_ALL = 6
-} relayColl_t;
-
-static inline int relayCollRooted(relayColl_t coll) {
-  return coll == RELAY_COLL_SCATTER || coll == RELAY_COLL_GATHER;
-}
-/* All-reduce and reduce-scatter: contributions are combined with an op. */
-static inline int relayCollReduces(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER;
-}
-/* Reduce-scatter and all-to-all: the send buffer holds A blocks, block j for active j. */
-static inline int relayCollSendsBlocks(relayColl_t coll) {
-  return coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
-}
-/* All-gather and all-to-all: the output holds A blocks, block j from active j. */
-static inline int relayCollGathers(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
-}
-
-const char* relayCollName(relayColl_t coll);            /* any of the six */
-int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
-int relayParseCollAll(const char* s, relayColl_t* out); /* any of the six; 0 on success */
 
 enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
 #define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
@@ -129,8 +95,8 @@ static inline uint64_t planSubCollOut(const planSubColl* sc) {
  * the seed's gate, the last power of two where its kernel beat NCCL's
  * (crossover measured between 1 and 2.25 MiB on MI350X). */
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
-/* The slot size gate (RELAYCC_ONESHOT_MAX_BYTES, read once per process). */
-size_t relayOneShotMaxBytes(void);
+/* The largest gate (the range of RELAYCC_ONESHOT_MAX_BYTES): 1 GiB slots. */
+#define RELAY_ONESHOT_GATE_MAX (1u << 30)
 
 typedef struct {
   uint8_t kind;    /* PLAN_OP_* */
@@ -141,12 +107,25 @@ typedef struct {
   uint32_t srcBase; /* index into plan->srcs */
   int32_t group;    /* PLAN_OP_ONESHOT: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
   uint64_t count;   /* elements, > 0 */
+  /* PLAN_OP_ONESHOT only (0 otherwise), set by the builder from the key so
+   * that the executor, the reference, the simulator and the checker read
+   * them instead of re-deriving them from the collective: active j's
+   * contribution to active i starts at j's SEND + i * srcStride elements (0:
+   * all-reduce, all-gather; count: reduce-scatter, all-to-all), and gather
+   * set (all-gather, all-to-all) places contribution j at RECV + j * count
+   * instead of reducing. */
+  uint64_t srcStride;
+  uint8_t gather;
 } planOp;
 
 typedef struct {
   uint32_t sendBase, nSend;
   uint32_t recvBase, nRecv;
   uint32_t opBase, nOp;
+  /* The P2P operation (a p2pOp of src/p2p) of the step's transfers, which
+   * the executor passes to the transport's group and the simulator splits
+   * by: alike on every rank of a step (the checker holds us to it). */
+  uint32_t p2pOp;
 } planStep;
 
 typedef struct {
@@ -181,6 +160,16 @@ typedef struct {
 
 /* 1 when key's comm spans nodes (its layout collectives go to plan_hier.c). */
 int planKeyMultiNode(const planKey* k);
+
+/* The one-shot gate (RELAYCC_ONESHOT_MAX_BYTES, the comm's agreed value;
+ * tools and tests without a comm pass the default). The builder checks the
+ * physical rule (what one source stages per destination, count * elemSize,
+ * fits the slot: relayOneShotSlotFits); the router prices the one-shot only
+ * within the gate on the per-rank input (relayOneShotFits, stricter for
+ * reduce-scatter and all-to-all), and core passes RELAY_ROUTE_CAP_ONESHOT
+ * only for calls that fit, so a plan stays a pure function of its key. */
+int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
+int relayOneShotFits(const planKey* k, uint64_t gateBytes);
 
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
@@ -236,7 +225,8 @@ void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_
 void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count);
 void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
                 uint64_t count, int divisor);
-/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment). */
+/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment);
+ * its srcStride and gather follow from the key's collective. */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
 /* A sub-collective among ranks[0..n) (see PLAN_OP_SUBCOLL); returns its
@@ -274,12 +264,17 @@ static inline planRef planRefAdd(planRef r, uint64_t elems) { r.off += elems; re
 
 /* Layout facts every builder needs. */
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex); /* -1 when helper */
+/* The extents (elements) of the caller buffers rank passes in a call of key k:
+ * what planRank.sendElems / recvElems hold in its plan (0: none). */
+void planCallerExtents(const planKey* k, int rank, uint64_t* sendElems, uint64_t* recvElems);
 static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }
 
-/* Build the plan of key (route Direct/Relay/...). Returns relaySuccess,
- * relayNotSupported (the route cannot serve this key) or relaySystemError. */
+/* Build the plan of key with its route's builder (defined with the table of
+ * routes, route/table.c, which picks it). Returns relaySuccess,
+ * relayNotSupported (the route runs no plan, or cannot serve this key) or
+ * relaySystemError. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 /* Validate the plan's structural invariants (matching, ordering, coverage,

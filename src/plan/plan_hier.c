@@ -45,6 +45,7 @@ enum { HIER_SLOT_A = 6, HIER_SLOT_B = 7 };
 typedef struct {
   const planKey* k;
   planBuilder* b;
+  planKeyBuildFn buildLeg; /* the table's relayPlanBuild (routes.h) */
   int nNodes;
   int* nodeStart; /* [nNodes + 1] into nodeList */
   int* nodeList;  /* comm ranks of each node, in rank order */
@@ -73,10 +74,11 @@ static void hierFree(hierCtx* h) {
   free(h->span);
 }
 
-static relayResult_t hierInit(hierCtx* h, const planKey* k, planBuilder* b) {
+static relayResult_t hierInit(hierCtx* h, const planKey* k, planBuilder* b, planKeyBuildFn buildLeg) {
   memset(h, 0, sizeof *h);
   h->k = k;
   h->b = b;
+  h->buildLeg = buildLeg;
   int n = k->nranks, G = k->nGroups, A = k->nActive;
   for (int r = 0; r < n; r++) {
     if (k->nodeOf[r] < 0 || k->nodeOf[r] >= n) return relayInvalidArgument;
@@ -166,11 +168,11 @@ static relayResult_t legBuild(const hierCtx* h, int node, relayColl_t coll, int 
    * staging registered per comm: not a leg (its IPC never spans nodes). */
   sk.route = k->route == relayRouteRelay ? relayRouteRelay : relayRouteDirect;
   sk.depth = sk.route == relayRouteRelay ? k->depth : 1;
-  relayResult_t res = relayPlanBuild(&sk, &leg->plan);
+  relayResult_t res = h->buildLeg(&sk, &leg->plan);
   if (res == relayNotSupported && sk.route != relayRouteDirect) {
     sk.route = relayRouteDirect;
     sk.depth = 1;
-    res = relayPlanBuild(&sk, &leg->plan);
+    res = h->buildLeg(&sk, &leg->plan);
   }
   if (res != relaySuccess) return res;
   for (int r = 0; r < sk.nranks; r++)
@@ -480,11 +482,11 @@ static relayResult_t phaseIrregular(hierCtx* h) {
   return relaySuccess;
 }
 
-relayResult_t planBuildHier(planBuilder* b) {
+relayResult_t planBuildHier(planBuilder* b, planKeyBuildFn buildLeg) {
   const planKey* k = planBuilderKey(b);
-  if ((unsigned)k->coll >= RELAY_NUM_COLLS || !k->nodeOf) return relayNotSupported;
+  if ((unsigned)k->coll >= RELAY_NUM_COLLS || !k->nodeOf || !buildLeg) return relayNotSupported;
   hierCtx h;
-  relayResult_t res = hierInit(&h, k, b);
+  relayResult_t res = hierInit(&h, k, b, buildLeg);
   if (res == relaySuccess) res = phaseInside(&h);
   /* One pass per distinct m, smallest first (every rank derives the same order). */
   for (int m = 1; m <= k->nActive && res == relaySuccess; m++) {

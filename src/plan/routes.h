@@ -1,5 +1,6 @@
 /* Route builders: each fills a planBuilder for its key, or answers
- * relayNotSupported (a normal answer: the call falls back to direct). */
+ * relayNotSupported (a normal answer: the call takes the router's next
+ * candidate). The table of routes (route/table.c) names each route's. */
 #ifndef RELAY_PLAN_ROUTES_H_
 #define RELAY_PLAN_ROUTES_H_
 
@@ -9,15 +10,19 @@
 extern "C" {
 #endif
 
-relayResult_t planBuildDirect(planBuilder* b);
+relayResult_t planBuildDirect(planBuilder* b); /* rooted keys: planBuildScatter's schedule */
 relayResult_t planBuildRelay(planBuilder* b);
 relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) */
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);
 /* A layout collective on a comm of several nodes (key->nodeOf): per-node
- * sub-plans of key->route and sub-collectives across nodes (plan_hier.c). */
-relayResult_t planBuildHier(planBuilder* b);
+ * sub-plans of key->route and sub-collectives across nodes (plan_hier.c).
+ * buildLeg builds a node leg's plan (a one-node key of route direct or
+ * relay): the table of routes passes its relayPlanBuild, so the plan layer
+ * never calls up into the table that picks the builders. */
+typedef relayResult_t (*planKeyBuildFn)(const planKey* key, relayPlan** out);
+relayResult_t planBuildHier(planBuilder* b, planKeyBuildFn buildLeg);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */
