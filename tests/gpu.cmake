@@ -13,7 +13,7 @@ if(RELAY_HAVE_CUDA)
   # (emul_reduce), and the one-shot's push and reduce of every block over
   # regions laid out as on the GPU (emul_oneshot).
   foreach(e reduce oneshot)
-    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c)
+    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c src/core/params.c)
     target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)
     target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
     target_compile_options(emul_${e} PRIVATE ${RELAY_CUDA_WARN_FLAGS})

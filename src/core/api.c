@@ -326,6 +326,18 @@ static uint64_t callShapeDigest(const planKey* k) {
   return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
 }
 
+/* What the router may use for this key on this comm: the transport's caps,
+ * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
+ * auto (CAP_GATED: the router then does not apply its own default gate), and
+ * less the one-shot on a comm of several nodes. The interposer asks the same question (shim.c), so it routes as core does. */
+int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
+  int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
+  if (c->cfg.route == relayRouteAuto &&
+      !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
+    caps &= ~RELAY_TP_CAP_ONESHOT;
+  return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
+}
+
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
   const char* fn = kCallNames[a->coll];
   if (c->failed)
@@ -356,14 +368,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.root = relayCollRooted(a->coll) ? a->root : 0;
     key.nodeOf = relayNodesKeyMap(c);
     c->callShape = callShapeDigest(&key);
-    /* The one-shot gate is the comm's agreed RELAYCC_ONESHOT_MAX_BYTES (CAP_GATED: the
-     * router does not apply its default); auto prices the one-shot only within it. */
-    int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
-    if (c->cfg.route == relayRouteAuto &&
-        !relayOneShotFits(&key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
-      caps &= ~RELAY_TP_CAP_ONESHOT;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
-    relayRouteCandidates(&key, c->topo, relayNodesCaps(c, caps), relayNodesRoute(c, c->cfg.route), c->cfg.depth,
+    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route), c->cfg.depth,
                          lists);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup

@@ -90,6 +90,9 @@ relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);
 relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
+struct planKey;
+/* The route capabilities core gives the router for key on this comm (api.c). */
+int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

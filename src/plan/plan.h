@@ -139,7 +139,7 @@ typedef struct {
  * (planKeyNumCounts). Rooted collectives: nGroups == 1, ranks is the set,
  * counts has one entry per rank of the set (what ranks[i] receives in a
  * scatter, sends in a gather), and root is a comm rank, in the set or not. */
-typedef struct {
+typedef struct planKey {
   relayColl_t coll;
   int nranks;
   int nGroups;
@@ -166,7 +166,7 @@ int planKeyMultiNode(const planKey* k);
  * physical rule (what one source stages per destination, count * elemSize,
  * fits the slot: relayOneShotSlotFits); the router prices the one-shot only
  * within the gate on the per-rank input (relayOneShotFits, stricter for
- * reduce-scatter and all-to-all), and core passes RELAY_ROUTE_CAP_ONESHOT
+ * reduce-scatter and all-to-all), and core passes RELAY_TP_CAP_ONESHOT
  * only for calls that fit, so a plan stays a pure function of its key. */
 int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
 int relayOneShotFits(const planKey* k, uint64_t gateBytes);

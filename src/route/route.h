@@ -55,7 +55,7 @@ void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int 
 
 /* Whether relaycc predicts a win over the transport library's own collective
  * (the NCCL interposer's test, src/shim/): 1 when the route chosen for key
- * with RELAY_ROUTE_CAP_NATIVE added to caps is not native. Pure, like
+ * with RELAY_TP_CAP_NATIVE added to caps is not native. Pure, like
  * relayRouteChoose: every rank gets the same answer for the same call. */
 int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps);
 

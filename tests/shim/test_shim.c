@@ -229,7 +229,7 @@ static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t 
   key.op = relayCollReduces(coll) ? op : relaySum;
   key.route = relayRouteDirect;
   key.depth = 1;
-  return relayRouteBeatsNative(&key, topo, RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL);
+  return relayRouteBeatsNative(&key, topo, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL);
 }
 
 static ncclResult_t callNccl(relayColl_t coll, const void* s, void* r, size_t count, relayDataType_t dt,

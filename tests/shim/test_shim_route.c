@@ -38,7 +38,7 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
         key.route = relayRouteDirect;
         key.depth = 1;
         int route = -1, depth = 0;
-        relayRouteChoose(&key, topo, caps | RELAY_ROUTE_CAP_NATIVE, &route, &depth);
+        relayRouteChoose(&key, topo, caps | RELAY_TP_CAP_NATIVE, &route, &depth);
         int got = relayRouteBeatsNative(&key, topo, caps);
         T_CHECK(got == (route != relayRouteNative),
                 "%s, %d ranks, %s count %zu dtype %d caps %d: predicate %d, router %s",
@@ -54,7 +54,7 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
 
 int main(int argc, char** argv) {
   const char* name = argc > 1 ? argv[1] : "";
-  const int capSets[] = {RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, RELAY_ROUTE_CAP_ONESHOT,
+  const int capSets[] = {RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, RELAY_TP_CAP_ONESHOT,
                          RELAY_ROUTE_CAP_PERCALL};
   if (strcmp(name, "presets") == 0) {
     int yes = 0, no = 0;
@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
     sweep(NULL, 2, RELAY_ROUTE_CAP_PERCALL, &yes, &no); /* no one-shot: NCCL's everywhere */
     T_CHECK(yes == 0, "without a model or the one-shot, relaycc was predicted to win %d keys", yes);
     int yes1 = 0, no1 = 0;
-    sweep(NULL, 4, RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, &yes1, &no1);
+    sweep(NULL, 4, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, &yes1, &no1);
     T_CHECK(yes1 > 0 && no1 > 0, "no model, with the one-shot: yes %d, no %d (the one-shot band only)", yes1,
             no1);
     printf("nomodel: %d of %d keys in the one-shot band\n", yes1, yes1 + no1);
