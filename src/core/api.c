@@ -329,7 +329,8 @@ static uint64_t callShapeDigest(const planKey* k) {
 /* What the router may use for this key on this comm: the transport's caps,
  * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
  * auto (CAP_GATED: the router then does not apply its own default gate), and
- * less the one-shot on a comm of several nodes. The interposer asks the same question (shim.c), so it routes as core does. */
+ * less the one-shot on a comm of several nodes. The interposer asks the same
+ * question (shim.c), so it routes as core does. */
 int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
   int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
   if (c->cfg.route == relayRouteAuto &&
