@@ -120,7 +120,8 @@ static int casePlan(void) {
       }
   /* Not served: rooted collectives, fused layouts, sizes above the slot. */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0, NULL};
+  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0,
+               NULL};
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;

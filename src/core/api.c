@@ -370,8 +370,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.nodeOf = relayNodesKeyMap(c);
     c->callShape = callShapeDigest(&key);
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
-    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route), c->cfg.depth,
-                         lists);
+    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
+                         c->cfg.depth, lists);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */
