@@ -1,5 +1,5 @@
 /*
- * relaycc: collectives for a subset of the GPUs (or processes) of one node.
+ * relaycc: collectives for subsets of the GPUs (or processes) of a node, or of several nodes.
  *
  * Shaped like nccl.h: an opaque communicator, one result enum, the same
  * datatype and reduction-op numbering as NCCL (a ncclDataType_t / ncclRedOp_t
@@ -37,6 +37,24 @@
  *   relayGather   ranks[i] send: counts[i]  root recv: sum(counts)
  *                 in place (root in the set as ranks[i]): sendbuff == recvbuff + offset_i
  * Root outside the set: a scatter root only sends, a gather root only receives.
+ *
+ * Across nodes. A comm may span nodes: at init every rank's host identity
+ * (its hostname and boot id, hashed; RELAYCC_NODE_ID overrides it per rank)
+ * gives each rank a node, the same map on every rank. Layout semantics are
+ * unchanged -- same calls, same buffers, any comm ranks in any order -- and:
+ *   - a group whose actives are all on one node is helped by the other ranks
+ *     of THAT node only; groups on different nodes in one call run at once;
+ *   - a group spanning nodes with the same number m of actives on every node
+ *     it spans runs hierarchically: reduce-scatter inside each node (relay or
+ *     direct, as the model says), the node shards combined across nodes on
+ *     rails (rail j = the group's j-th active on each node, in the layout's
+ *     order; NCCL's own collective on a rail sub-communicator), all-gather
+ *     inside each node; all-gather, reduce-scatter and all-to-all by the
+ *     same composition. Output blocks keep the layout's order;
+ *   - a group with unequal actives per node runs as NCCL's own collective
+ *     over its ranks (on the shm transport: a direct exchange);
+ *   - nothing IPC-mapped (the one-shot route) is used on a comm of several
+ *     nodes; scatter and gather keep their multi-node P2P part rule.
  */
 #ifndef RELAYCC_H_
 #define RELAYCC_H_

@@ -1,10 +1,12 @@
 #include "colls_common.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common.h"
+#include "harness.h"
 #include "reduce_host.h"
 
 static void store(relayDataType_t dt, double v, void* out) {
@@ -104,6 +106,98 @@ size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t 
     if (!ok && bad++ == 0 && firstBad) *firstBad = i;
   }
   return bad;
+}
+
+size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
+                   const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
+  relayLayout_t L = {G, A, ranks};
+  int g = -1, me = -1;
+  for (int i = 0; i < G * A; i++)
+    if (ranks[i] == rank) {
+      g = i / A;
+      me = i % A;
+    }
+  size_t es = relayTypeSize(dt);
+  size_t c = g >= 0 ? counts[g] : 0;
+  size_t sn = tc_send_elems(coll, A, c), rn = tc_recv_elems(coll, A, c);
+  size_t bufBytes = (sn > rn ? sn : rn) * es + 64;
+  char* sbuf = malloc(bufBytes);
+  char* rbuf = malloc(bufBytes);
+  char* want = malloc(rn * es + 1);
+  T_CHECK(sbuf && rbuf && want, "rank %d: out of memory", rank);
+  const void* sendp;
+  void* recvp;
+  if (g < 0) { /* helper: sentinel buffers the library must not touch */
+    memset(sbuf, TC_SENTINEL, bufBytes);
+    memset(rbuf, TC_SENTINEL, bufBytes);
+    sendp = sbuf;
+    recvp = rbuf;
+  } else {
+    memset(rbuf, TC_POISON, bufBytes);
+    memset(sbuf, TC_POISON, bufBytes);
+    if (!inPlace) {
+      tc_fill_input(coll, dt, op, A, me, c, sbuf);
+      sendp = sbuf;
+      recvp = rbuf;
+    } else if (coll == RELAY_COLL_ALLGATHER) {
+      recvp = rbuf;
+      sendp = rbuf + (size_t)me * c * es;
+      tc_fill_input(coll, dt, op, A, me, c, (void*)sendp);
+    } else if (coll == RELAY_COLL_REDUCESCATTER) {
+      sendp = sbuf;
+      recvp = sbuf + (size_t)me * c * es;
+      tc_fill_input(coll, dt, op, A, me, c, sbuf);
+    } else { /* allreduce */
+      tc_fill_input(coll, dt, op, A, me, c, rbuf);
+      sendp = rbuf;
+      recvp = rbuf;
+    }
+    tc_expected(coll, dt, op, A, me, c, want);
+  }
+  relayResult_t res = tc_run(coll, sendp, recvp, counts, dt, op, &L, comm);
+  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res),
+          relayGetLastError(comm));
+  size_t bad = 0, first = 0;
+  if (g < 0) {
+    for (size_t i = 0; i < bufBytes; i++)
+      if ((unsigned char)sbuf[i] != TC_SENTINEL || (unsigned char)rbuf[i] != TC_SENTINEL) {
+        fprintf(stderr, "FAIL rank %d %s: helper buffer byte %zu was written\n", rank, tag, i);
+        bad++;
+        break;
+      }
+  } else {
+    bad = tc_compare(dt, recvp, want, rn, &first);
+    if (bad)
+      fprintf(stderr, "FAIL rank %d %s: %zu of %zu wrong, first at %zu: got %g want %g\n", rank, tag, bad, rn,
+              first, tc_as_double(dt, recvp, first), tc_as_double(dt, want, first));
+    /* Out of place: the send buffer is read only. In place: nothing past the
+     * recv extent changes. */
+    if (!inPlace) {
+      char* fresh = malloc(sn * es + 1);
+      tc_fill_input(coll, dt, op, A, me, c, fresh);
+      if (memcmp(fresh, sbuf, sn * es) != 0) {
+        fprintf(stderr, "FAIL rank %d %s: send buffer was modified\n", rank, tag);
+        bad++;
+      }
+      free(fresh);
+    }
+  }
+  free(sbuf);
+  free(rbuf);
+  free(want);
+  return bad;
+}
+
+relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs) {
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.checkMode = 1;
+  cfg.timeoutMs = timeoutMs;
+  T_CHECK(relayParseRoute(route, &cfg.route) == 0, "route %s", route);
+  char job[160];
+  snprintf(job, sizeof job, "%s-%s", t_job(), route);
+  relayComm_t c = NULL;
+  T_OK(relayCommInitShm(&c, nranks, rank, job, &cfg));
+  return c;
 }
 
 relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,

@@ -29,4 +29,16 @@ relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* cou
 relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                             int root, const int* set, int n, relayComm_t comm);
 
+#define TC_POISON 0xCD   /* active outputs before every call */
+#define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
+/* A check-mode shm comm of this launch forcing route `route` (a relayParseRoute
+ * name), on a job name of its own (the launch's, suffixed with the route). */
+relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs);
+/* One call of coll on layout (G groups of A, ranks) on every rank, inputs
+ * from tc_fill_input, outputs poisoned, helpers' buffers sentinel-filled;
+ * fails the rank on an error result; returns the number of wrong elements
+ * on this rank (a helper's written byte and a modified send buffer count). */
+size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
+                   const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag);
+
 #endif

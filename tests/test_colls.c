@@ -22,108 +22,19 @@
 #include "harness.h"
 
 #define NRANKS 8
-#define POISON 0xCD
-#define SENTINEL 0x5A
+#define POISON TC_POISON
 
 typedef struct {
   relayColl_t coll;
   int full; /* all dtypes/ops instead of the usual three */
 } sweepArg;
 
-/* One call on every rank: returns the number of wrong elements on this rank. */
-static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
-                      const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
-  relayLayout_t L = {G, A, ranks};
-  int g = -1, me = -1;
-  for (int i = 0; i < G * A; i++)
-    if (ranks[i] == rank) {
-      g = i / A;
-      me = i % A;
-    }
-  size_t es = relayTypeSize(dt);
-  size_t c = g >= 0 ? counts[g] : 0;
-  size_t sn = tc_send_elems(coll, A, c), rn = tc_recv_elems(coll, A, c);
-  size_t bufBytes = (sn > rn ? sn : rn) * es + 64;
-  char* sbuf = malloc(bufBytes);
-  char* rbuf = malloc(bufBytes);
-  char* want = malloc(rn * es + 1);
-  T_CHECK(sbuf && rbuf && want, "rank %d: out of memory", rank);
-  const void* sendp;
-  void* recvp;
-  if (g < 0) { /* helper: sentinel buffers the library must not touch */
-    memset(sbuf, SENTINEL, bufBytes);
-    memset(rbuf, SENTINEL, bufBytes);
-    sendp = sbuf;
-    recvp = rbuf;
-  } else {
-    memset(rbuf, POISON, bufBytes);
-    memset(sbuf, POISON, bufBytes);
-    if (!inPlace) {
-      tc_fill_input(coll, dt, op, A, me, c, sbuf);
-      sendp = sbuf;
-      recvp = rbuf;
-    } else if (coll == RELAY_COLL_ALLGATHER) {
-      recvp = rbuf;
-      sendp = rbuf + (size_t)me * c * es;
-      tc_fill_input(coll, dt, op, A, me, c, (void*)sendp);
-    } else if (coll == RELAY_COLL_REDUCESCATTER) {
-      sendp = sbuf;
-      recvp = sbuf + (size_t)me * c * es;
-      tc_fill_input(coll, dt, op, A, me, c, sbuf);
-    } else { /* allreduce */
-      tc_fill_input(coll, dt, op, A, me, c, rbuf);
-      sendp = rbuf;
-      recvp = rbuf;
-    }
-    tc_expected(coll, dt, op, A, me, c, want);
-  }
-  relayResult_t res = tc_run(coll, sendp, recvp, counts, dt, op, &L, comm);
-  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res), relayGetLastError(comm));
-  size_t bad = 0, first = 0;
-  if (g < 0) {
-    for (size_t i = 0; i < bufBytes; i++)
-      if ((unsigned char)sbuf[i] != SENTINEL || (unsigned char)rbuf[i] != SENTINEL) {
-        fprintf(stderr, "FAIL rank %d %s: helper buffer byte %zu was written\n", rank, tag, i);
-        bad++;
-        break;
-      }
-  } else {
-    bad = tc_compare(dt, recvp, want, rn, &first);
-    if (bad)
-      fprintf(stderr, "FAIL rank %d %s: %zu of %zu wrong, first at %zu: got %g want %g\n", rank, tag, bad, rn, first,
-              tc_as_double(dt, recvp, first), tc_as_double(dt, want, first));
-    /* Out of place: the send buffer is read only. In place: nothing past the
-     * recv extent changes. */
-    if (!inPlace) {
-      char* fresh = malloc(sn * es + 1);
-      tc_fill_input(coll, dt, op, A, me, c, fresh);
-      if (memcmp(fresh, sbuf, sn * es) != 0) {
-        fprintf(stderr, "FAIL rank %d %s: send buffer was modified\n", rank, tag);
-        bad++;
-      }
-      free(fresh);
-    }
-  }
-  free(sbuf);
-  free(rbuf);
-  free(want);
-  return bad;
-}
-
 static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
 
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;
   relayComm_t comms[3];
-  for (int r = 0; r < 3; r++) {
-    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-    cfg.checkMode = 1;
-    cfg.timeoutMs = 60000;
-    T_CHECK(relayParseRoute(kRoutes[r], &cfg.route) == 0, "route");
-    char job[160];
-    snprintf(job, sizeof job, "%s-%s", t_job(), kRoutes[r]);
-    T_OK(relayCommInitShm(&comms[r], nranks, rank, job, &cfg));
-  }
+  for (int r = 0; r < 3; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   relayDataType_t dtypesAll[] = {relayInt8, relayUint8, relayInt32, relayUint32, relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
@@ -159,7 +70,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
                 snprintf(tag, sizeof tag, "%s A=%d G=%d %s %s count=%zu %s route=%s", relayCollName(sa->coll), A, G,
                          relayTypeName(dt), relayOpName(op), countsList[ci], inPlace ? "in-place" : "out-of-place",
                          kRoutes[r]);
-                wrong += oneCall(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, inPlace, tag);
+                wrong += tc_one_call(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, inPlace, tag);
                 nCalls++;
               }
             }
@@ -183,7 +94,8 @@ static void expectAll(relayComm_t comm, int rank, relayResult_t got, relayResult
 static void validCallStillWorks(relayComm_t comm, int rank) {
   int ranks[2] = {0, 1};
   size_t counts[1] = {1000};
-  T_CHECK(oneCall(comm, rank, RELAY_COLL_ALLREDUCE, 2, 1, ranks, counts, relayFloat32, relaySum, 0, "after bad input") == 0,
+  T_CHECK(tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, 2, 1, ranks, counts, relayFloat32, relaySum, 0,
+                      "after bad input") == 0,
           "comm unusable after a rejected call");
 }
 

@@ -82,7 +82,7 @@ static int casePlan(void) {
         int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
         int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
-        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
+        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, relayRouteOneShot, 1, 0, NULL};
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         char err[512];
@@ -120,7 +120,8 @@ static int casePlan(void) {
       }
   /* Not served: rooted collectives, fused layouts, sizes above the slot. */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0};
+  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0,
+               NULL};
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;

@@ -975,12 +975,19 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
   /* The bases do overlap somewhere, or step 3 would not test "just the rest". */
   T_CHECK(overlaps > 0, "no pair of root 0 whose all-to-all shares a channel with its scatter");
   size_t seg = LAZY_COUNT / LAZY_N;
-  size_t segs[1] = {seg};
-  int layout[LAZY_N];
-  for (int i = 0; i < LAZY_N; i++) layout[i] = i;
-  relayLayout_t L = {1, LAZY_N, layout};
   for (int i = 0; i < (int)seg * LAZY_N; i++) big[i] = rank * 100000 + i;
-  T_OK(relayAllToAll(big, big2, segs, relayInt32, &L, c, NULL));
+  /* Every pair at once, driven on the transport as the executor drives a
+   * group: relayAllToAll on 4 nodes runs hierarchically (plan_hier.c), so
+   * only pairs of one node or one rail would meet. */
+  relayXferDesc sd[LAZY_N], rd[LAZY_N];
+  for (int j = 0; j < LAZY_N; j++) {
+    sd[j] = (relayXferDesc){j, big + (size_t)j * seg, seg * sizeof(int32_t)};
+    rd[j] = (relayXferDesc){j, big2 + (size_t)j * seg, seg * sizeof(int32_t)};
+  }
+  c->callSeq++;
+  c->curStep = 0;
+  T_OK(c->tp->group(c, sd, LAZY_N, rd, LAZY_N, P2P_OP_ALLTOALL, NULL));
+  c->curStep = -1;
   for (int j = 0; j < LAZY_N; j++)
     for (size_t e = 0; e < seg; e++)
       T_CHECK(big2[j * seg + e] == j * 100000 + (int)(rank * seg + e), "rank %d: all-to-all from %d element %zu",
@@ -1031,8 +1038,10 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
  * disagreement is made after init, in rank 3's table, before its first
  * group reads it: RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer
  * count is kept by the scatter rule), so it expects root 0's scatter in 2
- * parts where root 0 sends 1; or (arg 1) rank 3 alone sees one node, where
- * scatter keeps its 2 parts on the schedule base. */
+ * parts where root 0 sends 1. Node ids cannot differ that way: (arg 1) rank
+ * 3's table says RELAYCC_SHM_NODES=1, but the layer takes the node map
+ * agreed at init (src/core/nodes.c), so every rank holds the same map and
+ * the scatter arrives whole. */
 static int rankP2pMismatch(int rank, int nranks, void* arg) {
   int variant = *(int*)arg;
   relayConfig_t cfg = tCfg(30000, 1 << 16);
@@ -1052,6 +1061,19 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   uint64_t t0 = relayNowNs();
   relayResult_t res = relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL);
   const char* msg = relayGetLastError(c);
+  if (variant == 1) {
+    T_CHECK(res == relaySuccess, "rank %d: one rank's own node count -> %s (%s)", rank, relayGetErrorString(res),
+            msg);
+    for (int i = 0; i < LAZY_COUNT; i++)
+      T_CHECK(blk[i] == rank * LAZY_COUNT + i, "rank %d: element %d = %d", rank, i, blk[i]);
+    /* RELAYCC_SHM_NODES=4 (caseP2pEnv), agreed: 4 nodes of 2 on every rank, rank 3 with rank 2. */
+    T_CHECK(c->nNodes == 4 && c->nodeOf[3] == 1 && c->nodeOf[2] == 1 && c->nodeOf[4] == 2,
+            "rank %d: node map %d nodes, rank 3 on %d", rank, c->nNodes, c->nodeOf[3]);
+    free(big);
+    free(blk);
+    relayCommDestroy(c);
+    return 0;
+  }
   if (rank == 3) {
     T_CHECK(res == relayInvalidUsage, "rank 3: -> %s (%s)", relayGetErrorString(res), msg);
     T_CHECK(strstr(msg, "rank 0") && strstr(msg, "disagree") && strstr(msg, "only the receiver has") &&
@@ -1077,6 +1099,30 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* Node ids are agreed at init (src/core/nodes.c), after the rendezvous, so
+ * a bad one fails every rank: its own rank with the variable named, the
+ * others naming that rank. arg 0: all ranks set RELAYCC_SHM_NODES=3 (does
+ * not divide 4); arg 1: rank 1 alone sets RELAYCC_NODE_ID=node1. */
+static int rankNodeBadEnv(int rank, int nranks, void* arg) {
+  int variant = *(int*)arg;
+  const char* var = variant == 0 ? "RELAYCC_SHM_NODES" : "RELAYCC_NODE_ID";
+  if (variant == 0) setenv(var, "3", 1);
+  else if (rank == 1) setenv(var, "node1", 1);
+  relayConfig_t cfg = tCfg(30000, 4096);
+  relayComm_t c = NULL;
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  const char* msg = relayGetLastError(NULL);
+  if (variant == 0 || rank == 1)
+    T_CHECK(res == relayInvalidArgument && strstr(msg, var), "rank %d: %s -> %s (%s)", rank, var,
+            relayGetErrorString(res), msg);
+  else
+    T_CHECK(res == relayRemoteError && strstr(msg, "rank 1"), "rank %d: %s on rank 1 -> %s (%s)", rank, var,
+            relayGetErrorString(res), msg);
+  T_CHECK(c == NULL, "rank %d: a comm came back from a failed init", rank);
+  unsetenv(var);
+  return 0;
+}
+
 static void caseP2pEnv(void) {
   setenv("RELAYCC_SHM_NODES", "4", 1);
   setenv("RELAYCC_NCHANNELS", "8", 1);
@@ -1088,7 +1134,7 @@ static void caseP2pEnv(void) {
 static int rankP2pBadEnv(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = tCfg(1000, 4096);
-  const char* bad[][2] = {{"RELAYCC_SHM_NODES", "3"}, {"RELAYCC_NCHANNELS", "65"}, {"RELAYCC_NCHANNELS", "0"},
+  const char* bad[][2] = {{"RELAYCC_NCHANNELS", "65"}, {"RELAYCC_NCHANNELS", "0"},
                           {"RELAYCC_NCHANNELS_PER_NET_PEER", "-1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv(bad[i][0], bad[i][1], 1);
@@ -1193,7 +1239,11 @@ int main(int argc, char** argv) {
       caseP2pEnv();
       t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
     }
-  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(4, rankP2pBadEnv, NULL, 60);
+  } else if (!strcmp(c, "p2p_badenv")) {
+    t_run_ranks(4, rankP2pBadEnv, NULL, 60);
+    unsetenv("RELAYCC_SHM_NODES");
+    for (int v = 0; v < 2; v++) t_run_ranks(4, rankNodeBadEnv, &v, 60);
+  }
   else if (!strcmp(c, "small_devshm")) {
     int rc = caseSmallShm();
     if (rc) return rc;

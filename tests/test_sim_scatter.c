@@ -145,9 +145,10 @@ static int caseTopo(void) {
           "links: within a node as the node's, none across");
   relayTopoFree(t);
   relayTopoFree(cal);
-  /* Bad ones: 9 nodes of 8 exceed 64 GPUs; the cpu preset's fabric is one
-   * node's; nodes without NICs. */
-  T_CHECK(relayTopoMultiNode(node, 9, 8, 50e9, 1, &t) == relayInvalidArgument && !t, "72 GPUs accepted");
+  /* Bad ones: 65 nodes of 8 exceed RELAY_TOPO_MAX_GPUS (512); the cpu
+   * preset's fabric is one node's; nodes without NICs. */
+  T_CHECK(relayTopoMultiNode(node, RELAY_TOPO_MAX_GPUS / 8 + 1, 8, 50e9, 1, &t) == relayInvalidArgument && !t,
+          "%d GPUs accepted", (RELAY_TOPO_MAX_GPUS / 8 + 1) * 8);
   T_CHECK(relayTopoMultiNode(node, 2, 0, 50e9, 1, &t) == relayInvalidArgument, "no NICs accepted");
   struct relayTopo* cpu = NULL;
   T_OK(relayTopoPreset("cpu", &cpu));
@@ -403,12 +404,13 @@ static int caseTool(const char* bin) {
             kSeed[i].perPeer, kSeed[i].first, kSeed[i].now);
     T_CHECK(rows == 2, "%d nodes: %d timed rows", kSeed[i].nodes, rows);
   }
-  /* Layout collectives have no --nodes; bad values exit 2. */
+  /* Layout collectives take --nodes (tests/hier.cmake) but not the scatter
+   * network's --net; bad values exit 2. */
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s -c allgather --nodes 2 >/dev/null 2>&1", bin);
-  T_CHECK(WEXITSTATUS(system(cmd)) == 2, "--nodes with allgather accepted");
-  snprintf(cmd, sizeof cmd, "%s -c scatter --nodes 9 >/dev/null 2>&1", bin);
-  T_CHECK(WEXITSTATUS(system(cmd)) == 2, "9 nodes of 8 accepted");
+  snprintf(cmd, sizeof cmd, "%s -c allgather --nodes 2 --net mi355x-ainic >/dev/null 2>&1", bin);
+  T_CHECK(WEXITSTATUS(system(cmd)) == 2, "--net with allgather accepted");
+  snprintf(cmd, sizeof cmd, "%s -c scatter --nodes 65 >/dev/null 2>&1", bin);
+  T_CHECK(WEXITSTATUS(system(cmd)) == 2, "65 nodes of 8 (past RELAY_TOPO_MAX_GPUS) accepted");
   snprintf(cmd, sizeof cmd, "%s -c scatter,allgather >/dev/null 2>&1", bin);
   T_CHECK(WEXITSTATUS(system(cmd)) == 2, "scatter mixed with allgather accepted");
   return 0;

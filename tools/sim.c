@@ -69,7 +69,9 @@ typedef struct {
   int root;
   int pool, perPeer, userPerPeer; /* 0: the topology's */
   int scheduleBase;
-  int topoGiven;
+  int topoGiven, routeGiven;
+  /* Layout collectives on several nodes: per-GPU network figures. */
+  double netGbs, netLatUs; /* 0: RELAY_TOPO_NET_GPU_BW, RELAY_TOPO_NET_LAT_S */
 } simOpts;
 
 static void usage(FILE* f) {
@@ -97,6 +99,10 @@ static void usage(FILE* f) {
           "  --pool P / --per-peer K   P2P pool and parts per peer (default: the preset's)\n"
           "  --user-per-peer U  RELAYCC_NCHANNELS_PER_NET_PEER (kept by the scatter rule)\n"
           "  --base B           node-major (default: the seed's scatter base) or schedule\n"
+          "Layout collectives on several nodes (--nodes N with -c allgather|...): the group is the first A\n"
+          "GPUs of every node of --topo; hierarchical plans against flat NCCL over all N*A ranks:\n"
+          "  --net-gbs X        network bandwidth per GPU, GB/s (default 50: 400 Gb/s)\n"
+          "  --net-lat-us L     latency of one network step of a collective, us (default 5)\n"
           "  sizes: the root's bytes (default 16M..16G x4); output: the root's channel\n"
           "  occupancy and predicted time per scatter part rule\n");
 }
@@ -140,7 +146,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   const char* sizes = NULL;
   const char* coll = "all";
   enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_VSSEED, O_HELP,
-         O_NODES, O_NET, O_ROOT, O_POOL, O_PERPEER, O_USERPP, O_BASE };
+         O_NODES, O_NET, O_ROOT, O_POOL, O_PERPEER, O_USERPP, O_BASE, O_NETGBS, O_NETLAT };
   static const struct option lo[] = {
       {"topo", required_argument, 0, O_TOPO},   {"coll", required_argument, 0, 'c'},
       {"sizes", required_argument, 0, O_SIZES}, {"minbytes", required_argument, 0, 'b'},
@@ -153,12 +159,26 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       {"net", required_argument, 0, O_NET},     {"root", required_argument, 0, O_ROOT},
       {"pool", required_argument, 0, O_POOL},   {"per-peer", required_argument, 0, O_PERPEER},
       {"user-per-peer", required_argument, 0, O_USERPP}, {"base", required_argument, 0, O_BASE},
+      {"net-gbs", required_argument, 0, O_NETGBS}, {"net-lat-us", required_argument, 0, O_NETLAT},
       {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:A:G:b:e:f:h", lo, NULL)) != -1) {
     switch (c) {
       case O_TOPO: o->topo = optarg; o->topoGiven = 1; break;
       case O_NODES: if (intArg("--nodes", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->nodes)) return 1; break;
+      case O_NETGBS:
+      case O_NETLAT: {
+        char* end;
+        double v = strtod(optarg, &end);
+        if (end == optarg || *end || !(v > 0) || !isfinite(v)) {
+          fprintf(stderr, "relaycc-sim: --%s '%s': want a number > 0\n",
+                  c == O_NETGBS ? "net-gbs" : "net-lat-us", optarg);
+          return 1;
+        }
+        if (c == O_NETGBS) o->netGbs = v;
+        else o->netLatUs = v;
+        break;
+      }
       case O_NET: o->net = optarg; break;
       case O_ROOT: if (intArg("--root", optarg, 0, RELAY_TOPO_MAX_GPUS - 1, &o->root)) return 1; break;
       case O_POOL: if (intArg("--pool", optarg, 1, 64, &o->pool)) return 1; break;
@@ -195,6 +215,7 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       }
       case O_SIZES: sizes = optarg; break;
       case O_ROUTE:
+        o->routeGiven = 1;
         if (relayParseRoute(optarg, &o->route)) {
           fprintf(stderr, "relaycc-sim: --route '%s': want direct, relay, oneshot or auto\n", optarg);
           return 1;
@@ -248,9 +269,14 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     }
     o->rooted = nRooted > 0;
   }
-  if (!o->rooted && (o->nodes || o->net || o->pool || o->perPeer || o->userPerPeer || o->root)) {
-    fprintf(stderr, "relaycc-sim: --nodes, --net, --root, --pool, --per-peer and --user-per-peer go with -c "
+  if (!o->rooted && (o->net || o->pool || o->perPeer || o->userPerPeer || o->root)) {
+    fprintf(stderr, "relaycc-sim: --net, --root, --pool, --per-peer and --user-per-peer go with -c "
                     "scatter or gather\n");
+    return 1;
+  }
+  if ((o->netGbs || o->netLatUs) && (o->rooted || o->nodes < 2)) {
+    fprintf(stderr,
+            "relaycc-sim: --net-gbs and --net-lat-us go with --nodes N >= 2 and a layout collective\n");
     return 1;
   }
   if (sizes && haveRange) {
@@ -599,12 +625,119 @@ static int vsSeed(const struct relayTopo* topo) {
   return failed;
 }
 
+/* ---- layout collectives on several nodes -------------------------------- */
+
+/* One size: the hierarchical plan with direct and with relay legs inside the
+ * nodes (the faster is printed), against NCCL's flat collective over all the
+ * group's ranks on the same network model (relaySimSubCollSeconds). */
+static int runNodes(const simOpts* o) {
+  struct relayTopo *node = NULL, *topo = NULL;
+  if (relayTopoLoad(o->topo, &node) != relaySuccess) {
+    fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
+    return 2;
+  }
+  int G = node->nGPUs, N = o->nodes;
+  double netBw = (o->netGbs ? o->netGbs : RELAY_TOPO_NET_GPU_BW / 1e9) * 1e9;
+  /* One NIC per GPU of the per-GPU bandwidth, without PXN: each rail GPU on its own NIC. */
+  relayResult_t res = relayTopoMultiNode(node, N, G, netBw, 0, &topo);
+  relayTopoFree(node);
+  if (res != relaySuccess) {
+    fprintf(stderr, "relaycc-sim: --nodes %d: %s\n", N, relayGetLastError(NULL));
+    return 2;
+  }
+  topo->netLatS = o->netLatUs ? o->netLatUs * 1e-6 : RELAY_TOPO_NET_LAT_S;
+  if (o->G != 1 || o->A > G) {
+    fprintf(stderr, "relaycc-sim: --nodes: one group (-G 1) of -A <= %d actives per node\n", G);
+    relayTopoFree(topo);
+    return 2;
+  }
+  int n = topo->nGPUs, A = o->A * N;
+  int* nodeOf = malloc((size_t)n * sizeof(int));
+  int* ranks = malloc((size_t)A * sizeof(int));
+  if (!nodeOf || !ranks) {
+    free(nodeOf);
+    free(ranks);
+    relayTopoFree(topo);
+    return 2;
+  }
+  for (int r = 0; r < n; r++) nodeOf[r] = r / G;
+  for (int v = 0; v < N; v++)
+    for (int l = 0; l < o->A; l++) ranks[v * o->A + l] = v * G + l;
+  printf("# relaycc-sim: %d nodes x %s (%d GPUs each), network %.0f GB/s per GPU, %.1f us per step, %s\n", N,
+         o->topo, G, netBw / 1e9, topo->netLatS * 1e6, relayTypeName(o->dtype));
+  printf("# one group of %d actives per node (%d ranks); flat = NCCL's ring over all %d (network model, "
+         "docs/model.md); per-active-rank input\n", o->A, A, A);
+  int failed = 0;
+  size_t es = relayTypeSize(o->dtype);
+  for (int ci = 0; ci < o->nColls; ci++) {
+    relayColl_t coll = (relayColl_t)o->colls[ci];
+    printf("\n%s, %d nodes x %d actives\n", relayCollName(coll), N, o->A);
+    printf("  Msg Size |   flat(ms)   hier(ms)   Speedup | node legs (the faster of direct and relay%s)\n",
+           o->routeGiven ? ", as --route says" : "");
+    for (int si = 0; si < o->nSizes; si++) {
+      char label[32];
+      sizeLabel(o->sizes[si], label, sizeof label);
+      unsigned long long elems = o->sizes[si] / es;
+      int blocks = relayCollSendsBlocks(coll);
+      if (elems == 0 || o->sizes[si] % es || (blocks && elems % (unsigned long long)A)) {
+        printf("%10s | %10s %10s %9s | size not a multiple of the element size (times %d)\n", label, "N/A",
+               "N/A", "N/A", A);
+        continue;
+      }
+      size_t count = (size_t)(blocks ? elems / (unsigned long long)A : elems);
+      double flat =
+          topo->callS + topo->boundaryS + relaySimSubCollSeconds(topo, coll, ranks, A, (double)count * es);
+      double best = -1;
+      int bestRoute = relayRouteDirect;
+      const int routes[] = {relayRouteDirect, relayRouteRelay};
+      for (int ri = 0; ri < 2; ri++) {
+        if (o->routeGiven && o->route != relayRouteAuto && o->route != routes[ri]) continue;
+        planKey k;
+        memset(&k, 0, sizeof k);
+        k.coll = coll;
+        k.nranks = n;
+        k.nGroups = 1;
+        k.nActive = A;
+        k.ranks = ranks;
+        k.counts = &count;
+        k.dtype = o->dtype;
+        k.op = o->op;
+        k.route = routes[ri];
+        k.depth = o->depth ? o->depth : 1;
+        k.nodeOf = nodeOf;
+        relayPlan* plan = NULL;
+        if (relayPlanBuild(&k, &plan) != relaySuccess) continue;
+        relaySimResult sr;
+        if (relaySimRun(plan, topo, &sr) == relaySuccess && (best < 0 || sr.totalS < best)) {
+          best = sr.totalS;
+          bestRoute = routes[ri];
+        }
+        relaySimResultFree(&sr);
+        relayPlanFree(plan);
+      }
+      if (best < 0) {
+        printf("%10s | %10.3f %10s %9s | no plan: %s\n", label, flat * 1e3, "N/A", "N/A",
+               relayGetLastError(NULL));
+        failed = 1;
+        continue;
+      }
+      printf("%10s | %10.3f %10.3f %8.2fx | %s\n", label, flat * 1e3, best * 1e3, flat / best,
+             relayRouteName(bestRoute));
+    }
+  }
+  free(nodeOf);
+  free(ranks);
+  relayTopoFree(topo);
+  return failed;
+}
+
 static int haveGnuplot(void) { return system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
 int main(int argc, char** argv) {
   simOpts o;
   if (parseArgs(argc, argv, &o)) return 2;
   if (o.rooted) return runRooted(&o);
+  if (o.nodes > 1) return runNodes(&o);
   struct relayTopo* topo = NULL;
   if (relayTopoLoad(o.topo, &topo) != relaySuccess) {
     fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));

@@ -27,6 +27,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/nodes.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
 #include "route/route.h"
@@ -327,14 +328,15 @@ static uint64_t callShapeDigest(const planKey* k) {
 
 /* What the router may use for this key on this comm: the transport's caps,
  * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
- * auto (CAP_GATED: the router then does not apply its own default gate).
- * The interposer asks the same question (shim.c), so it routes as core does. */
+ * auto (CAP_GATED: the router then does not apply its own default gate), and
+ * less the one-shot on a comm of several nodes. The interposer asks the same
+ * question (shim.c), so it routes as core does. */
 int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
   int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
   if (c->cfg.route == relayRouteAuto &&
       !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
     caps &= ~RELAY_TP_CAP_ONESHOT;
-  return caps;
+  return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
@@ -365,8 +367,11 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.dtype = a->dtype;
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
+    key.nodeOf = relayNodesKeyMap(c);
     c->callShape = callShapeDigest(&key);
-    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), c->cfg.route, c->cfg.depth, lists);
+    /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
+    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
+                         c->cfg.depth, lists);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */

@@ -12,6 +12,7 @@ void relayCommFree(struct relayComm* comm) {
   relayPlanCacheFree(comm->plans);
   free(comm->execBuf);
   free(comm->rankSeen);
+  free(comm->nodeOf);
   free(comm);
 }
 

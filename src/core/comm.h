@@ -59,6 +59,11 @@ struct relayComm {
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
+  /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
+   * 0..nNodes-1 in order of each node's lowest rank; localRank is this
+   * rank's index among the localRanks ranks of its node. */
+  int* nodeOf;
+  int nNodes, localRank, localRanks;
   struct relayPlanCache* plans;
   void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */

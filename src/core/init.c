@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "core/nodes.h"
 #include "core/plancache.h"
 #include "topo/topo.h"
 #include "transport/shm.h"
@@ -206,6 +207,9 @@ static relayResult_t loadTopo(struct relayComm* c, const char* fallback, relayTo
 relayResult_t relayInitFinish(struct relayComm* c, const char* topoFallback, relayTopoDetectFn detect) {
   relayResult_t res = agreeParams(c);
   if (res == relaySuccess) res = loadTopo(c, topoFallback, detect);
+  /* Once, for every transport: the node map needs the agreed topology (it
+   * turns the one-node model into one of the comm's nodes). */
+  if (res == relaySuccess) res = relayCommDiscoverNodes(c);
   int level = relayDebugLevel();
   if (res == relaySuccess && (level >= 2 || (level >= 1 && c->rank == 0))) {
     char prefix[64];

@@ -26,7 +26,8 @@ typedef relayResult_t (*relayTopoDetectFn)(struct relayComm* comm, struct relayT
 /* COLLECTIVE once the transport attached: agree the parameters (an invalid
  * one on any rank fails every rank; AGREED rows take rank 0's value), then
  * load the topology (RELAYCC_TOPO / config.topo, else detect, else
- * fallback) and agree it, then print the table under RELAYCC_DEBUG. */
+ * fallback) and agree it, then discover the nodes (core/nodes.c), then
+ * print the table under RELAYCC_DEBUG. */
 relayResult_t relayInitFinish(struct relayComm* comm, const char* topoFallback, relayTopoDetectFn detect);
 /* The one cleanup of a failed init: copies the comm's message to the
  * thread's last error, releases the comm (may be NULL) and returns res. */

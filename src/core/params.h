@@ -62,6 +62,9 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "topology preset (`mi350x`, `mi300x`, `h200`, `h200x2`, `cpu`) or file; ranks that differ route without a model") \
   X(ONESHOT_FAULT_RANK, "RELAYCC_ONESHOT_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                        \
     "test hook: that rank's one-shot setup fails as if a peer's region would not open")                         \
+  X(NODE_ID, "RELAYCC_NODE_ID", INT, RANK, -1, -1, 1LL << 40, -1, "unset (host identity)",                      \
+    "this rank's node: ranks with one value are one node, whatever their host (default: a hash of hostname and " \
+    "boot id); a test splits one host into nodes with it. Wins over `RELAYCC_SHM_NODES`")                     \
   X(CHECK, "RELAYCC_CHECK", BOOL, AGREED, 0, 0, 1, 1, "0",                                                     \
     "1: every call starts with a small agreement round, so a bad argument on one rank or counts that differ "   \
     "make **every** rank return the same error and the comm stays usable (0: \"After a rejected call\" below)") \
@@ -80,7 +83,8 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "channels per network peer, as `NCCL_NCHANNELS_PER_NET_PEER` (multi-node rules: the simulator, and "       \
     "`RELAYCC_SHM_NODES`)")                                                                                      \
   X(SHM_NODES, "RELAYCC_SHM_NODES", INT, AGREED, 1, 1, 1024, -1, "1",                                          \
-    "test hook: the shm ranks as that many nodes of equal size, node-major (must divide nranks)")             \
+    "test hook: the ranks as that many nodes of equal size, node-major (must divide nranks): rank r is on node " \
+    "r / (nranks / N), as if `RELAYCC_NODE_ID` said so on every rank (any transport)")                        \
   X(ONESHOT_MAX_BYTES, "RELAYCC_ONESHOT_MAX_BYTES", BYTES, AGREED, 1 << 20, 0, 1 << 30, -1, "1 MiB",           \
     "one-shot gate: per-rank bytes a source stages per destination (0 turns the one-shot off)")               \
   X(ONESHOT_PREPARE, "RELAYCC_ONESHOT_PREPARE", BOOL, AGREED, 0, 0, 1, -1, "0",                                \

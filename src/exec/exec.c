@@ -41,6 +41,95 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   return comm->tp->oneshot(comm, &d, stream);
 }
 
+/* Scratch slot of the executor's own (past the plan's): a sub-collective's
+ * received inputs before they are reduced. */
+#define EXEC_SUBCOLL_SLOT PLAN_MAX_SLOTS
+
+/* A sub-collective (PLAN_OP_SUBCOLL) as a direct exchange among its members
+ * through the transport's group and reduce: every member sends each member
+ * its input (all-reduce, all-gather: all of it; reduce-scatter, all-to-all:
+ * block j to member j) in one group, then the reducing collectives reduce
+ * the n inputs in member order, as the reference executor does. */
+static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* p, const planSubColl* sc,
+                                       const planOp* o, int p2pOp, void* dst, const void* src,
+                                       relayStream_t stream) {
+  int n = sc->nRanks, me = -1;
+  const int32_t* members = p->subRanks + sc->rankBase;
+  for (int i = 0; i < n; i++)
+    if (members[i] == comm->rank) me = i;
+  relayColl_t coll = (relayColl_t)sc->coll;
+  size_t blk = sc->count * p->elemSize;
+  int reduces = relayCollReduces(coll), blocks = relayCollSendsBlocks(coll);
+  if (me < 0 || (reduces && n > PLAN_MAX_SRCS))
+    return relaySetError(comm, relayInternalError,
+                         "rank %d: step %d: sub-collective of %d members it cannot run", comm->rank,
+                         comm->curStep, n);
+  char* in = NULL;
+  if (reduces) {
+    void* ptr = NULL;
+    RELAY_CHECK(comm->tp->scratch(comm, EXEC_SUBCOLL_SLOT, (size_t)n * blk, &ptr, stream));
+    in = ptr;
+  }
+  relayXferDesc* sends = malloc(2 * (size_t)n * sizeof *sends);
+  if (!sends) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
+  relayXferDesc* recvs = sends + n;
+  for (int j = 0; j < n; j++) {
+    sends[j].peer = members[j];
+    sends[j].ptr = (char*)src + (blocks ? (size_t)j * blk : 0);
+    sends[j].bytes = blk;
+    recvs[j].peer = members[j];
+    recvs[j].ptr = (reduces ? in : (char*)dst) + (size_t)j * blk;
+    recvs[j].bytes = blk;
+  }
+  relayResult_t res = comm->tp->group(comm, sends, n, recvs, n, p2pOp, stream);
+  free(sends);
+  if (res != relaySuccess || !reduces) return res;
+  const void* srcs[PLAN_MAX_SRCS];
+  for (int j = 0; j < n; j++) srcs[j] = in + (size_t)j * blk;
+  return comm->tp->reduce(comm, dst, srcs, n, sc->count, p->dtype, p->op, o->divisor, 0, stream);
+}
+
+/* A sub-collective as the transport library's own collective on the
+ * handle prepared for it; an average divides after a sum, since the divisor
+ * is the whole group's size, not the members'. */
+static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* p, const planSubColl* sc,
+                                       const planOp* o, void* h, void* dst, const void* src,
+                                       relayStream_t stream) {
+  relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
+  RELAY_CHECK(comm->tp->native(comm, h, (relayColl_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
+  if (!relayCollReduces((relayColl_t)sc->coll) || o->divisor <= 1) return relaySuccess;
+  const void* one[1] = {dst};
+  return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);
+}
+
+/* COLLECTIVE over all comm ranks, before the first step: the transport's
+ * sub-communicator of every sub-collective of the plan, in plan order (every
+ * rank runs the same plan, so every rank prepares the same sets). *handles
+ * NULL: run them as direct exchanges (no native collectives, or declined on
+ * every rank alike). */
+static relayResult_t execSubCollPrepare(struct relayComm* comm, const relayPlan* p, relayStream_t stream,
+                                        void*** handles) {
+  *handles = NULL;
+  if (!p->nSubs || !(comm->tp->caps & RELAY_TP_CAP_NATIVE)) return relaySuccess;
+  void** h = calloc(p->nSubs, sizeof *h);
+  if (!h) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
+  for (uint32_t i = 0; i < p->nSubs; i++) {
+    const planSubColl* sc = &p->subs[i];
+    relayResult_t res =
+        comm->tp->nativePrepare(comm, 1, sc->nRanks, p->subRanks + sc->rankBase, stream, &h[i]);
+    if (res == relayNotSupported) {
+      free(h);
+      return relaySuccess;
+    }
+    if (res != relaySuccess) {
+      free(h);
+      return res;
+    }
+  }
+  *handles = h;
+  return relaySuccess;
+}
+
 /* A failure before this rank moved anything: peers are (or soon will be)
  * waiting for its first transfer; tell them instead of letting them reach
  * the deadline. */
@@ -69,7 +158,9 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
     comm->execBufBytes = need;
   }
   relayXferDesc* d = comm->execBuf;
-  relayResult_t res = relaySuccess;
+  void** subHandles = NULL;
+  relayResult_t res = execSubCollPrepare(comm, p, stream, &subHandles);
+  if (res != relaySuccess) return execFailEarly(comm, res);
   for (int s = 0; s < p->nSteps && res == relaySuccess; s++) {
     const planStep* st = planRankStep(p, r, s);
     comm->curStep = s;
@@ -94,6 +185,12 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
       const planOp* o = &p->ops[st->opBase + i];
       if (o->kind == PLAN_OP_ONESHOT) {
         res = execOneShot(comm, p, o, &b, stream);
+      } else if (o->kind == PLAN_OP_SUBCOLL) {
+        const planSubColl* sc = &p->subs[o->group];
+        void* dst = resolve(&b, o->dst);
+        const void* src = resolve(&b, p->srcs[o->srcBase]);
+        res = subHandles ? execSubCollNative(comm, p, sc, o, subHandles[o->group], dst, src, stream)
+                         : execSubCollDirect(comm, p, sc, o, (int)st->p2pOp, dst, src, stream);
       } else if (o->kind == PLAN_OP_COPY) {
         void* dst = resolve(&b, o->dst);
         const void* src = resolve(&b, p->srcs[o->srcBase]);
@@ -107,6 +204,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
     }
   }
   if (res == relaySuccess) res = comm->tp->join(comm, stream);
+  free(subHandles);
   comm->curStep = -1;
   return res;
 }

@@ -11,6 +11,8 @@
  *   - a side-lane op's regions are not touched by later steps;
  *   - a one-shot op reads SEND, writes RECV, and meets one on every active
  *     of its group in the same step (helpers have none);
+ *   - a sub-collective op is alone in its step and meets exactly one op of
+ *     its sub-collective on every member in that step;
  *   - every rank gives a step the same P2P operation (a transport that splits
  *     by it would split the two ends of a transfer differently).
  */
@@ -53,6 +55,7 @@ static const char* bufName(int buf) {
 /* Elements an op writes at its dst: a gathering one-shot (all-gather,
  * all-to-all) fills A blocks of count. */
 static uint64_t opWritten(const relayPlan* p, const planOp* o) {
+  if (o->kind == PLAN_OP_SUBCOLL) return planSubCollOut(&p->subs[o->group]);
   int gather = o->kind == PLAN_OP_ONESHOT && o->gather;
   return gather ? (uint64_t)p->nActive * o->count : o->count;
 }
@@ -118,6 +121,53 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
     if (found != 1)
       return fail(err, errlen, "step %d: rank %d's one-shot has no single match of %llu elements on rank %d", s, r,
                   (unsigned long long)o->count, q);
+  }
+  return 0;
+}
+
+/* A sub-collective op: its sub-collective exists and lists r once, it is the
+ * only item of r's step, its regions fit, and every member has exactly one
+ * op of it in step s (they meet inside it). */
+static int checkSubColl(const relayPlan* p, int r, int s, const planOp* o, char* err, size_t errlen) {
+  if (o->group < 0 || (uint32_t)o->group >= p->nSubs)
+    return fail(err, errlen, "rank %d step %d: sub-collective %d out of range", r, s, o->group);
+  const planSubColl* sc = &p->subs[o->group];
+  const planStep* st = planRankStep(p, r, s);
+  if ((unsigned)sc->coll >= RELAY_NUM_COLLS || sc->nRanks < 1 ||
+      sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
+    return fail(err, errlen, "rank %d step %d: sub-collective %d is malformed", r, s, o->group);
+  if (st->nOp != 1 || st->nSend || st->nRecv || o->lane || o->nsrc != 1)
+    return fail(err, errlen, "rank %d step %d: a sub-collective op must be alone in its step, on lane 0", r,
+                s);
+  int me = -1;
+  for (int i = 0; i < sc->nRanks; i++) {
+    int q = p->subRanks[sc->rankBase + (uint32_t)i];
+    if (q < 0 || q >= p->nranks)
+      return fail(err, errlen, "step %d: sub-collective member %d out of range", s, q);
+    if (q == r) {
+      if (me >= 0)
+        return fail(err, errlen, "step %d: rank %d is listed twice in sub-collective %d", s, r, o->group);
+      me = i;
+    }
+  }
+  if (me < 0)
+    return fail(err, errlen, "rank %d step %d: runs sub-collective %d without being a member", r, s,
+                o->group);
+  if (checkRef(p, r, s, o->dst, planSubCollOut(sc), 1, "sub-collective destination", err, errlen) ||
+      checkRef(p, r, s, p->srcs[o->srcBase], planSubCollIn(sc), 0, "sub-collective source", err, errlen))
+    return 1;
+  if (overlaps(regionOf(o->dst, planSubCollOut(sc)), regionOf(p->srcs[o->srcBase], planSubCollIn(sc))))
+    return fail(err, errlen, "rank %d step %d: sub-collective source and destination overlap", r, s);
+  for (int i = 0; i < sc->nRanks; i++) {
+    int q = p->subRanks[sc->rankBase + (uint32_t)i], found = 0;
+    const planStep* qt = planRankStep(p, q, s);
+    for (uint32_t j = 0; j < qt->nOp; j++) {
+      const planOp* y = &p->ops[qt->opBase + j];
+      found += y->kind == PLAN_OP_SUBCOLL && y->group == o->group;
+    }
+    if (found != 1)
+      return fail(err, errlen, "step %d: rank %d's sub-collective %d has %d ops on member %d", s, r, o->group,
+                  found, q);
   }
   return 0;
 }
@@ -198,6 +248,10 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
           return fail(err, errlen, "rank %d step %d: op with %d inputs", r, s, o->nsrc);
         if (o->kind == PLAN_OP_ONESHOT) {
           if (checkOneShot(p, r, s, o, err, errlen)) return 1;
+          continue;
+        }
+        if (o->kind == PLAN_OP_SUBCOLL) {
+          if (checkSubColl(p, r, s, o, err, errlen)) return 1;
           continue;
         }
         if (checkRef(p, r, s, o->dst, o->count, 1, "op destination", err, errlen)) return 1;

@@ -49,22 +49,45 @@ int relayParseColl(const char* s, relayColl_t* out) {
 static size_t keyRanksBytes(const planKey* k) { return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int); }
 static size_t keyCountsBytes(const planKey* k) { return (size_t)planKeyNumCounts(k) * sizeof(size_t); }
 
+/* The node map travels with the arrays: one int flag (0: one node), then
+ * nranks node ids when set. */
+static size_t keyNodesBytes(const planKey* k) {
+  return sizeof(int) + (k->nodeOf ? (size_t)k->nranks * sizeof(int) : 0);
+}
+
 uint64_t planKeyArraysHash(uint64_t h, const planKey* k) {
-  return relayHash64(relayHash64(h, k->ranks, keyRanksBytes(k)), k->counts, keyCountsBytes(k));
+  int multi = k->nodeOf != NULL;
+  h = relayHash64(relayHash64(h, k->ranks, keyRanksBytes(k)), k->counts, keyCountsBytes(k));
+  h = relayHash64(h, &multi, sizeof multi);
+  return multi ? relayHash64(h, k->nodeOf, (size_t)k->nranks * sizeof(int)) : h;
 }
 
 unsigned char* planKeyArraysDup(const planKey* k) {
-  const size_t nr = keyRanksBytes(k), nc = keyCountsBytes(k);
-  unsigned char* a = malloc(nr + nc ? nr + nc : 1);
+  const size_t nr = keyRanksBytes(k), nc = keyCountsBytes(k), nn = keyNodesBytes(k);
+  unsigned char* a = malloc(nr + nc + nn);
   if (!a) return NULL;
+  int multi = k->nodeOf != NULL;
   memcpy(a, k->ranks, nr);
   memcpy(a + nr, k->counts, nc);
+  memcpy(a + nr + nc, &multi, sizeof multi);
+  if (multi) memcpy(a + nr + nc + sizeof multi, k->nodeOf, nn - sizeof multi);
   return a;
 }
 
 int planKeyArraysEqual(const unsigned char* copy, const planKey* k) {
-  const size_t nr = keyRanksBytes(k);
-  return copy && !memcmp(copy, k->ranks, nr) && !memcmp(copy + nr, k->counts, keyCountsBytes(k));
+  const size_t nr = keyRanksBytes(k), nc = keyCountsBytes(k);
+  int multi = k->nodeOf != NULL, had;
+  if (!copy || memcmp(copy, k->ranks, nr) || memcmp(copy + nr, k->counts, nc)) return 0;
+  memcpy(&had, copy + nr + nc, sizeof had);
+  return had == multi &&
+         (!multi || !memcmp(copy + nr + nc + sizeof had, k->nodeOf, (size_t)k->nranks * sizeof(int)));
+}
+
+int planKeyMultiNode(const planKey* k) {
+  if (!k->nodeOf) return 0;
+  for (int r = 1; r < k->nranks; r++)
+    if (k->nodeOf[r] != k->nodeOf[0]) return 1;
+  return 0;
 }
 
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex) {
@@ -103,7 +126,12 @@ struct planBuilder {
   planRef* srcs;
   size_t nSrcs, capSrcs;
   planRank* rank;
-  int p2pOp; /* every step's (planStep.p2pOp) */
+  int* nodesCopy;
+  planSubColl* subs;
+  size_t nSubs, capSubs;
+  int32_t* subRanks;
+  size_t nSubRanks, capSubRanks;
+  int p2pOp; /* every step's (planStep.p2pOp), spliced and sub-collective steps too */
   int oom;
 };
 
@@ -183,6 +211,15 @@ planBuilder* planBuilderNew(const planKey* key) {
   memcpy(b->countsCopy, key->counts, nc * sizeof(size_t));
   b->key.ranks = b->ranksCopy;
   b->key.counts = b->countsCopy;
+  if (key->nodeOf) {
+    b->nodesCopy = malloc((size_t)key->nranks * sizeof(int));
+    if (!b->nodesCopy) {
+      planBuilderFree(b);
+      return NULL;
+    }
+    memcpy(b->nodesCopy, key->nodeOf, (size_t)key->nranks * sizeof(int));
+    b->key.nodeOf = b->nodesCopy;
+  }
   b->p2pOp = planP2pOpOf(key->coll);
   uint64_t total = relayCollRooted(key->coll) ? planRootedTotal(&b->key) : 0;
   for (int r = 0; r < key->nranks; r++) {
@@ -199,6 +236,9 @@ void planBuilderFree(planBuilder* b) {
   free(b->items);
   free(b->srcs);
   free(b->rank);
+  free(b->nodesCopy);
+  free(b->subs);
+  free(b->subRanks);
   free(b);
 }
 
@@ -298,6 +338,88 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
   op->gather = (uint8_t)relayCollGathers(b->key.coll);
 }
 
+/* Grows *arr (elements of size es) to hold `need`; 1 when out of memory. */
+static int growArray(void** arr, size_t* cap, size_t need, size_t es) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? 2 * *cap : 16;
+  while (c < need) c *= 2;
+  void* n = realloc(*arr, c * es);
+  if (!n) return 1;
+  *arr = n;
+  *cap = c;
+  return 0;
+}
+
+int planSubCollNew(planBuilder* b, relayColl_t coll, const int* ranks, int n, uint64_t count) {
+  if (n < 1 || growArray((void**)&b->subs, &b->capSubs, b->nSubs + 1, sizeof *b->subs) ||
+      growArray((void**)&b->subRanks, &b->capSubRanks, b->nSubRanks + (size_t)n, sizeof *b->subRanks)) {
+    b->oom = 1;
+    return -1;
+  }
+  planSubColl* sc = &b->subs[b->nSubs];
+  memset(sc, 0, sizeof *sc);
+  sc->coll = (int32_t)coll;
+  sc->nRanks = n;
+  sc->rankBase = (uint32_t)b->nSubRanks;
+  sc->count = count;
+  for (int i = 0; i < n; i++) b->subRanks[b->nSubRanks++] = ranks[i];
+  return (int)b->nSubs++;
+}
+
+void planSubCollOp(planBuilder* b, int rank, int step, int sc, planRef dst, planRef src, int divisor) {
+  if (sc < 0 || (size_t)sc >= b->nSubs) {
+    b->oom = 1; /* a builder bug: refuse the plan */
+    return;
+  }
+  size_t before = b->nItems;
+  int lane = b->lane;
+  b->lane = 0;
+  addOp(b, PLAN_OP_SUBCOLL, rank, step, dst, &src, 1, b->subs[sc].count, divisor);
+  b->lane = lane;
+  if (b->nItems > before) b->items[b->nItems - 1].op.group = sc;
+}
+
+void planSplice(planBuilder* b, const relayPlan* sub, const int* map, int stepBase, const planRef* sendRef,
+                const planRef* recvRef) {
+  int lane = b->lane;
+  b->lane = 0;
+  for (int i = 0; i < sub->nranks; i++) {
+    int r = map[i];
+    for (int s = 0; s < PLAN_MAX_SLOTS; s++)
+      if (sub->rank[i].scratchElems[s]) planNeedScratch(b, r, s, sub->rank[i].scratchElems[s]);
+    for (int s = 0; s < sub->nSteps; s++) {
+      const planStep* st = planRankStep(sub, i, s);
+      int t = stepBase + s;
+#define SPLICE_REF(ref)                                             \
+  ((ref).buf == PLAN_BUF_SEND   ? planRefAdd(sendRef[i], (ref).off) \
+   : (ref).buf == PLAN_BUF_RECV ? planRefAdd(recvRef[i], (ref).off) \
+                                : (ref))
+      for (uint32_t k = 0; k < st->nSend; k++) {
+        const planXfer* x = &sub->sends[st->sendBase + k];
+        planSend(b, r, t, map[x->peer], SPLICE_REF(x->ref), x->count);
+      }
+      for (uint32_t k = 0; k < st->nRecv; k++) {
+        const planXfer* x = &sub->recvs[st->recvBase + k];
+        planRecv(b, r, t, map[x->peer], SPLICE_REF(x->ref), x->count);
+      }
+      for (uint32_t k = 0; k < st->nOp; k++) {
+        const planOp* o = &sub->ops[st->opBase + k];
+        planRef srcs[PLAN_MAX_SRCS];
+        for (int j = 0; j < o->nsrc; j++) srcs[j] = SPLICE_REF(sub->srcs[o->srcBase + (uint32_t)j]);
+        if (o->kind == PLAN_OP_COPY) {
+          planCopy(b, r, t, SPLICE_REF(o->dst), srcs[0], o->count);
+        } else if (o->kind == PLAN_OP_REDUCE) {
+          addOp(b, PLAN_OP_REDUCE, r, t, SPLICE_REF(o->dst), srcs, o->nsrc, o->count, o->divisor);
+        } else {
+          b->oom = 1; /* one-shot and sub-collective ops name layout state of the sub-plan: not spliced */
+        }
+      }
+#undef SPLICE_REF
+    }
+  }
+  b->lane = lane;
+}
+
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems) {
   if (slot < 0 || slot >= PLAN_MAX_SLOTS || rank < 0 || rank >= b->key.nranks) {
     b->oom = 1; /* a builder bug: refuse the plan */
@@ -346,8 +468,10 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   p->recvs = malloc(nR * sizeof(planXfer) + 1);
   p->ops = malloc(nO * sizeof(planOp) + 1);
   p->srcs = malloc(b->nSrcs * sizeof(planRef) + 1);
-  if (!p->ranks || !p->counts || !p->rank || !p->steps || !p->sends || !p->recvs || !p->ops ||
-      !p->srcs) {
+  p->subs = malloc(b->nSubs * sizeof(planSubColl) + 1);
+  p->subRanks = malloc(b->nSubRanks * sizeof(int32_t) + 1);
+  if (!p->ranks || !p->counts || !p->rank || !p->steps || !p->sends || !p->recvs || !p->ops || !p->srcs ||
+      !p->subs || !p->subRanks) {
     relayPlanFree(p);
     return NULL;
   }
@@ -357,6 +481,10 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
   if (b->nSrcs) memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
   p->nSrcs = (uint32_t)b->nSrcs;
+  if (b->nSubs) memcpy(p->subs, b->subs, b->nSubs * sizeof(planSubColl));
+  if (b->nSubRanks) memcpy(p->subRanks, b->subRanks, b->nSubRanks * sizeof(int32_t));
+  p->nSubs = (uint32_t)b->nSubs;
+  p->nSubRanks = (uint32_t)b->nSubRanks;
 
   if (b->nItems) qsort(b->items, b->nItems, sizeof(planItem), itemCmp); /* no qsort of NULL: an empty plan (all counts 0) */
   for (size_t i = 0; i < b->nItems; i++) {
@@ -396,6 +524,8 @@ void relayPlanFree(relayPlan* p) {
   free(p->recvs);
   free(p->ops);
   free(p->srcs);
+  free(p->subs);
+  free(p->subRanks);
   free(p);
 }
 
@@ -473,6 +603,19 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
       }
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
+        if (o->kind == PLAN_OP_SUBCOLL) {
+          const planSubColl* sc = &p->subs[o->group];
+          fprintf(f, "    subcoll %s of %llu among", relayCollName((relayColl_t)sc->coll),
+                  (unsigned long long)sc->count);
+          for (int k = 0; k < sc->nRanks; k++)
+            fprintf(f, "%s%d", k ? "," : " ", p->subRanks[sc->rankBase + (uint32_t)k]);
+          fprintf(f, ": ");
+          printRef(f, o->dst);
+          fprintf(f, "] <- ");
+          printRef(f, p->srcs[o->srcBase]);
+          fprintf(f, "]%s\n", o->divisor > 1 ? " (divided)" : "");
+          continue;
+        }
         fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot" : "reduce", o->lane ? "@side" : "");
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);

@@ -60,7 +60,34 @@ typedef struct {
  * in active-index order (divided by divisor when > 1), so all ranks agree
  * bitwise; all-gather and all-to-all place contribution j at RECV offset
  * j*count. The transport runs it (oneshot op). */
-enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
+/* PLAN_OP_SUBCOLL: a sub-collective -- a layout collective among a list of
+ * comm ranks (plan->subs[group]: the collective, the members in order, the
+ * count as the API takes it) that the transport runs as its library's own
+ * collective (NCCL on a sub-communicator of those ranks) or, without one,
+ * the executor as a direct exchange. It is how a plan crosses nodes
+ * (plan_hier.c). Member i of the list reads src[0] (count elements;
+ * reduce-scatter and all-to-all: n blocks of count, block j for member j)
+ * and writes dst (count; all-gather and all-to-all: n blocks, block j from
+ * member j); reductions run in member order, divided by divisor when > 1.
+ * Every member has exactly one op of that sub-collective in the same step,
+ * as the only item of its step (no transfers, no other op), on lane 0. */
+enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2, PLAN_OP_SUBCOLL = 3 };
+
+typedef struct {
+  int32_t coll;      /* relayColl_t, one of the layout collectives */
+  int32_t nRanks;    /* members, >= 1 */
+  uint32_t rankBase; /* into plan->subRanks */
+  uint32_t pad;
+  uint64_t count; /* the collective's count (per member, as the API takes it) */
+} planSubColl;
+
+/* Elements member of sub-collective sc reads at src and writes at dst. */
+static inline uint64_t planSubCollIn(const planSubColl* sc) {
+  return relayCollSendsBlocks((relayColl_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
+}
+static inline uint64_t planSubCollOut(const planSubColl* sc) {
+  return relayCollGathers((relayColl_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
+}
 /* Active ranks a one-shot op serves: the GPU kernel keeps one pointer per
  * peer in its argument block (the seed's kOneShotMaxRanks = 8). */
 #define RELAY_ONESHOT_MAX_ACTIVE 8
@@ -78,7 +105,7 @@ typedef struct {
   int32_t divisor; /* > 1: divide the reduction by it (avg) */
   planRef dst;
   uint32_t srcBase; /* index into plan->srcs */
-  int32_t group;    /* PLAN_OP_ONESHOT: the layout group (0 otherwise) */
+  int32_t group;    /* PLAN_OP_ONESHOT: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
   uint64_t count;   /* elements, > 0 */
   /* PLAN_OP_ONESHOT only (0 otherwise), set by the builder from the key so
    * that the executor, the reference, the simulator and the checker read
@@ -124,7 +151,15 @@ typedef struct planKey {
   int route; /* relayRoute_t, never Auto here */
   int depth; /* >= 1 */
   int root;  /* rooted collectives only (0 otherwise) */
+  /* The comm's nodes: nodeOf[r] for each of nranks ranks, or NULL for one
+   * node. A layout collective on a comm of several nodes is built by
+   * plan_hier.c (groups inside a node helped by that node's ranks, groups
+   * spanning nodes hierarchically); route is then the within-node route. */
+  const int* nodeOf;
 } planKey;
+
+/* 1 when key's comm spans nodes (its layout collectives go to plan_hier.c). */
+int planKeyMultiNode(const planKey* k);
 
 /* The one-shot gate (RELAYCC_ONESHOT_MAX_BYTES, the comm's agreed value;
  * tools and tests without a comm pass the default). The builder checks the
@@ -163,6 +198,9 @@ typedef struct relayPlan {
   planXfer* recvs;
   planOp* ops;
   planRef* srcs;
+  planSubColl* subs; /* PLAN_OP_SUBCOLL's sub-collectives */
+  int32_t* subRanks;
+  uint32_t nSubs, nSubRanks;
   uint32_t nSends, nRecvs, nOps, nSrcs;
   uint32_t maxXfersPerStep; /* over ranks and steps, for executors */
   int root; /* rooted collectives: the root (0 otherwise) */
@@ -191,6 +229,19 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
  * its srcStride and gather follow from the key's collective. */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
+/* A sub-collective among ranks[0..n) (see PLAN_OP_SUBCOLL); returns its
+ * index for planSubCollOp, -1 when out of memory (the plan then fails). */
+int planSubCollNew(planBuilder* b, relayColl_t coll, const int* ranks, int n, uint64_t count);
+/* Member `rank`'s op of sub-collective sc in step. */
+void planSubCollOp(planBuilder* b, int rank, int step, int sc, planRef dst, planRef src, int divisor);
+/* Copies every rank program of `sub` (a plan of a sub-comm) into b: sub's
+ * rank i is b's rank map[i], its step s is b's step stepBase + s (the steps
+ * must exist), its SEND is sendRef[i] and RECV recvRef[i], its scratch
+ * slots keep their numbers; every op lands on lane 0 (a side-lane op could
+ * collide with what the next spliced plan does in the same slot). Scratch
+ * needs carry over. */
+void planSplice(planBuilder* b, const relayPlan* sub, const int* map, int stepBase, const planRef* sendRef,
+                const planRef* recvRef);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
 /* The depth the plan really has (default key->depth): a builder that clamps
  * a depth (fused calls, messages too small to tile) says so, and the router

@@ -16,6 +16,13 @@ relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) *
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);
+/* A layout collective on a comm of several nodes (key->nodeOf): per-node
+ * sub-plans of key->route and sub-collectives across nodes (plan_hier.c).
+ * buildLeg builds a node leg's plan (a one-node key of route direct or
+ * relay): the table of routes passes its relayPlanBuild, so the plan layer
+ * never calls up into the table that picks the builders. */
+typedef relayResult_t (*planKeyBuildFn)(const planKey* key, relayPlan** out);
+relayResult_t planBuildHier(planBuilder* b, planKeyBuildFn buildLeg);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */

@@ -65,6 +65,62 @@ static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank*
   return 0;
 }
 
+/* The sub-collective op of rank r in step s, or NULL (the checker holds it
+ * alone in its step). */
+static const planOp* refSubCollOp(const relayPlan* p, int r, int s) {
+  const planStep* st = planRankStep(p, r, s);
+  for (uint32_t i = 0; i < st->nOp; i++)
+    if (p->ops[st->opBase + i].kind == PLAN_OP_SUBCOLL) return &p->ops[st->opBase + i];
+  return NULL;
+}
+
+/* Copies the input of every rank's sub-collective in step s. */
+static int refSubCollSnapshot(const relayPlan* p, int s, const refRank* rr, char** snaps) {
+  for (int r = 0; r < p->nranks; r++) {
+    const planOp* o = refSubCollOp(p, r, s);
+    if (!o) continue;
+    size_t bytes = planSubCollIn(&p->subs[o->group]) * p->elemSize;
+    snaps[r] = malloc(bytes ? bytes : 1);
+    if (!snaps[r]) return 1;
+    memcpy(snaps[r], resolve(p, &rr[r], p->srcs[o->srcBase]), bytes);
+  }
+  return 0;
+}
+
+/* Rank r's part of a sub-collective, from the members' snapshots: the
+ * serial definition of the four layout collectives among the members. */
+static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps,
+                      char* err, size_t errlen) {
+  const planSubColl* sc = &p->subs[o->group];
+  int n = sc->nRanks, me = -1;
+  const int32_t* members = p->subRanks + sc->rankBase;
+  for (int i = 0; i < n; i++) {
+    if (!snaps[members[i]]) {
+      snprintf(err, errlen, "rank %d: sub-collective with rank %d, which has none in that step", r,
+               members[i]);
+      return 1;
+    }
+    if (members[i] == r) me = i;
+  }
+  size_t es = p->elemSize, blk = sc->count * es;
+  relayColl_t coll = (relayColl_t)sc->coll;
+  size_t off = relayCollSendsBlocks(coll) ? (size_t)me * blk : 0; /* my block of each member's input */
+  char* dst = resolve(p, &rr[r], o->dst);
+  if (relayCollGathers(coll)) {
+    for (int i = 0; i < n; i++) memcpy(dst + (size_t)i * blk, snaps[members[i]] + off, blk);
+    return 0;
+  }
+  const void* srcs[PLAN_MAX_SRCS];
+  if (n > PLAN_MAX_SRCS) {
+    snprintf(err, errlen, "rank %d: a sub-collective of %d members reduces more than %d inputs", r, n,
+             PLAN_MAX_SRCS);
+    return 1;
+  }
+  for (int i = 0; i < n; i++) srcs[i] = snaps[members[i]] + off;
+  relayHostReduce(dst, srcs, n, sc->count, p->dtype, p->op, o->divisor);
+  return 0;
+}
+
 int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err,
                 size_t errlen) {
   int n = p->nranks, rc = 0;
@@ -151,7 +207,7 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
     }
     /* One-shot ops read every participant's send buffer: snapshot them all
      * before any op of the step writes (an in-place RECV is a SEND). */
-    if (refOneShotSnapshot(p, s, rr, snaps)) {
+    if (refOneShotSnapshot(p, s, rr, snaps) || refSubCollSnapshot(p, s, rr, snaps)) {
       rc = 1;
       goto stepdone;
     }
@@ -160,8 +216,8 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        if (o->kind == PLAN_OP_ONESHOT) {
-          if (refOneShot(p, r, o, rr, snaps, err, errlen)) {
+        if (o->kind == PLAN_OP_ONESHOT || o->kind == PLAN_OP_SUBCOLL) {
+          if ((o->kind == PLAN_OP_ONESHOT ? refOneShot : refSubColl)(p, r, o, rr, snaps, err, errlen)) {
             rc = 1;
             goto stepdone;
           }

@@ -134,6 +134,18 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
  * as the baseline model prices it; negative when it cannot serve the key. */
 static double predictNative(const planKey* key, const struct relayTopo* topo) {
   if ((unsigned)key->coll >= RELAY_NUM_COLLS) return -1; /* rooted: no native form */
+  if (planKeyMultiNode(key) && topo->nNodes > 1) {
+    /* Across nodes the library's collective is priced by the network model
+     * the hierarchical plans' rail legs are (relaySimSubCollSeconds), per
+     * group, the groups at once. */
+    double worst = 0;
+    for (int g = 0; g < key->nGroups; g++) {
+      double t = relaySimSubCollSeconds(topo, key->coll, key->ranks + g * key->nActive, key->nActive,
+                                        (double)key->counts[g] * (double)relayTypeSize(key->dtype));
+      if (t > worst) worst = t;
+    }
+    return topo->callS + topo->boundaryS + worst;
+  }
   relayBaselineResult b;
   if (relayBaselineRun(key, topo, &b) != relaySuccess) return -1;
   return b.totalS;

@@ -87,7 +87,11 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
     return relayNotSupported;
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
-  relayResult_t res = row->build(b);
+  /* A layout collective on a comm of several nodes: the hierarchical plan
+   * (plan_hier.c), whose node legs are one-node plans of this row's route
+   * (direct or relay; core never hands a one-shot key across nodes). */
+  int hier = !relayCollRooted(key->coll) && planKeyMultiNode(key);
+  relayResult_t res = hier ? planBuildHier(b, relayPlanBuild) : row->build(b);
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);
     if (!*out) res = relaySystemError;

@@ -440,13 +440,83 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   return S->topo->launchS + push + local;
 }
 
+double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const int* members, int n,
+                              double blkBytes) {
+  if (n <= 1)
+    return t->launchS + (relayCollGathers(coll) || relayCollReduces(coll) ? 2 * blkBytes / t->memBw : 0);
+  /* Nodes spanned and the most members on one node. */
+  int nodes = 0, perNode = 0;
+  for (int i = 0; i < n; i++) {
+    int v = relayTopoNodeOf(t, members[i]), first = 1, here = 0;
+    for (int j = 0; j < n; j++) {
+      if (relayTopoNodeOf(t, members[j]) != v) continue;
+      if (j < i) first = 0;
+      here++;
+    }
+    nodes += first;
+    if (here > perNode) perNode = here;
+  }
+  /* The ring's per-edge bytes and steps (all-to-all: pairwise, one step). */
+  double edge, netOut;
+  int steps;
+  switch (coll) {
+    case RELAY_COLL_ALLREDUCE:
+      edge = 2.0 * (n - 1) / n * blkBytes;
+      steps = 2 * (n - 1);
+      netOut = edge;
+      break;
+    case RELAY_COLL_ALLTOALL:
+      edge = blkBytes;
+      steps = 1;
+      netOut = (double)perNode * (n - perNode) * blkBytes;
+      break;
+    default:
+      edge = (double)(n - 1) * blkBytes;
+      steps = n - 1;
+      netOut = edge;
+      break;
+  }
+  /* Inside a node: the slowest consecutive pair of the ring. */
+  double intra = INFINITY;
+  for (int i = 0; i < n; i++) {
+    int a = members[i], b = members[(i + 1) % n];
+    if (relayTopoNodeOf(t, a) != relayTopoNodeOf(t, b)) continue;
+    double r = relayTopoPairRate(t, a, b);
+    if (r > 0 && r < intra) intra = r;
+  }
+  double bw = isfinite(intra) ? edge / intra : 0;
+  double lat = t->hopS;
+  if (nodes > 1) {
+    /* Each node's members leave it on their own share of its NICs. */
+    double gpus = t->nNodes > 1 ? (double)(t->nGPUs / t->nNodes) : 1;
+    double nicGpu = (double)t->nicsPerNode * t->nicBw / gpus;
+    double net = nicGpu > 0 ? netOut / (perNode * nicGpu) : INFINITY;
+    if (net > bw) bw = net;
+    if (t->netLatS > lat) lat = t->netLatS;
+  }
+  return t->launchS + steps * lat + bw;
+}
+
+/* A sub-collective op of rank r (PLAN_OP_SUBCOLL). Its members are not
+ * synchronized: each pays the collective's time from its own arrival. */
+static double subcollSeconds(const simState* S, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const planSubColl* sc = &P->subs[op->group];
+  double t = relaySimSubCollSeconds(S->topo, (relayColl_t)sc->coll, P->subRanks + sc->rankBase, sc->nRanks,
+                                    (double)sc->count * (double)P->elemSize);
+  if (relayCollReduces((relayColl_t)sc->coll) && op->divisor > 1) t += opSeconds(S, op); /* the divide */
+  return t;
+}
+
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */
 static double runOps(simState* S, int r, int s, double t) {
   const planStep* st = planRankStep(S->plan, r, s);
   simRank* R = &S->rk[r];
   for (uint32_t i = 0; i < st->nOp; i++) {
     const planOp* op = &S->plan->ops[st->opBase + i];
-    double d = op->kind == PLAN_OP_ONESHOT ? oneshotSeconds(S, r, op) : opSeconds(S, op);
+    double d = op->kind == PLAN_OP_ONESHOT   ? oneshotSeconds(S, r, op)
+               : op->kind == PLAN_OP_SUBCOLL ? subcollSeconds(S, op)
+                                             : opSeconds(S, op);
     R->launches++;
     if (op->lane == 0) {
       t += d;

@@ -92,6 +92,15 @@ relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pCom
  * transfers do not match, an unreachable pair, a topology that fails
  * relayTopoCheck); relaySystemError on allocation failure. */
 relayResult_t relaySimRun(const relayPlan* plan, const struct relayTopo* topo, relaySimResult* out);
+/* The network model of a collective among n comm ranks (GPUs of topo) that
+ * the transport library runs itself: a plan's sub-collective
+ * (PLAN_OP_SUBCOLL) and the flat NCCL collective it is compared with. A ring
+ * (all-to-all: pairwise): launchS + steps * latency (netLatS once the ring
+ * leaves a node, else hopS) + the slower of the ring edge inside a node and
+ * each node's network egress over its members' NIC shares. blkBytes: the
+ * collective's count in bytes. */
+double relaySimSubCollSeconds(const struct relayTopo* topo, relayColl_t coll, const int* members, int n,
+                              double blkBytes);
 /* The same with the channel model's split given (p2p NULL: every transfer
  * one flow; relaySimRun passes the topology's, relaySimP2pComm, when it has
  * channels). p2p->comm must cover the plan's ranks. */

@@ -306,6 +306,7 @@ relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int n
   t->nicsPerNode = nNodes > 1 ? nicsPerNode : 0;
   t->nicBw = nNodes > 1 ? nicBw : 0;
   t->pxn = nNodes > 1 ? (pxn != 0) : 0;
+  t->netLatS = nNodes > 1 ? RELAY_TOPO_NET_LAT_S : 0;
   return relaySuccess;
 }
 

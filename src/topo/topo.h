@@ -46,7 +46,7 @@
 extern "C" {
 #endif
 
-#define RELAY_TOPO_MAX_GPUS 64
+#define RELAY_TOPO_MAX_GPUS 512
 #define RELAY_TOPO_NAME_MAX 64
 #define RELAY_TOPO_CURVE_MAX 16 /* points of an efficiency curve */
 #define RELAY_TOPO_NCOLLS 4     /* the layout collectives: relayColl_t 0..3 (plan/plan.h) */
@@ -132,6 +132,7 @@ struct relayTopo {
   double nicBw; /* bytes/s per NIC per direction */
   int pxn;      /* 1: a GPU's network traffic may use every NIC of its node */
   int netsByBw; /* NICs one GPU needs to reach its bandwidth (NCCL getLocalNetCountByBw); 0: 1 */
+  double netLatS; /* one network step of a collective across nodes (a ring hop through the NICs) */
 
   /* ---- P2P channels (chanBw 0: no channel model) ---- */
   double chanBw;    /* bytes/s one channel moves */
@@ -172,6 +173,13 @@ relayResult_t relayTopoPreset(const char* name, struct relayTopo** out);
  * from `node`; set them after. */
 relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw, int pxn,
                                  struct relayTopo** out);
+/* The network figures a multi-node model takes when not told: 400 Gb/s per
+ * GPU (one NIC per GPU, as the seed 003 machine and H200 nodes have), and
+ * NCCL's own network latency of a ring step (its tuning tables' hwLat for
+ * NET: 2.7 us LL, 4.0 us LL128, 14 us Simple; 5 us sits between the
+ * protocols a mid-size message takes). */
+#define RELAY_TOPO_NET_GPU_BW 50e9
+#define RELAY_TOPO_NET_LAT_S 5e-6
 /* Network presets, NULL-terminated: a node preset and its network, by node
  * count. "mi355x-ainic": the seed 003 machine (8 MI355X per node, 8 AINIC,
  * RCCL's P2P pool and per-peer counts as measured there). */

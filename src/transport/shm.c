@@ -68,6 +68,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/nodes.h"
 #include "core/params.h"
 #include "p2p/p2p.h"
 #include "reduce_host.h"
@@ -1035,9 +1036,12 @@ static void shmStateFree(shmState* st) {
  * pool is the segment's channel count, rank 0's, so every rank has it. */
 static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
   if (st->p2pReady) return relaySuccess;
-  /* Agreed at init (rank 0's), so both ends of a pair split alike. */
-  int nodes = (int)relayParamInt(comm, RELAY_P_SHM_NODES);
-  int n = comm->nranks, G = n / nodes;
+  /* The comm's node map (src/core/nodes.c: RELAYCC_NODE_ID, or the test hook
+   * RELAYCC_SHM_NODES), the same on every rank, so both ends of a pair split
+   * alike. The layer's part rules assume equal node-major nodes; any other
+   * map gets the one-node rules. */
+  int n = comm->nranks;
+  int nodes = relayNodesRegular(comm->nodeOf, n, comm->nNodes) ? comm->nNodes : 1, G = n / nodes;
   p2pTopoDesc d;
   memset(&d, 0, sizeof d);
   d.nNodes = nodes;

@@ -47,10 +47,11 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
  *   RELAYCC_NCHANNELS_PER_NET_PEER  channels per network peer, as NCCL's
  *                                   NCCL_NCHANNELS_PER_NET_PEER (only with
  *                                   several nodes);
- *   RELAYCC_SHM_NODES               TEST HOOK: treat the ranks as this many
- *                                   nodes of nranks / N ranks, node-major,
- *                                   so the multi-node part rules (scatter's)
- *                                   run on one host. Default 1.
+ * The layer's node count is the comm's (comm->nNodes, src/core/nodes.c:
+ * RELAYCC_NODE_ID per rank, or the test hook RELAYCC_SHM_NODES=N for nodes
+ * of nranks / N ranks, node-major), so the multi-node part rules (scatter's)
+ * run on one host; a map that is not node-major with equal nodes gets the
+ * one-node rules.
  * Ranks whose settings give different channels for a transfer fail it with
  * relayInvalidUsage naming both channel sets, before any data moves. */
 

@@ -47,6 +47,8 @@ void benchUsage(FILE* f) {
           "  -A N              active ranks per group (default 2)\n"
           "  -G N              groups (default 1; > 1 is a fused call)\n"
           "  --layout LIST     comm ranks of the groups, group-major (default 0..A*G-1)\n"
+          "  --nodes N         the ranks as N nodes of ranks/N each, node-major (RELAYCC_NODE_ID\n"
+          "                    per rank): groups spanning nodes run hierarchically\n"
           "  -b, --minbytes S  smallest size (default 4K)   sizes are bytes of per-active-rank\n"
           "  -e, --maxbytes S  largest size (default 4M)    input; suffixes K, M, G (1024^k)\n"
           "  -f, --stepfactor F  multiply by F (default 4)\n"
@@ -108,6 +110,7 @@ enum {
   OPT_KILL,
   OPT_CORRUPT,
   OPT_ROOT,
+  OPT_NODES,
 };
 
 static const struct option kLongOpts[] = {
@@ -140,6 +143,7 @@ static const struct option kLongOpts[] = {
     {"debug-kill", required_argument, 0, OPT_KILL},
     {"debug-corrupt", required_argument, 0, OPT_CORRUPT},
     {"root", required_argument, 0, OPT_ROOT},
+    {"nodes", required_argument, 0, OPT_NODES},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -328,6 +332,9 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
       case OPT_ROOT:
         if (intArg(name, optarg, 0, BENCH_MAX_RANKS - 1, &o->root, err, len)) return 1;
         break;
+      case OPT_NODES:
+        if (intArg(name, optarg, 1, BENCH_MAX_RANKS, &o->nodes, err, len)) return 1;
+        break;
       case 'h':
         benchUsage(stdout);
         return 2;
@@ -430,5 +437,7 @@ int benchCheckOpts(benchOpts* o, char* err, size_t len) {
   if (o->killRank >= n) return fail(err, len, "--debug-kill %d: no such rank", o->killRank);
   if (o->corruptRank >= n) return fail(err, len, "--debug-corrupt %d: no such rank", o->corruptRank);
   if (o->root >= n) return fail(err, len, "--root %d: no such rank (--ranks %d)", o->root, n);
+  if (o->nodes && n % o->nodes != 0)
+    return fail(err, len, "--nodes %d: must divide --ranks %d (nodes of equal size)", o->nodes, n);
   return 0;
 }

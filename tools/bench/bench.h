@@ -46,6 +46,9 @@ typedef struct {
   /* Scatter and gather (rooted): the root, a comm rank (--root, default 0).
    * Their rank set is the layout's ranks, all nGroups * nActive of them. */
   int root;
+  /* --nodes N (0: unset): the ranks as N nodes of nranks / N, node-major, by
+   * setting RELAYCC_NODE_ID on each rank before its comm is made. */
+  int nodes;
 } benchOpts;
 
 /* One table row, as rank 0 prints it and the parent writes it to JSON. */

@@ -576,6 +576,11 @@ int benchRankMain(int rank, int nranks, void* argp) {
     fprintf(stderr, "relaycc-bench: rank %d: out of memory for %d timings\n", rank, total);
     return 3;
   }
+  if (x.o->nodes) {
+    char id[16];
+    snprintf(id, sizeof id, "%d", rank / (nranks / x.o->nodes));
+    setenv("RELAYCC_NODE_ID", id, 1);
+  }
   if (x.be->init(&x.r)) {
     fprintf(stderr, "relaycc-bench: rank %d: init of backend %s: %s\n", rank, x.be->name, x.r.err);
     return 4;

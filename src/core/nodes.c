@@ -1,0 +1,138 @@
+#include "core/nodes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "core/params.h"
+#include "route/route.h"
+#include "topo/topo.h"
+#include "transport/transport.h"
+
+/* One rank's contribution to the init exchange (the transport's agree takes
+ * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID
+ * or RELAYCC_SHM_NODES; an override and a host hash never compare equal, so
+ * a test that names nodes on some ranks only still gets a consistent map. */
+typedef struct {
+  int32_t source, pad;
+  uint64_t id;
+} nodeRecord;
+
+/* hostname + boot id: two containers on one host share the boot id but may
+ * differ in hostname (and then are two nodes to us, which is safe: IPC is
+ * only ever attempted within one); two hosts cloned from one image share a
+ * hostname, never a boot id. */
+static uint64_t hostIdentity(void) {
+  char buf[512];
+  memset(buf, 0, sizeof buf);
+  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
+  buf[255] = 0;
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
+    fclose(f);
+  }
+  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
+}
+
+int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
+  if (!nodeOf || nNodes < 1 || nranks % nNodes != 0) return 0;
+  int G = nranks / nNodes;
+  for (int r = 0; r < nranks; r++)
+    if (nodeOf[r] != r / G) return 0;
+  return 1;
+}
+
+/* This rank's record: RELAYCC_NODE_ID (its own), else the test hook
+ * RELAYCC_SHM_NODES (the agreed value, checked at init to divide nranks),
+ * else the host. Both rows were resolved and validated by the parameter
+ * table (an invalid value failed init on every rank before this). */
+static void localRecord(const struct relayComm* c, nodeRecord* rec) {
+  memset(rec, 0, sizeof *rec);
+  long long id = relayParamInt(c, RELAY_P_NODE_ID);
+  long long nodes = relayParamInt(c, RELAY_P_SHM_NODES);
+  if (id >= 0) {
+    rec->source = 2;
+    rec->id = (uint64_t)id;
+  } else if (nodes > 1) {
+    rec->source = 2;
+    rec->id = (uint64_t)(c->rank / (c->nranks / nodes));
+  } else {
+    rec->source = 1;
+    rec->id = hostIdentity();
+  }
+}
+
+/* The route model is one node's (the agreed comm->topo): on several nodes it
+ * becomes nNodes copies of it joined by the default network (one NIC of
+ * RELAY_TOPO_NET_GPU_BW per GPU), where the copies are the comm's nodes --
+ * node-major, each node's ranks the model's GPUs. Otherwise no model (the
+ * router's no-model rule: NCCL's own collective where the transport has it).
+ * Every rank holds the same map and topology, so every rank gets the same. */
+static relayResult_t nodesTopo(struct relayComm* c) {
+  if (c->nNodes <= 1 || !c->topo) return relaySuccess;
+  struct relayTopo* multi = NULL;
+  int fits = relayNodesRegular(c->nodeOf, c->nranks, c->nNodes) && c->topo->nNodes <= 1 &&
+             c->topo->nGPUs == c->localRanks;
+  if (fits &&
+      relayTopoMultiNode(c->topo, c->nNodes, c->localRanks, RELAY_TOPO_NET_GPU_BW, 0, &multi) != relaySuccess)
+    multi = NULL; /* a model the network cannot join (the cpu preset's shared bus): none */
+  relayTopoFree(c->topo);
+  c->topo = multi;
+  return relaySuccess;
+}
+
+relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
+  int n = c->nranks;
+  nodeRecord mine;
+  localRecord(c, &mine);
+  nodeRecord* all = calloc((size_t)n, sizeof *all);
+  int* nodeOf = calloc((size_t)n, sizeof *nodeOf);
+  if (!all || !nodeOf) {
+    free(all);
+    free(nodeOf);
+    return relaySetError(c, relaySystemError, "init (rank %d): out of memory for the node map", c->rank);
+  }
+  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  if (res != relaySuccess) {
+    free(all);
+    free(nodeOf);
+    return res;
+  }
+  /* Number identities by their lowest rank: O(n * nodes), n <= a few thousand. */
+  int nNodes = 0;
+  for (int r = 0; r < n; r++) {
+    int q = 0;
+    while (q < r && (all[q].source != all[r].source || all[q].id != all[r].id)) q++;
+    nodeOf[r] = q < r ? nodeOf[q] : nNodes++;
+  }
+  free(c->nodeOf);
+  c->nodeOf = nodeOf;
+  c->nNodes = nNodes;
+  c->localRank = 0;
+  c->localRanks = 0;
+  for (int r = 0; r < n; r++) {
+    if (nodeOf[r] != nodeOf[c->rank]) continue;
+    if (r < c->rank) c->localRank++;
+    c->localRanks++;
+  }
+  free(all);
+  relayResult_t tr = nodesTopo(c);
+  if (relayDebugLevel() >= 1)
+    fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d; route model: %s\n", c->rank,
+            nodeOf[c->rank], nNodes, c->localRank, c->localRanks, c->topo ? c->topo->name : "none");
+  return tr;
+}
+
+const int* relayNodesKeyMap(const struct relayComm* c) { return c->nNodes > 1 ? c->nodeOf : NULL; }
+
+int relayNodesRoute(const struct relayComm* c, int route) {
+  return c->nNodes > 1 && route == relayRouteOneShot ? relayRouteDirect : route;
+}
+
+int relayNodesCaps(const struct relayComm* c, int caps) {
+  return c->nNodes > 1 ? caps & ~RELAY_TP_CAP_ONESHOT : caps;
+}
