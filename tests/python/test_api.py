@@ -17,6 +17,8 @@ def test_exports_and_ops():
   major, minor, patch = (int(x) for x in want)
   assert relaycc.version() == major * 10000 + minor * 100 + patch
   assert relaycc.__version__ == "%d.%d.%d" % (major, minor, patch)
+  with open(os.path.join(os.path.dirname(top), "pyproject.toml")) as f:
+    assert re.search(r'^version = "([0-9.]+)"', f.read(), re.M).group(1) == relaycc.__version__
   for name in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather"):
     assert hasattr(torch.ops.relaycc, name), name
   assert issubclass(relaycc.RelayccArgumentError, relaycc.RelayccError)
