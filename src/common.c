@@ -22,7 +22,7 @@ static const struct {
     [relayBfloat16] = {"bfloat16", 2},
 };
 static const char* const kOps[relayNumOps] = {"sum", "prod", "max", "min", "avg"};
-static const char* const kRoutes[relayNumRoutes] = {"auto", "direct", "relay", "oneshot", "native"};
+static const char* const kRoutes[relayNumRoutes] = {"auto", "direct", "relay", "oneshot", "native", "bw"};
 
 size_t relayTypeSize(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0;

@@ -369,7 +369,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
       depth = relayDepthChoose(&key, c->topo);
     } else if (route == relayRouteAuto) {
       int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0);
+                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0) |
+                 (c->tp->bwPrepare && c->tp->bw ? RELAY_ROUTE_CAP_BW : 0);
       /* Ask the stream whether it is capturing only when the answer matters:
        * most keys route alike per call and in a graph, and one cached lookup
        * of both answers costs less than the CUDA query. */
@@ -440,13 +441,16 @@ lookup:
       }
     }
   }
-  if (plan->route == relayRouteOneShot) {
+  if (plan->route == relayRouteOneShot || plan->route == relayRouteBw) {
     /* Every rank runs this plan (a pure function of the key), helpers too,
      * so every rank reaches the collective prepare here, before any branch
      * on role. A decline is voted (or, under capture, derived from state all
      * ranks share), so all ranks take the direct plan together. */
-    relayResult_t pr = c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), stream)
-                                             : relayNotSupported;
+    relayResult_t pr = plan->route == relayRouteBw
+                           ? (c->tp->bwPrepare ? c->tp->bwPrepare(c, relayBwTileBytes(), relayBwRing(), stream)
+                                               : relayNotSupported)
+                       : c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), stream)
+                                               : relayNotSupported;
     if (pr == relayNotSupported) {
       relayPlanFree(owned);
       /* The router's incumbent when it chose (auto) on a transport with

@@ -49,7 +49,7 @@ relayResult_t relayResolveConfig(const relayConfig_t* cfg, relayResolvedConfig* 
     const char* r = relayEnvStr("RELAYCC_ROUTE", "auto");
     if (relayParseRoute(r, &out->route) != 0)
       return relaySetError(NULL, relayInvalidArgument,
-                           "RELAYCC_ROUTE=%s: expected auto, direct, relay, oneshot or native", r);
+                           "RELAYCC_ROUTE=%s: expected auto, direct, relay, oneshot, native or bw", r);
   }
   const char* topo = cfg->topo ? cfg->topo : relayEnvStr("RELAYCC_TOPO", "");
   snprintf(out->topo, sizeof out->topo, "%s", topo);

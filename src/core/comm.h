@@ -49,6 +49,7 @@ struct relayComm {
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   struct relayPlanCache* plans;
   void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
+  void* bw;       /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   /* Per comm rank: (check stamp << 32) | (index + 1) of the rank in the
    * rank list being validated, so a duplicate is found in O(n) (api.c). */

@@ -15,6 +15,7 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
       case relayRouteDirect: res = planBuildDirect(b); break;
       case relayRouteRelay: res = planBuildRelay(b); break;
       case relayRouteOneShot: res = planBuildOneShot(b); break;
+      case relayRouteBw: res = planBuildBw(b); break;
       default: res = relayNotSupported; break;
     }
   }

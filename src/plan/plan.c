@@ -267,6 +267,18 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
   if (b->nItems > before) b->items[b->nItems - 1].op.group = group;
 }
 
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
+            uint32_t tile, int ring, int form) {
+  size_t before = b->nItems;
+  addOp(b, PLAN_OP_BW, rank, step, dst, &src, 1, count, divisor);
+  if (b->nItems == before) return;
+  planOp* o = &b->items[b->nItems - 1].op;
+  o->group = group;
+  o->tile = tile;
+  o->ring = (uint16_t)ring;
+  o->form = (uint8_t)form;
+}
+
 void planNeedScratch(planBuilder* b, int rank, int slot, uint64_t elems) {
   if (slot < 0 || slot >= PLAN_MAX_SLOTS || rank < 0 || rank >= b->key.nranks) {
     b->oom = 1; /* a builder bug: refuse the plan */
@@ -441,7 +453,10 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
       }
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot" : "reduce", o->lane ? "@side" : "");
+        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot"
+                                 : o->kind == PLAN_OP_BW ? "bw" : "reduce", o->lane ? "@side" : "");
+        if (o->kind == PLAN_OP_BW)
+          fprintf(f, "(%s tile %u ring %u) ", o->form == PLAN_BW_TWOSHOT ? "two-shot" : "push", o->tile, o->ring);
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);
         for (int k = 0; k < o->nsrc; k++) {

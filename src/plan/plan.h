@@ -94,7 +94,18 @@ typedef struct {
  * in active-index order (divided by divisor when > 1), so all ranks agree
  * bitwise; all-gather and all-to-all place contribution j at RECV offset
  * j*count. The transport runs it (oneshot op). */
-enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
+/* PLAN_OP_BW: the same contract as PLAN_OP_ONESHOT (what lands in dst), but
+ * the transport moves the data in tiles of `tile` elements through a ring
+ * of `ring` staging slots per source in each peer's memory, pipelined, so
+ * staging stays bounded whatever the count (bw op; plan_bw.c). form
+ * PLAN_BW_PUSH pushes every contribution to its consumer, as the one-shot;
+ * PLAN_BW_TWOSHOT (all-reduce, A > 2) reduce-scatters shards of
+ * planBwShard elements among the actives, then all-gathers the reduced
+ * shards: 2(A-1)/A of the count per rank instead of (A-1). */
+enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2, PLAN_OP_BW = 3 };
+enum { PLAN_BW_PUSH = 0, PLAN_BW_TWOSHOT = 1 };
+/* Ops that run as one collective transport call among a group's actives. */
+static inline int planOpIsCollective(int kind) { return kind == PLAN_OP_ONESHOT || kind == PLAN_OP_BW; }
 /* Active ranks a one-shot op serves: the GPU kernel keeps one pointer per
  * peer in its argument block (the seed's kOneShotMaxRanks = 8). */
 #define RELAY_ONESHOT_MAX_ACTIVE 8
@@ -104,6 +115,24 @@ enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2 };
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
 /* The slot size gate (RELAYCC_ONESHOT_MAX_BYTES, read once per process). */
 size_t relayOneShotMaxBytes(void);
+/* The bandwidth route's settings (plan_bw.c, read once per process; they
+ * shape the plan and the staging region, and the transport's prepare votes
+ * on them so ranks that differ decline together): bytes per tile
+ * (RELAYCC_BW_TILE_BYTES, a multiple of 64) and staging slots per source
+ * (RELAYCC_BW_RING). */
+#define RELAY_BW_DEFAULT_TILE_BYTES (512u << 10)
+#define RELAY_BW_DEFAULT_RING 4
+#define RELAY_BW_MAX_RING 64
+size_t relayBwTileBytes(void);
+int relayBwRing(void);
+/* Two-shot shards: active j owns [j * shard, min((j+1) * shard, count)) (the
+ * last ones may be short or empty); shard is a multiple of 16 elements, so
+ * every shard starts 16-byte aligned for any element size (the GPU mover's
+ * vector width). */
+static inline uint64_t planBwShard(uint64_t count, int A) {
+  uint64_t s = (count + (uint64_t)A - 1) / (uint64_t)A;
+  return (s + 15) / 16 * 16;
+}
 
 typedef struct {
   uint8_t kind;    /* PLAN_OP_* */
@@ -112,8 +141,11 @@ typedef struct {
   int32_t divisor; /* > 1: divide the reduction by it (avg) */
   planRef dst;
   uint32_t srcBase; /* index into plan->srcs */
-  int32_t group;    /* PLAN_OP_ONESHOT: the layout group (0 otherwise) */
+  int32_t group;    /* PLAN_OP_ONESHOT, PLAN_OP_BW: the layout group (0 otherwise) */
   uint64_t count;   /* elements, > 0 */
+  uint32_t tile;    /* PLAN_OP_BW: elements per tile (0 otherwise) */
+  uint16_t ring;    /* PLAN_OP_BW: staging slots per source */
+  uint8_t form;     /* PLAN_OP_BW: PLAN_BW_* */
 } planOp;
 
 typedef struct {
@@ -201,6 +233,9 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
 /* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment). */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
+/* A PLAN_OP_BW of active `rank` of `group` (see the op's comment). */
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
+            uint32_t tile, int ring, int form);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
 /* The depth the plan really has (default key->depth): a builder that clamps
  * a depth (fused calls, messages too small to tile) says so, and the router

@@ -15,6 +15,9 @@ relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) *
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);
+/* One PLAN_OP_BW step: every layout collective, nGroups == 1, 2 <= A <= 8,
+ * any count (plan_bw.c). */
+relayResult_t planBuildBw(planBuilder* b);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */

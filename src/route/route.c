@@ -102,7 +102,7 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
   double t = relaySimRun(p, topo, &r) == relaySuccess ? r.totalS : -1;
   /* A call outside a graph enqueues each step from the host: the one-shot
    * is one kernel like the native collective, a plan's steps cost more. */
-  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && route != relayRouteOneShot && topo)
+  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && route != relayRouteOneShot && route != relayRouteBw && topo)
     t += topo->hostStepS * r.boundaries;
   relaySimResultFree(&r);
   relayPlanFree(p);
@@ -172,6 +172,18 @@ static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, i
     if (t >= 0 && t < best) {
       best = t;
       *route = relayRouteOneShot;
+      *depth = 1;
+    }
+  }
+  /* The bandwidth route: its builder says which keys it serves (nGroups ==
+   * 1, every layout collective, any count), the simulator prices its tiles
+   * (sim.c bwSeconds), so where it wins is the model's answer, continuous
+   * with the one-shot's (one tile costs the one-shot plus one flag hop). */
+  if ((caps & RELAY_ROUTE_CAP_BW) && key->nGroups == 1) {
+    double t = predict(key, topo, caps, relayRouteBw, 1);
+    if (t >= 0 && t < best) {
+      best = t;
+      *route = relayRouteBw;
       *depth = 1;
     }
   }

@@ -17,6 +17,7 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
 #define RELAY_ROUTE_CAP_ONESHOT 2 /* the one-shot push-reduce (ops oneshotPrepare/oneshot) */
 #define RELAY_ROUTE_CAP_PERCALL 4 /* the call is not captured into a graph: plans pay
                                    * topo->hostStepS per step (ranks capture alike) */
+#define RELAY_ROUTE_CAP_BW 8      /* the bandwidth route's tiled pushes (ops bwPrepare/bw) */
 
 /* key->route and key->depth are ignored. caps: RELAY_ROUTE_CAP_* bits. With
  * CAP_NATIVE, relayRouteNative is a candidate, priced by the baseline model

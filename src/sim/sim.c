@@ -414,15 +414,11 @@ static double opSeconds(const simState* S, const planOp* op) {
   return S->topo->launchS + moved / bw;
 }
 
-/* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
- * of the A-1 peers (concurrent, each at the pair's rate, all together within
- * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
- * and all-to-all: A block copies, each read and written once). Peers'
- * pushes into r overlap r's own (both directions of a link), and the
- * hand-shake wait is not modelled: ranks enter the step together. */
-static double oneshotSeconds(const simState* S, int r, const planOp* op) {
+/* Seconds to push `bytes` to each of r's A-1 peers of the op's group at
+ * once: each at the pair's rate, all together within r's injection cap. */
+static double pushSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const relayPlan* P = S->plan;
-  double bytes = (double)op->count * (double)P->elemSize, push = 0;
+  double push = 0;
   for (int i = 0; i < P->nActive; i++) {
     int q = P->ranks[op->group * P->nActive + i];
     if (q == r) continue;
@@ -434,10 +430,57 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
     double t = (double)(P->nActive - 1) * bytes / S->topo->injBw[r];
     if (t > push) push = t;
   }
+  return push;
+}
+
+/* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
+ * of the A-1 peers (concurrent, each at the pair's rate, all together within
+ * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
+ * and all-to-all: A block copies, each read and written once). Peers'
+ * pushes into r overlap r's own (both directions of a link), and the
+ * hand-shake wait is not modelled: ranks enter the step together. */
+static double oneshotSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  double bytes = (double)op->count * (double)P->elemSize, push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
   int gather = relayCollGathers(P->coll);
   double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
   return S->topo->launchS + push + local;
+}
+
+/* A bandwidth op of rank r (PLAN_OP_BW): one launch, then U tiles through a
+ * ring of R slots per source. Per tile: the push of tile bytes to each peer
+ * (p), the consumer's reduce or placement of it at memory bandwidth (l), and
+ * one flag hand-shake across the link each way, priced at topo->hopS (the
+ * library's one-hop latency: the same store-then-poll of a flag). The
+ * pipeline's period is its slowest stage, or a slot's round trip (push, flag,
+ * consume, acknowledgement) shared by the R slots in flight when the ring is
+ * too shallow to hide it: T = launch + p + hop + l + (U-1) * period. One
+ * tile (U = 1) is the one-shot's time plus one hop, so the two curves meet
+ * without a jump. Two-shot: 2 * T1 tiles of the shard (planBwShard), the
+ * first T1 reduced, the rest placed. */
+static double bwSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const struct relayTopo* T = S->topo;
+  int A = P->nActive, gather = relayCollGathers(P->coll);
+  double es = (double)P->elemSize, tileB = (double)(op->tile ? op->tile : 1) * es;
+  uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, A) : op->count;
+  uint64_t tiles = (span + op->tile - 1) / (op->tile ? op->tile : 1);
+  if (tiles < 1) tiles = 1;
+  double tb = (double)span * es < tileB ? (double)span * es : tileB; /* a full tile's bytes */
+  double U = op->form == PLAN_BW_TWOSHOT ? 2.0 * (double)tiles : (double)tiles;
+  double p = pushSeconds(S, r, op, tb);
+  double bw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  double l = gather ? 2.0 * A * tb / T->memBw : (double)(A + 1) * tb / bw;
+  if (op->form == PLAN_BW_TWOSHOT) {
+    double place = 2.0 * (A - 1) * tb / T->memBw; /* phase 2: A-1 shards copied out of staging */
+    if (place > l) l = place;
+  }
+  double hop = T->hopS;
+  double period = p > l ? p : l;
+  double ringTrip = (p + l + 2 * hop) / (double)(op->ring ? op->ring : 1);
+  if (ringTrip > period) period = ringTrip;
+  return T->launchS + p + hop + l + (U - 1) * period;
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */
@@ -446,7 +489,9 @@ static double runOps(simState* S, int r, int s, double t) {
   simRank* R = &S->rk[r];
   for (uint32_t i = 0; i < st->nOp; i++) {
     const planOp* op = &S->plan->ops[st->opBase + i];
-    double d = op->kind == PLAN_OP_ONESHOT ? oneshotSeconds(S, r, op) : opSeconds(S, op);
+    double d = op->kind == PLAN_OP_ONESHOT ? oneshotSeconds(S, r, op)
+               : op->kind == PLAN_OP_BW    ? bwSeconds(S, r, op)
+                                           : opSeconds(S, op);
     R->launches++;
     if (op->lane == 0) {
       t += d;

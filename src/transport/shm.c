@@ -1821,6 +1821,7 @@ static void shmDestroy(struct relayComm* comm) {
       if (q != comm->rank) shmWake(&st->slots[q]);
   }
   relayShmOneShotFree(comm); /* this rank's mappings only: no peer reads them after destroy */
+  relayShmBwFree(comm);
   shmStateFree(st);
   comm->tpState = NULL;
 }
@@ -1901,6 +1902,8 @@ static const relayTransportOps relayShmOps = {
     .destroy = shmDestroy,
     .oneshotPrepare = relayShmOneShotPrepare,
     .oneshot = relayShmOneShot,
+    .bwPrepare = relayShmBwPrepare,
+    .bw = relayShmBw,
 };
 
 /* ---------------------------------------------------------------- attach */
