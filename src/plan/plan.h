@@ -120,8 +120,8 @@ size_t relayOneShotMaxBytes(void);
  * on them so ranks that differ decline together): bytes per tile
  * (RELAYCC_BW_TILE_BYTES, a multiple of 64) and staging slots per source
  * (RELAYCC_BW_RING). */
-#define RELAY_BW_DEFAULT_TILE_BYTES (512u << 10)
-#define RELAY_BW_DEFAULT_RING 4
+#define RELAY_BW_DEFAULT_TILE_BYTES (128u << 10)
+#define RELAY_BW_DEFAULT_RING 16
 #define RELAY_BW_MAX_RING 64
 size_t relayBwTileBytes(void);
 int relayBwRing(void);

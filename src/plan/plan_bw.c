@@ -31,11 +31,16 @@
 size_t relayBwTileBytes(void) {
   static size_t cached;
   if (!cached) {
-    /* 512 KiB: at the 370 GB/s the h200x2 link moves per direction a tile
-     * takes ~1.4 us, a few times the ~0.5-1 us of one flag round over NVLink,
-     * so the hand-shake hides behind the next tile's push; 4 slots of it are
-     * 2 MiB of staging per source ("a few MiB", issue 19). Rounded down to
-     * 64 bytes (a cache line; the GPU mover's 16-byte vectors), at least 64. */
+    /* 128 KiB: at the 370 GB/s the h200x2 link moves per direction a tile
+     * takes ~0.35 us, so a 512 KB message is already 4 tiles, whose push
+     * overlaps the reduce of the one before (the one-shot's flag protocol
+     * runs push, fences and reduce one after another: 9.4 us at 512 KB,
+     * issue 19). 16 slots keep ~5.7 us of pushes in flight per peer, more
+     * than the ~2 x 1-2 us of system-scope fences and flag polls a slot's
+     * round trip costs (oneshot.h), so the hand-shake stays off the critical
+     * path; 16 x 128 KiB is 2 MiB of staging per source ("a few MiB",
+     * issue 19). Rounded down to 64 bytes (a cache line; the GPU mover's
+     * 16-byte vectors), at least 64. */
     long v = relayEnvLong("RELAYCC_BW_TILE_BYTES", (long)RELAY_BW_DEFAULT_TILE_BYTES);
     if (v < 64) v = 64;
     if (v > (1l << 30)) v = 1l << 30;
@@ -45,7 +50,7 @@ size_t relayBwTileBytes(void) {
 }
 
 int relayBwRing(void) {
-  static int cached;
+  static int cached; /* 1 .. RELAY_BW_MAX_RING; 1 runs the tiles with no overlap at all */
   if (!cached) {
     long v = relayEnvLong("RELAYCC_BW_RING", RELAY_BW_DEFAULT_RING);
     cached = v < 1 ? 1 : v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : (int)v;

@@ -449,38 +449,51 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
 }
 
 /* A bandwidth op of rank r (PLAN_OP_BW): one launch, then U tiles through a
- * ring of R slots per source. Per tile: the push of tile bytes to each peer
- * (p), the consumer's reduce or placement of it at memory bandwidth (l), and
- * one flag hand-shake across the link each way, priced at topo->hopS (the
- * library's one-hop latency: the same store-then-poll of a flag). The
- * pipeline's period is its slowest stage, or a slot's round trip (push, flag,
- * consume, acknowledgement) shared by the R slots in flight when the ring is
- * too shallow to hide it: T = launch + p + hop + l + (U-1) * period. One
- * tile (U = 1) is the one-shot's time plus one hop, so the two curves meet
- * without a jump. Two-shot: 2 * T1 tiles of the shard (planBwShard), the
- * first T1 reduced, the rest placed. */
+ * ring of R slots per source. Per tile of b bytes: the push of b to each
+ * peer (p(b)), the consumer's reduce or placement of it at memory bandwidth
+ * (l(b)), and one flag hand-shake across the link, priced at topo->hopS
+ * (the library's one-hop latency: the same store-then-poll of a flag). Tile
+ * t's push overlaps the consume of t-1, so with full tiles of bytes f and a
+ * last one of r: p(f) + (U-2) * period + max(p(r), l(f)) + l(r) + hop, the
+ * period being the slower stage, or a slot's round trip (push, flag,
+ * consume, acknowledgement) over the R slots in flight when the ring is too
+ * shallow to hide it. One tile costs the one-shot's time plus one hop, so
+ * the curves meet without a jump. Two-shot: 2 * T1 tiles of the shard
+ * (planBwShard), T1 reduced then T1 placed, priced as the slower of the two. */
+static double bwTileLocal(const simState* S, const planOp* op, double b) {
+  const struct relayTopo* T = S->topo;
+  int A = S->plan->nActive;
+  double rbw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  if (relayCollGathers(S->plan->coll)) return 2.0 * A * b / T->memBw;
+  double l = (double)(A + 1) * b / rbw;
+  if (op->form == PLAN_BW_TWOSHOT) {
+    double place = 2.0 * (A - 1) * b / T->memBw; /* phase 2: A-1 shards' tiles copied out of staging */
+    if (place > l) l = place;
+  }
+  return l;
+}
+
 static double bwSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   const struct relayTopo* T = S->topo;
-  int A = P->nActive, gather = relayCollGathers(P->coll);
-  double es = (double)P->elemSize, tileB = (double)(op->tile ? op->tile : 1) * es;
-  uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, A) : op->count;
-  uint64_t tiles = (span + op->tile - 1) / (op->tile ? op->tile : 1);
+  double es = (double)P->elemSize;
+  uint64_t tile = op->tile ? op->tile : 1;
+  uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, P->nActive) : op->count;
+  if (span > op->count) span = op->count; /* a shard rounded up past a tiny count */
+  uint64_t tiles = (span + tile - 1) / tile;
   if (tiles < 1) tiles = 1;
-  double tb = (double)span * es < tileB ? (double)span * es : tileB; /* a full tile's bytes */
   double U = op->form == PLAN_BW_TWOSHOT ? 2.0 * (double)tiles : (double)tiles;
-  double p = pushSeconds(S, r, op, tb);
-  double bw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
-  double l = gather ? 2.0 * A * tb / T->memBw : (double)(A + 1) * tb / bw;
-  if (op->form == PLAN_BW_TWOSHOT) {
-    double place = 2.0 * (A - 1) * tb / T->memBw; /* phase 2: A-1 shards copied out of staging */
-    if (place > l) l = place;
-  }
-  double hop = T->hopS;
-  double period = p > l ? p : l;
-  double ringTrip = (p + l + 2 * hop) / (double)(op->ring ? op->ring : 1);
+  double f = (double)(span < tile ? span : tile) * es;   /* a full tile's bytes */
+  double rest = (double)(span - (tiles - 1) * tile) * es; /* the last tile's */
+  double pf = pushSeconds(S, r, op, f), lf = bwTileLocal(S, op, f);
+  double pr = pushSeconds(S, r, op, rest), lr = bwTileLocal(S, op, rest);
+  if (U < 2) return T->launchS + pr + T->hopS + lr;
+  double period = pf > lf ? pf : lf;
+  double ringTrip = (pf + lf + 2 * T->hopS) / (double)(op->ring ? op->ring : 1);
   if (ringTrip > period) period = ringTrip;
-  return T->launchS + p + hop + l + (U - 1) * period;
+  /* Two-shot: the shard's last tile closes each phase; price both phases'
+   * tiles as full ones but the very last (a small excess on short shards). */
+  return T->launchS + pf + (U - 2) * period + (pr > lf ? pr : lf) + lr + T->hopS;
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */

@@ -89,7 +89,11 @@ static int osCreateOwn(struct relayComm* comm, relayShmRegion* R, const char* ta
   shm_unlink(name); /* a crashed run's leftover of the same comm hash: never ours to join */
   int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return 0;
-  int ok = ftruncate(fd, (off_t)R->bytes) == 0;
+  /* Reserve the pages now (posix_fallocate, not a sparse ftruncate): a full
+   * /dev/shm then fails here, voted, instead of as SIGBUS on a first store in
+   * the middle of a call (8 ranks of bw staging at its defaults are 16 MiB
+   * each, more than a container's default 64 MiB /dev/shm holds). */
+  int ok = posix_fallocate(fd, 0, (off_t)R->bytes) == 0;
   void* p = ok ? mmap(NULL, R->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
   close(fd);
   if (p == MAP_FAILED) {
@@ -100,7 +104,7 @@ static int osCreateOwn(struct relayComm* comm, relayShmRegion* R, const char* ta
   osHeader* h = p;
   h->param = param;
   h->nranks = (uint32_t)R->n;
-  /* Zero flags and acks (ftruncate did): the first epoch is 1. */
+  /* Zero flags and acks (a new segment is zeros): the first epoch is 1. */
   atomic_thread_fence(memory_order_release);
   h->sentinel = osSentinel(R->hash, comm->rank);
   return 1;
