@@ -129,9 +129,39 @@ int relayBwRing(void);
  * last ones may be short or empty); shard is a multiple of 16 elements, so
  * every shard starts 16-byte aligned for any element size (the GPU mover's
  * vector width). */
-static inline uint64_t planBwShard(uint64_t count, int A) {
+#ifdef __CUDACC__
+#define PLAN_HD __host__ __device__
+#else
+#define PLAN_HD
+#endif
+static inline PLAN_HD uint64_t planBwShard(uint64_t count, int A) {
   uint64_t s = (count + (uint64_t)A - 1) / (uint64_t)A;
   return (s + 15) / 16 * 16;
+}
+/* Item u of a bw op, as every transport cuts it: the elements source `from`
+ * sends to active `to` start at *off (of its send buffer; in the two-shot's
+ * second phase, u >= T1, of its output) and number *len (0: an empty item,
+ * still hand-shaken). Push form (shard 0): tile u of the contribution `to`
+ * is owed, which starts at to * stride (0: all-reduce, all-gather; count:
+ * reduce-scatter, all-to-all). Two-shot: tile u of the shard `to` owns, then
+ * tile u - T1 of `from`'s own (reduced) shard. */
+static inline PLAN_HD void planBwItem(uint64_t count, uint64_t stride, uint64_t tile, uint64_t shard, uint64_t T1,
+                                      uint64_t u, int from, int to, uint64_t* off, uint64_t* len) {
+  uint64_t base, end;
+  if (!shard) {
+    base = (uint64_t)to * stride;
+    end = base + count;
+    base += u * tile;
+  } else {
+    int owner = u < T1 ? to : from;
+    uint64_t k = u < T1 ? u : u - T1;
+    uint64_t st = (uint64_t)owner * shard;
+    if (st > count) st = count;
+    end = st + shard < count ? st + shard : count;
+    base = st + k * tile;
+  }
+  *off = base;
+  *len = base < end ? (end - base < tile ? end - base : tile) : 0;
 }
 
 typedef struct {

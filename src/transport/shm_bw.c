@@ -120,33 +120,18 @@ relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ri
   return res;
 }
 
-/* The call's geometry: items, and for item u the elements a source sends
- * to active `to` (offset into its send buffer, or for the two-shot's second
- * phase into its output) and their number. */
+/* The call's geometry (planBwItem cuts the items). */
 typedef struct {
   const relayBwDesc* w;
-  size_t es, tile, count, shard;
+  size_t es, tile, count, shard; /* shard 0: push form */
   uint64_t T1, U;
 } bwCall;
 
 static void bwItem(const bwCall* g, uint64_t u, int from, int to, size_t* off, size_t* len) {
-  const relayOneShotDesc* d = &g->w->c;
-  size_t base, end;
-  if (!g->w->twoShot) {
-    base = (size_t)to * d->srcStride;
-    end = base + g->count;
-    base += (size_t)u * g->tile;
-  } else {
-    /* Phase 1 (u < T1): tile u of the shard `to` owns; phase 2: tile u-T1 of `from`'s own. */
-    int owner = u < g->T1 ? to : from;
-    uint64_t k = u < g->T1 ? u : u - g->T1;
-    size_t st = (size_t)owner * g->shard;
-    if (st > g->count) st = g->count;
-    end = st + g->shard < g->count ? st + g->shard : g->count;
-    base = st + (size_t)k * g->tile;
-  }
-  *off = base;
-  *len = base < end ? (end - base < g->tile ? end - base : g->tile) : 0;
+  uint64_t o, l;
+  planBwItem(g->count, g->w->c.srcStride, g->tile, g->shard, g->T1, u, from, to, &o, &l);
+  *off = (size_t)o;
+  *len = (size_t)l;
 }
 
 static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g, uint64_t u) {
