@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "gpu/emul_check.h"
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 
@@ -185,20 +186,8 @@ static int runCase(const ecase* k, int caseNo) {
       fail = 1;
       break;
     }
-    int inSrc = k->inPlace && !k->gather; /* in-place reduce: the output lies in the input */
-    unsigned char* base = inSrc ? sbuf[i] : dbuf[i];
-    size_t span = inSrc ? sb : db;
-    unsigned char* lo = (unsigned char*)(inSrc ? src[i] : dst[i]);
-    size_t len = inSrc ? in * es : out * es;
-    for (unsigned char* p = base; p < base + span && !fail; p++)
-      if ((p < lo || p >= lo + len) && *p != POISON) {
-        printf("FAIL %s: active %d wrote outside its buffers (byte %td)\n", what, i, p - lo);
-        fail = 1;
-      }
-    if (!k->inPlace && memcmp(src[i], orig[i], in * es) != 0) {
-      printf("FAIL %s: active %d's send buffer changed\n", what, i);
-      fail = 1;
-    }
+    fail = emulCheckBuffers(what, i, k->inPlace, k->gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es, out * es,
+                            orig[i], POISON);
   }
   free(exp);
   for (int i = 0; i < A; i++) {

@@ -424,14 +424,15 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
     a.ll = 2;
   a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
   int threads = s->threads ? s->threads : bytes > RELAY_OS_T512_BYTES ? 512 : 256;
-  cudaError_t e = relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream);
-  if (e != cudaSuccess) {
-    c->failed = 1; /* peers may be waiting for this rank's push */
-    return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
-                         "%s (rank %d, call #%llu, step %d): one-shot kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
-                         (unsigned long long)c->callSeq, c->curStep, cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-  return relaySuccess;
+  return relayNcclOsLaunched(c, relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream), "one-shot");
+}
+
+relayResult_t relayNcclOsLaunched(struct relayComm* c, cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return relaySuccess;
+  c->failed = 1; /* peers may be waiting for this rank's push */
+  return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
+                       "%s (rank %d, call #%llu, step %d): %s kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
+                       (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 void relayNcclOneShotAbort(struct relayComm* c) {

@@ -357,6 +357,8 @@ int relayNcclOneShotOpenMappings(void);
  * (the comm's pending kernel error first). */
 relayResult_t relayNcclOsRegion(struct relayComm* comm, relayStream_t stream, const relayOsLayout** L);
 relayResult_t relayNcclOsArgs(struct relayComm* comm, const relayOneShotDesc* d, const char* what, relayOsArgs* a);
+/* A launch's result: relaySuccess, or the comm failed and an error naming what. */
+relayResult_t relayNcclOsLaunched(struct relayComm* comm, cudaError_t e, const char* what);
 /* bw.c: the bandwidth route's transport ops. */
 relayResult_t relayNcclBwPrepare(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
 relayResult_t relayNcclBw(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
