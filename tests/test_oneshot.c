@@ -26,6 +26,8 @@
 #include "plan/plan.h"
 #include "reduce_host.h"
 #include "ref/ref.h"
+#include "route/route.h"
+#include "topo/topo.h"
 
 #define NRANKS 8
 
@@ -144,6 +146,39 @@ static int casePlan(void) {
     T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "%zu floats must be declined", big);
   }
   printf("plan: ok\n");
+  return 0;
+}
+
+/* bw: the router on the h200x2 model at the default tile and ring. Graph
+ * replay prices (the model's calibration): the one-shot below the crossover
+ * (all-reduce 256 KiB), the bandwidth route above (1 MiB up to 1 GiB, every
+ * collective from 16 MiB), never without its capability. */
+static int caseRoute(void) {
+  struct relayTopo* t = NULL;
+  T_OK(relayTopoLoad("h200x2", &t));
+  int ranks[2] = {0, 1};
+  const int caps = RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_BW;
+  struct {
+    int coll;
+    size_t bytes; /* per-rank input */
+    int want;
+  } rows[] = {{RELAY_COLL_ALLREDUCE, 256 << 10, relayRouteOneShot}, {RELAY_COLL_ALLREDUCE, 1 << 20, relayRouteBw},
+              {RELAY_COLL_ALLREDUCE, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLREDUCE, 1 << 30, relayRouteBw},
+              {RELAY_COLL_ALLGATHER, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLGATHER, 1 << 30, relayRouteBw},
+              {RELAY_COLL_REDUCESCATTER, 16 << 20, relayRouteBw},   {RELAY_COLL_REDUCESCATTER, 1 << 30, relayRouteBw},
+              {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
+    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0};
+    int route = -1, depth = 0;
+    relayRouteChoose(&k, t, caps, &route, &depth);
+    T_CHECK(route == rows[i].want, "h200x2 %s of %zu B per rank: route %s, want %s", relayCollName(k.coll),
+            rows[i].bytes, relayRouteName(route), relayRouteName(rows[i].want));
+    relayRouteChoose(&k, t, caps & ~RELAY_ROUTE_CAP_BW, &route, &depth);
+    T_CHECK(route != relayRouteBw, "h200x2 %s: bw chosen without the capability", relayCollName(k.coll));
+  }
+  relayTopoFree(t);
+  printf("route: ok\n");
   return 0;
 }
 
@@ -404,6 +439,7 @@ int main(int argc, char** argv) {
   if (!strncmp(c, "bw-", 3)) {
     gRoute = relayRouteBw;
     c += 3;
+    if (!strcmp(c, "route")) return caseRoute(); /* at the default settings, before the tests' own */
     /* 1 KiB tiles, 3 slots: the counts below span 1 to ~1000 tiles, and the
      * ring wraps within a call (cases may set their own first). */
     setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
@@ -500,6 +536,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   fprintf(stderr, "usage: test_oneshot [bw-]plan|skew|backtoback|cycles|twocomms|fault|sweep, oversize, "
-                  "bw-tiles|bw-ring1|bw-abort|bw-disagree\n");
+                  "bw-tiles|bw-ring1|bw-abort|bw-disagree|bw-route\n");
   return 2;
 }

@@ -611,6 +611,8 @@ static int coreRank(int rank, int nranks, void* arg) {
   ops.native = fakeNative;
   ops.oneshotPrepare = NULL;
   ops.oneshot = NULL;
+  ops.bwPrepare = NULL; /* the native-or-direct choice under test, without the bw route */
+  ops.bw = NULL;
   ops.isCapturing = fakeCapturing;
   comm->tp = &ops;
   relayTopoFree(comm->topo);
