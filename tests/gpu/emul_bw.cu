@@ -24,7 +24,7 @@
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 
-enum { NR = 8, GUARD = 64 };
+enum { NR = 8 };
 #define POISON 0xCD
 
 typedef struct {
@@ -53,20 +53,10 @@ static int runCase(const bcase* k, int caseNo) {
   for (int i = 0; i < A; i++) ranks[i] = NR - 1 - i * (NR / A);
   unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
   void *src[NR], *dst[NR];
-  size_t sb = 2 * GUARD + in * es + 16, db = 2 * GUARD + out * es + 16;
-  for (int i = 0; i < A; i++) {
-    if (posix_memalign((void**)&sbuf[i], 256, sb) || posix_memalign((void**)&dbuf[i], 256, db)) return 1;
-    orig[i] = (unsigned char*)malloc(in * es + 1);
-    memset(sbuf[i], POISON, sb);
-    memset(dbuf[i], POISON, db);
-    src[i] = sbuf[i] + GUARD + (k->mis ? es : 0);
-    if (gather && k->inPlace) src[i] = dbuf[i] + GUARD + (k->mis ? es : 0) + (size_t)i * c * es;
-    riFill(src[i], in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
-    memcpy(orig[i], src[i], in * es);
-    dst[i] = gather && k->inPlace ? (void*)(dbuf[i] + GUARD + (k->mis ? es : 0))
-             : k->inPlace       ? (char*)src[i] + (rs ? (size_t)i * c * es : 0)
-                                : (void*)(dbuf[i] + GUARD + (k->mis ? es : 0));
-  }
+  size_t sb, db;
+  if (emulSetupBuffers(A, c, k->dt, rs, gather, k->inPlace, k->mis, k->mis, (uint64_t)caseNo, POISON, sbuf, dbuf, orig,
+                       src, dst, &sb, &db))
+    return 1;
   relayBwArgs w[NR];
   u64 ep[NR][RELAY_OS_MAX_ACTIVE];
   for (int i = 0; i < A; i++) {
