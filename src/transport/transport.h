@@ -57,9 +57,9 @@ typedef struct {
  * (all-reduce only): active j reduces shard j (planBwShard elements) from
  * every active's tiles, then pushes the reduced shard to every peer, who
  * places it. Per ordered pair, both ends count the tiles they moved since
- * the region was created (the epochs): tile k of a call goes to slot
- * k % ring, a producer reuses a slot only after the consumer acknowledged
- * the tile that was in it. */
+ * the region was created (the epochs): the pair's tile number f (from 1)
+ * goes to slot (f-1) % ring, and a producer reuses a slot only after the
+ * consumer acknowledged the tile that was in it (tile f - ring). */
 typedef struct {
   relayOneShotDesc c;
   size_t tileElems;
