@@ -178,11 +178,12 @@ int main() {
           k.twoShot = coll == RELAY_COLL_ALLREDUCE && ((k.A > 2) != (caseNo % 2 == 1));
           k.count = counts[ci];
           rng = riMix(rng);
-          k.tileBytes = rng % 3 == 0 ? 64 : rng % 3 == 1 ? 1024 : 4096;
+          /* 64-byte tiles only where they stay under ~160 tiles (host time). */
+          k.tileBytes = rng % 3 == 0 && k.count * relayTypeSize(k.dt) <= 10240 ? 64 : rng % 3 == 1 ? 1024 : 4096;
           k.ring = 1 + (int)((rng >> 8) % 3);
           k.inPlace = (rng >> 12) % 3 == 0 && coll != RELAY_COLL_ALLTOALL;
           k.mis = (rng >> 16) % 4 == 0;
-          k.threads = (rng >> 20) % 2 ? 32 : 96;
+          k.threads = (rng >> 20) % 2 ? 32 : 64;
           k.wideAtPair = k.A == 2 && (rng >> 24) % 2;
           if (runCase(&k, caseNo++)) return 1;
         }
