@@ -479,6 +479,13 @@ int main(int argc, char** argv) {
       launch("bw settings differ between ranks: all direct", rankDisagree, &a, 240);
       return 0;
     }
+    if (!strcmp(c, "off")) {
+      /* RELAYCC_BW_RING=0: no plan, a forced bw runs direct, correctly. */
+      setenv("RELAYCC_BW_RING", "0", 1);
+      runArg a = {4, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
+      launch("bw off: all direct", rankRun, &a, 240);
+      return 0;
+    }
     if (!strcmp(c, "oversize")) return 2; /* the one-shot's gate: nothing to test here */
   }
   if (!strcmp(c, "plan")) return casePlan();
@@ -536,6 +543,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   fprintf(stderr, "usage: test_oneshot [bw-]plan|skew|backtoback|cycles|twocomms|fault|sweep, oversize, "
-                  "bw-tiles|bw-ring1|bw-abort|bw-disagree|bw-route\n");
+                  "bw-tiles|bw-ring1|bw-abort|bw-disagree|bw-route|bw-off\n");
   return 2;
 }

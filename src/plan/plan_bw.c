@@ -50,10 +50,13 @@ size_t relayBwTileBytes(void) {
 }
 
 int relayBwRing(void) {
-  static int cached; /* 1 .. RELAY_BW_MAX_RING; 1 runs the tiles with no overlap at all */
-  if (!cached) {
+  /* 1 .. RELAY_BW_MAX_RING (1 runs the tiles with no overlap at all); 0 (the
+   * setting <= 0) turns the route off: no plan, so the router never takes
+   * it and a forced bw runs direct. */
+  static int cached = -1;
+  if (cached < 0) {
     long v = relayEnvLong("RELAYCC_BW_RING", RELAY_BW_DEFAULT_RING);
-    cached = v < 1 ? 1 : v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : (int)v;
+    cached = v < 1 ? 0 : v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : (int)v;
   }
   return cached;
 }
@@ -63,7 +66,7 @@ relayResult_t planBuildBw(planBuilder* b) {
   if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no collective op */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   size_t es = relayTypeSize(k->dtype);
-  if (es == 0) return relayNotSupported;
+  if (es == 0 || relayBwRing() == 0) return relayNotSupported; /* RELAYCC_BW_RING=0: off */
   int A = k->nActive;
   uint64_t c = k->counts[0];
   uint32_t tile = (uint32_t)(relayBwTileBytes() / es);
