@@ -2,17 +2,21 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+# ON or OFF sets RELAY_WERROR; empty keeps what the build folder has (a user's build: OFF).
+WERROR ?=
+PREFIX ?= /usr/local
 
-.PHONY: all build run test asan gputest gpubench clean deps
+.PHONY: all build run test asan warnings install gputest gpubench clean deps
 
 all: build
 
 deps:
 	@command -v cmake >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq cmake)
 	@command -v cc >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq build-essential)
+	@command -v pkg-config >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq pkg-config)
 
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	@cmake -S . -B $(BUILD) $(if $(WERROR),-DRELAY_WERROR=$(WERROR)) $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: relaycc-bench over all four collectives on the embedded default
@@ -20,16 +24,33 @@ build: deps
 run: build
 	./$(BUILD)/relaycc-bench --backend auto
 
-# Every CPU test, each in its own process with a timeout; CTest prints the summary.
+# Every CPU test, each in its own process with a timeout; CTest prints the summary. Warnings are
+# errors here (and so in CI), not in a user's `make build`. The tests include the installed tree:
+# examples/ built against it with pkg-config and find_package.
+test: WERROR = ON
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE gpu --timeout 600
 
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DRELAY_SANITIZE=ON -DRELAY_WITH_CUDA=OFF"
 
+# Users pick the compiler and build type: the C code at every build type with each of COMPILERS,
+# warnings as errors, no tests (CI runs it; about 15 s a build on 2 cores). The log shows on failure.
+COMPILERS ?= gcc clang
+warnings:
+	@for cc in $(COMPILERS); do for bt in Debug Release RelWithDebInfo; do \
+	  b=build-warn/$$cc-$$bt; echo "warnings: $$cc $$bt"; mkdir -p $$b; \
+	  { cmake -S . -B $$b -DCMAKE_C_COMPILER=$$cc -DCMAKE_BUILD_TYPE=$$bt -DRELAY_WITH_CUDA=OFF \
+	      -DRELAY_WERROR=ON && cmake --build $$b -j $(JOBS); } >$$b.log 2>&1 || { cat $$b.log; exit 1; }; \
+	done; done
+
+# Headers, librelaycc.so/.a, the tools, relaycc.pc and the CMake package under PREFIX.
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
 # GPU tests (run on a GPU machine): make gputest
 gputest: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu --timeout 900
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-warn

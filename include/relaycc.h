@@ -44,14 +44,21 @@
 #include <stddef.h>
 #include <limits.h>
 
+#include "relaycc_version.h" /* RELAYCC_MAJOR, ..., RELAYCC_VERSION_CODE (generated) */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define RELAYCC_MAJOR 0
-#define RELAYCC_MINOR 1
-#define RELAYCC_PATCH 0
-#define RELAYCC_VERSION_CODE (RELAYCC_MAJOR * 10000 + RELAYCC_MINOR * 100 + RELAYCC_PATCH)
+/* RELAYCC_API marks what librelaycc.so exports: it is built with -fvisibility=hidden, so only these
+ * functions are visible outside it. Define RELAYCC_API yourself first to override. */
+#ifndef RELAYCC_API
+#if defined(__GNUC__) || defined(__clang__)
+#define RELAYCC_API __attribute__((visibility("default")))
+#else
+#define RELAYCC_API
+#endif
+#endif
 
 typedef struct relayComm* relayComm_t;
 
@@ -153,49 +160,54 @@ typedef struct relayConfig {
         RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, NULL \
   }
 
-const char* relayGetErrorString(relayResult_t result);
+RELAYCC_API const char* relayGetErrorString(relayResult_t result);
 /* The last error of this comm on this rank: which argument, rank, step. */
-const char* relayGetLastError(relayComm_t comm);
-relayResult_t relayGetVersion(int* version);
+RELAYCC_API const char* relayGetLastError(relayComm_t comm);
+RELAYCC_API relayResult_t relayGetVersion(int* version);
 
 /*
  * Shared-memory transport (CPU, one process per rank on one host).
  * nranks <= 0, rank < 0 or jobName == NULL take RELAYCC_NRANKS / RELAYCC_RANK /
  * RELAYCC_JOB, then WORLD_SIZE / RANK as torchrun sets them (job "relaycc").
  * Collective: blocks until all nranks have arrived or the deadline passes.
+ * The rendezvous is the job name plus the launch (TORCHELASTIC_RUN_ID,
+ * MASTER_ADDR, MASTER_PORT where set, else the parent process: README), so
+ * two launches that share a name never meet; a second process with one rank
+ * is refused with relayInvalidUsage.
  */
-relayResult_t relayCommInitShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config);
+RELAYCC_API relayResult_t relayCommInitShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
+                                           const relayConfig_t* config);
 
 /* Release everything the comm owns. Must not race a call on the same comm. */
-relayResult_t relayCommDestroy(relayComm_t comm);
+RELAYCC_API relayResult_t relayCommDestroy(relayComm_t comm);
 /* Mark the comm failed (peers see it), wake a call stuck in it, then free it.
  * Safe to call from another thread while a call is in flight. */
-relayResult_t relayCommAbort(relayComm_t comm);
+RELAYCC_API relayResult_t relayCommAbort(relayComm_t comm);
 
-relayResult_t relayCommCount(const relayComm_t comm, int* count);
-relayResult_t relayCommUserRank(const relayComm_t comm, int* rank);
+RELAYCC_API relayResult_t relayCommCount(const relayComm_t comm, int* count);
+RELAYCC_API relayResult_t relayCommUserRank(const relayComm_t comm, int* rank);
 
-relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
-                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
-                             relayStream_t stream);
-relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
-                                 relayDataType_t datatype, relayRedOp_t op,
-                                 const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
-relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
-                             relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
-                             relayComm_t comm, relayStream_t stream);
-relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
-                            relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
-                            relayStream_t stream);
+RELAYCC_API relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
+                                         relayDataType_t datatype, const relayLayout_t* layout,
+                                         relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                             relayDataType_t datatype, relayRedOp_t op,
+                                             const relayLayout_t* layout, relayComm_t comm,
+                                             relayStream_t stream);
+RELAYCC_API relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
+                                         relayDataType_t datatype, relayRedOp_t op,
+                                         const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
+                                        relayDataType_t datatype, const relayLayout_t* layout,
+                                        relayComm_t comm, relayStream_t stream);
 /* Rooted: see "Rooted collectives" above. On NCCL a call is one group of
  * ncclSend/ncclRecv. */
-relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts,
-                           relayDataType_t datatype, int root, const int* ranks, int nRanks,
-                           relayComm_t comm, relayStream_t stream);
-relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts,
-                          relayDataType_t datatype, int root, const int* ranks, int nRanks,
-                          relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts,
+                                       relayDataType_t datatype, int root, const int* ranks, int nRanks,
+                                       relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts,
+                                      relayDataType_t datatype, int root, const int* ranks, int nRanks,
+                                      relayComm_t comm, relayStream_t stream);
 
 #ifdef __cplusplus
 }

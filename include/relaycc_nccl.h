@@ -37,7 +37,7 @@ extern "C" {
  * configuration and connects every pair once, so that no later call stalls
  * in NCCL's connection setup).
  */
-relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayConfig_t* config);
+RELAYCC_API relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayConfig_t* config);
 
 /*
  * Create a relay comm of nranks processes of one host with its own NCCL
@@ -52,15 +52,29 @@ relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, const relayC
  * NVLink SHARP buffers would cost memory and multicast objects for nothing.
  * Collective: blocks until all nranks arrived or the deadline passes.
  */
-relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
-                                   int cudaDevice, const relayConfig_t* config);
+RELAYCC_API relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
+                                               int cudaDevice, const relayConfig_t* config);
+
+/*
+ * A unique-id init, for the Python package (torch process groups) and comms
+ * over several nodes: rank 0 calls relayNcclGetUniqueId and the launcher
+ * hands the id to every rank.
+ */
+#define RELAY_NCCL_UNIQUE_ID_BYTES 128
+typedef struct { char internal[RELAY_NCCL_UNIQUE_ID_BYTES]; } relayNcclUniqueId;
+RELAYCC_API relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id);   /* wraps ncclGetUniqueId */
+/* Collective: creates its own NCCL comm of nranks from id (ncclCommInitRankConfig) on cudaDevice and
+ * builds the relaycc comm over it (owned: destroyed with the comm). cudaDevice < 0 takes LOCAL_RANK,
+ * else rank modulo the device count; sets the current device. */
+RELAYCC_API relayResult_t relayCommInitNcclRank(relayComm_t* comm, int nranks, const relayNcclUniqueId* id,
+                                                int rank, int cudaDevice, const relayConfig_t* config);
 
 /*
  * The NCCL communicator under a relay comm on the NCCL transport (owned or
  * wrapped; still owned by whoever owned it). relayInvalidArgument when the
  * comm is on another transport. Useful to build baselines with ncclCommSplit.
  */
-relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl);
+RELAYCC_API relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl);
 
 #ifdef __cplusplus
 }

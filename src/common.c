@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/comm.h"
+#include "core/params.h"
 
 static const struct {
   const char* name;
@@ -22,7 +23,6 @@ static const struct {
     [relayBfloat16] = {"bfloat16", 2},
 };
 static const char* const kOps[relayNumOps] = {"sum", "prod", "max", "min", "avg"};
-static const char* const kRoutes[relayNumRoutes] = {"auto", "direct", "relay", "oneshot", "native", "bw"};
 
 size_t relayTypeSize(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0;
@@ -31,9 +31,6 @@ const char* relayTypeName(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].name : "?";
 }
 const char* relayOpName(relayRedOp_t op) { return ((unsigned)op < relayNumOps) ? kOps[op] : "?"; }
-const char* relayRouteName(int route) {
-  return ((unsigned)route < relayNumRoutes) ? kRoutes[route] : "?";
-}
 
 int relayParseType(const char* s, relayDataType_t* out) {
   static const struct {
@@ -62,15 +59,6 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
     }
   return -1;
 }
-int relayParseRoute(const char* s, int* out) {
-  if (s && strcasecmp(s, "one-shot") == 0) s = "oneshot";
-  for (int i = 0; s && i < relayNumRoutes; i++)
-    if (strcasecmp(s, kRoutes[i]) == 0) {
-      *out = i;
-      return 0;
-    }
-  return -1;
-}
 
 double relayTypeTolerance(relayDataType_t dt) {
   switch (dt) {
@@ -93,7 +81,7 @@ relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const 
   vsnprintf(buf, len, fmt, ap);
   va_end(ap);
   if (comm) snprintf(tlsLastError, sizeof tlsLastError, "%s", comm->lastError);
-  if (relayEnvLong("RELAYCC_DEBUG", 0))
+  if (relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
   return result;
 }
@@ -114,19 +102,6 @@ relayResult_t relayGetVersion(int* version) {
   if (!version) return relaySetError(NULL, relayInvalidArgument, "relayGetVersion: version is NULL");
   *version = RELAYCC_VERSION_CODE;
   return relaySuccess;
-}
-
-long relayEnvLong(const char* name, long def) {
-  const char* v = getenv(name);
-  if (!v || !*v) return def;
-  char* end;
-  long x = strtol(v, &end, 0);
-  return (end == v) ? def : x;
-}
-
-const char* relayEnvStr(const char* name, const char* def) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : def;
 }
 
 uint64_t relayNowNs(void) {

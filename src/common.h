@@ -1,4 +1,4 @@
-/* Shared by every layer: datatype facts, error recording, env parsing, clocks. */
+/* Shared by every layer: datatype facts, error recording, parsing, clocks (settings: core/params.h). */
 #ifndef RELAY_COMMON_H_
 #define RELAY_COMMON_H_
 
@@ -29,7 +29,9 @@ double relayTypeTolerance(relayDataType_t dt);
 relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Environment: returns def when the variable is unset or empty. */
+/* The environment for tools and tests (their own knobs, e.g. RELAYCC_GPUTEST_*):
+ * def when unset or empty. The library reads settings only through its
+ * table (core/params.h, which defines these). */
 long relayEnvLong(const char* name, long def);
 const char* relayEnvStr(const char* name, const char* def);
 

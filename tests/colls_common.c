@@ -105,3 +105,19 @@ size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t 
   }
   return bad;
 }
+
+relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                     relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
+  switch (coll) {
+    case RELAY_COLL_ALLGATHER: return relayAllGather(s, r, counts, dt, L, comm, NULL);
+    case RELAY_COLL_REDUCESCATTER: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
+    case RELAY_COLL_ALLREDUCE: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
+    default: return relayAllToAll(s, r, counts, dt, L, comm, NULL);
+  }
+}
+
+relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                            int root, const int* set, int n, relayComm_t comm) {
+  return coll == RELAY_COLL_SCATTER ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
+                                    : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
+}

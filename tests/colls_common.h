@@ -22,5 +22,11 @@ size_t tc_recv_elems(relayColl_t coll, int A, size_t count);
 /* Number of elements of got that differ from want (floats within tolerance). */
 size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t n, size_t* firstBad);
 double tc_as_double(relayDataType_t dt, const void* p, size_t i);
+/* One call of a layout collective (op ignored where it does not reduce) or
+ * of a rooted one (set, n, root), on the shm transport (stream NULL). */
+relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                     relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
+relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+                            int root, const int* set, int n, relayComm_t comm);
 
 #endif

@@ -14,10 +14,10 @@ if(RELAY_HAVE_CUDA)
   # regions laid out as on the GPU (emul_oneshot), and the bandwidth kernel's
   # push and consume of every item of every block (emul_bw).
   foreach(e reduce oneshot bw)
-    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c)
-    target_include_directories(emul_${e} PRIVATE include src tests)
+    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c src/core/params.c)
+    target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)
     target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
-    target_compile_options(emul_${e} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings -Xcompiler=-Wall>)
+    target_compile_options(emul_${e} PRIVATE ${RELAY_CUDA_WARN_FLAGS})
     add_test(NAME cuda_${e}_emulated COMMAND emul_${e})
     set_tests_properties(cuda_${e}_emulated PROPERTIES LABELS cuda TIMEOUT 300)
   endforeach()

@@ -30,16 +30,6 @@ typedef struct {
   int full; /* all dtypes/ops instead of the usual three */
 } sweepArg;
 
-static relayResult_t runColl(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                             relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
-  switch (coll) {
-    case RELAY_COLL_ALLGATHER: return relayAllGather(s, r, counts, dt, L, comm, NULL);
-    case RELAY_COLL_REDUCESCATTER: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
-    case RELAY_COLL_ALLREDUCE: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
-    default: return relayAllToAll(s, r, counts, dt, L, comm, NULL);
-  }
-}
-
 /* One call on every rank: returns the number of wrong elements on this rank. */
 static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
                       const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
@@ -87,7 +77,7 @@ static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int A, int G
     }
     tc_expected(coll, dt, op, A, me, c, want);
   }
-  relayResult_t res = runColl(coll, sendp, recvp, counts, dt, op, &L, comm);
+  relayResult_t res = tc_run(coll, sendp, recvp, counts, dt, op, &L, comm);
   T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res), relayGetLastError(comm));
   size_t bad = 0, first = 0;
   if (g < 0) {

@@ -265,7 +265,7 @@ static int caseRouter(void) {
     size_t counts[1];
     planKey k = key8(want[i].coll, want[i].A, 1, counts, want[i].mib * MIB);
     int route, depth;
-    relayRouteChoose(&k, t, RELAY_ROUTE_CAP_ONESHOT, &route, &depth);
+    relayRouteChoose(&k, t, RELAY_TP_CAP_ONESHOT, &route, &depth);
     printf("  %-14s A=%d %6.0f MiB: route %s depth %d (model %d)\n", relayCollName(k.coll), k.nActive, want[i].mib,
            relayRouteName(route), depth, relayDepthChoose(&k, t));
     T_CHECK(route == relayRouteRelay && depth == want[i].depth, "%s A=%d %.0f MiB: %s depth %d, want relay depth %d",

@@ -92,7 +92,7 @@ static int casePlan(void) {
         int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
         int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
-        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, gRoute, 1, 0};
+        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, gRoute, 1, 0, 0, 0};
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         char err[512];
@@ -130,8 +130,8 @@ static int casePlan(void) {
       }
   /* Not served: rooted collectives, fused layouts, sizes above the slot (the
    * one-shot only: the bandwidth route takes any count). */
-  size_t c2[2] = {16, 16}, big = relayOneShotMaxBytes() / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, gRoute, 1, 0};
+  size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
+  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, gRoute, 1, 0, 0, 0};
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;
@@ -157,7 +157,7 @@ static int caseRoute(void) {
   struct relayTopo* t = NULL;
   T_OK(relayTopoLoad("h200x2", &t));
   int ranks[2] = {0, 1};
-  const int caps = RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_BW;
+  const int caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW;
   struct {
     int coll;
     size_t bytes; /* per-rank input */
@@ -169,12 +169,12 @@ static int caseRoute(void) {
               {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
-    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0};
+    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0, 0, 0};
     int route = -1, depth = 0;
     relayRouteChoose(&k, t, caps, &route, &depth);
     T_CHECK(route == rows[i].want, "h200x2 %s of %zu B per rank: route %s, want %s", relayCollName(k.coll),
             rows[i].bytes, relayRouteName(route), relayRouteName(rows[i].want));
-    relayRouteChoose(&k, t, caps & ~RELAY_ROUTE_CAP_BW, &route, &depth);
+    relayRouteChoose(&k, t, caps & ~RELAY_TP_CAP_BW, &route, &depth);
     T_CHECK(route != relayRouteBw, "h200x2 %s: bw chosen without the capability", relayCollName(k.coll));
   }
   relayTopoFree(t);
@@ -422,8 +422,9 @@ static int rankAbort(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* bw: odd ranks read another tile size: the prepare's vote sees it and every
- * rank runs direct, with the right data. */
+/* bw: odd ranks read another tile size: RELAYCC_BW_TILE_BYTES is agreed at
+ * init (rank 0's on every rank), so every rank still runs bw, with the right
+ * data. */
 static int rankDisagree(int rank, int nranks, void* arg) {
   setenv("RELAYCC_BW_TILE_BYTES", rank & 1 ? "2048" : "1024", 1);
   return rankRun(rank, nranks, arg);
@@ -475,8 +476,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (!strcmp(c, "disagree")) {
-      runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
-      launch("bw settings differ between ranks: all direct", rankDisagree, &a, 240);
+      runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteBw};
+      launch("bw settings differ between ranks: rank 0's agreed, all bw", rankDisagree, &a, 240);
       return 0;
     }
     if (!strcmp(c, "off")) {

@@ -66,7 +66,7 @@ static void sweep(const char* preset, double factor, int* checked) {
           for (int g = 0; g < G; g++) counts[g] = c;
           planKey k = mkKey(coll, G, A, ranks, counts, relayBfloat16);
           int route, depth;
-          relayRouteChoose(&k, t, RELAY_ROUTE_CAP_ONESHOT, &route, &depth);
+          relayRouteChoose(&k, t, RELAY_TP_CAP_ONESHOT, &route, &depth);
           double direct = predict(k, t, relayRouteDirect, 1);
           double chosen = predict(k, t, route, depth);
           T_CHECK(chosen <= direct * (1 + 1e-12), "%s %s A=%d G=%d %.0f B: chose %s/%d at %.3g s, direct %.3g s", preset,
@@ -104,7 +104,7 @@ static int sameOnAllRanks(int rank, int nranks, void* arg) {
       size_t counts[2] = {c, c + 1};
       planKey k = mkKey(coll, 2, 4, ranks, counts, relayFloat32);
       int route, depth;
-      relayRouteChoose(&k, t, RELAY_ROUTE_CAP_ONESHOT, &route, &depth);
+      relayRouteChoose(&k, t, RELAY_TP_CAP_ONESHOT, &route, &depth);
       h = (h ^ (uint64_t)(route * 16 + depth)) * 1099511628211ull;
     }
   uint64_t all[8];

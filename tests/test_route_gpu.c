@@ -249,8 +249,8 @@ static int chooseChecked(const struct relayTopo* t, planKey k, int caps, int* de
   int route, depth;
   relayRouteChoose(&k, t, caps, &route, &depth);
   T_CHECK(route != relayRouteAuto, "auto answered");
-  T_CHECK(route != relayRouteNative || (caps & RELAY_ROUTE_CAP_NATIVE), "native without the capability");
-  T_CHECK(route != relayRouteOneShot || (caps & RELAY_ROUTE_CAP_ONESHOT), "one-shot without the capability");
+  T_CHECK(route != relayRouteNative || (caps & RELAY_TP_CAP_NATIVE), "native without the capability");
+  T_CHECK(route != relayRouteOneShot || (caps & RELAY_TP_CAP_ONESHOT), "one-shot without the capability");
   double chosen = planUs(t, k, route, depth);
   T_CHECK(chosen > 0, "%s %s: chose %s/%d, which cannot serve the key", t->name, relayCollName(k.coll),
           relayRouteName(route), depth);
@@ -259,7 +259,7 @@ static int chooseChecked(const struct relayTopo* t, planKey k, int caps, int* de
     T_CHECK(chosen <= direct * (1 + 1e-12), "%s %s: chose %s/%d at %.2f us, direct %.2f us", t->name,
             relayCollName(k.coll), relayRouteName(route), depth, chosen, direct);
   }
-  if (caps & RELAY_ROUTE_CAP_NATIVE) {
+  if (caps & RELAY_TP_CAP_NATIVE) {
     double nat = baseUs(t, k);
     T_CHECK(chosen <= nat * (1 + 1e-12), "caps %d: %s %s A=%d G=%d count %zu: chose %s/%d at %.2f us, native %.2f us", caps,
             t->name, relayCollName(k.coll), k.nActive, k.nGroups, k.counts[0], relayRouteName(route), depth, chosen,
@@ -283,7 +283,7 @@ static int caseChoices(void) {
   T_OK(relayTopoLoad("h200x2", &t));
   size_t counts[1];
   for (int pass = 0; pass < 2; pass++) {
-  int caps = RELAY_ROUTE_CAP_NATIVE | (pass ? RELAY_ROUTE_CAP_ONESHOT : 0);
+  int caps = RELAY_TP_CAP_NATIVE | (pass ? RELAY_TP_CAP_ONESHOT : 0);
   printf("h200x2, native%s: size | route per collective (predicted us: native / chosen)\n",
          pass ? " and one-shot" : " only");
   for (double s = 4 * KB; s <= 1024 * MB * 1.01; s *= 2) {
@@ -325,16 +325,16 @@ static int casePerCall(void) {
   struct relayTopo* t = NULL;
   T_OK(relayTopoLoad("h200x2", &t));
   size_t counts[1];
-  int base = RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_ONESHOT;
+  int base = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT;
   planKey k1 = mkKey(RELAY_COLL_ALLGATHER, 2, 2, 1 * MB, counts);
   /* Without the one-shot (its gather form may take 1 MB: one kernel too). */
-  int r = chooseChecked(t, k1, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
+  int r = chooseChecked(t, k1, RELAY_TP_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteNative, "all-gather 1 MB per call: %s, want native", relayRouteName(r));
-  r = chooseChecked(t, k1, RELAY_ROUTE_CAP_NATIVE, NULL, NULL, NULL);
+  r = chooseChecked(t, k1, RELAY_TP_CAP_NATIVE, NULL, NULL, NULL);
   T_CHECK(r == relayRouteDirect, "all-gather 1 MB captured: %s, want direct", relayRouteName(r));
   /* One lookup answers both ways alike (api.c asks the stream only when they differ). */
   int pr[2], pd[2];
-  relayRouteChoosePair(&k1, t, RELAY_ROUTE_CAP_NATIVE, pr, pd);
+  relayRouteChoosePair(&k1, t, RELAY_TP_CAP_NATIVE, pr, pd);
   T_CHECK(pr[0] == relayRouteNative && pr[1] == relayRouteDirect && pd[0] == 1 && pd[1] == 1,
           "all-gather 1 MB pair: per call %s/%d, captured %s/%d", relayRouteName(pr[0]), pd[0], relayRouteName(pr[1]),
           pd[1]);
@@ -372,8 +372,8 @@ static int caseNeverSlowerThanNative(void) {
             planKey k = mkKey((relayColl_t)c, t->nGPUs, A, s, counts);
             for (int g = 1; g < G; g++) counts[g] = counts[0];
             k.nGroups = G;
-            int capsList[] = {RELAY_ROUTE_CAP_NATIVE, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_ONESHOT,
-                              RELAY_ROUTE_CAP_ONESHOT, 0};
+            int capsList[] = {RELAY_TP_CAP_NATIVE, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT,
+                              RELAY_TP_CAP_ONESHOT, 0};
             for (int ci = 0; ci < 4; ci++) {
               chooseChecked(t, k, capsList[ci], NULL, NULL, NULL);
               checked++;
@@ -385,14 +385,14 @@ static int caseNeverSlowerThanNative(void) {
   size_t counts[1];
   planKey k = mkKey(RELAY_COLL_ALLGATHER, 2, 2, 16 * MB, counts);
   int route, depth;
-  relayRouteChoose(&k, NULL, RELAY_ROUTE_CAP_NATIVE, &route, &depth);
+  relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE, &route, &depth);
   T_CHECK(route == relayRouteNative, "no model, native: %s", relayRouteName(route));
-  relayRouteChoose(&k, NULL, RELAY_ROUTE_CAP_ONESHOT, &route, &depth);
+  relayRouteChoose(&k, NULL, RELAY_TP_CAP_ONESHOT, &route, &depth);
   T_CHECK(route == relayRouteDirect, "no model, no native: %s", relayRouteName(route));
   k = mkKey(RELAY_COLL_ALLREDUCE, 2, 2, 64 * KB, counts);
-  relayRouteChoose(&k, NULL, RELAY_ROUTE_CAP_NATIVE, &route, &depth);
+  relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE, &route, &depth);
   T_CHECK(route == relayRouteNative, "no model, native, no one-shot: %s", relayRouteName(route));
-  relayRouteChoose(&k, NULL, RELAY_ROUTE_CAP_NATIVE | RELAY_ROUTE_CAP_ONESHOT, &route, &depth);
+  relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, &route, &depth);
   T_CHECK(route == relayRouteOneShot, "no model, small all-reduce with a one-shot: %s", relayRouteName(route));
   printf("%d choices checked\n", checked);
   return 0;
@@ -586,8 +586,8 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gNativeCalls;
   return relaySuccess;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, int coll, const void* send, void* recv, size_t count,
-                                relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayColl_t coll, const void* send, void* recv,
+                                size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
   (void)c, (void)h, (void)coll, (void)send, (void)recv, (void)count, (void)dt, (void)op, (void)stream;
   gNativeCalls++;
   return relaySuccess;
@@ -611,8 +611,7 @@ static int coreRank(int rank, int nranks, void* arg) {
   ops.native = fakeNative;
   ops.oneshotPrepare = NULL;
   ops.oneshot = NULL;
-  ops.bwPrepare = NULL; /* the native-or-direct choice under test, without the bw route */
-  ops.bw = NULL;
+  ops.caps = RELAY_TP_CAP_NATIVE;
   ops.isCapturing = fakeCapturing;
   comm->tp = &ops;
   relayTopoFree(comm->topo);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "colls_common.h"
 #include "common.h"
 #include "core/plancache.h"
 #include "harness.h"
@@ -217,12 +218,6 @@ typedef struct {
   relayColl_t coll;
 } rankArg;
 
-static relayResult_t runRooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                               int root, const int* set, int n, relayComm_t comm) {
-  return coll == RELAY_COLL_SCATTER ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
-                                    : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
-}
-
 /* One call on every rank; returns this rank's wrong bytes. Ranks name only
  * the buffers their role uses; the others pass NULL, or (sentinel) a buffer
  * that must come back untouched. */
@@ -265,7 +260,7 @@ static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int root, co
       sendp = memberBuf;
     }
   }
-  relayResult_t res = runRooted(coll, sendp, recvp, counts, dt, root, set, n, comm);
+  relayResult_t res = tc_run_rooted(coll, sendp, recvp, counts, dt, root, set, n, comm);
   T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res), relayGetLastError(comm));
   size_t bad = 0;
   if (scatter) {

@@ -61,14 +61,15 @@ static relayComm_t tInit(int rank, int nranks, const char* job, const relayConfi
 static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const relayXferDesc* r, int nr) {
   c->callSeq++;
   c->curStep = 0;
-  relayResult_t res = c->tp->group(c, s, ns, r, nr, NULL);
+  relayResult_t res = c->tp->group(c, s, ns, r, nr, P2P_OP_SENDRECV, NULL);
   c->curStep = -1;
   return res;
 }
 
 static int tSegmentExists(const char* job) {
-  char path[300];
-  snprintf(path, sizeof path, "/dev/shm/relaycc-%s", job);
+  char name[300], path[320];
+  relayShmSegmentName(job, name, sizeof name);
+  snprintf(path, sizeof path, "/dev/shm%s", name);
   return access(path, F_OK) == 0;
 }
 
@@ -686,6 +687,7 @@ static int rankReject(int rank, int nranks, void* arg) {
   c->callSeq = 4;
   T_OK(c->tp->barrier(c));
   if (rank == 2) {
+    c->callSeq = 5; /* core counts the call it rejects */
     c->tp->reject(c);
     tSleepMs(500);
     relayCommDestroy(c);
@@ -771,6 +773,11 @@ static void tCrashMidInit(void) {
 }
 
 static void caseStale(void) {
+  /* The segment name holds the launch identity (relayShmSegmentName): with
+   * launcher variables set it is the same for this process, which looks for
+   * the segment, and for the ranks it forks. */
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", "29999", 1);
   /* 1: a crashed run's initialized segment under the name. */
   relayLaunchJobName("stale", gJob, sizeof gJob);
   tCrashMidInit();
@@ -778,8 +785,8 @@ static void caseStale(void) {
   T_CHECK(!tSegmentExists(gJob), "segment left behind");
   /* 2: garbage of the wrong size under the name. */
   relayLaunchJobName("stale", gJob, sizeof gJob);
-  char name[200];
-  snprintf(name, sizeof name, "/relaycc-%s", gJob);
+  char name[300];
+  relayShmSegmentName(gJob, name, sizeof name);
   int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
   T_CHECK(fd >= 0, "shm_open: %s", strerror(errno));
   T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64, "write");
@@ -1019,20 +1026,19 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
 
 /* Ranks that split a transfer onto different channels fail it at once with
  * both channel sets named, before any byte lands, instead of waiting on a
- * ring the other end never writes. Rank 3 alone sets
- * RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer count is kept by the
- * scatter rule), so it expects root 0's scatter in 2 parts where root 0
- * sends 1; or (arg 1) rank 3 alone sees one node, where scatter keeps its 2
- * parts on the schedule base. */
+ * ring the other end never writes. The part rules' settings are agreed at
+ * init (an environment that differs takes rank 0's: test_params), so the
+ * disagreement is made after init, in rank 3's table, before its first
+ * group reads it: RELAYCC_NCHANNELS_PER_NET_PEER=2 (a user-set per-peer
+ * count is kept by the scatter rule), so it expects root 0's scatter in 2
+ * parts where root 0 sends 1; or (arg 1) rank 3 alone sees one node, where
+ * scatter keeps its 2 parts on the schedule base. */
 static int rankP2pMismatch(int rank, int nranks, void* arg) {
   int variant = *(int*)arg;
-  if (rank == 3) {
-    if (variant == 0) setenv("RELAYCC_NCHANNELS_PER_NET_PEER", "2", 1);
-    else setenv("RELAYCC_SHM_NODES", "1", 1);
-  }
   relayConfig_t cfg = tCfg(30000, 1 << 16);
   cfg.route = relayRouteDirect;
   relayComm_t c = t_comm(rank, nranks, &cfg);
+  if (rank == 3) c->params.v[variant == 0 ? RELAY_P_NCHANNELS_PER_NET_PEER : RELAY_P_SHM_NODES] = variant == 0 ? 2 : 1;
   p2pComm pc;
   T_OK(relayShmP2pInfo(c, &pc));
   int all[LAZY_N];
@@ -1077,7 +1083,8 @@ static void caseP2pEnv(void) {
   unsetenv("RELAYCC_NCHANNELS_PER_NET_PEER");
 }
 
-/* Bad settings are argument errors at init, naming the variable. */
+/* Bad settings are argument errors at init, naming the variable (on every
+ * rank: the init exchange fails them all together, so all 4 ranks run). */
 static int rankP2pBadEnv(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = tCfg(1000, 4096);
@@ -1092,6 +1099,7 @@ static int rankP2pBadEnv(int rank, int nranks, void* arg) {
     unsetenv(bad[i][0]);
   }
   (void)nranks;
+  if (rank != 0) return 0;
   /* Channels follow the ring: 4 KiB rings hold at most 4 channels of 1 KiB. */
   setenv("RELAYCC_NCHANNELS", "64", 1);
   char job[160];
@@ -1185,7 +1193,7 @@ int main(int argc, char** argv) {
       caseP2pEnv();
       t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
     }
-  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(1, rankP2pBadEnv, NULL, 60);
+  } else if (!strcmp(c, "p2p_badenv")) t_run_ranks(4, rankP2pBadEnv, NULL, 60);
   else if (!strcmp(c, "small_devshm")) {
     int rc = caseSmallShm();
     if (rc) return rc;

@@ -496,7 +496,7 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayColl_t 
   int route = o->route, depth = o->depth ? o->depth : 1;
   if (route == relayRouteAuto) {
     int d;
-    relayRouteChoose(&k, topo, RELAY_ROUTE_CAP_ONESHOT | RELAY_ROUTE_CAP_BW, &route, &d);
+    relayRouteChoose(&k, topo, RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW, &route, &d);
     if (!o->depth) depth = d;
   }
   relayBaselineResult br;

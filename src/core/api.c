@@ -8,10 +8,17 @@
  *    which ranks exchange a digest of their call and their local verdict, so
  *    a rank's bad argument or a signature mismatch makes EVERY rank return the
  *    same error and the comm stays usable.
- *  - With it off, a rank that rejects a call tells the others (transport
- *    reject()), so peers waiting on it fail at once instead of at the
- *    deadline; anything that goes wrong after data may have moved leaves the
- *    comm failed (sticky), as NCCL's asynchronous errors do.
+ *  - With it off, every call still counts on every rank (comm->callSeq), so
+ *    nothing of a rejected call is read by a later one. A buffer error (NULL
+ *    buffer, in-place all-to-all) in a call whose shape is valid: the rank
+ *    runs its part through scratch (runThroughScratch), so nothing is left
+ *    over, and returns its error; peers that receive from it learn it where
+ *    the transport marks messages (shm). A shape error: the rank tells the
+ *    others (transport reject()), so peers waiting on it in this call fail at
+ *    once; whatever they sent it carries this call's number, which its next
+ *    call refuses (relayInvalidUsage naming both calls). Anything that goes
+ *    wrong after data may have moved leaves the comm failed (sticky), as
+ *    NCCL's asynchronous errors do.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,98 +29,14 @@
 #include "core/comm.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
-#include "route/depth.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "topo/topo.h"
-#include "transport/shm.h"
 
 static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
                                                       "relayAllToAll",  "relayScatter",       "relayGather"};
 
-/* ---- init / destroy ---------------------------------------------------- */
-
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
-  *out = NULL;
-  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
-  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
-  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
-  if (nranks < 1)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
-                         nranks);
-  if (rank < 0 || rank >= nranks)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
-                         rank, nranks);
-  struct relayComm* c;
-  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
-  relayResult_t res = relayShmAttach(c, jobName);
-  /* Every rank must route with the same model: vote it (as the NCCL init does). */
-  if (res == relaySuccess) res = relayCommAgreeTopo(c, relayCommLoadTopo(c, "cpu"));
-  if (res != relaySuccess) {
-    relaySetError(NULL, res, "%s", c->lastError);
-    if (c->tp) c->tp->destroy(c);
-    relayTopoFree(c->topo);
-    relayCommFree(c);
-    return res;
-  }
-  *out = c;
-  return relaySuccess;
-}
-
-relayResult_t relayCommLoadTopo(struct relayComm* c, const char* fallback) {
-  const char* want = c->cfg.topo[0] ? c->cfg.topo : fallback;
-  if (!want || !*want) return relaySuccess;
-  if (relayTopoLoad(want, &c->topo) != relaySuccess)
-    return relaySetError(c, relayInvalidArgument, "rank %d: RELAYCC_TOPO / config.topo = \"%s\": %s", c->rank,
-                         want, relayGetLastError(NULL));
-  return relaySuccess;
-}
-
-relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
-  struct {
-    int32_t status, pad;
-    uint64_t hash;
-  } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
-  all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory agreeing the topology", c->rank);
-  char saved[sizeof c->lastError];
-  memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status == relaySuccess) continue;
-    if (q == c->rank) {
-      memcpy(c->lastError, saved, sizeof saved); /* its own message names the cause */
-      res = local;
-    } else {
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d could not load its topology (%s)", c->rank, q,
-                          relayGetErrorString((relayResult_t)all[q].status));
-    }
-  }
-  int differ = 0;
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
-  if (differ) {
-    if (relayEnvLong("RELAYCC_DEBUG", 0))
-      fprintf(stderr, "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
-                      "routing without a model\n", c->rank);
-    relayTopoFree(c->topo);
-    c->topo = NULL;
-  }
-  if (res == relaySuccess && relayEnvLong("RELAYCC_DEBUG", 0))
-    fprintf(stderr, "relaycc: rank %d: route model: %s\n", c->rank, c->topo ? c->topo->name : "none");
-  free(all);
-  return res;
-}
-
-relayResult_t relayCommDestroy(relayComm_t comm) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
-  if (comm->tp) comm->tp->destroy(comm);
-  relayTopoFree(comm->topo);
-  relayCommFree(comm);
-  return relaySuccess;
-}
+/* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
 relayResult_t relayCommAbort(relayComm_t comm) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
@@ -154,7 +77,7 @@ typedef struct {
   int root;                    /* rooted collectives only */
 } callArgs;
 
-static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex);
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr);
 
 /* what[0..n) are comm ranks, pairwise distinct; *mine = the index of this
  * rank in them, or -1. O(n): comm->rankSeen remembers, per rank, where this
@@ -183,8 +106,14 @@ static relayResult_t checkRanks(struct relayComm* c, const char* fn, const char*
   return relaySuccess;
 }
 
-static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
-  if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex);
+/* A rejected call is one of two kinds (*bufErr says which): a SHAPE error
+ * (collective, layout, counts, dtype, op, root: what the plan is built from)
+ * leaves this rank without the call's plan; a BUFFER error (a NULL buffer, the
+ * forbidden in-place all-to-all) in a call whose shape is valid does not, so
+ * the rank can still run its part through scratch (runCall). */
+static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr) {
+  *bufErr = 0;
+  if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex, bufErr);
   const char* fn = kCallNames[a->coll];
   int r = c->rank;
   *myGroup = -1;
@@ -224,6 +153,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
                            g, a->counts[g], L->nActive, es);
   }
   if (*myGroup >= 0 && a->counts[*myGroup] > 0) {
+    *bufErr = 1; /* the shape is valid from here on */
     if (!a->send)
       return relaySetError(c, relayInvalidArgument, "%s (rank %d): sendbuff is NULL (active rank, group %d, count %zu)",
                            fn, r, *myGroup, a->counts[*myGroup]);
@@ -233,6 +163,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
     if (a->coll == RELAY_COLL_ALLTOALL && a->send == a->recv)
       return relaySetError(c, relayInvalidArgument,
                            "%s (rank %d): in-place all-to-all (sendbuff == recvbuff) is not supported", fn, r);
+    *bufErr = 0;
   }
   return relaySuccess;
 }
@@ -301,7 +232,7 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
                                                             : NULL;
     if (what)
       res = relaySetError(c, relayInvalidUsage, "%s (rank %d): ranks 0 and %d disagree on the %s of call #%llu", fn,
-                          c->rank, q, what, (unsigned long long)c->callSeq + 1);
+                          c->rank, q, what, (unsigned long long)c->callSeq);
   }
   free(all);
   return res;
@@ -309,34 +240,107 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
-/* The native route on a transport with native collectives (NCCL): NCCL's own
- * fused collective on each group's sub-communicator, one launch where a
- * send/recv plan needs a group plus a reduce (measured 0.67-0.86x of NCCL on
- * 2 x H200 for all-reduce and reduce-scatter). Taken when the route is
- * native: chosen by the router (auto), which prices it against the send/recv
- * routes, or forced (RELAYCC_ROUTE=native); a forced RELAYCC_ROUTE=direct
- * keeps the send/recv plan. Every rank reaches the collective prepare (the
- * decision depends only on the key, the config, the topology the ranks
- * agreed at init and the transport, alike on all ranks). Returns 1 when the
- * call was handled (*res says how). */
-static int tryNative(struct relayComm* c, const callArgs* a, int myGroup, int route, relayStream_t stream,
-                     relayResult_t* res) {
-  if (relayCollRooted(a->coll) || !c->tp->nativePrepare || !c->tp->native) return 0;
-  if (route != relayRouteNative) return 0;
-  void* h = NULL;
-  relayResult_t pr = c->tp->nativePrepare(c, a->layout->nGroups, a->layout->nActive, a->layout->ranks, stream, &h);
-  if (pr == relayNotSupported) return 0; /* every rank alike: the send/recv plan */
-  if (pr != relaySuccess) {
-    c->failed = 1;
-    *res = pr;
-    return 1;
+/* The plan of key (its route's row has a builder): the cached one, else
+ * built, checked and cached (*owned set when the cache could not take it:
+ * the caller frees it). relayNotSupported: the route cannot serve the key,
+ * on every rank alike (plans are pure functions of the key). */
+static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const relayPlan** plan,
+                                relayPlan** owned) {
+  *owned = NULL;
+  *plan = relayPlanCacheFind(c->plans, key);
+  if (*plan) return relaySuccess;
+  relayPlan* p = NULL;
+  relayResult_t res = relayPlanBuild(key, &p);
+  if (res == relayNotSupported) return res;
+  if (res != relaySuccess) {
+    c->failed = 1; /* peers may be moving data already */
+    return relaySetError(c, res, "%s (rank %d): building the %s plan failed (%s)", c->curCallName, c->rank,
+                         relayRouteName(key->route), relayGetErrorString(res));
   }
-  c->lastRoute = relayRouteNative;
-  c->lastDepth = 1;
-  size_t count = myGroup >= 0 ? a->counts[myGroup] : 0;
-  *res = c->tp->native(c, h, (int)a->coll, a->send, a->recv, count, a->dtype, a->op, stream);
-  if (*res != relaySuccess) c->failed = 1;
-  return 1;
+  char err[512];
+  if (relayPlanCheck(p, err, sizeof err) != 0) {
+    relayPlanFree(p);
+    c->failed = 1;
+    return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s",
+                         c->curCallName, c->rank, relayRouteName(key->route), err);
+  }
+  *plan = p;
+  if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
+  return relaySuccess;
+}
+
+/* Runs the call on the first candidate (route/route.h) that can serve it:
+ * its row's capability present on the transport, its plan (if it has one)
+ * built, its prepare (if any) accepted. Every rank walks the same list to
+ * the same row: the list and the plans are pure functions of the key, the
+ * config and the topology the ranks agreed at init; capabilities are the
+ * transport's; and a prepare is collective and voted, so every rank reaches
+ * it (helpers too, before any branch on role) and gets the same answer. */
+static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRouteList* list,
+                               const relayRouteCall* call) {
+  for (int i = 0; i < list->n; i++) {
+    const relayRouteRow* row = relayRouteRowOf(list->route[i]);
+    if (!row || (row->caps & ~c->tp->caps)) continue;
+    key->route = list->route[i];
+    key->depth = list->depth[i];
+    const relayPlan* plan = NULL;
+    relayPlan* owned = NULL;
+    if (row->build) {
+      relayResult_t res = lookupPlan(c, key, &plan, &owned);
+      if (res == relayNotSupported) continue; /* a normal answer */
+      if (res != relaySuccess) return res;
+    }
+    void* handle = NULL;
+    relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
+    if (res == relayNotSupported) {
+      relayPlanFree(owned);
+      continue;
+    }
+    if (res == relaySuccess) {
+      c->lastRoute = key->route;
+      c->lastDepth = plan ? plan->depth : 1;
+      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : row->run(c, handle, call);
+    }
+    relayPlanFree(owned);
+    if (res != relaySuccess) c->failed = 1;
+    return res;
+  }
+  /* The list ends in direct, which needs no capability and no prepare: only
+   * its builder declining the key gets here. */
+  c->failed = 1;
+  return relaySetError(c, relayInternalError, "%s (rank %d): building the %s plan failed (%s)",
+                       c->curCallName, c->rank, relayRouteName(key->route),
+                       relayGetErrorString(relayNotSupported));
+}
+
+static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
+                             const relayRouteList* list, relayStream_t stream);
+static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
+                                       const relayRouteList* list, relayResult_t local, relayStream_t stream);
+
+/* The call's shape as every rank of a valid call has it (comm->callShape):
+ * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
+static uint64_t callShapeDigest(const planKey* k) {
+  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
+}
+
+/* What the router may use for this key on this comm: the transport's caps,
+ * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
+ * auto (CAP_GATED: the router then does not apply its own default gate).
+ * The interposer asks the same question (shim.c), so it routes as core does. */
+int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
+  int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
+  if (c->cfg.route == relayRouteAuto &&
+      !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
+    caps &= ~RELAY_TP_CAP_ONESHOT;
+  return caps;
+}
+
+void relayCommKeySettings(const struct relayComm* c, planKey* key) {
+  key->bwTileBytes = (uint32_t)relayParamInt(c, RELAY_P_BW_TILE_BYTES);
+  int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
+  key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
@@ -344,13 +348,20 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   if (c->failed)
     return relaySetError(c, relayInvalidUsage, "%s (rank %d): the comm failed in an earlier call; destroy it (%s)",
                          fn, c->rank, c->lastError);
-  int myGroup, myIndex;
-  relayResult_t local = validate(c, a, &myGroup, &myIndex);
+  /* Every call counts on every rank, rejected ones too, so that a notice or
+   * a message of call k names k on every rank and is never read by call k+1. */
+  c->callSeq++;
+  c->curCallName = fn;
+  c->callMark = -1;
+  c->callShape = 0;
+  int myGroup, myIndex, bufErr;
+  relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
 
   planKey key;
   memset(&key, 0, sizeof key);
-  int route = c->cfg.route, depth = c->cfg.depth > 0 ? c->cfg.depth : 1;
-  if (local == relaySuccess) {
+  relayRouteList lists[2];
+  int captured = 0; /* 1: the stream is being captured and the captured list differs */
+  if (local == relaySuccess || bufErr) { /* the shape is valid: the same key as every peer's */
     key.coll = a->coll;
     key.nranks = c->nranks;
     key.nGroups = a->layout->nGroups;
@@ -360,118 +371,96 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.dtype = a->dtype;
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
-    if (relayCollRooted(a->coll)) {
-      /* The only schedule a rooted call has (plan_scatter.c), forced route
-       * or not: asking another builder would fail on every call. */
-      route = relayRouteDirect;
-    } else if (route == relayRouteRelay && c->cfg.depth == 0) {
-      /* A forced relay still takes the depth model's depth. */
-      depth = relayDepthChoose(&key, c->topo);
-    } else if (route == relayRouteAuto) {
-      int caps = (c->tp->native && c->tp->nativePrepare ? RELAY_ROUTE_CAP_NATIVE : 0) |
-                 (c->tp->oneshotPrepare && c->tp->oneshot ? RELAY_ROUTE_CAP_ONESHOT : 0) |
-                 (c->tp->bwPrepare && c->tp->bw ? RELAY_ROUTE_CAP_BW : 0);
-      /* Ask the stream whether it is capturing only when the answer matters:
-       * most keys route alike per call and in a graph, and one cached lookup
-       * of both answers costs less than the CUDA query. */
-      int routes[2], depths[2];
-      relayRouteChoosePair(&key, c->topo, caps, routes, depths);
-      int g = (routes[1] != routes[0] || depths[1] != depths[0]) && c->tp->isCapturing && c->tp->isCapturing(c, stream);
-      route = routes[g];
-      if (c->cfg.depth == 0) depth = depths[g];
-    }
+    relayCommKeySettings(c, &key);
+    c->callShape = callShapeDigest(&key);
+    relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), c->cfg.route, c->cfg.depth, lists);
+    /* Ask the stream whether it is capturing only when the answer matters:
+     * most keys route alike per call and in a graph, and one cached lookup
+     * of both lists costs less than the CUDA query. */
+    captured = (lists[1].route[0] != lists[0].route[0] || lists[1].depth[0] != lists[0].depth[0]) &&
+               c->tp->isCapturing && c->tp->isCapturing(c, stream);
+  } else {
+    lists[0].n = 1; /* what check mode's digest carries for a rejected call */
+    lists[0].route[0] = c->cfg.route;
+    lists[0].depth[0] = c->cfg.depth > 0 ? c->cfg.depth : 1;
   }
+  const relayRouteList* list = &lists[captured];
   if (c->cfg.checkMode) {
-    relayResult_t agreed = agreeOnCall(c, a, local, route, depth);
+    relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
     if (agreed != relaySuccess) return agreed;
-  } else if (local != relaySuccess) {
+  } else if (local != relaySuccess && !bufErr) {
+    /* A shape error: no plan, so nothing to take part with. Peers that wait
+     * on this rank in this call learn it from the notice; what they already
+     * sent it carries this call's number, which its next call refuses. */
     if (c->tp->reject) c->tp->reject(c);
     return local;
   }
+  if (local == relaySuccess) {
+    relayResult_t res = runPlan(c, a, &key, myGroup, list, stream);
+    if (res == relaySuccess && c->callMark >= 0)
+      res = relaySetError(c, relayRemoteError,
+                          "%s (rank %d): rank %d passed a bad buffer in call #%llu (its error names it): this rank's "
+                          "result is undefined; the call's transfers completed, so the comm stays usable",
+                          fn, c->rank, c->callMark, (unsigned long long)c->callSeq);
+    return res;
+  }
+  return runThroughScratch(c, a, &key, myGroup, list, local, stream);
+}
 
-  c->callSeq++;
-  c->curCallName = fn;
+/* The call's data movement once every rank that takes part has its key: the
+ * first candidate route that serves it (runRoutes). */
+static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
+                             const relayRouteList* list, relayStream_t stream) {
   /* Nothing to move anywhere: every group's count is zero. */
   int any = 0;
-  for (int g = 0; g < planKeyNumCounts(&key); g++) any |= key.counts[g] != 0;
+  for (int g = 0; g < planKeyNumCounts(key); g++) any |= key->counts[g] != 0;
   if (!any) {
-    c->lastRoute = route;
-    c->lastDepth = depth;
+    c->lastRoute = list->route[0];
+    c->lastDepth = list->depth[0];
     return relaySuccess;
   }
+  relayRouteCall rc = {key, a->send, a->recv, !relayCollRooted(a->coll) && myGroup >= 0 ? a->counts[myGroup] : 0,
+                       stream};
+  return runRoutes(c, key, list, &rc);
+}
 
-  key.route = route;
-  key.depth = depth;
-  relayResult_t nres;
-  if (tryNative(c, a, myGroup, route, stream, &nres)) return nres;
-  if (key.route == relayRouteNative) key.route = relayRouteDirect; /* no native collectives here */
-  const relayPlan* plan;
-  relayPlan* owned;
-lookup:
-  plan = relayPlanCacheFind(c->plans, &key);
-  owned = NULL;
-  if (!plan) {
-    relayResult_t res = relayPlanBuild(&key, &owned);
-    if (res == relayNotSupported && key.route != relayRouteDirect) {
-      /* "Not supported" is a normal answer; every rank gets the same one
-       * because plans are pure functions of the key. */
-      key.route = relayRouteDirect;
-      key.depth = 1;
-      goto lookup;
-    }
-    if (res != relaySuccess) {
-      c->failed = 1; /* peers may be moving data already */
-      return relaySetError(c, res == relayNotSupported ? relayInternalError : res,
-                           "%s (rank %d): building the %s plan failed (%s)", fn, c->rank, relayRouteName(key.route),
-                           relayGetErrorString(res));
-    }
-    if (owned) {
-      char err[512];
-      if (relayPlanCheck(owned, err, sizeof err) != 0) {
-        relayPlanFree(owned);
-        c->failed = 1;
-        return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s", fn, c->rank,
-                             relayRouteName(key.route), err);
-      }
-      if (relayPlanCacheAdd(c->plans, &key, owned) == 0) {
-        plan = owned;
-        owned = NULL;
-      } else {
-        plan = owned;
-      }
-    }
+/* Scratch slots of the transport past the plans' own (0..PLAN_MAX_SLOTS-1):
+ * the stand-ins for a rank's caller buffers when it passed a bad one. */
+enum { SCRATCH_SLOT_SEND = PLAN_MAX_SLOTS, SCRATCH_SLOT_RECV = PLAN_MAX_SLOTS + 1 };
+
+/* A buffer error in a call whose shape is valid (check mode 0): the peers run
+ * the call and may already be sending to this rank, so it runs its part too,
+ * with internal scratch in place of both caller buffers (it never touches
+ * them), and nothing is left over for a later call. callMark tells the peers
+ * that receive from it, directly or through a relay, on a transport that
+ * marks its messages (shm); NCCL has no channel inside a call: its peers
+ * return success with undefined values where this rank's data went (README).
+ * Returns this rank's own error, or the run's when that failed the comm. */
+static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
+                                       const relayRouteList* list, relayResult_t local, relayStream_t stream) {
+  char saved[sizeof c->lastError];
+  memcpy(saved, c->lastError, sizeof saved);
+  uint64_t sendElems, recvElems;
+  planCallerExtents(key, c->rank, &sendElems, &recvElems);
+  size_t es = relayTypeSize(a->dtype);
+  void *send = NULL, *recv = NULL;
+  relayResult_t res = relaySuccess;
+  if (sendElems) res = c->tp->scratch(c, SCRATCH_SLOT_SEND, (size_t)sendElems * es, &send, stream);
+  if (res == relaySuccess && recvElems) res = c->tp->scratch(c, SCRATCH_SLOT_RECV, (size_t)recvElems * es, &recv, stream);
+  if (res != relaySuccess) {
+    /* Peers wait for this rank's part: end their waits now. */
+    c->failed = 1;
+    if (c->tp->fail) c->tp->fail(c);
+    return res;
   }
-  if (plan->route == relayRouteOneShot || plan->route == relayRouteBw) {
-    /* Every rank runs this plan (a pure function of the key), helpers too,
-     * so every rank reaches the collective prepare here, before any branch
-     * on role. A decline is voted (or, under capture, derived from state all
-     * ranks share), so all ranks take the direct plan together. */
-    relayResult_t pr = plan->route == relayRouteBw
-                           ? (c->tp->bwPrepare ? c->tp->bwPrepare(c, relayBwTileBytes(), relayBwRing(), stream)
-                                               : relayNotSupported)
-                       : c->tp->oneshotPrepare ? c->tp->oneshotPrepare(c, relayOneShotMaxBytes(), stream)
-                                               : relayNotSupported;
-    if (pr == relayNotSupported) {
-      relayPlanFree(owned);
-      /* The router's incumbent when it chose (auto) on a transport with
-       * native collectives; else the send/recv direct plan. */
-      if (c->cfg.route == relayRouteAuto && tryNative(c, a, myGroup, relayRouteNative, stream, &nres)) return nres;
-      key.route = relayRouteDirect;
-      key.depth = 1;
-      goto lookup;
-    }
-    if (pr != relaySuccess) {
-      relayPlanFree(owned);
-      c->failed = 1;
-      return pr;
-    }
-  }
-  c->lastRoute = plan->route;
-  c->lastDepth = plan->depth;
-  relayResult_t res = relayExecRun(c, plan, a->send, a->recv, stream);
-  relayPlanFree(owned);
-  if (res != relaySuccess) c->failed = 1;
-  return res;
+  callArgs run = *a;
+  run.send = send;
+  run.recv = recv;
+  c->callMark = c->rank;
+  res = runPlan(c, &run, key, myGroup, list, stream);
+  if (res != relaySuccess) return res;
+  memcpy(c->lastError, saved, sizeof saved);
+  return local;
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
@@ -517,7 +506,7 @@ relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* 
 /* The rank set is ranks[0..nRanks), any size >= 1, root in it or not;
  * counts[i] is ranks[i]'s block; the root's buffer holds the blocks back to
  * back in set order. A rank names only the buffers its role uses. */
-static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex) {
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr) {
   const char* fn = kCallNames[a->coll];
   int r = c->rank, scatter = a->coll == RELAY_COLL_SCATTER;
   const relayLayout_t* L = a->layout;
@@ -544,6 +533,8 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
                            r, i, a->counts[i], es);
     total += a->counts[i];
   }
+  if (*myIndex >= 0 || r == a->root) *myGroup = 0;
+  *bufErr = 1; /* the shape is valid from here on */
   const char* rootBuf = scatter ? "sendbuff" : "recvbuff";
   const char* memberBuf = scatter ? "recvbuff" : "sendbuff";
   if (r == a->root && total > 0 && !(scatter ? a->send : (const void*)a->recv))
@@ -552,7 +543,7 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
   if (*myIndex >= 0 && a->counts[*myIndex] > 0 && !(scatter ? (const void*)a->recv : a->send))
     return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s is NULL (ranks[%d], count %zu)", fn, r, memberBuf,
                          *myIndex, a->counts[*myIndex]);
-  if (*myIndex >= 0 || r == a->root) *myGroup = 0;
+  *bufErr = 0;
   return relaySuccess;
 }
 

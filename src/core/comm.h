@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "core/params.h"
 #include "relaycc.h"
 #include "transport/transport.h"
 
@@ -12,7 +13,8 @@
 extern "C" {
 #endif
 
-/* Config after resolving fields, environment and defaults. */
+/* The settings the hot path reads, copied from the comm's resolved (and, for
+ * AGREED rows, agreed) parameter table at init (init.c). */
 typedef struct {
   int timeoutMs;
   int checkMode;
@@ -29,6 +31,11 @@ struct relayTopo;
 struct relayComm {
   int rank, nranks;
   relayResolvedConfig cfg;
+  relayParams params; /* the resolved table (core/params.h): readers use relayParamInt */
+  int initBadParam;   /* this rank's first invalid setting (-1: none), told to every rank at init */
+  /* A control-plane comm the transport borrows (NCCL over a shm rendezvous),
+   * destroyed by core after the transport. */
+  struct relayComm* ctrl;
   const relayTransportOps* tp;
   void* tpState;
   /* The call in flight, for error messages and wire headers: callSeq counts
@@ -36,12 +43,17 @@ struct relayComm {
    * step being run (-1 outside steps). */
   uint64_t callSeq;
   int curStep;
+  /* No silent wrong result (api.c): the rank known to have passed a bad
+   * buffer in call callSeq (-1: none). Core sets it to this rank when it runs
+   * a call through scratch in place of its bad buffers; a transport that marks
+   * its messages (shm) sets it from a peer's mark and carries it on. */
+  int callMark;
+  /* A digest of call callSeq's shape (collective, layout, counts, dtype, op,
+   * root; api.c), alike on every rank of a valid call: a transport that puts
+   * it in its messages (shm) turns calls whose shapes differ between ranks
+   * into errors in check mode 0. 0 outside calls. */
+  uint64_t callShape;
   const char* curCallName;
-  /* The p2pOp (src/p2p/p2p.h) of the group being run: the executor sets it
-   * from the plan's collective before each group, so a transport that splits
-   * transfers into channel parts (shm) applies the operation's part rule.
-   * 0 (P2P_OP_SENDRECV) outside calls and for groups driven directly. */
-  int curP2pOp;
   int failed;         /* sticky: an error after data may have moved */
   atomic_int aborted; /* set by relayCommAbort, read by waits */
   atomic_int inCall;
@@ -59,25 +71,27 @@ struct relayComm {
   char lastError[1024];
 };
 
-/* Resolve config fields > environment > defaults. */
-relayResult_t relayResolveConfig(const relayConfig_t* cfg, relayResolvedConfig* out);
-/* Allocate a comm and resolve its config (transport not yet attached). */
-relayResult_t relayCommAlloc(int nranks, int rank, const relayConfig_t* cfg, struct relayComm** out);
 void relayCommFree(struct relayComm* comm);
+/* A value of the comm's resolved parameter table (AGREED rows: rank 0's). */
+static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) { return comm->params.v[id]; }
 
-/* Load comm->topo from cfg.topo (RELAYCC_TOPO), else from fallback (a preset
- * name, or NULL/"" for none). */
-relayResult_t relayCommLoadTopo(struct relayComm* comm, const char* fallback);
-/* COLLECTIVE at init, after each rank set comm->topo (loaded or detected):
- * every rank must route with the same model, so the ranks vote their local
- * result and the hash of their topology (relayTopoHash; none = 0). A rank's
- * failure fails every rank (its message names it); differing topologies
- * leave every rank with none (comm->topo NULL: the router's no-model rule). */
+/* COLLECTIVE at init (init.c), after each rank set comm->topo (loaded or
+ * detected): every rank must route with the same model, so the ranks vote
+ * their local result and the hash of their topology (relayTopoHash; none =
+ * 0). A rank's failure fails every rank (its message names it); differing
+ * topologies leave every rank with none (comm->topo NULL: the router's
+ * no-model rule). */
 relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);
 relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
+struct planKey;
+/* The route capabilities core gives the router for key on this comm (api.c). */
+int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
+/* Sets the key's fields that come from the comm's agreed settings (the
+ * bandwidth route's tile and ring), so plans stay pure functions of keys. */
+void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

@@ -5,7 +5,6 @@
 
 #include "common.h"
 #include "core/comm.h"
-#include "p2p/p2p.h"
 
 typedef struct {
   char* send;
@@ -25,7 +24,7 @@ _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank 
 static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
                                  relayStream_t stream) {
   int bw = o->kind == PLAN_OP_BW;
-  if ((bw ? !comm->tp->bw : !comm->tp->oneshot) || p->nActive > RELAY_TP_ONESHOT_MAX)
+  if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no %s op", comm->rank,
                          comm->curStep, comm->tp->name, bw ? "bandwidth" : "one-shot");
   relayBwDesc w;
@@ -34,8 +33,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d->dst = resolve(b, o->dst);
   d->src = resolve(b, p->srcs[o->srcBase]);
   d->count = o->count;
-  d->srcStride = relayCollSendsBlocks(p->coll) ? o->count : 0;
-  d->gather = relayCollGathers(p->coll);
+  d->srcStride = o->srcStride;
+  d->gather = o->gather;
   d->dtype = p->dtype;
   d->op = p->op;
   d->divisor = o->divisor;
@@ -47,17 +46,6 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   w.ring = o->ring;
   w.twoShot = o->form == PLAN_BW_TWOSHOT;
   return comm->tp->bw(comm, &w, stream);
-}
-
-/* The P2P operation a plan's groups belong to: only scatter has a part rule
- * of its own (src/p2p), but a transport may tell them all apart. */
-static int execP2pOp(relayColl_t coll) {
-  switch (coll) {
-    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
-    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
-    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
-    default: return P2P_OP_SENDRECV;
-  }
 }
 
 /* A failure before this rank moved anything: peers are (or soon will be)
@@ -106,9 +94,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
         rd[i].ptr = resolve(&b, x->ref);
         rd[i].bytes = x->count * p->elemSize;
       }
-      comm->curP2pOp = execP2pOp(p->coll);
-      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, stream);
-      comm->curP2pOp = P2P_OP_SENDRECV;
+      res = comm->tp->group(comm, d, (int)st->nSend, rd, (int)st->nRecv, (int)st->p2pOp, stream);
       if (res != relaySuccess) break;
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {

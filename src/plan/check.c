@@ -10,13 +10,16 @@
  *   - every element of an active rank's RECV is written exactly once;
  *   - a side-lane op's regions are not touched by later steps;
  *   - a one-shot op reads SEND, writes RECV, and meets one on every active
- *     of its group in the same step (helpers have none).
+ *     of its group in the same step (helpers have none);
+ *   - every rank gives a step the same P2P operation (a transport that splits
+ *     by it would split the two ends of a transfer differently).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "p2p/p2p.h"
 #include "plan/plan.h"
 
 typedef struct {
@@ -50,7 +53,7 @@ static const char* bufName(int buf) {
 /* Elements an op writes at its dst: a gathering one-shot (all-gather,
  * all-to-all) fills A blocks of count. */
 static uint64_t opWritten(const relayPlan* p, const planOp* o) {
-  int gather = planOpIsCollective(o->kind) && relayCollGathers(p->coll);
+  int gather = planOpIsCollective(o->kind) && o->gather;
   return gather ? (uint64_t)p->nActive * o->count : o->count;
 }
 
@@ -104,7 +107,11 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
     return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
   if (o->nsrc != 1 || o->lane != 0 || p->srcs[o->srcBase].buf != PLAN_BUF_SEND || o->dst.buf != PLAN_BUF_RECV)
     return fail(err, errlen, "rank %d step %d: one-shot must read SEND and write RECV on lane 0", r, s);
-  uint64_t in = relayCollSendsBlocks(p->coll) ? (uint64_t)A * o->count : o->count;
+  /* Active A-1's contribution is the last: it starts strides in. */
+  if (o->srcStride > (UINT64_MAX - o->count) / (uint64_t)A)
+    return fail(err, errlen, "rank %d step %d: one-shot stride %llu overflows", r, s,
+                (unsigned long long)o->srcStride);
+  uint64_t in = (uint64_t)(A - 1) * o->srcStride + o->count;
   if (checkRef(p, r, s, o->dst, opWritten(p, o), 1, "one-shot destination", err, errlen) ||
       checkRef(p, r, s, p->srcs[o->srcBase], in, 0, "one-shot source", err, errlen))
     return 1;
@@ -128,6 +135,12 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
   if (p->elemSize == 0) return fail(err, errlen, "unknown datatype");
   /* 1. matching per step and ordered pair */
   for (int s = 0; s < p->nSteps; s++) {
+    uint32_t op0 = planRankStep(p, 0, s)->p2pOp;
+    if (op0 >= P2P_NUM_OPS) return fail(err, errlen, "step %d: P2P operation %u out of range", s, op0);
+    for (int r = 1; r < n; r++)
+      if (planRankStep(p, r, s)->p2pOp != op0)
+        return fail(err, errlen, "step %d: rank %d runs P2P operation %u, rank 0 %u", s, r,
+                    planRankStep(p, r, s)->p2pOp, op0);
     for (int r = 0; r < n; r++) {
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nSend; i++) {

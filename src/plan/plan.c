@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "common.h"
+#include "p2p/p2p.h"
 
 static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
                                                             "alltoall",  "scatter",       "gather"};
@@ -102,31 +103,68 @@ struct planBuilder {
   planRef* srcs;
   size_t nSrcs, capSrcs;
   planRank* rank;
+  int p2pOp; /* every step's (planStep.p2pOp) */
   int oom;
 };
+
+/* The P2P operation of a collective's transfers: only scatter has a part
+ * rule of its own (src/p2p), but a transport may tell them all apart (shm
+ * checks both ends agree). */
+static int planP2pOpOf(relayColl_t coll) {
+  switch (coll) {
+    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
+    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
+    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    default: return P2P_OP_SENDRECV;
+  }
+}
 
 /* Rooted collectives: member i of the set has counts[i] elements (recv of a
  * scatter, send of a gather); the root holds all blocks back to back in set
  * order (send of a scatter, recv of a gather). The root counts as active in
  * group 0 even outside the set, since it names caller buffers. */
-static void planRootedExtents(const planKey* k, planRank* rank) {
+static void planRootedRank(const planKey* k, uint64_t total, int r, planRank* pr) {
+  int scatter = k->coll == RELAY_COLL_SCATTER;
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  if (pr->activeGroup >= 0) {
+    uint64_t c = k->counts[pr->activeIndex];
+    if (scatter) pr->recvElems = c;
+    else pr->sendElems = c;
+  }
+  if (r == k->root) {
+    pr->activeGroup = 0;
+    if (scatter) pr->sendElems = total;
+    else pr->recvElems = total;
+  }
+}
+
+static uint64_t planRootedTotal(const planKey* k) {
   uint64_t total = 0;
   for (int i = 0; i < k->nActive; i++) total += k->counts[i];
-  int scatter = k->coll == RELAY_COLL_SCATTER;
-  for (int r = 0; r < k->nranks; r++) {
-    planRank* pr = &rank[r];
-    pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
-    if (pr->activeGroup >= 0) {
-      uint64_t c = k->counts[pr->activeIndex];
-      if (scatter) pr->recvElems = c;
-      else pr->sendElems = c;
-    }
-    if (r == k->root) {
-      pr->activeGroup = 0;
-      if (scatter) pr->sendElems = total;
-      else pr->recvElems = total;
-    }
+  return total;
+}
+
+/* Layout collectives: the buffer contracts of include/relaycc.h. */
+static void planLayoutRank(const planKey* k, int r, planRank* pr) {
+  pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
+  int g = pr->activeGroup;
+  if (g < 0) return;
+  uint64_t c = k->counts[g], A = (uint64_t)k->nActive;
+  switch (k->coll) {
+    case RELAY_COLL_ALLGATHER: pr->sendElems = c; pr->recvElems = A * c; break;
+    case RELAY_COLL_REDUCESCATTER: pr->sendElems = A * c; pr->recvElems = c; break;
+    case RELAY_COLL_ALLREDUCE: pr->sendElems = c; pr->recvElems = c; break;
+    default: pr->sendElems = A * c; pr->recvElems = A * c; break;
   }
+}
+
+void planCallerExtents(const planKey* k, int r, uint64_t* sendElems, uint64_t* recvElems) {
+  planRank pr;
+  memset(&pr, 0, sizeof pr);
+  if (relayCollRooted(k->coll)) planRootedRank(k, planRootedTotal(k), r, &pr);
+  else planLayoutRank(k, r, &pr);
+  *sendElems = pr.sendElems;
+  *recvElems = pr.recvElems;
 }
 
 planBuilder* planBuilderNew(const planKey* key) {
@@ -145,22 +183,11 @@ planBuilder* planBuilderNew(const planKey* key) {
   memcpy(b->countsCopy, key->counts, nc * sizeof(size_t));
   b->key.ranks = b->ranksCopy;
   b->key.counts = b->countsCopy;
-  if (relayCollRooted(key->coll)) {
-    planRootedExtents(&b->key, b->rank);
-    return b;
-  }
+  b->p2pOp = planP2pOpOf(key->coll);
+  uint64_t total = relayCollRooted(key->coll) ? planRootedTotal(&b->key) : 0;
   for (int r = 0; r < key->nranks; r++) {
-    b->rank[r].activeGroup = planActiveGroupOf(key, r, &b->rank[r].activeIndex);
-    int g = b->rank[r].activeGroup;
-    if (g >= 0) {
-      uint64_t c = key->counts[g], A = (uint64_t)key->nActive;
-      switch (key->coll) {
-        case RELAY_COLL_ALLGATHER: b->rank[r].sendElems = c; b->rank[r].recvElems = A * c; break;
-        case RELAY_COLL_REDUCESCATTER: b->rank[r].sendElems = A * c; b->rank[r].recvElems = c; break;
-        case RELAY_COLL_ALLREDUCE: b->rank[r].sendElems = c; b->rank[r].recvElems = c; break;
-        default: b->rank[r].sendElems = A * c; b->rank[r].recvElems = A * c; break;
-      }
-    }
+    if (relayCollRooted(key->coll)) planRootedRank(&b->key, total, r, &b->rank[r]);
+    else planLayoutRank(&b->key, r, &b->rank[r]);
   }
   return b;
 }
@@ -260,20 +287,29 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
   addOp(b, PLAN_OP_REDUCE, rank, step, dst, srcs, nsrc, count, divisor);
 }
 
+/* A collective op (planOpIsCollective) of active `rank` of `group`, its
+ * srcStride and gather from the key's collective; NULL when none was added. */
+static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int group, planRef dst, planRef src,
+                               uint64_t count, int divisor) {
+  size_t before = b->nItems;
+  addOp(b, kind, rank, step, dst, &src, 1, count, divisor);
+  if (b->nItems == before) return NULL;
+  planOp* op = &b->items[b->nItems - 1].op;
+  op->group = group;
+  op->srcStride = relayCollSendsBlocks(b->key.coll) ? count : 0;
+  op->gather = (uint8_t)relayCollGathers(b->key.coll);
+  return op;
+}
+
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor) {
-  size_t before = b->nItems;
-  addOp(b, PLAN_OP_ONESHOT, rank, step, dst, &src, 1, count, divisor);
-  if (b->nItems > before) b->items[b->nItems - 1].op.group = group;
+  addCollectiveOp(b, PLAN_OP_ONESHOT, rank, step, group, dst, src, count, divisor);
 }
 
 void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
             uint32_t tile, int ring, int form) {
-  size_t before = b->nItems;
-  addOp(b, PLAN_OP_BW, rank, step, dst, &src, 1, count, divisor);
-  if (b->nItems == before) return;
-  planOp* o = &b->items[b->nItems - 1].op;
-  o->group = group;
+  planOp* o = addCollectiveOp(b, PLAN_OP_BW, rank, step, group, dst, src, count, divisor);
+  if (!o) return;
   o->tile = tile;
   o->ring = (uint16_t)ring;
   o->form = (uint8_t)form;
@@ -360,6 +396,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
     }
   }
   for (size_t i = 0; i < (size_t)k->nranks * (size_t)p->nSteps; i++) {
+    p->steps[i].p2pOp = (uint32_t)b->p2pOp;
     uint32_t x = p->steps[i].nSend + p->steps[i].nRecv;
     if (x > p->maxXfersPerStep) p->maxXfersPerStep = x;
   }

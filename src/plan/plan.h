@@ -28,46 +28,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plan/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The layout collectives come first: RELAY_NUM_COLLS counts them, and code
- * that runs "every collective" on a layout loops up to it. The rooted
- * collectives follow; their key is one group (the rank set, any size >= 1,
- * root in it or not) with a count per rank of the set, plus `root`. */
-typedef enum {
-  RELAY_COLL_ALLGATHER = 0,
-  RELAY_COLL_REDUCESCATTER = 1,
-  RELAY_COLL_ALLREDUCE = 2,
-  RELAY_COLL_ALLTOALL = 3,
-  RELAY_NUM_COLLS = 4,
-  RELAY_COLL_SCATTER = 4,
-  RELAY_COLL_GATHER = 5,
-  RELAY_NUM_COLLS_ALL = 6
-} relayColl_t;
-
-static inline int relayCollRooted(relayColl_t coll) {
-  return coll == RELAY_COLL_SCATTER || coll == RELAY_COLL_GATHER;
-}
-/* All-reduce and reduce-scatter: contributions are combined with an op. */
-static inline int relayCollReduces(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_REDUCESCATTER;
-}
-/* Reduce-scatter and all-to-all: the send buffer holds A blocks, block j for active j. */
-static inline int relayCollSendsBlocks(relayColl_t coll) {
-  return coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
-}
-/* All-gather and all-to-all: the output holds A blocks, block j from active j. */
-static inline int relayCollGathers(relayColl_t coll) {
-  return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
-}
-
-const char* relayCollName(relayColl_t coll);            /* any of the six */
-int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
-int relayParseCollAll(const char* s, relayColl_t* out); /* any of the six; 0 on success */
 
 enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
 #define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
@@ -113,18 +79,15 @@ static inline int planOpIsCollective(int kind) { return kind == PLAN_OP_ONESHOT 
  * the seed's gate, the last power of two where its kernel beat NCCL's
  * (crossover measured between 1 and 2.25 MiB on MI350X). */
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
-/* The slot size gate (RELAYCC_ONESHOT_MAX_BYTES, read once per process). */
-size_t relayOneShotMaxBytes(void);
-/* The bandwidth route's settings (plan_bw.c, read once per process; they
- * shape the plan and the staging region, and the transport's prepare votes
- * on them so ranks that differ decline together): bytes per tile
- * (RELAYCC_BW_TILE_BYTES, a multiple of 64) and staging slots per source
- * (RELAYCC_BW_RING). */
+/* The largest gate (the range of RELAYCC_ONESHOT_MAX_BYTES): 1 GiB slots. */
+#define RELAY_ONESHOT_GATE_MAX (1u << 30)
+/* The bandwidth route's settings (core/params.h: RELAYCC_BW_TILE_BYTES,
+ * RELAYCC_BW_RING, the comm's agreed values) reach the builder through the
+ * key (planKey.bwTileBytes, bwRing; 0: these defaults, for tools and tests
+ * without a comm), so a plan stays a pure function of its key. */
 #define RELAY_BW_DEFAULT_TILE_BYTES (128u << 10)
 #define RELAY_BW_DEFAULT_RING 16
 #define RELAY_BW_MAX_RING 64
-size_t relayBwTileBytes(void);
-int relayBwRing(void);
 /* Two-shot shards: active j owns [j * shard, min((j+1) * shard, count)) (the
  * last ones may be short or empty); shard is a multiple of 16 elements, so
  * every shard starts 16-byte aligned for any element size (the GPU mover's
@@ -173,6 +136,15 @@ typedef struct {
   uint32_t srcBase; /* index into plan->srcs */
   int32_t group;    /* PLAN_OP_ONESHOT, PLAN_OP_BW: the layout group (0 otherwise) */
   uint64_t count;   /* elements, > 0 */
+  /* PLAN_OP_ONESHOT and PLAN_OP_BW only (0 otherwise), set by the builder from the key so
+   * that the executor, the reference, the simulator and the checker read
+   * them instead of re-deriving them from the collective: active j's
+   * contribution to active i starts at j's SEND + i * srcStride elements (0:
+   * all-reduce, all-gather; count: reduce-scatter, all-to-all), and gather
+   * set (all-gather, all-to-all) places contribution j at RECV + j * count
+   * instead of reducing. */
+  uint64_t srcStride;
+  uint8_t gather;
   uint32_t tile;    /* PLAN_OP_BW: elements per tile (0 otherwise) */
   uint16_t ring;    /* PLAN_OP_BW: staging slots per source */
   uint8_t form;     /* PLAN_OP_BW: PLAN_BW_* */
@@ -182,6 +154,10 @@ typedef struct {
   uint32_t sendBase, nSend;
   uint32_t recvBase, nRecv;
   uint32_t opBase, nOp;
+  /* The P2P operation (a p2pOp of src/p2p) of the step's transfers, which
+   * the executor passes to the transport's group and the simulator splits
+   * by: alike on every rank of a step (the checker holds us to it). */
+  uint32_t p2pOp;
 } planStep;
 
 typedef struct {
@@ -195,7 +171,7 @@ typedef struct {
  * (planKeyNumCounts). Rooted collectives: nGroups == 1, ranks is the set,
  * counts has one entry per rank of the set (what ranks[i] receives in a
  * scatter, sends in a gather), and root is a comm rank, in the set or not. */
-typedef struct {
+typedef struct planKey {
   relayColl_t coll;
   int nranks;
   int nGroups;
@@ -207,7 +183,26 @@ typedef struct {
   int route; /* relayRoute_t, never Auto here */
   int depth; /* >= 1 */
   int root;  /* rooted collectives only (0 otherwise) */
+  /* The bandwidth route's agreed settings, set by core from the comm's
+   * RELAYCC_BW_TILE_BYTES and RELAYCC_BW_RING (0: RELAY_BW_DEFAULT_*; a ring
+   * below 0: the route is off, its builder serves nothing). Hashed by the
+   * plan and route caches with the rest of the key. */
+  uint32_t bwTileBytes;
+  int bwRing;
 } planKey;
+
+/* The one-shot gate (RELAYCC_ONESHOT_MAX_BYTES, the comm's agreed value;
+ * tools and tests without a comm pass the default). The builder checks the
+ * physical rule (what one source stages per destination, count * elemSize,
+ * fits the slot: relayOneShotSlotFits); the router prices the one-shot only
+ * within the gate on the per-rank input (relayOneShotFits, stricter for
+ * reduce-scatter and all-to-all), and core passes RELAY_TP_CAP_ONESHOT
+ * only for calls that fit, so a plan stays a pure function of its key. */
+int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
+int relayOneShotFits(const planKey* k, uint64_t gateBytes);
+/* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
+size_t planBwTileBytes(const planKey* k);
+int planBwRing(const planKey* k);
 
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
@@ -260,7 +255,8 @@ void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_
 void planCopy(planBuilder* b, int rank, int step, planRef dst, planRef src, uint64_t count);
 void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
                 uint64_t count, int divisor);
-/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment). */
+/* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment);
+ * its srcStride and gather follow from the key's collective. */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
                  int divisor);
 /* A PLAN_OP_BW of active `rank` of `group` (see the op's comment). */
@@ -288,12 +284,17 @@ static inline planRef planRefAdd(planRef r, uint64_t elems) { r.off += elems; re
 
 /* Layout facts every builder needs. */
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex); /* -1 when helper */
+/* The extents (elements) of the caller buffers rank passes in a call of key k:
+ * what planRank.sendElems / recvElems hold in its plan (0: none). */
+void planCallerExtents(const planKey* k, int rank, uint64_t* sendElems, uint64_t* recvElems);
 static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }
 
-/* Build the plan of key (route Direct/Relay/...). Returns relaySuccess,
- * relayNotSupported (the route cannot serve this key) or relaySystemError. */
+/* Build the plan of key with its route's builder (defined with the table of
+ * routes, route/table.c, which picks it). Returns relaySuccess,
+ * relayNotSupported (the route runs no plan, or cannot serve this key) or
+ * relaySystemError. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 /* Validate the plan's structural invariants (matching, ordering, coverage,

@@ -20,45 +20,26 @@
  * ((A-1)/A of the input, already the minimum); all-gather pushes the whole
  * input to every peer, which is the output's definition.
  *
- * The settings are read here and nowhere else (RELAYCC_BW_TILE_BYTES,
- * RELAYCC_BW_RING): they shape the plan, and the transport's prepare votes
- * on them, so ranks that read different values decline the route together.
+ * The settings (RELAYCC_BW_TILE_BYTES, RELAYCC_BW_RING: core/params.h, the
+ * comm's agreed values) come in the key (planKey.bwTileBytes, bwRing), so the
+ * plan is a pure function of it; the transport's prepare votes on them too.
  */
 #include "common.h"
 #include "plan/plan.h"
 #include "plan/routes.h"
 
-size_t relayBwTileBytes(void) {
-  static size_t cached;
-  if (!cached) {
-    /* 128 KiB: at the 370 GB/s the h200x2 link moves per direction a tile
-     * takes ~0.35 us, so a 512 KB message is already 4 tiles, whose push
-     * overlaps the reduce of the one before (the one-shot's flag protocol
-     * runs push, fences and reduce one after another: 9.4 us at 512 KB,
-     * issue 19). 16 slots keep ~5.7 us of pushes in flight per peer, more
-     * than the ~2 x 1-2 us of system-scope fences and flag polls a slot's
-     * round trip costs (oneshot.h), so the hand-shake stays off the critical
-     * path; 16 x 128 KiB is 2 MiB of staging per source ("a few MiB",
-     * issue 19). Rounded down to 64 bytes (a cache line; the GPU mover's
-     * 16-byte vectors), at least 64. */
-    long v = relayEnvLong("RELAYCC_BW_TILE_BYTES", (long)RELAY_BW_DEFAULT_TILE_BYTES);
-    if (v < 64) v = 64;
-    if (v > (1l << 30)) v = 1l << 30;
-    cached = (size_t)v / 64 * 64;
-  }
-  return cached;
+/* 128 KiB tiles and 16 slots unless the key says (core/params.h says why);
+ * the tile rounded down to 64 bytes (a cache line; the GPU mover's 16-byte
+ * vectors), at least 64. A ring below 0 is RELAYCC_BW_RING=0: the route off. */
+size_t planBwTileBytes(const planKey* k) {
+  size_t v = k->bwTileBytes ? k->bwTileBytes : RELAY_BW_DEFAULT_TILE_BYTES;
+  return v < 64 ? 64 : v / 64 * 64;
 }
 
-int relayBwRing(void) {
-  /* 1 .. RELAY_BW_MAX_RING (1 runs the tiles with no overlap at all); 0 (the
-   * setting <= 0) turns the route off: no plan, so the router never takes
-   * it and a forced bw runs direct. */
-  static int cached = -1;
-  if (cached < 0) {
-    long v = relayEnvLong("RELAYCC_BW_RING", RELAY_BW_DEFAULT_RING);
-    cached = v < 1 ? 0 : v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : (int)v;
-  }
-  return cached;
+int planBwRing(const planKey* k) {
+  if (k->bwRing < 0) return 0;
+  int v = k->bwRing ? k->bwRing : RELAY_BW_DEFAULT_RING;
+  return v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : v;
 }
 
 relayResult_t planBuildBw(planBuilder* b) {
@@ -66,14 +47,15 @@ relayResult_t planBuildBw(planBuilder* b) {
   if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no collective op */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   size_t es = relayTypeSize(k->dtype);
-  if (es == 0 || relayBwRing() == 0) return relayNotSupported; /* RELAYCC_BW_RING=0: off */
+  int ring = planBwRing(k);
+  if (es == 0 || ring == 0) return relayNotSupported; /* RELAYCC_BW_RING=0: off */
   int A = k->nActive;
   uint64_t c = k->counts[0];
-  uint32_t tile = (uint32_t)(relayBwTileBytes() / es);
+  uint32_t tile = (uint32_t)(planBwTileBytes(k) / es);
   int form = k->coll == RELAY_COLL_ALLREDUCE && A > 2 ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH;
   int divisor = relayCollReduces(k->coll) && k->op == relayAvg ? A : 0;
   int s = planAddStep(b);
   for (int j = 0; j < A; j++)
-    planBw(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor, tile, relayBwRing(), form);
+    planBw(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor, tile, ring, form);
   return relaySuccess;
 }

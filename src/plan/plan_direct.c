@@ -153,6 +153,7 @@ static void allReduceTwoStep(planBuilder* b, int s0, int s1, int g) {
 
 relayResult_t planBuildDirect(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
+  if (relayCollRooted(k->coll)) return planBuildScatter(b); /* the rooted calls' one schedule */
   int s = planAddStep(b);
   switch (k->coll) {
     case RELAY_COLL_ALLGATHER:

@@ -10,7 +10,7 @@
  * and the bytes one source stages per destination (count * elemSize for
  * every collective) within the slot gate. Anything else answers relayNotSupported
  * and core falls back to direct on every rank alike (the answer depends only
- * on the key and the process-wide gate).
+ * on the key; the comm's gate is core's, agreed at init).
  */
 #include <stdlib.h>
 
@@ -18,22 +18,25 @@
 #include "plan/plan.h"
 #include "plan/routes.h"
 
-size_t relayOneShotMaxBytes(void) {
-  static size_t cached;
-  if (!cached) {
-    long v = relayEnvLong("RELAYCC_ONESHOT_MAX_BYTES", (long)RELAY_ONESHOT_DEFAULT_MAX_BYTES);
-    cached = v > 0 ? (size_t)v : 1; /* <= 0: nothing fits, the route is off */
-  }
-  return cached;
+int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes) {
+  size_t es = relayTypeSize(k->dtype);
+  return gateBytes > 0 && es != 0 && k->counts[0] <= gateBytes / es; /* a gate of 0: nothing fits, the route is off */
+}
+
+int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
+  if (k->nGroups != 1 || (unsigned)k->coll >= RELAY_NUM_COLLS) return 0;
+  uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype) * (relayCollSendsBlocks(k->coll) ? (uint64_t)k->nActive : 1);
+  return gateBytes > 0 && bytes <= gateBytes; /* per-rank input */
 }
 
 relayResult_t planBuildOneShot(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
   if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no one-shot */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
-  size_t es = relayTypeSize(k->dtype);
   uint64_t c = k->counts[0];
-  if (es == 0 || c > relayOneShotMaxBytes() / es) return relayNotSupported;
+  /* The gate is the caller's (core: the comm's; relayOneShotFits); this is
+   * the slot's hard limit, RELAYCC_ONESHOT_MAX_BYTES's largest value. */
+  if (!relayOneShotSlotFits(k, RELAY_ONESHOT_GATE_MAX)) return relayNotSupported;
   int A = k->nActive;
   int divisor = relayCollReduces(k->coll) && k->op == relayAvg ? A : 0;
   int s = planAddStep(b);

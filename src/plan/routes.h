@@ -1,5 +1,6 @@
 /* Route builders: each fills a planBuilder for its key, or answers
- * relayNotSupported (a normal answer: the call falls back to direct). */
+ * relayNotSupported (a normal answer: the call takes the router's next
+ * candidate). The table of routes (route/table.c) names each route's. */
 #ifndef RELAY_PLAN_ROUTES_H_
 #define RELAY_PLAN_ROUTES_H_
 
@@ -9,7 +10,7 @@
 extern "C" {
 #endif
 
-relayResult_t planBuildDirect(planBuilder* b);
+relayResult_t planBuildDirect(planBuilder* b); /* rooted keys: planBuildScatter's schedule */
 relayResult_t planBuildRelay(planBuilder* b);
 relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) */
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the

@@ -44,8 +44,8 @@ static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char
 static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps, char* err,
                       size_t errlen) {
   int A = p->nActive, g = o->group, me = p->rank[r].activeIndex;
-  int gather = relayCollGathers(p->coll);
-  uint64_t off = relayCollSendsBlocks(p->coll) ? (uint64_t)me * o->count : 0;
+  int gather = o->gather;
+  uint64_t off = (uint64_t)me * o->srcStride;
   const void* srcs[PLAN_MAX_SRCS];
   for (int i = 0; i < A; i++) {
     int q = p->ranks[g * A + i];

@@ -19,6 +19,9 @@
  * kernel, one launch more: 0.65-0.90x below 16 MB), while the direct
  * all-gather beat NCCL's by 1.10-1.15x from 1 MB (p2p_graph.log).
  *
+ * The candidates are the rows of the table of routes (route/table.c) that
+ * the transport can run: a new row is priced here without code of its own.
+ *
  * Pure function of (key, topology): every rank computes the same answer.
  * Decisions are cached per (key, topology) because a candidate's simulation
  * costs up to a few ms for deep plans.
@@ -31,6 +34,7 @@
 
 #include "common.h"
 #include "route/depth.h"
+#include "route/table.h"
 #include "sim/sim.h"
 #include "topo/topo.h"
 
@@ -46,23 +50,24 @@ typedef struct {
    * only would route that rank differently from its peers (a hang), so the
    * hash only finds the slot. The topology is compared by its content hash
    * (comms agree on it at init). */
-  int head[7];           /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL */
+  int head[9]; /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL, bw tile and ring */
   unsigned char* arrays; /* ranks and counts (planKeyArraysDup) */
-  int route[2], depth[2];
+  relayRouteList list[2];
   int valid;
 } routeEntry;
 
-static void keyHead(const planKey* k, int caps, int head[7]) {
+static void keyHead(const planKey* k, int caps, int head[9]) {
   head[0] = (int)k->coll, head[1] = k->nranks, head[2] = k->nGroups, head[3] = k->nActive;
   head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps & ~RELAY_ROUTE_CAP_PERCALL;
+  head[7] = (int)k->bwTileBytes, head[8] = k->bwRing;
 }
 
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
 /* caps (what the transport can run) is in head: it changes the answer. */
-static uint64_t keyHash(const int head[7], const planKey* k, const struct relayTopo* t) {
-  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 7 * sizeof(int)), k);
+static uint64_t keyHash(const int head[9], const planKey* k, const struct relayTopo* t) {
+  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int)), k);
   /* The topology by content, not address: a comm's topology is freed with it
    * and a later one may reuse the address with other figures. Its part of
    * the hash (a few us: relayTopoHash prints it) is memoized per thread for
@@ -84,11 +89,27 @@ static uint64_t keyHash(const int head[7], const planKey* k, const struct relayT
   return h;
 }
 
-/* Predicted seconds of key under route/depth, or a negative value when the
- * route cannot serve it. */
-static double predict(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth) {
+/* A row the transport can run (caps) and the router prices for key. */
+static int rowUsable(const relayRouteRow* row, const planKey* key, int caps) {
+  return row && !(row->caps & ~(unsigned)caps) && (!row->priced || row->priced(key, caps));
+}
+
+/* The transport's own collective where caps has it and it serves key (a row
+ * without a builder: native), else NULL: the incumbent above all. */
+static const relayRouteRow* incumbentRow(const planKey* key, int caps) {
+  for (int r = 0; r < relayNumRoutes; r++) {
+    const relayRouteRow* row = relayRouteRowOf(r);
+    if (row && !row->build && rowUsable(row, key, caps)) return row;
+  }
+  return NULL;
+}
+
+/* Predicted seconds of key under a plan row at depth, or a negative value
+ * when the route cannot serve it. */
+static double predict(const planKey* key, const struct relayTopo* topo, int caps, const relayRouteRow* row,
+                      int depth) {
   planKey k = *key;
-  k.route = route;
+  k.route = row->route;
   k.depth = depth;
   relayPlan* p = NULL;
   if (relayPlanBuild(&k, &p) != relaySuccess || !p) return -1;
@@ -100,29 +121,14 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
   relaySimResult r;
   memset(&r, 0, sizeof r);
   double t = relaySimRun(p, topo, &r) == relaySuccess ? r.totalS : -1;
-  /* A call outside a graph enqueues each step from the host: the one-shot
-   * is one kernel like the native collective, a plan's steps cost more. */
-  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && route != relayRouteOneShot && route != relayRouteBw && topo)
+  /* A call outside a graph enqueues each step from the host: a one-launch
+   * route (the one-shot) is one kernel like the native collective, a plan's
+   * steps cost more. */
+  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && !(row->flags & RELAY_ROW_ONE_LAUNCH) && topo)
     t += topo->hostStepS * r.boundaries;
   relaySimResultFree(&r);
   relayPlanFree(p);
   return t;
-}
-
-/* The router prices the one-shot for every layout collective: all-gather
- * and all-to-all move the same bytes as all-reduce / reduce-scatter without
- * the reduce (contributions side by side), and on 2 x H200 measured
- * 1.26-1.60x (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph
- * replay from 4 KB to 1 MiB, 1.37-1.57x per call
- * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is the plan builder's
- * (relayOneShotMaxBytes, read once per process: the route cache key does
- * not carry it), on the per-rank input as the seed's 1 MiB was. */
-
-static int oneShotEligible(const planKey* k, int caps) {
-  if (k->nGroups != 1 || !(caps & RELAY_ROUTE_CAP_ONESHOT)) return 0;
-  size_t es = relayTypeSize(k->dtype);
-  size_t bytes = k->counts[0] * es * (relayCollSendsBlocks(k->coll) ? (size_t)k->nActive : 1); /* per-rank input */
-  return (unsigned)k->coll < RELAY_NUM_COLLS && bytes <= relayOneShotMaxBytes();
 }
 
 /* The native candidate: the library's collective on each group's actives,
@@ -144,100 +150,96 @@ static int nativeKeeps(const planKey* key, const struct relayTopo* topo, double 
   return best * (1 + margin) >= tn;
 }
 
-/* The best of the send/recv routes (direct, relay at each depth, one-shot). */
-static double chooseSendRecv(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
-  double best = predict(key, topo, caps, relayRouteDirect, 1);
+/* The best of the plan routes: direct, the incumbent, then every other plan
+ * row the transport can run, in table order (a later row must be strictly
+ * faster), a pipelined one at depth 1 and at the depth model's depth
+ * (route/depth.c) instead of at every depth. The model's stage price was
+ * tuned on measured depth choices (768 KiB on mi350x), while the simulator
+ * prices every step at the two-group boundary (25 us, 1.23 MiB of link
+ * time), which over-prices a pipeline stage: it would keep 2-active calls at
+ * depth 4 at 256 MB where the seed measured depth 8 faster. The simulator
+ * still decides between the two and direct, since it knows what the closed
+ * form leaves out (helper reduce launches, the call's fixed cost, the direct
+ * route); and two simulations instead of four halve the router's cost on the
+ * deepest, most expensive plans. */
+static double choosePlan(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
+  double best = predict(key, topo, caps, relayRouteRowOf(relayRouteDirect), 1);
   if (best < 0) return best;
-  /* Relay candidates: depth 1 (the two-group form) and the depth model's
-   * depth (route/depth.c), instead of simulating every depth. The model's
-   * stage price was tuned on measured depth choices (768 KiB on mi350x),
-   * while the simulator prices every step at the two-group boundary (25 us,
-   * 1.23 MiB of link time), which over-prices a pipeline stage: it would
-   * keep 2-active calls at depth 4 at 256 MB where the seed measured depth 8
-   * faster. The simulator still decides between the two and direct, since it
-   * knows what the closed form leaves out (helper reduce launches, the call's
-   * fixed cost, the direct route); and two simulations instead of four halve
-   * the router's cost on the deepest, most expensive plans. */
-  int depths[2] = {1, relayDepthChoose(key, topo)};
-  for (size_t i = 0; i < (depths[1] > 1 ? 2u : 1u); i++) {
-    double t = predict(key, topo, caps, relayRouteRelay, depths[i]);
-    if (t >= 0 && t < best) {
-      best = t;
-      *route = relayRouteRelay;
-      *depth = depths[i];
-    }
-  }
-  if (oneShotEligible(key, caps)) {
-    double t = predict(key, topo, caps, relayRouteOneShot, 1);
-    if (t >= 0 && t < best) {
-      best = t;
-      *route = relayRouteOneShot;
-      *depth = 1;
-    }
-  }
-  /* The bandwidth route: its builder says which keys it serves (nGroups ==
-   * 1, every layout collective, any count), the simulator prices its tiles
-   * (sim.c bwSeconds), so where it wins is the model's answer, continuous
-   * with the one-shot's (one tile costs the one-shot plus one flag hop). */
-  if ((caps & RELAY_ROUTE_CAP_BW) && key->nGroups == 1) {
-    double t = predict(key, topo, caps, relayRouteBw, 1);
-    if (t >= 0 && t < best) {
-      best = t;
-      *route = relayRouteBw;
-      *depth = 1;
+  for (int r = 0; r < relayNumRoutes; r++) {
+    const relayRouteRow* row = relayRouteRowOf(r);
+    if (r == relayRouteDirect || !rowUsable(row, key, caps) || !row->build) continue;
+    int depths[2] = {1, row->flags & RELAY_ROW_PIPELINED ? relayDepthChoose(key, topo) : 1};
+    for (size_t i = 0; i < (depths[1] > 1 ? 2u : 1u); i++) {
+      double t = predict(key, topo, caps, row, depths[i]);
+      if (t >= 0 && t < best) {
+        best = t;
+        *route = r;
+        *depth = depths[i];
+      }
     }
   }
   return best;
 }
 
-static void choose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
-  int native = (caps & RELAY_ROUTE_CAP_NATIVE) && (unsigned)key->coll < RELAY_NUM_COLLS;
-  *route = relayRouteDirect;
-  *depth = 1;
+/* The winner, then the incumbents it displaced (relayRouteList). */
+static void choose(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList* out) {
+  const relayRouteRow* incumbent = incumbentRow(key, caps);
+  int route = relayRouteDirect, depth = 1;
   if (!topo) {
-    /* No model of this node: the one-shot below its gate (one launch instead
-     * of a group plus a reduce), else the library's own collective where the
-     * transport has one, else direct. */
-    if (native) *route = relayRouteNative;
-    if (oneShotEligible(key, caps)) {
+    /* No model of this node: a one-launch plan route below its gate (one
+     * launch instead of a group plus a reduce), else the library's own
+     * collective where the transport has one, else direct. */
+    if (incumbent) route = incumbent->route;
+    for (int r = 0; r < relayNumRoutes; r++) {
+      const relayRouteRow* row = relayRouteRowOf(r);
+      if (!(row && row->build && (row->flags & RELAY_ROW_UNMODELLED) && rowUsable(row, key, caps))) continue;
       planKey k = *key;
-      k.route = relayRouteOneShot;
+      k.route = r;
       k.depth = 1;
       relayPlan* p = NULL;
-      if (relayPlanBuild(&k, &p) == relaySuccess && p) *route = relayRouteOneShot;
+      int builds = relayPlanBuild(&k, &p) == relaySuccess && p;
       relayPlanFree(p);
+      if (builds) {
+        route = r;
+        break;
+      }
     }
-    return;
+  } else {
+    double best = choosePlan(key, topo, caps, &route, &depth);
+    if (incumbent && nativeKeeps(key, topo, best)) {
+      route = incumbent->route;
+      depth = 1;
+    }
   }
-  double best = chooseSendRecv(key, topo, caps, route, depth);
-  if (native && nativeKeeps(key, topo, best)) {
-    *route = relayRouteNative;
-    *depth = 1;
+  out->n = 0;
+  out->route[out->n] = route;
+  out->depth[out->n++] = depth;
+  if (route == relayRouteDirect) return; /* it beat the incumbent and needs nothing */
+  if (incumbent && route != incumbent->route) {
+    out->route[out->n] = incumbent->route;
+    out->depth[out->n++] = 1;
   }
+  out->route[out->n] = relayRouteDirect;
+  out->depth[out->n++] = 1;
 }
 
-void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]) {
-  int head[7];
+/* Both lists of an auto-routed layout call, cached. */
+static void chooseCached(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2]) {
+  int head[9];
   keyHead(key, caps, head);
   uint64_t h = keyHash(head, key, topo);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
   pthread_mutex_lock(&gCacheLock);
   /* Equal heads fix the arrays' lengths. */
   int hit = e->valid && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key);
-  if (hit) {
-    memcpy(route, e->route, sizeof e->route);
-    memcpy(depth, e->depth, sizeof e->depth);
-  }
+  if (hit) memcpy(out, e->list, sizeof e->list);
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;
   const int graphCaps = head[6];
-  choose(key, topo, graphCaps | RELAY_ROUTE_CAP_PERCALL, &route[0], &depth[0]);
-  if (topo && topo->hostStepS > 0) {
-    choose(key, topo, graphCaps, &route[1], &depth[1]);
-  } else { /* no per-step host cost modelled: both answers are one */
-    route[1] = route[0];
-    depth[1] = depth[0];
-  }
+  memset(out, 0, 2 * sizeof *out); /* callers compare lists whole */
+  choose(key, topo, graphCaps | RELAY_ROUTE_CAP_PERCALL, &out[0]);
+  if (topo && topo->hostStepS > 0) choose(key, topo, graphCaps, &out[1]);
+  else out[1] = out[0]; /* no per-step host cost modelled: both answers are one */
   unsigned char* arrays = planKeyArraysDup(key);
   if (!arrays) return; /* not cached: the next call chooses again */
   pthread_mutex_lock(&gCacheLock);
@@ -246,9 +248,45 @@ void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int 
   e->arrays = arrays;
   e->valid = 1;
   e->hash = h;
-  memcpy(e->route, route, sizeof e->route);
-  memcpy(e->depth, depth, sizeof e->depth);
+  memcpy(e->list, out, sizeof e->list);
   pthread_mutex_unlock(&gCacheLock);
+}
+
+void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
+                          relayRouteList out[2]) {
+  memset(out, 0, 2 * sizeof *out);
+  if (relayCollRooted(key->coll)) {
+    /* The only schedule a rooted call has (plan_scatter.c), forced route or
+     * not: asking another builder would fail on every call. */
+    out[0].n = 1;
+    out[0].route[0] = relayRouteDirect;
+    out[0].depth[0] = depth > 0 ? depth : 1;
+  } else if (route != relayRouteAuto) {
+    const relayRouteRow* row = relayRouteRowOf(route);
+    /* A forced pipelined route still takes the depth model's depth. */
+    int d = depth > 0 ? depth : row && (row->flags & RELAY_ROW_PIPELINED) ? relayDepthChoose(key, topo) : 1;
+    out[0].route[out[0].n] = route;
+    out[0].depth[out[0].n++] = d;
+    if (route != relayRouteDirect) {
+      out[0].route[out[0].n] = relayRouteDirect;
+      out[0].depth[out[0].n++] = 1;
+    }
+  } else {
+    chooseCached(key, topo, caps, out);
+    if (depth > 0) out[0].depth[0] = out[1].depth[0] = depth; /* forced depth, model's route */
+    return;
+  }
+  out[1] = out[0];
+}
+
+void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2],
+                          int depth[2]) {
+  relayRouteList l[2];
+  chooseCached(key, topo, caps, l);
+  for (int g = 0; g < 2; g++) {
+    route[g] = l[g].route[0];
+    depth[g] = l[g].depth[0];
+  }
 }
 
 void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
@@ -256,4 +294,10 @@ void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps
   relayRouteChoosePair(key, topo, caps, r, d);
   *route = r[g];
   *depth = d[g];
+}
+
+int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps) {
+  int route, depth;
+  relayRouteChoose(key, topo, caps | RELAY_TP_CAP_NATIVE, &route, &depth);
+  return route != relayRouteNative;
 }

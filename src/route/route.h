@@ -4,6 +4,7 @@
 #define RELAY_ROUTE_H_
 
 #include "plan/plan.h"
+#include "transport/transport.h" /* RELAY_TP_CAP_* */
 
 #ifdef __cplusplus
 extern "C" {
@@ -11,23 +12,52 @@ extern "C" {
 
 struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
 
-/* What the comm's transport can run besides send/recv plans (core passes
- * its transport's; tools and tests say what they model). */
-#define RELAY_ROUTE_CAP_NATIVE 1  /* the library's own collectives (ops native/nativePrepare: NCCL) */
-#define RELAY_ROUTE_CAP_ONESHOT 2 /* the one-shot push-reduce (ops oneshotPrepare/oneshot) */
-#define RELAY_ROUTE_CAP_PERCALL 4 /* the call is not captured into a graph: plans pay
-                                   * topo->hostStepS per step (ranks capture alike) */
-#define RELAY_ROUTE_CAP_BW 8      /* the bandwidth route's tiled pushes (ops bwPrepare/bw) */
+/* caps, in the functions below: the transport's RELAY_TP_CAP_* bits (core
+ * passes its transport's; tools and tests say what they model), plus: */
+#define RELAY_ROUTE_CAP_PERCALL (1 << 30) /* the call is not captured into a graph: plans pay
+                                           * topo->hostStepS per step (ranks capture alike) */
+#define RELAY_ROUTE_CAP_GATED (1 << 29)   /* the caller checked the one-shot against its own gate (core:
+                                           * the comm's agreed RELAYCC_ONESHOT_MAX_BYTES, dropping
+                                           * RELAY_TP_CAP_ONESHOT above it); without it the router applies
+                                           * RELAY_ONESHOT_DEFAULT_MAX_BYTES */
 
-/* key->route and key->depth are ignored. caps: RELAY_ROUTE_CAP_* bits. With
- * CAP_NATIVE, relayRouteNative is a candidate, priced by the baseline model
- * (the model of that very collective), and the incumbent; without
- * CAP_ONESHOT the one-shot is not one. Writes the chosen route (never Auto,
- * Native only with CAP_NATIVE) and depth (>= 1). */
+/* The routes a call may take, in the order core tries them (api.c): the
+ * first whose transport capability is present and whose prepare succeeds on
+ * every rank runs it. The last is always direct (it needs nothing and is
+ * never declined). Auto lists the router's winner and then the incumbents
+ * it displaced, native (where the transport has it) then direct, so that a
+ * declined winner hands the call to what would have run without it. */
+#define RELAY_ROUTE_MAX_CANDS 4
+typedef struct {
+  int n;
+  int route[RELAY_ROUTE_MAX_CANDS]; /* relayRoute_t, never Auto */
+  int depth[RELAY_ROUTE_MAX_CANDS]; /* >= 1 */
+} relayRouteList;
+
+/* A call's candidates both ways in one cached lookup: out[0] for a call made
+ * directly (caps' PERCALL bit ignored), out[1] for one captured into a graph.
+ * key->route and key->depth are ignored; route and depth are the comm's
+ * configured ones (relayRouteAuto asks the model; another route is forced,
+ * then direct; depth 0 = the depth model's for a pipelined route, else 1,
+ * and > 0 forces the first candidate's). Rooted calls list direct alone. */
+void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
+                          relayRouteList out[2]);
+
+/* The router's winner alone. With RELAY_TP_CAP_NATIVE, relayRouteNative is a
+ * candidate, priced by the baseline model (the model of that very
+ * collective), and the incumbent; a route whose capability caps lacks is
+ * not one. Writes the chosen route (never Auto, Native only with
+ * CAP_NATIVE) and depth (>= 1). */
 void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth);
-/* Both answers in one lookup, caps' PERCALL bit ignored: [0] as with
+/* Both winners in one lookup, caps' PERCALL bit ignored: [0] as with
  * CAP_PERCALL (a call made directly), [1] as without (captured). */
 void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]);
+
+/* Whether relaycc predicts a win over the transport library's own collective
+ * (the NCCL interposer's test, src/shim/): 1 when the route chosen for key
+ * with RELAY_TP_CAP_NATIVE added to caps is not native. Pure, like
+ * relayRouteChoose: every rank gets the same answer for the same call. */
+int relayRouteBeatsNative(const planKey* key, const struct relayTopo* topo, int caps);
 
 /* The margin by which a route must beat the native collective where the
  * topology states no model error of its own (topo->modelErr == 0). */

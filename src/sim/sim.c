@@ -358,13 +358,13 @@ typedef struct {
   relaySimResult* out;
   relayResult_t err;
   const relaySimP2p* p2p; /* NULL: every transfer one flow */
-  p2pOp op;
 } simState;
 
-/* The non-empty parts of a transfer a -> b of `bytes` (> 0): p2pTaskSplit,
- * or the caller's part count / schedule base; one part on no channel without
- * the channel model or to oneself. Returns the count (>= 1). */
-static int simSplit(const simState* S, int a, int b, uint64_t bytes, p2pPart* parts) {
+/* The non-empty parts of a transfer a -> b of `bytes` (> 0) in a step of P2P
+ * operation op (planStep.p2pOp): p2pTaskSplit, or the caller's part count /
+ * schedule base; one part on no channel without the channel model or to
+ * oneself. Returns the count (>= 1). */
+static int simSplit(const simState* S, p2pOp op, int a, int b, uint64_t bytes, p2pPart* parts) {
   const relaySimP2p* P = S->p2p;
   if (!P || a == b) {
     parts[0].channel = -1;
@@ -375,14 +375,14 @@ static int simSplit(const simState* S, int a, int b, uint64_t bytes, p2pPart* pa
   const p2pComm* c = &P->comm;
   int n;
   if (P->parts > 0 || P->scheduleBase) {
-    n = P->parts > 0 ? (P->parts < c->pool ? P->parts : c->pool) : p2pTaskParts(c, S->op);
-    int base = p2pChannelBase(c, P->scheduleBase ? P2P_OP_SENDRECV : S->op, a, b);
+    n = P->parts > 0 ? (P->parts < c->pool ? P->parts : c->pool) : p2pTaskParts(c, op);
+    int base = p2pChannelBase(c, P->scheduleBase ? P2P_OP_SENDRECV : op, a, b);
     for (int k = 0; k < n; k++) {
       parts[k].channel = p2pChannelForPart(c->pool, base, k);
       p2pPartBounds((size_t)bytes, n, 0, k, &parts[k].off, &parts[k].len);
     }
   } else {
-    n = p2pTaskSplit(c, S->op, a, b, (size_t)bytes, 0, parts);
+    n = p2pTaskSplit(c, op, a, b, (size_t)bytes, 0, parts);
   }
   int m = 0;
   for (int k = 0; k < n; k++)
@@ -397,11 +397,11 @@ static int stepFlows(const simState* S, int r, const planStep* st) {
   int n = 0;
   for (uint32_t i = 0; i < st->nSend; i++) {
     const planXfer* x = &P->sends[st->sendBase + i];
-    n += simSplit(S, r, x->peer, x->count * P->elemSize, parts);
+    n += simSplit(S, (p2pOp)st->p2pOp, r, x->peer, x->count * P->elemSize, parts);
   }
   for (uint32_t i = 0; i < st->nRecv; i++) {
     const planXfer* x = &P->recvs[st->recvBase + i];
-    n += simSplit(S, x->peer, r, x->count * P->elemSize, parts);
+    n += simSplit(S, (p2pOp)st->p2pOp, x->peer, r, x->count * P->elemSize, parts);
   }
   return n;
 }
@@ -443,7 +443,7 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   double bytes = (double)op->count * (double)P->elemSize, push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
-  int gather = relayCollGathers(P->coll);
+  int gather = op->gather;
   double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
   return S->topo->launchS + push + local;
 }
@@ -539,7 +539,7 @@ static void createPairFlows(simState* S, int r, int p, int s) {
       }
       j++;
       p2pPart parts[P2P_MAX_CHANNELS];
-      int np = simSplit(S, a, b, x->count * P->elemSize, parts);
+      int np = simSplit(S, (p2pOp)sa->p2pOp, a, b, x->count * P->elemSize, parts);
       /* Between GPUs the library's transfers reach only part of the link
        * rate, by the transfer's size, on a calibrated topology (topo.h). */
       double eff = a == b ? 1.0 : relayTopoCurveAt(&S->topo->p2pEff, (double)x->count * (double)P->elemSize);
@@ -691,15 +691,6 @@ static void countTraffic(const relayPlan* P, relaySimResult* out, uint64_t* step
       }
 }
 
-p2pOp relaySimP2pOp(relayColl_t coll) {
-  switch (coll) {
-    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
-    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
-    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
-    default: return P2P_OP_SENDRECV;
-  }
-}
-
 relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pComm* out) {
   int nodes = t->nNodes > 1 ? t->nNodes : 1, G = t->nGPUs / nodes;
   char err[256];
@@ -749,7 +740,7 @@ static relayResult_t countOccupancy(simState* S) {
       for (uint32_t i = 0; i < st->nSend; i++) {
         const planXfer* x = &P->sends[st->sendBase + i];
         if (x->peer == r) continue;
-        int np = simSplit(S, r, x->peer, x->count * P->elemSize, parts);
+        int np = simSplit(S, (p2pOp)st->p2pOp, r, x->peer, x->count * P->elemSize, parts);
         if (np > S->out->partsMax) S->out->partsMax = np;
         for (int k = 0; k < np; k++) {
           cur[(size_t)r * P2P_MAX_CHANNELS + (size_t)parts[k].channel]++;
@@ -826,7 +817,6 @@ relayResult_t relaySimRunP2p(const relayPlan* P, const struct relayTopo* topo, c
   S.out = out;
   S.err = relaySuccess;
   S.p2p = p2p;
-  S.op = relaySimP2pOp(P->coll);
   size_t maxParts = 1;
   if (p2p) {
     if (P->nranks > p2p->comm.nRanks) {

@@ -97,8 +97,6 @@ relayResult_t relaySimRun(const relayPlan* plan, const struct relayTopo* topo, r
  * channels). p2p->comm must cover the plan's ranks. */
 relayResult_t relaySimRunP2p(const relayPlan* plan, const struct relayTopo* topo, const relaySimP2p* p2p,
                              relaySimResult* out);
-/* The p2pOp a plan's transfers belong to (as the executor passes it). */
-p2pOp relaySimP2pOp(relayColl_t coll);
 void relaySimResultFree(relaySimResult* r);
 
 /* The fluid model alone: n flows src[i] -> dst[i] of bytes[i] bytes, all

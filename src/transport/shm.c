@@ -23,7 +23,7 @@
  * Data goes through the P2P channel layer (src/p2p): a transfer (a "task")
  * to one peer is split into parts, part p on channel c(p) of a comm-wide
  * pool, both ends computing the same split alone (p2pTaskSplit with the
- * group's operation, comm->curP2pOp). The sender writes the task's header
+ * group's operation: the group call's p2pOp). The sender writes the task's header
  * {magic, src, step, index, callSeq, bytes, op, parts, want, need} on the
  * pair's control ring and each non-empty part, behind a part header, on the
  * data ring of its channel; each (pair, channel) ring has its own cursors, so
@@ -68,6 +68,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/params.h"
 #include "p2p/p2p.h"
 #include "reduce_host.h"
 #include "topo/topo.h"
@@ -81,7 +82,7 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 
 #define SHM_LINE 64
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
-#define SHM_VERSION 2u         /* 2: control ring + a data ring per P2P channel */
+#define SHM_VERSION 3u /* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records */
 #define SHM_TASK_MAGIC 0x54534b31u /* "TSK1": a task header on a control ring */
 #define SHM_PART_MAGIC 0x50525431u /* "PRT1": a part header on a channel's ring */
 #define SHM_AGREE_MAX 256
@@ -114,12 +115,6 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 /* Smallest data ring of one channel: rank 0 lowers the channel count until
  * every channel's ring has 1 KiB (a 4 KiB test ring: at most 4 channels). */
 #define SHM_MIN_CHAN_RING 1024u
-/* Channels when RELAYCC_NCHANNELS is unset. The calling process does every
- * copy itself, so more channels add no bandwidth here: they split the pair's
- * ring. 2 is the per-peer count of a local path without direct links
- * (p2pWantedLocal(0)), so by default every task has 2 parts that use the
- * whole ring. */
-#define SHM_DEFAULT_CHANNELS 2
 
 enum { SHM_OK = 0, SHM_FAILED = 1, SHM_ABORTED = 2, SHM_GONE = 3 };
 /* What a wait found wrong with a peer. */
@@ -143,6 +138,7 @@ typedef struct {
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint64_t seq; /* agreement round whose record this is */
+  uint64_t call; /* the call it belongs to (comm->callSeq): rounds of two calls never pair */
   uint32_t bytes;
   unsigned char data[SHM_AGREE_MAX];
 } shmAgreeBuf;
@@ -182,11 +178,20 @@ typedef struct {
   uint32_t index; /* k-th transfer from src to this rank in the group */
   uint64_t callSeq;
   uint64_t bytes;
-  uint32_t op;     /* p2pOp the sender split it with */
+  uint16_t op;     /* p2pOp the sender split it with */
+  /* 1 + the rank that passed a bad buffer in this call and runs it through
+   * scratch, as far as the sender knows (comm->callMark; 0: none; ranks <=
+   * SHM_MAX_RANKS fit). A rank that receives it carries it on in its own
+   * later sends of the call, so every rank whose data depends on that rank's,
+   * directly or through a relay, returns the error. */
+  uint16_t mark;
   uint32_t nParts;
   uint64_t want;   /* the channels its parts use */
   uint64_t need;   /* of those, the ones the sender connected for it */
-  uint64_t pad;
+  /* The digest of the sender's call shape (comm->callShape): counts that
+   * differ in a block this pair does not move (a scatter root's offsets)
+   * still differ here, so check mode 0 gives an error, not misplaced data. */
+  uint64_t shape;
 } shmTaskHdr;
 _Static_assert(sizeof(shmTaskHdr) == 64, "task header is 64 bytes");
 #define SHM_THDR ((uint64_t)sizeof(shmTaskHdr))
@@ -219,8 +224,9 @@ typedef struct {
 } shmChanQ;
 
 typedef struct {
-  char name[SHM_MAX_JOB + 16];
+  char name[SHM_MAX_JOB + 32];
   char job[SHM_MAX_JOB + 1];
+  char launch[160]; /* what tells this launch apart (shmLaunchIdentity), for messages */
   void* base;
   size_t size;
   shmHeader* hdr;
@@ -245,13 +251,12 @@ typedef struct {
   /* The P2P channel layer: comm-wide pool and parts (built at the first
    * group, when the comm's topology is loaded), this rank's connections. */
   int p2pReady;
-  int p2pNodes;       /* RELAYCC_SHM_NODES (test-only node grouping) */
-  int p2pUserPerPeer; /* RELAYCC_NCHANNELS_PER_NET_PEER */
   p2pComm p2p;
   p2pConnTable conn;
   uint64_t* connStore;   /* [2n] */
   uint64_t connected[2]; /* channels connected over the comm's life, by p2pDir */
   /* Per-group work, grown as needed. */
+  int groupOp;         /* the running group's p2pOp: both ends' headers carry it */
   shmPeerQ *sq, *rq;   /* [n] */
   shmChanQ *sch, *rch; /* [n][channels] */
   shmPartHdr* rphdr;   /* [n][channels]: part header being received */
@@ -592,6 +597,43 @@ static void shmAnnounceCreateFailure(struct relayComm* comm, shmState* st, relay
   munmap(h, 4096);
 }
 
+/* A live segment we cannot join (other nranks or ring size, or our rank held
+ * by a live pid) is an error only if it stays SHM_CONFLICT_MS: an old run's
+ * rank 0 that still lives (hung, being killed) leaves one that our rank 0
+ * replaces within milliseconds of starting. */
+static int shmConflictPersists(shmState* st) {
+  uint64_t now = relayNowNs();
+  if (!st->conflictSince) st->conflictSince = now;
+  return now - st->conflictSince >= (uint64_t)SHM_CONFLICT_MS * 1000000ull;
+}
+
+/* What is under the name: the pid of a live process other than us whose
+ * rendezvous is open there (its segment initialized, no go, no failure),
+ * -1 for a segment not initialized (yet), 0 for anything else. */
+static int32_t shmOpenRendezvousHolder(shmState* st) {
+  int fd = shm_open(st->name, O_RDONLY | O_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct stat sb;
+  int32_t holder = -1;
+  if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(shmHeader)) {
+    shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
+    if (h != MAP_FAILED) {
+      if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY)
+        holder = -1;
+      else if (h->version == SHM_VERSION &&
+          h->creatorPidNs == st->pidNs && h->creatorPid != (int32_t)getpid() && shmPidAlive(h->creatorPid) &&
+          !atomic_load_explicit(&h->go, memory_order_acquire) &&
+          !atomic_load_explicit(&h->initFailed, memory_order_acquire))
+        holder = h->creatorPid;
+      else
+        holder = 0;
+      munmap(h, sizeof(shmHeader));
+    }
+  }
+  close(fd);
+  return holder;
+}
+
 static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int n = comm->nranks;
   uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
@@ -601,17 +643,36 @@ static relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   relayResult_t res = relaySuccess;
 retry:
   st->channels = shmChannelsFor(st->wantChannels, st->ringBytes);
-  shmLayoutOf(n, st->ringBytes, st->channels, L); /* relayShmAttach checked the largest */
+  /* relayShmAttach checked the largest ring; a halved one can only fail here if SHM_FALLBACK_RING were
+   * below a line per channel. Checking also tells a Release build that *L is set (gcc -O2 warned). */
+  if (shmLayoutOf(n, st->ringBytes, st->channels, L) != 0)
+    return relaySetError(comm, relayInternalError, "rank 0: no shm layout for %d ranks, %llu-byte ring, "
+                         "%d channels", n, (unsigned long long)st->ringBytes, st->channels);
   for (;;) {
-    /* Whatever is under the name is a crashed run's leftover (rank 0 is the
-     * only creator). Ranks that mapped it keep valid memory and re-attach
-     * when they see the name resolve to our inode instead. */
-    shm_unlink(st->name);
     fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) break;
     if (errno != EEXIST || relayNowNs() - t0 > limit)
       return relaySetError(comm, relaySystemError, "rank 0: shm_open(%s) failed: %s", st->name, strerror(errno));
-    shmNap(1); /* someone recreated it between our unlink and create */
+    /* The name is this launch's (relayShmSegmentName): a live rank 0 whose
+     * rendezvous is still open under it is a second rank 0 of this launch,
+     * refused once it stays SHM_CONFLICT_MS (it may be finishing). Anything
+     * else is a crashed run's leftover (rank 0 is the only creator): ranks
+     * that mapped it keep valid memory and re-attach when they see the name
+     * resolve to our inode instead. A segment not initialized yet may be a
+     * second rank 0's between its create and its header: it gets the same
+     * window, then counts as garbage. */
+    int32_t holder = shmOpenRendezvousHolder(st);
+    if (holder != 0 && !shmConflictPersists(st)) {
+      shmNap(SHM_INIT_POLL_MS);
+      continue;
+    }
+    if (holder > 0)
+      return relaySetError(comm, relayInvalidUsage,
+                           "rank 0: rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
+                           "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
+                           "apart: give each its own name)",
+                           st->job, st->launch, (int)holder);
+    shm_unlink(st->name);
   }
   if (ftruncate(fd, (off_t)L->total) != 0) {
     res = relaySetError(comm, relaySystemError, "rank 0: sizing shm segment %s to %zu bytes failed: %s", st->name,
@@ -742,16 +803,6 @@ static int shmSameFile(const shmState* st, dev_t dev, ino_t ino) {
   return same;
 }
 
-/* A live segment we cannot join (other nranks or ring size, or our rank held
- * by a live pid) is an error only if it stays SHM_CONFLICT_MS: an old run's
- * rank 0 that still lives (hung, being killed) leaves one that our rank 0
- * replaces within milliseconds of starting. */
-static int shmConflictPersists(shmState* st) {
-  uint64_t now = relayNowNs();
-  if (!st->conflictSince) st->conflictSince = now;
-  return now - st->conflictSince >= (uint64_t)SHM_CONFLICT_MS * 1000000ull;
-}
-
 /* One attempt of a non-zero rank: 1 = joined, 0 = retry (nothing usable under
  * the name yet, or a stale segment), < 0 = error set. */
 static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayResult_t* res) {
@@ -836,9 +887,10 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   if (holder != 0 && holder != (int32_t)getpid()) {
     if ((mine->pidNs != st->pidNs || shmPidAlive(holder)) && shmConflictPersists(st)) {
       shmUnmap(st);
-      *res = relaySetError(comm, relayInvalidArgument,
-                           "rank %d: job '%s': rank %d is already taken by pid %d (two processes with one rank?)", me,
-                           st->job, me, (int)holder);
+      *res = relaySetError(comm, relayInvalidUsage,
+                           "rank %d: rendezvous of job '%s' (launch: %s): rank %d is already taken by pid %d (two "
+                           "processes with one rank, or two jobs that nothing tells apart: give each its own name)",
+                           me, st->job, st->launch, me, (int)holder);
       return -1;
     }
     shmUnmap(st); /* an old run's segment: wait for rank 0 to replace it */
@@ -846,8 +898,14 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   }
   dev_t dev = sb.st_dev;
   ino_t ino = sb.st_ino;
+  /* Claim the slot atomically: of two processes with this rank that come
+   * together, exactly one gets it; the other sees it taken on its retry. */
+  if (!atomic_compare_exchange_strong_explicit(&mine->pid, &holder, (int32_t)getpid(), memory_order_acq_rel,
+                                               memory_order_acquire)) {
+    shmUnmap(st);
+    return 0;
+  }
   mine->pidNs = st->pidNs;
-  atomic_store_explicit(&mine->pid, (int32_t)getpid(), memory_order_release);
   atomic_store_explicit(&mine->arrived, st->nonce, memory_order_release);
   shmWake(&st->slots[0]);
 
@@ -977,13 +1035,15 @@ static void shmStateFree(shmState* st) {
  * pool is the segment's channel count, rank 0's, so every rank has it. */
 static relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
   if (st->p2pReady) return relaySuccess;
-  int n = comm->nranks, G = n / st->p2pNodes;
+  /* Agreed at init (rank 0's), so both ends of a pair split alike. */
+  int nodes = (int)relayParamInt(comm, RELAY_P_SHM_NODES);
+  int n = comm->nranks, G = n / nodes;
   p2pTopoDesc d;
   memset(&d, 0, sizeof d);
-  d.nNodes = st->p2pNodes;
+  d.nNodes = nodes;
   d.localRanks = G;
   d.netsByBw = 1;
-  d.userPerNetPeer = st->p2pUserPerPeer;
+  d.userPerNetPeer = (int)relayParamInt(comm, RELAY_P_NCHANNELS_PER_NET_PEER);
   d.nChannels = st->channels;
   d.poolCap = st->channels;
   int* links = NULL;
@@ -1206,7 +1266,8 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
       }
       int i = st->sorder[q->ctl];
       shmTaskHdr h = {SHM_TASK_MAGIC, me, comm->curStep, (uint32_t)(q->ctl - q->beg), comm->callSeq, sends[i].bytes,
-                      (uint32_t)comm->curP2pOp, (uint32_t)st->snpart[i], st->swant[i], st->sneed[i], 0};
+                      (uint16_t)st->groupOp, (uint16_t)(comm->callMark + 1), (uint32_t)st->snpart[i],
+                      st->swant[i], st->sneed[i], comm->callShape};
       shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
       head += SHM_THDR;
       moved += SHM_THDR;
@@ -1263,6 +1324,12 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
                          "disagree on the sequence of calls or on their plans",
                          me, comm->curStep, (unsigned long long)comm->callSeq, p, h->step,
                          (unsigned long long)h->callSeq);
+  if (h->shape != comm->callShape)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: step %d of call #%llu: rank %d's call has another shape (digest %016llx, this "
+                         "rank's %016llx): ranks disagree on the collective, layout, counts, datatype, op or root",
+                         me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->shape,
+                         (unsigned long long)comm->callShape);
   if (h->bytes != x->bytes)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d: step %d of call #%llu: rank %d sends %llu bytes, this rank expects %llu (transfer %d "
@@ -1273,13 +1340,14 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
                        "rank %d: step %d of call #%llu: rank %d sends a %s transfer, this rank expects %s (transfer %d "
                        "of %d from rank %d): ranks disagree on the collective",
                        me, comm->curStep, (unsigned long long)comm->callSeq, p, p2pOpName((p2pOp)h->op),
-                       p2pOpName((p2pOp)comm->curP2pOp), index + 1, count, p);
+                       p2pOpName((p2pOp)shmStateOf(comm)->groupOp), index + 1, count, p);
 }
 
 /* Do the fixed fields of task k's header from p match our transfer x? */
 static int shmHdrOk(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x, int index) {
   return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index && h->callSeq == comm->callSeq &&
-         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint32_t)comm->curP2pOp;
+         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint16_t)shmStateOf(comm)->groupOp &&
+         h->shape == comm->callShape;
 }
 
 /* Task t's header from p matched our transfer: check that both ends split it
@@ -1290,6 +1358,7 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
   int i = st->rorder[t], index = t - q->beg, count = q->end - q->beg;
   char agree[640];
   uint64_t want = st->rwant[i];
+  if (h->mark && comm->callMark < 0 && h->mark <= comm->nranks) comm->callMark = (int)h->mark - 1;
   const char* what = NULL;
   if (p2pConnAgree(h->want, want, p, comm->rank, agree, sizeof agree)) {
     what = "the channels its parts use";
@@ -1527,7 +1596,7 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
 }
 
 static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const relayXferDesc* sends, int nSends,
-                                 const relayXferDesc* recvs, int nRecvs) {
+                                 const relayXferDesc* recvs, int nRecvs, int p2pOp) {
   int n = comm->nranks, me = comm->rank;
   for (int i = 0; i < nSends; i++)
     if (sends[i].peer < 0 || sends[i].peer >= n || (!sends[i].ptr && sends[i].bytes))
@@ -1541,9 +1610,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
                            "rank %d: step %d of call #%llu: recv %d has peer %d (nranks %d), ptr %p, %zu bytes", me,
                            comm->curStep, (unsigned long long)comm->callSeq, i, recvs[i].peer, n, recvs[i].ptr,
                            recvs[i].bytes);
-  if ((unsigned)comm->curP2pOp >= P2P_NUM_OPS)
+  if ((unsigned)p2pOp >= P2P_NUM_OPS)
     return relaySetError(comm, relayInternalError, "rank %d: step %d of call #%llu: p2p operation %d", me,
-                         comm->curStep, (unsigned long long)comm->callSeq, comm->curP2pOp);
+                         comm->curStep, (unsigned long long)comm->callSeq, p2pOp);
+  st->groupOp = p2pOp;
   RELAY_CHECK(shmP2pInit(comm, st));
   RELAY_CHECK(shmGrowOrder(comm, st, nSends > nRecvs ? nSends : nRecvs));
   shmBucket(st, n, sends, nSends, st->sorder, st->sq, st->spend, &st->nspend, me);
@@ -1569,10 +1639,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
 
   /* Split every task; connect our send sides before any header goes out. */
   for (int i = 0; i < st->nspend; i++) {
-    shmSplitPeer(st, comm->curP2pOp, me, st->spend[i], 1, sends);
+    shmSplitPeer(st, p2pOp, me, st->spend[i], 1, sends);
     RELAY_CHECK(shmSendConnect(comm, st, st->spend[i]));
   }
-  for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, comm->curP2pOp, me, st->rpend[i], 0, recvs);
+  for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, p2pOp, me, st->rpend[i], 0, recvs);
 
   char where[96];
   shmWaiter w;
@@ -1604,7 +1674,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
 }
 
 static relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int nSends,
-                              const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
+                              const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
   (void)stream;
   shmState* st = shmStateOf(comm);
   if (nSends == 0 && nRecvs == 0 && !comm->failed) return relaySuccess;
@@ -1617,7 +1687,7 @@ static relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends
                                        "rank %d: step %d of call #%llu: group with %d sends (%p), %d recvs (%p)",
                                        comm->rank, comm->curStep, (unsigned long long)comm->callSeq, nSends,
                                        (const void*)sends, nRecvs, (const void*)recvs));
-  relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs);
+  relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs, p2pOp);
   return res == relaySuccess ? res : shmFail(comm, res);
 }
 
@@ -1632,6 +1702,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   shmAgreeBuf* b = &st->slots[me].agree[round & 1];
   if (bytes) memcpy(b->data, mine, bytes);
   b->bytes = (uint32_t)bytes;
+  b->call = comm->callSeq;
   atomic_store_explicit(&b->seq, round, memory_order_release);
   for (int q = 0; q < n; q++)
     if (q != me) shmWake(&st->slots[q]);
@@ -1663,6 +1734,11 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
         i++;
         continue;
       }
+      if (pb->call != comm->callSeq)
+        return relaySetError(comm, relayInvalidUsage,
+                             "rank %d: %s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
+                             "ran (check mode 0), so the ranks are no longer in step",
+                             me, where, q, (unsigned long long)pb->call);
       if (pb->bytes != bytes)
         return relaySetError(comm, relayInvalidUsage, "rank %d: %s: rank %d agrees on %u bytes, this rank on %zu", me,
                              where, q, pb->bytes, bytes);
@@ -1767,6 +1843,9 @@ static relayResult_t shmScratch(struct relayComm* comm, int slot, size_t bytes, 
     if (posix_memalign(&p, SHM_LINE, sz) != 0)
       return relaySetError(comm, relaySystemError, "rank %d: out of memory for %zu bytes of scratch (slot %d)",
                            comm->rank, sz, slot);
+    /* Defined bytes: a rank that passed a bad buffer sends scratch in its
+     * place (api.c), and peers reduce it. */
+    memset(p, 0, sz);
     st->scr[slot] = p;
     st->scrBytes[slot] = sz;
   }
@@ -1785,7 +1864,9 @@ static relayResult_t shmJoinLanes(struct relayComm* comm, relayStream_t stream) 
 static void shmReject(struct relayComm* comm) {
   shmState* st = shmStateOf(comm);
   if (!st || !st->slots) return;
-  atomic_store_explicit(&st->slots[comm->rank].rejectSeq, comm->callSeq + 1, memory_order_release);
+  /* The call it rejects is comm->callSeq (core counts rejected calls too):
+   * a peer in that call honours it, one in a later call does not. */
+  atomic_store_explicit(&st->slots[comm->rank].rejectSeq, comm->callSeq, memory_order_release);
   for (int q = 0; q < comm->nranks; q++)
     if (q != comm->rank) shmWake(&st->slots[q]);
 }
@@ -1889,6 +1970,7 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
 
 static const relayTransportOps relayShmOps = {
     .name = "shm",
+    .caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW,
     .group = shmGroup,
     .reduce = shmReduce,
     .copy = shmCopy,
@@ -1908,6 +1990,36 @@ static const relayTransportOps relayShmOps = {
 
 /* ---------------------------------------------------------------- attach */
 
+/* A rendezvous is owned by one launch: its name is the job name plus a hash
+ * of what the launcher gives all of its ranks alike and no other launch. Two
+ * jobs started together under one name (torchrun's default "relaycc", or the
+ * same script twice) then never meet. In order: the launcher's variables
+ * where any is set (TORCHELASTIC_RUN_ID, MASTER_ADDR, MASTER_PORT: all that
+ * are set; torchrun without --standalone has run id "none", so the master
+ * port is what tells two of its jobs on one host apart), else the parent
+ * process (fork-style launchers: mpirun's orted, srun's slurmstepd, a test's
+ * forks). Ranks of one job started by different parents with no launcher
+ * variables never meet: such a job needs MASTER_ADDR/MASTER_PORT or a
+ * launcher. */
+static void shmLaunchIdentity(char* out, size_t len) {
+  static const relayParamId kVars[] = {RELAY_P_TORCHELASTIC_RUN_ID, RELAY_P_MASTER_ADDR, RELAY_P_MASTER_PORT};
+  size_t o = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < sizeof kVars / sizeof kVars[0]; i++) {
+    const char* v = relayParamEnvText(kVars[i]);
+    if (v && o < len)
+      o += (size_t)snprintf(out + o, len - o, "%s%s=%s", o ? " " : "", relayParamDefs[kVars[i]].name, v);
+  }
+  if (!o) snprintf(out, len, "parent pid %d", (int)getppid());
+}
+
+void relayShmSegmentName(const char* jobName, char* buf, size_t len) {
+  char launch[160];
+  shmLaunchIdentity(launch, sizeof launch);
+  uint64_t h = relayHash64(RELAY_HASH_SEED, launch, strlen(launch));
+  snprintf(buf, len, "/relaycc-%s.%016llx", jobName, (unsigned long long)h);
+}
+
 relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayShmAttach: comm is NULL");
   int n = comm->nranks, me = comm->rank;
@@ -1923,34 +2035,18 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (ring < SHM_MIN_RING || ring > (long)SHM_MAX_RING)
     return relaySetError(comm, relayInvalidArgument, "rank %d: shmRingBytes %ld must be in [%d, %u]", me, ring,
                          SHM_MIN_RING, SHM_MAX_RING);
-  /* The P2P channel layer's settings, this rank's own: the channels count
-   * only at rank 0 (it shapes the segment; the others take it from there),
-   * the rest shapes each rank's parts, and ends that disagree on them fail
-   * their first transfer with both channel sets named. */
-  long chans = relayEnvLong("RELAYCC_NCHANNELS", SHM_DEFAULT_CHANNELS);
-  long perNetPeer = relayEnvLong("RELAYCC_NCHANNELS_PER_NET_PEER", 0);
-  long nodes = relayEnvLong("RELAYCC_SHM_NODES", 1);
-  if (chans < 1 || chans > P2P_MAX_CHANNELS)
-    return relaySetError(comm, relayInvalidArgument, "rank %d: RELAYCC_NCHANNELS = %ld must be in [1, %d]", me, chans,
-                         P2P_MAX_CHANNELS);
-  if (perNetPeer < 0 || perNetPeer > P2P_MAX_CHANNELS)
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: RELAYCC_NCHANNELS_PER_NET_PEER = %ld must be in [0, %d] (0: unset)", me, perNetPeer,
-                         P2P_MAX_CHANNELS);
-  if (nodes < 1 || nodes > n || n % nodes != 0)
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: RELAYCC_SHM_NODES = %ld must divide nranks %d (a test hook: the ranks as that many "
-                         "nodes of equal size, node-major)",
-                         me, nodes, n);
+  /* The channels count only at rank 0 (it shapes the segment; the others
+   * take it from there); the part rules (shmP2pInit) read the comm's agreed
+   * table at the first group. core/params.h checked the ranges. */
+  long chans = (long)relayParamInt(comm, RELAY_P_NCHANNELS);
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
   snprintf(st->job, sizeof st->job, "%s", jobName);
-  snprintf(st->name, sizeof st->name, "/relaycc-%s", jobName);
+  shmLaunchIdentity(st->launch, sizeof st->launch);
+  relayShmSegmentName(jobName, st->name, sizeof st->name);
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
   st->wantChannels = (int)chans;
-  st->p2pNodes = (int)nodes;
-  st->p2pUserPerPeer = (int)perNetPeer;
   st->pidNs = shmPidNamespace();
   atomic_init(&st->abortedLocal, 0);
   shmLayout L;

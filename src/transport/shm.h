@@ -2,6 +2,7 @@
 #ifndef RELAY_TRANSPORT_SHM_H_
 #define RELAY_TRANSPORT_SHM_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "p2p/p2p.h"
@@ -18,7 +19,7 @@ struct relayComm;
  * (comm->tp, comm->tpState). Blocks until all ranks arrived or
  * comm->cfg.timeoutMs passes (relayTimeout naming the missing ranks).
  *
- * The segment is "/relaycc-<jobName>" (jobName: 1-200 characters, no '/'),
+ * The segment is relayShmSegmentName(jobName) (jobName: 1-200 characters, no '/'),
  * sized from nranks and rank 0's cfg.shmRingBytes (>= 1024; rounded up to
  * 64) and RELAYCC_NCHANNELS: per directed pair, the ring bytes split into one
  * ring per channel, plus a 1 KiB control ring. When /dev/shm has no room,
@@ -52,6 +53,11 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
  *                                   run on one host. Default 1.
  * Ranks whose settings give different channels for a transfer fail it with
  * relayInvalidUsage naming both channel sets, before any data moves. */
+
+/* The segment name of jobName for this process's launch: "/relaycc-<job>.<h>",
+ * h a hash of the launch identity (TORCHELASTIC_RUN_ID, MASTER_ADDR,
+ * MASTER_PORT where any is set, else the parent pid; shm.c says why). */
+void relayShmSegmentName(const char* jobName, char* buf, size_t len);
 
 /* Internal views for tests and tools (not part of the API). */
 /* The layer's comm-wide facts on this rank (built on first use). */

@@ -8,8 +8,12 @@
  * unlinked), in OWNER's region, one 64-byte line per word:
  *   [flag[n][ring]]   written by source s: "slot k of my ring in your region
  *                     holds my tile number flag (per-pair count, 1-based)"
- *   [bytes[n][ring]]  the tile's byte count, stored before its flag: counts
- *                     that differ between ranks become relayInvalidUsage
+ *   [bytes, call, mark, shape: [n][ring] each]  stored with the tile before
+ *                     its flag: its byte count (counts that differ between
+ *                     ranks become relayInvalidUsage), the pusher's call
+ *                     number, mark and shape digest (issue 15: a tile of a
+ *                     call this rank rejected, or of another shape, is
+ *                     refused, never reduced; relayShmCheckMark)
  *   [ack[n]]          written by consumer s: "I consumed your first ack tiles"
  *   [staging[n][ring][tileBytes]]
  *
@@ -56,15 +60,20 @@ typedef struct {
 static bwState bwDeclined = {.tried = 1}; /* out of memory before the vote: declined for good */
 
 static size_t bwFlagsOff(void) { return relayShmRegionHeaderBytes(); }
-static size_t bwBytesOff(const bwState* s) { return bwFlagsOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE; }
-static size_t bwAcksOff(const bwState* s) { return bwBytesOff(s) + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE; }
+/* Per source and slot: byte count, call number, mark, shape. */
+enum { BW_INFO_BYTES = 0, BW_INFO_CALL = 1, BW_INFO_MARK = 2, BW_INFO_SHAPE = 3, BW_NINFO = 4 };
+static size_t bwInfoOff(const bwState* s) { return bwFlagsOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE; }
+static size_t bwAcksOff(const bwState* s) {
+  return bwInfoOff(s) + BW_NINFO * (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
+}
 static size_t bwStagingOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
 
 static relayShmWord* bwFlag(const bwState* s, unsigned char* base, int src, int slot) {
   return (relayShmWord*)(base + bwFlagsOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
 }
-static relayShmWord* bwBytes(const bwState* s, unsigned char* base, int src, int slot) {
-  return (relayShmWord*)(base + bwBytesOff(s)) + (size_t)src * (size_t)s->ring + (size_t)slot;
+static _Atomic uint32_t* bwInfo(const bwState* s, unsigned char* base, int what, int src, int slot) {
+  return &((relayShmWord*)(base + bwInfoOff(s)) + ((size_t)what * (size_t)s->n + (size_t)src) * (size_t)s->ring +
+           (size_t)slot)->v;
 }
 static relayShmWord* bwAck(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwAcksOff(s)) + src;
@@ -115,7 +124,7 @@ relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ri
   s->tileBytes = tb;
   size_t bytes = bwStagingOff(s) + (size_t)n * (size_t)ring * tb;
   relayResult_t res = relayShmRegionSetup(comm, &s->reg, "bw", bwParam(tb, ring), bytes,
-                                          (int)relayEnvLong("RELAYCC_BW_FAULT_RANK", -1));
+                                          (int)relayParamInt(comm, RELAY_P_BW_FAULT_RANK));
   s->ready = res == relaySuccess;
   return res;
 }
@@ -149,7 +158,10 @@ static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g,
     bwItem(g, u, me, i, &off, &len);
     const char* from = g->w->twoShot && u >= g->T1 ? (const char*)d->dst : (const char*)d->src;
     if (len) memcpy(bwStaging(s, s->reg.base[p], r, slot), from + off * g->es, len * g->es);
-    atomic_store_explicit(&bwBytes(s, s->reg.base[p], r, slot)->v, (uint32_t)(len * g->es), memory_order_relaxed);
+    unsigned char* at = s->reg.base[p];
+    atomic_store_explicit(bwInfo(s, at, BW_INFO_BYTES, r, slot), (uint32_t)(len * g->es), memory_order_relaxed);
+    relayShmStampMark(comm, bwInfo(s, at, BW_INFO_CALL, r, slot), bwInfo(s, at, BW_INFO_MARK, r, slot),
+                      bwInfo(s, at, BW_INFO_SHAPE, r, slot));
     atomic_store_explicit(&bwFlag(s, s->reg.base[p], r, slot)->v, e, memory_order_release);
     s->sent[p] = e;
     relayShmRing(comm, p);
@@ -174,7 +186,10 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
     relayResult_t res = relayShmRegionWait(comm, bwFlag(s, mine, p, slot), e, p, "bw", "push of tile");
     if (res != relaySuccess) return res;
-    uint32_t bytes = atomic_load_explicit(&bwBytes(s, mine, p, slot)->v, memory_order_relaxed);
+    res = relayShmCheckMark(comm, bwInfo(s, mine, BW_INFO_CALL, p, slot), bwInfo(s, mine, BW_INFO_MARK, p, slot),
+                            bwInfo(s, mine, BW_INFO_SHAPE, p, slot), p, "bw");
+    if (res != relaySuccess) return res;
+    uint32_t bytes = atomic_load_explicit(bwInfo(s, mine, BW_INFO_BYTES, p, slot), memory_order_relaxed);
     if (bytes != (uint32_t)(lens[i] * g->es))
       return relaySetError(comm, relayInvalidUsage,
                            "rank %d: bw of call #%llu: rank %d pushed %u bytes as tile %llu, this rank expects %zu "

@@ -11,6 +11,12 @@
  *                      push into your staging[e&1][s] is complete"
  *   [ack[nranks]]      written by peer s into OWNER's region: "I finished
  *                      reading your epoch-e push"
+ *   [bytes, call, mark, shape: [2][nranks] each]  written by source s with
+ *                      its push: its byte count, its call number, its mark
+ *                      (1 + a rank that passed a bad buffer, comm->callMark)
+ *                      and its call's shape digest (low 32 bits), so a push
+ *                      left by a call this rank rejected, or of a call of
+ *                      another shape, is refused, not reduced
  *   [staging[2][nranks][slotBytes]]
  * (one 64-byte line per flag/ack: each has exactly one writer).
  *
@@ -202,6 +208,35 @@ relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32
                        comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
 }
 
+/* A push's call, mark and shape (issue 15: no silent wrong result), stored
+ * with it before its flag's release; relayShmCheckMark reads them after the
+ * flag's acquire. */
+void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark, _Atomic uint32_t* shape) {
+  atomic_store_explicit(call, (uint32_t)comm->callSeq, memory_order_relaxed);
+  atomic_store_explicit(mark, (uint32_t)(comm->callMark + 1), memory_order_relaxed);
+  atomic_store_explicit(shape, (uint32_t)comm->callShape, memory_order_relaxed);
+}
+
+relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* callW, _Atomic uint32_t* markW,
+                                _Atomic uint32_t* shapeW, int p, const char* proto) {
+  int r = comm->rank;
+  uint32_t call = atomic_load_explicit(callW, memory_order_relaxed);
+  uint32_t mark = atomic_load_explicit(markW, memory_order_relaxed);
+  uint32_t shape = atomic_load_explicit(shapeW, memory_order_relaxed);
+  if (call != (uint32_t)comm->callSeq)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: %s of call #%llu: rank %d pushed data of its call #%u (mod 2^32): a rank "
+                         "rejected a call its peers ran (check mode 0), so the ranks are no longer in step",
+                         r, proto, (unsigned long long)comm->callSeq, p, call);
+  if (shape != (uint32_t)comm->callShape)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: %s of call #%llu: rank %d's call has another shape (digest %08x, this rank's "
+                         "%08x): ranks disagree on the collective, layout, counts, datatype, op or root",
+                         r, proto, (unsigned long long)comm->callSeq, p, shape, (uint32_t)comm->callShape);
+  if (mark && comm->callMark < 0 && mark <= (uint32_t)comm->nranks) comm->callMark = (int)mark - 1;
+  return relaySuccess;
+}
+
 /* ---- the one-shot --------------------------------------------------------- */
 
 typedef struct {
@@ -214,7 +249,10 @@ typedef struct {
 
 static size_t osFlagsOff(void) { return sizeof(osHeader); }
 static size_t osAcksOff(int n) { return osFlagsOff() + 2 * (size_t)n * sizeof(osWord); }
-static size_t osStagingOff(int n) { return osAcksOff(n) + 3 * (size_t)n * sizeof(osWord); } /* acks, bytes[2][n] */
+/* Per source, by parity: byte count, call number, mark, shape. */
+enum { OS_INFO_BYTES = 0, OS_INFO_CALL = 1, OS_INFO_MARK = 2, OS_INFO_SHAPE = 3, OS_NINFO = 4 };
+static size_t osInfoOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
+static size_t osStagingOff(int n) { return osInfoOff(n) + OS_NINFO * 2 * (size_t)n * sizeof(osWord); }
 
 static osWord* osFlag(unsigned char* base, int n, int par, int src) {
   return (osWord*)(base + osFlagsOff()) + (size_t)par * (size_t)n + (size_t)src;
@@ -222,9 +260,10 @@ static osWord* osFlag(unsigned char* base, int n, int par, int src) {
 static osWord* osAck(unsigned char* base, int n, int src) { return (osWord*)(base + osAcksOff(n)) + src; }
 /* The byte count of a push, stored before its flag: counts that differ
  * between ranks (check mode off) become relayInvalidUsage, not garbage. */
-static osWord* osBytes(unsigned char* base, int n, int par, int src) {
-  return (osWord*)(base + osStagingOff(n) - 2 * (size_t)n * sizeof(osWord)) + (size_t)par * (size_t)n + (size_t)src;
+static osWord* osInfo(unsigned char* base, int n, int what, int par, int src) {
+  return (osWord*)(base + osInfoOff(n)) + ((size_t)what * 2 + (size_t)par) * (size_t)n + (size_t)src;
 }
+static osWord* osBytes(unsigned char* base, int n, int par, int src) { return osInfo(base, n, OS_INFO_BYTES, par, src); }
 static unsigned char* osStaging(const osState* s, unsigned char* base, int par, int src) {
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
@@ -262,7 +301,7 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   s->n = n;
   s->slotBytes = slot;
   relayResult_t res = relayShmRegionSetup(comm, &s->reg, "os", slot, osStagingOff(n) + 2 * (size_t)n * slot,
-                                          (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1));
+                                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
   s->ready = res == relaySuccess;
   return res;
 }
@@ -297,6 +336,9 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     if (bytes)
       memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
     atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
+    relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
+                      &osInfo(s->reg.base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v,
+                      &osInfo(s->reg.base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v);
     atomic_store_explicit(&osFlag(s->reg.base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
     relayShmRing(comm, p);
   }
@@ -310,6 +352,10 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
     uint32_t got = atomic_load_explicit(&osBytes(mine, n, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
+    if (res == relaySuccess)
+      res = relayShmCheckMark(comm, &osInfo(mine, n, OS_INFO_CALL, (int)(ep[i] & 1), p)->v,
+                              &osInfo(mine, n, OS_INFO_MARK, (int)(ep[i] & 1), p)->v,
+                              &osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, p, "one-shot");
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
                           "rank %d: one-shot of call #%llu: rank %d pushed %u bytes, this rank expects %zu (counts "

@@ -42,6 +42,15 @@ void relayShmRegionUnmap(relayShmRegion* R);
 relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer, const char* proto,
                                  const char* what);
 
+/* A push's call number, mark (1 + comm->callMark) and shape digest, stored
+ * before its flag (relaxed; the flag's release publishes them), and checked
+ * by the consumer after the flag's acquire: relayInvalidUsage naming both
+ * calls when the push is of another call or shape; a mark sets
+ * comm->callMark (the pusher passed a bad buffer). proto names the protocol. */
+void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark, _Atomic uint32_t* shape);
+relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark,
+                                _Atomic uint32_t* shape, int peer, const char* proto);
+
 relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
 void relayShmOneShotFree(struct relayComm* comm);

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "plan/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
@@ -67,16 +68,26 @@ typedef struct {
   int twoShot;
 } relayBwDesc;
 
+/* What a transport runs besides send/recv groups (relayTransportOps.caps):
+ * a route that needs one (route/table.c) is skipped where it is missing. */
+enum {
+  RELAY_TP_CAP_NATIVE = 1,  /* native collectives: ops nativePrepare and native (NCCL) */
+  RELAY_TP_CAP_ONESHOT = 2, /* the one-shot push-reduce: ops oneshotPrepare and oneshot */
+  RELAY_TP_CAP_BW = 4,      /* the bandwidth route's tiled pushes: ops bwPrepare and bw */
+};
+
 typedef struct relayTransportOps {
   const char* name;
+  unsigned caps; /* RELAY_TP_CAP_* bits: the ops each bit names are set */
   /* All sends and receives progress together; returns when all are done.
    * Several transfers with one peer in a group are matched in order. A
    * transfer with peer == own rank pairs with the own-rank receive in order.
-   * comm->curP2pOp names the group's P2P operation (a p2pOp, set by the
-   * executor): a transport that splits transfers into channel parts takes
-   * the part rule from it; one that does not ignores it. */
+   * p2pOp is the group's P2P operation (a p2pOp of src/p2p: the plan step's,
+   * P2P_OP_SENDRECV for groups driven directly): a transport that splits
+   * transfers into channel parts takes the part rule from it, and both ends
+   * of a transfer pass the same; one that does not split ignores it. */
   relayResult_t (*group)(struct relayComm* comm, const relayXferDesc* sends, int nSends,
-                         const relayXferDesc* recvs, int nRecvs, relayStream_t stream);
+                         const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream);
   /* dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) (/ divisor when > 1), in that
    * order; dst may alias any src element-for-element. lane 1 = side lane. */
   relayResult_t (*reduce)(struct relayComm* comm, void* dst, const void* const* srcs, int nsrc,
@@ -95,8 +106,10 @@ typedef struct relayTransportOps {
    * and votes; every rank must call it on the same call. */
   relayResult_t (*agree)(struct relayComm* comm, const void* mine, void* all, size_t bytes);
   relayResult_t (*barrier)(struct relayComm* comm);
-  /* Tell peers this rank rejected call callSeq+1 before moving data (they
-   * fail fast instead of waiting for the deadline). May be NULL. */
+  /* Tell peers this rank rejected call callSeq (core counts every call on
+   * every rank, rejected ones too) and takes no part in it: a peer waiting on
+   * it in that call fails fast instead of at the deadline; one in a later
+   * call ignores the notice. May be NULL. */
   void (*reject)(struct relayComm* comm);
   /* Mark failed and wake any wait (safe from another thread). */
   void (*abort)(struct relayComm* comm);
@@ -107,7 +120,7 @@ typedef struct relayTransportOps {
    * host message reaches). */
   void (*fail)(struct relayComm* comm);
   void (*destroy)(struct relayComm* comm);
-  /* One-shot (both may be NULL: not supported). oneshotPrepare is COLLECTIVE
+  /* One-shot (set with RELAY_TP_CAP_ONESHOT, else NULL). oneshotPrepare is COLLECTIVE
    * over all comm ranks, helpers too, on the same call: the first call
    * creates this comm's staging region with slots of slotBytes (later calls
    * are no-ops, larger slotBytes than created are declined), and all ranks
@@ -117,25 +130,26 @@ typedef struct relayTransportOps {
    * host-synchronous); ranks capture alike, so they decline alike. */
   relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
   relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
-  /* Bandwidth route (both may be NULL: not supported). bwPrepare is the
+  /* Bandwidth route (set with RELAY_TP_CAP_BW, else NULL). bwPrepare is the
    * one-shot prepare's twin (collective over all comm ranks, voted, sticky,
    * declines under capture without communicating when no region exists):
    * the region holds ring slots of tileBytes per source; ranks whose tile or
    * ring differ decline together. */
   relayResult_t (*bwPrepare)(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
   relayResult_t (*bw)(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
-  /* Native collectives (both may be NULL): a transport whose library has its
+  /* Native collectives (set with RELAY_TP_CAP_NATIVE, else NULL): a transport whose library has its
    * own fused collectives (NCCL) runs the direct route with them, on the
    * ranks of each group only. nativePrepare is COLLECTIVE over all comm
    * ranks on the same call (it may create sub-communicators); it returns a
    * handle for the layout, or relayNotSupported (every rank alike: e.g.
-   * under capture with nothing prepared). coll is a relayColl_t of the four
-   * layout collectives; count is the per-group count the API takes. Ranks
+   * under capture with nothing prepared). coll is one of the four layout
+   * collectives (below RELAY_NUM_COLLS); count is the per-group count the API takes. Ranks
    * active in no group call native with their handle and return at once. */
   relayResult_t (*nativePrepare)(struct relayComm* comm, int nGroups, int nActive, const int* ranks,
                                  relayStream_t stream, void** handle);
-  relayResult_t (*native)(struct relayComm* comm, void* handle, int coll, const void* send, void* recv,
-                          size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream);
+  relayResult_t (*native)(struct relayComm* comm, void* handle, relayColl_t coll, const void* send,
+                          void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                          relayStream_t stream);
   /* 1 when stream is being captured into a graph (may be NULL: never). The
    * router prices host work per step only for calls outside a graph. */
   int (*isCapturing)(struct relayComm* comm, relayStream_t stream);

@@ -15,6 +15,7 @@
 #include "common.h"
 #include "core/comm.h"
 #include "gpu/gpu_util.h"
+#include "p2p/p2p.h"
 #include "relaycc_nccl.h"
 
 enum { N = 100003 }; /* odd: the reduce's vector path and its scalar tail */
@@ -68,7 +69,7 @@ static void testOps(relayComm_t comm, cudaStream_t s) {
   G_CUDA(cudaMemsetAsync(d, 0xff, bytes, s));
   relayXferDesc sends[3] = {{0, a, bytes}, {0, b, bytes - 4}, {0, a, 0}};
   relayXferDesc recvs[3] = {{0, c, bytes}, {0, d, bytes - 4}, {0, d, 0}};
-  G_RELAY(comm, tp->group(comm, sends, 3, recvs, 3, s));
+  G_RELAY(comm, tp->group(comm, sends, 3, recvs, 3, P2P_OP_SENDRECV, s));
   G_CUDA(cudaMemcpyAsync(h, c, bytes, cudaMemcpyDeviceToHost, s));
   gpuWait(s, 60, "self group");
   for (size_t i = 0; i < N; i++) G_CHECK(h[i] == 1.0f + (float)(i % 1000), "self recv 1: element %zu = %g", i, (double)h[i]);
@@ -161,7 +162,7 @@ static void testCapture(const char* job) {
   relayResult_t r = tp->scratch(comm, 0, bytes, &scr, s);
   if (r == relaySuccess) {
     relayXferDesc sd = {0, in, bytes}, rd = {0, scr, bytes};
-    r = tp->group(comm, &sd, 1, &rd, 1, s);
+    r = tp->group(comm, &sd, 1, &rd, 1, P2P_OP_SENDRECV, s);
   }
   if (r == relaySuccess) {
     const void* srcs[2] = {scr, in};

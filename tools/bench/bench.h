@@ -128,6 +128,8 @@ long long benchCheckBlocks(const benchCheckKey* k, const void* buf, int first, i
                            const char* what);
 
 /* report.c */
+/* The source tree's commit at build time (generated/relaycc_commit.c, by cmake/GitCommit.cmake). */
+extern const char relayccGitCommit[];
 void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res);
 /* baseName: the baseline's column title ("nccl"), NULL without a baseline. */
 void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName);

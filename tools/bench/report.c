@@ -26,8 +26,8 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
   gmtime_r(&now, &tmv);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", &tmv);
   fprintf(f, "# %s: %s\n", date, o->cmdline);
-  fprintf(f, "# relaycc-bench %d.%d.%d: backend %s, %d ranks, %s\n", RELAYCC_MAJOR, RELAYCC_MINOR, RELAYCC_PATCH,
-          res->backend, o->nranks, res->device);
+  fprintf(f, "# relaycc-bench %s (commit %s): backend %s, %d ranks, %s\n", RELAYCC_VERSION_STRING,
+          relayccGitCommit, res->backend, o->nranks, res->device);
   fprintf(f, "# layout: A=%d G=%d ranks [", o->nActive, o->nGroups);
   for (int g = 0; g < o->nGroups; g++) {
     fprintf(f, g ? " | " : "");
@@ -139,8 +139,9 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
   struct tm tmv;
   gmtime_r(&now, &tmv);
   strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tmv);
-  fprintf(f, "{\n  \"tool\": \"relaycc-bench\",\n  \"version\": \"%d.%d.%d\",\n  \"date\": \"%s\",\n",
-          RELAYCC_MAJOR, RELAYCC_MINOR, RELAYCC_PATCH, date);
+  fprintf(f, "{\n  \"tool\": \"relaycc-bench\",\n  \"version\": \"%s\",\n  \"commit\": \"%s\",\n",
+          RELAYCC_VERSION_STRING, relayccGitCommit);
+  fprintf(f, "  \"date\": \"%s\",\n", date);
   fprintf(f, "  \"command\": ");
   jsonStr(f, o->cmdline);
   fprintf(f, ",\n  \"backend\": ");

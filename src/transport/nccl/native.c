@@ -40,7 +40,7 @@ static ncclResult_t waitSplit(struct relayComm* c, ncclComm_t sub) {
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (;;) {
     ncclResult_t state = ncclInProgress;
-    ncclResult_t q = ncclCommGetAsyncError(sub, &state);
+    ncclResult_t q = relayNccl.ncclCommGetAsyncError(sub, &state);
     if (q != ncclSuccess) return q;
     if (state != ncclInProgress) return state;
     if (relayNowNs() > deadline) return ncclInternalError;
@@ -79,7 +79,7 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   /* Every rank enters the split, even one short of memory (as no member of
    * any group), so no peer blocks in it for good; then every rank votes. */
   ncclComm_t sub = NULL;
-  ncclResult_t r = ncclCommSplit(st->nccl, haveMem ? color : NCCL_SPLIT_NOCOLOR, key, &sub, NULL);
+  ncclResult_t r = relayNccl.ncclCommSplit(st->nccl, haveMem ? color : NCCL_SPLIT_NOCOLOR, key, &sub, NULL);
   if (r == ncclInProgress) r = waitSplit(c, sub); /* a non-blocking parent: the child completes later */
   int32_t ok = haveMem && r == ncclSuccess;
   relayResult_t vr = votes ? c->tp->agree(c, &ok, votes, sizeof ok)
@@ -89,7 +89,7 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   for (int q = 0; q < c->nranks && allOk; q++) allOk = votes[q] != 0;
   free(votes);
   if (!allOk) {
-    if (sub) ncclCommAbort(sub);
+    if (sub) relayNccl.ncclCommAbort(sub);
     free(e);
     free(rcopy);
     if (vr != relaySuccess) {
@@ -101,7 +101,7 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
     st->nativeOn = 0;
     if (!ok)
       fprintf(stderr, "relaycc: rank %d: NCCL sub-communicators declined on every rank: %s\n", c->rank,
-              !haveMem ? "this rank is out of host memory" : ncclGetErrorString(r));
+              !haveMem ? "this rank is out of host memory" : relayNccl.ncclGetErrorString(r));
     return relayNotSupported;
   }
   e->sub = sub;
@@ -114,19 +114,23 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   return relaySuccess;
 }
 
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const void* send, void* recv, size_t count,
-                              relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                              relayStream_t stream) {
   struct relayNcclNative* e = handle;
   if (!e || !e->sub || count == 0) return relaySuccess; /* helpers, empty groups */
   cudaStream_t s = (cudaStream_t)stream;
   ncclDataType_t t = (ncclDataType_t)dt; /* same numbering by design (relaycc.h) */
   ncclResult_t r;
   switch (coll) {
-    case 0: r = ncclAllGather(send, recv, count, t, e->sub, s); break;
-    case 1: r = ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
-    case 2: r = ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
-    case 3: r = ncclAlltoAll(send, recv, count, t, e->sub, s); break;
-    default: return relaySetError(c, relayInternalError, "rank %d: no native collective %d", c->rank, coll);
+    case RELAY_COLL_ALLGATHER: r = relayNccl.ncclAllGather(send, recv, count, t, e->sub, s); break;
+    case RELAY_COLL_REDUCESCATTER:
+      r = relayNccl.ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s);
+      break;
+    case RELAY_COLL_ALLREDUCE: r = relayNccl.ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
+    case RELAY_COLL_ALLTOALL: r = relayNccl.ncclAlltoAll(send, recv, count, t, e->sub, s); break;
+    default:
+      return relaySetError(c, relayInternalError, "rank %d: no native %s", c->rank, relayCollName(coll));
   }
   /* A child of a nonblocking parent is nonblocking too. */
   if (r == ncclInProgress) return relayNcclWaitReady(c, e->sub, "NCCL collective on the group's sub-communicator");
@@ -134,7 +138,7 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const
     c->failed = 1;
     return relaySetError(c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,
                          "%s (rank %d): NCCL collective on the group's sub-communicator failed: %s",
-                         relayNcclCallName(c), c->rank, ncclGetErrorString(r));
+                         relayNcclCallName(c), c->rank, relayNccl.ncclGetErrorString(r));
   }
   return relaySuccess;
 }
@@ -142,7 +146,7 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, int coll, const
 void relayNcclNativeAbort(relayNcclState* st) {
   for (int i = 0; i < st->nNatives; i++)
     if (st->natives[i]->sub) {
-      ncclCommAbort(st->natives[i]->sub);
+      relayNccl.ncclCommAbort(st->natives[i]->sub);
       st->natives[i]->sub = NULL;
     }
 }
@@ -154,9 +158,9 @@ void relayNcclNativeFree(relayNcclState* st, int drained) {
      * aborted (also after its parent was aborted). */
     if (e->sub) {
       if (drained && !st->ncclDead)
-        ncclCommDestroy(e->sub);
+        relayNccl.ncclCommDestroy(e->sub);
       else
-        ncclCommAbort(e->sub);
+        relayNccl.ncclCommAbort(e->sub);
     }
     free(e->ranks);
     free(e);

@@ -76,9 +76,9 @@ static relayResult_t fromCuda(cudaError_t e) {
 
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
-  const char* detail = (st && st->nccl && !st->ncclDead) ? ncclGetLastError(st->nccl) : "";
+  const char* detail = (st && st->nccl && !st->ncclDead) ? relayNccl.ncclGetLastError(st->nccl) : "";
   return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, ncclGetErrorString(r),
+                       (unsigned long long)c->callSeq, c->curStep, what, relayNccl.ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 
@@ -88,14 +88,24 @@ static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* wh
                        cudaGetErrorString(e));
 }
 
+/* For the init part (nccl_init.c). */
+relayResult_t relayNcclResult(ncclResult_t r) { return fromNccl(r); }
+relayResult_t relayCudaResult(cudaError_t e) { return fromCuda(e); }
+relayResult_t relayNcclFail(struct relayComm* c, ncclResult_t r, const char* what) { return ncclFail(c, r, what); }
+relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* what) { return cudaFail(c, e, what); }
+
 /* ncclCommAbort kills the communicator's kernels and frees it; after it the
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
 static void abortNccl(relayNcclState* st) {
+  if (relayNccl.guest && !st->ownsNccl) { /* the interposer's comms are the user's: sub-comms only */
+    relayNcclNativeAbort(st);
+    return;
+  }
   if (st->nccl && !st->ncclDead) {
     /* The per-group sub-communicators of the native route first: a native
      * collective stuck on a dead peer runs on them, not on the parent. */
     relayNcclNativeAbort(st);
-    ncclCommAbort(st->nccl);
+    relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
 }
@@ -134,7 +144,7 @@ static void pauseFor(int iter, int spin) {
 static relayResult_t pollHealth(struct relayComm* c, relayNcclState* st, const char* what) {
   if (isAborted(c, st)) return checkUsable(c, st, what);
   ncclResult_t ae = ncclSuccess;
-  ncclResult_t r = ncclCommGetAsyncError(st->nccl, &ae);
+  ncclResult_t r = relayNccl.ncclCommGetAsyncError(st->nccl, &ae);
   if (r == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     relayResult_t res = ncclFail(c, ae, what);
     abortNccl(st);
@@ -149,8 +159,9 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   c->failed = 1;
   return relaySetError(c, relayTimeout,
                        "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
-                       "stuck); the NCCL communicator was aborted",
-                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what, c->cfg.timeoutMs);
+                       "stuck)%s",
+                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what,
+                       c->cfg.timeoutMs, relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -161,7 +172,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (int i = 0;; i++) {
     ncclResult_t ae = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(nccl, &ae);
+    ncclResult_t r = relayNccl.ncclCommGetAsyncError(nccl, &ae);
     if (r != ncclSuccess) return ncclFail(c, r, what);
     if (ae == ncclSuccess) return relaySuccess;
     if (ae != ncclInProgress) {
@@ -176,7 +187,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
   }
 }
 
-static relayResult_t waitStream(struct relayComm* c, relayNcclState* st, cudaStream_t s, const char* what) {
+relayResult_t relayNcclWaitStream(struct relayComm* c, relayNcclState* st, cudaStream_t s, const char* what) {
   uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
   for (int i = 0;; i++) {
     cudaError_t e = cudaStreamQuery(s);
@@ -204,7 +215,8 @@ void relayNcclRestoreCapture(enum cudaStreamCaptureMode mode) { cudaThreadExchan
 /* ---- group ------------------------------------------------------------ */
 
 static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, int nSends,
-                             const relayXferDesc* recvs, int nRecvs, relayStream_t stream) {
+                             const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
+  (void)p2pOp; /* NCCL splits transfers over its channels itself */
   relayNcclState* st = c->tpState;
   if (nSends + nRecvs == 0) return relaySuccess;
   RELAY_CHECK(checkUsable(c, st, "group"));
@@ -216,14 +228,14 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
                            i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
   }
   cudaStream_t s = (cudaStream_t)stream;
-  ncclResult_t r = ncclGroupStart();
+  ncclResult_t r = relayNccl.ncclGroupStart();
   if (r != ncclSuccess) return ncclFail(c, r, "ncclGroupStart");
   /* Zero-byte transfers are dropped on both ends by the same rule. */
   for (int i = 0; i < nSends && r == ncclSuccess; i++)
-    if (sends[i].bytes) r = ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
+    if (sends[i].bytes) r = relayNccl.ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
   for (int i = 0; i < nRecvs && r == ncclSuccess; i++)
-    if (recvs[i].bytes) r = ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
-  ncclResult_t re = ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
+    if (recvs[i].bytes) r = relayNccl.ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
+  ncclResult_t re = relayNccl.ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
     RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "ncclGroupEnd"));
@@ -236,7 +248,7 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   /* Errors found by NCCL's proxy thread (a peer's death, a network error)
    * surface here rather than as a hang at the next wait. */
   ncclResult_t ae = ncclSuccess;
-  if (ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+  if (relayNccl.ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
     c->failed = 1;
     return ncclFail(c, ae, "asynchronous NCCL error");
   }
@@ -439,7 +451,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   memcpy(hsend, mine, bytes);
   cudaError_t e = cudaMemcpyAsync(dsend, hsend, bytes, cudaMemcpyHostToDevice, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
-  ncclResult_t r = ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
+  ncclResult_t r = relayNccl.ncclAllGather(dsend, drecv, bytes, ncclInt8, st->nccl, st->agreeStream);
   if (r == ncclInProgress) RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "agree: ncclAllGather"));
   else if (r != ncclSuccess) {
     c->failed = 1;
@@ -447,7 +459,7 @@ static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, s
   }
   e = cudaMemcpyAsync(hrecv, drecv, (size_t)c->nranks * bytes, cudaMemcpyDeviceToHost, st->agreeStream);
   if (e != cudaSuccess) return cudaFail(c, e, "agree: cudaMemcpyAsync");
-  RELAY_CHECK(waitStream(c, st, st->agreeStream, "agree (ncclAllGather)"));
+  RELAY_CHECK(relayNcclWaitStream(c, st, st->agreeStream, "agree (ncclAllGather)"));
   memcpy(all, hrecv, (size_t)c->nranks * bytes);
   return relaySuccess;
 }
@@ -569,9 +581,9 @@ static void tpDestroy(struct relayComm* c) {
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
     if (drained)
-      ncclCommDestroy(st->nccl);
+      relayNccl.ncclCommDestroy(st->nccl);
     else
-      ncclCommAbort(st->nccl);
+      relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
   /* Streams and events are released by CUDA once their work is done, so they
@@ -593,17 +605,14 @@ static void tpDestroy(struct relayComm* c) {
   free(st->lanes);
   free(st->scratch);
   free(st->retired);
-  if (st->ctrl) {
-    if (st->ctrl->tp) st->ctrl->tp->destroy(st->ctrl);
-    relayCommFree(st->ctrl);
-  }
-  free(st);
+  free(st); /* st->ctrl is borrowed: core destroys comm->ctrl after this */
   c->tpState = NULL;
   if (prevDev >= 0) cudaSetDevice(prevDev);
 }
 
 const relayTransportOps relayNcclTransport = {
     .name = "nccl",
+    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW,
     .group = tpGroup,
     .reduce = tpReduce,
     .copy = tpCopy,
@@ -623,339 +632,6 @@ const relayTransportOps relayNcclTransport = {
     .native = relayNcclNative,
     .isCapturing = tpIsCapturing,
 };
-
-/* ---- init ------------------------------------------------------------- */
-
-/* Connect every pair (and the self pair) once, with a 1-byte exchange, so
- * that NCCL's lazy connection setup, which blocks inside ncclGroupEnd with no
- * deadline, happens at init and not inside the first collective. NCCL sets up
- * all of a peer's p2p channels on its first transfer, so one byte suffices.
- * RELAYCC_NCCL_PRECONNECT=0 skips it (rank 0's, agreed at init: a rank that
- * posts the exchange alone would wait in it). */
-static relayResult_t preconnect(struct relayComm* c, relayNcclState* st, int on) {
-  if (!on) return relaySuccess;
-  char* sendb = st->agreeDev;
-  char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
-  ncclResult_t r = ncclGroupStart();
-  for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
-    r = ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
-    if (r == ncclSuccess) r = ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
-  }
-  ncclResult_t re = ncclGroupEnd();
-  if (r == ncclSuccess) r = re;
-  if (r == ncclInProgress) {
-    RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "init: connecting peers"));
-    r = ncclSuccess;
-  }
-  if (r != ncclSuccess) return ncclFail(c, r, "init: connecting peers");
-  return waitStream(c, st, st->agreeStream, "init: connecting peers");
-}
-
-/* Build the state, attach the transport, check the ranks agree, connect. */
-static relayResult_t attach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device) {
-  relayNcclState* st = calloc(1, sizeof *st);
-  if (!st) return relaySetError(c, relaySystemError, "rank %d: out of memory for the NCCL transport", c->rank);
-  st->nccl = nccl;
-  st->ownsNccl = owns;
-  st->ctrl = ctrl;
-  st->device = device;
-  atomic_init(&st->aborted, 0);
-  c->tp = &relayNcclTransport;
-  c->tpState = st;
-  int sms = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) return cudaFail(c, e, "init: cudaDeviceGetAttribute");
-  st->reduceBlocks = relayCudaReduceMaxBlocks(sms);
-  size_t agreeBytes = RELAY_NCCL_AGREE_MAX * (size_t)(c->nranks + 1);
-  e = cudaStreamCreateWithFlags(&st->agreeStream, cudaStreamNonBlocking);
-  if (e == cudaSuccess) e = cudaMalloc((void**)&st->agreeDev, agreeBytes);
-  if (e == cudaSuccess) e = cudaMallocHost((void**)&st->agreeHost, agreeBytes);
-  if (e == cudaSuccess) e = cudaMemsetAsync(st->agreeDev, 0, agreeBytes, st->agreeStream);
-  if (e != cudaSuccess) return cudaFail(c, e, "init: agreement buffers");
-
-  /* Every rank sees the same comm, with itself at its own rank. The same
-   * round agrees the comm hash (rank 0's nonce: the one-shot region's
-   * sentinels), whether to create the one-shot region now (rank 0's
-   * RELAYCC_ONESHOT_PREPARE) and whether the direct route may run as NCCL's
-   * own collectives (rank 0's RELAYCC_NCCL_NATIVE), so every rank decides
-   * alike; read once here, not per call (a getenv per call was part of the
-   * 0.23-0.55 us host overhead measured over raw NCCL). */
-  struct initRecord {
-    uint32_t magic;
-    int32_t rank, nranks, device;
-    uint64_t nonce;
-    int32_t prepareOneShot, nativeOn, preconnect, pad;
-  } mine = {0x6e63636cu, c->rank, c->nranks, device, 0, (int32_t)relayEnvLong("RELAYCC_ONESHOT_PREPARE", 0),
-            (int32_t)relayEnvLong("RELAYCC_NCCL_NATIVE", 1), (int32_t)relayEnvLong("RELAYCC_NCCL_PRECONNECT", 1), 0};
-  uint64_t z = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)st;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  mine.nonce = z ^ (z >> 31);
-  struct initRecord* all = calloc((size_t)c->nranks, sizeof mine);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory at init", c->rank);
-  relayResult_t r = tpAgree(c, &mine, all, sizeof mine);
-  for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
-    if (all[q].magic != mine.magic || all[q].rank != q || all[q].nranks != c->nranks)
-      r = relaySetError(c, relayInvalidUsage,
-                        "init (rank %d): rank %d's record is (rank %d of %d); the ranks do not share one comm",
-                        c->rank, q, all[q].rank, all[q].nranks);
-  }
-  int prepareOneShot = r == relaySuccess && all[0].prepareOneShot > 0;
-  int preconnectOn = r == relaySuccess && all[0].preconnect != 0;
-  if (r == relaySuccess) {
-    st->commHash = all[0].nonce;
-    st->nativeOn = all[0].nativeOn != 0;
-  }
-  free(all);
-  if (r == relaySuccess) r = preconnect(c, st, preconnectOn);
-  if (r == relaySuccess && prepareOneShot) r = relayNcclOneShotPrepareAtInit(c);
-  return r;
-}
-
-/* The topology for route choice, the same on every rank: RELAYCC_TOPO when
- * set, else detected from the comm's GPUs (src/topo/detect.c: 2 x H200 over
- * NV18 is the calibrated h200x2), else none (the router's no-model rule).
- * Every rank takes part in both agreements whatever it found, so a rank with
- * RELAYCC_TOPO set never waits alone, and ranks that differ all end with none
- * (relayCommAgreeTopo). */
-static relayResult_t loadTopo(struct relayComm* c) {
-  relayNcclState* st = c->tpState;
-  relayResult_t local = relayCommLoadTopo(c, NULL);
-  /* Each rank's GPU by PCI bus id, in rank order: the model's GPU i is rank
-   * i's, whichever devices each process can open. */
-  enum { BUSID = 32 };
-  char mine[BUSID] = "";
-  char* ids = calloc((size_t)c->nranks, BUSID);
-  const char** idp = calloc((size_t)c->nranks, sizeof *idp);
-  if (!ids || !idp) {
-    free(ids);
-    free(idp);
-    return relaySetError(c, relaySystemError, "rank %d: out of memory at init (topology)", c->rank);
-  }
-  if (cudaDeviceGetPCIBusId(mine, BUSID, st->device) != cudaSuccess) {
-    cudaGetLastError();
-    mine[0] = 0;
-  }
-  relayResult_t r = tpAgree(c, mine, ids, BUSID);
-  if (r == relaySuccess && local == relaySuccess && !c->topo) {
-    int known = 1;
-    for (int q = 0; q < c->nranks; q++) {
-      ids[(size_t)q * BUSID + BUSID - 1] = 0;
-      idp[q] = ids + (size_t)q * BUSID;
-      known &= idp[q][0] != 0;
-    }
-    if (!known || relayTopoDetectGpus(c->nranks, idp, &c->topo) != relaySuccess) c->topo = NULL;
-  }
-  free(ids);
-  free(idp);
-  if (r != relaySuccess) return r;
-  return relayCommAgreeTopo(c, local);
-}
-
-static void failInit(struct relayComm* c, relayResult_t res) {
-  relaySetError(NULL, res, "%s", c->lastError);
-  if (c->tp) c->tp->destroy(c);
-  relayTopoFree(c->topo);
-  c->topo = NULL;
-  relayCommFree(c);
-}
-
-relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: comm (argument 1) is NULL");
-  *out = NULL;
-  if (!nccl) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNccl: nccl (argument 2) is NULL");
-  int nranks = 0, rank = -1, dev = -1, cur = -1;
-  ncclResult_t nr = ncclCommCount(nccl, &nranks);
-  if (nr == ncclSuccess) nr = ncclCommUserRank(nccl, &rank);
-  if (nr == ncclSuccess) nr = ncclCommCuDevice(nccl, &dev);
-  if (nr != ncclSuccess)
-    return relaySetError(NULL, fromNccl(nr), "relayCommInitNccl: querying the NCCL communicator: %s",
-                         ncclGetErrorString(nr));
-  cudaError_t e = cudaGetDevice(&cur);
-  if (e != cudaSuccess)
-    return relaySetError(NULL, fromCuda(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", rank,
-                         cudaGetErrorString(e));
-  if (cur != dev)
-    return relaySetError(NULL, relayInvalidUsage,
-                         "relayCommInitNccl (rank %d): the current device is %d but the NCCL communicator's is %d; "
-                         "call cudaSetDevice(%d) first",
-                         rank, cur, dev, dev);
-  struct relayComm* c;
-  RELAY_CHECK(relayCommAlloc(nranks, rank, config, &c));
-  relayResult_t res = attach(c, nccl, 0, NULL, dev);
-  if (res == relaySuccess) res = loadTopo(c);
-  if (res != relaySuccess) {
-    failInit(c, res);
-    return res;
-  }
-  *out = c;
-  return relaySuccess;
-}
-
-/* What each rank says at the shm rendezvous. */
-typedef struct {
-  int32_t status; /* relayResult_t of this rank's local setup */
-  int32_t device;
-  char busId[32];
-  ncclUniqueId id; /* rank 0's is used */
-} shmInitRecord;
-
-_Static_assert(sizeof(shmInitRecord) <= RELAY_NCCL_AGREE_MAX, "init record must fit one agree()");
-
-relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const char* jobName, int cudaDevice,
-                                   const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
-  *out = NULL;
-  if (nranks <= 0) nranks = (int)relayEnvLong("RELAYCC_NRANKS", relayEnvLong("WORLD_SIZE", -1));
-  if (rank < 0) rank = (int)relayEnvLong("RELAYCC_RANK", relayEnvLong("RANK", -1));
-  if (!jobName) jobName = relayEnvStr("RELAYCC_JOB", "relaycc");
-  if (nranks < 1)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitNcclShm: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1",
-                         nranks);
-  if (rank < 0 || rank >= nranks)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "relayCommInitNcclShm: rank = %d (argument 3, or RELAYCC_RANK / RANK) is not in [0, %d)",
-                         rank, nranks);
-  relayResolvedConfig resolved;
-  RELAY_CHECK(relayResolveConfig(config, &resolved)); /* a bad config fails here, before any rendezvous */
-
-  /* The control plane: a private shm comm under a name of its own (a job may
-   * also run relayCommInitShm under jobName). It only carries agreements, so
-   * its rings stay small unless the user sized them. */
-  relayConfig_t ctrlCfg = RELAY_CONFIG_INITIALIZER;
-  if (config) memcpy(&ctrlCfg, config, config->size < sizeof ctrlCfg ? config->size : sizeof ctrlCfg);
-  if (ctrlCfg.shmRingBytes == RELAY_CONFIG_UNDEF_INT && !getenv("RELAYCC_SHM_RING_BYTES"))
-    ctrlCfg.shmRingBytes = 64 << 10;
-  char ctrlName[256];
-  snprintf(ctrlName, sizeof ctrlName, "%s-nccl", jobName);
-  struct relayComm* ctrl;
-  RELAY_CHECK(relayCommAlloc(nranks, rank, &ctrlCfg, &ctrl));
-  relayResult_t res = relayShmAttach(ctrl, ctrlName);
-  if (res != relaySuccess) {
-    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
-    if (ctrl->tp) ctrl->tp->destroy(ctrl);
-    relayCommFree(ctrl);
-    return res;
-  }
-
-  /* Local setup; its verdict travels with the rendezvous record so that all
-   * ranks fail together (invariant 4) instead of some entering NCCL init. */
-  shmInitRecord mine;
-  memset(&mine, 0, sizeof mine);
-  char why[256] = "";
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e == cudaSuccess && cudaDevice < 0) {
-    long local = relayEnvLong("LOCAL_RANK", -1);
-    cudaDevice = local >= 0 ? (int)local : (ndev > 0 ? rank % ndev : 0);
-  }
-  if (e == cudaSuccess && (cudaDevice < 0 || cudaDevice >= ndev)) {
-    mine.status = relayInvalidArgument;
-    snprintf(why, sizeof why, "cudaDevice %d is not in [0, %d)", cudaDevice, ndev);
-  } else {
-    if (e == cudaSuccess) e = cudaSetDevice(cudaDevice);
-    if (e == cudaSuccess) e = cudaDeviceGetPCIBusId(mine.busId, (int)sizeof mine.busId, cudaDevice);
-    if (e != cudaSuccess) {
-      mine.status = fromCuda(e);
-      snprintf(why, sizeof why, "CUDA device %d: %s", cudaDevice, cudaGetErrorString(e));
-    }
-  }
-  mine.device = cudaDevice;
-  /* The transport only issues point-to-point operations (and, on wrapped
-   * comms, a tiny all-gather); NVLink SHARP would allocate multicast objects
-   * for nothing, and on shared machines they are off for good reason. */
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
-  if (rank == 0 && mine.status == relaySuccess) {
-    ncclResult_t nr = ncclGetUniqueId(&mine.id);
-    if (nr != ncclSuccess) {
-      mine.status = fromNccl(nr);
-      snprintf(why, sizeof why, "ncclGetUniqueId: %s", ncclGetErrorString(nr));
-    }
-  }
-  shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
-  if (!all) {
-    ctrl->tp->destroy(ctrl);
-    relayCommFree(ctrl);
-    return relaySetError(NULL, relaySystemError, "relayCommInitNcclShm (rank %d): out of memory", rank);
-  }
-  res = ctrl->tp->agree(ctrl, &mine, all, sizeof mine);
-  if (res != relaySuccess) {
-    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
-  } else {
-    for (int q = 0; q < nranks && res == relaySuccess; q++) {
-      if (all[q].status == relaySuccess) continue;
-      res = q == rank ? (relayResult_t)all[q].status : relayRemoteError;
-      if (q == rank)
-        relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): %s", rank, why);
-      else
-        relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rank %d failed its setup (%s)", rank, q,
-                      relayGetErrorString((relayResult_t)all[q].status));
-    }
-    for (int q = 0; q < nranks && res == relaySuccess; q++)
-      for (int p = 0; p < q && res == relaySuccess; p++)
-        if (strcmp(all[p].busId, all[q].busId) == 0)
-          res = relaySetError(NULL, relayInvalidArgument,
-                              "relayCommInitNcclShm (rank %d): ranks %d and %d both use GPU %s (one GPU per rank)",
-                              rank, p, q, all[q].busId);
-  }
-  ncclUniqueId id = all[0].id;
-  free(all);
-  if (res != relaySuccess) {
-    ctrl->tp->destroy(ctrl);
-    relayCommFree(ctrl);
-    return res;
-  }
-
-  ncclComm_t nccl = NULL;
-  /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
-   * (NCCL 2.28 group.cc), tens of microseconds per step. */
-  ncclResult_t nr = ncclCommInitRank(&nccl, nranks, id, rank);
-  int32_t ok = nr == ncclSuccess, *oks = calloc((size_t)nranks, sizeof *oks);
-  if (!oks) res = relaySetError(NULL, relaySystemError, "relayCommInitNcclShm (rank %d): out of memory", rank);
-  if (res == relaySuccess) {
-    res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
-    if (res != relaySuccess)
-      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): vote on ncclCommInitRank: %s", rank, ctrl->lastError);
-  }
-  for (int q = 0; q < nranks && res == relaySuccess; q++) {
-    if (oks[q]) continue;
-    res = q == rank ? fromNccl(nr) : relayRemoteError;
-    if (q == rank)
-      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank, ncclGetErrorString(nr));
-    else
-      relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d", rank, q);
-  }
-  free(oks);
-  if (res != relaySuccess) {
-    if (nccl) ncclCommAbort(nccl);
-    ctrl->tp->destroy(ctrl);
-    relayCommFree(ctrl);
-    return res;
-  }
-
-  struct relayComm* c;
-  res = relayCommAlloc(nranks, rank, config, &c);
-  if (res != relaySuccess) {
-    ncclCommAbort(nccl);
-    ctrl->tp->destroy(ctrl);
-    relayCommFree(ctrl);
-    return res;
-  }
-  res = attach(c, nccl, 1, ctrl, cudaDevice);
-  if (res == relaySuccess) res = loadTopo(c);
-  if (res != relaySuccess) {
-    if (!c->tpState) { /* attach failed before taking ownership */
-      ncclCommAbort(nccl);
-      ctrl->tp->destroy(ctrl);
-      relayCommFree(ctrl);
-    }
-    failInit(c, res);
-    return res;
-  }
-  *out = c;
-  return relaySuccess;
-}
 
 relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {
   if (!comm || !nccl)

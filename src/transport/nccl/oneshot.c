@@ -226,20 +226,25 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   s->hash = st->commHash;
   relayOsLayoutInit(&s->L, n, slotBytes);
   /* The bandwidth route's ring lives in the same region (one creation, one
-   * vote, one sentinel, one error word per comm); its settings are in the
-   * region size every rank compares in the vote below. */
-  relayOsLayoutAddBw(&s->L, relayBwTileBytes(), relayBwRing());
-  long blocks = relayEnvLong("RELAYCC_ONESHOT_BLOCKS", RELAY_OS_DEFAULT_BLOCKS);
+   * vote, one sentinel, one error word per comm); its settings (the comm's
+   * agreed ones, as core puts them in every key) are in the region size
+   * every rank compares in the vote below. */
+  planKey bwKey;
+  memset(&bwKey, 0, sizeof bwKey);
+  relayCommKeySettings(c, &bwKey);
+  relayOsLayoutAddBw(&s->L, planBwTileBytes(&bwKey), planBwRing(&bwKey));
+  /* Agreed at init (rank 0's) and range-checked by core/params.h. */
+  long blocks = (long)relayParamInt(c, RELAY_P_ONESHOT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
-  long threads = relayEnvLong("RELAYCC_ONESHOT_THREADS", 0);
+  long threads = (long)relayParamInt(c, RELAY_P_ONESHOT_THREADS);
   s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : threads > 128 ? 256 : 128; /* 0: by size (RELAY_OS_T512_BYTES) */
 
-  long llBytes = relayEnvLong("RELAYCC_ONESHOT_LL_BYTES", (long)RELAY_OS_LL_DEFAULT_BYTES);
+  long long llBytes = relayParamInt(c, RELAY_P_ONESHOT_LL_BYTES);
   s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
-  long ll128Bytes = relayEnvLong("RELAYCC_ONESHOT_LL128_BYTES", (long)RELAY_OS_LL128_DEFAULT_BYTES);
+  long long ll128Bytes = relayParamInt(c, RELAY_P_ONESHOT_LL128_BYTES);
   s->ll128Bytes = ll128Bytes <= 0 ? 0 : (uint64_t)ll128Bytes;
-  int fault = (int)relayEnvLong("RELAYCC_ONESHOT_FAULT_RANK", -1);
-  s->wide = relayEnvLong("RELAYCC_ONESHOT_WIDE", 0) != 0;
+  int fault = (int)relayParamInt(c, RELAY_P_ONESHOT_FAULT_RANK);
+  s->wide = relayParamInt(c, RELAY_P_ONESHOT_WIDE) != 0;
 
   int prevDev = -1;
   cudaGetDevice(&prevDev);
@@ -352,17 +357,17 @@ relayResult_t relayNcclOneShotPrepare(struct relayComm* c, size_t slotBytes, rel
 
 relayResult_t relayNcclOsRegion(struct relayComm* c, relayStream_t stream, const relayOsLayout** L) {
   *L = NULL;
-  /* The slot the one-shot asks for on every call (the process-wide gate):
+  /* The slot the one-shot asks for on every call (the comm's agreed gate):
    * whichever route comes first creates the same region. */
-  relayResult_t r = relayNcclOneShotPrepare(c, relayOneShotMaxBytes(), stream);
+  relayResult_t r = relayNcclOneShotPrepare(c, (size_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES), stream);
   if (r == relaySuccess) *L = &((osState*)c->oneshot)->L;
   return r;
 }
 
 relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* c) {
   if (c->oneshot) return relaySuccess;
-  /* The slot size core asks for on every call (the process-wide gate). */
-  relayResult_t r = osCreate(c, relayOneShotMaxBytes());
+  /* The slot size core asks for on every call (the comm's agreed gate). */
+  relayResult_t r = osCreate(c, (size_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES));
   return r == relayNotSupported ? relaySuccess : r;
 }
 

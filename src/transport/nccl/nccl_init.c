@@ -1,0 +1,300 @@
+/*
+ * The NCCL transport's init part: it attaches to a comm core created
+ * (src/core/init_nccl.c) and never calls up. The data path is
+ * nccl_transport.c.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "relaycc_nccl.h"
+#include "topo/topo.h"
+#include "transport/nccl/nccl_reduce.h"
+#include "transport/nccl/nccl_transport.h"
+#include "transport/nccl/oneshot.h"
+
+/* Connect every pair (and the self pair) once, with a 1-byte exchange, so
+ * that NCCL's lazy connection setup, which blocks inside ncclGroupEnd with no
+ * deadline, happens at init and not inside the first collective. NCCL sets up
+ * all of a peer's p2p channels on its first transfer, so one byte suffices.
+ * RELAYCC_NCCL_PRECONNECT=0 skips it (agreed at init: a rank that posts the
+ * exchange alone would wait in it). */
+static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
+  char* sendb = st->agreeDev;
+  char* recvb = st->agreeDev + RELAY_NCCL_AGREE_MAX;
+  ncclResult_t r = relayNccl.ncclGroupStart();
+  for (int p = 0; p < c->nranks && r == ncclSuccess; p++) {
+    r = relayNccl.ncclSend(sendb, 1, ncclInt8, p, st->nccl, st->agreeStream);
+    if (r == ncclSuccess) r = relayNccl.ncclRecv(recvb + p, 1, ncclInt8, p, st->nccl, st->agreeStream);
+  }
+  ncclResult_t re = relayNccl.ncclGroupEnd();
+  if (r == ncclSuccess) r = re;
+  if (r == ncclInProgress) {
+    RELAY_CHECK(relayNcclWaitReady(c, st->nccl, "init: connecting peers"));
+    r = ncclSuccess;
+  }
+  if (r != ncclSuccess) return relayNcclFail(c, r, "init: connecting peers");
+  return relayNcclWaitStream(c, st, st->agreeStream, "init: connecting peers");
+}
+
+relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device) {
+  relayNcclState* st = calloc(1, sizeof *st);
+  if (!st) return relaySetError(c, relaySystemError, "rank %d: out of memory for the NCCL transport", c->rank);
+  st->nccl = nccl;
+  st->ownsNccl = owns;
+  st->ctrl = ctrl;
+  st->device = device;
+  atomic_init(&st->aborted, 0);
+  c->tp = &relayNcclTransport;
+  c->tpState = st;
+  int sms = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (e != cudaSuccess) return relayNcclCudaFail(c, e, "init: cudaDeviceGetAttribute");
+  st->reduceBlocks = relayCudaReduceMaxBlocks(sms);
+  size_t agreeBytes = RELAY_NCCL_AGREE_MAX * (size_t)(c->nranks + 1);
+  e = cudaStreamCreateWithFlags(&st->agreeStream, cudaStreamNonBlocking);
+  if (e == cudaSuccess) e = cudaMalloc((void**)&st->agreeDev, agreeBytes);
+  if (e == cudaSuccess) e = cudaMallocHost((void**)&st->agreeHost, agreeBytes);
+  if (e == cudaSuccess) e = cudaMemsetAsync(st->agreeDev, 0, agreeBytes, st->agreeStream);
+  if (e != cudaSuccess) return relayNcclCudaFail(c, e, "init: agreement buffers");
+
+  /* Every rank sees the same comm, with itself at its own rank. The same
+   * round agrees the comm hash (rank 0's nonce: the one-shot region's
+   * sentinels). The settings are agreed by core after this (init.c). */
+  struct initRecord {
+    uint32_t magic;
+    int32_t rank, nranks, device;
+    uint64_t nonce;
+  } mine = {0x6e63636cu, c->rank, c->nranks, device, 0};
+  uint64_t z = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)st;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  mine.nonce = z ^ (z >> 31);
+  struct initRecord* all = calloc((size_t)c->nranks, sizeof mine);
+  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory at init", c->rank);
+  relayResult_t r = c->tp->agree(c, &mine, all, sizeof mine);
+  for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
+    if (all[q].magic != mine.magic || all[q].rank != q || all[q].nranks != c->nranks)
+      r = relaySetError(c, relayInvalidUsage,
+                        "init (rank %d): rank %d's record is (rank %d of %d); the ranks do not share one comm",
+                        c->rank, q, all[q].rank, all[q].nranks);
+  }
+  if (r == relaySuccess) st->commHash = all[0].nonce;
+  free(all);
+  return r;
+}
+
+relayResult_t relayNcclStart(struct relayComm* c) {
+  relayNcclState* st = c->tpState;
+  /* Read once here, not per call (an environment read per call was part of the
+   * 0.23-0.55 us host overhead measured over raw NCCL). */
+  st->nativeOn = relayParamInt(c, RELAY_P_NCCL_NATIVE) != 0;
+  /* The interposer's comms are the user's: never connect pairs they did not ask for. */
+  relayResult_t r = relayParamInt(c, RELAY_P_NCCL_PRECONNECT) && !relayNccl.guest ? preconnect(c, st) : relaySuccess;
+  if (r == relaySuccess && relayParamInt(c, RELAY_P_ONESHOT_PREPARE)) r = relayNcclOneShotPrepareAtInit(c);
+  return r;
+}
+
+/* Detected from the comm's GPUs (src/topo/detect.c: 2 x H200 over NV18 is
+ * the calibrated h200x2). Each rank's GPU by PCI bus id, in rank order: the
+ * model's GPU i is rank i's, whichever devices each process can open. */
+relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out) {
+  relayNcclState* st = c->tpState;
+  *out = NULL;
+  enum { BUSID = 32 };
+  char mine[BUSID] = "";
+  char* ids = calloc((size_t)c->nranks, BUSID);
+  const char** idp = calloc((size_t)c->nranks, sizeof *idp);
+  if (!ids || !idp) {
+    free(ids);
+    free(idp);
+    return relaySetError(c, relaySystemError, "rank %d: out of memory at init (topology)", c->rank);
+  }
+  if (cudaDeviceGetPCIBusId(mine, BUSID, st->device) != cudaSuccess) {
+    cudaGetLastError();
+    mine[0] = 0;
+  }
+  relayResult_t r = c->tp->agree(c, mine, ids, BUSID);
+  if (r == relaySuccess) {
+    int known = 1;
+    for (int q = 0; q < c->nranks; q++) {
+      ids[(size_t)q * BUSID + BUSID - 1] = 0;
+      idp[q] = ids + (size_t)q * BUSID;
+      known &= idp[q][0] != 0;
+    }
+    if (!known || relayTopoDetectGpus(c->nranks, idp, out) != relaySuccess) *out = NULL;
+  }
+  free(ids);
+  free(idp);
+  return r;
+}
+
+relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* device) {
+  int cur = -1;
+  ncclResult_t nr = relayNccl.ncclCommCount(nccl, nranks);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommUserRank(nccl, rank);
+  if (nr == ncclSuccess) nr = relayNccl.ncclCommCuDevice(nccl, device);
+  if (nr != ncclSuccess)
+    return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNccl: querying the NCCL communicator: %s",
+                         relayNccl.ncclGetErrorString(nr));
+  cudaError_t e = cudaGetDevice(&cur);
+  if (e != cudaSuccess)
+    return relaySetError(NULL, relayCudaResult(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", *rank,
+                         cudaGetErrorString(e));
+  if (cur != *device)
+    return relaySetError(NULL, relayInvalidUsage,
+                         "relayCommInitNccl (rank %d): the current device is %d but the NCCL communicator's is %d; "
+                         "call cudaSetDevice(%d) first",
+                         *rank, cur, *device, *device);
+  return relaySuccess;
+}
+
+/* What each rank says at the shm rendezvous. */
+typedef struct {
+  int32_t status; /* relayResult_t of this rank's local setup */
+  int32_t device;
+  int32_t badParam; /* this rank's invalid setting (params.h row), -1: none */
+  char busId[32];
+  ncclUniqueId id; /* rank 0's is used */
+} shmInitRecord;
+
+_Static_assert(sizeof(shmInitRecord) <= RELAY_NCCL_AGREE_MAX, "init record must fit one agree()");
+
+/* Pick and set the device; 0 or a result with why filled. */
+static relayResult_t setDevice(int rank, int* cudaDevice, int localRank, char* busId, size_t busLen, char* why,
+                               size_t whyLen) {
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e == cudaSuccess && *cudaDevice < 0) *cudaDevice = localRank >= 0 ? localRank : (ndev > 0 ? rank % ndev : 0);
+  if (e == cudaSuccess && (*cudaDevice < 0 || *cudaDevice >= ndev)) {
+    snprintf(why, whyLen, "cudaDevice %d is not in [0, %d)", *cudaDevice, ndev);
+    return relayInvalidArgument;
+  }
+  if (e == cudaSuccess) e = cudaSetDevice(*cudaDevice);
+  if (e == cudaSuccess && busId) e = cudaDeviceGetPCIBusId(busId, (int)busLen, *cudaDevice);
+  if (e != cudaSuccess) {
+    snprintf(why, whyLen, "CUDA device %d: %s", *cudaDevice, cudaGetErrorString(e));
+    return relayCudaResult(e);
+  }
+  return relaySuccess;
+}
+
+relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int localRank, int badParam,
+                                     const char* badWhy, int* device, ncclComm_t* out) {
+  int rank = ctrl->rank, nranks = ctrl->nranks;
+  *out = NULL;
+  /* Local setup; its verdict travels with the rendezvous record so that all
+   * ranks fail together (invariant 4) instead of some entering NCCL init. */
+  shmInitRecord mine;
+  memset(&mine, 0, sizeof mine);
+  char why[256] = "";
+  mine.badParam = badParam;
+  if (badParam >= 0) {
+    mine.status = relayInvalidArgument;
+    snprintf(why, sizeof why, "%s", badWhy);
+  } else {
+    mine.status = setDevice(rank, &cudaDevice, localRank, mine.busId, sizeof mine.busId, why, sizeof why);
+  }
+  mine.device = cudaDevice;
+  if (rank == 0 && mine.status == relaySuccess) {
+    ncclResult_t nr = relayNccl.ncclGetUniqueId(&mine.id);
+    if (nr != ncclSuccess) {
+      mine.status = relayNcclResult(nr);
+      snprintf(why, sizeof why, "ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
+    }
+  }
+  shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
+  int32_t ok = 0, *oks = calloc((size_t)nranks, sizeof *oks);
+  relayResult_t res = all && oks ? relaySuccess : relaySystemError;
+  if (res != relaySuccess) {
+    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): out of memory", rank);
+    goto done;
+  }
+  res = ctrl->tp->agree(ctrl, &mine, all, sizeof mine);
+  if (res != relaySuccess) {
+    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
+    goto done;
+  }
+  if (mine.status != relaySuccess) { /* its own first: it names the cause */
+    res = relaySetError(NULL, (relayResult_t)mine.status, "relayCommInitNcclShm (rank %d): %s", rank, why);
+    goto done;
+  }
+  for (int q = 0; q < nranks && res == relaySuccess; q++) {
+    if (all[q].status == relaySuccess) continue;
+    if (all[q].badParam >= 0 && all[q].badParam < RELAY_P_COUNT)
+      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): rank %d has an invalid %s", rank, q,
+                          relayParamDefs[all[q].badParam].name);
+    else
+      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): rank %d failed its setup (%s)", rank,
+                          q, relayGetErrorString((relayResult_t)all[q].status));
+  }
+  for (int q = 0; q < nranks && res == relaySuccess; q++)
+    for (int p = 0; p < q && res == relaySuccess; p++)
+      if (strcmp(all[p].busId, all[q].busId) == 0)
+        res = relaySetError(NULL, relayInvalidArgument,
+                            "relayCommInitNcclShm (rank %d): ranks %d and %d both use GPU %s (one GPU per rank)", rank,
+                            p, q, all[q].busId);
+  if (res != relaySuccess) goto done;
+  /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
+   * (NCCL 2.28 group.cc), tens of microseconds per step. */
+  ncclResult_t nr = relayNccl.ncclCommInitRank(out, nranks, all[0].id, rank);
+  ok = nr == ncclSuccess;
+  res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
+  if (res != relaySuccess)
+    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): vote on ncclCommInitRank: %s", rank, ctrl->lastError);
+  for (int q = 0; q < nranks && res == relaySuccess; q++) {
+    if (oks[q]) continue;
+    if (q == rank)
+      res = relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank,
+                          relayNccl.ncclGetErrorString(nr));
+    else
+      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d",
+                          rank, q);
+  }
+done:
+  if (res != relaySuccess && *out) {
+    relayNccl.ncclCommAbort(*out);
+    *out = NULL;
+  }
+  *device = cudaDevice;
+  free(all);
+  free(oks);
+  return res;
+}
+
+relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cudaDevice, ncclComm_t* out) {
+  *out = NULL;
+  char why[256] = "";
+  relayResult_t res = setDevice(rank, &cudaDevice, -1, NULL, 0, why, sizeof why);
+  if (res != relaySuccess)
+    return relaySetError(NULL, res, "relayCommInitNcclRank (rank %d): %s", rank, why);
+  ncclUniqueId uid;
+  memcpy(&uid, id, sizeof uid);
+  /* Blocking, as relayCommInitNcclShm's (see there). */
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 1;
+  ncclResult_t nr = relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg);
+  if (nr != ncclSuccess) {
+    *out = NULL;
+    return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclRank (rank %d): ncclCommInitRankConfig: %s", rank,
+                         relayNccl.ncclGetErrorString(nr));
+  }
+  return relaySuccess;
+}
+
+_Static_assert(sizeof(ncclUniqueId) <= RELAY_NCCL_UNIQUE_ID_BYTES, "relayNcclUniqueId holds an ncclUniqueId");
+
+relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id) {
+  if (!id) return relaySetError(NULL, relayInvalidArgument, "relayNcclGetUniqueId: id (argument 1) is NULL");
+  RELAY_CHECK(relayNcclLoad(NULL));
+  ncclUniqueId uid;
+  ncclResult_t nr = relayNccl.ncclGetUniqueId(&uid);
+  if (nr != ncclSuccess)
+    return relaySetError(NULL, relayNcclResult(nr), "relayNcclGetUniqueId: ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
+  memset(id, 0, sizeof *id);
+  memcpy(id->internal, &uid, sizeof uid);
+  return relaySuccess;
+}

@@ -1,0 +1,94 @@
+/*
+ * NCCL resolved at run time (nccl_api.h says why): one table of function
+ * pointers, filled once per process from the library the process uses.
+ */
+#include "transport/nccl/nccl_api.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+
+relayNcclLib relayNccl;
+
+static pthread_mutex_t gLock = PTHREAD_MUTEX_INITIALIZER;
+static int gLoaded; /* under gLock */
+static const char* gPathArg;
+static relayResult_t gResult;
+static char gError[sizeof relayNccl.path + 256]; /* the first answer's message, repeated to every caller */
+
+/* Open the library: the explicit path, the copy already loaded, the default. */
+static void* openNccl(const char** tried) {
+  const char* path = gPathArg && *gPathArg ? gPathArg : relayEnvStr("RELAYCC_NCCL_LIB", NULL);
+  if (path) {
+    *tried = path;
+    return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  }
+  /* The copy the process already loaded, in whichever scope (PyTorch's own
+   * libnccl.so.2 is loaded RTLD_LOCAL from its wheel): binding to another
+   * copy would run two NCCLs over one communicator handle. */
+  *tried = "libnccl.so.2";
+  void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  return h ? h : dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+}
+
+static void loadOnce(void) {
+  const char* tried = NULL;
+  void* h = openNccl(&tried);
+  if (!h) {
+    const char* why = dlerror();
+    gResult = relaySystemError;
+    snprintf(gError, sizeof gError,
+             "relaycc: cannot load NCCL (%s): %s; set RELAYCC_NCCL_LIB (under the shim: RELAYCC_SHIM_NCCL) "
+             "to its path",
+             tried, why ? why : "not found");
+    return;
+  }
+  /* Every function of the header and its profiling twin; those an older NCCL
+   * lacks stay NULL (only RELAY_NCCL_USED must be there). */
+#define RELAY_NCCL_RESOLVE_(ret, name, params, args) \
+  *(void**)&relayNccl.name = dlsym(h, #name);        \
+  *(void**)&relayNccl.p##name = dlsym(h, "p" #name);
+  RELAY_NCCL_API_ALL(RELAY_NCCL_RESOLVE_)
+#undef RELAY_NCCL_RESOLVE_
+  const char* missing = NULL;
+#define RELAY_NCCL_REQUIRE_(name) \
+  if (!missing && !relayNccl.name) missing = #name;
+  RELAY_NCCL_USED(RELAY_NCCL_REQUIRE_)
+#undef RELAY_NCCL_REQUIRE_
+  Dl_info info;
+  const char* where = tried;
+  if (relayNccl.ncclGetVersion && dladdr(*(void**)&relayNccl.ncclGetVersion, &info) && info.dli_fname)
+    where = info.dli_fname;
+  snprintf(relayNccl.path, sizeof relayNccl.path, "%s", where);
+  if (missing) {
+    gResult = relaySystemError;
+    snprintf(gError, sizeof gError, "relaycc: the NCCL library %s has no %s (relaycc needs NCCL >= 2.19)",
+             relayNccl.path, missing);
+    dlclose(h);
+    memset(&relayNccl, 0, sizeof relayNccl);
+    return;
+  }
+  relayNccl.handle = h;
+  ncclResult_t r = relayNccl.ncclGetVersion(&relayNccl.version);
+  if (r != ncclSuccess) {
+    gResult = relaySystemError;
+    snprintf(gError, sizeof gError, "relaycc: ncclGetVersion of %s failed: %d", relayNccl.path, (int)r);
+    return;
+  }
+  gResult = relaySuccess;
+}
+
+relayResult_t relayNcclLoad(const char* path) {
+  pthread_mutex_lock(&gLock);
+  if (!gLoaded) {
+    gPathArg = path;
+    loadOnce();
+    gLoaded = 1;
+  }
+  pthread_mutex_unlock(&gLock);
+  if (gResult != relaySuccess) return relaySetError(NULL, gResult, "%s", gError);
+  return relaySuccess;
+}

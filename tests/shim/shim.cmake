@@ -1,0 +1,64 @@
+# The shim's CPU tests (included from src/shim/CMakeLists.txt): a fake libnccl.so.2 and an "NCCL program"
+# linked to it, run with librelaycc_shim.so preloaded. Ranks are forked processes; no GPU is used.
+set(RELAY_SHIM_TESTS ${PROJECT_SOURCE_DIR}/tests/shim)
+add_library(relaycc_fakenccl SHARED ${RELAY_SHIM_TESTS}/fake_nccl.c ${RELAY_SHIM_TESTS}/fake_nccl_stubs.c
+            ${PROJECT_SOURCE_DIR}/src/reduce_host.c)
+target_include_directories(relaycc_fakenccl PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+                           ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
+target_link_libraries(relaycc_fakenccl PRIVATE rt m)
+# Its own folder, named as the real library: the test binary's DT_NEEDED libnccl.so.2 finds it (rpath).
+set_target_properties(relaycc_fakenccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+                      LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fakenccl)
+
+add_executable(test_shim ${RELAY_SHIM_TESTS}/test_shim.c ${PROJECT_SOURCE_DIR}/tests/harness.c
+               ${PROJECT_SOURCE_DIR}/tests/colls_common.c)
+target_include_directories(test_shim PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests
+                           ${RELAY_SHIM_TESTS})
+target_compile_definitions(test_shim PRIVATE RELAY_NCCL_HEADER="${NCCL_INCLUDE_DIR}/nccl.h")
+# relaycc_static, not relaycc_internal: the real libnccl must not come in beside the fake.
+target_compile_definitions(test_shim PRIVATE RELAY_HAVE_NCCL=1)
+target_link_libraries(test_shim PRIVATE relaycc_static relaycc_fakenccl dl)
+add_dependencies(test_shim relaycc_shim)
+
+# name, ranks, environment (besides the preload)
+set(RELAY_SHIM_CASES
+    "symbols|2"
+    "missing|2|RELAYCC_SHIM_NCCL=/nonexistent/libnccl.so.2"
+    "loader|2"
+    "loader|2|RELAYCC_NCCL_LIB=/nonexistent/libnccl.so.2"
+    "forward|2|CUDA_VISIBLE_DEVICES="
+    "forward|3|CUDA_VISIBLE_DEVICES="
+    "decline|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=1"
+    "decline|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=0"
+    "group|2|RELAYCC_SHIM_TEST_SHM=1"
+    "disabled|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM=0"
+    "colls|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_COLLS=allgather,a2a"
+    "routed|2|RELAYCC_SHIM_TEST_SHM=1"
+    "routed|3|RELAYCC_SHIM_TEST_SHM=1"
+    "routed|4|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_DEBUG=2")
+foreach(c ${RELAY_SHIM_CASES})
+  string(REPLACE "|" ";" parts "${c}")
+  list(GET parts 0 name)
+  list(GET parts 1 n)
+  list(LENGTH parts len)
+  set(env "LD_PRELOAD=$<TARGET_FILE:relaycc_shim>" "ASAN_OPTIONS=verify_asan_link_order=0")
+  if(len GREATER 2)
+    list(SUBLIST parts 2 -1 extra)
+    list(APPEND env ${extra})
+  endif()
+  set(tname shim_${name}_${n})
+  if(TEST ${tname})
+    set(tname ${tname}_env) # the same case under other settings
+  endif()
+  add_test(NAME ${tname} COMMAND test_shim ${name} ${n})
+  set_tests_properties(${tname} PROPERTIES TIMEOUT 300 LABELS cpu ENVIRONMENT "${env}")
+endforeach()
+
+# The routing predicate against the router (no shim involved).
+add_executable(test_shim_route ${RELAY_SHIM_TESTS}/test_shim_route.c ${PROJECT_SOURCE_DIR}/tests/harness.c)
+target_include_directories(test_shim_route PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+target_link_libraries(test_shim_route PRIVATE relaycc_internal)
+foreach(name presets nomodel)
+  add_test(NAME shim_route_${name} COMMAND test_shim_route ${name})
+  set_tests_properties(shim_route_${name} PROPERTIES TIMEOUT 600 LABELS cpu)
+endforeach()

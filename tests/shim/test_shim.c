@@ -1,0 +1,447 @@
+/*
+ * The NCCL interposer on CPU: this program is an "NCCL program" linked to
+ * the fake libnccl.so.2 (fake_nccl.c) and run with librelaycc_shim.so
+ * preloaded (tests/shim/shim.cmake). Ranks are forked processes. The fake
+ * records every call that reaches it, so a case tells forwarded calls
+ * (recorded, with their arguments) from calls relaycc took (not recorded);
+ * both paths compute real results, compared with the serial reference.
+ *
+ *   symbols    every function a parse of nccl.h finds resolves to the shim,
+ *              and the shim exports none of relaycc's names
+ *   forward    a comm without state (no GPU: the vote declines): every call
+ *              reaches the fake with the caller's arguments
+ *   decline    test hook on, one rank fails its state: every rank declines
+ *   group      test hook on: inside ncclGroupStart/End forwarded, outside routed
+ *   disabled   RELAYCC_SHIM=0 with the hook on: no vote, everything forwarded
+ *   colls      RELAYCC_SHIM_COLLS takes the collectives it names only
+ *   missing    RELAYCC_SHIM_NCCL names no library: calls fail, none reaches NCCL
+ *   loader     relaycc's own resolver: the loaded library, or RELAYCC_NCCL_LIB's error
+ *   routed     test hook on: the four collectives over dtypes, ops and sizes
+ *              go to relaycc exactly when relayRouteBeatsNative says so, and
+ *              every result is the serial one
+ */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "colls_common.h"
+#include "common.h"
+#include "fake_nccl.h"
+#include "harness.h"
+#include "launch.h"
+#include "route/route.h"
+#include "topo/topo.h"
+#include "transport/nccl/nccl_api.h"
+#include "relaycc_nccl.h"
+
+#define TIMEOUT_S 120
+
+typedef struct {
+  int nranks;
+  ncclUniqueId id;
+} job;
+
+static ncclComm_t initComm(const job* j, int rank) {
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRank(&comm, j->nranks, j->id, rank);
+  T_CHECK(r == ncclSuccess && comm, "rank %d: ncclCommInitRank -> %d", rank, (int)r);
+  return comm;
+}
+
+/* Index of the first call named `name` at or after `from`, else -1. */
+static int findCall(const char* name, int from) {
+  for (int i = from; i < fakeNcclNumCalls(); i++)
+    if (strcmp(fakeNcclGetCall(i)->name, name) == 0) return i;
+  return -1;
+}
+
+static int countCalls(const char* name) {
+  int n = 0;
+  for (int i = 0; (i = findCall(name, i)) >= 0; i++) n++;
+  return n;
+}
+
+/* The last call reached the fake as `name` with exactly these arguments. */
+static void expectLast(const char* name, int n, const uintptr_t* a) {
+  int last = fakeNcclNumCalls() - 1;
+  T_CHECK(last >= 0, "%s: no call reached the fake", name);
+  const fakeNcclCall* c = fakeNcclGetCall(last);
+  T_CHECK(strcmp(c->name, name) == 0, "the last call to reach the fake is %s, not %s", c->name, name);
+  T_CHECK(c->nargs == n, "%s: %d arguments recorded, %d expected", name, c->nargs, n);
+  for (int i = 0; i < n; i++)
+    T_CHECK(c->a[i] == a[i], "%s: argument %d reached the fake as %#lx, the caller passed %#lx", name, i,
+            (unsigned long)c->a[i], (unsigned long)a[i]);
+}
+#define EXPECT_LAST(name, ...)                             \
+  do {                                                     \
+    uintptr_t e_[] = {__VA_ARGS__};                        \
+    expectLast(name, (int)(sizeof e_ / sizeof e_[0]), e_); \
+  } while (0)
+
+/* ---- symbols --------------------------------------------------------------- */
+
+/* Names of the functions nccl.h declares: `<type> [p]nccl<Name>(` at the
+ * start of a declaration, comments removed. */
+static int parseHeader(const char* path, char names[][64], int cap) {
+  FILE* f = fopen(path, "r");
+  T_CHECK(f, "cannot open %s", path);
+  static char text[1 << 20];
+  size_t len = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[len] = 0;
+  for (char* p = text; (p = strstr(p, "/*"));) { /* comments become blanks */
+    char* e = strstr(p + 2, "*/");
+    T_CHECK(e, "unterminated comment in %s", path);
+    memset(p, ' ', (size_t)(e + 2 - p));
+  }
+  for (char* p = text; (p = strstr(p, "//"));) {
+    char* e = strchr(p, '\n');
+    memset(p, ' ', e ? (size_t)(e - p) : strlen(p));
+  }
+  int n = 0;
+  for (char* line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+    char* p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    const char* types[] = {"ncclResult_t", "const char*", "void"};
+    size_t tl = 0;
+    for (int t = 0; t < 3 && !tl; t++)
+      if (strncmp(p, types[t], strlen(types[t])) == 0) tl = strlen(types[t]);
+    if (!tl || !(p[tl] == ' ' || p[tl] == '\t')) continue;
+    p += tl;
+    while (*p == ' ' || *p == '\t') p++;
+    if (strncmp(p, "nccl", 4) != 0 && strncmp(p, "pnccl", 5) != 0) continue;
+    char* q = p;
+    while (isalnum((unsigned char)*q) || *q == '_') q++;
+    char* paren = q;
+    while (*paren == ' ') paren++;
+    if (*paren != '(') continue;
+    T_CHECK(n < cap, "more than %d functions in %s", cap, path);
+    snprintf(names[n], 64, "%.*s", (int)(q - p), p);
+    n++;
+  }
+  return n;
+}
+
+static void caseSymbols(void) {
+  static char names[512][64];
+  int n = parseHeader(RELAY_NCCL_HEADER, names, 512);
+  /* nccl.h 2.28 declares 41 functions and their pnccl twins; a parse that
+   * finds few means the parse broke, not that the shim is complete. */
+  T_CHECK(n >= 80, "only %d functions parsed from %s", n, RELAY_NCCL_HEADER);
+  Dl_info shim;
+  void* ar = dlsym(RTLD_DEFAULT, "ncclAllReduce");
+  T_CHECK(ar && dladdr(ar, &shim) && strstr(shim.dli_fname, "relaycc_shim"),
+          "ncclAllReduce does not come from librelaycc_shim.so (is it preloaded?)");
+  void* h = dlopen(shim.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+  T_CHECK(h, "cannot reopen %s", shim.dli_fname);
+  for (int i = 0; i < n; i++) {
+    void* s = dlsym(h, names[i]);
+    Dl_info where;
+    T_CHECK(s, "%s (declared in %s) is not defined by the shim", names[i], RELAY_NCCL_HEADER);
+    T_CHECK(dladdr(s, &where) && strcmp(where.dli_fname, shim.dli_fname) == 0,
+            "%s resolves to %s, not the shim", names[i], where.dli_fname);
+    void* g = dlsym(RTLD_DEFAULT, names[i]);
+    T_CHECK(g == s, "%s: the process binds to %p, the shim's is %p", names[i], g, s);
+  }
+  /* relaycc lives inside, hidden: a program's own librelaycc must not bind to it. */
+  const char* hidden[] = {"relayCommInitShm", "relayAllReduce",        "relayNccl",      "relayNcclLoad",
+                          "relayShimReady",   "relayRouteBeatsNative", "relayHostReduce"};
+  for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++)
+    T_CHECK(!dlsym(h, hidden[i]), "the shim exports %s", hidden[i]);
+  dlclose(h);
+  printf("symbols: %d functions of %s resolve to %s\n", n, RELAY_NCCL_HEADER, shim.dli_fname);
+}
+
+/* ---- forwarding ----------------------------------------------------------- */
+
+/* Each call through the shim reaches the fake unchanged (comm has no state). */
+static void forwardAll(ncclComm_t comm, int rank, int nranks) {
+  const uintptr_t S = 0x5150; /* a stream value the fake never dereferences */
+  cudaStream_t st = (cudaStream_t)S;
+  size_t n = 37;
+  float* in = calloc(n * (size_t)nranks, sizeof *in);
+  float* out = calloc(n * (size_t)nranks, sizeof *out);
+  T_CHECK(in && out, "out of memory");
+  for (size_t i = 0; i < n * (size_t)nranks; i++) in[i] = (float)(rank * 1000 + (int)i + 1);
+  T_CHECK(ncclAllReduce(in, out, n, ncclFloat32, ncclMax, comm, st) == ncclSuccess, "ncclAllReduce");
+  EXPECT_LAST("ncclAllReduce", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, ncclMax, (uintptr_t)comm, S);
+  T_CHECK(out[5] == (float)((nranks - 1) * 1000 + 6), "forwarded all-reduce: out[5] = %g", out[5]);
+  T_CHECK(ncclAllGather(in, out, n, ncclInt32, comm, st) == ncclSuccess, "ncclAllGather");
+  EXPECT_LAST("ncclAllGather", (uintptr_t)in, (uintptr_t)out, n, ncclInt32, 0, (uintptr_t)comm, S);
+  T_CHECK(ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm, st) == ncclSuccess, "ncclReduceScatter");
+  EXPECT_LAST("ncclReduceScatter", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, ncclSum, (uintptr_t)comm,
+              S);
+  T_CHECK(ncclAlltoAll(in, out, n, ncclFloat32, comm, st) == ncclSuccess, "ncclAlltoAll");
+  EXPECT_LAST("ncclAlltoAll", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, 0, (uintptr_t)comm, S);
+  T_CHECK(ncclSend(in, 11, ncclInt8, (rank + 1) % nranks, comm, st) == ncclSuccess, "ncclSend");
+  EXPECT_LAST("ncclSend", (uintptr_t)in, 11, ncclInt8, (uintptr_t)((rank + 1) % nranks), (uintptr_t)comm, S);
+  T_CHECK(ncclRecv(out, 13, ncclUint8, 0, comm, st) == ncclSuccess, "ncclRecv");
+  EXPECT_LAST("ncclRecv", (uintptr_t)out, 13, ncclUint8, 0, (uintptr_t)comm, S);
+  T_CHECK(ncclBroadcast(in, out, 17, ncclFloat64, 1, comm, st) == ncclSuccess, "ncclBroadcast");
+  EXPECT_LAST("ncclBroadcast", (uintptr_t)in, (uintptr_t)out, 17, ncclFloat64, 1, (uintptr_t)comm, S);
+  int v = 0, cnt = 0;
+  T_CHECK(ncclGetVersion(&v) == ncclSuccess && v == NCCL_VERSION_CODE, "ncclGetVersion -> %d", v);
+  EXPECT_LAST("ncclGetVersion", (uintptr_t)&v);
+  T_CHECK(ncclCommCount(comm, &cnt) == ncclSuccess && cnt == nranks, "ncclCommCount -> %d", cnt);
+  EXPECT_LAST("ncclCommCount", (uintptr_t)comm, (uintptr_t)&cnt);
+  /* Functions the shim does not name at all, profiling twins included. */
+  T_CHECK(ncclCommRevoke(comm, 3) == ncclSuccess, "ncclCommRevoke");
+  expectLast("ncclCommRevoke", 0, NULL);
+  T_CHECK(pncclAllReduce(in, out, n, ncclFloat32, ncclSum, comm, st) == ncclSuccess, "pncclAllReduce");
+  expectLast("pncclAllReduce", 0, NULL);
+  free(in);
+  free(out);
+}
+
+static int rankForward(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  forwardAll(comm, rank, nranks);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  EXPECT_LAST("ncclCommDestroy", (uintptr_t)comm);
+  return 0;
+}
+
+/* ---- the test hook: state over shm ----------------------------------------- */
+
+/* What the shim decides for a one-group call on nranks, as the router says
+ * (the shm comm's topology: RELAYCC_TOPO, else the "cpu" preset). */
+static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+  static struct relayTopo* topo;
+  if (!topo) {
+    const char* name = getenv("RELAYCC_TOPO");
+    T_OK(relayTopoLoad(name && *name ? name : "cpu", &topo));
+  }
+  int ranks[16];
+  for (int q = 0; q < nranks; q++) ranks[q] = q;
+  planKey key;
+  memset(&key, 0, sizeof key);
+  key.coll = coll;
+  key.nranks = nranks;
+  key.nGroups = 1;
+  key.nActive = nranks;
+  key.ranks = ranks;
+  key.counts = &count;
+  key.dtype = dt;
+  key.op = relayCollReduces(coll) ? op : relaySum;
+  key.route = relayRouteDirect;
+  key.depth = 1;
+  return relayRouteBeatsNative(&key, topo, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL);
+}
+
+static ncclResult_t callNccl(relayColl_t coll, const void* s, void* r, size_t count, relayDataType_t dt,
+                             relayRedOp_t op, ncclComm_t comm) {
+  switch (coll) {
+    case RELAY_COLL_ALLGATHER: return ncclAllGather(s, r, count, (ncclDataType_t)dt, comm, NULL);
+    case RELAY_COLL_REDUCESCATTER:
+      return ncclReduceScatter(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, NULL);
+    case RELAY_COLL_ALLREDUCE:
+      return ncclAllReduce(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, NULL);
+    default: return ncclAlltoAll(s, r, count, (ncclDataType_t)dt, comm, NULL);
+  }
+}
+
+static const char* kNcclNames[] = {"ncclAllGather", "ncclReduceScatter", "ncclAllReduce", "ncclAlltoAll"};
+
+/* One call through the shim, checked against the serial reference; returns
+ * 1 when relaycc took it (it never reached the fake). inPlace: recv is send
+ * (all-reduce only). */
+static int checkedCall(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, size_t count, int rank,
+                       int nranks, ncclComm_t comm, int inPlace) {
+  size_t es = relayTypeSize(dt), ns = tc_send_elems(coll, nranks, count),
+         nr = tc_recv_elems(coll, nranks, count);
+  char* send = malloc(ns * es);
+  char* recv = malloc(nr * es);
+  char* want = malloc(nr * es);
+  T_CHECK(send && recv && want, "out of memory");
+  tc_fill_input(coll, dt, op, nranks, rank, count, send);
+  memset(recv, 0xA5, nr * es); /* poison */
+  tc_expected(coll, dt, op, nranks, rank, count, want);
+  int before = countCalls(kNcclNames[coll]);
+  ncclResult_t r = callNccl(coll, send, inPlace ? send : recv, count, dt, op, comm);
+  T_CHECK(r == ncclSuccess, "%s count %zu dtype %d op %d -> %d", kNcclNames[coll], count, (int)dt, (int)op,
+          (int)r);
+  size_t bad = 0, nbad = tc_compare(dt, inPlace ? send : recv, want, nr, &bad);
+  T_CHECK(nbad == 0, "rank %d: %s count %zu dtype %d op %d%s: %zu of %zu elements wrong, first at %zu", rank,
+          kNcclNames[coll], count, (int)dt, (int)op, inPlace ? " (in place)" : "", nbad, nr, bad);
+  free(send);
+  free(recv);
+  free(want);
+  return countCalls(kNcclNames[coll]) == before;
+}
+
+static int rankRouted(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  const relayDataType_t dts[] = {relayFloat32, relayInt32, relayBfloat16, relayFloat16, relayFloat64};
+  const relayRedOp_t ops[] = {relaySum, relayMax, relayAvg, relayProd, relayMin};
+  const size_t counts[] = {1, 5, 1024, 20000};
+  int taken = 0, forwarded = 0;
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        relayRedOp_t op = ops[(d + c) % (sizeof ops / sizeof ops[0])];
+        /* Products of 3 ranks' patterns overflow the 16-bit floats' range: sum there. */
+        if (op == relayProd && (dts[d] == relayFloat16 || dts[d] == relayBfloat16)) op = relaySum;
+        int want = predicts((relayColl_t)coll, nranks, counts[c], dts[d], op);
+        int got = checkedCall((relayColl_t)coll, dts[d], op, counts[c], rank, nranks, comm, 0);
+        T_CHECK(got == want, "rank %d: %s count %zu dtype %d op %d: %s, the router says %s", rank,
+                kNcclNames[coll], counts[c], (int)dts[d], (int)op, got ? "taken" : "forwarded",
+                want ? "relaycc wins" : "NCCL's");
+        taken += got;
+        forwarded += !got;
+      }
+  /* In place, as PyTorch calls all-reduce. */
+  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 1024, rank, nranks, comm, 1);
+  T_CHECK(taken > 0, "rank %d: relaycc took none of %d calls (the routed path is untested)", rank, forwarded);
+  if (rank == 0)
+    printf("routed: %d ranks, %d calls taken by relaycc, %d forwarded\n", nranks, taken, forwarded);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* A size relaycc is predicted to win at, so that a forwarded call means a decline. */
+static size_t winningCountOf(relayColl_t coll, int nranks) {
+  for (size_t count = 1; count <= (1u << 16); count *= 2)
+    if (predicts(coll, nranks, count, relayFloat32, relaySum)) return count;
+  T_CHECK(0, "the router predicts no %s win on %d ranks up to 64 Ki elements", relayCollName(coll), nranks);
+  return 0;
+}
+
+static size_t winningCount(int nranks) { return winningCountOf(RELAY_COLL_ALLREDUCE, nranks); }
+
+static int rankDecline(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  size_t count = winningCount(nranks);
+  T_CHECK(!checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+          "rank %d: an all-reduce was taken although rank %s failed its state", rank,
+          getenv("RELAYCC_SHIM_TEST_FAIL_RANK"));
+  forwardAll(comm, rank, nranks);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+static int rankGroup(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  size_t count = winningCount(nranks);
+  T_CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+  int inGroup = checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+  T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+  T_CHECK(!inGroup, "rank %d: an all-reduce inside a group was taken by relaycc", rank);
+  T_CHECK(findCall("ncclGroupStart", 0) >= 0 && findCall("ncclGroupEnd", 0) >= 0,
+          "the group was not forwarded");
+  /* Nested groups: still inside until the outer end. */
+  T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+  T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+  inGroup = checkedCall(RELAY_COLL_ALLGATHER, relayFloat32, relaySum, 3, rank, nranks, comm, 0);
+  T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+  T_CHECK(!inGroup, "rank %d: an all-gather inside a nested group was taken by relaycc", rank);
+  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+          "rank %d: the same all-reduce outside the group was not taken", rank);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+static int rankDisabled(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  /* No vote at init: RELAYCC_SHIM=0 adds no NCCL call of its own. */
+  T_CHECK(countCalls("ncclAllGather") == 0, "rank %d: %d all-gathers at init with RELAYCC_SHIM=0", rank,
+          countCalls("ncclAllGather"));
+  size_t count = winningCount(nranks);
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+    T_CHECK(!checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+            "rank %d: %s taken with RELAYCC_SHIM=0", rank, kNcclNames[coll]);
+  forwardAll(comm, rank, nranks);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* RELAYCC_SHIM_COLLS=allgather,a2a: only those two are taken. */
+static int rankColls(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+    int allowed = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+    size_t count = winningCountOf((relayColl_t)coll, nranks);
+    int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+    T_CHECK(got == allowed, "rank %d: %s %s with RELAYCC_SHIM_COLLS=%s", rank, kNcclNames[coll],
+            got ? "taken" : "forwarded", getenv("RELAYCC_SHIM_COLLS"));
+  }
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* RELAYCC_SHIM_NCCL names no library: every call fails with ncclSystemError
+ * and nothing reaches the library the program linked. */
+static void caseMissing(void) {
+  int v = 0;
+  T_CHECK(ncclGetVersion(&v) == ncclSystemError, "ncclGetVersion without a library did not fail");
+  T_CHECK(ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL) == ncclSystemError,
+          "ncclAllReduce without a library did not fail");
+  T_CHECK(fakeNcclNumCalls() == 0, "%d calls reached the linked library", fakeNcclNumCalls());
+  printf("missing: every call answers ncclSystemError\n");
+}
+
+/* relaycc's own loader (not the shim's): RELAYCC_NCCL_LIB when set, else the
+ * library the process loaded (here the fake). */
+static void caseLoader(void) {
+  const char* forced = getenv("RELAYCC_NCCL_LIB");
+  relayResult_t r = relayNcclLoad(NULL);
+  if (forced) {
+    T_CHECK(r == relaySystemError, "relayNcclLoad with RELAYCC_NCCL_LIB=%s -> %s", forced,
+            relayGetErrorString(r));
+    T_CHECK(strstr(relayGetLastError(NULL), forced), "the error does not name %s: %s", forced,
+            relayGetLastError(NULL));
+    relayComm_t c = NULL;
+    T_CHECK(relayCommInitNccl(&c, (ncclComm_t)&c, NULL) == relaySystemError && !c,
+            "relayCommInitNccl without NCCL did not fail at init");
+    printf("loader: %s\n", relayGetLastError(NULL));
+    return;
+  }
+  T_OK(r);
+  T_CHECK(strstr(relayNccl.path, "fakenccl") && relayNccl.version == NCCL_VERSION_CODE,
+          "loaded %s version %d, not the fake the program linked", relayNccl.path, relayNccl.version);
+  T_CHECK(relayNccl.ncclAllReduce && relayNccl.pncclAllReduce && relayNccl.ncclResetDebugInit,
+          "the table misses functions the fake has");
+  printf("loader: %s, NCCL %d\n", relayNccl.path, relayNccl.version);
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s symbols|missing|loader|forward|decline|group|disabled|colls|routed [nranks]\n",
+            argv[0]);
+    return 2;
+  }
+  const char* name = argv[1];
+  int nranks = argc > 2 ? atoi(argv[2]) : 2;
+  T_CHECK(nranks >= 2 && nranks <= 8, "nranks %d is not in [2, 8]", nranks);
+  /* One-process cases. */
+  void (*single)(void) = strcmp(name, "symbols") == 0   ? caseSymbols
+                         : strcmp(name, "missing") == 0 ? caseMissing
+                         : strcmp(name, "loader") == 0  ? caseLoader
+                                                        : NULL;
+  if (single) {
+    single();
+    return 0;
+  }
+  /* The hook's shm job must be this launch's alone (ctest runs cases side by
+   * side); the shim reads it at the first NCCL call, below. */
+  char jobName[128];
+  if (getenv("RELAYCC_SHIM_TEST_SHM"))
+    setenv("RELAYCC_SHIM_TEST_SHM", relayLaunchJobName("shim", jobName, 128), 1);
+  job j;
+  j.nranks = nranks;
+  T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
+  relayRankFn fn = strcmp(name, "forward") == 0    ? rankForward
+                   : strcmp(name, "decline") == 0  ? rankDecline
+                   : strcmp(name, "group") == 0    ? rankGroup
+                   : strcmp(name, "disabled") == 0 ? rankDisabled
+                   : strcmp(name, "routed") == 0   ? rankRouted
+                   : strcmp(name, "colls") == 0    ? rankColls
+                                                   : NULL;
+  T_CHECK(fn, "unknown case %s", name);
+  t_run_ranks(nranks, fn, &j, TIMEOUT_S);
+  printf("%s: %d ranks ok\n", name, nranks);
+  return 0;
+}

@@ -1,0 +1,157 @@
+/* The settings table: README's table is generated from it; agreed settings
+ * that differ on one rank take rank 0's; an invalid one fails every rank. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "core/params.h"
+#include "harness.h"
+
+#define NRANKS 4
+#define COUNT 16384 /* 64 KB of float: the all-reduce */
+
+/* A valid value other than the default, for every AGREED row. */
+static long long otherValue(int i) {
+  const relayParamDef* d = &relayParamDefs[i];
+  if (i == RELAY_P_SHM_NODES) return 2; /* must divide NRANKS */
+  return d->def != d->lo ? d->lo : d->lo + 1;
+}
+
+/* Rank 1's environment differs from the others' in every agreed row. */
+static int rankAgreed(int rank, int nranks, void* arg) {
+  (void)arg;
+  if (rank == 1)
+    for (int i = 0; i < RELAY_P_COUNT; i++) {
+      if (relayParamDefs[i].scope != RELAY_PSCOPE_AGREED) continue;
+      char v[32];
+      snprintf(v, sizeof v, "%lld", otherValue(i));
+      setenv(relayParamDefs[i].name, v, 1);
+    }
+  /* The debug log (stderr) into a file this rank reads back. */
+  FILE* log = tmpfile();
+  T_CHECK(log, "tmpfile");
+  int saved = dup(2);
+  dup2(fileno(log), 2);
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 8000;
+  relayComm_t c = NULL;
+  relayResult_t r = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  fflush(stderr);
+  dup2(saved, 2);
+  T_CHECK(r == relaySuccess, "rank %d: init -> %s (%s)", rank, relayGetErrorString(r), relayGetLastError(NULL));
+  for (int i = 0; i < RELAY_P_COUNT; i++)
+    if (relayParamDefs[i].scope == RELAY_PSCOPE_AGREED)
+      T_CHECK(relayParamInt(c, (relayParamId)i) == relayParamDefs[i].def, "rank %d: %s = %lld, not rank 0's %lld",
+              rank, relayParamDefs[i].name, relayParamInt(c, (relayParamId)i), relayParamDefs[i].def);
+  /* The call every rank must plan alike (rank 1 alone had the one-shot off). */
+  int ranks[NRANKS] = {0, 1, 2, 3};
+  relayLayout_t lay = {1, NRANKS, ranks};
+  size_t counts[1] = {COUNT};
+  float* send = malloc(sizeof(float) * COUNT);
+  float* recv = malloc(sizeof(float) * COUNT);
+  T_CHECK(send && recv, "oom");
+  for (int i = 0; i < COUNT; i++) send[i] = (float)((rank + 1) * 1000 + i % 251);
+  memset(recv, 0xEE, sizeof(float) * COUNT);
+  T_OK(relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL));
+  for (int i = 0; i < COUNT; i++) {
+    float want = (float)(10000 + NRANKS * (i % 251)); /* (1+2+3+4) * 1000 + 4 * (i % 251) */
+    T_CHECK(recv[i] == want, "rank %d: element %d = %g, want %g", rank, i, recv[i], want);
+  }
+  /* The log says which value was agreed, once per row, on rank 1 only. */
+  long n = ftell(log);
+  char* text = calloc(1, (size_t)n + 1);
+  rewind(log);
+  T_CHECK(text && fread(text, 1, (size_t)n, log) == (size_t)n, "read the log");
+  for (int i = 0; i < RELAY_P_COUNT; i++) {
+    if (relayParamDefs[i].scope != RELAY_PSCOPE_AGREED) continue;
+    char want[160];
+    snprintf(want, sizeof want, "rank %d: %s = ", rank, relayParamDefs[i].name);
+    const char* hit = strstr(text, want);
+    T_CHECK(rank == 1 ? hit && strstr(hit, "agreed on rank 0's") : !hit, "rank %d: the log on %s: %s", rank,
+            relayParamDefs[i].name, text);
+    if (rank == 1) T_CHECK(!strstr(hit + 1, want), "rank 1: %s logged twice", relayParamDefs[i].name);
+  }
+  /* Rank 0 printed the resolved table. */
+  if (rank == 0) T_CHECK(strstr(text, "param RELAYCC_ONESHOT_MAX_BYTES = 1048576"), "rank 0: no table: %s", text);
+  free(text);
+  fclose(log);
+  free(send);
+  free(recv);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Rank 2 alone has RELAYCC_DEPTH=99: every rank fails init, at once. */
+static int rankInvalid(int rank, int nranks, void* arg) {
+  (void)arg;
+  if (rank == 2) setenv("RELAYCC_DEPTH", "99", 1);
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 20000;
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t r = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  const char* e = relayGetLastError(NULL);
+  T_CHECK(c == NULL, "rank %d: a comm came back", rank);
+  if (rank == 2)
+    T_CHECK(r == relayInvalidArgument && strstr(e, "RELAYCC_DEPTH=99") && strstr(e, "rank 2"), "rank 2: %s (%s)",
+            relayGetErrorString(r), e);
+  else
+    T_CHECK(r == relayRemoteError && strstr(e, "rank 2") && strstr(e, "RELAYCC_DEPTH"), "rank %d: %s (%s)", rank,
+            relayGetErrorString(r), e);
+  T_CHECK((relayNowNs() - t0) / 1000000 < 10000, "rank %d: the failure waited for the deadline", rank);
+  printf("rank %d: %s\n", rank, e);
+  return 0;
+}
+
+/* README's configuration table is the generated one, between its markers. */
+static int caseReadme(const char* path) {
+  FILE* f = fopen(path, "r");
+  T_CHECK(f, "open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  rewind(f);
+  char* text = calloc(1, (size_t)n + 1);
+  T_CHECK(text && fread(text, 1, (size_t)n, f) == (size_t)n, "read %s", path);
+  fclose(f);
+  const char* begin = "<!-- params:begin (generated: test_params markdown) -->\n";
+  char* a = strstr(text, begin);
+  char* b = a ? strstr(a, "<!-- params:end -->") : NULL;
+  T_CHECK(a && b, "%s: no params markers", path);
+  a += strlen(begin);
+  char* gen = NULL;
+  size_t genLen = 0;
+  FILE* m = open_memstream(&gen, &genLen);
+  relayParamsMarkdown(m);
+  fclose(m);
+  int same = (size_t)(b - a) == genLen && memcmp(a, gen, genLen) == 0;
+  if (!same) fprintf(stderr, "README's table differs from the parameter table; regenerate it with "
+                             "`test_params markdown`:\n%s", gen);
+  T_CHECK(same, "README table is stale");
+  free(gen);
+  free(text);
+  printf("readme: ok\n");
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  const char* c = argc > 1 ? argv[1] : "";
+  if (!strcmp(c, "markdown")) {
+    relayParamsMarkdown(stdout);
+    return 0;
+  }
+  if (!strcmp(c, "readme") && argc > 2) return caseReadme(argv[2]);
+  if (!strcmp(c, "agreed")) {
+    setenv("RELAYCC_DEBUG", "INFO", 1); /* process scope: before any relaycc call */
+    t_run_ranks(NRANKS, rankAgreed, NULL, 120);
+    return 0;
+  }
+  if (!strcmp(c, "invalid")) {
+    t_run_ranks(NRANKS, rankInvalid, NULL, 120);
+    return 0;
+  }
+  fprintf(stderr, "usage: test_params markdown|readme README.md|agreed|invalid\n");
+  return 2;
+}
