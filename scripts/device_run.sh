@@ -4,6 +4,7 @@
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
 #   scripts/device_run.sh [build] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
+#                         [shimnt] [shimtorch] [python]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -34,6 +35,9 @@ for s in $steps; do
   case $s in
     build)
       run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc)" || exit 1 ;;
+    cputest)
+      # The CPU tests that only a CUDA build has (the interposer's, against a fake libnccl) and the packaging ones.
+      run cputest 300 bash -c "cd build && ctest -LE gpu -R '${CPUTEST_R:-shim|symbols|install|example}' --output-on-failure --timeout 200" ;;
     gputest)
       # GPUTEST_R=regex runs a subset (ctest -R).
       run gputest 420 bash -c "cd build && ctest -L gpu ${GPUTEST_R:+-R '$GPUTEST_R'} --output-on-failure --timeout ${GPUTEST_TIMEOUT:-300}" ;;
@@ -86,6 +90,25 @@ for s in $steps; do
         log "tune$i: RELAYCC_ONESHOT_* = ${v:-defaults}"
         run tune$i 60 env $envs $B --backend nccl -A 2 -c allreduce,reducescatter -b 4K -e 512K -f 2 -d bfloat16 -n 50 -w 10 -r 5 --route oneshot --graph --json "$OUT/tune$i.json"
       done ;;
+    shimnt)
+      # nccl-tests under the interposer, one process (NT = a folder of nccl-tests binaries built on the
+      # device by the command itself; the project keeps none of it). With and without the preload,
+      # alternating, so the pair's ratio is the figure.
+      for t in all_reduce reduce_scatter all_gather alltoall; do
+        for k in 1 2; do
+          run nt_${t}_plain_$k 120 "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3
+          run nt_${t}_shim_$k 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3
+        done
+        run nt_${t}_shim_graph 120 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so "$NT/${t}_perf" -b 4K -e 64M -f 8 -g 1 -c 1 -n 10 -w 3 -G 10
+      done ;;
+    shimtorch)
+      # An unmodified torch.distributed script under the interposer (one rank per GPU here).
+      run shim_torch 300 env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_shim_check.py ;;
+    python)
+      # The package as a user installs it (scikit-build-core is in the device image; nothing to fetch),
+      # then the GPU check under torchrun, one process per GPU.
+      run py_install 500 python3 -m pip install --no-build-isolation --no-deps --target /tmp/pyrelay . &&
+        run py_gpu 300 env PYTHONPATH=/tmp/pyrelay RELAYCC_DEBUG=1 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_relaycc_check.py ;;
     *) log "unknown step $s" ;;
   esac
 done

@@ -3,11 +3,12 @@
 set(RELAY_SHIM_TESTS ${PROJECT_SOURCE_DIR}/tests/shim)
 add_library(relaycc_fakenccl SHARED ${RELAY_SHIM_TESTS}/fake_nccl.c ${RELAY_SHIM_TESTS}/fake_nccl_stubs.c
             ${PROJECT_SOURCE_DIR}/src/reduce_host.c)
-target_include_directories(relaycc_fakenccl PRIVATE ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src
+target_include_directories(relaycc_fakenccl PRIVATE ${PROJECT_SOURCE_DIR}/include ${RELAY_GEN}/include ${PROJECT_SOURCE_DIR}/src
                            ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
 target_link_libraries(relaycc_fakenccl PRIVATE rt m)
 # Its own folder, named as the real library: the test binary's DT_NEEDED libnccl.so.2 finds it (rpath).
-set_target_properties(relaycc_fakenccl PROPERTIES OUTPUT_NAME nccl SOVERSION 2
+# A stand-in for libnccl exports NCCL's names (the project builds hidden by default).
+set_target_properties(relaycc_fakenccl PROPERTIES C_VISIBILITY_PRESET default OUTPUT_NAME nccl SOVERSION 2
                       LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/fakenccl)
 
 add_executable(test_shim ${RELAY_SHIM_TESTS}/test_shim.c ${PROJECT_SOURCE_DIR}/tests/harness.c

@@ -1,0 +1,20 @@
+"""relaycc from Python and PyTorch: collectives for subsets of a node's ranks, idle ranks as helpers.
+
+    comm = relaycc.Comm.shm()                        # CPU tensors, one process per rank (torchrun's RANK)
+    comm = relaycc.Comm.from_process_group()         # CUDA tensors, NCCL (after dist.init_process_group)
+    relaycc.all_reduce(t if active else None, [[0, 1]], comm=comm, counts=[n], dtype=torch.float32)
+
+Every rank calls every collective with the same layout, counts and dtype; a helper (a rank in no group)
+passes None. The calls are torch ops (torch.ops.relaycc.*): torch.compile keeps and orders them, and on
+CUDA they run on the current stream without host synchronization.
+"""
+from ._lib import RelayccArgumentError, RelayccError, library_path, version
+from .collectives import all_gather, all_reduce, all_to_all, gather, reduce_scatter, scatter
+from .comm import Comm, Work, nccl_libraries
+
+# The C library's version (project(relaycc VERSION ...) is the one source; the wheel's metadata reads it too).
+__version__ = "%d.%d.%d" % (version() // 10000, version() // 100 % 100, version() % 100)
+__all__ = [
+    "Comm", "Work", "RelayccError", "RelayccArgumentError", "all_reduce", "reduce_scatter", "all_gather",
+    "all_to_all", "scatter", "gather", "version", "library_path", "nccl_libraries"
+]

@@ -1,0 +1,167 @@
+"""ctypes binding of the public C API (include/relaycc.h, include/relaycc_nccl.h) and the error type.
+
+Everything here calls librelaycc.so; nothing re-implements the library. The library is the one next to
+this file (the wheel ships it there); RELAYCC_LIBRARY names another one (the in-tree tests point it at the
+build folder).
+"""
+import ctypes
+import os
+
+# torch first: on GPUs librelaycc.so needs libnccl.so.2, and the loader reuses an already-mapped library of
+# that SONAME. Importing torch before loading ours makes that torch's own NCCL (its wheel's), whichever of
+# torch and relaycc the user imported first, so that the process holds one NCCL (checked at comm creation).
+import torch  # noqa: F401
+
+# relayResult_t (RELAY_RESULT_TABLE in relaycc.h).
+SUCCESS, UNHANDLED_CUDA, SYSTEM, INTERNAL, INVALID_ARGUMENT, INVALID_USAGE, REMOTE, IN_PROGRESS, TIMEOUT, \
+    NOT_SUPPORTED = range(10)
+
+# relayDataType_t: the values of ncclDataType_t.
+DTYPES = {
+    torch.int8: 0,
+    torch.uint8: 1,
+    torch.int32: 2,
+    torch.int64: 4,
+    torch.float16: 6,
+    torch.float32: 7,
+    torch.float64: 8,
+    torch.bfloat16: 9,
+}
+for _name, _code in (("uint32", 3), ("uint64", 5)):  # torch >= 2.3 has them
+  if hasattr(torch, _name):
+    DTYPES[getattr(torch, _name)] = _code
+OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+ROUTES = {"auto": 0, "direct": 1, "relay": 2, "oneshot": 3, "native": 4}
+
+RELAY_CONFIG_UNDEF_INT = -2**31
+RELAY_CONFIG_MAGIC = 0x72656c61
+RELAY_NCCL_UNIQUE_ID_BYTES = 128
+
+
+class RelayccError(RuntimeError):
+  """A relaycc call failed. `code` is the relayResult_t, `message` the library's (or this layer's) text,
+  which names the argument, the rank and the step."""
+
+  def __init__(self, code, message):
+    self.code = code
+    self.message = message
+    super().__init__(f"{_result_name(code)}: {message}")
+
+
+class RelayccArgumentError(RelayccError, ValueError):
+  """A bad argument (relayInvalidArgument): a RelayccError that is also a ValueError."""
+
+
+def error(code, message):
+  """The exception for a result code: argument errors are also ValueErrors."""
+  cls = RelayccArgumentError if code == INVALID_ARGUMENT else RelayccError
+  return cls(code, message)
+
+
+def bad_argument(message):
+  return RelayccArgumentError(INVALID_ARGUMENT, message)
+
+
+class RelayConfig(ctypes.Structure):
+  """relayConfig_t of relaycc.h, field for field."""
+  _fields_ = [
+      ("size", ctypes.c_size_t),
+      ("magic", ctypes.c_uint),
+      ("version", ctypes.c_uint),
+      ("timeoutMs", ctypes.c_int),
+      ("checkMode", ctypes.c_int),
+      ("route", ctypes.c_int),
+      ("depth", ctypes.c_int),
+      ("shmRingBytes", ctypes.c_int),
+      ("spinCount", ctypes.c_int),
+      ("topo", ctypes.c_char_p),
+  ]
+
+
+class RelayLayout(ctypes.Structure):
+  _fields_ = [("nGroups", ctypes.c_int), ("nActive", ctypes.c_int), ("ranks", ctypes.POINTER(ctypes.c_int))]
+
+
+class RelayNcclUniqueId(ctypes.Structure):
+  _fields_ = [("internal", ctypes.c_char * RELAY_NCCL_UNIQUE_ID_BYTES)]
+
+
+def library_path():
+  env = os.environ.get("RELAYCC_LIBRARY")
+  if env:
+    return env
+  return os.path.join(os.path.dirname(os.path.abspath(__file__)), "librelaycc.so")
+
+
+def _load():
+  path = library_path()
+  if not os.path.exists(path):
+    raise ImportError(
+        f"relaycc: the C library {path} does not exist (pip install . ships it inside the package; "
+        "RELAYCC_LIBRARY names another one)")
+  try:
+    lib = ctypes.CDLL(path)
+  except OSError as e:
+    raise ImportError(f"relaycc: cannot load {path}: {e}") from e
+  P, I, S = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)
+  R = ctypes.c_int
+  sigs = {
+      "relayGetErrorString": (ctypes.c_char_p, [R]),
+      "relayGetLastError": (ctypes.c_char_p, [P]),
+      "relayGetVersion": (R, [ctypes.POINTER(I)]),
+      "relayCommInitShm": (R, [ctypes.POINTER(P), I, I, ctypes.c_char_p,
+                               ctypes.POINTER(RelayConfig)]),
+      "relayCommDestroy": (R, [P]),
+      "relayCommAbort": (R, [P]),
+      "relayCommCount": (R, [P, ctypes.POINTER(I)]),
+      "relayCommUserRank": (R, [P, ctypes.POINTER(I)]),
+      "relayAllGather": (R, [P, P, S, I, ctypes.POINTER(RelayLayout), P, P]),
+      "relayReduceScatter": (R, [P, P, S, I, I, ctypes.POINTER(RelayLayout), P, P]),
+      "relayAllReduce": (R, [P, P, S, I, I, ctypes.POINTER(RelayLayout), P, P]),
+      "relayAllToAll": (R, [P, P, S, I, ctypes.POINTER(RelayLayout), P, P]),
+      "relayScatter": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
+      "relayGather": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
+  }
+  for name, (res, args) in sigs.items():
+    fn = getattr(lib, name)
+    fn.restype, fn.argtypes = res, args
+  # The NCCL transport's entry points exist only in a library built with CUDA and NCCL.
+  optional = {
+      "relayNcclGetUniqueId": (R, [ctypes.POINTER(RelayNcclUniqueId)]),
+      "relayCommInitNcclRank":
+          (R, [ctypes.POINTER(P), I,
+               ctypes.POINTER(RelayNcclUniqueId), I, I,
+               ctypes.POINTER(RelayConfig)]),
+  }
+  for name, (res, args) in optional.items():
+    fn = getattr(lib, name, None)
+    if fn is not None:
+      fn.restype, fn.argtypes = res, args
+  return lib
+
+
+lib = _load()
+
+
+def _result_name(code):
+  s = lib.relayGetErrorString(code) if 0 <= code < 10 else None
+  return s.decode() if s else f"relayResult_t {code}"
+
+
+def has_nccl():
+  return hasattr(lib, "relayNcclGetUniqueId") and hasattr(lib, "relayCommInitNcclRank")
+
+
+def check(res, comm=None, what=""):
+  """Raise the RelayccError of a non-success result, with relayGetLastError's text."""
+  if res == SUCCESS:
+    return
+  text = lib.relayGetLastError(comm)  # NULL: the last error of an init on this thread
+  text = text.decode(errors="replace") if text else ""
+  raise error(res, text or f"{what} returned {_result_name(res)}")
+
+
+def version():
+  v = ctypes.c_int()
+  check(lib.relayGetVersion(ctypes.byref(v)), what="relayGetVersion")
+  return v.value

@@ -1,0 +1,61 @@
+"""An unmodified torch.distributed program, run under the NCCL interposer (issue 18).
+
+    LD_PRELOAD=build/librelaycc_shim.so RELAYCC_DEBUG=2 torchrun --nproc-per-node N tests/gpu/torch_shim_check.py
+
+Eager and CUDA-graph-captured all-reduce of 4 KB to 64 MB (bf16 and float32), every result checked against
+the sum the ranks' inputs must give. Nothing here knows about relaycc: the shim decides per call whether
+relaycc or NCCL runs it (with one rank it forwards everything). Exits non-zero on a wrong element.
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+  rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+  torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+  dist.init_process_group("nccl")
+  wrong = 0
+  for dtype in (torch.bfloat16, torch.float32):
+    size = 4096
+    while size <= 64 << 20:
+      n = size // torch.tensor([], dtype=dtype).element_size()
+      # Values encode rank and index; small integers stay exact in bf16 sums.
+      idx = torch.arange(n, device="cuda", dtype=torch.float32)
+      base = (idx % 7) + 1
+      want = base * sum(r + 1 for r in range(world))
+      x = (base * (rank + 1)).to(dtype)
+      dist.all_reduce(x)
+      torch.cuda.synchronize()
+      bad = int((x.float() != want).sum())
+      # Captured: the same call in a graph, replayed on new inputs.
+      y = torch.empty(n, device="cuda", dtype=dtype)
+      s = torch.cuda.Stream()
+      s.wait_stream(torch.cuda.current_stream())
+      with torch.cuda.stream(s):
+        y.copy_(base.to(dtype))
+        dist.all_reduce(y)  # warm-up outside the graph (NCCL and the shim set up here)
+      torch.cuda.current_stream().wait_stream(s)
+      torch.cuda.synchronize()
+      g = torch.cuda.CUDAGraph()
+      with torch.cuda.graph(g):
+        dist.all_reduce(y)
+      gbad = 0
+      for k in (2, 3):
+        y.copy_((base * (rank + 1) * k).to(dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        gbad += int((y.float() != want * k).sum())
+      if rank == 0 or bad or gbad:
+        print(f"rank {rank} {str(dtype):15s} {size:>10d} B eager wrong {bad} graph wrong {gbad}", flush=True)
+      wrong += bad + gbad
+      size *= 4
+  dist.destroy_process_group()
+  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements)", flush=True)
+  sys.exit(1 if wrong else 0)
+
+
+if __name__ == "__main__":
+  main()

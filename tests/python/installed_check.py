@@ -1,0 +1,41 @@
+"""Run by `run.sh install` after `pip install .`, from outside the source tree, without RELAYCC_LIBRARY: the
+installed package imports, finds the library it ships, and two ranks all-reduce through it."""
+import os
+import subprocess
+import sys
+import uuid
+
+import relaycc
+
+RANK = """
+import sys, torch, relaycc
+r, job = int(sys.argv[1]), sys.argv[2]
+c = relaycc.Comm.shm(rank=r, world_size=2, job=job, timeout_ms=60000)
+t = torch.arange(5, dtype=torch.float32) + 10 * (r + 1)
+relaycc.all_reduce(t, [[0, 1]], comm=c)
+assert torch.equal(t, 2 * torch.arange(5, dtype=torch.float32) + 30), t
+c.destroy()
+print("rank", r, "ok")
+"""
+
+
+def test_installed_package_ships_its_library():
+  assert "RELAYCC_LIBRARY" not in os.environ
+  here = os.path.dirname(os.path.abspath(relaycc.__file__))
+  assert "site-packages" in here, here
+  assert relaycc.library_path() == os.path.join(here, "librelaycc.so")
+  assert os.path.exists(relaycc.library_path())
+
+
+def test_installed_package_runs_two_ranks():
+  job = f"pytest-install-{uuid.uuid4().hex[:8]}"
+  procs = [
+      subprocess.Popen([sys.executable, "-c", RANK, str(r), job],
+                       stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT,
+                       text=True,
+                       cwd="/") for r in range(2)
+  ]
+  for r, p in enumerate(procs):
+    out, _ = p.communicate(timeout=300)
+    assert p.returncode == 0 and f"rank {r} ok" in out, out

@@ -1,0 +1,37 @@
+#!/bin/sh
+# CTest's driver of the Python suite (tests/python.cmake).
+#   run.sh venv PYTHON VENV           create VENV with torch, numpy, pytest, scikit-build-core (reused)
+#   run.sh pytest VENV LIBRARY FILE   pytest on FILE against the in-tree LIBRARY (librelaycc.so)
+#   run.sh install VENV SRC           pip install SRC into VENV (shm only), import it from outside SRC
+set -e
+what=$1; shift
+case $what in
+venv)
+  py=$1 venv=$2
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import torch, numpy, pytest, scikit_build_core" 2>/dev/null; then
+    echo "venv $venv: reused"; exit 0
+  fi
+  "$py" -m venv "$venv"
+  # torch's default wheel runs on a CPU-only machine; pip's cache keeps the second install fast.
+  "$venv/bin/pip" install --quiet torch numpy pytest scikit-build-core
+  "$venv/bin/python" -c "import torch; print('venv', '$venv', 'torch', torch.__version__)"
+  ;;
+pytest)
+  venv=$1 lib=$2 file=$3
+  src=$(cd "$(dirname "$0")/../.." && pwd)
+  # The package from the source tree, the library from the build. One thread per process: the suites run
+  # 8 ranks on a 2-core machine.
+  PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" RELAYCC_LIBRARY=$lib OMP_NUM_THREADS=1 \
+    exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$file"
+  ;;
+install)
+  venv=$1 src=$2
+  # The wheel is built from the source tree in a scratch build dir (scikit-build-core's own), shm only.
+  CMAKE_ARGS="-DRELAY_WITH_CUDA=OFF" "$venv/bin/pip" install --quiet --no-build-isolation --force-reinstall \
+    --no-deps "$src"
+  cd /
+  # Not RELAYCC_LIBRARY: the installed package must find the library it ships.
+  env -u RELAYCC_LIBRARY "$venv/bin/python" -m pytest -q -p no:cacheprovider "$src/tests/python/installed_check.py"
+  ;;
+*) echo "run.sh: unknown step '$what'" >&2; exit 2 ;;
+esac

@@ -1,0 +1,33 @@
+"""python -m relaycc.bench under torchrun on CPU (shm against gloo): a smoke test of the tool, its own
+data check against torch.distributed, and its JSON."""
+import json
+import os
+import subprocess
+import sys
+
+
+def test_bench_smoke(tmp_path):
+  env = dict(os.environ, RELAYCC_BENCH_CPU="1", OMP_NUM_THREADS="1", RELAYCC_TIMEOUT_MS="120000")
+  pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+  if "RELAYCC_LIBRARY" in env:  # in-tree: the package from the source tree
+    env["PYTHONPATH"] = os.path.abspath(pkg) + os.pathsep + env.get("PYTHONPATH", "")
+  cmd = [
+      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", "-m",
+      "relaycc.bench", "-c", "all_reduce", "-A", "2", "-b", "1K", "-e", "16K", "-f", "4", "-n", "3", "--reps",
+      "2", "-w", "1", "--json"
+  ]
+  p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+  assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  doc = json.loads(p.stdout[p.stdout.index("{"):])
+  rows = doc["rows"]
+  assert [r["size"] for r in rows] == [1024, 4096, 16384]
+  for r in rows:
+    assert r["check"] and r["relaycc_us"] > 0 and r["torch_us"] > 0 and r["speedup"] > 0, r
+
+
+def test_bench_bad_argument():
+  p = subprocess.run([sys.executable, "-m", "relaycc.bench", "-f", "1"],
+                     capture_output=True,
+                     text=True,
+                     timeout=300)
+  assert p.returncode == 2 and "-f 1" in p.stderr

@@ -1,0 +1,52 @@
+"""torch integration at 8 shm ranks: torch.library.opcheck on every op; torch.compile(fullgraph=True) with
+helper ranks (no graph break, the helpers' calls run, the result is right); bad arguments raise
+RelayccError (a ValueError) naming the argument, and the comm stays usable."""
+import pytest
+import torch
+
+from common import NRANKS, Pool, value
+from torch_cases import BAD_CASES, BAD_NAMES, N, bad_call, compiled_helper, opcheck_op
+from relaycc.collectives import OP_NAMES
+
+
+@pytest.fixture(scope="module")
+def pool():
+  # A hang (a helper's call dropped) is an error after 120 s, not a stuck suite; inductor compiles 8
+  # processes at once on 2 cores, so the actives may wait a while for the helpers in the first call.
+  p = Pool(NRANKS, env={"RELAYCC_TIMEOUT_MS": "120000", "TORCHINDUCTOR_COMPILE_THREADS": "1"})
+  yield p
+  p.close()
+
+
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_opcheck(pool, name):
+  calls = pool.run(opcheck_op, name)
+  assert len(set(calls)) == 1 and calls[0] > 0, f"ranks made different numbers of calls: {calls}"
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_with_helpers(pool, backend):
+  res = pool.run(compiled_helper, backend, timeout=600)
+  layout = [0, 2, 5]
+  for r, x in enumerate(res):
+    assert x["breaks"] == 0 and x["graphs"] == 1, \
+        f"rank {r}: {x['breaks']} graph breaks, {x['graphs']} graphs"
+    assert x["made"] == 2 and x[
+        "made2"] == 2, f"rank {r}: the compiled function made {x['made']}, {x['made2']} calls"
+    if r not in layout:
+      assert x["out"] is None
+      continue
+    for key, blk in (("out", 0), ("out2", 1)):
+      y = sum(value(q, blk, N) * 2 + 1 for q in layout)
+      assert torch.equal(x[key].double(), torch.cat([y] * 3) - 1), f"rank {r} {key}: {x[key]}"
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_argument(pool, case):
+  res = pool.run(bad_call, case)
+  want = BAD_NAMES[case]
+  for r, (is_relay, is_value, msg, usable) in enumerate(res):
+    assert is_relay and is_value, f"rank {r}: {msg}"
+    w = want if isinstance(want, str) else want[0 if r < 2 else 1]
+    assert w in msg, f"rank {r}: {msg!r} does not say {w!r}"
+    assert usable, f"rank {r}: the comm gave a wrong result after the error"
