@@ -146,7 +146,8 @@ typedef enum {
   relayRouteNative = 4,  /* the transport library's own collective on each group
                           * (NCCL on a sub-communicator); auto uses it in place of
                           * direct where the transport has it, shm falls back to direct */
-  relayNumRoutes = 5
+  relayRouteBw = 5,      /* bandwidth: tiles pipelined through a bounded staging ring in peers' memory */
+  relayNumRoutes = 6
 } relayRoute_t;
 
 /*

@@ -11,8 +11,9 @@ if(RELAY_HAVE_CUDA)
   # No GPU needed (CI runs them): the kernels' own code run thread by thread
   # on the host, bit for bit against relayHostReduce: the reduce kernel
   # (emul_reduce), and the one-shot's push and reduce of every block over
-  # regions laid out as on the GPU (emul_oneshot).
-  foreach(e reduce oneshot)
+  # regions laid out as on the GPU (emul_oneshot), and the bandwidth kernel's
+  # push and consume of every item of every block (emul_bw).
+  foreach(e reduce oneshot bw)
     add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c src/core/params.c)
     target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)
     target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
@@ -26,6 +27,11 @@ if(RELAY_HAVE_CUDA)
   # region at init, fault injection, a kernel deadline. Logs to $OUT.
   add_test(NAME gpu_oneshot COMMAND gputest_oneshot)
   set_tests_properties(gpu_oneshot PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+
+  # The bandwidth kernel: two processes on ONE GPU (CUDA IPC within a device),
+  # sweep, back-to-back, graph replays, deadline, abort (compute-sanitizer-friendly).
+  add_test(NAME gpu_bw COMMAND gputest_bw)
+  set_tests_properties(gpu_bw PROPERTIES LABELS gpu TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 
   # The reduce family bit for bit against relayHostReduce (one GPU).
   add_test(NAME gpu_reduce COMMAND gputest_reduce)

@@ -7,7 +7,7 @@
  *  - one-<route>-<kind>: one rank alone makes a buffer error (NULL buffer,
  *    in-place all-to-all) or a shape error (bad datatype, counts that differ,
  *    bad root) in check mode 0, on every collective, route (direct, relay at
- *    depth 1 and 3, one-shot) and the rooted calls; a rank that returns
+ *    depth 1 and 3, one-shot, bw) and the rooted calls; a rank that returns
  *    success, in the bad call or the next, must hold the reference's data;
  *    after a buffer error the next call succeeds everywhere.
  *  - rdzv-vars, rdzv-ppid: launches of 2-rank jobs under ONE job name, each
@@ -393,6 +393,7 @@ static void caseOne(const char* routeName, const char* kind) {
   if (!strcmp(routeName, "relay1")) route = relayRouteRelay;
   else if (!strcmp(routeName, "relay3")) route = relayRouteRelay, depth = 3;
   else if (!strcmp(routeName, "oneshot")) route = relayRouteOneShot;
+  else if (!strcmp(routeName, "bw")) route = relayRouteBw;
   int buffer = !strcmp(kind, "buffer");
   if (!strcmp(routeName, "rooted")) {
     for (int s = 0; s < 2; s++) {
@@ -600,7 +601,7 @@ int main(int argc, char** argv) {
     t_run_ranks(2, topoRank, NULL, 60);
   } else {
     fprintf(stderr,
-            "usage: test_nosilent all-c0|all-c1|one-{direct,relay1,relay3,oneshot,rooted}-{buffer,shape}|"
+            "usage: test_nosilent all-c0|all-c1|one-{direct,relay1,relay3,oneshot,bw,rooted}-{buffer,shape}|"
             "rdzv-vars|rdzv-ppid|rdzv-dup0|rdzv-dup1|topo-own\n");
     return 2;
   }

@@ -1,5 +1,9 @@
 /*
- * The one-shot route: the plan (checker, reference executor) in one process,
+ * The one-shot route, and with a "bw-" prefix on the case the bandwidth
+ * route (the same contract in tiles through a staging ring: every case runs
+ * on it with 1 KiB tiles and a ring of 3, so the counts here span 1 to
+ * hundreds of tiles and are not multiples of one), plus bw-only cases
+ * (tiles, abort). The plan (checker, reference executor) in one process,
  * and the shm transport's twin of the GPU protocol at 8 ranks: skewed ranks,
  * back-to-back calls with inputs changing per call, create/destroy cycles
  * without leaked mappings or fds, two comms at once, a voted fallback, and
@@ -10,6 +14,7 @@
  * Usage: test_oneshot <case>   (cases: see main)
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -21,8 +26,13 @@
 #include "plan/plan.h"
 #include "reduce_host.h"
 #include "ref/ref.h"
+#include "route/route.h"
+#include "topo/topo.h"
 
 #define NRANKS 8
+
+/* The route under test: relayRouteOneShot, or relayRouteBw for "bw-" cases. */
+static int gRoute = relayRouteOneShot;
 
 /* Input of active `src` at element e of call `call`: small integers (exact in
  * bf16 and in fp32 sums of 8) that change with every call and every rank. */
@@ -82,7 +92,7 @@ static int casePlan(void) {
         int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
         int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
-        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, relayRouteOneShot, 1, 0, NULL};
+        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         char err[512];
@@ -118,10 +128,10 @@ static int casePlan(void) {
         }
         relayPlanFree(p);
       }
-  /* Not served: rooted collectives, fused layouts, sizes above the slot. */
+  /* Not served: rooted collectives, fused layouts, sizes above the slot (the
+   * one-shot only: the bandwidth route takes any count). */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, relayRouteOneShot, 1, 0,
-               NULL};
+  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;
@@ -129,8 +139,46 @@ static int casePlan(void) {
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "nGroups 2 must be declined");
   k.nGroups = 1;
   k.counts = &big;
-  T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "%zu floats must be declined", big);
+  if (gRoute == relayRouteBw) {
+    T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "%zu floats must be served", big);
+    relayPlanFree(p);
+  } else {
+    T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "%zu floats must be declined", big);
+  }
   printf("plan: ok\n");
+  return 0;
+}
+
+/* bw: the router on the h200x2 model at the default tile and ring. Graph
+ * replay prices (the model's calibration): the one-shot below the crossover
+ * (all-reduce 256 KiB), the bandwidth route above (1 MiB up to 1 GiB, every
+ * collective from 16 MiB), never without its capability. */
+static int caseRoute(void) {
+  struct relayTopo* t = NULL;
+  T_OK(relayTopoLoad("h200x2", &t));
+  int ranks[2] = {0, 1};
+  const int caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW;
+  struct {
+    int coll;
+    size_t bytes; /* per-rank input */
+    int want;
+  } rows[] = {{RELAY_COLL_ALLREDUCE, 256 << 10, relayRouteOneShot}, {RELAY_COLL_ALLREDUCE, 1 << 20, relayRouteBw},
+              {RELAY_COLL_ALLREDUCE, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLREDUCE, 1 << 30, relayRouteBw},
+              {RELAY_COLL_ALLGATHER, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLGATHER, 1 << 30, relayRouteBw},
+              {RELAY_COLL_REDUCESCATTER, 16 << 20, relayRouteBw},   {RELAY_COLL_REDUCESCATTER, 1 << 30, relayRouteBw},
+              {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
+    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0, NULL, 0, 0};
+    int route = -1, depth = 0;
+    relayRouteChoose(&k, t, caps, &route, &depth);
+    T_CHECK(route == rows[i].want, "h200x2 %s of %zu B per rank: route %s, want %s", relayCollName(k.coll),
+            rows[i].bytes, relayRouteName(route), relayRouteName(rows[i].want));
+    relayRouteChoose(&k, t, caps & ~RELAY_TP_CAP_BW, &route, &depth);
+    T_CHECK(route != relayRouteBw, "h200x2 %s: bw chosen without the capability", relayCollName(k.coll));
+  }
+  relayTopoFree(t);
+  printf("route: ok\n");
   return 0;
 }
 
@@ -143,12 +191,12 @@ typedef struct {
   relayRedOp_t op;
   int inPlace;
   size_t count;
-  int expectRoute; /* relayRouteOneShot, or relayRouteDirect (fallback) */
+  int expectRoute; /* relayRouteOneShot (the route under test: gRoute), or relayRouteDirect (fallback) */
 } runArg;
 
 static relayComm_t oneshotComm(int rank) {
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.route = relayRouteOneShot;
+  cfg.route = gRoute;
   cfg.timeoutMs = 60000;
   return t_comm(rank, NRANKS, &cfg);
 }
@@ -197,10 +245,10 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
                                                         : relayAllToAll(sendp, recvp, &c, a->dt, &L, comm, NULL);
     T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
             relayGetLastError(comm));
-    int route = -1;
+    int route = -1, expectRoute = a->expectRoute == relayRouteOneShot ? gRoute : a->expectRoute;
     relayCommLastRoute(comm, &route, NULL);
-    T_CHECK(route == a->expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call, relayRouteName(route),
-            relayRouteName(a->expectRoute));
+    T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call, relayRouteName(route),
+            relayRouteName(expectRoute));
     if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
       expected(a->coll, a->dt, a->op, call, A, me, c, want);
       if (memcmp(recvp, want, out * es) != 0) {
@@ -233,7 +281,10 @@ static int rankSweep(int rank, int nranks, void* arg) {
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
   size_t counts[3] = {1, 37, 4099};
   int call = 0;
-  for (int ai = 0; ai < 3; ai++)
+  /* The one-shot at A = 2, 4, 8; the bandwidth route at every A from 2 to 8
+   * (its two-shot shards differ with A, and some are empty at count 1). */
+  int nA = gRoute == relayRouteBw ? 7 : 3;
+  for (int ai = 0; ai < nA; ai++)
     for (int ci = 0; ci < 4; ci++)
       for (int di = 0; di < 3; di++)
         for (int oi = 0; oi < 3; oi++)
@@ -241,7 +292,8 @@ static int rankSweep(int rank, int nranks, void* arg) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
             if (ci >= 2 && oi > 0) continue;                            /* a gather has no op */
             if (colls[ci] == RELAY_COLL_ALLTOALL && ip) continue;       /* in-place all-to-all: rejected */
-            runArg a = {2 << ai, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
+            int A = gRoute == relayRouteBw ? 2 + ai : 2 << ai;
+            runArg a = {A, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
             runCalls(comm, rank, &a, call++);
           }
   T_OK(relayCommDestroy(comm));
@@ -296,7 +348,7 @@ static int rankTwo(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.route = relayRouteOneShot;
+  cfg.route = gRoute;
   relayComm_t c1 = NULL, c2 = NULL;
   char job2[160];
   snprintf(job2, sizeof job2, "%s-b", t_job());
@@ -315,6 +367,69 @@ static int rankTwo(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* bw: ranks 7 and 3 active; rank 3 arrives 1.5 s late, and a second thread
+ * of rank 7 aborts its comm 200 ms into the call, while rank 7 waits for
+ * rank 3's first tile: rank 7's call returns at once, and rank 3's then
+ * fails fast naming rank 7, not at the 60 s deadline. */
+static void* abortSoon(void* p) {
+  struct timespec ts = {0, 200 * 1000000L};
+  nanosleep(&ts, NULL);
+  relayCommAbort((relayComm_t)p);
+  return NULL;
+}
+
+static int rankAbort(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayComm_t comm = oneshotComm(rank);
+  runArg a = {2, 1, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 5000, relayRouteOneShot};
+  runCalls(comm, rank, &a, 0); /* the region exists: the next call goes straight to the tiles */
+  int ranks[2] = {7, 3};
+  relayLayout_t L = {1, 2, ranks};
+  size_t c = 5000;
+  float* x = malloc(c * sizeof *x);
+  T_CHECK(x, "oom");
+  fillInput(relayFloat32, 1, rank, c, x);
+  if (rank == 7) {
+    pthread_t th;
+    T_CHECK(pthread_create(&th, NULL, abortSoon, comm) == 0, "pthread_create");
+    uint64_t t0 = relayNowNs();
+    relayResult_t r = relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL);
+    double dt = (double)(relayNowNs() - t0) / 1e9;
+    T_CHECK(r != relaySuccess && dt < 3.0, "rank 7: aborted bw call -> %s after %.2f s", relayGetErrorString(r), dt);
+    pthread_join(th, NULL);
+    /* relayCommAbort freed the comm once the call left. Stay alive while
+     * rank 3 looks: it must see "aborted", not "died". */
+    struct timespec ts = {3, 0};
+    nanosleep(&ts, NULL);
+  } else {
+    if (rank == 3) {
+      struct timespec ts = {1, 500 * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+    uint64_t t0 = relayNowNs();
+    relayResult_t r = relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL);
+    double dt = (double)(relayNowNs() - t0) / 1e9;
+    if (rank == 3)
+      T_CHECK(r == relayRemoteError && strstr(relayGetLastError(comm), "rank 7") && dt < 3.0,
+              "rank 3: bw call with an aborted peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
+              relayGetLastError(comm));
+    else
+      T_CHECK(r == relaySuccess, "helper %d: %s", rank, relayGetLastError(comm));
+    relayCommDestroy(comm);
+  }
+  free(x);
+  return 0;
+}
+
+/* bw: odd ranks read another tile size: RELAYCC_BW_TILE_BYTES is agreed at
+ * init (rank 0's on every rank), so every rank still runs bw, with the right
+ * data. */
+static int rankDisagree(int rank, int nranks, void* arg) {
+  setenv("RELAYCC_BW_TILE_BYTES", rank & 1 ? "2048" : "1024", 1);
+  return rankRun(rank, nranks, arg);
+}
+
 static void launch(const char* what, relayRankFn fn, void* arg, int sec) {
   t_run_ranks(NRANKS, fn, arg, sec);
   printf("%s: ok\n", what);
@@ -322,6 +437,58 @@ static void launch(const char* what, relayRankFn fn, void* arg, int sec) {
 
 int main(int argc, char** argv) {
   const char* c = argc > 1 ? argv[1] : "";
+  if (!strncmp(c, "bw-", 3)) {
+    gRoute = relayRouteBw;
+    c += 3;
+    if (!strcmp(c, "route")) return caseRoute(); /* at the default settings, before the tests' own */
+    /* 1 KiB tiles, 3 slots: the counts below span 1 to ~1000 tiles, and the
+     * ring wraps within a call (cases may set their own first). */
+    setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
+    setenv("RELAYCC_BW_RING", "3", 0);
+    if (!strcmp(c, "tiles")) {
+      /* Many tiles, every form: two-shot A=8 and A=5, push A=2, gathers. */
+      runArg a = {8, 3, 2, 1, RELAY_COLL_ALLREDUCE, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
+      launch("bw tiles: two-shot all-reduce A=8 in place, 196 tiles", rankRun, &a, 400);
+      a.A = 5, a.dt = relayFloat32, a.op = relayAvg, a.inPlace = 0, a.count = 77777;
+      launch("bw tiles: two-shot all-reduce A=5 avg", rankRun, &a, 400);
+      a.A = 2, a.count = 300001, a.op = relaySum;
+      launch("bw tiles: push all-reduce A=2, 1172 tiles", rankRun, &a, 400);
+      a.coll = RELAY_COLL_ALLGATHER, a.A = 6, a.dt = relayInt32, a.count = 20011;
+      launch("bw tiles: all-gather A=6", rankRun, &a, 400);
+      a.coll = RELAY_COLL_ALLTOALL, a.A = 7, a.count = 9001;
+      launch("bw tiles: all-to-all A=7", rankRun, &a, 400);
+      a.coll = RELAY_COLL_REDUCESCATTER, a.A = 3, a.count = 30011, a.op = relayMax;
+      launch("bw tiles: reduce-scatter A=3 max", rankRun, &a, 400);
+      return 0;
+    }
+    if (!strcmp(c, "ring1")) {
+      /* One slot and 64-byte tiles: no overlap at all, every tile a hand-shake. */
+      setenv("RELAYCC_BW_TILE_BYTES", "64", 1);
+      setenv("RELAYCC_BW_RING", "1", 1);
+      runArg a = {4, 20, 2, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteOneShot};
+      launch("bw ring 1: two-shot all-reduce A=4 skewed", rankRun, &a, 400);
+      a.coll = RELAY_COLL_ALLTOALL, a.A = 8, a.count = 333;
+      launch("bw ring 1: all-to-all A=8 skewed", rankRun, &a, 400);
+      return 0;
+    }
+    if (!strcmp(c, "abort")) {
+      launch("bw abort mid-call", rankAbort, NULL, 120);
+      return 0;
+    }
+    if (!strcmp(c, "disagree")) {
+      runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteBw};
+      launch("bw settings differ between ranks: rank 0's agreed, all bw", rankDisagree, &a, 240);
+      return 0;
+    }
+    if (!strcmp(c, "off")) {
+      /* RELAYCC_BW_RING=0: no plan, a forced bw runs direct, correctly. */
+      setenv("RELAYCC_BW_RING", "0", 1);
+      runArg a = {4, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
+      launch("bw off: all direct", rankRun, &a, 240);
+      return 0;
+    }
+    if (!strcmp(c, "oversize")) return 2; /* the one-shot's gate: nothing to test here */
+  }
   if (!strcmp(c, "plan")) return casePlan();
   if (!strcmp(c, "skew")) {
     /* Both ways: odd ranks late on even calls' collectives, then the same with
@@ -360,7 +527,7 @@ int main(int argc, char** argv) {
   }
   if (!strcmp(c, "fault")) {
     /* Rank 3 fails to open: every rank declines and runs direct, correctly. */
-    setenv("RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
+    setenv(gRoute == relayRouteBw ? "RELAYCC_BW_FAULT_RANK" : "RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
     runArg a = {4, 20, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
     launch("fault on rank 3: all ranks direct", rankRun, &a, 240);
     return 0;
@@ -376,6 +543,7 @@ int main(int argc, char** argv) {
     launch("sweep A x coll x dtype x op x in-place", rankSweep, NULL, 500);
     return 0;
   }
-  fprintf(stderr, "usage: test_oneshot plan|skew|backtoback|cycles|twocomms|fault|oversize|sweep\n");
+  fprintf(stderr, "usage: test_oneshot [bw-]plan|skew|backtoback|cycles|twocomms|fault|sweep, oversize, "
+                  "bw-tiles|bw-ring1|bw-abort|bw-disagree|bw-route|bw-off\n");
   return 2;
 }

@@ -85,7 +85,7 @@ static void usage(FILE* f) {
           "  --sizes LIST       sizes, e.g. 4K,4.5M,1G: bytes of per-active-rank input\n"
           "  -b S / -e S / -f F smallest, largest size and factor (instead of --sizes)\n"
           "                     default: the reference sweep's 22 sizes, 4 KB to 1 GB\n"
-          "  --route R          direct|relay|oneshot|auto (default direct; auto asks the router)\n"
+          "  --route R          direct|relay|oneshot|bw|auto (default direct; auto asks the router)\n"
           "  --depth T          pipeline depth (default 1, or the router's with --route auto)\n"
           "  --dtype D          default bf16;  --op O  default sum\n"
           "  --plot FILE.png    draw speedup against size (needs gnuplot)\n"
@@ -522,7 +522,7 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayColl_t 
   int route = o->route, depth = o->depth ? o->depth : 1;
   if (route == relayRouteAuto) {
     int d;
-    relayRouteChoose(&k, topo, RELAY_TP_CAP_ONESHOT, &route, &d);
+    relayRouteChoose(&k, topo, RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW, &route, &d);
     if (!o->depth) depth = d;
   }
   relayBaselineResult br;

@@ -339,6 +339,12 @@ int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
   return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
 }
 
+void relayCommKeySettings(const struct relayComm* c, planKey* key) {
+  key->bwTileBytes = (uint32_t)relayParamInt(c, RELAY_P_BW_TILE_BYTES);
+  int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
+  key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
+}
+
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
   const char* fn = kCallNames[a->coll];
   if (c->failed)
@@ -368,6 +374,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.op = relayCollReduces(a->coll) ? a->op : relaySum;
     key.root = relayCollRooted(a->coll) ? a->root : 0;
     key.nodeOf = relayNodesKeyMap(c);
+    relayCommKeySettings(c, &key);
     c->callShape = callShapeDigest(&key);
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),

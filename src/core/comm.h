@@ -66,6 +66,7 @@ struct relayComm {
   int nNodes, localRank, localRanks;
   struct relayPlanCache* plans;
   void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
+  void* bw;       /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   /* Per comm rank: (check stamp << 32) | (index + 1) of the rank in the
    * rank list being validated, so a duplicate is found in O(n) (api.c). */
@@ -93,6 +94,9 @@ relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all
 struct planKey;
 /* The route capabilities core gives the router for key on this comm (api.c). */
 int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
+/* Sets the key's fields that come from the comm's agreed settings (the
+ * bandwidth route's tile and ring), so plans stay pure functions of keys. */
+void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

@@ -17,7 +17,7 @@ const relayParamDef relayParamDefs[RELAY_P_COUNT] = {
 };
 
 static const char* const kDebugChoices[] = {"off", "info", "trace", NULL};
-static const char* const kRouteChoices[] = {"auto", "direct", "relay", "oneshot", "native", NULL};
+static const char* const kRouteChoices[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
 _Static_assert(sizeof kRouteChoices / sizeof kRouteChoices[0] == relayNumRoutes + 1, "a choice per relayRoute_t");
 
 const char* const* relayParamChoices(relayParamId id) {

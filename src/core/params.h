@@ -65,11 +65,13 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(NODE_ID, "RELAYCC_NODE_ID", INT, RANK, -1, -1, 1LL << 40, -1, "unset (host identity)",                      \
     "this rank's node: ranks with one value are one node, whatever their host (default: a hash of hostname and " \
     "boot id); a test splits one host into nodes with it. Wins over `RELAYCC_SHM_NODES`")                     \
+  X(BW_FAULT_RANK, "RELAYCC_BW_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                               \
+    "test hook: that rank's bandwidth-route setup fails as if a peer's region would not open")               \
   X(CHECK, "RELAYCC_CHECK", BOOL, AGREED, 0, 0, 1, 1, "0",                                                     \
     "1: every call starts with a small agreement round, so a bad argument on one rank or counts that differ "   \
     "make **every** rank return the same error and the comm stays usable (0: \"After a rejected call\" below)") \
-  X(ROUTE, "RELAYCC_ROUTE", ENUM, AGREED, 0, 0, 4, 2, "auto",                                                  \
-    "`auto`, `direct`, `relay`, `oneshot`, `native`: force a route (one that cannot serve a call falls back to direct)") \
+  X(ROUTE, "RELAYCC_ROUTE", ENUM, AGREED, 0, 0, 5, 2, "auto",                                                \
+    "`auto`, `direct`, `relay`, `oneshot`, `native`, `bw`: force a route (one that cannot serve a call falls back to direct)") \
   X(DEPTH, "RELAYCC_DEPTH", INT, AGREED, 0, 0, 64, 3, "0 (model)", "force a pipeline depth")                   \
   X(SHM_RING_BYTES, "RELAYCC_SHM_RING_BYTES", BYTES, AGREED, 1 << 20, 4096, 1 << 30, 4, "1 MiB",               \
     "per-pair ring of the shm transport")                                                                       \
@@ -102,6 +104,15 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(ONESHOT_WIDE, "RELAYCC_ONESHOT_WIDE", BOOL, AGREED, 0, 0, 1, -1, "0",                                      \
     "1: at A = 2, run the one-shot kernels compiled for 8 actives instead of the pair kernels (A/B measurement " \
     "only: the pair kernels were 0.40-0.65 us faster per call on 2 x H200)")                                    \
+  /* 128 KiB x 16: ~0.35 us of link time per tile at the 370 GB/s h200x2 moves per direction, so 512 KB is   \
+   * already 4 pipelined tiles; 16 slots keep ~5.7 us of pushes in flight per peer, more than a slot's round \
+   * trip of fences and flag polls, in 2 MiB of staging per source (plan_bw.c, issue 19). */                 \
+  X(BW_TILE_BYTES, "RELAYCC_BW_TILE_BYTES", BYTES, AGREED, 128 << 10, 64, 1 << 30, -1, "128 KiB",            \
+    "bandwidth route: bytes per tile (rounded down to a multiple of 64); with the ring, the staging region's "  \
+    "size")                                                                                                  \
+  X(BW_RING, "RELAYCC_BW_RING", INT, AGREED, 16, 0, 64, -1, "16",                                            \
+    "bandwidth route: staging slots per source (staging is tile x ring per source, 2 MiB at the defaults); 0 " \
+    "turns the route off")                                                                                      \
   X(NCCL_NATIVE, "RELAYCC_NCCL_NATIVE", BOOL, AGREED, 1, 0, 1, -1, "1",                                        \
     "0: never run NCCL's own collectives (the direct route then always uses relaycc's send/recv plan)")        \
   X(NCCL_PRECONNECT, "RELAYCC_NCCL_PRECONNECT", BOOL, AGREED, 1, 0, 1, -1, "1",                                \

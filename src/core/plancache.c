@@ -15,7 +15,7 @@
 typedef struct {
   uint64_t hash;
   uint64_t lastUse;
-  int32_t head[9];
+  int32_t head[11];
   unsigned char* arrays;
   relayPlan* plan;
 } cacheEntry;
@@ -25,7 +25,7 @@ struct relayPlanCache {
   uint64_t clock;
 };
 
-static void keyHead(const planKey* k, int32_t head[9]) {
+static void keyHead(const planKey* k, int32_t head[11]) {
   head[0] = (int32_t)k->coll;
   head[1] = k->nranks;
   head[2] = k->nGroups;
@@ -35,11 +35,13 @@ static void keyHead(const planKey* k, int32_t head[9]) {
   head[6] = k->route;
   head[7] = k->depth;
   head[8] = k->root;
+  head[9] = (int32_t)k->bwTileBytes;
+  head[10] = k->bwRing;
 }
 
 /* The key hashed in place (no serialized copy per call). */
-static uint64_t keyHash(const int32_t head[9], const planKey* k) {
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int32_t)), k);
+static uint64_t keyHash(const int32_t head[11], const planKey* k) {
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 11 * sizeof(int32_t)), k);
 }
 
 struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
@@ -54,7 +56,7 @@ void relayPlanCacheFree(struct relayPlanCache* c) {
 }
 
 const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key) {
-  int32_t head[9];
+  int32_t head[11];
   keyHead(key, head);
   const uint64_t h = keyHash(head, key);
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {

@@ -20,25 +20,32 @@ static void* resolve(const execBufs* b, planRef ref) {
 
 _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank limits differ");
 
+/* A one-shot or bandwidth op: one collective transport call among the group's actives. */
 static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
                                  relayStream_t stream) {
-  if (!(comm->tp->caps & RELAY_TP_CAP_ONESHOT) || p->nActive > RELAY_TP_ONESHOT_MAX)
-    return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no one-shot op", comm->rank,
-                         comm->curStep, comm->tp->name);
-  relayOneShotDesc d;
-  memset(&d, 0, sizeof d);
-  d.dst = resolve(b, o->dst);
-  d.src = resolve(b, p->srcs[o->srcBase]);
-  d.count = o->count;
-  d.srcStride = o->srcStride;
-  d.gather = o->gather;
-  d.dtype = p->dtype;
-  d.op = p->op;
-  d.divisor = o->divisor;
-  d.nActive = p->nActive;
-  d.me = p->rank[comm->rank].activeIndex;
-  for (int i = 0; i < p->nActive; i++) d.ranks[i] = p->ranks[o->group * p->nActive + i];
-  return comm->tp->oneshot(comm, &d, stream);
+  int bw = o->kind == PLAN_OP_BW;
+  if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
+    return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no %s op", comm->rank,
+                         comm->curStep, comm->tp->name, bw ? "bandwidth" : "one-shot");
+  relayBwDesc w;
+  memset(&w, 0, sizeof w);
+  relayOneShotDesc* d = &w.c;
+  d->dst = resolve(b, o->dst);
+  d->src = resolve(b, p->srcs[o->srcBase]);
+  d->count = o->count;
+  d->srcStride = o->srcStride;
+  d->gather = o->gather;
+  d->dtype = p->dtype;
+  d->op = p->op;
+  d->divisor = o->divisor;
+  d->nActive = p->nActive;
+  d->me = p->rank[comm->rank].activeIndex;
+  for (int i = 0; i < p->nActive; i++) d->ranks[i] = p->ranks[o->group * p->nActive + i];
+  if (!bw) return comm->tp->oneshot(comm, &w.c, stream);
+  w.tileElems = o->tile;
+  w.ring = o->ring;
+  w.twoShot = o->form == PLAN_BW_TWOSHOT;
+  return comm->tp->bw(comm, &w, stream);
 }
 
 /* Scratch slot of the executor's own (past the plan's): a sub-collective's
@@ -183,7 +190,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
     }
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {
       const planOp* o = &p->ops[st->opBase + i];
-      if (o->kind == PLAN_OP_ONESHOT) {
+      if (planOpIsCollective(o->kind)) {
         res = execOneShot(comm, p, o, &b, stream);
       } else if (o->kind == PLAN_OP_SUBCOLL) {
         const planSubColl* sc = &p->subs[o->group];

@@ -56,7 +56,7 @@ static const char* bufName(int buf) {
  * all-to-all) fills A blocks of count. */
 static uint64_t opWritten(const relayPlan* p, const planOp* o) {
   if (o->kind == PLAN_OP_SUBCOLL) return planSubCollOut(&p->subs[o->group]);
-  int gather = o->kind == PLAN_OP_ONESHOT && o->gather;
+  int gather = planOpIsCollective(o->kind) && o->gather;
   return gather ? (uint64_t)p->nActive * o->count : o->count;
 }
 
@@ -91,12 +91,19 @@ static int regionCmp(const void* a, const void* b) {
   return x->lo < y->lo ? -1 : (x->lo > y->lo);
 }
 
-/* A one-shot op: rank r is active in the op's group, reads its SEND (the
- * whole reduce-scatter input, count elements otherwise), writes its RECV on
- * the main lane, and every active of the group has its one-shot in step s
- * with the same count (they hand-shake with each other inside it). */
+/* A one-shot or bandwidth op: rank r is active in the op's group, reads its
+ * SEND (the whole reduce-scatter input, count elements otherwise), writes
+ * its RECV on the main lane, and every active of the group has its op of the
+ * same kind in step s with the same count (they hand-shake with each other
+ * inside it); a bandwidth op's tile, ring and form match too (they fix the
+ * tile sequence both ends count), and two-shot is all-reduce's only. */
 static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char* err, size_t errlen) {
   int A = p->nActive;
+  if (o->kind == PLAN_OP_BW &&
+      (o->tile == 0 || o->ring < 1 || o->ring > RELAY_BW_MAX_RING || o->form > PLAN_BW_TWOSHOT ||
+       (o->form == PLAN_BW_TWOSHOT && p->coll != RELAY_COLL_ALLREDUCE)))
+    return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s, o->tile,
+                o->ring, o->form, relayCollName(p->coll));
   if ((unsigned)p->coll >= RELAY_NUM_COLLS)
     return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
@@ -116,7 +123,8 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
     const planStep* qt = planRankStep(p, q, s);
     for (uint32_t j = 0; j < qt->nOp; j++) {
       const planOp* y = &p->ops[qt->opBase + j];
-      if (y->kind == PLAN_OP_ONESHOT && y->group == o->group) found += y->count == o->count ? 1 : 100;
+      if (y->kind == o->kind && y->group == o->group)
+        found += y->count == o->count && y->tile == o->tile && y->ring == o->ring && y->form == o->form ? 1 : 100;
     }
     if (found != 1)
       return fail(err, errlen, "step %d: rank %d's one-shot has no single match of %llu elements on rank %d", s, r,
@@ -246,7 +254,7 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
         const planOp* o = &p->ops[st->opBase + i];
         if (o->nsrc < 1 || o->nsrc > PLAN_MAX_SRCS)
           return fail(err, errlen, "rank %d step %d: op with %d inputs", r, s, o->nsrc);
-        if (o->kind == PLAN_OP_ONESHOT) {
+        if (planOpIsCollective(o->kind)) {
           if (checkOneShot(p, r, s, o, err, errlen)) return 1;
           continue;
         }

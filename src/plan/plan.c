@@ -327,15 +327,32 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
   addOp(b, PLAN_OP_REDUCE, rank, step, dst, srcs, nsrc, count, divisor);
 }
 
-void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
-                 int divisor) {
+/* A collective op (planOpIsCollective) of active `rank` of `group`, its
+ * srcStride and gather from the key's collective; NULL when none was added. */
+static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int group, planRef dst, planRef src,
+                               uint64_t count, int divisor) {
   size_t before = b->nItems;
-  addOp(b, PLAN_OP_ONESHOT, rank, step, dst, &src, 1, count, divisor);
-  if (b->nItems == before) return;
+  addOp(b, kind, rank, step, dst, &src, 1, count, divisor);
+  if (b->nItems == before) return NULL;
   planOp* op = &b->items[b->nItems - 1].op;
   op->group = group;
   op->srcStride = relayCollSendsBlocks(b->key.coll) ? count : 0;
   op->gather = (uint8_t)relayCollGathers(b->key.coll);
+  return op;
+}
+
+void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
+                 int divisor) {
+  addCollectiveOp(b, PLAN_OP_ONESHOT, rank, step, group, dst, src, count, divisor);
+}
+
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
+            uint32_t tile, int ring, int form) {
+  planOp* o = addCollectiveOp(b, PLAN_OP_BW, rank, step, group, dst, src, count, divisor);
+  if (!o) return;
+  o->tile = tile;
+  o->ring = (uint16_t)ring;
+  o->form = (uint8_t)form;
 }
 
 /* Grows *arr (elements of size es) to hold `need`; 1 when out of memory. */
@@ -616,7 +633,10 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
           fprintf(f, "]%s\n", o->divisor > 1 ? " (divided)" : "");
           continue;
         }
-        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot" : "reduce", o->lane ? "@side" : "");
+        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot"
+                                 : o->kind == PLAN_OP_BW ? "bw" : "reduce", o->lane ? "@side" : "");
+        if (o->kind == PLAN_OP_BW)
+          fprintf(f, "(%s tile %u ring %u) ", o->form == PLAN_BW_TWOSHOT ? "two-shot" : "push", o->tile, o->ring);
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);
         for (int k = 0; k < o->nsrc; k++) {

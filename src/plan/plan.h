@@ -71,7 +71,6 @@ typedef struct {
  * member j); reductions run in member order, divided by divisor when > 1.
  * Every member has exactly one op of that sub-collective in the same step,
  * as the only item of its step (no transfers, no other op), on lane 0. */
-enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2, PLAN_OP_SUBCOLL = 3 };
 
 typedef struct {
   int32_t coll;      /* relayColl_t, one of the layout collectives */
@@ -88,6 +87,18 @@ static inline uint64_t planSubCollIn(const planSubColl* sc) {
 static inline uint64_t planSubCollOut(const planSubColl* sc) {
   return relayCollGathers((relayColl_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
 }
+/* PLAN_OP_BW: the same contract as PLAN_OP_ONESHOT (what lands in dst), but
+ * the transport moves the data in tiles of `tile` elements through a ring
+ * of `ring` staging slots per source in each peer's memory, pipelined, so
+ * staging stays bounded whatever the count (bw op; plan_bw.c). form
+ * PLAN_BW_PUSH pushes every contribution to its consumer, as the one-shot;
+ * PLAN_BW_TWOSHOT (all-reduce, A > 2) reduce-scatters shards of
+ * planBwShard elements among the actives, then all-gathers the reduced
+ * shards: 2(A-1)/A of the count per rank instead of (A-1). */
+enum { PLAN_OP_COPY = 0, PLAN_OP_REDUCE = 1, PLAN_OP_ONESHOT = 2, PLAN_OP_SUBCOLL = 3, PLAN_OP_BW = 4 };
+enum { PLAN_BW_PUSH = 0, PLAN_BW_TWOSHOT = 1 };
+/* Ops that run as one collective transport call among a group's actives. */
+static inline int planOpIsCollective(int kind) { return kind == PLAN_OP_ONESHOT || kind == PLAN_OP_BW; }
 /* Active ranks a one-shot op serves: the GPU kernel keeps one pointer per
  * peer in its argument block (the seed's kOneShotMaxRanks = 8). */
 #define RELAY_ONESHOT_MAX_ACTIVE 8
@@ -97,6 +108,51 @@ static inline uint64_t planSubCollOut(const planSubColl* sc) {
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
 /* The largest gate (the range of RELAYCC_ONESHOT_MAX_BYTES): 1 GiB slots. */
 #define RELAY_ONESHOT_GATE_MAX (1u << 30)
+/* The bandwidth route's settings (core/params.h: RELAYCC_BW_TILE_BYTES,
+ * RELAYCC_BW_RING, the comm's agreed values) reach the builder through the
+ * key (planKey.bwTileBytes, bwRing; 0: these defaults, for tools and tests
+ * without a comm), so a plan stays a pure function of its key. */
+#define RELAY_BW_DEFAULT_TILE_BYTES (128u << 10)
+#define RELAY_BW_DEFAULT_RING 16
+#define RELAY_BW_MAX_RING 64
+/* Two-shot shards: active j owns [j * shard, min((j+1) * shard, count)) (the
+ * last ones may be short or empty); shard is a multiple of 16 elements, so
+ * every shard starts 16-byte aligned for any element size (the GPU mover's
+ * vector width). */
+#ifdef __CUDACC__
+#define PLAN_HD __host__ __device__
+#else
+#define PLAN_HD
+#endif
+static inline PLAN_HD uint64_t planBwShard(uint64_t count, int A) {
+  uint64_t s = (count + (uint64_t)A - 1) / (uint64_t)A;
+  return (s + 15) / 16 * 16;
+}
+/* Item u of a bw op, as every transport cuts it: the elements source `from`
+ * sends to active `to` start at *off (of its send buffer; in the two-shot's
+ * second phase, u >= T1, of its output) and number *len (0: an empty item,
+ * still hand-shaken). Push form (shard 0): tile u of the contribution `to`
+ * is owed, which starts at to * stride (0: all-reduce, all-gather; count:
+ * reduce-scatter, all-to-all). Two-shot: tile u of the shard `to` owns, then
+ * tile u - T1 of `from`'s own (reduced) shard. */
+static inline PLAN_HD void planBwItem(uint64_t count, uint64_t stride, uint64_t tile, uint64_t shard, uint64_t T1,
+                                      uint64_t u, int from, int to, uint64_t* off, uint64_t* len) {
+  uint64_t base, end;
+  if (!shard) {
+    base = (uint64_t)to * stride;
+    end = base + count;
+    base += u * tile;
+  } else {
+    int owner = u < T1 ? to : from;
+    uint64_t k = u < T1 ? u : u - T1;
+    uint64_t st = (uint64_t)owner * shard;
+    if (st > count) st = count;
+    end = st + shard < count ? st + shard : count;
+    base = st + k * tile;
+  }
+  *off = base;
+  *len = base < end ? (end - base < tile ? end - base : tile) : 0;
+}
 
 typedef struct {
   uint8_t kind;    /* PLAN_OP_* */
@@ -105,9 +161,9 @@ typedef struct {
   int32_t divisor; /* > 1: divide the reduction by it (avg) */
   planRef dst;
   uint32_t srcBase; /* index into plan->srcs */
-  int32_t group;    /* PLAN_OP_ONESHOT: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
+  int32_t group;    /* PLAN_OP_ONESHOT, PLAN_OP_BW: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
   uint64_t count;   /* elements, > 0 */
-  /* PLAN_OP_ONESHOT only (0 otherwise), set by the builder from the key so
+  /* PLAN_OP_ONESHOT and PLAN_OP_BW only (0 otherwise), set by the builder from the key so
    * that the executor, the reference, the simulator and the checker read
    * them instead of re-deriving them from the collective: active j's
    * contribution to active i starts at j's SEND + i * srcStride elements (0:
@@ -116,6 +172,9 @@ typedef struct {
    * instead of reducing. */
   uint64_t srcStride;
   uint8_t gather;
+  uint32_t tile;    /* PLAN_OP_BW: elements per tile (0 otherwise) */
+  uint16_t ring;    /* PLAN_OP_BW: staging slots per source */
+  uint8_t form;     /* PLAN_OP_BW: PLAN_BW_* */
 } planOp;
 
 typedef struct {
@@ -156,6 +215,12 @@ typedef struct planKey {
    * plan_hier.c (groups inside a node helped by that node's ranks, groups
    * spanning nodes hierarchically); route is then the within-node route. */
   const int* nodeOf;
+  /* The bandwidth route's agreed settings, set by core from the comm's
+   * RELAYCC_BW_TILE_BYTES and RELAYCC_BW_RING (0: RELAY_BW_DEFAULT_*; a ring
+   * below 0: the route is off, its builder serves nothing). Hashed by the
+   * plan and route caches with the rest of the key. */
+  uint32_t bwTileBytes;
+  int bwRing;
 } planKey;
 
 /* 1 when key's comm spans nodes (its layout collectives go to plan_hier.c). */
@@ -170,6 +235,9 @@ int planKeyMultiNode(const planKey* k);
  * only for calls that fit, so a plan stays a pure function of its key. */
 int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
 int relayOneShotFits(const planKey* k, uint64_t gateBytes);
+/* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
+size_t planBwTileBytes(const planKey* k);
+int planBwRing(const planKey* k);
 
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
@@ -242,6 +310,9 @@ void planSubCollOp(planBuilder* b, int rank, int step, int sc, planRef dst, plan
  * needs carry over. */
 void planSplice(planBuilder* b, const relayPlan* sub, const int* map, int stepBase, const planRef* sendRef,
                 const planRef* recvRef);
+/* A PLAN_OP_BW of active `rank` of `group` (see the op's comment). */
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
+            uint32_t tile, int ring, int form);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
 /* The depth the plan really has (default key->depth): a builder that clamps
  * a depth (fused calls, messages too small to tile) says so, and the router

@@ -23,6 +23,9 @@ relayResult_t planBuildOneShot(planBuilder* b);
  * never calls up into the table that picks the builders. */
 typedef relayResult_t (*planKeyBuildFn)(const planKey* key, relayPlan** out);
 relayResult_t planBuildHier(planBuilder* b, planKeyBuildFn buildLeg);
+/* One PLAN_OP_BW step: every layout collective, nGroups == 1, 2 <= A <= 8,
+ * any count (plan_bw.c). */
+relayResult_t planBuildBw(planBuilder* b);
 
 /* Index of active i among the A-1 peers of active j (i != j), for compact
  * per-source scratch layouts. */

@@ -25,7 +25,7 @@ static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char
   for (int r = 0; r < p->nranks; r++) {
     const planStep* st = planRankStep(p, r, s);
     for (uint32_t i = 0; i < st->nOp; i++) {
-      if (p->ops[st->opBase + i].kind != PLAN_OP_ONESHOT) continue;
+      if (!planOpIsCollective(p->ops[st->opBase + i].kind)) continue;
       size_t bytes = p->rank[r].sendElems * p->elemSize;
       snaps[r] = malloc(bytes ? bytes : 1);
       if (!snaps[r]) return 1;
@@ -216,8 +216,8 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        if (o->kind == PLAN_OP_ONESHOT || o->kind == PLAN_OP_SUBCOLL) {
-          if ((o->kind == PLAN_OP_ONESHOT ? refOneShot : refSubColl)(p, r, o, rr, snaps, err, errlen)) {
+        if (planOpIsCollective(o->kind) || o->kind == PLAN_OP_SUBCOLL) { /* a bw op's tiles change how, not what */
+          if ((o->kind == PLAN_OP_SUBCOLL ? refSubColl : refOneShot)(p, r, o, rr, snaps, err, errlen)) {
             rc = 1;
             goto stepdone;
           }

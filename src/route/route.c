@@ -50,23 +50,24 @@ typedef struct {
    * only would route that rank differently from its peers (a hang), so the
    * hash only finds the slot. The topology is compared by its content hash
    * (comms agree on it at init). */
-  int head[7];           /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL */
+  int head[9]; /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL, bw tile and ring */
   unsigned char* arrays; /* ranks and counts (planKeyArraysDup) */
   relayRouteList list[2];
   int valid;
 } routeEntry;
 
-static void keyHead(const planKey* k, int caps, int head[7]) {
+static void keyHead(const planKey* k, int caps, int head[9]) {
   head[0] = (int)k->coll, head[1] = k->nranks, head[2] = k->nGroups, head[3] = k->nActive;
   head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps & ~RELAY_ROUTE_CAP_PERCALL;
+  head[7] = (int)k->bwTileBytes, head[8] = k->bwRing;
 }
 
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
 /* caps (what the transport can run) is in head: it changes the answer. */
-static uint64_t keyHash(const int head[7], const planKey* k, const struct relayTopo* t) {
-  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 7 * sizeof(int)), k);
+static uint64_t keyHash(const int head[9], const planKey* k, const struct relayTopo* t) {
+  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int)), k);
   /* The topology by content, not address: a comm's topology is freed with it
    * and a later one may reuse the address with other figures. Its part of
    * the hash (a few us: relayTopoHash prints it) is memoized per thread for
@@ -236,7 +237,7 @@ static void choose(const planKey* key, const struct relayTopo* topo, int caps, r
 
 /* Both lists of an auto-routed layout call, cached. */
 static void chooseCached(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2]) {
-  int head[7];
+  int head[9];
   keyHead(key, caps, head);
   uint64_t h = keyHash(head, key, topo);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];

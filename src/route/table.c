@@ -35,6 +35,22 @@ static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* c
   return c->tp->oneshotPrepare(c, (size_t)gate, call->stream);
 }
 
+/* ---- bandwidth ---------------------------------------------------------- */
+
+/* Tiles through a bounded ring in peers' memory (plan_bw.c): its builder
+ * says which keys it serves (nGroups == 1, every layout collective, any
+ * count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
+ * (sim.c bwSeconds), so where it wins is the model's answer, continuous with
+ * the one-shot's (one tile costs the one-shot plus one flag hop). The region
+ * is sized by the key's tile and ring (the comm's agreed values); the
+ * transport's prepare votes on them, so ranks decline together. */
+static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
+  (void)handle;
+  int ring = planBwRing(call->key);
+  if (ring == 0) return relayNotSupported; /* the builder refused it already; every rank alike */
+  return c->tp->bwPrepare(c, planBwTileBytes(call->key), ring, call->stream);
+}
+
 /* ---- native ------------------------------------------------------------ */
 
 /* The transport library's fused collective on each group's sub-communicator
@@ -69,6 +85,7 @@ static const relayRouteRow kRows[relayNumRoutes] = {
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, "native", NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH,
                           nativePriced, nativePrepare, nativeRun},
+    [relayRouteBw] = {relayRouteBw, "bw", planBuildBw, RELAY_TP_CAP_BW, RELAY_ROW_ONE_LAUNCH, NULL, bwPrepare, NULL},
 };
 
 const relayRouteRow* relayRouteRowOf(int route) {

@@ -628,6 +628,7 @@ static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncc
   key.op = relayCollReduces(coll) ? (relayRedOp_t)op : relaySum;
   key.route = relayRouteDirect;
   key.depth = 1;
+  relayCommKeySettings(rc, &key);
   int caps = relayCommRouteCaps(rc, &key); /* as core asks the router */
   /* Ranks capture alike: a captured call is priced as a graph replay. */
   if (!rc->tp->isCapturing || !rc->tp->isCapturing(rc, stream)) caps |= RELAY_ROUTE_CAP_PERCALL;

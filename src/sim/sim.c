@@ -414,15 +414,11 @@ static double opSeconds(const simState* S, const planOp* op) {
   return S->topo->launchS + moved / bw;
 }
 
-/* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
- * of the A-1 peers (concurrent, each at the pair's rate, all together within
- * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
- * and all-to-all: A block copies, each read and written once). Peers'
- * pushes into r overlap r's own (both directions of a link), and the
- * hand-shake wait is not modelled: ranks enter the step together. */
-static double oneshotSeconds(const simState* S, int r, const planOp* op) {
+/* Seconds to push `bytes` to each of r's A-1 peers of the op's group at
+ * once: each at the pair's rate, all together within r's injection cap. */
+static double pushSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const relayPlan* P = S->plan;
-  double bytes = (double)op->count * (double)P->elemSize, push = 0;
+  double push = 0;
   for (int i = 0; i < P->nActive; i++) {
     int q = P->ranks[op->group * P->nActive + i];
     if (q == r) continue;
@@ -434,6 +430,18 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
     double t = (double)(P->nActive - 1) * bytes / S->topo->injBw[r];
     if (t > push) push = t;
   }
+  return push;
+}
+
+/* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
+ * of the A-1 peers (concurrent, each at the pair's rate, all together within
+ * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
+ * and all-to-all: A block copies, each read and written once). Peers'
+ * pushes into r overlap r's own (both directions of a link), and the
+ * hand-shake wait is not modelled: ranks enter the step together. */
+static double oneshotSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  double bytes = (double)op->count * (double)P->elemSize, push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
   int gather = op->gather;
   double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
@@ -508,6 +516,54 @@ static double subcollSeconds(const simState* S, const planOp* op) {
   return t;
 }
 
+/* A bandwidth op of rank r (PLAN_OP_BW): one launch, then U tiles through a
+ * ring of R slots per source. Per tile of b bytes: the push of b to each
+ * peer (p(b)), the consumer's reduce or placement of it at memory bandwidth
+ * (l(b)), and one flag hand-shake across the link, priced at topo->hopS
+ * (the library's one-hop latency: the same store-then-poll of a flag). Tile
+ * t's push overlaps the consume of t-1, so with full tiles of bytes f and a
+ * last one of r: p(f) + (U-2) * period + max(p(r), l(f)) + l(r) + hop, the
+ * period being the slower stage, or a slot's round trip (push, flag,
+ * consume, acknowledgement) over the R slots in flight when the ring is too
+ * shallow to hide it. One tile costs the one-shot's time plus one hop, so
+ * the curves meet without a jump. Two-shot: 2 * T1 tiles of the shard
+ * (planBwShard), T1 reduced then T1 placed, priced as the slower of the two. */
+static double bwTileLocal(const simState* S, const planOp* op, double b) {
+  const struct relayTopo* T = S->topo;
+  int A = S->plan->nActive;
+  double rbw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  if (relayCollGathers(S->plan->coll)) return 2.0 * A * b / T->memBw;
+  double l = (double)(A + 1) * b / rbw;
+  if (op->form == PLAN_BW_TWOSHOT) {
+    double place = 2.0 * (A - 1) * b / T->memBw; /* phase 2: A-1 shards' tiles copied out of staging */
+    if (place > l) l = place;
+  }
+  return l;
+}
+
+static double bwSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const struct relayTopo* T = S->topo;
+  double es = (double)P->elemSize;
+  uint64_t tile = op->tile ? op->tile : 1;
+  uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, P->nActive) : op->count;
+  if (span > op->count) span = op->count; /* a shard rounded up past a tiny count */
+  uint64_t tiles = (span + tile - 1) / tile;
+  if (tiles < 1) tiles = 1;
+  double U = op->form == PLAN_BW_TWOSHOT ? 2.0 * (double)tiles : (double)tiles;
+  double f = (double)(span < tile ? span : tile) * es;   /* a full tile's bytes */
+  double rest = (double)(span - (tiles - 1) * tile) * es; /* the last tile's */
+  double pf = pushSeconds(S, r, op, f), lf = bwTileLocal(S, op, f);
+  double pr = pushSeconds(S, r, op, rest), lr = bwTileLocal(S, op, rest);
+  if (U < 2) return T->launchS + pr + T->hopS + lr;
+  double period = pf > lf ? pf : lf;
+  double ringTrip = (pf + lf + 2 * T->hopS) / (double)(op->ring ? op->ring : 1);
+  if (ringTrip > period) period = ringTrip;
+  /* Two-shot: the shard's last tile closes each phase; price both phases'
+   * tiles as full ones but the very last (a small excess on short shards). */
+  return T->launchS + pf + (U - 2) * period + (pr > lf ? pr : lf) + lr + T->hopS;
+}
+
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */
 static double runOps(simState* S, int r, int s, double t) {
   const planStep* st = planRankStep(S->plan, r, s);
@@ -516,6 +572,7 @@ static double runOps(simState* S, int r, int s, double t) {
     const planOp* op = &S->plan->ops[st->opBase + i];
     double d = op->kind == PLAN_OP_ONESHOT   ? oneshotSeconds(S, r, op)
                : op->kind == PLAN_OP_SUBCOLL ? subcollSeconds(S, op)
+               : op->kind == PLAN_OP_BW      ? bwSeconds(S, r, op)
                                              : opSeconds(S, op);
     R->launches++;
     if (op->lane == 0) {

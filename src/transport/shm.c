@@ -1906,6 +1906,7 @@ static void shmDestroy(struct relayComm* comm) {
       if (q != comm->rank) shmWake(&st->slots[q]);
   }
   relayShmOneShotFree(comm); /* this rank's mappings only: no peer reads them after destroy */
+  relayShmBwFree(comm);
   shmStateFree(st);
   comm->tpState = NULL;
 }
@@ -1973,7 +1974,7 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
 
 static const relayTransportOps relayShmOps = {
     .name = "shm",
-    .caps = RELAY_TP_CAP_ONESHOT,
+    .caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW,
     .group = shmGroup,
     .reduce = shmReduce,
     .copy = shmCopy,
@@ -1987,6 +1988,8 @@ static const relayTransportOps relayShmOps = {
     .destroy = shmDestroy,
     .oneshotPrepare = relayShmOneShotPrepare,
     .oneshot = relayShmOneShot,
+    .bwPrepare = relayShmBwPrepare,
+    .bw = relayShmBw,
 };
 
 /* ---------------------------------------------------------------- attach */

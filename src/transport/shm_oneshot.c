@@ -58,34 +58,198 @@
 #include "reduce_host.h"
 #include "transport/shm_oneshot.h"
 
-#define OS_LINE 64
+#define OS_LINE RELAY_SHM_LINE
+typedef relayShmWord osWord;
 
-typedef struct {
-  _Alignas(OS_LINE) _Atomic uint32_t v;
-} osWord;
+/* ---- a region per rank, mapped by every peer (the one-shot's and the
+ * bandwidth route's: shm_bw.c) ------------------------------------------- */
 
 typedef struct {
   _Alignas(OS_LINE) uint64_t sentinel;
-  uint64_t slotBytes;
+  uint64_t param; /* what sized it (the one-shot's slot bytes; bw: tile and ring) */
   uint32_t nranks;
 } osHeader;
 
-typedef struct {
-  int tried, ready;
-  int n;
-  size_t slotBytes, regionBytes;
-  uint64_t hash;
-  unsigned char** base; /* [n] mapped regions (own included) */
-  uint32_t* pairEpoch;  /* [n] */
-} osState;
+size_t relayShmRegionHeaderBytes(void) { return sizeof(osHeader); }
 
 static uint64_t osSentinel(uint64_t hash, int rank) {
   return (hash ^ 0x9E3779B97F4A7C15ull) * 0x100000001B3ull + (uint64_t)rank + 1;
 }
 
+static void osName(char* buf, size_t len, const char* tag, uint64_t hash, int rank) {
+  snprintf(buf, len, "/relaycc-%s-%016llx-%d", tag, (unsigned long long)hash, rank);
+}
+
+void relayShmRegionUnmap(relayShmRegion* R) {
+  if (!R->base) return;
+  for (int q = 0; q < R->n; q++)
+    if (R->base[q]) munmap(R->base[q], R->bytes);
+  free(R->base);
+  R->base = NULL;
+}
+
+/* Creates, sizes and maps this rank's segment; stamps the sentinel. */
+static int osCreateOwn(struct relayComm* comm, relayShmRegion* R, const char* tag, uint64_t param) {
+  char name[96];
+  osName(name, sizeof name, tag, R->hash, comm->rank);
+  shm_unlink(name); /* a crashed run's leftover of the same comm hash: never ours to join */
+  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return 0;
+  /* Reserve the pages now (posix_fallocate, not a sparse ftruncate): a full
+   * /dev/shm then fails here, voted, instead of as SIGBUS on a first store in
+   * the middle of a call (8 ranks of bw staging at its defaults are 16 MiB
+   * each, more than a container's default 64 MiB /dev/shm holds). */
+  int ok = posix_fallocate(fd, 0, (off_t)R->bytes) == 0;
+  void* p = ok ? mmap(NULL, R->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name);
+    return 0;
+  }
+  R->base[comm->rank] = p;
+  osHeader* h = p;
+  h->param = param;
+  h->nranks = (uint32_t)R->n;
+  /* Zero flags and acks (a new segment is zeros): the first epoch is 1. */
+  atomic_thread_fence(memory_order_release);
+  h->sentinel = osSentinel(R->hash, comm->rank);
+  return 1;
+}
+
+static int osOpenPeer(struct relayComm* comm, relayShmRegion* R, const char* tag, uint64_t param, int q) {
+  char name[96];
+  osName(name, sizeof name, tag, R->hash, q);
+  int fd = shm_open(name, O_RDWR, 0);
+  if (fd < 0) return 0;
+  struct stat sb;
+  int ok = fstat(fd, &sb) == 0 && (size_t)sb.st_size == R->bytes;
+  void* p = ok ? mmap(NULL, R->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  close(fd);
+  if (p == MAP_FAILED) return 0;
+  R->base[q] = p;
+  const osHeader* h = p;
+  atomic_thread_fence(memory_order_acquire);
+  if (h->sentinel != osSentinel(R->hash, q) || h->param != param || h->nranks != (uint32_t)R->n) {
+    fprintf(stderr, "relaycc: rank %d: %s region of rank %d has sentinel %#llx (want %#llx): declining\n", comm->rank,
+            tag, q, (unsigned long long)h->sentinel, (unsigned long long)osSentinel(R->hash, q));
+    return 0;
+  }
+  return 1;
+}
+
+typedef struct {
+  int32_t ok;
+  int32_t pad;
+  uint64_t param;
+} osVote;
+
+/* One agreement; *all == 1 when every rank voted ok with the same param. */
+static relayResult_t osVoteAll(struct relayComm* comm, int ok, uint64_t param, int* all) {
+  osVote mine = {ok, 0, param};
+  osVote* v = malloc((size_t)comm->nranks * sizeof *v);
+  if (!v) return relaySetError(comm, relaySystemError, "rank %d: out of memory for a region vote", comm->rank);
+  relayResult_t res = comm->tp->agree(comm, &mine, v, sizeof mine);
+  *all = 1;
+  for (int q = 0; q < comm->nranks && res == relaySuccess; q++)
+    if (!v[q].ok || v[q].param != param) *all = 0;
+  free(v);
+  return res;
+}
+
+relayResult_t relayShmRegionDecline(struct relayComm* comm, uint64_t param) {
+  /* Both rounds, as a rank that tries: peers stay in lockstep and decline. */
+  int all;
+  relayResult_t r = osVoteAll(comm, 0, param, &all);
+  if (r == relaySuccess) r = osVoteAll(comm, 0, param, &all);
+  return r == relaySuccess ? relayNotSupported : r;
+}
+
+relayResult_t relayShmRegionSetup(struct relayComm* comm, relayShmRegion* R, const char* tag, uint64_t param,
+                                  size_t bytes, int faultRank) {
+  int n = comm->nranks;
+  memset(R, 0, sizeof *R);
+  R->n = n;
+  R->bytes = bytes;
+  R->hash = relayShmCommHash(comm);
+  R->base = calloc((size_t)n, sizeof *R->base);
+  if (!R->base) return relayShmRegionDecline(comm, param);
+  /* Round 1: everyone created its segment (or says it could not). Both
+   * rounds run even after a local failure, to stay in lockstep. */
+  int all = 0;
+  int ok = osCreateOwn(comm, R, tag, param);
+  relayResult_t res = osVoteAll(comm, ok, param, &all);
+  /* Round 2: everyone opened every peer's and found its sentinel. */
+  if (res == relaySuccess) {
+    ok = all;
+    for (int q = 0; q < n && ok; q++)
+      if (q != comm->rank) ok = osOpenPeer(comm, R, tag, param, q);
+    if (faultRank == comm->rank) ok = 0; /* a test's fault: as if an open failed */
+    res = osVoteAll(comm, ok, param, &all);
+  }
+  char name[96];
+  osName(name, sizeof name, tag, R->hash, comm->rank);
+  shm_unlink(name); /* every peer has mapped it (or declined): the name is no longer needed */
+  if (res == relaySuccess && all) return relaySuccess;
+  relayShmRegionUnmap(R);
+  return res != relaySuccess ? res : relayNotSupported;
+}
+
+relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer, const char* proto,
+                                 const char* what) {
+  /* Mostly there already: no message formatting on the fast path. */
+  if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
+  char where[128];
+  snprintf(where, sizeof where, "%s of call #%llu (step %d), waiting for %s epoch %u", proto,
+           (unsigned long long)comm->callSeq, comm->curStep, what, want);
+  relayResult_t r = relayShmWaitWord(comm, &w->v, want, peer, where);
+  if (r != relayTimeout) return r;
+  return relaySetError(comm, relayTimeout, "rank %d: %s of call #%llu (step %d): no %s epoch %u from rank %d within %d ms (it holds %u)",
+                       comm->rank, proto, (unsigned long long)comm->callSeq, comm->curStep, what, want, peer,
+                       comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
+}
+
+/* A push's call, mark and shape (issue 15: no silent wrong result), stored
+ * with it before its flag's release; relayShmCheckMark reads them after the
+ * flag's acquire. */
+void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark, _Atomic uint32_t* shape) {
+  atomic_store_explicit(call, (uint32_t)comm->callSeq, memory_order_relaxed);
+  atomic_store_explicit(mark, (uint32_t)(comm->callMark + 1), memory_order_relaxed);
+  atomic_store_explicit(shape, (uint32_t)comm->callShape, memory_order_relaxed);
+}
+
+relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* callW, _Atomic uint32_t* markW,
+                                _Atomic uint32_t* shapeW, int p, const char* proto) {
+  int r = comm->rank;
+  uint32_t call = atomic_load_explicit(callW, memory_order_relaxed);
+  uint32_t mark = atomic_load_explicit(markW, memory_order_relaxed);
+  uint32_t shape = atomic_load_explicit(shapeW, memory_order_relaxed);
+  if (call != (uint32_t)comm->callSeq)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: %s of call #%llu: rank %d pushed data of its call #%u (mod 2^32): a rank "
+                         "rejected a call its peers ran (check mode 0), so the ranks are no longer in step",
+                         r, proto, (unsigned long long)comm->callSeq, p, call);
+  if (shape != (uint32_t)comm->callShape)
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d: %s of call #%llu: rank %d's call has another shape (digest %08x, this rank's "
+                         "%08x): ranks disagree on the collective, layout, counts, datatype, op or root",
+                         r, proto, (unsigned long long)comm->callSeq, p, shape, (uint32_t)comm->callShape);
+  if (mark && comm->callMark < 0 && mark <= (uint32_t)comm->nranks) comm->callMark = (int)mark - 1;
+  return relaySuccess;
+}
+
+/* ---- the one-shot --------------------------------------------------------- */
+
+typedef struct {
+  int tried, ready;
+  int n;
+  size_t slotBytes;
+  relayShmRegion reg;
+  uint32_t* pairEpoch; /* [n] */
+} osState;
+
 static size_t osFlagsOff(void) { return sizeof(osHeader); }
 static size_t osAcksOff(int n) { return osFlagsOff() + 2 * (size_t)n * sizeof(osWord); }
-/* Per source, by parity: byte count, call number, mark. */
+/* Per source, by parity: byte count, call number, mark, shape. */
 enum { OS_INFO_BYTES = 0, OS_INFO_CALL = 1, OS_INFO_MARK = 2, OS_INFO_SHAPE = 3, OS_NINFO = 4 };
 static size_t osInfoOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
 static size_t osStagingOff(int n) { return osInfoOff(n) + OS_NINFO * 2 * (size_t)n * sizeof(osWord); }
@@ -104,93 +268,16 @@ static unsigned char* osStaging(const osState* s, unsigned char* base, int par, 
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
 
-static void osName(char* buf, size_t len, uint64_t hash, int rank) {
-  snprintf(buf, len, "/relaycc-os-%016llx-%d", (unsigned long long)hash, rank);
-}
-
-static void osUnmapAll(osState* s) {
-  if (!s->base) return;
-  for (int q = 0; q < s->n; q++)
-    if (s->base[q]) munmap(s->base[q], s->regionBytes);
-  memset(s->base, 0, (size_t)s->n * sizeof(unsigned char*));
-}
-
 /* The state of a comm that could not allocate its own: declined for good. */
 static osState osDeclined = {.tried = 1};
 
 void relayShmOneShotFree(struct relayComm* comm) {
   osState* s = comm->oneshot;
-  comm->oneshot = s == &osDeclined ? NULL : s;
+  comm->oneshot = NULL;
   if (!s || s == &osDeclined) return;
-  osUnmapAll(s);
-  free(s->base);
+  relayShmRegionUnmap(&s->reg);
   free(s->pairEpoch);
   free(s);
-  comm->oneshot = NULL;
-}
-
-/* Creates, sizes and maps this rank's segment; stamps the sentinel. */
-static int osCreateOwn(struct relayComm* comm, osState* s) {
-  char name[96];
-  osName(name, sizeof name, s->hash, comm->rank);
-  shm_unlink(name); /* a crashed run's leftover of the same comm hash: never ours to join */
-  int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) return 0;
-  int ok = ftruncate(fd, (off_t)s->regionBytes) == 0;
-  void* p = ok ? mmap(NULL, s->regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
-  if (p == MAP_FAILED) {
-    shm_unlink(name);
-    return 0;
-  }
-  s->base[comm->rank] = p;
-  osHeader* h = p;
-  h->slotBytes = s->slotBytes;
-  h->nranks = (uint32_t)s->n;
-  /* Zero flags and acks (ftruncate did): the first epoch is 1. */
-  atomic_thread_fence(memory_order_release);
-  h->sentinel = osSentinel(s->hash, comm->rank);
-  return 1;
-}
-
-static int osOpenPeer(struct relayComm* comm, osState* s, int q) {
-  char name[96];
-  osName(name, sizeof name, s->hash, q);
-  int fd = shm_open(name, O_RDWR, 0);
-  if (fd < 0) return 0;
-  struct stat sb;
-  int ok = fstat(fd, &sb) == 0 && (size_t)sb.st_size == s->regionBytes;
-  void* p = ok ? mmap(NULL, s->regionBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-  close(fd);
-  if (p == MAP_FAILED) return 0;
-  s->base[q] = p;
-  const osHeader* h = p;
-  atomic_thread_fence(memory_order_acquire);
-  if (h->sentinel != osSentinel(s->hash, q) || h->slotBytes != s->slotBytes || h->nranks != (uint32_t)s->n) {
-    fprintf(stderr, "relaycc: rank %d: one-shot region of rank %d has sentinel %#llx (want %#llx): declining\n",
-            comm->rank, q, (unsigned long long)h->sentinel, (unsigned long long)osSentinel(s->hash, q));
-    return 0;
-  }
-  return 1;
-}
-
-typedef struct {
-  int32_t ok;
-  int32_t pad;
-  uint64_t slotBytes;
-} osVote;
-
-/* One agreement; *all == 1 when every rank voted ok with the same slotBytes. */
-static relayResult_t osVoteAll(struct relayComm* comm, int ok, size_t slotBytes, int* all) {
-  osVote mine = {ok, 0, slotBytes};
-  osVote* v = malloc((size_t)comm->nranks * sizeof *v);
-  if (!v) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the one-shot vote", comm->rank);
-  relayResult_t res = comm->tp->agree(comm, &mine, v, sizeof mine);
-  *all = 1;
-  for (int q = 0; q < comm->nranks && res == relaySuccess; q++)
-    if (!v[q].ok || v[q].slotBytes != slotBytes) *all = 0;
-  free(v);
-  return res;
 }
 
 relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream) {
@@ -198,71 +285,31 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   osState* s = comm->oneshot;
   if (s && s->tried) return s->ready && slotBytes <= s->slotBytes ? relaySuccess : relayNotSupported;
   int n = comm->nranks;
+  size_t slot = (slotBytes + OS_LINE - 1) / OS_LINE * OS_LINE;
   s = calloc(1, sizeof *s);
-  if (s) {
-    s->base = calloc((size_t)n, sizeof *s->base);
-    s->pairEpoch = calloc((size_t)n, sizeof *s->pairEpoch);
-  }
-  if (!s || !s->base || !s->pairEpoch) {
-    if (s) free(s->base), free(s->pairEpoch);
+  if (s) s->pairEpoch = calloc((size_t)n, sizeof *s->pairEpoch);
+  if (!s || !s->pairEpoch) {
+    if (s) free(s->pairEpoch);
     free(s);
-    /* Still collective: vote no in both rounds so peers decline with us, and
-     * decline stickily, as they do (no vote on later calls). */
+    /* Still collective: vote no so peers decline with us, and decline
+     * stickily, as they do (no vote on later calls). */
     comm->oneshot = &osDeclined;
-    int all;
-    relayResult_t r = osVoteAll(comm, 0, slotBytes, &all);
-    if (r == relaySuccess) r = osVoteAll(comm, 0, slotBytes, &all);
-    return r == relaySuccess ? relayNotSupported : r;
+    return relayShmRegionDecline(comm, slot);
   }
   comm->oneshot = s;
   s->tried = 1; /* sticky: one attempt per comm, all ranks alike */
   s->n = n;
-  s->slotBytes = (slotBytes + OS_LINE - 1) / OS_LINE * OS_LINE;
-  s->regionBytes = osStagingOff(n) + 2 * (size_t)n * s->slotBytes;
-  s->hash = relayShmCommHash(comm);
-  int fault = (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK);
-  /* Round 1: everyone created its segment (or says it could not). Both
-   * rounds run even after a local failure, to stay in lockstep. */
-  int all = 0;
-  int ok = osCreateOwn(comm, s);
-  relayResult_t res = osVoteAll(comm, ok, s->slotBytes, &all);
-  /* Round 2: everyone opened every peer's and found its sentinel. */
-  if (res == relaySuccess) {
-    ok = all;
-    for (int q = 0; q < n && ok; q++)
-      if (q != comm->rank) ok = osOpenPeer(comm, s, q);
-    if (fault == comm->rank) ok = 0; /* RELAYCC_ONESHOT_FAULT_RANK: as if an open failed */
-    res = osVoteAll(comm, ok, s->slotBytes, &all);
-  }
-  char name[96];
-  osName(name, sizeof name, s->hash, comm->rank);
-  shm_unlink(name); /* every peer has mapped it (or declined): the name is no longer needed */
-  if (res != relaySuccess) {
-    osUnmapAll(s);
-    return res;
-  }
-  s->ready = all;
-  if (!all) {
-    osUnmapAll(s);
-    return relayNotSupported;
-  }
-  return relaySuccess;
+  s->slotBytes = slot;
+  relayResult_t res = relayShmRegionSetup(comm, &s->reg, "os", slot, osStagingOff(n) + 2 * (size_t)n * slot,
+                                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
+  s->ready = res == relaySuccess;
+  return res;
 }
 
 /* Wait until word >= want (wrap-safe) with the transport's waiter (spin,
  * then futex on this rank's doorbell, which the pusher rings). */
 static relayResult_t osWait(struct relayComm* comm, osWord* w, uint32_t want, int peer, const char* what) {
-  /* Mostly there already: no message formatting on the fast path. */
-  if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
-  char where[128];
-  snprintf(where, sizeof where, "one-shot of call #%llu (step %d), waiting for %s epoch %u",
-           (unsigned long long)comm->callSeq, comm->curStep, what, want);
-  relayResult_t r = relayShmWaitWord(comm, &w->v, want, peer, where);
-  if (r != relayTimeout) return r;
-  return relaySetError(comm, relayTimeout,
-                       "rank %d: one-shot of call #%llu (step %d): no %s epoch %u from rank %d within %d ms (it holds %u)",
-                       comm->rank, (unsigned long long)comm->callSeq, comm->curStep, what, want, peer,
-                       comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
+  return relayShmRegionWait(comm, w, want, peer, "one-shot", what);
 }
 
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
@@ -276,7 +323,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                          "rank %d: one-shot of call #%llu: region %s, A %d, me %d, %zu bytes (slot %zu)", r,
                          (unsigned long long)comm->callSeq, s && s->ready ? "ready" : "absent", A, me, bytes,
                          s ? s->slotBytes : 0);
-  unsigned char* mine = s->base[r];
+  unsigned char* mine = s->reg.base[r];
   uint32_t ep[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A; i++) ep[i] = i == me ? 0 : ++s->pairEpoch[d->ranks[i]];
   relayResult_t res = relaySuccess;
@@ -287,15 +334,12 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     res = osWait(comm, osAck(mine, n, p), e - 2, p, "acknowledgement of");
     if (res != relaySuccess) break;
     if (bytes)
-      memcpy(osStaging(s, s->base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
-    atomic_store_explicit(&osBytes(s->base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
-    atomic_store_explicit(&osInfo(s->base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v, (uint32_t)comm->callSeq,
-                          memory_order_relaxed);
-    atomic_store_explicit(&osInfo(s->base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v, (uint32_t)(comm->callMark + 1),
-                          memory_order_relaxed);
-    atomic_store_explicit(&osInfo(s->base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v, (uint32_t)comm->callShape,
-                          memory_order_relaxed);
-    atomic_store_explicit(&osFlag(s->base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
+      memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
+    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
+    relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
+                      &osInfo(s->reg.base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v,
+                      &osInfo(s->reg.base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v);
+    atomic_store_explicit(&osFlag(s->reg.base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
     relayShmRing(comm, p);
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
@@ -308,20 +352,10 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
     uint32_t got = atomic_load_explicit(&osBytes(mine, n, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
-    uint32_t call = atomic_load_explicit(&osInfo(mine, n, OS_INFO_CALL, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
-    uint32_t mark = atomic_load_explicit(&osInfo(mine, n, OS_INFO_MARK, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
-    if (res == relaySuccess && call != (uint32_t)comm->callSeq)
-      res = relaySetError(comm, relayInvalidUsage,
-                          "rank %d: one-shot of call #%llu: rank %d pushed data of its call #%u (mod 2^32): a rank "
-                          "rejected a call its peers ran (check mode 0), so the ranks are no longer in step",
-                          r, (unsigned long long)comm->callSeq, p, call);
-    uint32_t shape = atomic_load_explicit(&osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
-    if (res == relaySuccess && shape != (uint32_t)comm->callShape)
-      res = relaySetError(comm, relayInvalidUsage,
-                          "rank %d: one-shot of call #%llu: rank %d's call has another shape (digest %08x, this rank's "
-                          "%08x): ranks disagree on the collective, layout, counts, datatype, op or root",
-                          r, (unsigned long long)comm->callSeq, p, shape, (uint32_t)comm->callShape);
-    if (res == relaySuccess && mark && comm->callMark < 0 && mark <= (uint32_t)n) comm->callMark = (int)mark - 1;
+    if (res == relaySuccess)
+      res = relayShmCheckMark(comm, &osInfo(mine, n, OS_INFO_CALL, (int)(ep[i] & 1), p)->v,
+                              &osInfo(mine, n, OS_INFO_MARK, (int)(ep[i] & 1), p)->v,
+                              &osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, p, "one-shot");
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
                           "rank %d: one-shot of call #%llu: rank %d pushed %u bytes, this rank expects %zu (counts "
@@ -346,7 +380,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
   }
   for (int i = 0; i < A; i++)
     if (i != me) {
-      atomic_store_explicit(&osAck(s->base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
+      atomic_store_explicit(&osAck(s->reg.base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
       relayShmRing(comm, d->ranks[i]);
     }
   return relaySuccess;

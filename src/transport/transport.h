@@ -52,11 +52,28 @@ typedef struct {
   int ranks[RELAY_TP_ONESHOT_MAX];  /* comm rank of each active index */
 } relayOneShotDesc;
 
+/* One rank's part of a bandwidth op (PLAN_OP_BW): the one-shot's contract
+ * (what lands in dst, as c says), moved in tiles of tileElems through a ring
+ * of `ring` staging slots per source in each peer's region. twoShot
+ * (all-reduce only): active j reduces shard j (planBwShard elements) from
+ * every active's tiles, then pushes the reduced shard to every peer, who
+ * places it. Per ordered pair, both ends count the tiles they moved since
+ * the region was created (the epochs): the pair's tile number f (from 1)
+ * goes to slot (f-1) % ring, and a producer reuses a slot only after the
+ * consumer acknowledged the tile that was in it (tile f - ring). */
+typedef struct {
+  relayOneShotDesc c;
+  size_t tileElems;
+  int ring;
+  int twoShot;
+} relayBwDesc;
+
 /* What a transport runs besides send/recv groups (relayTransportOps.caps):
  * a route that needs one (route/table.c) is skipped where it is missing. */
 enum {
   RELAY_TP_CAP_NATIVE = 1,  /* native collectives: ops nativePrepare and native (NCCL) */
   RELAY_TP_CAP_ONESHOT = 2, /* the one-shot push-reduce: ops oneshotPrepare and oneshot */
+  RELAY_TP_CAP_BW = 4,      /* the bandwidth route's tiled pushes: ops bwPrepare and bw */
 };
 
 typedef struct relayTransportOps {
@@ -113,6 +130,13 @@ typedef struct relayTransportOps {
    * host-synchronous); ranks capture alike, so they decline alike. */
   relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
   relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
+  /* Bandwidth route (set with RELAY_TP_CAP_BW, else NULL). bwPrepare is the
+   * one-shot prepare's twin (collective over all comm ranks, voted, sticky,
+   * declines under capture without communicating when no region exists):
+   * the region holds ring slots of tileBytes per source; ranks whose tile or
+   * ring differ decline together. */
+  relayResult_t (*bwPrepare)(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
+  relayResult_t (*bw)(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
   /* Native collectives (set with RELAY_TP_CAP_NATIVE, else NULL): a transport whose library has its
    * own fused collectives (NCCL) runs the direct route with them, on the
    * ranks of each group only. nativePrepare is COLLECTIVE over all comm

@@ -19,10 +19,11 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "gpu/emul_check.h"
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 
-enum { NR = 8, GUARD = 64, MAXC = 4099 };
+enum { NR = 8, MAXC = 4099 };
 #define POISON 0xCD
 
 static unsigned char* region[NR];
@@ -56,21 +57,10 @@ static int runCase(const ecase* k, int caseNo) {
   /* Caller buffers: [GUARD][src (in elems)][GUARD] and [GUARD][dst][GUARD]. */
   unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
   void *src[NR], *dst[NR];
-  size_t sb = 2 * GUARD + in * es + 16, db = 2 * GUARD + out * es + 16;
-  for (int i = 0; i < A; i++) {
-    if (posix_memalign((void**)&sbuf[i], 256, sb) || posix_memalign((void**)&dbuf[i], 256, db)) return 1;
-    orig[i] = (unsigned char*)malloc(in * es + 1);
-    memset(sbuf[i], POISON, sb);
-    memset(dbuf[i], POISON, db);
-    src[i] = sbuf[i] + GUARD + (k->mis == 1 ? es : 0);
-    /* In-place all-gather: the input is block i of the output. */
-    if (k->gather && k->inPlace) src[i] = dbuf[i] + GUARD + (k->mis == 2 ? es : 0) + (size_t)i * c * es;
-    riFill(src[i], in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
-    memcpy(orig[i], src[i], in * es);
-    dst[i] = k->gather && k->inPlace ? (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0))
-             : k->inPlace           ? (char*)src[i] + (k->rs ? (size_t)i * c * es : 0)
-                                    : (void*)(dbuf[i] + GUARD + (k->mis == 2 ? es : 0));
-  }
+  size_t sb, db;
+  if (emulSetupBuffers(A, c, k->dt, k->rs, k->gather, k->inPlace, k->mis == 1, k->mis == 2, (uint64_t)caseNo, POISON,
+                       sbuf, dbuf, orig, src, dst, &sb, &db))
+    return 1;
   for (int r = 0; r < NR; r++) memset(region[r], POISON, L.regionBytes);
   const size_t bytes = c * es;
   const int grid = k->gridMode == 0 ? (k->ll ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS))
@@ -185,20 +175,8 @@ static int runCase(const ecase* k, int caseNo) {
       fail = 1;
       break;
     }
-    int inSrc = k->inPlace && !k->gather; /* in-place reduce: the output lies in the input */
-    unsigned char* base = inSrc ? sbuf[i] : dbuf[i];
-    size_t span = inSrc ? sb : db;
-    unsigned char* lo = (unsigned char*)(inSrc ? src[i] : dst[i]);
-    size_t len = inSrc ? in * es : out * es;
-    for (unsigned char* p = base; p < base + span && !fail; p++)
-      if ((p < lo || p >= lo + len) && *p != POISON) {
-        printf("FAIL %s: active %d wrote outside its buffers (byte %td)\n", what, i, p - lo);
-        fail = 1;
-      }
-    if (!k->inPlace && memcmp(src[i], orig[i], in * es) != 0) {
-      printf("FAIL %s: active %d's send buffer changed\n", what, i);
-      fail = 1;
-    }
+    fail = emulCheckBuffers(what, i, k->inPlace, k->gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es, out * es,
+                            orig[i], POISON);
   }
   free(exp);
   for (int i = 0; i < A; i++) {

@@ -612,7 +612,7 @@ static void tpDestroy(struct relayComm* c) {
 
 const relayTransportOps relayNcclTransport = {
     .name = "nccl",
-    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT,
+    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW,
     .group = tpGroup,
     .reduce = tpReduce,
     .copy = tpCopy,
@@ -626,6 +626,8 @@ const relayTransportOps relayNcclTransport = {
     .destroy = tpDestroy,
     .oneshotPrepare = relayNcclOneShotPrepare, /* oneshot.c, oneshot.cu */
     .oneshot = relayNcclOneShot,
+    .bwPrepare = relayNcclBwPrepare, /* bw.c, bw.cu: the same region */
+    .bw = relayNcclBw,
     .nativePrepare = relayNcclNativePrepare,
     .native = relayNcclNative,
     .isCapturing = tpIsCapturing,

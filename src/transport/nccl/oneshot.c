@@ -225,6 +225,14 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   s->n = n;
   s->hash = st->commHash;
   relayOsLayoutInit(&s->L, n, slotBytes);
+  /* The bandwidth route's ring lives in the same region (one creation, one
+   * vote, one sentinel, one error word per comm); its settings (the comm's
+   * agreed ones, as core puts them in every key) are in the region size
+   * every rank compares in the vote below. */
+  planKey bwKey;
+  memset(&bwKey, 0, sizeof bwKey);
+  relayCommKeySettings(c, &bwKey);
+  relayOsLayoutAddBw(&s->L, planBwTileBytes(&bwKey), planBwRing(&bwKey));
   /* Agreed at init (rank 0's) and range-checked by core/params.h. */
   long blocks = (long)relayParamInt(c, RELAY_P_ONESHOT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
@@ -347,6 +355,15 @@ relayResult_t relayNcclOneShotPrepare(struct relayComm* c, size_t slotBytes, rel
   return osCreate(c, slotBytes);
 }
 
+relayResult_t relayNcclOsRegion(struct relayComm* c, relayStream_t stream, const relayOsLayout** L) {
+  *L = NULL;
+  /* The slot the one-shot asks for on every call (the comm's agreed gate):
+   * whichever route comes first creates the same region. */
+  relayResult_t r = relayNcclOneShotPrepare(c, (size_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES), stream);
+  if (r == relaySuccess) *L = &((osState*)c->oneshot)->L;
+  return r;
+}
+
 relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* c) {
   if (c->oneshot) return relaySuccess;
   /* The slot size core asks for on every call (the comm's agreed gate). */
@@ -354,35 +371,55 @@ relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* c) {
   return r == relayNotSupported ? relaySuccess : r;
 }
 
-relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, relayStream_t stream) {
+relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, const char* what, relayOsArgs* a) {
   osState* s = c->oneshot;
   int A = d->nActive, me = d->me;
-  size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
-  if (!s || !s->ready || A < 2 || A > RELAY_OS_MAX_ACTIVE || me < 0 || me >= A || d->ranks[me] != c->rank || !es ||
-      bytes > s->L.slotBytes)
-    return relaySetError(c, relayInternalError,
-                         "%s (rank %d, call #%llu): one-shot with region %s, A %d, me %d, %zu bytes (slot %llu)",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, s && s->ready ? "ready" : "absent", A,
-                         me, bytes, s ? (unsigned long long)s->L.slotBytes : 0ull);
+  size_t es = relayTypeSize(d->dtype);
+  if (!s || !s->ready || A < 2 || A > RELAY_OS_MAX_ACTIVE || me < 0 || me >= A || d->ranks[me] != c->rank || !es)
+    return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu): %s with region %s, A %d, me %d",
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, what,
+                         s && s->ready ? "ready" : "absent", A, me);
   RELAY_CHECK(osCheckError(c, s));
-  if (d->count == 0) return relaySuccess; /* every rank has the same count: none launches */
-  relayOsArgs a;
-  memset(&a, 0, sizeof a);
+  memset(a, 0, sizeof *a);
   for (int i = 0; i < A; i++) {
     int q = d->ranks[i];
     if (q < 0 || q >= c->nranks || !s->peer[q])
-      return relaySetError(c, relayInternalError, "%s (rank %d): one-shot active %d is rank %d (no region)",
-                           relayNcclCallName(c), c->rank, i, q);
-    a.region[i] = s->peer[q];
-    a.rank[i] = q;
+      return relaySetError(c, relayInternalError, "%s (rank %d): %s active %d is rank %d (no region)",
+                           relayNcclCallName(c), c->rank, what, i, q);
+    a->region[i] = s->peer[q];
+    a->rank[i] = q;
   }
-  a.dst = d->dst;
-  a.src = d->src;
-  a.count = d->count;
-  a.srcStride = d->srcStride;
-  a.L = s->L;
-  a.nActive = A;
-  a.me = me;
+  a->dst = d->dst;
+  a->src = d->src;
+  a->count = d->count;
+  a->srcStride = d->srcStride;
+  a->L = s->L;
+  a->nActive = A;
+  a->me = me;
+  /* Vector accesses need every block start aligned: a gather's output
+   * blocks sit count * es apart. */
+  a->vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es) |
+             (uintptr_t)(d->gather ? d->count * es : 0)) & 15u) == 0;
+  a->gather = d->gather != 0;
+  a->divisor = d->divisor;
+  a->elemSize = (int32_t)es;
+  a->wide = s->wide;
+  a->timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  a->hostErr = (unsigned long long*)s->hostPageDev;
+  a->hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
+  return relaySuccess;
+}
+
+relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, relayStream_t stream) {
+  osState* s = c->oneshot;
+  size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
+  if (s && s->ready && bytes > s->L.slotBytes)
+    return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu): one-shot of %zu bytes (slot %llu)",
+                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, bytes,
+                         (unsigned long long)s->L.slotBytes);
+  relayOsArgs a;
+  RELAY_CHECK(relayNcclOsArgs(c, d, "one-shot", &a));
+  if (d->count == 0) return relaySuccess; /* every rank has the same count: none launches */
   /* LL: every block of the agreed grid runs every LL call (per-block epochs). */
   a.ll = bytes <= s->llBytes;
   /* LL128 where it fits the LL slot (it does up to the LL cap at any grid
@@ -391,27 +428,16 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
       relayOsLL128Bytes(d->count, s->blocks, (int)es) <= s->L.llSlotBytes)
     a.ll = 2;
   a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
-  /* Vector accesses need every block start aligned: a gather's output
-   * blocks sit count * es apart. */
-  a.vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es) |
-            (uintptr_t)(d->gather ? d->count * es : 0)) & 15u) == 0;
-  a.gather = d->gather != 0;
-  a.divisor = d->divisor;
-  a.elemSize = (int32_t)es;
-  a.wide = s->wide;
-
-  a.timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
-  a.hostErr = (unsigned long long*)s->hostPageDev;
-  a.hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
   int threads = s->threads ? s->threads : bytes > RELAY_OS_T512_BYTES ? 512 : 256;
-  cudaError_t e = relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream);
-  if (e != cudaSuccess) {
-    c->failed = 1; /* peers may be waiting for this rank's push */
-    return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
-                         "%s (rank %d, call #%llu, step %d): one-shot kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
-                         (unsigned long long)c->callSeq, c->curStep, cudaGetErrorName(e), cudaGetErrorString(e));
-  }
-  return relaySuccess;
+  return relayNcclOsLaunched(c, relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream), "one-shot");
+}
+
+relayResult_t relayNcclOsLaunched(struct relayComm* c, cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return relaySuccess;
+  c->failed = 1; /* peers may be waiting for this rank's push */
+  return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
+                       "%s (rank %d, call #%llu, step %d): %s kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
+                       (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 void relayNcclOneShotAbort(struct relayComm* c) {

@@ -59,111 +59,9 @@
 #include "transport/nccl/oneshot.h"
 #include "transport/nccl/reduce_rules.cuh"
 
+#include "transport/nccl/oneshot_dev.cuh"
+
 namespace {
-
-/* The OP of the all-gather / all-to-all kernels: no reduce, contributions
- * side by side (never a relayRedOp_t, so fold<> is never instantiated for it). */
-enum { RELAY_OS_GATHER = 1000 };
-
-using namespace relayrd;
-
-typedef unsigned long long u64;
-
-/* Loads of staged data and of the caller's input: through L2 on the device
- * (ld.global.cg), plain on the host emulation. */
-#ifdef __CUDA_ARCH__
-__device__ __forceinline__ uint4 ldVec(const uint4* p) { return __ldcg(p); }
-template <typename S>
-__device__ __forceinline__ S ldElem(const S* p) {
-  S v;
-  if (sizeof(S) == 1) {
-    unsigned char x = __ldcg((const unsigned char*)p);
-    memcpy(&v, &x, 1);
-  } else if (sizeof(S) == 2) {
-    unsigned short x = __ldcg((const unsigned short*)p);
-    memcpy(&v, &x, 2);
-  } else if (sizeof(S) == 4) {
-    unsigned int x = __ldcg((const unsigned int*)p);
-    memcpy(&v, &x, 4);
-  } else {
-    unsigned long long x = __ldcg((const unsigned long long*)p);
-    memcpy(&v, &x, 8);
-  }
-  return v;
-}
-#else
-inline uint4 ldVec(const uint4* p) { return *p; }
-template <typename S>
-inline S ldElem(const S* p) {
-  return *p;
-}
-#endif
-
-/* Copy n elements (one block's range for one peer): 4 vectors in flight per
- * thread, then the vector remainder, then the scalar tail (< 16 bytes), or
- * everything element-wise when the pointers are not 16-aligned. */
-template <typename S>
-RD void osCopy(S* dst, const S* src, uint64_t n, bool vec, int tid, int nthr) {
-  uint64_t done = 0;
-  if (vec) {
-    enum { V = 16 / sizeof(S) };
-    const uint64_t nv = n / V, t = (uint64_t)nthr;
-    const uint4* s4 = (const uint4*)src;
-    uint4* d4 = (uint4*)dst;
-    uint64_t v = (uint64_t)tid;
-    for (; v + 3 * t < nv; v += 4 * t) {
-      uint4 x0 = ldVec(s4 + v), x1 = ldVec(s4 + v + t), x2 = ldVec(s4 + v + 2 * t), x3 = ldVec(s4 + v + 3 * t);
-      d4[v] = x0;
-      d4[v + t] = x1;
-      d4[v + 2 * t] = x2;
-      d4[v + 3 * t] = x3;
-    }
-    for (; v < nv; v += t) d4[v] = ldVec(s4 + v);
-    done = nv * V;
-  }
-  for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) dst[i] = ldElem(src + i);
-}
-
-/* dst[i] = fold over srcs[0..A-1] in that order (/ divisor), n elements. */
-template <typename Tr, int OP, int NA>
-RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, uint64_t n, int divisor, bool vec,
-               int tid, int nthr) {
-  typedef typename Tr::S S;
-  typedef typename Tr::Acc Acc;
-  enum { V = 16 / sizeof(S) };
-  uint64_t done = 0;
-  if (vec) {
-    const uint64_t nv = n / V;
-    for (uint64_t v = (uint64_t)tid; v < nv; v += (uint64_t)nthr) {
-      Vec16<S> x;
-      x.u = ldVec((const uint4*)srcs[0] + v);
-      Acc acc[V];
-UNROLL
-      for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
-UNROLL
-      for (int s = 1; s < NA; s++) {
-        if (s < A) {
-          Vec16<S> y;
-          y.u = ldVec((const uint4*)srcs[s] + v);
-UNROLL
-          for (int j = 0; j < V; j++) acc[j] = fold<Tr, OP>(acc[j], Tr::load(y.e[j]));
-        }
-      }
-      Vec16<S> out;
-UNROLL
-      for (int j = 0; j < V; j++) out.e[j] = Tr::store(acc[j], divisor);
-      ((uint4*)dst)[v] = out.u;
-    }
-    done = nv * V;
-  }
-  for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) {
-    Acc acc = Tr::load(ldElem(srcs[0] + i));
-UNROLL
-    for (int s = 1; s < NA; s++)
-      if (s < A) acc = fold<Tr, OP>(acc, Tr::load(ldElem(srcs[s] + i)));
-    dst[i] = Tr::store(acc, divisor);
-  }
-}
 
 /* Step 2 for block blk: this rank's range of each peer's contribution into
  * that peer's staging slot for me, parity of the pair epoch ep[j]. Peers in
@@ -214,78 +112,6 @@ UNROLL
   }
 }
 
-/* ---- device-only: the hand-shake ---------------------------------------- */
-
-__device__ __forceinline__ u64 ldAcquireSys(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void stReleaseSys(u64* p, u64 v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 ldVolatile(const u64* p) { return *(const volatile u64*)p; }
-__device__ __forceinline__ void stVolatile(u64* p, u64 v) { *(volatile u64*)p = v; }
-__device__ __forceinline__ u64 globalTimer() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)(base + off); }
-
-/* Record this rank's first failure: the region's sticky err (later launches
- * exit at once), every peer's rerr[me] (their waits on us end), the mapped
- * host word (the host reports it at the next call, naming the peer). */
-__device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
-  const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
-  u64* err = wordAt(a.region[a.me], a.L.ctlOff + 8);
-  if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
-  *(volatile u64*)a.hostErr = w;
-  __threadfence_system();
-  const int myRank = a.rank[a.me];
-  for (int i = 0; i < a.nActive; i++)
-    if (i != a.me) stVolatile(wordAt(a.region[i], relayOsRerrOff(&a.L, myRank)), w);
-  __threadfence_system();
-}
-
-/* The give-up checks of a bounded poll (osWait, llSpin), run every 64
- * polls: this rank failed elsewhere (another block), the peer reported a
- * failure, the deadline passed; every 1024: the host aborted (a PCIe read,
- * ~1 us). Returns false when the wait must end (the failure recorded). */
-__device__ __forceinline__ bool osKeepWaiting(const relayOsArgs& a, unsigned it, u64 t0, const u64* err,
-                                              const u64* rerr, unsigned code, int peerRank, int blk, u64 ep) {
-  if (ldVolatile(err) != 0) return false;
-  if (ldVolatile(rerr) != 0) {
-    osFail(a, RELAY_OS_ERR_REMOTE, peerRank, blk, ep);
-    return false;
-  }
-  if ((it & 1023u) == 0 && *a.hostAbort != 0) {
-    osFail(a, RELAY_OS_ERR_ABORTED, peerRank, blk, ep);
-    return false;
-  }
-  if (globalTimer() - t0 > a.timeoutNs) {
-    osFail(a, code, peerRank, blk, ep);
-    return false;
-  }
-  return true;
-}
-
-/* Wait until *word >= want (wrap-safe), bounded by osKeepWaiting. */
-__device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peerIdx, unsigned code, int blk,
-                       u64 ep) {
-  if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
-  const int peerRank = a.rank[peerIdx];
-  char* mine = a.region[a.me];
-  const u64* err = wordAt(mine, a.L.ctlOff + 8);
-  const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
-  const u64 t0 = globalTimer();
-  for (unsigned it = 1;; it++) {
-    if ((long long)(ldAcquireSys(word) - want) >= 0) return true;
-    if ((it & 63u) != 0) continue;
-    if (!osKeepWaiting(a, it, t0, err, rerr, code, peerRank, blk, ep)) return false;
-  }
-}
-
 /* ---- the LL protocol (oneshot.h) ----------------------------------------- */
 
 /* One 16-byte line {data lo, flag, data hi, flag}, stored and loaded whole:
@@ -316,11 +142,7 @@ RD uint4 llLoad(const char* line) {
 /* Poll an LL line until both flags are f (bounded like osWait). */
 __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                        u64 ep) {
-  const int peerRank = a.rank[peerIdx];
-  char* mine = a.region[a.me];
-  const u64* err = wordAt(mine, a.L.ctlOff + 8);
-  const u64* rerr = wordAt(mine, relayOsRerrOff(&a.L, peerRank));
-  const u64 t0 = globalTimer();
+  const OsWaitCtx w = osWaitCtx(a, peerIdx);
   for (unsigned it = 1;; it++) {
     uint4 v = llLoad(line);
     if (v.y == f && v.w == f) {
@@ -328,7 +150,7 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
       return true;
     }
     if ((it & 63u) != 0) continue;
-    if (!osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep)) return false;
+    if (!osKeepWaiting(a, it, w.t0, w.err, w.rerr, RELAY_OS_ERR_FLAG, w.peerRank, blk, ep)) return false;
   }
 }
 
@@ -804,16 +626,14 @@ int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr,
   return 1;
 }
 /* The same width choice as relayCudaOneShot's (pair: A == 2). */
-struct PickHost {
+struct OsHostGet {
   typedef OsHostPhase Result;
-  int gather, pair;
-  template <typename Tr, int OP>
-  Result apply() {
-    if (pair) return gather ? osHostPhase<Tr, RELAY_OS_GATHER, 2> : osHostPhase<Tr, OP, 2>;
-    return gather ? osHostPhase<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE> : osHostPhase<Tr, OP, RELAY_OS_MAX_ACTIVE>;
+  template <typename Tr, int OP, int NA>
+  static Result get() {
+    return osHostPhase<Tr, OP, NA>;
   }
-  Result none() { return NULL; }
 };
+typedef PickWidth<OsHostGet> PickHost;
 #endif
 
 }  // namespace

@@ -124,6 +124,19 @@ typedef struct {
   uint64_t slotBytes, regionBytes;
   uint64_t llCap, llSlotBytes; /* LL data bytes per slot at most; bytes of lines per slot */
   int32_t n, pad;
+  /* The bandwidth route's ring (bw.cu; relayOsLayoutAddBw; bwRing 0: none):
+   * bwFlag[n][ring][RELAY_BW_BLOCKS] u64  written by source s into OWNER's
+   *                     region: "block b's part of the tile in slot k is my
+   *                     pair tile number f" (f counts from 1, per pair)
+   * bwBytes[n][ring]    u64  written by source s (block 0) before its flag:
+   *                     the tile's element count (a mismatch is an error)
+   * bwAck[n][ring][RELAY_BW_BLOCKS] u64  written by consumer s into OWNER's
+   *                     region: "block b read my part of tile f from slot k"
+   * bwEpoch[n]          u64  local: tiles exchanged with each peer (the same
+   *                     count each way), advanced by each call's last block
+   * bwStaging[n][ring][bwTileBytes]  source s's tiles */
+  uint64_t bwFlagsOff, bwBytesOff, bwAcksOff, bwEpochsOff, bwStagingOff, bwTileBytes;
+  int32_t bwRing, pad2;
 } relayOsLayout;
 
 static inline RELAY_OS_HD uint64_t relayOsRoundUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
@@ -155,6 +168,50 @@ static inline RELAY_OS_HD void relayOsLayoutInit(relayOsLayout* L, int n, size_t
   o = L->llOff + 2 * un * L->llSlotBytes;
   L->sentinelOff = o;
   L->regionBytes = relayOsRoundUp(o + 8, 256);
+  L->bwFlagsOff = L->bwBytesOff = L->bwAcksOff = L->bwEpochsOff = L->bwStagingOff = L->bwTileBytes = 0;
+  L->bwRing = L->pad2 = 0;
+}
+
+/* Blocks of a bandwidth kernel: every tile is cut into this many parts
+ * (relayOsRange), part b moved and hand-shaken by block b alone, so blocks
+ * pair with the peer's block of the same index and need no co-residency.
+ * 32: NCCL saturates NV18 with 16-32 channels of one block each (not
+ * measured for this kernel: the 2 x H200 issue calibrates it). */
+#define RELAY_BW_BLOCKS 32
+
+/* Appends the bandwidth route's ring (ring slots of tileBytes per source)
+ * before the sentinel, which moves to the end. */
+static inline RELAY_OS_HD void relayOsLayoutAddBw(relayOsLayout* L, uint64_t tileBytes, int ring) {
+  uint64_t un = (uint64_t)L->n, ur = (uint64_t)ring, o = L->sentinelOff;
+  L->bwRing = ring;
+  L->bwTileBytes = relayOsRoundUp(tileBytes ? tileBytes : 1, 256);
+  L->bwFlagsOff = relayOsRoundUp(o, 256);
+  o = L->bwFlagsOff + un * ur * RELAY_BW_BLOCKS * 8;
+  L->bwBytesOff = o;
+  o += un * ur * 8;
+  L->bwAcksOff = o;
+  o += un * ur * RELAY_BW_BLOCKS * 8;
+  L->bwEpochsOff = o;
+  o += un * 8;
+  L->bwStagingOff = relayOsRoundUp(o, 256);
+  o = L->bwStagingOff + un * ur * L->bwTileBytes;
+  L->sentinelOff = o;
+  L->regionBytes = relayOsRoundUp(o + 8, 256);
+}
+static inline RELAY_OS_HD uint64_t relayOsBwFlagOff(const relayOsLayout* L, int src, int slot, int blk) {
+  return L->bwFlagsOff + (((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwBytesOff(const relayOsLayout* L, int src, int slot) {
+  return L->bwBytesOff + ((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwAckOff(const relayOsLayout* L, int cons, int slot, int blk) {
+  return L->bwAcksOff + (((uint64_t)cons * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwEpochOff(const relayOsLayout* L, int peer) {
+  return L->bwEpochsOff + (uint64_t)peer * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwStagingOff(const relayOsLayout* L, int src, int slot) {
+  return L->bwStagingOff + ((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * L->bwTileBytes;
 }
 
 /* Byte offsets of the words of source (or peer) `src`, parity `par`, block `blk`. */
@@ -260,6 +317,23 @@ static inline RELAY_OS_HD int relayOsGrid(uint64_t bytes, int maxBlocks) {
   return (int)g;
 }
 
+/* A bandwidth kernel's launch (bw.cu): the one-shot's arguments (region,
+ * ranks, buffers, count, stride, gather, divisor, deadline, host words; grid
+ * RELAY_BW_BLOCKS) and the tiles. The call's items, the same on every rank:
+ * push form U = ceil(count / tile) tiles of each contribution; two-shot
+ * (all-reduce) T1 = ceil(shard / tile) tiles of the shard each active owns
+ * (planBwShard), reduced by its owner, then T1 tiles of the reduced shards
+ * placed by every peer: U = 2 T1. */
+typedef struct {
+  relayOsArgs os;
+  uint64_t tile;  /* elements per tile */
+  uint64_t shard; /* two-shot: elements per shard (planBwShard); 0: push form */
+  uint64_t T1, U;
+} relayBwArgs;
+
+/* Enqueues the bandwidth kernel (threads: 32 .. 512, a multiple of 32). */
+cudaError_t relayCudaBw(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, cudaStream_t stream);
+
 /* Enqueues the kernel (threads per block: 32 .. 512). Returns the launch
  * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */
 cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
@@ -277,6 +351,17 @@ void relayNcclOneShotAbort(struct relayComm* comm);
 void relayNcclOneShotFree(struct relayComm* comm, int drained);
 /* cudaIpcOpenMemHandle mappings of peer regions open in this process. */
 int relayNcclOneShotOpenMappings(void);
+/* For bw.c: the region's prepare without the slot check (collective when it
+ * creates the region, as relayNcclOneShotPrepare), then its layout (NULL
+ * when declined); and the launch arguments both kernels share, checked
+ * (the comm's pending kernel error first). */
+relayResult_t relayNcclOsRegion(struct relayComm* comm, relayStream_t stream, const relayOsLayout** L);
+relayResult_t relayNcclOsArgs(struct relayComm* comm, const relayOneShotDesc* d, const char* what, relayOsArgs* a);
+/* A launch's result: relaySuccess, or the comm failed and an error naming what. */
+relayResult_t relayNcclOsLaunched(struct relayComm* comm, cudaError_t e, const char* what);
+/* bw.c: the bandwidth route's transport ops. */
+relayResult_t relayNcclBwPrepare(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
+relayResult_t relayNcclBw(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
 
 #ifdef __cplusplus
 }

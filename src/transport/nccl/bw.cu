@@ -1,0 +1,271 @@
+/*
+ * The bandwidth route's kernel (plan op PLAN_OP_BW): the one-shot's contract
+ * moved in tiles through a ring of `ring` staging slots per source in each
+ * peer's region (oneshot.h: the bw section of the one-shot's region), so
+ * staging is bounded whatever the count. SM stores: 16-byte vectors (as the
+ * one-shot's flag protocol), every tile cut into RELAY_BW_BLOCKS parts, part
+ * b moved and hand-shaken by block b alone (relayOsRange over the tile), so
+ * block b of a rank pairs only with block b of its peers: no grid barrier,
+ * no co-residency requirement. The CPU twin of this protocol, with the same
+ * item order and waits: ../shm_bw.c.
+ *
+ * Per block, items u = 0 .. U-1 (planBwItem: the push form's tiles, or the
+ * two-shot's T1 shard tiles reduced by their owner then T1 reduced tiles
+ * placed by every peer), iteration j = 0 .. U: consume item j-1, then push
+ * item j, so the push of tile j (NVLink stores of this block) is in flight
+ * while the peer consumes tile j-1, and other blocks run their own parts.
+ * Tile number f of a pair = the pair's epoch (tiles exchanged before this
+ * call, in device memory: a replayed graph continues the count, hazard G2)
+ * + u + 1, in slot (f-1) % ring:
+ *   push:    thread i waits ack[i][slot][b] >= f - ring in my region (peer i
+ *            read what was in that slot), the block copies its part into
+ *            peer i's staging[me][slot], __syncthreads, thread i (block 0
+ *            first writes the element count) release-stores f (system scope)
+ *            into peer i's flag[me][slot][b];
+ *   consume: thread i acquire-waits flag[i][slot][b] >= f in my region
+ *            (block 0 checks the count), the block folds its part in
+ *            active-index order (the bits of relayHostReduce) or places it,
+ *            __syncthreads, thread i release-stores f into peer i's
+ *            ack[me][slot][b].
+ * Every wait is on an event a peer's block b reaches earlier in the same
+ * order (shm_bw.c says why that cannot deadlock); every wait is bounded
+ * (osWait: the comm's deadline, a peer's reported failure, the host's
+ * abort) and a failure is recorded as the one-shot's (osFail). The last
+ * block out (the region's done counter, shared with the one-shot kernels:
+ * kernels of one comm are stream-ordered) advances the pair epochs by U.
+ *
+ * In place: a block pushes a part before it consumes the same part (a
+ * tile's part of an all-reduce, the two-shot's shard tile k before the
+ * reduced shards' tile k land over it), and no block touches another's
+ * part, so aliasing src and dst is safe as on the CPU.
+ */
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "plan/plan.h"
+#include "transport/nccl/oneshot.h"
+#include "transport/nccl/oneshot_dev.cuh"
+
+namespace {
+
+/* Item u between actives from and to (planBwItem with this call's figures). */
+RD void bwItem(const relayBwArgs& w, uint64_t u, int from, int to, uint64_t* off, uint64_t* len) {
+  planBwItem(w.os.count, w.os.srcStride, w.tile, w.shard, w.T1, u, from, to, off, len);
+}
+
+RD uint64_t bwTileNo(const u64* ep, int i, uint64_t u) { return ep[i] + u + 1; }
+
+/* The data of a push: block blk's part of item u into every peer's slot. */
+template <typename Tr>
+RD void bwPushPart(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  const relayOsArgs& a = w.os;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  const S* from = (const S*)(w.shard && u >= w.T1 ? a.dst : a.src);
+  for (int k = 1; k < A; k++) {
+    int i = me + k < A ? me + k : me + k - A;
+    uint64_t off, len, lo, hi;
+    bwItem(w, u, me, i, &off, &len);
+    relayOsRange(len, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
+    if (hi <= lo) continue;
+    int slot = (int)((bwTileNo(ep, i, u) - 1) % (uint64_t)a.L.bwRing);
+    S* d = (S*)(a.region[i] + relayOsBwStagingOff(&a.L, myRank, slot)) + lo;
+    osCopy<S>(d, from + off + lo, hi - lo, a.vec != 0, tid, nthr);
+  }
+}
+
+/* The data of a consume: block blk's part of item u from every peer's slot
+ * in my region, folded (in active-index order) or placed. */
+template <typename Tr, int OP, int NA>
+RD void bwConsumePart(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr) {
+  typedef typename Tr::S S;
+  const relayOsArgs& a = w.os;
+  const int A = a.nActive, me = a.me;
+  const char* mine = a.region[me];
+  const S* srcs[NA];
+  uint64_t offs[NA], lens[NA];
+UNROLL
+  for (int i = 0; i < NA; i++) {
+    srcs[i] = NULL;
+    offs[i] = lens[i] = 0;
+    if (i >= A) continue;
+    bwItem(w, u, i, me, &offs[i], &lens[i]);
+    if (i == me) {
+      srcs[i] = (const S*)a.src + offs[i];
+    } else {
+      int slot = (int)((bwTileNo(ep, i, u) - 1) % (uint64_t)a.L.bwRing);
+      srcs[i] = (const S*)(mine + relayOsBwStagingOff(&a.L, a.rank[i], slot));
+    }
+  }
+  if (w.shard && u >= w.T1) {
+    /* Two-shot, second phase: every peer's reduced shard tile to its place. */
+UNROLL
+    for (int i = 0; i < NA; i++) {
+      uint64_t lo, hi;
+      if (i >= A || i == me) continue;
+      relayOsRange(lens[i], RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
+      if (hi > lo) osCopy<S>((S*)a.dst + offs[i] + lo, srcs[i] + lo, hi - lo, a.vec != 0, tid, nthr);
+    }
+    return;
+  }
+  uint64_t lo, hi;
+  relayOsRange(lens[me], RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
+  if (hi <= lo) return;
+  if constexpr (OP == RELAY_OS_GATHER) {
+    /* Side by side at output block i, tile u; in place (all-gather) my
+     * block is its own source. */
+    const uint64_t at = u * w.tile + lo;
+UNROLL
+    for (int i = 0; i < NA; i++) {
+      if (i >= A) continue;
+      S* d = (S*)a.dst + (uint64_t)i * a.count + at;
+      if (srcs[i] + lo != d) osCopy<S>(d, srcs[i] + lo, hi - lo, a.vec != 0, tid, nthr);
+    }
+  } else {
+    /* Push form: output tile u; two-shot first phase: tile u of my shard. */
+    const uint64_t at = (w.shard ? offs[me] : u * w.tile) + lo;
+    const S* parts[NA];
+UNROLL
+    for (int i = 0; i < NA; i++) parts[i] = i < A ? srcs[i] + lo : NULL;
+    osFold<Tr, OP, NA>((S*)a.dst + at, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+  }
+}
+
+template <typename Tr, int OP, int NA>
+__global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) {
+  __shared__ u64 sEp[RELAY_OS_MAX_ACTIVE];
+  __shared__ int sFail;
+  const relayOsArgs& a = w.os;
+  const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  char* const mine = a.region[me];
+  u64* const err = wordAt(mine, a.L.ctlOff + 8);
+  const uint64_t ring = (uint64_t)a.L.bwRing;
+
+  /* A failed comm stays failed: exit before touching any peer. */
+  if (tid == 0) sFail = ldVolatile(err) != 0;
+  if (tid < RELAY_OS_MAX_ACTIVE)
+    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[tid]))) : 0;
+  __syncthreads();
+  if (sFail) return;
+  const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
+
+  for (uint64_t j = 0; j <= w.U; j++) {
+    if (j >= 1) {
+      const uint64_t u = j - 1;
+      if (peerThread) {
+        const u64 f = bwTileNo(sEp, tid, u);
+        const int slot = (int)((f - 1) % ring), pr = a.rank[tid];
+        if (!osWait(a, wordAt(mine, relayOsBwFlagOff(&a.L, pr, slot, blk)), f, tid, RELAY_OS_ERR_FLAG, blk, f)) {
+          sFail = 1;
+        } else if (blk == 0) {
+          uint64_t off, len;
+          bwItem(w, u, tid, me, &off, &len);
+          if (ldVolatile(wordAt(mine, relayOsBwBytesOff(&a.L, pr, slot))) != len) {
+            osFail(a, RELAY_OS_ERR_COUNT, pr, blk, f);
+            sFail = 1;
+          }
+        }
+      }
+      __syncthreads();
+      if (sFail) break;
+      bwConsumePart<Tr, OP, NA>(w, sEp, u, blk, tid, nthr);
+      __syncthreads();
+      if (peerThread) {
+        const u64 f = bwTileNo(sEp, tid, u);
+        stReleaseSys(wordAt(a.region[tid], relayOsBwAckOff(&a.L, myRank, (int)((f - 1) % ring), blk)), f);
+      }
+    }
+    if (j < w.U) {
+      if (peerThread) {
+        const u64 f = bwTileNo(sEp, tid, j);
+        const int slot = (int)((f - 1) % ring);
+        if (!osWait(a, wordAt(mine, relayOsBwAckOff(&a.L, a.rank[tid], slot, blk)), f - ring, tid, RELAY_OS_ERR_ACK,
+                    blk, f))
+          sFail = 1;
+      }
+      __syncthreads();
+      if (sFail) break;
+      bwPushPart<Tr>(w, sEp, j, blk, tid, nthr);
+      __syncthreads();
+      if (peerThread) {
+        const u64 f = bwTileNo(sEp, tid, j);
+        const int slot = (int)((f - 1) % ring);
+        char* peer = a.region[tid];
+        if (blk == 0) {
+          uint64_t off, len;
+          bwItem(w, j, me, tid, &off, &len);
+          stVolatile(wordAt(peer, relayOsBwBytesOff(&a.L, myRank, slot)), len);
+        }
+        /* The release store is the fence: through the barrier above it
+         * orders every thread's part (and block 0's count) before the flag. */
+        stReleaseSys(wordAt(peer, relayOsBwFlagOff(&a.L, myRank, slot, blk)), f);
+      }
+    }
+  }
+  __syncthreads();
+  /* The last block out advances the pair epochs (read by the next launch on
+   * this GPU, ordered by the kernel boundary). */
+  if (tid == 0) {
+    unsigned* done = (unsigned*)(mine + a.L.ctlOff);
+    __threadfence();
+    if (atomicAdd(done, 1u) == gridDim.x - 1) {
+      __threadfence();
+      *(volatile unsigned*)done = 0;
+      if (ldVolatile(err) == 0)
+        for (int i = 0; i < A; i++)
+          if (i != me) stVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[i])), sEp[i] + w.U);
+    }
+  }
+}
+
+/* As the one-shot's: pair kernels (NA = 2) at A = 2, else compiled for 8. */
+struct BwGet {
+  typedef const void* Result;
+  template <typename Tr, int OP, int NA>
+  static Result get() {
+    return (const void*)bwKernel<Tr, OP, NA>;
+  }
+};
+
+#ifdef RELAY_BW_HOST_EMULATION
+/* tests/gpu/emul_bw.cu: one block's push (phase 0) or consume (phase 1) of
+ * item u, run thread after thread on the host. */
+typedef void (*BwHostPhase)(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr, int phase);
+template <typename Tr, int OP, int NA>
+void bwHostPhase(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr, int phase) {
+  if (phase == 0)
+    bwPushPart<Tr>(w, ep, u, blk, tid, nthr);
+  else
+    bwConsumePart<Tr, OP, NA>(w, ep, u, blk, tid, nthr);
+}
+struct BwHostGet {
+  typedef BwHostPhase Result;
+  template <typename Tr, int OP, int NA>
+  static Result get() {
+    return bwHostPhase<Tr, OP, NA>;
+  }
+};
+typedef PickWidth<BwHostGet> PickBwHost;
+#endif
+
+}  // namespace
+
+extern "C" cudaError_t relayCudaBw(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
+                                   cudaStream_t stream) {
+  PickWidth<BwGet> v;
+  v.gather = w ? w->os.gather : 0;
+  v.pair = w && w->os.nActive == 2 && !w->os.wide;
+  const void* k = visit(dt, op, v);
+  if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
+      w->os.me >= w->os.nActive || threads < 32 || threads > RELAY_OS_MAX_THREADS || threads % 32 || !w->os.hostErr ||
+      !w->os.hostAbort || w->os.L.bwRing < 1 || !w->tile || w->tile * (uint64_t)w->os.elemSize > w->os.L.bwTileBytes ||
+      (w->shard && w->os.gather))
+    return cudaErrorInvalidValue;
+  relayBwArgs copy = *w;
+  void* args[] = {&copy};
+  /* cudaLaunchKernel returns this launch's error without touching the
+   * thread's sticky last error, which belongs to the user. */
+  return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
+}
