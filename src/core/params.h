@@ -40,6 +40,19 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(NCCL_NVLS_ENABLE, "NCCL_NVLS_ENABLE", BOOL, PROCESS, 0, 0, 1, -1, "0 (set when unset)",                       \
     "relaycc's own NCCL comms: set to 0 before NCCL init unless set (point-to-point only: NVLink SHARP buffers "  \
     "would cost memory and multicast objects for nothing)")                                                     \
+  X(NCCL_LIB, "RELAYCC_NCCL_LIB", STRING, PROCESS, 0, 0, 0, -1, "unset",                                      \
+    "path of the libnccl relaycc binds to (default: the libnccl.so.2 the process loaded, e.g. PyTorch's, else "  \
+    "the system's)")                                                                                            \
+  X(SHIM, "RELAYCC_SHIM", BOOL, PROCESS, 1, 0, 1, -1, "1",                                                     \
+    "NCCL interposer (librelaycc_shim.so): 0 forwards every call to NCCL unchanged")                          \
+  X(SHIM_COLLS, "RELAYCC_SHIM_COLLS", STRING, PROCESS, 0, 0, 0, -1, "all four",                               \
+    "NCCL interposer: the collectives it may take (allreduce, reducescatter, allgather, alltoall; comma list)") \
+  X(SHIM_NCCL, "RELAYCC_SHIM_NCCL", STRING, PROCESS, 0, 0, 0, -1, "unset",                                     \
+    "NCCL interposer: path of the real libnccl it forwards to (default: the one the process loaded)")          \
+  X(SHIM_TEST_SHM, "RELAYCC_SHIM_TEST_SHM", STRING, PROCESS, 0, 0, 0, -1, "unset",                            \
+    "test hook: the interposer builds its state over the shm transport (CPU tests against a fake libnccl)")    \
+  X(SHIM_TEST_FAIL_RANK, "RELAYCC_SHIM_TEST_FAIL_RANK", INT, PROCESS, -1, -1, 1023, -1, "-1",                 \
+    "test hook: that rank fails the interposer's state creation (every rank must then decline)")              \
   X(JOB, "RELAYCC_JOB", STRING, RANK, 0, 0, 0, -1, "relaycc",                                                 \
     "shm rendezvous name when init is given NULL; the rendezvous is the name plus the launch (the three below)") \
   X(TORCHELASTIC_RUN_ID, "TORCHELASTIC_RUN_ID", STRING, RANK, 0, 0, 0, -1, "unset",                            \

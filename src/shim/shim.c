@@ -39,6 +39,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/params.h"
 #include "common.h"
 #include "core/comm.h"
 #include "plan/plan.h"
@@ -87,15 +88,18 @@ static unsigned parseColls(const char* list) {
   return bits;
 }
 
+/* The shim's settings are PROCESS rows of the parameter table (read before any comm exists); its vote
+ * deadline is the RANK row RELAYCC_TIMEOUT_MS as this process's environment has it. */
 static void readSettings(void) {
-  gSet.on = relayEnvLong("RELAYCC_SHIM", 1) != 0;
-  gSet.colls = parseColls(relayEnvStr("RELAYCC_SHIM_COLLS", NULL));
-  gSet.debug = (int)relayEnvLong("RELAYCC_DEBUG", 0);
-  gSet.lib = relayEnvStr("RELAYCC_SHIM_NCCL", NULL);
-  long t = relayEnvLong("RELAYCC_TIMEOUT_MS", 120000);
-  gSet.timeoutMs = t > 0 && t <= INT_MAX ? (int)t : 120000;
-  gSet.testShm = relayEnvStr("RELAYCC_SHIM_TEST_SHM", NULL);
-  gSet.testFailRank = (int)relayEnvLong("RELAYCC_SHIM_TEST_FAIL_RANK", -1);
+  gSet.on = relayParamProcess(RELAY_P_SHIM) != 0;
+  gSet.colls = parseColls(relayParamEnvText(RELAY_P_SHIM_COLLS));
+  gSet.debug = relayDebugLevel();
+  gSet.lib = relayParamEnvText(RELAY_P_SHIM_NCCL);
+  const char* tv = relayParamEnvText(RELAY_P_TIMEOUT_MS);
+  long t = tv ? strtol(tv, NULL, 0) : relayParamDefs[RELAY_P_TIMEOUT_MS].def;
+  gSet.timeoutMs = t > 0 && t <= INT_MAX ? (int)t : (int)relayParamDefs[RELAY_P_TIMEOUT_MS].def;
+  gSet.testShm = relayParamEnvText(RELAY_P_SHIM_TEST_SHM);
+  gSet.testFailRank = (int)relayParamProcess(RELAY_P_SHIM_TEST_FAIL_RANK);
 }
 
 /* ---- loading ------------------------------------------------------------- */

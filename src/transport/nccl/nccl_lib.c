@@ -2,6 +2,7 @@
  * NCCL resolved at run time (nccl_api.h says why): one table of function
  * pointers, filled once per process from the library the process uses.
  */
+#include "core/params.h"
 #include "transport/nccl/nccl_api.h"
 
 #include <dlfcn.h>
@@ -21,7 +22,7 @@ static char gError[sizeof relayNccl.path + 256]; /* the first answer's message, 
 
 /* Open the library: the explicit path, the copy already loaded, the default. */
 static void* openNccl(const char** tried) {
-  const char* path = gPathArg && *gPathArg ? gPathArg : relayEnvStr("RELAYCC_NCCL_LIB", NULL);
+  const char* path = gPathArg && *gPathArg ? gPathArg : relayParamEnvText(RELAY_P_NCCL_LIB);
   if (path) {
     *tried = path;
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
