@@ -229,7 +229,8 @@ static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t 
   key.op = relayCollReduces(coll) ? op : relaySum;
   key.route = relayRouteDirect;
   key.depth = 1;
-  return relayRouteBeatsNative(&key, topo, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL);
+  /* The test hook's state is on the shm transport: its capabilities (one-shot and bw), per call. */
+  return relayRouteBeatsNative(&key, topo, RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW | RELAY_ROUTE_CAP_PERCALL);
 }
 
 static ncclResult_t callNccl(relayColl_t coll, const void* s, void* r, size_t count, relayDataType_t dt,
