@@ -174,7 +174,7 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
   int A = d->nActive, me = d->me, r = comm->rank;
   unsigned char* mine = s->reg.base[r];
   const void* srcs[RELAY_TP_ONESHOT_MAX];
-  size_t offs[RELAY_TP_ONESHOT_MAX], lens[RELAY_TP_ONESHOT_MAX];
+  size_t offs[RELAY_TP_ONESHOT_MAX] = {0}, lens[RELAY_TP_ONESHOT_MAX] = {0}; /* gcc -O2 cannot see i == me is reached */
   for (int i = 0; i < A; i++) {
     bwItem(g, u, i, me, &offs[i], &lens[i]);
     if (i == me) {
