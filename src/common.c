@@ -73,14 +73,41 @@ double relayTypeTolerance(relayDataType_t dt) {
 /* Errors raised before a comm exists (init) land here, per thread. */
 static _Thread_local char tlsLastError[1024];
 
+void relayErrorContext(const struct relayComm* comm, char* buf, size_t len) {
+  int n = snprintf(buf, len, "%s (rank %d", comm->curCallName ? comm->curCallName : "relaycc", comm->rank);
+  if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall))
+    n += snprintf(buf + n, len - (size_t)n, ", call #%llu", (unsigned long long)comm->callSeq);
+  if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall) && comm->curStep >= 0)
+    n += snprintf(buf + n, len - (size_t)n, ", step %d", comm->curStep);
+  if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
+}
+
 relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const char* fmt, ...) {
   char* buf = comm ? comm->lastError : tlsLastError;
   size_t len = comm ? sizeof comm->lastError : sizeof tlsLastError;
+  /* The message may quote comm->lastError (an earlier error): format it into
+   * a copy first, so the prefix never overwrites what it quotes. */
+  char msg[sizeof comm->lastError];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, len, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (comm) snprintf(tlsLastError, sizeof tlsLastError, "%s", comm->lastError);
+  if (comm) {
+    char ctx[160];
+    relayErrorContext(comm, ctx, sizeof ctx);
+    /* Truncation is fine (a long peer error quoted inside); spelled out with
+     * memcpy since gcc's format-truncation check rejects the snprintf form. */
+    size_t n = strlen(ctx), m = strlen(msg);
+    if (n + 2 + m >= len) m = n + 2 < len ? len - n - 3 : 0;
+    if (n + 2 >= len) n = 0;
+    memcpy(buf, ctx, n);
+    memcpy(buf + n, ": ", n ? 2 : 0);
+    memcpy(buf + n + (n ? 2 : 0), msg, m);
+    buf[n + (n ? 2 : 0) + m] = 0;
+    snprintf(tlsLastError, sizeof tlsLastError, "%s", comm->lastError);
+  } else {
+    snprintf(buf, len, "%s", msg);
+  }
   if (relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
   return result;

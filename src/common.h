@@ -24,10 +24,18 @@ int relayParseRoute(const char* s, int* out);
 /* Comparison tolerance for floats, relative to the largest |input| summed. */
 double relayTypeTolerance(relayDataType_t dt);
 
-/* Record an error on the comm (comm may be NULL) and return result. The text
- * should name the argument, the rank and the step. */
+/* The one error builder: records an error on the comm (comm may be NULL)
+ * and returns result. With a comm the text gets the prefix the comm's state
+ * says, "<function> (rank R, call #N, step S): ": the function is the call or
+ * init in progress (comm->curCallName, else "relaycc"); the call number is
+ * there while a collective runs (comm->inCall); the step while the executor
+ * runs one (comm->curStep >= 0). A site writes only what happened, naming the
+ * argument or the peer; it never writes its own rank, call or step. */
 relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The prefix relaySetError puts before a message on this comm (without the
+ * trailing ": "), for text a transport sends to peers (a failure notice). */
+void relayErrorContext(const struct relayComm* comm, char* buf, size_t len);
 
 /* The environment for tools and tests (their own knobs, e.g. RELAYCC_GPUTEST_*):
  * def when unset or empty. The library reads settings only through its

@@ -475,6 +475,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           ? relaySetError(comm, relayInvalidUsage, "%s (rank %d): the comm was aborted",
                                           kCallNames[a->coll], comm->rank)
                           : runCall(comm, a, stream);
+  comm->curCallName = NULL; /* errors after the call name no call (common.h) */
   atomic_store(&comm->inCall, 0);
   return res;
 }

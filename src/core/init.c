@@ -85,6 +85,7 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   if (bad >= 0) snprintf(c->lastError, sizeof c->lastError, "%s (rank %d): %s", fn, rank, why);
   fillConfig(c);
   c->curStep = -1;
+  c->curCallName = fn; /* errors of the init name it (common.h); relayInitFinish clears it */
   c->callMark = -1;
   c->lastRoute = relayRouteDirect;
   c->lastDepth = 1;
@@ -216,6 +217,7 @@ relayResult_t relayInitFinish(struct relayComm* c, const char* topoFallback, rel
     snprintf(prefix, sizeof prefix, "relaycc: rank %d: param ", c->rank);
     relayParamsPrint(&c->params, prefix, stderr);
   }
+  if (res == relaySuccess) c->curCallName = NULL;
   return res;
 }
 

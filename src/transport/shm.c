@@ -134,7 +134,7 @@ typedef struct {
   _Atomic uint32_t go;         /* rank 0 saw everyone arrive and unlinked the name */
   _Atomic uint32_t initFailed; /* rank 0 gave up init: relayResult_t + 1 */
   _Atomic uint32_t failSeen;   /* ranks that read initFailed from a marker segment */
-  char failMsg[192];           /* rank 0's reason, written before initFailed */
+  char failMsg[512];           /* rank 0's reason, written before initFailed */
 } shmHeader;
 
 typedef struct {
@@ -157,7 +157,7 @@ typedef struct {
   _Atomic uint32_t failClaim; /* first writer of the failure record */
   int32_t failStep;
   uint64_t failCall;
-  char failMsg[192];
+  char failMsg[512];
   shmAgreeBuf agree[2]; /* by round parity */
 } shmSlot;
 
@@ -647,13 +647,13 @@ retry:
   /* relayShmAttach checked the largest ring; a halved one can only fail here if SHM_FALLBACK_RING were
    * below a line per channel. Checking also tells a Release build that *L is set (gcc -O2 warned). */
   if (shmLayoutOf(n, st->ringBytes, st->channels, L) != 0)
-    return relaySetError(comm, relayInternalError, "rank 0: no shm layout for %d ranks, %llu-byte ring, "
+    return relaySetError(comm, relayInternalError, "no shm layout for %d ranks, %llu-byte ring, "
                          "%d channels", n, (unsigned long long)st->ringBytes, st->channels);
   for (;;) {
     fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) break;
     if (errno != EEXIST || relayNowNs() - t0 > limit)
-      return relaySetError(comm, relaySystemError, "rank 0: shm_open(%s) failed: %s", st->name, strerror(errno));
+      return relaySetError(comm, relaySystemError, "shm_open(%s) failed: %s", st->name, strerror(errno));
     /* The name is this launch's (relayShmSegmentName): a live rank 0 whose
      * rendezvous is still open under it is a second rank 0 of this launch,
      * refused once it stays SHM_CONFLICT_MS (it may be finishing). Anything
@@ -669,14 +669,14 @@ retry:
     }
     if (holder > 0)
       return relaySetError(comm, relayInvalidUsage,
-                           "rank 0: rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
+                           "rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
                            "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
                            "apart: give each its own name)",
                            st->job, st->launch, (int)holder);
     shm_unlink(st->name);
   }
   if (ftruncate(fd, (off_t)L->total) != 0) {
-    res = relaySetError(comm, relaySystemError, "rank 0: sizing shm segment %s to %zu bytes failed: %s", st->name,
+    res = relaySetError(comm, relaySystemError, "sizing shm segment %s to %zu bytes failed: %s", st->name,
                         L->total, strerror(errno));
     goto fail;
   }
@@ -695,7 +695,7 @@ retry:
       goto retry;
     }
     res = relaySetError(comm, relaySystemError,
-                        "rank 0: shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair in %d channels, "
+                        "shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair in %d channels, "
                         "after halving from %llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge "
                         "/dev/shm or use fewer ranks",
                         st->name, L->total, n, (unsigned long long)st->ringBytes, st->channels,
@@ -748,19 +748,19 @@ retry:
     }
     if (!missing) break;
     if (dead >= 0) {
-      res = relaySetError(comm, relayRemoteError, "rank 0: init of job '%s': rank %d (pid %d) checked in and died",
+      res = relaySetError(comm, relayRemoteError, "init of job '%s': rank %d (pid %d) checked in and died",
                           st->job, dead, (int)atomic_load(&st->slots[dead].pid));
       goto failMapped;
     }
     if (shmAborted(comm, st)) {
-      res = relaySetError(comm, relayInvalidUsage, "rank 0: init of job '%s' aborted", st->job);
+      res = relaySetError(comm, relayInvalidUsage, "init of job '%s' aborted", st->job);
       goto failMapped;
     }
     if (relayNowNs() - t0 >= limit) {
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       res = relaySetError(comm, relayTimeout,
-                          "rank 0: init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive",
+                          "init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive",
                           st->job, n, comm->cfg.timeoutMs, miss);
       goto failMapped;
     }
