@@ -276,12 +276,11 @@ static int caseRouter(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "seed")) return caseSeed();
-  if (!strcmp(c, "shapes")) return caseShapes();
-  if (!strcmp(c, "model")) return caseModel();
-  if (!strcmp(c, "router")) return caseRouter();
-  fprintf(stderr, "usage: test_depth seed|shapes|model|router\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "seed", .fn = caseSeed, .timeoutS = 120},
+    {.name = "shapes", .fn = caseShapes, .timeoutS = 120},
+    {.name = "model", .fn = caseModel, .timeoutS = 120},
+    {.name = "router", .fn = caseRouter, .timeoutS = 120},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "depth", kCases, T_NCASES(kCases)); }

@@ -338,30 +338,33 @@ static int shmRank(int rank, int nranks, void* argp) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "plans")) return casePlans();
-  if (!strcmp(c, "router")) return caseRouter();
-  if (!strcmp(c, "shm8")) {
-    const size_t sizes[] = {1, 7, 1000};
-    for (int il = 0; il < 2; il++) {
-      shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3, NULL};
-      t_run_ranks(8, shmRank, &a, 900);
-    }
-    printf("PASS shm8\n");
-    return 0;
+static int runShm8(void) {
+  const size_t sizes[] = {1, 7, 1000};
+  for (int il = 0; il < 2; il++) {
+    shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3, NULL};
+    t_run_ranks(8, shmRank, &a, 900);
   }
-  if (!strcmp(c, "shm16")) {
-    const size_t sizes[] = {7, 300};
-    shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, NULL};
-    t_run_ranks(16, shmRank, &a, 900);
-    /* 2 nodes of 8 with the mi350x model per node: the router prices the
-     * hierarchical plans on mi350x x 2 (and every rank must choose alike). */
-    shmArg m = {2, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, "mi350x"};
-    t_run_ranks(16, shmRank, &m, 900);
-    printf("PASS shm16\n");
-    return 0;
-  }
-  fprintf(stderr, "test_hier: unknown case '%s' (plans, shm8, shm16)\n", c);
-  return 2;
+  return 0;
 }
+
+static int runShm16(void) {
+  const size_t sizes[] = {7, 300};
+  shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, NULL};
+  t_run_ranks(16, shmRank, &a, 900);
+  /* 2 nodes of 8 with the mi350x model per node: the router prices the
+   * hierarchical plans on mi350x x 2 (and every rank must choose alike). */
+  shmArg m = {2, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, "mi350x"};
+  t_run_ranks(16, shmRank, &m, 900);
+  return 0;
+}
+
+/* Plans on 2 and 4 nodes (pure); the shm transport with one host split into 2 nodes (8 ranks) and 4
+ * nodes (16 ranks). */
+static const tCase kCases[] = {
+    {.name = "plans", .fn = casePlans, .timeoutS = 600},
+    {.name = "router", .fn = caseRouter, .timeoutS = 120},
+    {.name = "shm8", .fn = runShm8, .timeoutS = 900},
+    {.name = "shm16", .fn = runShm16, .timeoutS = 900},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "hier", kCases, T_NCASES(kCases)); }

@@ -307,18 +307,11 @@ static int forcedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "table")) return caseTable();
-  if (!strcmp(c, "candidates")) return caseCandidates();
-  if (!strcmp(c, "walk")) {
-    t_run_ranks(2, walkRank, NULL, 120);
-    return 0;
-  }
-  if (!strcmp(c, "forced")) {
-    t_run_ranks(2, forcedRank, NULL, 120);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_rows table|candidates|walk|forced\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "table", .fn = caseTable, .timeoutS = 300},
+    {.name = "candidates", .fn = caseCandidates, .timeoutS = 300},
+    {.name = "walk", .rank = walkRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
+    {.name = "forced", .rank = forcedRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "rows", kCases, T_NCASES(kCases)); }

@@ -416,15 +416,17 @@ static int caseTool(const char* bin) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "topo")) return caseTopo();
-  if (!strcmp(c, "p2p")) return caseP2p();
-  if (!strcmp(c, "occupancy")) return caseOccupancy();
-  if (!strcmp(c, "rules")) return caseRules();
-  if (!strcmp(c, "split")) return caseSplit();
-  if (!strcmp(c, "roots")) return caseRoots();
-  if (!strcmp(c, "tool")) return caseTool(argc > 2 ? argv[2] : NULL);
-  fprintf(stderr, "usage: test_sim_scatter topo|p2p|occupancy|rules|split|roots|tool [relaycc-sim]\n");
-  return 2;
-}
+static int runTool(int argc, char** argv) { return caseTool(argc > 0 ? argv[0] : NULL); }
+
+/* tool runs relaycc-sim (its path the argument), where the build has it. */
+static const tCase kCases[] = {
+    {.name = "topo", .fn = caseTopo, .timeoutS = 60},
+    {.name = "p2p", .fn = caseP2p, .timeoutS = 60},
+    {.name = "occupancy", .fn = caseOccupancy, .timeoutS = 60},
+    {.name = "rules", .fn = caseRules, .timeoutS = 60},
+    {.name = "split", .fn = caseSplit, .timeoutS = 60},
+    {.name = "roots", .fn = caseRoots, .timeoutS = 60},
+    {.name = "tool", .main = runTool, .args = "@RELAYCC_SIM@", .timeoutS = 60},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "sim_scatter", kCases, T_NCASES(kCases)); }
