@@ -245,13 +245,14 @@ static int runKilled(void) {
 
 /* Every collective, A = 2 and 4, independent and fused, odd counts up to 2^20+3, in and out of place;
  * full: every dtype and op. */
-#define SWEEP(nm, c, full) \
-  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, full}, .ranks = NRANKS, .deadlineS = 540, .timeoutS = 600}
+#define SWEEP(nm, c, full)                                                                              \
+  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, full}, .ranks = NRANKS, .deadlineS = 540,         \
+   .timeoutS = 600}
 /* The relay forced to depth 8: independent calls run 9-step pipelines where the count allows (2^20+3),
  * clamp where it does not (7, 1000), and fused calls keep the two-group form. */
-#define SWEEP_DEPTH8(nm, c, test)                                                                        \
-  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540, .timeoutS = 600, \
-   .env = "RELAYCC_DEPTH=8", .ctest = test}
+#define SWEEP_DEPTH8(nm, c, test)                                                                       \
+  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540,            \
+   .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test}
 
 static const tCase kCases[] = {
     SWEEP("allgather", RELAY_COLL_ALLGATHER, 0),
@@ -263,7 +264,8 @@ static const tCase kCases[] = {
     SWEEP("full-allreduce", RELAY_COLL_ALLREDUCE, 1),
     SWEEP("full-alltoall", RELAY_COLL_ALLTOALL, 1),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
-    {.name = "mismatch-nocheck", .rank = mismatchNoCheckRank, .ranks = NRANKS, .deadlineS = 60, .timeoutS = 600},
+    {.name = "mismatch-nocheck", .rank = mismatchNoCheckRank, .ranks = NRANKS, .deadlineS = 60,
+     .timeoutS = 600},
     {.name = "killed", .fn = runKilled, .timeoutS = 600},
     SWEEP_DEPTH8("depth8-allgather", RELAY_COLL_ALLGATHER, "depth_colls_depth8_allgather"),
     SWEEP_DEPTH8("depth8-reducescatter", RELAY_COLL_REDUCESCATTER, "depth_colls_depth8_reducescatter"),

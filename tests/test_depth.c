@@ -33,15 +33,7 @@ static planKey key8(relayColl_t coll, int A, int G, size_t* counts, double msgBy
   uint64_t elems = (uint64_t)(msgBytes / 2);
   if (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) elems /= (uint64_t)A;
   for (int g = 0; g < G; g++) counts[g] = (size_t)elems;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = 8;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = kRanks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, 8, G, A, kRanks, counts, relayBfloat16);
   k.op = relaySum;
   k.route = relayRouteRelay;
   k.depth = 1;

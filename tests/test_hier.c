@@ -190,15 +190,8 @@ static int casePlans(void) {
             for (int t = 0; t < nTypes + 2 * (nOps - 1); t++) {
               relayDataType_t dt = t < nTypes ? kAllTypes[t] : ((t - nTypes) % 2 ? relayFloat32 : relayInt32);
               relayRedOp_t op = t < nTypes ? relaySum : kAllOps[1 + (t - nTypes) / 2];
-              planKey k;
-              memset(&k, 0, sizeof k);
-              k.coll = (relayColl_t)coll;
-              k.nranks = maps[mi].n;
-              k.nGroups = lc->nGroups;
-              k.nActive = lc->nActive;
-              k.ranks = ranks;
-              k.counts = counts;
-              k.dtype = dt;
+              planKey k = planKeyInit((relayColl_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks, counts,
+                  dt);
               k.op = op;
               k.route = routes[ri];
               k.depth = routes[ri] == relayRouteRelay && si == 2 ? 2 : 1;
@@ -238,15 +231,7 @@ static int caseRouter(void) {
   } cases[] = {
       {RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = cases[i].coll;
-    k.nranks = 16;
-    k.nGroups = 1;
-    k.nActive = 4;
-    k.ranks = ranks;
-    k.counts = &cases[i].count;
-    k.dtype = relayBfloat16;
+    planKey k = planKeyInit(cases[i].coll, 16, 1, 4, ranks, &cases[i].count, relayBfloat16);
     k.op = relaySum;
     k.nodeOf = nodeOf;
     int route = -1, depth = 0, again = -1, d2 = 0;

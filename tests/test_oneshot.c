@@ -92,7 +92,8 @@ static int casePlan(void) {
         int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
         int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
-        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
+        planKey k = planKeyInit(coll, NRANKS, 1, A, ranks, &c, relayFloat32);
+        k.op = relaySum, k.route = gRoute, k.depth = 1;
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         char err[512];
@@ -131,7 +132,8 @@ static int casePlan(void) {
   /* Not served: rooted collectives, fused layouts, sizes above the slot (the
    * one-shot only: the bandwidth route takes any count). */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
+  planKey k = planKeyInit(RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32);
+  k.op = relaySum, k.route = gRoute, k.depth = 1;
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;
@@ -169,7 +171,8 @@ static int caseRoute(void) {
               {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
-    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0, NULL, 0, 0};
+    planKey k = planKeyInit((relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16);
+    k.op = relaySum, k.route = relayRouteAuto, k.depth = 1;
     int route = -1, depth = 0;
     relayRouteChoose(&k, t, caps, &route, &depth);
     T_CHECK(route == rows[i].want, "h200x2 %s of %zu B per rank: route %s, want %s", relayCollName(k.coll),

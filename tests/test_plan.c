@@ -256,15 +256,7 @@ static int relayCovers(const cfg* f) {
 }
 
 static planKey keyOf(const cfg* f) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = f->coll;
-  k.nranks = f->n;
-  k.nGroups = f->G;
-  k.nActive = f->A;
-  k.ranks = f->ranks;
-  k.counts = f->counts;
-  k.dtype = f->dtype;
+  planKey k = planKeyInit(f->coll, f->n, f->G, f->A, f->ranks, f->counts, f->dtype);
   k.op = f->op;
   k.route = f->route;
   k.depth = f->depth;

@@ -210,9 +210,12 @@ static int runReview(void* arg) {
 }
 
 static const tCase kCases[] = {
-    {.name = "topo-differ", .run = runReview, .arg = &(reviewCase){TD_RANKS, topoDifferRank, 0}, .timeoutS = 180},
-    {.name = "oneshot-oom", .run = runReview, .arg = &(reviewCase){OS_RANKS, oneshotOomRank, 1}, .timeoutS = 180},
-    {.name = "scratch-oom", .run = runReview, .arg = &(reviewCase){SO_RANKS, scratchOomRank, 1}, .timeoutS = 180},
+    {.name = "topo-differ", .run = runReview, .arg = &(reviewCase){TD_RANKS, topoDifferRank, 0},
+     .timeoutS = 180},
+    {.name = "oneshot-oom", .run = runReview, .arg = &(reviewCase){OS_RANKS, oneshotOomRank, 1},
+     .timeoutS = 180},
+    {.name = "scratch-oom", .run = runReview, .arg = &(reviewCase){SO_RANKS, scratchOomRank, 1},
+     .timeoutS = 180},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "review", kCases, T_NCASES(kCases)); }

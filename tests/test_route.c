@@ -18,15 +18,7 @@
 #include "topo/topo.h"
 
 static planKey mkKey(int coll, int G, int A, const int* ranks, const size_t* counts, relayDataType_t dt) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = (relayColl_t)coll;
-  k.nranks = 8;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = dt;
+  planKey k = planKeyInit((relayColl_t)coll, 8, G, A, ranks, counts, dt);
   k.op = relaySum;
   k.depth = 1;
   return k;

@@ -20,15 +20,7 @@
 #include "topo/topo.h"
 
 static planKey mkKey(relayColl_t coll, int A, const int* ranks, const size_t* counts) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = 8;
-  k.nGroups = 1;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayFloat32;
+  planKey k = planKeyInit(coll, 8, 1, A, ranks, counts, relayFloat32);
   k.op = relaySum;
   k.depth = 1;
   return k;

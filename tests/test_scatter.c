@@ -64,15 +64,7 @@ static int casePlans(void) {
     relayDataType_t dt = (it % 3) == 0 ? relayInt8 : (it % 3) == 1 ? relayFloat32 : relayFloat64;
     size_t es = relayTypeSize(dt), total = 0;
     for (int i = 0; i < A; i++) total += counts[i];
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = coll;
-    k.nranks = n;
-    k.nGroups = 1;
-    k.nActive = A;
-    k.ranks = perm;
-    k.counts = counts;
-    k.dtype = dt;
+    planKey k = planKeyInit(coll, n, 1, A, perm, counts, dt);
     k.op = relaySum;
     k.route = relayRouteDirect;
     k.depth = 1;
@@ -147,15 +139,7 @@ static int casePlans(void) {
   /* Other routes are "not supported" (the API falls back to direct). */
   int set[3] = {2, 0, 1};
   size_t cs[3] = {4, 0, 9};
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = RELAY_COLL_SCATTER;
-  k.nranks = 4;
-  k.nGroups = 1;
-  k.nActive = 3;
-  k.ranks = set;
-  k.counts = cs;
-  k.dtype = relayFloat32;
+  planKey k = planKeyInit(RELAY_COLL_SCATTER, 4, 1, 3, set, cs, relayFloat32);
   k.route = relayRouteRelay;
   k.depth = 1;
   k.root = 3;

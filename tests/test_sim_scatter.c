@@ -51,15 +51,7 @@ static relayPlan* rootedPlan(relayColl_t coll, int n, int root, size_t count) {
   static int ranks[RELAY_TOPO_MAX_GPUS];
   static size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < n; i++) ranks[i] = i, counts[i] = count;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = n;
-  k.nGroups = 1;
-  k.nActive = n;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, n, 1, n, ranks, counts, relayBfloat16);
   k.op = relaySum;
   k.route = relayRouteDirect;
   k.depth = 1;
@@ -317,15 +309,7 @@ static int caseSplit(void) {
   int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
     size_t counts[1] = {3u << 20};
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = (relayColl_t)coll;
-    k.nranks = 8;
-    k.nGroups = 1;
-    k.nActive = 4;
-    k.ranks = ranks;
-    k.counts = counts;
-    k.dtype = relayBfloat16;
+    planKey k = planKeyInit((relayColl_t)coll, 8, 1, 4, ranks, counts, relayBfloat16);
     k.op = relaySum;
     k.route = relayRouteDirect;
     k.depth = 1;
