@@ -6,7 +6,7 @@
  * outputs are poisoned before every call. Check mode is on (every call is
  * agreed), as the library's own tests run.
  *
- * Usage: test_colls <case>   (cases: see main)
+ * Usage: test_colls <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <errno.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
  * and relaycc-plan --scatter-parts. Pure functions: every case runs in
  * milliseconds.
  *
- * Usage: test_p2p <case>   (cases: see main)
+ * Usage: test_p2p <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * and NCCL again in the same run). Per call: the auto_percall_* and
  * p2p_percall.log twins.
  *
- * Usage: test_route_gpu <case>   (cases: see main)
+ * Usage: test_route_gpu <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <math.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * determinism, speed, the baseline's closed forms, and the seed's link-model
  * figures on mi350x once relay plans exist.
  *
- * Usage: test_sim <case>   (cases: see main). Exit 77 = skipped.
+ * Usage: test_sim <case>   (cases: kCases at the bottom; --list prints them). Exit 77 = skipped.
  */
 #include <math.h>
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * round-trips, bad files get errors that say which line and why, detection
  * answers "not supported" on a CPU build.
  *
- * Usage: test_topo <case>   (cases: see main)
+ * Usage: test_topo <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <math.h>
 #include <stdio.h>
