@@ -40,9 +40,9 @@ unsigned long long t_rand(unsigned long long* s) {
 
 /* ---------------------------------------------------------------- case table */
 
-/* What --list prints goes into CMake code (cmake/TestCases.cmake): a word is one CMake argument, so none
- * may hold a character CMake or a list would read (quote, backslash, ';', brackets, '$', '#', '@' outside
- * a placeholder is fine) or white space. */
+/* What --list prints becomes CMake code (cmake/TestCasesList.cmake): a word is one CMake argument, so it
+ * holds no white space and nothing CMake or a CMake list would read (quote, backslash, ';', brackets, '$',
+ * '#'). */
 static int t_wordOk(const char* s, size_t n) {
   if (n == 0) return 0;
   for (size_t i = 0; i < n; i++)
