@@ -50,6 +50,38 @@ static void expectExact(int rank, const char* tag, const char* msg, const char* 
   T_CHECK(countOf(msg, "call #") <= 1, "rank %d, %s: the call number twice: %s", rank, tag, msg);
 }
 
+/* A comm of this test: shm, 20 s deadline (no wait here comes near it), check mode and route as given. */
+static relayComm_t errorsComm(int rank, int nranks, int checkMode, int route) {
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 20000;
+  cfg.checkMode = checkMode;
+  cfg.route = route;
+  return t_comm(rank, nranks, &cfg);
+}
+
+/* One all-reduce's arguments over every rank: send[i] = rank * 100000 + i, recv poisoned. */
+typedef struct {
+  int ranks[NRANKS];
+  relayLayout_t lay;
+  size_t counts[1];
+  float send[COUNT], recv[COUNT];
+} callArgs;
+
+static void argsInit(callArgs* a, int rank) {
+  for (int q = 0; q < NRANKS; q++) a->ranks[q] = q;
+  a->lay = (relayLayout_t){1, NRANKS, a->ranks};
+  a->counts[0] = COUNT;
+  for (int i = 0; i < COUNT; i++) a->send[i] = (float)(rank * 100000 + i);
+  memset(a->recv, POISON, sizeof a->recv);
+}
+
+/* A rejected call writes nothing. */
+static void expectUntouched(int rank, const char* tag, const callArgs* a) {
+  for (size_t i = 0; i < sizeof a->recv; i++)
+    T_CHECK(((const unsigned char*)a->recv)[i] == POISON, "rank %d, %s: a rejected call wrote recv byte %zu", rank,
+            tag, i);
+}
+
 /* A valid all-reduce over every rank: send[i] = (rank + 1) * 1000 + i % 251, so the sum is
  * 10000 + 4 * (i % 251) at 4 ranks; recv poisoned first. */
 static void validCall(relayComm_t c, int rank, const char* tag) {
@@ -70,34 +102,27 @@ static void validCall(relayComm_t c, int rank, const char* tag) {
  * number (every call counts, rejected ones too), never a step (none ran); nothing written. */
 static int rankCalls(int rank, int nranks, void* arg) {
   (void)arg;
-  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.timeoutMs = 20000;
-  relayComm_t c = t_comm(rank, nranks, &cfg);
-  int ranks[NRANKS] = {0, 1, 2, 3};
-  relayLayout_t lay = {1, NRANKS, ranks};
-  size_t counts[1] = {COUNT};
-  float send[COUNT], recv[COUNT];
-  for (int i = 0; i < COUNT; i++) send[i] = (float)(rank * 100000 + i);
-  memset(recv, POISON, sizeof recv);
+  relayComm_t c = errorsComm(rank, nranks, 0, relayRouteAuto);
+  callArgs a;
+  argsInit(&a, rank);
   char want[512];
 
-  relayResult_t r = relayAllReduce(send, recv, NULL, relayFloat32, relaySum, &lay, c, NULL);
+  relayResult_t r = relayAllReduce(a.send, a.recv, NULL, relayFloat32, relaySum, &a.lay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: NULL counts -> %s", rank, relayGetErrorString(r));
   snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): counts is NULL", rank);
   expectExact(rank, "call 1", relayGetLastError(c), want);
 
-  r = relayAllReduce(send, recv, counts, (relayDataType_t)99, relaySum, &lay, c, NULL);
+  r = relayAllReduce(a.send, a.recv, a.counts, (relayDataType_t)99, relaySum, &a.lay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: datatype 99 -> %s", rank, relayGetErrorString(r));
   snprintf(want, sizeof want, "relayAllReduce (rank %d, call #2): datatype 99 is not a relayDataType_t", rank);
   expectExact(rank, "call 2", relayGetLastError(c), want);
-  for (size_t i = 0; i < sizeof recv; i++)
-    T_CHECK(((unsigned char*)recv)[i] == POISON, "rank %d: a rejected call wrote recv byte %zu", rank, i);
+  expectUntouched(rank, "calls 1 and 2", &a);
 
   validCall(c, rank, "call 3"); /* the comm is usable after them */
 
   int set[NRANKS] = {0, 1, 2, 3};
   size_t blocks[NRANKS] = {4, 4, 4, 4};
-  r = relayScatter(send, recv, blocks, relayFloat32, 9, set, NRANKS, c, NULL);
+  r = relayScatter(a.send, a.recv, blocks, relayFloat32, 9, set, NRANKS, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: root 9 -> %s", rank, relayGetErrorString(r));
   snprintf(want, sizeof want, "relayScatter (rank %d, call #4): root = 9 is not in [0, 4)", rank);
   expectExact(rank, "call 4", relayGetLastError(c), want);
@@ -105,13 +130,14 @@ static int rankCalls(int rank, int nranks, void* arg) {
   /* A duplicate names rank 1 in its text: rank 1's message still gives rank 1 as its own once. */
   int dup[NRANKS] = {0, 1, 1, 3};
   relayLayout_t dupLay = {1, NRANKS, dup};
-  r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &dupLay, c, NULL);
+  r = relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &dupLay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: duplicate rank -> %s", rank, relayGetErrorString(r));
   snprintf(want, sizeof want,
            "relayAllReduce (rank %d, call #5): layout.ranks[1] and [2] both name rank 1 (a rank is active in at "
            "most one group)",
            rank);
   expectExact(rank, "call 5", relayGetLastError(c), want);
+  expectUntouched(rank, "calls 4 and 5", &a);
   T_OK(relayCommDestroy(c));
   return 0;
 }
@@ -120,17 +146,11 @@ static int rankCalls(int rank, int nranks, void* arg) {
  * each under its own prefix; the next call (#2) runs. */
 static int rankCheck(int rank, int nranks, void* arg) {
   (void)arg;
-  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.timeoutMs = 20000;
-  cfg.checkMode = 1;
-  relayComm_t c = t_comm(rank, nranks, &cfg);
-  int ranks[NRANKS] = {0, 1, 2, 3};
-  relayLayout_t lay = {1, NRANKS, ranks};
-  size_t counts[1] = {COUNT};
-  float send[COUNT], recv[COUNT];
-  for (int i = 0; i < COUNT; i++) send[i] = (float)(rank * 100000 + i);
-  memset(recv, POISON, sizeof recv);
-  relayResult_t r = relayAllReduce(send, recv, rank == 2 ? NULL : counts, relayFloat32, relaySum, &lay, c, NULL);
+  relayComm_t c = errorsComm(rank, nranks, 1, relayRouteAuto);
+  callArgs a;
+  argsInit(&a, rank);
+  relayResult_t r =
+      relayAllReduce(a.send, a.recv, rank == 2 ? NULL : a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: -> %s (%s)", rank, relayGetErrorString(r), relayGetLastError(c));
   char want[512];
   if (rank == 2)
@@ -139,8 +159,7 @@ static int rankCheck(int rank, int nranks, void* arg) {
     snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s)", rank,
              relayGetErrorString(relayInvalidArgument));
   expectExact(rank, "check mode", relayGetLastError(c), want);
-  for (size_t i = 0; i < sizeof recv; i++)
-    T_CHECK(((unsigned char*)recv)[i] == POISON, "rank %d: a rejected call wrote recv byte %zu", rank, i);
+  expectUntouched(rank, "check mode", &a);
   validCall(c, rank, "call 2");
   T_OK(relayCommDestroy(c));
   return 0;
@@ -151,10 +170,7 @@ static int rankCheck(int rank, int nranks, void* arg) {
  * failed after it, and call #3's message quotes call #2's error without its rank. */
 static int rankStep(int rank, int nranks, void* arg) {
   (void)arg;
-  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.timeoutMs = 20000;
-  cfg.route = relayRouteDirect;
-  relayComm_t c = t_comm(rank, nranks, &cfg);
+  relayComm_t c = errorsComm(rank, nranks, 0, relayRouteDirect);
   validCall(c, rank, "call 1");
   int ranks[NRANKS] = {0, 1, 2, 3};
   relayLayout_t lay = {1, NRANKS, ranks};
