@@ -189,8 +189,10 @@ static void forwardAll(ncclComm_t comm, int rank, int nranks) {
   T_CHECK(ncclCommCount(comm, &cnt) == ncclSuccess && cnt == nranks, "ncclCommCount -> %d", cnt);
   EXPECT_LAST("ncclCommCount", (uintptr_t)comm, (uintptr_t)&cnt);
   /* Functions the shim does not name at all, profiling twins included. */
+#ifdef NCCL_REVOKE_DEFAULT /* ncclCommRevoke: in 2.28.9's nccl.h (CI's), not in 2.28.3's (the H200 machine's) */
   T_CHECK(ncclCommRevoke(comm, 3) == ncclSuccess, "ncclCommRevoke");
   expectLast("ncclCommRevoke", 0, NULL);
+#endif
   T_CHECK(pncclAllReduce(in, out, n, ncclFloat32, ncclSum, comm, st) == ncclSuccess, "pncclAllReduce");
   expectLast("pncclAllReduce", 0, NULL);
   free(in);
