@@ -46,7 +46,7 @@
 #include "core/comm.h"
 #include "plan/plan.h"
 #include "reduce_host.h"
-#include "transport/shm_oneshot.h"
+#include "transport/shm/shm.h"
 
 typedef struct {
   int tried, ready;

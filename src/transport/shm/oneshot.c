@@ -56,13 +56,13 @@
 #include "common.h"
 #include "core/comm.h"
 #include "reduce_host.h"
-#include "transport/shm_oneshot.h"
+#include "transport/shm/shm.h"
 
 #define OS_LINE RELAY_SHM_LINE
 typedef relayShmWord osWord;
 
 /* ---- a region per rank, mapped by every peer (the one-shot's and the
- * bandwidth route's: shm_bw.c) ------------------------------------------- */
+ * bandwidth route's: bw.c) ------------------------------------------- */
 
 typedef struct {
   _Alignas(OS_LINE) uint64_t sentinel;
