@@ -104,7 +104,7 @@ relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
     /* Local pair (i, j) of every node is comm ranks i, j of node 0; ranks
      * beyond the topology's GPUs have no direct links. */
     links = calloc((size_t)G * (size_t)G, sizeof *links);
-    if (!links) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the p2p layer", comm->rank);
+    if (!links) return relaySetError(comm, relaySystemError, "out of memory for the p2p layer");
     for (int i = 0; i < G && i < t->nGPUs; i++)
       for (int j = 0; j < G && j < t->nGPUs; j++)
         if (i != j) links[i * G + j] = t->linkCount[i * t->nGPUs + j];
@@ -113,10 +113,9 @@ relayResult_t shmP2pInit(struct relayComm* comm, shmState* st) {
   char err[256];
   relayResult_t res = p2pCommFromTopo(&d, &st->p2p, err, sizeof err);
   free(links);
-  if (res != relaySuccess)
-    return relaySetError(comm, relayInternalError, "rank %d: the p2p channel layer: %s", comm->rank, err);
+  if (res != relaySuccess) return relaySetError(comm, relayInternalError, "the p2p channel layer: %s", err);
   st->connStore = calloc((size_t)n * 2, sizeof *st->connStore);
-  if (!st->connStore) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the p2p layer", comm->rank);
+  if (!st->connStore) return relaySetError(comm, relaySystemError, "out of memory for the p2p layer");
   p2pConnInit(&st->conn, n, st->connStore);
   st->p2pReady = 1;
   return relaySuccess;
@@ -144,9 +143,7 @@ static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need
   SHM_GROW(sneed, c);
   SHM_GROW(rwant, c);
 #undef SHM_GROW
-  if (!ok)
-    return relaySetError(comm, relaySystemError, "rank %d: out of memory for %d transfer descriptors", comm->rank,
-                         need);
+  if (!ok) return relaySetError(comm, relaySystemError, "out of memory for %d transfer descriptors", need);
   st->orderCap = cap;
   return relaySuccess;
 }
@@ -232,15 +229,13 @@ static relayResult_t shmConnect(struct relayComm* comm, shmState* st, int p, p2p
     shmRingCtl* rc = dir == P2P_DIR_SEND ? shmCtl(st, n, me, p, 1 + c) : shmCtl(st, n, p, me, 1 + c);
     uint32_t was = atomic_fetch_or_explicit(&rc->conn, bit, memory_order_relaxed);
     if (was & bit)
-      return relaySetError(comm, relayInternalError,
-                           "rank %d: step %d of call #%llu: channel %d %s rank %d was connected twice", me,
-                           comm->curStep, (unsigned long long)comm->callSeq, c, dir == P2P_DIR_SEND ? "to" : "from", p);
+      return relaySetError(comm, relayInternalError, "channel %d %s rank %d was connected twice", c,
+                           dir == P2P_DIR_SEND ? "to" : "from", p);
     /* The sender connects first and publishes the task header after it (a
      * release on the control ring's head): the receiver must see its flag. */
     if (dir == P2P_DIR_RECV && !(was & SHM_CONN_SEND))
-      return relaySetError(comm, relayInternalError,
-                           "rank %d: step %d of call #%llu: rank %d announced channel %d without connecting it", me,
-                           comm->curStep, (unsigned long long)comm->callSeq, p, c);
+      return relaySetError(comm, relayInternalError, "rank %d announced channel %d without connecting it",
+                           p, c);
   }
   p2pConnCommit(&st->conn, p, dir, need);
   st->connected[dir] += (uint64_t)__builtin_popcountll(need);
@@ -363,35 +358,27 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
 /* The header of task k from p disagrees with our transfer x: say how. */
 static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x,
                                     int index, int count) {
-  int me = comm->rank;
   if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
     return relaySetError(comm, relayInternalError,
-                         "rank %d: step %d of call #%llu: corrupt stream from rank %d (magic %#x, src %d, task %u of "
-                         "%d expected %d)",
-                         me, comm->curStep, (unsigned long long)comm->callSeq, p, h->magic, h->src, h->index, count,
-                         index);
+                         "corrupt stream from rank %d (magic %#x, src %d, task %u of %d expected %d)", p,
+                         h->magic, h->src, h->index, count, index);
   if (h->callSeq != comm->callSeq || h->step != comm->curStep)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: rank %d sent a transfer from step %d of call #%llu: ranks "
-                         "disagree on the sequence of calls or on their plans",
-                         me, comm->curStep, (unsigned long long)comm->callSeq, p, h->step,
-                         (unsigned long long)h->callSeq);
+                         "rank %d sent a transfer from step %d of call #%llu: ranks disagree on the sequence "
+                         "of calls or on their plans", p, h->step, (unsigned long long)h->callSeq);
   if (h->shape != comm->callShape)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: rank %d's call has another shape (digest %016llx, this "
-                         "rank's %016llx): ranks disagree on the collective, layout, counts, datatype, op or root",
-                         me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->shape,
-                         (unsigned long long)comm->callShape);
+                         "rank %d's call has another shape (digest %016llx, this rank's %016llx): ranks "
+                         "disagree on the collective, layout, counts, datatype, op or root", p,
+                         (unsigned long long)h->shape, (unsigned long long)comm->callShape);
   if (h->bytes != x->bytes)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: rank %d sends %llu bytes, this rank expects %llu (transfer %d "
-                         "of %d from rank %d): counts differ between ranks",
-                         me, comm->curStep, (unsigned long long)comm->callSeq, p, (unsigned long long)h->bytes,
+                         "rank %d sends %llu bytes, this rank expects %llu (transfer %d of %d from rank %d): "
+                         "counts differ between ranks", p, (unsigned long long)h->bytes,
                          (unsigned long long)x->bytes, index + 1, count, p);
   return relaySetError(comm, relayInvalidUsage,
-                       "rank %d: step %d of call #%llu: rank %d sends a %s transfer, this rank expects %s (transfer %d "
-                       "of %d from rank %d): ranks disagree on the collective",
-                       me, comm->curStep, (unsigned long long)comm->callSeq, p, p2pOpName((p2pOp)h->op),
+                       "rank %d sends a %s transfer, this rank expects %s (transfer %d of %d from rank %d): "
+                       "ranks disagree on the collective", p, p2pOpName((p2pOp)h->op),
                        p2pOpName((p2pOp)shmStateOf(comm)->groupOp), index + 1, count, p);
 }
 
@@ -421,10 +408,8 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
   }
   if (what)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: transfer %d of %d from rank %d (%s, %u parts sent, %d "
-                         "expected): %s: %s",
-                         comm->rank, comm->curStep, (unsigned long long)comm->callSeq, index + 1, count, p,
-                         p2pOpName((p2pOp)h->op), h->nParts, st->rnpart[i], what, agree);
+                         "transfer %d of %d from rank %d (%s, %u parts sent, %d expected): %s: %s", index + 1,
+                         count, p, p2pOpName((p2pOp)h->op), h->nParts, st->rnpart[i], what, agree);
   return relaySuccess;
 }
 
@@ -527,10 +512,9 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
         if (h->magic != SHM_PART_MAGIC || h->src != p || h->index != (uint32_t)(cq->cur - q->beg) ||
             h->part != (uint32_t)cq->part || h->callSeq != comm->callSeq || h->len != pp->len) {
           res = relaySetError(comm, relayInternalError,
-                              "rank %d: step %d of call #%llu: corrupt stream from rank %d on channel %d (magic %#x, "
-                              "task %u part %u of %llu bytes; expected task %d part %d of %zu bytes)",
-                              me, comm->curStep, (unsigned long long)comm->callSeq, p, ch, h->magic, h->index, h->part,
-                              (unsigned long long)h->len, cq->cur - q->beg, cq->part, pp->len);
+                              "corrupt stream from rank %d on channel %d (magic %#x, task %u part %u of %llu "
+                              "bytes; expected task %d part %d of %zu bytes)", p, ch, h->magic, h->index,
+                              h->part, (unsigned long long)h->len, cq->cur - q->beg, cq->part, pp->len);
           break;
         }
         continue; /* now the payload */
@@ -641,10 +625,9 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
   shmTaskProgress(st, p, !isRecv, isRecv ? recvs : sends, &task, &done, &bytes);
   snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send", (unsigned long long)done,
            (unsigned long long)bytes);
-  return relaySetError(comm, relayTimeout,
-                       "rank %d: step %d of call #%llu: no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
-                       comm->rank, comm->curStep, (unsigned long long)comm->callSeq, comm->cfg.timeoutMs, p, what,
-                       others ? " and " : "", others, others == 1 ? " other rank" : others ? " other ranks" : "");
+  return relaySetError(comm, relayTimeout, "no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
+                       comm->cfg.timeoutMs, p, what, others ? " and " : "", others,
+                       others == 1 ? " other rank" : others ? " other ranks" : "");
 }
 
 static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const relayXferDesc* sends, int nSends,
@@ -652,19 +635,14 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
   int n = comm->nranks, me = comm->rank;
   for (int i = 0; i < nSends; i++)
     if (sends[i].peer < 0 || sends[i].peer >= n || (!sends[i].ptr && sends[i].bytes))
-      return relaySetError(comm, relayInvalidArgument,
-                           "rank %d: step %d of call #%llu: send %d has peer %d (nranks %d), ptr %p, %zu bytes", me,
-                           comm->curStep, (unsigned long long)comm->callSeq, i, sends[i].peer, n, sends[i].ptr,
-                           sends[i].bytes);
+      return relaySetError(comm, relayInvalidArgument, "send %d has peer %d (nranks %d), ptr %p, %zu bytes",
+                           i, sends[i].peer, n, sends[i].ptr, sends[i].bytes);
   for (int i = 0; i < nRecvs; i++)
     if (recvs[i].peer < 0 || recvs[i].peer >= n || (!recvs[i].ptr && recvs[i].bytes))
-      return relaySetError(comm, relayInvalidArgument,
-                           "rank %d: step %d of call #%llu: recv %d has peer %d (nranks %d), ptr %p, %zu bytes", me,
-                           comm->curStep, (unsigned long long)comm->callSeq, i, recvs[i].peer, n, recvs[i].ptr,
-                           recvs[i].bytes);
+      return relaySetError(comm, relayInvalidArgument, "recv %d has peer %d (nranks %d), ptr %p, %zu bytes",
+                           i, recvs[i].peer, n, recvs[i].ptr, recvs[i].bytes);
   if ((unsigned)p2pOp >= P2P_NUM_OPS)
-    return relaySetError(comm, relayInternalError, "rank %d: step %d of call #%llu: p2p operation %d", me,
-                         comm->curStep, (unsigned long long)comm->callSeq, p2pOp);
+    return relaySetError(comm, relayInternalError, "p2p operation %d", p2pOp);
   st->groupOp = p2pOp;
   RELAY_CHECK(shmP2pInit(comm, st));
   RELAY_CHECK(shmGrowOrder(comm, st, nSends > nRecvs ? nSends : nRecvs));
@@ -674,16 +652,14 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
   /* To oneself: the k-th send pairs with the k-th receive; no channels. */
   shmPeerQ *ss = &st->sq[me], *rs = &st->rq[me];
   if (ss->end - ss->beg != rs->end - rs->beg)
-    return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: %d sends to itself but %d receives from itself", me,
-                         comm->curStep, (unsigned long long)comm->callSeq, ss->end - ss->beg, rs->end - rs->beg);
+    return relaySetError(comm, relayInvalidUsage, "%d sends to itself but %d receives from itself",
+                         ss->end - ss->beg, rs->end - rs->beg);
   for (int k = 0; k < ss->end - ss->beg; k++) {
     const relayXferDesc* s = &sends[st->sorder[ss->beg + k]];
     const relayXferDesc* r = &recvs[st->rorder[rs->beg + k]];
     if (s->bytes != r->bytes)
-      return relaySetError(comm, relayInvalidUsage,
-                           "rank %d: step %d of call #%llu: transfer %d to itself sends %zu bytes but receives %zu", me,
-                           comm->curStep, (unsigned long long)comm->callSeq, k + 1, s->bytes, r->bytes);
+      return relaySetError(comm, relayInvalidUsage, "transfer %d to itself sends %zu bytes but receives %zu",
+                           k + 1, s->bytes, r->bytes);
     if (s->bytes && s->ptr != r->ptr) memmove(r->ptr, s->ptr, s->bytes);
   }
   ss->ctl = ss->end;
@@ -696,7 +672,6 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
   }
   for (int i = 0; i < st->nrpend; i++) shmSplitPeer(st, p2pOp, me, st->rpend[i], 0, recvs);
 
-  char where[96];
   shmWaiter w;
   shmWaiterInit(&w);
   for (;;) {
@@ -709,36 +684,29 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
       w.lastProgress = relayNowNs();
       continue;
     }
-    if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "rank %d: step %d of call #%llu: the comm was aborted", me,
-                           comm->curStep, (unsigned long long)comm->callSeq);
+    if (shmAborted(comm, st)) return relaySetError(comm, relayInvalidUsage, "the comm was aborted");
     int what = 0, bad = shmFindBadPeer(comm, st, w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), &what);
     if (bad >= 0) {
       /* Whatever it wrote before it failed or died is visible now: drain it,
        * and fail only if we still need something from it. */
       RELAY_CHECK(shmScan(comm, st, sends, recvs, &moved));
       if (!shmPending(st, bad)) continue;
-      snprintf(where, sizeof where, "step %d of call #%llu", comm->curStep, (unsigned long long)comm->callSeq);
-      return shmPeerError(comm, st, bad, what, where);
+      return shmPeerError(comm, st, bad, what, NULL); /* the prefix names the call and step */
     }
     if (shmPause(comm, st, &w, db)) return shmGroupTimeout(comm, st, sends, recvs);
   }
 }
 
 relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int nSends,
-                              const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
+                       const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream) {
   (void)stream;
   shmState* st = shmStateOf(comm);
   if (nSends == 0 && nRecvs == 0 && !comm->failed) return relaySuccess;
   if (comm->failed)
-    return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: step %d of call #%llu: the comm failed in an earlier call; destroy it", comm->rank,
-                         comm->curStep, (unsigned long long)comm->callSeq);
+    return relaySetError(comm, relayInvalidUsage, "the comm failed in an earlier call; destroy it");
   if (nSends < 0 || nRecvs < 0 || (nSends && !sends) || (nRecvs && !recvs))
-    return shmFail(comm, relaySetError(comm, relayInvalidArgument,
-                                       "rank %d: step %d of call #%llu: group with %d sends (%p), %d recvs (%p)",
-                                       comm->rank, comm->curStep, (unsigned long long)comm->callSeq, nSends,
-                                       (const void*)sends, nRecvs, (const void*)recvs));
+    return shmFail(comm, relaySetError(comm, relayInvalidArgument, "group with %d sends (%p), %d recvs (%p)",
+                                       nSends, (const void*)sends, nRecvs, (const void*)recvs));
   relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs, p2pOp);
   return res == relaySuccess ? res : shmFail(comm, res);
 }

@@ -72,8 +72,8 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   for (int q = 0; q < n; q++)
     if (q != me) pend[np++] = q;
   char where[96];
-  snprintf(where, sizeof where, "agreement round %llu (call #%llu)", (unsigned long long)round,
-           (unsigned long long)comm->callSeq);
+  /* The call (when one runs) is the error prefix's. */
+  snprintf(where, sizeof where, "agreement round %llu", (unsigned long long)round);
   shmWaiter w;
   shmWaiterInit(&w);
   for (;;) {
@@ -86,19 +86,18 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       if (s != round) {
         if (s > round)
           return relaySetError(comm, relayInvalidUsage,
-                               "rank %d: %s: rank %d is already in round %llu: ranks disagree on the number of "
-                               "agreements",
-                               me, where, q, (unsigned long long)s);
+                               "%s: rank %d is already in round %llu: ranks disagree on the number of "
+                               "agreements", where, q, (unsigned long long)s);
         i++;
         continue;
       }
       if (pb->call != comm->callSeq)
         return relaySetError(comm, relayInvalidUsage,
-                             "rank %d: %s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
-                             "ran (check mode 0), so the ranks are no longer in step",
-                             me, where, q, (unsigned long long)pb->call);
+                             "%s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
+                             "ran (check mode 0), so the ranks are no longer in step", where, q,
+                             (unsigned long long)pb->call);
       if (pb->bytes != bytes)
-        return relaySetError(comm, relayInvalidUsage, "rank %d: %s: rank %d agrees on %u bytes, this rank on %zu", me,
+        return relaySetError(comm, relayInvalidUsage, "%s: rank %d agrees on %u bytes, this rank on %zu",
                              where, q, pb->bytes, bytes);
       if (bytes) memcpy((unsigned char*)all + (size_t)q * bytes, pb->data, bytes);
       pend[i] = pend[--np];
@@ -111,7 +110,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       continue;
     }
     if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "rank %d: %s: the comm was aborted", me, where);
+      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
     int checkPids = w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), rescan = 0;
     for (int i = 0; i < np && !rescan; i++) {
       int q = pend[i];
@@ -131,7 +130,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       size_t o = 0;
       for (int i = 0; i < np && o + 16 < sizeof miss; i++)
         o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", i ? ", " : "", pend[i]);
-      return relaySetError(comm, relayTimeout, "rank %d: %s: no progress for %d ms waiting for rank%s %s", me, where,
+      return relaySetError(comm, relayTimeout, "%s: no progress for %d ms waiting for rank%s %s", where,
                            comm->cfg.timeoutMs, np > 1 ? "s" : "", miss);
     }
   }
@@ -140,11 +139,10 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
 static relayResult_t shmAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes) {
   shmState* st = shmStateOf(comm);
   if (comm->failed)
-    return relaySetError(comm, relayInvalidUsage, "rank %d: agreement in call #%llu: the comm failed earlier; destroy it",
-                         comm->rank, (unsigned long long)comm->callSeq);
+    return relaySetError(comm, relayInvalidUsage, "agreement: the comm failed earlier; destroy it");
   if (bytes > SHM_AGREE_MAX || (bytes && (!mine || !all)))
     return shmFail(comm, relaySetError(comm, relayInvalidArgument,
-                                       "rank %d: agreement on %zu bytes (max %d), mine %p, all %p", comm->rank, bytes,
+                                       "agreement on %zu bytes (max %d), mine %p, all %p", bytes,
                                        SHM_AGREE_MAX, mine, all));
   relayResult_t res = shmAgreeRun(comm, st, mine, all, bytes);
   return res == relaySuccess ? res : shmFail(comm, res);
@@ -159,9 +157,8 @@ static relayResult_t shmReduce(struct relayComm* comm, void* dst, const void* co
   (void)lane;
   (void)stream;
   if (relayTypeSize(dt) == 0 || (unsigned)op >= relayNumOps || nsrc < 1 || (count && (!dst || !srcs)))
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: step %d of call #%llu: reduce of %d inputs, %zu elements, dtype %d, op %d",
-                         comm->rank, comm->curStep, (unsigned long long)comm->callSeq, nsrc, count, (int)dt, (int)op);
+    return relaySetError(comm, relayInvalidArgument, "reduce of %d inputs, %zu elements, dtype %d, op %d",
+                         nsrc, count, (int)dt, (int)op);
   if (count) relayHostReduce(dst, srcs, nsrc, count, dt, op, divisor);
   return relaySuccess;
 }
@@ -179,15 +176,14 @@ static relayResult_t shmScratch(struct relayComm* comm, int slot, size_t bytes, 
   (void)stream;
   shmState* st = shmStateOf(comm);
   if (slot < 0 || !ptr)
-    return relaySetError(comm, relayInvalidArgument, "rank %d: scratch slot %d, ptr %p", comm->rank, slot,
-                         (void*)ptr);
+    return relaySetError(comm, relayInvalidArgument, "scratch slot %d, ptr %p", slot, (void*)ptr);
   if (slot >= st->nscr) {
     int n = slot + 1;
     void** a = realloc(st->scr, (size_t)n * sizeof(void*));
     if (a) st->scr = a;
     size_t* b = a ? realloc(st->scrBytes, (size_t)n * sizeof(size_t)) : NULL;
     if (b) st->scrBytes = b;
-    if (!a || !b) return relaySetError(comm, relaySystemError, "rank %d: out of memory for scratch slot %d", comm->rank, slot);
+    if (!a || !b) return relaySetError(comm, relaySystemError, "out of memory for scratch slot %d", slot);
     for (int i = st->nscr; i < n; i++) st->scr[i] = NULL, st->scrBytes[i] = 0;
     st->nscr = n;
   }
@@ -199,8 +195,8 @@ static relayResult_t shmScratch(struct relayComm* comm, int slot, size_t bytes, 
     st->scrBytes[slot] = 0;
     void* p = NULL;
     if (posix_memalign(&p, SHM_LINE, sz) != 0)
-      return relaySetError(comm, relaySystemError, "rank %d: out of memory for %zu bytes of scratch (slot %d)",
-                           comm->rank, sz, slot);
+      return relaySetError(comm, relaySystemError, "out of memory for %zu bytes of scratch (slot %d)", sz,
+                           slot);
     /* Defined bytes: a rank that passed a bad buffer sends scratch in its
      * place (api.c), and peers reduce it. */
     memset(p, 0, sz);
@@ -292,23 +288,22 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayShmAttach: comm is NULL");
   int n = comm->nranks, me = comm->rank;
   if (n < 1 || n > SHM_MAX_RANKS)
-    return relaySetError(comm, relayInvalidArgument, "rank %d: nranks %d must be in [1, %d]", me, n, SHM_MAX_RANKS);
+    return relaySetError(comm, relayInvalidArgument, "nranks %d must be in [1, %d]", n, SHM_MAX_RANKS);
   if (me < 0 || me >= n)
     return relaySetError(comm, relayInvalidArgument, "rank %d is out of range for nranks %d", me, n);
   if (!jobName || !*jobName || strlen(jobName) > SHM_MAX_JOB || strchr(jobName, '/'))
-    return relaySetError(comm, relayInvalidArgument,
-                         "rank %d: job name %s%s%s must be 1 to %d characters without '/'", me, jobName ? "'" : "",
-                         jobName ? jobName : "NULL", jobName ? "'" : "", SHM_MAX_JOB);
+    return relaySetError(comm, relayInvalidArgument, "job name %s%s%s must be 1 to %d characters without '/'",
+                         jobName ? "'" : "", jobName ? jobName : "NULL", jobName ? "'" : "", SHM_MAX_JOB);
   long ring = comm->cfg.shmRingBytes;
   if (ring < SHM_MIN_RING || ring > (long)SHM_MAX_RING)
-    return relaySetError(comm, relayInvalidArgument, "rank %d: shmRingBytes %ld must be in [%d, %u]", me, ring,
+    return relaySetError(comm, relayInvalidArgument, "shmRingBytes %ld must be in [%d, %u]", ring,
                          SHM_MIN_RING, SHM_MAX_RING);
   /* The channels count only at rank 0 (it shapes the segment; the others
    * take it from there); the part rules (shmP2pInit) read the comm's agreed
    * table at the first group. core/params.h checked the ranges. */
   long chans = (long)relayParamInt(comm, RELAY_P_NCHANNELS);
   shmState* st = calloc(1, sizeof *st);
-  if (!st) return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
+  if (!st) return relaySetError(comm, relaySystemError, "out of memory for the shm transport");
   snprintf(st->job, sizeof st->job, "%s", jobName);
   shmLaunchIdentity(st->launch, sizeof st->launch);
   relayShmSegmentName(jobName, st->name, sizeof st->name);
@@ -320,8 +315,8 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   shmLayout L;
   if (shmLayoutOf(n, st->ringBytes, shmChannelsFor(st->wantChannels, st->ringBytes), &L) != 0) {
     free(st);
-    return relaySetError(comm, relayInvalidArgument, "rank %d: %d ranks with %ld-byte rings overflow the address space",
-                         me, n, ring);
+    return relaySetError(comm, relayInvalidArgument,
+                         "%d ranks with %ld-byte rings overflow the address space", n, ring);
   }
   size_t un = (size_t)n;
   st->pids = calloc(un, sizeof *st->pids);
@@ -332,7 +327,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   st->tmp = calloc(un, sizeof(int));
   if (!st->pids || !st->sq || !st->rq || !st->spend || !st->rpend || !st->tmp) {
     shmStateFree(st);
-    return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
+    return relaySetError(comm, relaySystemError, "out of memory for the shm transport");
   }
   relayResult_t res = me == 0 ? shmCreate(comm, st) : shmJoin(comm, st);
   if (res != relaySuccess) {
@@ -354,7 +349,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
     /* Peers that already run would wait on us: tell them we are gone. */
     atomic_store_explicit(&st->slots[me].status, SHM_GONE, memory_order_release);
     shmStateFree(st);
-    return relaySetError(comm, relaySystemError, "rank %d: out of memory for the shm transport", me);
+    return relaySetError(comm, relaySystemError, "out of memory for the shm transport");
   }
   comm->tpState = st;
   comm->tp = &relayShmOps;

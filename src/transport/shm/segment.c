@@ -94,8 +94,8 @@ int shmChannelsFor(int wanted, uint64_t ring) {
 static relayResult_t shmMap(struct relayComm* comm, int fd, size_t size, void** out) {
   void* p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED)
-    return relaySetError(comm, relaySystemError, "rank %d: mmap of %zu bytes of the shm segment failed: %s",
-                         comm->rank, size, strerror(errno));
+    return relaySetError(comm, relaySystemError, "mmap of %zu bytes of the shm segment failed: %s", size,
+                         strerror(errno));
   *out = p;
   return relaySuccess;
 }
@@ -418,8 +418,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     atomic_fetch_add_explicit(&h->failSeen, 1, memory_order_acq_rel);
     munmap(h, sizeof(shmHeader));
     close(fd);
-    *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 failed init (%s)", me, st->job,
-                         why);
+    *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank 0 failed init (%s)", st->job, why);
     return -1;
   }
   /* The ring size and the channels are rank 0's (it may have shrunk the
@@ -437,9 +436,9 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     close(fd);
     if (!shmConflictPersists(st)) return 0;
     *res = relaySetError(comm, relayInvalidArgument,
-                         "rank %d: job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); this "
-                         "rank has nranks %d (version %u): ranks disagree on nranks, or two jobs share the name",
-                         me, st->job, creator, hn, hv, (long long)sb.st_size, n, SHM_VERSION);
+                         "job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); this "
+                         "rank has nranks %d (version %u): ranks disagree on nranks, or two jobs share the "
+                         "name", st->job, creator, hn, hv, (long long)sb.st_size, n, SHM_VERSION);
     return -1;
   }
   munmap(h, sizeof(shmHeader));
@@ -461,9 +460,9 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     if ((mine->pidNs != st->pidNs || shmPidAlive(holder)) && shmConflictPersists(st)) {
       shmUnmap(st);
       *res = relaySetError(comm, relayInvalidUsage,
-                           "rank %d: rendezvous of job '%s' (launch: %s): rank %d is already taken by pid %d (two "
-                           "processes with one rank, or two jobs that nothing tells apart: give each its own name)",
-                           me, st->job, st->launch, me, (int)holder);
+                           "rendezvous of job '%s' (launch: %s): rank %d is already taken by pid %d (two "
+                           "processes with one rank, or two jobs that nothing tells apart: give each its own "
+                           "name)", st->job, st->launch, me, (int)holder);
       return -1;
     }
     shmUnmap(st); /* an old run's segment: wait for rank 0 to replace it */
@@ -498,17 +497,16 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       shmUnmap(st);
       if (r0 == relayTimeout)
         *res = relaySetError(comm, relayTimeout,
-                             "rank %d: init of job '%s' (%d ranks): rank 0 gave up after %d ms waiting for %s to "
-                             "arrive",
-                             me, st->job, n, comm->cfg.timeoutMs, miss);
+                             "init of job '%s' (%d ranks): rank 0 gave up after %d ms waiting for %s to "
+                             "arrive", st->job, n, comm->cfg.timeoutMs, miss);
       else
-        *res = relaySetError(comm, relayRemoteError, "rank %d: init of job '%s': rank 0 gave up init (%s)", me,
-                             st->job, why);
+        *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank 0 gave up init (%s)", st->job,
+                             why);
       return -1;
     }
     if (shmAborted(comm, st)) {
       shmUnmap(st);
-      *res = relaySetError(comm, relayInvalidUsage, "rank %d: init of job '%s' aborted", me, st->job);
+      *res = relaySetError(comm, relayInvalidUsage, "init of job '%s' aborted", st->job);
       return -1;
     }
     /* Rank 0 replaced the segment we joined (it was a leftover): re-attach.
@@ -531,8 +529,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       shmMissing(st, n, miss, sizeof miss);
       int creator = st->hdr->creatorPid;
       *res = relaySetError(comm, relayTimeout,
-                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive%s",
-                           me, st->job, n, comm->cfg.timeoutMs, miss,
+                           "init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive%s",
+                           st->job, n, comm->cfg.timeoutMs, miss,
                            st->hdr->creatorPidNs != st->pidNs || shmPidAlive(creator)
                                ? ""
                                : " (the segment's creator, rank 0, is gone)");
@@ -551,7 +549,7 @@ relayResult_t shmJoin(struct relayComm* comm, shmState* st) {
     if (r > 0) return relaySuccess;
     if (r < 0) return res;
     if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "rank %d: init of job '%s' aborted", comm->rank, st->job);
+      return relaySetError(comm, relayInvalidUsage, "init of job '%s' aborted", st->job);
     if (relayNowNs() - t0 >= limit) {
       char why[128] = "rank 0 never arrived";
       if (st->openErrno && st->openErrno != ENOENT)
@@ -560,9 +558,8 @@ relayResult_t shmJoin(struct relayComm* comm, shmState* st) {
         snprintf(why, sizeof why, "the one there was made by pid %d, now dead: rank 0 crashed or never came",
                  (int)st->deadCreator);
       return relaySetError(comm, relayTimeout,
-                           "rank %d: init of job '%s' (%d ranks): timed out after %d ms waiting for rank 0 to create "
-                           "shm segment %s (%s)",
-                           comm->rank, st->job, comm->nranks, comm->cfg.timeoutMs, st->name, why);
+                           "init of job '%s' (%d ranks): timed out after %d ms waiting for rank 0 to create "
+                           "shm segment %s (%s)", st->job, comm->nranks, comm->cfg.timeoutMs, st->name, why);
     }
     shmNap(SHM_INIT_POLL_MS);
   }

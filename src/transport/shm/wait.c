@@ -126,24 +126,27 @@ int shmPeerState(struct relayComm* comm, shmState* st, int q) {
   return SHM_PEER_OK;
 }
 
-/* where: "step 3 of call #17" or "agreement round 5 (call #17)". */
+/* where: what the wait was for beyond the call and step the error prefix
+ * names ("agreement round 5", "one-shot, waiting for flag epoch 3"); NULL
+ * for a group step, which the prefix names in full. */
 relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what, const char* where) {
   shmSlot* s = &st->slots[q];
-  int me = comm->rank;
+  const char* sep = where ? ": " : "";
+  if (!where) where = "";
   switch (what) {
     case SHM_PEER_FAILED:
-      return relaySetError(comm, relayRemoteError, "rank %d: %s: rank %d failed (its error: %s)", me, where, q,
+      return relaySetError(comm, relayRemoteError, "%s%srank %d failed (its error: %s)", where, sep, q,
                            s->failMsg[0] ? s->failMsg : "none recorded");
     case SHM_PEER_ABORTED:
-      return relaySetError(comm, relayRemoteError, "rank %d: %s: rank %d aborted its comm", me, where, q);
+      return relaySetError(comm, relayRemoteError, "%s%srank %d aborted its comm", where, sep, q);
     case SHM_PEER_GONE:
       return relaySetError(comm, relayRemoteError,
-                           "rank %d: %s: rank %d destroyed its comm while this rank still waits on it", me, where, q);
+                           "%s%srank %d destroyed its comm while this rank still waits on it", where, sep, q);
     case SHM_PEER_REJECTED:
-      return relaySetError(comm, relayRemoteError, "rank %d: %s: rank %d rejected call #%llu before moving data", me,
-                           where, q, (unsigned long long)comm->callSeq);
+      return relaySetError(comm, relayRemoteError, "%s%srank %d rejected call #%llu before moving data",
+                           where, sep, q, (unsigned long long)comm->callSeq);
     default:
-      return relaySetError(comm, relayRemoteError, "rank %d: %s: rank %d (pid %d) died", me, where, q,
+      return relaySetError(comm, relayRemoteError, "%s%srank %d (pid %d) died", where, sep, q,
                            (int)st->pids[q]);
   }
 }
@@ -183,7 +186,7 @@ int shmLiveCheckDue(shmWaiter* w) {
   return 1;
 }
 
-/* ------------------------------------------------- reject, abort, destroy */
+/* ------------------------------------- failure notices: reject, fail, abort */
 
 void shmReject(struct relayComm* comm) {
   shmState* st = shmStateOf(comm);
@@ -224,7 +227,7 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
     uint32_t db = atomic_load_explicit(&me->doorbell, memory_order_acquire);
     if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
     if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "rank %d: %s: the comm was aborted", comm->rank, where);
+      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
     int what = shmPeerState(comm, st, q);
     if (what == SHM_PEER_OK && w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w) && shmPeerDead(st, q))
       what = SHM_PEER_DEAD;
