@@ -13,6 +13,11 @@
 #define NRANKS 4
 #define COUNT 16384 /* 64 KB of float: the all-reduce */
 
+/* PROCESS rows main sets for the agreed case: neither changes what a shm comm does (the shim's
+ * collectives, the NCCL library's path), and both are STRING rows. */
+static const char* const kProcessSet[][2] = {{"RELAYCC_SHIM_COLLS", "allreduce,allgather"},
+                                             {"RELAYCC_NCCL_LIB", "/nonexistent/libnccl-relaycc-test.so.2"}};
+
 /* A valid value other than the default, for every AGREED row. */
 static long long otherValue(int i) {
   const relayParamDef* d = &relayParamDefs[i];
@@ -76,6 +81,13 @@ static int rankAgreed(int rank, int nranks, void* arg) {
   }
   /* Rank 0 printed the resolved table. */
   if (rank == 0) T_CHECK(strstr(text, "param RELAYCC_ONESHOT_MAX_BYTES = 1048576"), "rank 0: no table: %s", text);
+  /* PROCESS rows as the process read them (main set them): STRING rows by their text, not "(unset)". */
+  if (rank == 0)
+    for (int i = 0; i < (int)(sizeof kProcessSet / sizeof kProcessSet[0]); i++) {
+      char want[160];
+      snprintf(want, sizeof want, "param %s = %s (env, process)\n", kProcessSet[i][0], kProcessSet[i][1]);
+      T_CHECK(strstr(text, want), "rank 0: the table lacks \"%s\": %s", want, text);
+    }
   free(text);
   fclose(log);
   free(send);
@@ -145,6 +157,8 @@ int main(int argc, char** argv) {
   if (!strcmp(c, "readme") && argc > 2) return caseReadme(argv[2]);
   if (!strcmp(c, "agreed")) {
     setenv("RELAYCC_DEBUG", "INFO", 1); /* process scope: before any relaycc call */
+    for (int i = 0; i < (int)(sizeof kProcessSet / sizeof kProcessSet[0]); i++)
+      setenv(kProcessSet[i][0], kProcessSet[i][1], 1);
     t_run_ranks(NRANKS, rankAgreed, NULL, 120);
     return 0;
   }
