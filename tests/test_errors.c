@@ -276,17 +276,25 @@ static void caseQuote(void) {
   printf("quote: ok\n");
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "calls")) t_run_ranks(NRANKS, rankCalls, NULL, 120);
-  else if (!strcmp(c, "check")) t_run_ranks(NRANKS, rankCheck, NULL, 120);
-  else if (!strcmp(c, "step")) t_run_ranks(NRANKS, rankStep, NULL, 120);
-  else if (!strcmp(c, "init")) t_run_ranks(NRANKS, rankInit, NULL, 120);
-  else if (!strcmp(c, "init-args")) caseInitArgs();
-  else if (!strcmp(c, "quote")) caseQuote();
-  else {
-    fprintf(stderr, "usage: test_errors calls|check|step|init|init-args|quote\n");
-    return 2;
-  }
+static int runInitArgs(void) {
+  caseInitArgs();
   return 0;
 }
+
+static int runQuote(void) {
+  caseQuote();
+  return 0;
+}
+
+/* The rank cases fork 4 shm ranks each. */
+#define ERR_RANKS(nm, f) {.name = nm, .rank = f, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120}
+static const tCase kCases[] = {
+    ERR_RANKS("calls", rankCalls),
+    ERR_RANKS("check", rankCheck),
+    ERR_RANKS("step", rankStep),
+    ERR_RANKS("init", rankInit),
+    {.name = "init-args", .fn = runInitArgs, .timeoutS = 120},
+    {.name = "quote", .fn = runQuote, .timeoutS = 120},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "errors", kCases, T_NCASES(kCases)); }

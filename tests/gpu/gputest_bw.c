@@ -347,7 +347,7 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(void) {
+static int runBw(void) {
   gpuLogOpen("gputest_bw");
   int ndev = gpuProbeCount();
   if (ndev < 1) {
@@ -367,3 +367,12 @@ int main(void) {
   gpuLog("PASS: in %.1f s", gpuNow() - t0);
   return 0;
 }
+
+/* Two processes on ONE GPU (CUDA IPC within a device): sweep, back-to-back, graph replays, deadline, abort
+ * (compute-sanitizer-friendly). */
+static const tCase kCases[] = {
+    {.name = "all", .fn = runBw, .ctest = "gpu_bw", .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP,
+     .serial = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }
