@@ -4,18 +4,13 @@
 # REQUIRED header (one whose code this build compiled) is not exported. The names come from the headers
 # themselves, never from a list kept here.
 cmake_policy(VERSION 3.18)
+include(${CMAKE_CURRENT_LIST_DIR}/HeaderFunctions.cmake)
 set(api)
 set(required)
 foreach(h ${HEADERS})
-  file(READ ${h} text)
-  # Comments name functions too (and one names one that does not exist): drop them first.
-  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
-  string(REGEX REPLACE "//[^\n]*" "" text "${text}")
-  # A declaration: at the start of a line, a return type, then relay<Name>( ... ;
-  string(REGEX MATCHALL "\n[A-Za-z_][^;{}#]*[ *]relay[A-Za-z0-9_]*[ \t]*\\(" decls "${text}")
-  foreach(d ${decls})
-    string(REGEX MATCH "relay[A-Za-z0-9_]*[ \t]*\\($" name "${d}")
-    string(REGEX REPLACE "[ \t]*\\($" "" name "${name}")
+  # Comments name functions too (and one names one that does not exist): the helper drops them.
+  relay_header_functions(${h} "relay[A-Za-z0-9_]*" names decls)
+  foreach(name d IN ZIP_LISTS names decls)
     if(NOT d MATCHES "RELAYCC_API")
       message(SEND_ERROR "${h}: ${name} is declared without RELAYCC_API (it would not be exported)")
     endif()

@@ -11,3 +11,13 @@ add_test(NAME symbols_public_only
                  "-DHEADERS=${RELAY_API_HEADERS}" "-DREQUIRED=${RELAY_API_REQUIRED}"
                  -P ${CMAKE_SOURCE_DIR}/cmake/CheckSymbols.cmake)
 set_tests_properties(symbols_public_only PROPERTIES LABELS cpu TIMEOUT 60)
+
+# The library holds no tool or test code: nothing tools/common/*.h declares (the fork launcher,
+# relaycc-plan --scatter-parts) is defined in librelaycc.a or librelaycc.so; relaycc_toolkit has it all.
+file(GLOB RELAY_TOOLKIT_HEADERS ${CMAKE_SOURCE_DIR}/tools/common/*.h)
+add_test(NAME symbols_no_tool_code
+         COMMAND ${CMAKE_COMMAND} -DNM=${RELAY_NM}
+                 "-DLIBS=$<TARGET_FILE:relaycc_static>;$<TARGET_FILE:relaycc_shared>"
+                 -DTOOLKIT=$<TARGET_FILE:relaycc_toolkit> "-DHEADERS=${RELAY_TOOLKIT_HEADERS}"
+                 -P ${CMAKE_SOURCE_DIR}/cmake/CheckToolOnly.cmake)
+set_tests_properties(symbols_no_tool_code PROPERTIES LABELS cpu TIMEOUT 60)

@@ -14,6 +14,7 @@
 
 #include "harness.h"
 #include "p2p/p2p.h"
+#include "p2p_tool.h"
 
 static int popcount64(uint64_t m) {
   int n = 0;

@@ -78,7 +78,7 @@ static int topoDifferRank(int rank, int nranks, void* arg) {
 
 #if REVIEW_CAN_FAIL_CALLOC
 /* The next calloc(gFailNmemb, sizeof(void*)) fails once: the one-shot
- * state's per-rank pointer array (shm_oneshot.c); the plan builder's
+ * state's per-rank pointer array (src/transport/shm/oneshot.c); the plan builder's
  * callocs of nranks elements are of larger structs. */
 extern void* __libc_calloc(size_t, size_t);
 static volatile size_t gFailNmemb;

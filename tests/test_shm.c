@@ -59,10 +59,14 @@ static relayComm_t tInit(int rank, int nranks, const char* job, const relayConfi
 
 /* Every test group runs as one "call" with one step, as the executor would. */
 static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const relayXferDesc* r, int nr) {
+  /* As core runs a call: in flight, numbered, at step 0 (the error prefix
+   * names the call and step from these). */
+  atomic_store(&c->inCall, 1);
   c->callSeq++;
   c->curStep = 0;
   relayResult_t res = c->tp->group(c, s, ns, r, nr, P2P_OP_SENDRECV, NULL);
   c->curStep = -1;
+  atomic_store(&c->inCall, 0);
   return res;
 }
 

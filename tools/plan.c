@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "p2p/p2p.h"
+#include "p2p_tool.h"
 #include "plan/plan.h"
 
 static const char* kUsage =
@@ -77,7 +78,7 @@ static void printTraffic(const relayPlan* p, FILE* f) {
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--scatter-parts")) return p2pPlanToolMain(argc, argv); /* src/p2p/p2p_tool.c */
+  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--scatter-parts")) return p2pPlanToolMain(argc, argv); /* common/p2p_tool.c */
   enum { O_RANKS = 256, O_COUNT, O_DTYPE, O_OP, O_ROUTE, O_DEPTH, O_RANK, O_LAYOUT, O_TRAFFIC };
   static const struct option opts[] = {
       {"coll", required_argument, 0, 'c'},     {"ranks", required_argument, 0, O_RANKS},

@@ -192,10 +192,6 @@ int p2pConnAgree(uint64_t senderMask, uint64_t receiverMask, int sender, int rec
 /* Print a mask as a channel list ("0,32" / "-"). Returns buf. */
 const char* p2pMaskString(uint64_t mask, char* buf, size_t len);
 
-/* relaycc-plan --scatter-parts ...: options parsed here, so tools/plan.c
- * only dispatches. Returns the process exit code. */
-int p2pPlanToolMain(int argc, char** argv);
-
 #ifdef __cplusplus
 }
 #endif

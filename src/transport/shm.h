@@ -57,7 +57,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
 
 /* The segment name of jobName for this process's launch: "/relaycc-<job>.<h>",
  * h a hash of the launch identity (TORCHELASTIC_RUN_ID, MASTER_ADDR,
- * MASTER_PORT where any is set, else the parent pid; shm.c says why). */
+ * MASTER_PORT where any is set, else the parent pid; shm/segment.c says why). */
 void relayShmSegmentName(const char* jobName, char* buf, size_t len);
 
 /* Internal views for tests and tools (not part of the API). */

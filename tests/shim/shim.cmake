@@ -18,7 +18,7 @@ target_include_directories(test_shim PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT
 target_compile_definitions(test_shim PRIVATE RELAY_NCCL_HEADER="${NCCL_INCLUDE_DIR}/nccl.h")
 # relaycc_static, not relaycc_internal: the real libnccl must not come in beside the fake.
 target_compile_definitions(test_shim PRIVATE RELAY_HAVE_NCCL=1)
-target_link_libraries(test_shim PRIVATE relaycc_static relaycc_fakenccl dl)
+target_link_libraries(test_shim PRIVATE relaycc_toolkit relaycc_static relaycc_fakenccl dl)
 add_dependencies(test_shim relaycc_shim)
 
 # Its cases (test_shim --list) run with the shim preloaded, each under its row's settings.
@@ -28,5 +28,5 @@ relay_test_cases(test_shim ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:relaycc_shim>"
 # The routing predicate against the router (no shim involved).
 add_executable(test_shim_route ${RELAY_SHIM_TESTS}/test_shim_route.c ${PROJECT_SOURCE_DIR}/tests/harness.c)
 target_include_directories(test_shim_route PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
-target_link_libraries(test_shim_route PRIVATE relaycc_internal)
+target_link_libraries(test_shim_route PRIVATE relaycc_internal relaycc_toolkit)
 relay_test_cases(test_shim_route)

@@ -7,7 +7,7 @@
  * b moved and hand-shaken by block b alone (relayOsRange over the tile), so
  * block b of a rank pairs only with block b of its peers: no grid barrier,
  * no co-residency requirement. The CPU twin of this protocol, with the same
- * item order and waits: ../shm_bw.c.
+ * item order and waits: ../shm/bw.c.
  *
  * Per block, items u = 0 .. U-1 (planBwItem: the push form's tiles, or the
  * two-shot's T1 shard tiles reduced by their owner then T1 reduced tiles
@@ -28,7 +28,7 @@
  *            __syncthreads, thread i release-stores f into peer i's
  *            ack[me][slot][b].
  * Every wait is on an event a peer's block b reaches earlier in the same
- * order (shm_bw.c says why that cannot deadlock); every wait is bounded
+ * order (shm/bw.c says why that cannot deadlock); every wait is bounded
  * (osWait: the comm's deadline, a peer's reported failure, the host's
  * abort) and a failure is recorded as the one-shot's (osFail). The last
  * block out (the region's done counter, shared with the one-shot kernels:

@@ -2,7 +2,7 @@
  * The one-shot path on the NCCL transport, host half: the IPC region, its
  * collective creation and vote, the launch, and the reporting of kernel
  * failures. The kernel and the region's layout: oneshot.cu, oneshot.h. The
- * CPU twin of the same protocol: ../shm_oneshot.c.
+ * CPU twin of the same protocol: ../shm/oneshot.c.
  *
  * Protocols (oneshot.h): LL at or below RELAYCC_ONESHOT_LL_BYTES per
  * destination (default 256 KiB, 0 = never), LL128 in place of LL from

@@ -16,7 +16,7 @@
  * protocol moves half LL's bytes (LL there is unmeasured: its area is sized
  * for 256 KiB per slot).
  *
- * The flag protocol is shm_oneshot.c's, per block (see oneshot.h for the
+ * The flag protocol is shm/oneshot.c's, per block (see oneshot.h for the
  * region):
  *
  *  0. every block reads the pair epochs from device memory (e = epoch + 1

@@ -56,13 +56,13 @@
 #include "common.h"
 #include "core/comm.h"
 #include "reduce_host.h"
-#include "transport/shm_oneshot.h"
+#include "transport/shm/shm.h"
 
 #define OS_LINE RELAY_SHM_LINE
 typedef relayShmWord osWord;
 
 /* ---- a region per rank, mapped by every peer (the one-shot's and the
- * bandwidth route's: shm_bw.c) ------------------------------------------- */
+ * bandwidth route's: bw.c) ------------------------------------------- */
 
 typedef struct {
   _Alignas(OS_LINE) uint64_t sentinel;
@@ -147,7 +147,7 @@ typedef struct {
 static relayResult_t osVoteAll(struct relayComm* comm, int ok, uint64_t param, int* all) {
   osVote mine = {ok, 0, param};
   osVote* v = malloc((size_t)comm->nranks * sizeof *v);
-  if (!v) return relaySetError(comm, relaySystemError, "rank %d: out of memory for a region vote", comm->rank);
+  if (!v) return relaySetError(comm, relaySystemError, "out of memory for a region vote");
   relayResult_t res = comm->tp->agree(comm, &mine, v, sizeof mine);
   *all = 1;
   for (int q = 0; q < comm->nranks && res == relaySuccess; q++)
@@ -199,13 +199,13 @@ relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32
   /* Mostly there already: no message formatting on the fast path. */
   if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
   char where[128];
-  snprintf(where, sizeof where, "%s of call #%llu (step %d), waiting for %s epoch %u", proto,
-           (unsigned long long)comm->callSeq, comm->curStep, what, want);
+  /* The call and step are the error prefix's. */
+  snprintf(where, sizeof where, "%s, waiting for %s epoch %u", proto, what, want);
   relayResult_t r = relayShmWaitWord(comm, &w->v, want, peer, where);
   if (r != relayTimeout) return r;
-  return relaySetError(comm, relayTimeout, "rank %d: %s of call #%llu (step %d): no %s epoch %u from rank %d within %d ms (it holds %u)",
-                       comm->rank, proto, (unsigned long long)comm->callSeq, comm->curStep, what, want, peer,
-                       comm->cfg.timeoutMs, atomic_load_explicit(&w->v, memory_order_acquire));
+  return relaySetError(comm, relayTimeout, "%s: no %s epoch %u from rank %d within %d ms (it holds %u)",
+                       proto, what, want, peer, comm->cfg.timeoutMs,
+                       atomic_load_explicit(&w->v, memory_order_acquire));
 }
 
 /* A push's call, mark and shape (issue 15: no silent wrong result), stored
@@ -219,20 +219,18 @@ void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic u
 
 relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* callW, _Atomic uint32_t* markW,
                                 _Atomic uint32_t* shapeW, int p, const char* proto) {
-  int r = comm->rank;
   uint32_t call = atomic_load_explicit(callW, memory_order_relaxed);
   uint32_t mark = atomic_load_explicit(markW, memory_order_relaxed);
   uint32_t shape = atomic_load_explicit(shapeW, memory_order_relaxed);
   if (call != (uint32_t)comm->callSeq)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: %s of call #%llu: rank %d pushed data of its call #%u (mod 2^32): a rank "
-                         "rejected a call its peers ran (check mode 0), so the ranks are no longer in step",
-                         r, proto, (unsigned long long)comm->callSeq, p, call);
+                         "%s: rank %d pushed data of its call #%u (mod 2^32): a rank rejected a call its "
+                         "peers ran (check mode 0), so the ranks are no longer in step", proto, p, call);
   if (shape != (uint32_t)comm->callShape)
     return relaySetError(comm, relayInvalidUsage,
-                         "rank %d: %s of call #%llu: rank %d's call has another shape (digest %08x, this rank's "
-                         "%08x): ranks disagree on the collective, layout, counts, datatype, op or root",
-                         r, proto, (unsigned long long)comm->callSeq, p, shape, (uint32_t)comm->callShape);
+                         "%s: rank %d's call has another shape (digest %08x, this rank's %08x): ranks "
+                         "disagree on the collective, layout, counts, datatype, op or root", proto, p, shape,
+                         (uint32_t)comm->callShape);
   if (mark && comm->callMark < 0 && mark <= (uint32_t)comm->nranks) comm->callMark = (int)mark - 1;
   return relaySuccess;
 }
@@ -319,10 +317,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
   size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
   if (!s || !s->ready || A < 2 || A > RELAY_TP_ONESHOT_MAX || me < 0 || me >= A || d->ranks[me] != r || !es ||
       bytes > s->slotBytes)
-    return relaySetError(comm, relayInternalError,
-                         "rank %d: one-shot of call #%llu: region %s, A %d, me %d, %zu bytes (slot %zu)", r,
-                         (unsigned long long)comm->callSeq, s && s->ready ? "ready" : "absent", A, me, bytes,
-                         s ? s->slotBytes : 0);
+    return relaySetError(comm, relayInternalError, "one-shot: region %s, A %d, me %d, %zu bytes (slot %zu)",
+                         s && s->ready ? "ready" : "absent", A, me, bytes, s ? s->slotBytes : 0);
   unsigned char* mine = s->reg.base[r];
   uint32_t ep[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A; i++) ep[i] = i == me ? 0 : ++s->pairEpoch[d->ranks[i]];
@@ -358,9 +354,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                               &osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, p, "one-shot");
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
-                          "rank %d: one-shot of call #%llu: rank %d pushed %u bytes, this rank expects %zu (counts "
-                          "differ between ranks)",
-                          r, (unsigned long long)comm->callSeq, p, got, bytes);
+                          "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between "
+                          "ranks)", p, got, bytes);
   }
   if (res != relaySuccess) {
     /* Peers still waiting for this rank's push or acknowledgement end their

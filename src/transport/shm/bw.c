@@ -46,7 +46,7 @@
 #include "core/comm.h"
 #include "plan/plan.h"
 #include "reduce_host.h"
-#include "transport/shm_oneshot.h"
+#include "transport/shm/shm.h"
 
 typedef struct {
   int tried, ready;
@@ -192,9 +192,8 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     uint32_t bytes = atomic_load_explicit(bwInfo(s, mine, BW_INFO_BYTES, p, slot), memory_order_relaxed);
     if (bytes != (uint32_t)(lens[i] * g->es))
       return relaySetError(comm, relayInvalidUsage,
-                           "rank %d: bw of call #%llu: rank %d pushed %u bytes as tile %llu, this rank expects %zu "
-                           "(counts differ between ranks)",
-                           r, (unsigned long long)comm->callSeq, p, bytes, (unsigned long long)u, lens[i] * g->es);
+                           "bw: rank %d pushed %u bytes as tile %llu, this rank expects %zu (counts differ "
+                           "between ranks)", p, bytes, (unsigned long long)u, lens[i] * g->es);
     srcs[i] = bwStaging(s, mine, p, slot);
   }
   size_t len = lens[me];
@@ -234,10 +233,9 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
   if (!s || !s->ready || A < 2 || A > RELAY_TP_ONESHOT_MAX || me < 0 || me >= A || d->ranks[me] != r || !es ||
       !w->tileElems || w->tileElems * es > s->tileBytes || w->ring != s->ring || (w->twoShot && d->gather))
     return relaySetError(comm, relayInternalError,
-                         "rank %d: bw of call #%llu: region %s, A %d, me %d, tile %zu x %zu bytes (slot %zu), ring %d "
-                         "(region %d)",
-                         r, (unsigned long long)comm->callSeq, s && s->ready ? "ready" : "absent", A, me, w->tileElems,
-                         es, s ? s->tileBytes : 0, w->ring, s ? s->ring : 0);
+                         "bw: region %s, A %d, me %d, tile %zu x %zu bytes (slot %zu), ring %d (region %d)",
+                         s && s->ready ? "ready" : "absent", A, me, w->tileElems, es, s ? s->tileBytes : 0,
+                         w->ring, s ? s->ring : 0);
   bwCall g = {w, es, w->tileElems, d->count, 0, 0, 0};
   if (w->twoShot) {
     g.shard = planBwShard(d->count, A);

@@ -8,8 +8,10 @@
  *   ...
  *   parts 2
  *
- * Lives in the library (not in tools/plan.c) so the planning tool only
- * dispatches to it and the p2p layer owns its own options.
+ * Its own file (not in tools/plan.c) so the planning tool only dispatches
+ * to it and the p2p layer's options stay in one place; tool code, so it is
+ * in the relaycc_toolkit target that tools and tests link, not in the
+ * library.
  */
 #include <errno.h>
 #include <limits.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 
 #include "p2p/p2p.h"
+#include "p2p_tool.h"
 
 static void usage(FILE* f) {
   fprintf(f,

@@ -1,5 +1,6 @@
 /* Fork-based launcher: one process per rank on this host, so the bench and the
- * tests need no external launcher. Each child runs fn(rank, nranks, arg) and
+ * tests need no external launcher (tool and test code: the relaycc_toolkit
+ * target, not the library). Each child runs fn(rank, nranks, arg) and
  * exits with its return value. The parent waits with a deadline; the first
  * rank that fails, dies on a signal or outlives the deadline fails the launch,
  * and the whole process group of ranks is killed. */

@@ -1,0 +1,243 @@
+/*
+ * The shm transport's waits: futex sleeps and deadlines, peer death, and the
+ * failure notices a rank leaves in its slot (failed, rejected, aborted) so
+ * that peers waiting on it return at once. Every wait of the transport
+ * (rendezvous, group, agree, the one-shot's and bw's words) pauses and judges
+ * its peers here, so the deadline and death rules are one piece of code.
+ *
+ * Waits: poll, spin cfg.spinCount times (yielding), then sleep on this rank's
+ * doorbell with FUTEX_WAIT (shared, not PRIVATE: the word lives in a shared
+ * mapping) in slices of SHM_SLICE_MS, checking between slices the deadline,
+ * the abort flag, the failure/reject status of the peers still awaited and
+ * whether their processes are still alive.
+ */
+#include "transport/shm/shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common.h"
+
+static long shmFutex(_Atomic uint32_t* addr, int op, uint32_t val, const struct timespec* ts) {
+  return syscall(SYS_futex, (uint32_t*)addr, op, val, ts, NULL, 0);
+}
+
+/* Ring rank q's doorbell: wake it only if it may sleep (no syscall otherwise).
+ * seq_cst pairs with shmSleep's store of waiting then load of doorbell: either
+ * we see waiting != 0 or the sleeper sees the bumped doorbell. */
+void shmWake(shmSlot* s) {
+  atomic_fetch_add_explicit(&s->doorbell, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst)) shmFutex(&s->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void shmSleep(shmSlot* me, uint32_t db, uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  atomic_store_explicit(&me->waiting, 1, memory_order_seq_cst);
+  if (atomic_load_explicit(&me->doorbell, memory_order_seq_cst) == db) shmFutex(&me->doorbell, FUTEX_WAIT, db, &ts);
+  atomic_store_explicit(&me->waiting, 0, memory_order_relaxed);
+}
+
+void shmNap(int ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Alive unless the process is gone or a zombie (a killed rank whose parent
+ * has not reaped it yet still answers kill(pid, 0)). */
+int shmPidAlive(int32_t pid) {
+  if (pid <= 0) return 0; /* kill(0 or -1, ...) would address groups */
+  if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+  char path[64], buf[256];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 1;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 1;
+  buf[n] = 0;
+  const char* rp = strrchr(buf, ')'); /* the command name may hold spaces */
+  if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X')) return 0;
+  return 1;
+}
+
+/* The inode of our PID namespace: pids from another namespace (containers
+ * sharing /dev/shm but not PIDs) must not be judged by kill(). 0 when /proc
+ * is not there, which then matches any other 0. */
+uint64_t shmPidNamespace(void) {
+  struct stat sb;
+  return stat("/proc/self/ns/pid", &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
+/* Is peer q's process known dead? Unknown pids are never dead: the deadline
+ * still bounds the wait. */
+int shmPeerDead(const shmState* st, int q) { return st->pids[q] > 0 && !shmPidAlive(st->pids[q]); }
+
+/* Record this rank's failure in its slot once, so peers waiting on it return
+ * at once (with our message) instead of at their deadline. */
+static void shmPublishStatus(shmState* st, int me, uint32_t status, const struct relayComm* comm) {
+  shmSlot* s = &st->slots[me];
+  if (atomic_exchange_explicit(&s->failClaim, 1, memory_order_acq_rel) == 0) {
+    if (comm) {
+      s->failCall = comm->callSeq;
+      s->failStep = comm->curStep;
+      shmCopyMsg(s->failMsg, sizeof s->failMsg, comm->lastError);
+    } else {
+      s->failMsg[0] = 0;
+    }
+    atomic_store_explicit(&s->status, status, memory_order_release);
+  }
+  int n = (int)st->hdr->nranks;
+  for (int q = 0; q < n; q++)
+    if (q != me) shmWake(&st->slots[q]);
+}
+
+/* Every error of group/agree: the comm is failed (data may have moved). */
+relayResult_t shmFail(struct relayComm* comm, relayResult_t res) {
+  shmState* st = shmStateOf(comm);
+  comm->failed = 1;
+  shmPublishStatus(st, comm->rank, SHM_FAILED, comm);
+  return res;
+}
+
+int shmAborted(struct relayComm* comm, shmState* st) {
+  return atomic_load_explicit(&comm->aborted, memory_order_relaxed) ||
+         atomic_load_explicit(&st->abortedLocal, memory_order_relaxed);
+}
+
+/* What is wrong with peer q, as far as its slot says (no syscall). */
+int shmPeerState(struct relayComm* comm, shmState* st, int q) {
+  shmSlot* s = &st->slots[q];
+  uint32_t status = atomic_load_explicit(&s->status, memory_order_acquire);
+  if (status == SHM_FAILED) return SHM_PEER_FAILED;
+  if (status == SHM_ABORTED) return SHM_PEER_ABORTED;
+  if (status == SHM_GONE) return SHM_PEER_GONE;
+  uint64_t rej = atomic_load_explicit(&s->rejectSeq, memory_order_acquire);
+  if (rej != 0 && rej == comm->callSeq) return SHM_PEER_REJECTED;
+  return SHM_PEER_OK;
+}
+
+/* where: what the wait was for beyond the call and step the error prefix
+ * names ("agreement round 5", "one-shot, waiting for flag epoch 3"); NULL
+ * for a group step, which the prefix names in full. */
+relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what, const char* where) {
+  shmSlot* s = &st->slots[q];
+  const char* sep = where ? ": " : "";
+  if (!where) where = "";
+  switch (what) {
+    case SHM_PEER_FAILED:
+      return relaySetError(comm, relayRemoteError, "%s%srank %d failed (its error: %s)", where, sep, q,
+                           s->failMsg[0] ? s->failMsg : "none recorded");
+    case SHM_PEER_ABORTED:
+      return relaySetError(comm, relayRemoteError, "%s%srank %d aborted its comm", where, sep, q);
+    case SHM_PEER_GONE:
+      return relaySetError(comm, relayRemoteError,
+                           "%s%srank %d destroyed its comm while this rank still waits on it", where, sep, q);
+    case SHM_PEER_REJECTED:
+      return relaySetError(comm, relayRemoteError, "%s%srank %d rejected call #%llu before moving data",
+                           where, sep, q, (unsigned long long)comm->callSeq);
+    default:
+      return relaySetError(comm, relayRemoteError, "%s%srank %d (pid %d) died", where, sep, q,
+                           (int)st->pids[q]);
+  }
+}
+
+/* A wait made no progress: spin (yielding), then sleep one bounded slice on
+ * our doorbell. Returns the ns left before the deadline after the pause
+ * (0: passed). */
+
+void shmWaiterInit(shmWaiter* w) {
+  w->lastProgress = relayNowNs();
+  w->lastLiveCheck = w->lastProgress;
+  w->spins = 0;
+}
+
+/* Returns 1 when the wait's deadline (no progress for timeoutMs) passed. */
+int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
+  if (w->spins < comm->cfg.spinCount) {
+    w->spins++;
+    sched_yield();
+    return 0;
+  }
+  uint64_t now = relayNowNs();
+  uint64_t limit = (uint64_t)(comm->cfg.timeoutMs > 0 ? comm->cfg.timeoutMs : INT_MAX) * 1000000ull;
+  uint64_t waited = now - w->lastProgress;
+  if (waited >= limit) return 1;
+  uint64_t ns = (uint64_t)SHM_SLICE_MS * 1000000ull;
+  if (limit - waited < ns) ns = limit - waited;
+  shmSleep(&st->slots[comm->rank], db, ns);
+  return 0;
+}
+
+/* Time for the (syscall-costing) liveness check of the peers we wait on? */
+int shmLiveCheckDue(shmWaiter* w) {
+  uint64_t now = relayNowNs();
+  if (now - w->lastLiveCheck < (uint64_t)SHM_SLICE_MS * 1000000ull) return 0;
+  w->lastLiveCheck = now;
+  return 1;
+}
+
+/* ------------------------------------- failure notices: reject, fail, abort */
+
+void shmReject(struct relayComm* comm) {
+  shmState* st = shmStateOf(comm);
+  if (!st || !st->slots) return;
+  /* The call it rejects is comm->callSeq (core counts rejected calls too):
+   * a peer in that call honours it, one in a later call does not. */
+  atomic_store_explicit(&st->slots[comm->rank].rejectSeq, comm->callSeq, memory_order_release);
+  for (int q = 0; q < comm->nranks; q++)
+    if (q != comm->rank) shmWake(&st->slots[q]);
+}
+
+void shmFailOp(struct relayComm* comm) {
+  if (shmStateOf(comm) && shmStateOf(comm)->slots) (void)shmFail(comm, relaySuccess);
+}
+
+/* Only atomics and futex syscalls: callable from another thread or a signal
+ * handler while this rank sleeps in a wait. */
+void shmAbort(struct relayComm* comm) {
+  shmState* st = shmStateOf(comm);
+  if (!st || !st->slots) return;
+  atomic_store_explicit(&st->abortedLocal, 1, memory_order_seq_cst);
+  shmSlot* s = &st->slots[comm->rank];
+  if (atomic_exchange_explicit(&s->failClaim, 1, memory_order_acq_rel) == 0)
+    atomic_store_explicit(&s->status, SHM_ABORTED, memory_order_release);
+  for (int q = 0; q < comm->nranks; q++) {
+    atomic_fetch_add_explicit(&st->slots[q].doorbell, 1, memory_order_seq_cst);
+    shmFutex(&st->slots[q].doorbell, FUTEX_WAKE, INT_MAX, NULL);
+  }
+}
+
+relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, uint32_t want, int q,
+                               const char* where) {
+  shmState* st = shmStateOf(comm);
+  shmSlot* me = &st->slots[comm->rank];
+  shmWaiter w;
+  shmWaiterInit(&w);
+  for (;;) {
+    uint32_t db = atomic_load_explicit(&me->doorbell, memory_order_acquire);
+    if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
+    if (shmAborted(comm, st))
+      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
+    int what = shmPeerState(comm, st, q);
+    if (what == SHM_PEER_OK && w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w) && shmPeerDead(st, q))
+      what = SHM_PEER_DEAD;
+    if (what != SHM_PEER_OK) {
+      /* What it stored before it failed or died counts. */
+      if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
+      return shmPeerError(comm, st, q, what, where);
+    }
+    if (shmPause(comm, st, &w, db)) return relayTimeout;
+  }
+}
+
+void relayShmRing(struct relayComm* comm, int q) { shmWake(&shmStateOf(comm)->slots[q]); }
