@@ -175,6 +175,11 @@ typedef struct {
   int32_t status; /* this rank's local verdict */
   int32_t coll, dtype, op, nGroups, nActive, route, depth, root;
   uint64_t ranksHash, countsHash;
+  /* The direct window this rank's buffers lie in (0: none) and the offsets
+   * peers would use (relayWindowMatch): alike on every active, or the call
+   * would read the wrong bytes. */
+  uint32_t win;
+  uint64_t winSendOff, winRecvOff;
 } callDigest;
 
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
@@ -195,6 +200,9 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
         relayHash64(RELAY_HASH_SEED, a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
+    mine.win = c->callWin ? c->callWin->id : 0;
+    mine.winSendOff = c->callSendOff;
+    mine.winRecvOff = c->callRecvOff;
   }
   callDigest* all = malloc((size_t)c->nranks * sizeof *all);
   if (!all) return relaySetError(c, relaySystemError, "%s (rank %d): out of memory in check mode", fn, c->rank);
@@ -234,6 +242,20 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     if (what)
       res = relaySetError(c, relayInvalidUsage, "%s (rank %d): ranks 0 and %d disagree on the %s of call #%llu", fn,
                           c->rank, q, what, (unsigned long long)c->callSeq);
+  }
+  /* Windows: the actives of a one-group call (the bandwidth route's direct
+   * path) must agree on the window and the offsets peers use. */
+  for (int i = 1; res == relaySuccess && c->directWindows && a->layout->nGroups == 1 && i < a->layout->nActive; i++) {
+    const callDigest* x = &all[a->layout->ranks[0]];
+    const callDigest* y = &all[a->layout->ranks[i]];
+    if (x->win != y->win || x->winSendOff != y->winSendOff || x->winRecvOff != y->winRecvOff)
+      res = relaySetError(c, relayInvalidUsage,
+                          "active rank %d's buffers lie in window %u at send offset %llu, recv offset %llu; active rank "
+                          "%d's in window %u at %llu, %llu (window 0: none; a windowed call needs the same window and "
+                          "offsets on every active rank)",
+                          a->layout->ranks[i], y->win, (unsigned long long)y->winSendOff,
+                          (unsigned long long)y->winRecvOff, a->layout->ranks[0], x->win,
+                          (unsigned long long)x->winSendOff, (unsigned long long)x->winRecvOff);
   }
   free(all);
   return res;
@@ -356,6 +378,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->curCallName = fn;
   c->callMark = -1;
   c->callShape = 0;
+  c->callWin = NULL;
+  c->callSendOff = c->callRecvOff = 0;
   int myGroup, myIndex, bufErr;
   relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
 
@@ -376,6 +400,10 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.nodeOf = relayNodesKeyMap(c);
     relayCommKeySettings(c, &key);
     c->callShape = callShapeDigest(&key);
+    /* The direct path: decided from this rank's own pointers (window.c). */
+    c->callWin = local == relaySuccess && c->directWindows
+                     ? relayWindowMatch(c, &key, a->send, a->recv, &c->callSendOff, &c->callRecvOff)
+                     : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
                          c->cfg.depth, lists);
@@ -462,6 +490,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   run.send = send;
   run.recv = recv;
   c->callMark = c->rank;
+  c->callWin = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
   res = runPlan(c, &run, key, myGroup, list, stream);
   if (res != relaySuccess) return res;
   memcpy(c->lastError, saved, sizeof saved);
@@ -476,6 +505,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                                           kCallNames[a->coll], comm->rank)
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
+  comm->callWin = NULL;
   atomic_store(&comm->inCall, 0);
   return res;
 }

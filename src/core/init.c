@@ -223,6 +223,7 @@ relayResult_t relayInitFinish(struct relayComm* c, const char* topoFallback, rel
 
 void relayCommRelease(struct relayComm* c) {
   if (!c) return;
+  relayWindowFreeAll(c); /* before the transport state their handles live in */
   if (c->tp) c->tp->destroy(c);
   relayCommRelease(c->ctrl);
   relayTopoFree(c->topo);

@@ -1990,6 +1990,8 @@ static const relayTransportOps relayShmOps = {
     .oneshot = relayShmOneShot,
     .bwPrepare = relayShmBwPrepare,
     .bw = relayShmBw,
+    .winRegister = relayShmWinRegister,
+    .winDeregister = relayShmWinDeregister,
 };
 
 /* ---------------------------------------------------------------- attach */
