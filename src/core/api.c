@@ -322,6 +322,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
+      c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
       res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : row->run(c, handle, call);
     }
     relayPlanFree(owned);
@@ -448,6 +449,7 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
   int any = 0;
   for (int g = 0; g < planKeyNumCounts(key); g++) any |= key->counts[g] != 0;
   if (!any) {
+    c->lastWindow = 0;
     c->lastRoute = list->route[0];
     c->lastDepth = list->depth[0];
     return relaySuccess;
