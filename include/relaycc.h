@@ -221,9 +221,11 @@ RELAYCC_API relayResult_t relayCommAbort(relayComm_t comm);
  * reduce-scatter sendbuff, all-reduce both. Each rank decides from its own
  * pointers (no extra round trip); any other call takes the staged path.
  * Check mode (RELAYCC_CHECK=1) verifies the contract: a window or offset that
- * differs between active ranks is relayInvalidUsage naming the rank. On shm
- * a rank whose buffers are not in the window while a peer's are fails the
- * call on every active rank (the comm is then failed). Where the transport
+ * differs between active ranks is relayInvalidUsage naming the rank. Without
+ * it, shm still sees a broken contract at the direct path's entry (each
+ * active posts window and offsets) and every active takes the staged path,
+ * so the call stays right; on NCCL the kernel reports it as an error (the
+ * comm is then failed). Where the transport
  * cannot reach peers' buffers (shm: process_vm_readv refused; RELAYCC_DEBUG=1
  * says why) the window is registered staged-only on every rank: calls on it
  * stay correct and take the staged path.

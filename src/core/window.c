@@ -14,8 +14,8 @@
  * whose buffers that peers access lie in a direct window takes the direct
  * path with their offsets; the caller promises every active has them at the
  * same offsets, check mode verifies it (api.c), and the transport's entry
- * barrier carries window and offsets so that a broken promise fails the call
- * rather than reading the wrong bytes (shm_bw.c).
+ * barrier carries window and offsets so that a broken promise never reads the
+ * wrong bytes (shm_bw.c: every active takes the staged path together).
  */
 #include <stdio.h>
 #include <stdlib.h>

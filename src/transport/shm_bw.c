@@ -266,11 +266,15 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
  * A direct call (relayBwDesc.win), on every active:
  *   entry: store window id, offsets, call, mark and shape in every peer's
  *          region, then release the entry flag = call number (mod 2^32);
- *          wait for every peer's (in my region) and compare: another window
- *          or offset, or window 0 (that peer took the staged path, whose
- *          entry it posts on any comm with direct windows) fails the call
- *          naming the peer. From here every peer is inside the call: its
- *          recv is free to write and its send final.
+ *          wait for every peer's (in my region) and compare. Another window
+ *          or offset, or window 0 (a peer that took the staged path posts
+ *          that entry on any comm with direct windows: its buffers are not
+ *          in the window, or it passed a bad one and runs through scratch)
+ *          sends this rank to the staged path too; every active sees the
+ *          same A entries, so all of them go there together and the call is
+ *          right (the caller broke the contract: check mode names the rank).
+ *          From here every peer is inside the call: its recv is free to
+ *          write and its send final.
  *   move:  all-gather, all-to-all: write my block for peer j straight into
  *          its recv at recvOff + me * count; reduce-scatter: read block me of
  *          every peer's send, tile by tile into the window's pull buffer,
@@ -343,10 +347,14 @@ static uint64_t bwEntry64(const bwState* s, unsigned char* base, int lo, int p) 
          (uint64_t)atomic_load_explicit(bwEntryInfo(s, base, lo + 1, p), memory_order_relaxed) << 32;
 }
 
-static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayBwDesc* w) {
+/* *direct = 1 when every active posted my window and offsets, else 0: every
+ * active then sees the same A entries, so all of them fall back to the
+ * staged path together (the entries of a staged rank carry window 0). */
+static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayBwDesc* w, int* direct) {
   const relayOneShotDesc* d = &w->c;
   unsigned char* mine = s->reg.base[comm->rank];
   bwPostEntry(comm, s, d, w->win->id, w->sendOff, w->recvOff);
+  *direct = 1;
   for (int k = 1; k < d->nActive; k++) {
     int p = d->ranks[(d->me + k) % d->nActive];
     relayResult_t res = relayShmRegionWait(comm, bwEntry(s, mine, p), (uint32_t)comm->callSeq, p, "bw direct",
@@ -357,17 +365,15 @@ static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const rel
     if (res != relaySuccess) return res;
     uint32_t win = atomic_load_explicit(bwEntryInfo(s, mine, BW_ENT_WIN, p), memory_order_relaxed);
     uint64_t so = bwEntry64(s, mine, BW_ENT_SOFF_LO, p), ro = bwEntry64(s, mine, BW_ENT_ROFF_LO, p);
-    if (win == 0 && comm->callMark == p)
-      return relaySetError(comm, relayRemoteError,
-                           "rank %d passed a bad buffer (its error names it) and took the staged path; this rank's "
-                           "buffers lie in window %u",
-                           p, w->win->id);
-    if (win != w->win->id || so != w->sendOff || ro != w->recvOff)
-      return relaySetError(comm, relayInvalidUsage,
-                           "rank %d's buffers lie in window %u at send offset %llu, recv offset %llu; this rank's in "
-                           "window %u at %zu, %zu (window 0: not in a window, the staged path; a windowed call needs "
-                           "the same window and offsets on every active rank)",
-                           p, win, (unsigned long long)so, (unsigned long long)ro, w->win->id, w->sendOff, w->recvOff);
+    if (*direct && (win != w->win->id || so != w->sendOff || ro != w->recvOff)) {
+      *direct = 0;
+      if (relayDebugLevel() >= 1)
+        fprintf(stderr,
+                "relaycc: rank %d: call #%llu: rank %d's buffers lie in window %u at send offset %llu, recv offset "
+                "%llu, this rank's in window %u at %zu, %zu (0: none): every active takes the staged path\n",
+                comm->rank, (unsigned long long)comm->callSeq, p, win, (unsigned long long)so,
+                (unsigned long long)ro, w->win->id, w->sendOff, w->recvOff);
+    }
   }
   return relaySuccess;
 }
@@ -449,7 +455,6 @@ static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwD
   const shmWin* x = w->win->tp;
   if (!x || !w->win->direct)
     return relaySetError(comm, relayInternalError, "bw direct: window %u is staged-only", w->win->id);
-  RELAY_CHECK(bwDirectEntry(comm, s, w));
   RELAY_CHECK(bwDirectMove(comm, w, x, es));
   return bwDirectExit(comm, s, &w->c);
 }
@@ -543,13 +548,17 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
                          es, s ? s->tileBytes : 0, w->ring, s ? s->ring : 0);
   relayResult_t res = relaySuccess;
   if (w->win) {
-    res = bwDirect(comm, s, w, es);
+    int direct = 0;
+    res = bwDirectEntry(comm, s, w, &direct);
+    if (res == relaySuccess && direct) res = bwDirect(comm, s, w, es);
     if (res != relaySuccess) comm->tp->fail(comm); /* peers waiting on this rank end now */
-    return res;
+    if (res != relaySuccess || direct) return res;
+    comm->lastWindow = 0; /* a peer's buffers are elsewhere: the staged path, on every active */
+  } else if (comm->directWindows) {
+    /* Tell the actives this rank takes the staged path: one that meant the
+     * direct one sees window 0 and joins it here. */
+    bwPostEntry(comm, s, d, 0, 0, 0);
   }
-  /* A comm with direct windows: tell the actives this rank takes the staged
-   * path, so a peer that took the direct one fails now, not at its deadline. */
-  if (comm->directWindows) bwPostEntry(comm, s, d, 0, 0, 0);
   bwCall g = {w, es, w->tileElems, d->count, 0, 0, 0};
   if (w->twoShot) {
     g.shard = planBwShard(d->count, A);
