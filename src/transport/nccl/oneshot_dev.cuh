@@ -211,15 +211,25 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
 /* A kernel (or host runner) per element type, op and width, as the visit()
  * of reduce_rules.cuh asks: F::get<Tr, OP, NA>() for the pair (NA = 2, at
  * A = 2) or the 8-active instantiation, OP = RELAY_OS_GATHER for a gather. */
+/* The one width choice of every one-shot and bw kernel (and their host
+ * emulations): pair kernels (NA = 2) at A = 2 unless RELAYCC_ONESHOT_WIDE,
+ * else compiled for RELAY_OS_MAX_ACTIVE (oneshot.cu PickKernel says why); a
+ * gather's kernels depend on the element type only. F::get<Tr, OP, NA>()
+ * returns the kernel (f carries any further choice, the one-shot's protocol). */
 template <typename F>
 struct PickWidth {
   typedef typename F::Result Result;
+  F f;
   int gather, pair;
+  PickWidth() : f(), gather(0), pair(0) {}
+  /* From a launch's arguments (NULL: nothing picked). */
+  explicit PickWidth(const relayOsArgs* a, F fn = F())
+      : f(fn), gather(a ? a->gather : 0), pair(a && a->nActive == 2 && !a->wide) {}
   template <typename Tr, int OP>
   Result apply() {
-    if (pair) return gather ? F::template get<Tr, RELAY_OS_GATHER, 2>() : F::template get<Tr, OP, 2>();
-    return gather ? F::template get<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>()
-                  : F::template get<Tr, OP, RELAY_OS_MAX_ACTIVE>();
+    if (pair) return gather ? f.template get<Tr, RELAY_OS_GATHER, 2>() : f.template get<Tr, OP, 2>();
+    return gather ? f.template get<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>()
+                  : f.template get<Tr, OP, RELAY_OS_MAX_ACTIVE>();
   }
   Result none() { return NULL; }
 };
