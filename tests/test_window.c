@@ -130,12 +130,20 @@ static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint3
   free(inCopy);
 }
 
-static relayComm_t winComm(int rank, int checkMode, int timeoutMs) {
+/* This rank's comm (route bw forced, deadline 60 s) and a window-sized buffer. */
+static relayComm_t winComm(int rank, int checkMode, char** buf) {
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.route = relayRouteBw;
   cfg.checkMode = checkMode;
-  cfg.timeoutMs = timeoutMs;
+  cfg.timeoutMs = 60000;
+  *buf = malloc(W_BYTES);
+  T_CHECK(*buf, "oom");
   return t_comm(rank, NRANKS, &cfg);
+}
+
+static void winDone(relayComm_t comm, char* buf) {
+  T_OK(relayCommDestroy(comm));
+  free(buf);
 }
 
 static relayWindow_t reg(relayComm_t comm, char* buf) {
@@ -162,9 +170,8 @@ static const relayColl_t kColls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCA
 static int rankSweep(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
-  T_CHECK(buf, "oom");
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   relayWindow_t w = reg(comm, buf);
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
@@ -182,8 +189,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
             oneCall(comm, rank, &s, buf, w->id, "sweep");
           }
   T_OK(relayCommDeregister(comm, w));
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   return 0;
 }
 
@@ -192,8 +198,8 @@ static int rankSweep(int rank, int nranks, void* arg) {
 static int rankInterleave(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   char* staged = malloc(W_BYTES);
   T_CHECK(buf && staged, "oom");
   relayWindow_t w = reg(comm, buf);
@@ -206,8 +212,7 @@ static int rankInterleave(int rank, int nranks, void* arg) {
     oneCall(comm, rank, &s, windowed ? buf : staged, windowed ? w->id : 0, windowed ? "windowed" : "staged");
   }
   T_OK(relayCommDeregister(comm, w));
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   free(staged);
   return 0;
 }
@@ -216,9 +221,8 @@ static int rankInterleave(int rank, int nranks, void* arg) {
 static int rankCycles(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
-  T_CHECK(buf, "oom");
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   for (int k = 0; k < 1000; k++) {
     relayWindow_t w = reg(comm, buf);
     T_CHECK(w->id == (uint32_t)k + 1 && comm->nWindows == 1, "rank %d cycle %d: window %u, %d registered", rank, k,
@@ -230,8 +234,7 @@ static int rankCycles(int rank, int nranks, void* arg) {
   }
   /* A window left registered is freed by destroy. */
   reg(comm, buf);
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   return 0;
 }
 
@@ -251,8 +254,8 @@ static void expectRegFail(relayComm_t comm, int rank, int bad, relayResult_t wan
 static int rankBadArgs(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   char* other = malloc(W_BYTES);
   T_CHECK(buf && other, "oom");
   relayWindow_t w = NULL;
@@ -313,8 +316,7 @@ static int rankBadArgs(int rank, int nranks, void* arg) {
   T_CHECK(comm->nWindows == 0, "rank %d: %d windows left", rank, comm->nWindows);
   oneCall(comm, rank, &s, buf, 0, "after deregistration");
   T_OK(relayCommDestroy(comm2)); /* with its window still registered */
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   free(other);
   return 0;
 }
@@ -325,9 +327,8 @@ static int rankBadArgs(int rank, int nranks, void* arg) {
 static int rankCheckOffset(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 1, 60000);
-  char* buf = malloc(W_BYTES);
-  T_CHECK(buf, "oom");
+  char* buf;
+  relayComm_t comm = winComm(rank, 1, &buf);
   relayWindow_t w = reg(comm, buf);
   for (int ci = 0; ci < 4; ci++) {
     shape s = {kColls[ci], relayFloat32, relaySum, 4, 0, 777};
@@ -357,8 +358,7 @@ static int rankCheckOffset(int rank, int nranks, void* arg) {
     shape ok = s;
     oneCall(comm, rank, &ok, buf, w->id, "after a rejected call");
   }
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   return 0;
 }
 
@@ -369,8 +369,8 @@ static int rankCheckOffset(int rank, int nranks, void* arg) {
 static int rankMismatch(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   char* staged = malloc(W_BYTES);
   T_CHECK(buf && staged, "oom");
   relayWindow_t w = reg(comm, buf);
@@ -397,8 +397,7 @@ static int rankMismatch(int rank, int nranks, void* arg) {
     }
     oneCall(comm, rank, &s, buf, w->id, "after a broken contract");
   }
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   free(staged);
   return 0;
 }
@@ -409,9 +408,8 @@ static int rankMismatch(int rank, int nranks, void* arg) {
 static int rankKill(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
-  T_CHECK(buf, "oom");
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   relayWindow_t w = reg(comm, buf);
   shape s = {RELAY_COLL_ALLGATHER, relayInt32, relaySum, 2, 0, 20000};
   oneCall(comm, rank, &s, buf, w->id, "before the kill"); /* the region exists */
@@ -427,7 +425,7 @@ static int rankKill(int rank, int nranks, void* arg) {
     T_CHECK(r == relayRemoteError && strstr(relayGetLastError(comm), "rank 3") && dt < 3.0,
             "rank 7: windowed call with a killed peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
             relayGetLastError(comm));
-  relayCommDestroy(comm);
+  relayCommDestroy(comm); /* rank 7's comm is failed: no T_OK */
   free(buf);
   return 0;
 }
@@ -450,9 +448,8 @@ static int rankStagedOnly(int rank, int nranks, void* arg) {
   (void)arg;
   dropPtraceCap();
   if (rank == 1) T_CHECK(prctl(PR_SET_DUMPABLE, 0) == 0, "prctl: %s", strerror(errno));
-  relayComm_t comm = winComm(rank, 0, 60000);
-  char* buf = malloc(W_BYTES);
-  T_CHECK(buf, "oom");
+  char* buf;
+  relayComm_t comm = winComm(rank, 0, &buf);
   relayWindow_t w = NULL;
   T_OK(relayCommRegister(comm, buf, W_BYTES, &w));
   T_CHECK(!w->direct && comm->directWindows == 0, "rank %d: window direct %d with rank 1 refusing attach", rank,
@@ -462,8 +459,7 @@ static int rankStagedOnly(int rank, int nranks, void* arg) {
     oneCall(comm, rank, &s, buf, 0, "staged-only window");
   }
   T_OK(relayCommDeregister(comm, w));
-  T_OK(relayCommDestroy(comm));
-  free(buf);
+  winDone(comm, buf);
   return 0;
 }
 

@@ -140,14 +140,10 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
   const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   char* const mine = a.region[me];
-  u64* const err = wordAt(mine, a.L.ctlOff + 8);
   const uint64_t ring = (uint64_t)a.L.bwRing;
 
   /* A failed comm stays failed: exit before touching any peer. */
-  if (tid == 0) sFail = ldVolatile(err) != 0;
-  if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[tid]))) : 0;
-  __syncthreads();
+  osEnter(a, a.L.bwEpochsOff, 0, sEp, &sFail);
   if (sFail) return;
   const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
 
@@ -205,19 +201,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
     }
   }
   __syncthreads();
-  /* The last block out advances the pair epochs (read by the next launch on
-   * this GPU, ordered by the kernel boundary). */
-  if (tid == 0) {
-    unsigned* done = (unsigned*)(mine + a.L.ctlOff);
-    __threadfence();
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      *(volatile unsigned*)done = 0;
-      if (ldVolatile(err) == 0)
-        for (int i = 0; i < A; i++)
-          if (i != me) stVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[i])), sEp[i] + w.U);
-    }
-  }
+  /* The last block out advances the pair epochs by the call's tiles. */
+  osLastBlockOut(a, a.L.bwEpochsOff, sEp, w.U);
 }
 
 /* ---- the direct path (registered windows) ----------------------------------
@@ -296,11 +281,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwDirectKernel(relayBwAr
   const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   char* const mine = a.region[me];
-  u64* const err = wordAt(mine, a.L.ctlOff + 8);
-  if (tid == 0) sFail = ldVolatile(err) != 0;
-  if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsBwDirEpochOff(&a.L, a.rank[tid]))) : 0;
-  __syncthreads();
+  osEnter(a, a.L.bwDirEpochOff, 0, sEp, &sFail);
   if (sFail) return;
   const bool peerThread = tid < A && tid != me;
   const u64 f = peerThread ? sEp[tid] + 1 : 0;
@@ -338,17 +319,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwDirectKernel(relayBwAr
       sFail = 1;
   }
   __syncthreads();
-  if (tid == 0) {
-    unsigned* done = (unsigned*)(mine + a.L.ctlOff);
-    __threadfence();
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      *(volatile unsigned*)done = 0;
-      if (ldVolatile(err) == 0 && w.phase != RELAY_BW_PHASE_ENTRY)
-        for (int i = 0; i < A; i++)
-          if (i != me) stVolatile(wordAt(mine, relayOsBwDirEpochOff(&a.L, a.rank[i])), sEp[i] + 1);
-    }
-  }
+  /* One direct call per pair; the entry kernel of the ce mover leaves the epochs to its exit kernel. */
+  osLastBlockOut(a, a.L.bwDirEpochOff, sEp, w.phase == RELAY_BW_PHASE_ENTRY ? 0 : 1);
 }
 
 struct BwDirectGet {

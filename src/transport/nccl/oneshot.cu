@@ -514,10 +514,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   u64* const err = wordAt(mine, a.L.ctlOff + 8);
 
   /* 0. A failed comm stays failed: exit before touching any peer. */
-  if (tid == 0) sFail = ldVolatile(err) != 0;
-  if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[tid]))) + 1 : 0;
-  __syncthreads();
+  osEnter(a, a.L.epochsOff, 1, sEp, &sFail);
   if (sFail) return;
   const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
 

@@ -216,6 +216,38 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
  * else compiled for RELAY_OS_MAX_ACTIVE (oneshot.cu PickKernel says why); a
  * gather's kernels depend on the element type only. F::get<Tr, OP, NA>()
  * returns the kernel (f carries any further choice, the one-shot's protocol). */
+/* A kernel's first step (every block): *fail = the comm failed before (exit
+ * before touching any peer), sEp[i] = active i's pair epoch at epochsOff
+ * (base + comm rank * 8 in my region) + add. Ends with __syncthreads. */
+__device__ __forceinline__ void osEnter(const relayOsArgs& a, uint64_t epochsOff, u64 add, u64* sEp, int* fail) {
+  const int tid = threadIdx.x, A = a.nActive, me = a.me;
+  char* const mine = a.region[me];
+  if (tid == 0) *fail = ldVolatile(wordAt(mine, a.L.ctlOff + 8)) != 0;
+  if (tid < RELAY_OS_MAX_ACTIVE)
+    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[tid] * 8)) + add : 0;
+  __syncthreads();
+}
+
+/* The last block out of a launch (the region's done counter; kernels of one
+ * comm are stream-ordered) resets the counter and, when the comm has not
+ * failed and adv != 0, stores sEp[i] + adv into every peer's epoch at
+ * epochsOff (read by the next launch on this GPU, ordered by the kernel
+ * boundary). Every block must reach it, failed or not. Returns true in the
+ * last block's thread 0 when it advanced. */
+__device__ __forceinline__ bool osLastBlockOut(const relayOsArgs& a, uint64_t epochsOff, const u64* sEp, u64 adv) {
+  if (threadIdx.x != 0) return false;
+  char* const mine = a.region[a.me];
+  unsigned* done = (unsigned*)(mine + a.L.ctlOff);
+  __threadfence();
+  if (atomicAdd(done, 1u) != gridDim.x - 1) return false;
+  __threadfence();
+  *(volatile unsigned*)done = 0;
+  if (ldVolatile(wordAt(mine, a.L.ctlOff + 8)) != 0 || !adv) return false;
+  for (int i = 0; i < a.nActive; i++)
+    if (i != a.me) stVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[i] * 8), sEp[i] + adv);
+  return true;
+}
+
 template <typename F>
 struct PickWidth {
   typedef typename F::Result Result;
