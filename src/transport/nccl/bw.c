@@ -50,26 +50,8 @@ static relayResult_t bwDirect(struct relayComm* c, const relayBwDesc* d, relayBw
   w->sendOff = d->sendOff;
   w->recvOff = d->recvOff;
   int ce = relayParamInt(c, RELAY_P_BW_MOVER) == RELAY_BW_MOVER_CE && o->gather;
-  if (!ce) {
-    w->phase = RELAY_BW_PHASE_ALL;
-    return relayNcclOsLaunched(c, relayCudaBwDirect(w, o->dtype, o->op, RELAY_BW_THREADS, stream), "bw direct");
-  }
-  w->phase = RELAY_BW_PHASE_ENTRY;
-  RELAY_CHECK(relayNcclOsLaunched(c, relayCudaBwDirect(w, o->dtype, o->op, RELAY_BW_THREADS, stream), "bw entry"));
-  /* Peers in turn after me (not all onto one peer at once); own block last. An
-   * entry that fails (deadline, a peer's failure) fails the comm, but the
-   * copies are enqueued already: the peers' recv is then undefined. */
-  size_t bytes = o->count * es;
-  for (int k = 1; k <= o->nActive; k++) {
-    int i = (o->me + k) % o->nActive;
-    char* to = (i == o->me ? (char*)o->dst : w->win[i] + d->recvOff) + (size_t)o->me * bytes;
-    const char* from = (const char*)o->src + (size_t)i * o->srcStride * es;
-    if (to == from) continue; /* in-place all-gather: my block is in place */
-    cudaError_t e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream);
-    if (e != cudaSuccess) return relayNcclOsLaunched(c, e, "bw copy-engine peer copy");
-  }
-  w->phase = RELAY_BW_PHASE_EXIT;
-  return relayNcclOsLaunched(c, relayCudaBwDirect(w, o->dtype, o->op, RELAY_BW_THREADS, stream), "bw exit");
+  return relayNcclOsLaunched(c, relayCudaBwDirectRun(w, o->dtype, o->op, RELAY_BW_THREADS, ce, stream),
+                             ce ? "bw direct (copy engines)" : "bw direct");
 }
 
 relayResult_t relayNcclBw(struct relayComm* c, const relayBwDesc* d, relayStream_t stream) {

@@ -393,3 +393,29 @@ extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t d
   void* args[] = {&copy};
   return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
 }
+
+extern "C" cudaError_t relayCudaBwDirectRun(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
+                                            int ce, cudaStream_t stream) {
+  if (!w) return cudaErrorInvalidValue;
+  relayBwArgs p = *w;
+  if (!ce || !w->os.gather) {
+    p.phase = RELAY_BW_PHASE_ALL;
+    return relayCudaBwDirect(&p, dt, op, threads, stream);
+  }
+  p.phase = RELAY_BW_PHASE_ENTRY;
+  cudaError_t e = relayCudaBwDirect(&p, dt, op, threads, stream);
+  /* Peers in turn after me (not all onto one peer at once), my own block
+   * last. An entry that fails (deadline, a peer's failure) fails the comm,
+   * but these copies are enqueued already: the peers' recv is then undefined. */
+  const relayOsArgs& a = w->os;
+  const size_t es = (size_t)a.elemSize, bytes = (size_t)a.count * es;
+  for (int k = 1; k <= a.nActive && e == cudaSuccess; k++) {
+    int i = (a.me + k) % a.nActive;
+    char* to = (i == a.me ? (char*)a.dst : w->win[i] + w->recvOff) + (size_t)a.me * bytes;
+    const char* from = (const char*)a.src + (size_t)i * (size_t)a.srcStride * es;
+    if (to != from) e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream); /* in place: skipped */
+  }
+  if (e != cudaSuccess) return e;
+  p.phase = RELAY_BW_PHASE_EXIT;
+  return relayCudaBwDirect(&p, dt, op, threads, stream);
+}

@@ -378,6 +378,10 @@ cudaError_t relayCudaBw(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t o
 /* The direct path's kernel (a->win set), one phase or all. */
 cudaError_t relayCudaBwDirect(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                               cudaStream_t stream);
+/* A whole direct call: the SM kernel, or with ce (gathers only; else sm)
+ * the entry kernel, one copy-engine peer copy per peer, the exit kernel. */
+cudaError_t relayCudaBwDirectRun(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, int ce,
+                                 cudaStream_t stream);
 
 /* Enqueues the kernel (threads per block: 32 .. 512). Returns the launch
  * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */

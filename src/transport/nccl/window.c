@@ -46,7 +46,7 @@ static int winAllocation(void* p, void** base, uint64_t* off, char* why, size_t 
   static addrRangeFn fn;
   if (!fn) {
     void* f = NULL;
-    cudaDriverEntryPointQueryResult q;
+    enum cudaDriverEntryPointQueryResult q;
     if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !f) {
       cudaGetLastError();
