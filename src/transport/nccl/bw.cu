@@ -232,8 +232,11 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
  * one cudaMemcpyAsync per peer, then the exit phase: the exit kernel reads
  * the same epochs (the entry kernel does not advance them). A peer that took
  * the staged path never posts an entry: the call ends at the deadline. */
+/* Part 0 moves (gathers) or folds (reductions) block blk's range; part 1,
+ * after a block barrier, stores an all-reduce's folded shard into every
+ * peer's recv (two parts so that the host emulation runs them in turn). */
 template <typename Tr, int OP, int NA>
-RD void bwDirectMove(const relayBwArgs& w, int blk, int tid, int nthr) {
+RD void bwDirectMove(const relayBwArgs& w, int blk, int tid, int nthr, int part) {
   typedef typename Tr::S S;
   const relayOsArgs& a = w.os;
   const int A = a.nActive, me = a.me;
@@ -241,7 +244,7 @@ RD void bwDirectMove(const relayBwArgs& w, int blk, int tid, int nthr) {
   uint64_t lo, hi;
   if constexpr (OP == RELAY_OS_GATHER) {
     relayOsRange(c, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
-    if (hi <= lo) return;
+    if (hi <= lo || part) return;
 UNROLL
     for (int i = 0; i < NA; i++) {
       if (i >= A) continue;
@@ -259,14 +262,16 @@ UNROLL
     }
     relayOsRange(len, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
     if (hi <= lo) return;
-    const S* parts[NA];
-UNROLL
-    for (int i = 0; i < NA; i++)
-      parts[i] = i >= A ? NULL : (i == me ? (const S*)a.src : (const S*)(w.win[i] + w.sendOff)) + base + lo;
     S* out = (S*)a.dst + (a.srcStride ? 0 : base) + lo;
-    osFold<Tr, OP, NA>(out, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+    if (part == 0) {
+      const S* parts[NA];
+UNROLL
+      for (int i = 0; i < NA; i++)
+        parts[i] = i >= A ? NULL : (i == me ? (const S*)a.src : (const S*)(w.win[i] + w.sendOff)) + base + lo;
+      osFold<Tr, OP, NA>(out, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+      return;
+    }
     if (a.srcStride) return;
-    __syncthreads();
 UNROLL
     for (int i = 0; i < NA; i++)
       if (i < A && i != me) osCopy<S>((S*)(w.win[i] + w.recvOff) + base + lo, out, hi - lo, a.vec != 0, tid, nthr);
@@ -306,7 +311,10 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwDirectKernel(relayBwAr
     }
     __syncthreads();
     /* ENTRY: the copy engines move the data next. */
-    if (!sFail && w.phase == RELAY_BW_PHASE_ALL) bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr);
+    const bool move = !sFail && w.phase == RELAY_BW_PHASE_ALL;
+    if (move) bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr, 0);
+    __syncthreads();
+    if (move) bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr, 1);
     __syncthreads();
   }
   /* A failed block still counts itself out below (the done counter must
