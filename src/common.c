@@ -82,6 +82,29 @@ void relayErrorContext(const struct relayComm* comm, char* buf, size_t len) {
   if (n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ")");
 }
 
+/* buf must not be text. */
+const char* relayErrorQuote(const struct relayComm* comm, const char* text, char* buf, size_t len) {
+  char needle[32];
+  snprintf(needle, sizeof needle, " (rank %d", comm->rank);
+  const char* at = strstr(text, needle);
+  size_t head = at ? (size_t)(at - text) : 0;
+  /* Only the prefix counts: a function name (no blank, no colon) right before it. */
+  const char* rest = at ? at + strlen(needle) : NULL;
+  if (at && head > 0 && strcspn(text, " :") == head && rest[0] == ',' && rest[1] == ' ') {
+    snprintf(buf, len, "%.*s (%s", (int)head, text, rest + 2); /* call and step stay */
+  } else if (at && head > 0 && strcspn(text, " :") == head && rest[0] == ')') {
+    const char* fn = comm->curCallName ? comm->curCallName : "relaycc";
+    const char* body = rest[1] == ':' && rest[2] == ' ' ? rest + 3 : rest + 1;
+    if ((head == strlen(fn) && strncmp(text, fn, head) == 0) || (head == 7 && strncmp(text, "relaycc", 7) == 0))
+      snprintf(buf, len, "%s", body); /* the new prefix says all the old one did */
+    else
+      snprintf(buf, len, "%.*s%s", (int)head, text, rest + 1);
+  } else {
+    snprintf(buf, len, "%s", text);
+  }
+  return buf;
+}
+
 relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const char* fmt, ...) {
   char* buf = comm ? comm->lastError : tlsLastError;
   size_t len = comm ? sizeof comm->lastError : sizeof tlsLastError;

@@ -36,6 +36,14 @@ relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const 
 /* The prefix relaySetError puts before a message on this comm (without the
  * trailing ": "), for text a transport sends to peers (a failure notice). */
 void relayErrorContext(const struct relayComm* comm, char* buf, size_t len);
+/* An earlier error text of this rank (comm->lastError, or that of a comm of
+ * the same rank such as a control comm) made fit to quote inside a new error
+ * of comm: its "rank R" goes (the new prefix says it), its call and step
+ * stay, and a prefix of nothing else goes when it names comm's function or
+ * none. "relayAllReduce (rank 2, call #3, step 1): x" -> "relayAllReduce
+ * (call #3, step 1): x"; "relaycc (rank 2): x" -> "x"; a text without this
+ * rank's prefix is copied as it is. Returns buf. */
+const char* relayErrorQuote(const struct relayComm* comm, const char* text, char* buf, size_t len);
 
 /* The environment for tools and tests (their own knobs, e.g. RELAYCC_GPUTEST_*):
  * def when unset or empty. The library reads settings only through its

@@ -1,13 +1,4 @@
-# Comms spanning nodes: plans on 2 and 4 nodes (pure), and the shm transport
-# with one host split into 2 (8 ranks) and 4 nodes (16 ranks).
-add_test(NAME hier_plans COMMAND test_hier plans)
-set_tests_properties(hier_plans PROPERTIES TIMEOUT 600 LABELS cpu)
-add_test(NAME hier_router COMMAND test_hier router)
-set_tests_properties(hier_router PROPERTIES TIMEOUT 120 LABELS cpu)
-foreach(c shm8 shm16)
-  add_test(NAME hier_${c} COMMAND test_hier ${c})
-  set_tests_properties(hier_${c} PROPERTIES TIMEOUT 900 LABELS cpu)
-endforeach()
+# Comms spanning nodes through the tools (tests/test_hier.c's table has the rest).
 # The issue's check: a group spanning both nodes, all four collectives, #wrong 0
 # (relaycc-bench exits non-zero on any wrong element).
 add_test(NAME hier_bench COMMAND relaycc-bench --backend shm --ranks 8 --nodes 2 -A 4 --layout 0,1,4,5

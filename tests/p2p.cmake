@@ -1,9 +1,3 @@
-# The P2P channel layer: pure functions, each case well under a second.
-foreach(c rule topo parts base lazy tool)
-  add_test(NAME p2p_${c} COMMAND test_p2p ${c})
-  set_tests_properties(p2p_${c} PROPERTIES TIMEOUT 60 LABELS cpu)
-endforeach()
-
 # The seed's table through the binary: nodes x 8 GPUs | pool | per-peer -> parts.
 if(TARGET relaycc-plan)
   foreach(row "2|32|2|2" "3|64|4|2" "4|32|2|1" "5|64|2|1" "8|64|2|1")

@@ -1,20 +1,3 @@
-# Plans (src/plan, src/ref): CPU only, one process, no transport.
-#   plan_sweep        randomized sweep, a new seed each run (printed, with the
-#                     replay command on a failure); ~10 s, ~20 s under ASan
-#   plan_sweep_fixed  the same on a fixed seed, so a regression is repeatable
-#   plan_traffic      critical-path bytes against the seeds' link accounting:
-#                     depth 1 is the two-group schedule link by link, depths
-#                     2-8 give the closed forms, operation granularity, the
-#                     2-active reduce-scatter's side-lane reduces
-#   plan_unsupported  a route that cannot serve a key answers "not supported"
-if(TARGET test_plan)
-  add_test(NAME plan_sweep COMMAND test_plan sweep 0 4000)
-  add_test(NAME plan_sweep_fixed COMMAND test_plan sweep 1 1500)
-  add_test(NAME plan_traffic COMMAND test_plan traffic)
-  add_test(NAME plan_unsupported COMMAND test_plan unsupported)
-  set_tests_properties(plan_sweep plan_sweep_fixed plan_traffic plan_unsupported PROPERTIES TIMEOUT 120 LABELS cpu)
-endif()
-
 # relaycc-plan: the last line of --traffic is exactly the critical path (the
 # seeds' accounting: 2 active on 8 ranks carry count/4, 4-active all-to-all
 # 2/3 of a segment; pipelined, the closed forms of issue 4), and bad

@@ -6,7 +6,7 @@
  * outputs are poisoned before every call. Check mode is on (every call is
  * agreed), as the library's own tests run.
  *
- * Usage: test_colls <case>   (cases: see main)
+ * Usage: test_colls <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <errno.h>
 #include <pthread.h>
@@ -231,30 +231,46 @@ static int killedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  sweepArg sa = {RELAY_COLL_ALLGATHER, 0};
-  if (relayParseColl(c, &sa.coll) == 0) {
-    t_run_ranks(NRANKS, sweepRank, &sa, 540);
-  } else if (strncmp(c, "full-", 5) == 0 && relayParseColl(c + 5, &sa.coll) == 0) {
-    sa.full = 1;
-    t_run_ranks(NRANKS, sweepRank, &sa, 540);
-  } else if (!strcmp(c, "badinput")) {
-    t_run_ranks(NRANKS, badInputRank, NULL, 120);
-  } else if (!strcmp(c, "mismatch-nocheck")) {
-    t_run_ranks(NRANKS, mismatchNoCheckRank, NULL, 60);
-  } else if (!strcmp(c, "killed")) {
-    int codes[NRANKS];
-    t_launch(NRANKS, killedRank, NULL, 60, 30000, codes);
-    for (int r = 0; r < NRANKS; r++) {
-      if (r == 5)
-        T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
-      else
-        T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
-    }
-  } else {
-    fprintf(stderr, "usage: test_colls allgather|reducescatter|allreduce|alltoall|full-<coll>|badinput|mismatch-nocheck|killed\n");
-    return 2;
+static int runKilled(void) {
+  int codes[NRANKS];
+  t_launch(NRANKS, killedRank, NULL, 60, 30000, codes);
+  for (int r = 0; r < NRANKS; r++) {
+    if (r == 5)
+      T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
+    else
+      T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
   }
   return 0;
 }
+
+/* Every collective, A = 2 and 4, independent and fused, odd counts up to 2^20+3, in and out of place;
+ * full: every dtype and op. */
+#define SWEEP(nm, c, full)                                                                              \
+  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, full}, .ranks = NRANKS, .deadlineS = 540,         \
+   .timeoutS = 600}
+/* The relay forced to depth 8: independent calls run 9-step pipelines where the count allows (2^20+3),
+ * clamp where it does not (7, 1000), and fused calls keep the two-group form. */
+#define SWEEP_DEPTH8(nm, c, test)                                                                       \
+  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540,            \
+   .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test}
+
+static const tCase kCases[] = {
+    SWEEP("allgather", RELAY_COLL_ALLGATHER, 0),
+    SWEEP("reducescatter", RELAY_COLL_REDUCESCATTER, 0),
+    SWEEP("allreduce", RELAY_COLL_ALLREDUCE, 0),
+    SWEEP("alltoall", RELAY_COLL_ALLTOALL, 0),
+    SWEEP("full-allgather", RELAY_COLL_ALLGATHER, 1),
+    SWEEP("full-reducescatter", RELAY_COLL_REDUCESCATTER, 1),
+    SWEEP("full-allreduce", RELAY_COLL_ALLREDUCE, 1),
+    SWEEP("full-alltoall", RELAY_COLL_ALLTOALL, 1),
+    {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
+    {.name = "mismatch-nocheck", .rank = mismatchNoCheckRank, .ranks = NRANKS, .deadlineS = 60,
+     .timeoutS = 600},
+    {.name = "killed", .fn = runKilled, .timeoutS = 600},
+    SWEEP_DEPTH8("depth8-allgather", RELAY_COLL_ALLGATHER, "depth_colls_depth8_allgather"),
+    SWEEP_DEPTH8("depth8-reducescatter", RELAY_COLL_REDUCESCATTER, "depth_colls_depth8_reducescatter"),
+    SWEEP_DEPTH8("depth8-allreduce", RELAY_COLL_ALLREDUCE, "depth_colls_depth8_allreduce"),
+    SWEEP_DEPTH8("depth8-alltoall", RELAY_COLL_ALLTOALL, "depth_colls_depth8_alltoall"),
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "colls", kCases, T_NCASES(kCases)); }

@@ -33,15 +33,7 @@ static planKey key8(relayColl_t coll, int A, int G, size_t* counts, double msgBy
   uint64_t elems = (uint64_t)(msgBytes / 2);
   if (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) elems /= (uint64_t)A;
   for (int g = 0; g < G; g++) counts[g] = (size_t)elems;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = 8;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = kRanks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, 8, G, A, kRanks, counts, relayBfloat16);
   k.op = relaySum;
   k.route = relayRouteRelay;
   k.depth = 1;
@@ -276,12 +268,11 @@ static int caseRouter(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "seed")) return caseSeed();
-  if (!strcmp(c, "shapes")) return caseShapes();
-  if (!strcmp(c, "model")) return caseModel();
-  if (!strcmp(c, "router")) return caseRouter();
-  fprintf(stderr, "usage: test_depth seed|shapes|model|router\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "seed", .fn = caseSeed, .timeoutS = 120},
+    {.name = "shapes", .fn = caseShapes, .timeoutS = 120},
+    {.name = "model", .fn = caseModel, .timeoutS = 120},
+    {.name = "router", .fn = caseRouter, .timeoutS = 120},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "depth", kCases, T_NCASES(kCases)); }

@@ -190,15 +190,8 @@ static int casePlans(void) {
             for (int t = 0; t < nTypes + 2 * (nOps - 1); t++) {
               relayDataType_t dt = t < nTypes ? kAllTypes[t] : ((t - nTypes) % 2 ? relayFloat32 : relayInt32);
               relayRedOp_t op = t < nTypes ? relaySum : kAllOps[1 + (t - nTypes) / 2];
-              planKey k;
-              memset(&k, 0, sizeof k);
-              k.coll = (relayColl_t)coll;
-              k.nranks = maps[mi].n;
-              k.nGroups = lc->nGroups;
-              k.nActive = lc->nActive;
-              k.ranks = ranks;
-              k.counts = counts;
-              k.dtype = dt;
+              planKey k = planKeyInit((relayColl_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks, counts,
+                  dt);
               k.op = op;
               k.route = routes[ri];
               k.depth = routes[ri] == relayRouteRelay && si == 2 ? 2 : 1;
@@ -238,15 +231,7 @@ static int caseRouter(void) {
   } cases[] = {
       {RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = cases[i].coll;
-    k.nranks = 16;
-    k.nGroups = 1;
-    k.nActive = 4;
-    k.ranks = ranks;
-    k.counts = &cases[i].count;
-    k.dtype = relayBfloat16;
+    planKey k = planKeyInit(cases[i].coll, 16, 1, 4, ranks, &cases[i].count, relayBfloat16);
     k.op = relaySum;
     k.nodeOf = nodeOf;
     int route = -1, depth = 0, again = -1, d2 = 0;
@@ -338,30 +323,33 @@ static int shmRank(int rank, int nranks, void* argp) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "plans")) return casePlans();
-  if (!strcmp(c, "router")) return caseRouter();
-  if (!strcmp(c, "shm8")) {
-    const size_t sizes[] = {1, 7, 1000};
-    for (int il = 0; il < 2; il++) {
-      shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3, NULL};
-      t_run_ranks(8, shmRank, &a, 900);
-    }
-    printf("PASS shm8\n");
-    return 0;
+static int runShm8(void) {
+  const size_t sizes[] = {1, 7, 1000};
+  for (int il = 0; il < 2; il++) {
+    shmArg a = {2, il, kLayouts8, (int)(sizeof kLayouts8 / sizeof kLayouts8[0]), sizes, 3, NULL};
+    t_run_ranks(8, shmRank, &a, 900);
   }
-  if (!strcmp(c, "shm16")) {
-    const size_t sizes[] = {7, 300};
-    shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, NULL};
-    t_run_ranks(16, shmRank, &a, 900);
-    /* 2 nodes of 8 with the mi350x model per node: the router prices the
-     * hierarchical plans on mi350x x 2 (and every rank must choose alike). */
-    shmArg m = {2, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, "mi350x"};
-    t_run_ranks(16, shmRank, &m, 900);
-    printf("PASS shm16\n");
-    return 0;
-  }
-  fprintf(stderr, "test_hier: unknown case '%s' (plans, shm8, shm16)\n", c);
-  return 2;
+  return 0;
 }
+
+static int runShm16(void) {
+  const size_t sizes[] = {7, 300};
+  shmArg a = {4, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, NULL};
+  t_run_ranks(16, shmRank, &a, 900);
+  /* 2 nodes of 8 with the mi350x model per node: the router prices the
+   * hierarchical plans on mi350x x 2 (and every rank must choose alike). */
+  shmArg m = {2, 0, kLayouts16, (int)(sizeof kLayouts16 / sizeof kLayouts16[0]), sizes, 2, "mi350x"};
+  t_run_ranks(16, shmRank, &m, 900);
+  return 0;
+}
+
+/* Plans on 2 and 4 nodes (pure); the shm transport with one host split into 2 nodes (8 ranks) and 4
+ * nodes (16 ranks). */
+static const tCase kCases[] = {
+    {.name = "plans", .fn = casePlans, .timeoutS = 600},
+    {.name = "router", .fn = caseRouter, .timeoutS = 120},
+    {.name = "shm8", .fn = runShm8, .timeoutS = 900},
+    {.name = "shm16", .fn = runShm16, .timeoutS = 900},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "hier", kCases, T_NCASES(kCases)); }

@@ -606,33 +606,52 @@ static int topoRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  signal(SIGPIPE, SIG_IGN);
-  if (!strcmp(c, "all-c0") || !strcmp(c, "all-c1")) {
-    int check = c[5] == '1';
-    t_run_ranks(NR, allRejectRank, &check, 120);
-  } else if (!strncmp(c, "one-", 4) && strchr(c + 4, '-')) {
-    char route[32];
-    const char* dash = strchr(c + 4, '-');
-    snprintf(route, sizeof route, "%.*s", (int)(dash - (c + 4)), c + 4);
-    caseOne(route, dash + 1);
-  } else if (!strcmp(c, "rdzv-vars")) {
-    caseRendezvous(1);
-  } else if (!strcmp(c, "rdzv-ppid")) {
-    caseRendezvous(0);
-  } else if (!strcmp(c, "rdzv-dup0")) {
-    caseDuplicate(0);
-  } else if (!strcmp(c, "rdzv-dup1")) {
-    caseDuplicate(1);
-  } else if (!strcmp(c, "topo-own")) {
-    t_run_ranks(2, topoRank, NULL, 60);
-  } else {
-    fprintf(stderr,
-            "usage: test_nosilent all-c0|all-c1|one-{direct,relay1,relay3,oneshot,bw,bwwin,rooted}-{buffer,shape}|"
-            "rdzv-vars|rdzv-ppid|rdzv-dup0|rdzv-dup1|topo-own\n");
-    return 2;
-  }
-  printf("PASS %s\n", c);
+/* one-<route>-<kind>: a route of caseOne's and a kind of error. */
+typedef struct {
+  const char* route;
+  const char* kind;
+} oneCase;
+
+static int runOneCase(void* arg) {
+  const oneCase* o = arg;
+  caseOne(o->route, o->kind);
   return 0;
+}
+
+static int runRendezvous(void* arg) {
+  caseRendezvous(*(const int*)arg);
+  return 0;
+}
+
+static int runDuplicate(void* arg) {
+  caseDuplicate(*(const int*)arg);
+  return 0;
+}
+
+#define ONE(r, k) {.name = "one-" r "-" k, .run = runOneCase, .arg = &(oneCase){r, k}, .timeoutS = 120}
+#define ONE_BOTH(r) ONE(r, "buffer"), ONE(r, "shape")
+/* check = the comm's check mode 0 / 1 */
+#define ALL(nm, check) \
+  {.name = nm, .rank = allRejectRank, .arg = &(int){check}, .ranks = NR, .deadlineS = 120, .timeoutS = 120}
+
+static const tCase kCases[] = {
+    ALL("all-c0", 0),
+    ALL("all-c1", 1),
+    {.name = "rdzv-vars", .run = runRendezvous, .arg = &(int){1}, .timeoutS = 120},
+    {.name = "rdzv-ppid", .run = runRendezvous, .arg = &(int){0}, .timeoutS = 120},
+    {.name = "rdzv-dup0", .run = runDuplicate, .arg = &(int){0}, .timeoutS = 120},
+    {.name = "rdzv-dup1", .run = runDuplicate, .arg = &(int){1}, .timeoutS = 120},
+    {.name = "topo-own", .rank = topoRank, .ranks = 2, .deadlineS = 60, .timeoutS = 120},
+    ONE_BOTH("direct"),
+    ONE_BOTH("relay1"),
+    ONE_BOTH("relay3"),
+    ONE_BOTH("oneshot"),
+    ONE_BOTH("bw"),
+    ONE_BOTH("bwwin"),
+    ONE_BOTH("rooted"),
+};
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  return t_main(argc, argv, "nosilent", kCases, T_NCASES(kCases));
 }

@@ -11,7 +11,7 @@
  * bit for bit against relayHostReduce over the same inputs in active-index
  * order (what every route must produce).
  *
- * Usage: test_oneshot <case>   (cases: see main)
+ * Usage: test_oneshot <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -92,7 +92,8 @@ static int casePlan(void) {
         int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
         int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
         size_t c = 1000, es = 4;
-        planKey k = {coll, NRANKS, 1, A, ranks, &c, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
+        planKey k = planKeyInit(coll, NRANKS, 1, A, ranks, &c, relayFloat32);
+        k.op = relaySum, k.route = gRoute, k.depth = 1;
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         char err[512];
@@ -131,7 +132,8 @@ static int casePlan(void) {
   /* Not served: rooted collectives, fused layouts, sizes above the slot (the
    * one-shot only: the bandwidth route takes any count). */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = {RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32, relaySum, gRoute, 1, 0, NULL, 0, 0};
+  planKey k = planKeyInit(RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32);
+  k.op = relaySum, k.route = gRoute, k.depth = 1;
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
   k.coll = RELAY_COLL_ALLREDUCE;
@@ -169,7 +171,8 @@ static int caseRoute(void) {
               {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
-    planKey k = {(relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16, relaySum, relayRouteAuto, 1, 0, NULL, 0, 0};
+    planKey k = planKeyInit((relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16);
+    k.op = relaySum, k.route = relayRouteAuto, k.depth = 1;
     int route = -1, depth = 0;
     relayRouteChoose(&k, t, caps, &route, &depth);
     T_CHECK(route == rows[i].want, "h200x2 %s of %zu B per rank: route %s, want %s", relayCollName(k.coll),
@@ -435,115 +438,171 @@ static void launch(const char* what, relayRankFn fn, void* arg, int sec) {
   printf("%s: ok\n", what);
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strncmp(c, "bw-", 3)) {
-    gRoute = relayRouteBw;
-    c += 3;
-    if (!strcmp(c, "route")) return caseRoute(); /* at the default settings, before the tests' own */
-    /* 1 KiB tiles, 3 slots: the counts below span 1 to ~1000 tiles, and the
-     * ring wraps within a call (cases may set their own first). */
-    setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
-    setenv("RELAYCC_BW_RING", "3", 0);
-    if (!strcmp(c, "tiles")) {
-      /* Many tiles, every form: two-shot A=8 and A=5, push A=2, gathers. */
-      runArg a = {8, 3, 2, 1, RELAY_COLL_ALLREDUCE, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
-      launch("bw tiles: two-shot all-reduce A=8 in place, 196 tiles", rankRun, &a, 400);
-      a.A = 5, a.dt = relayFloat32, a.op = relayAvg, a.inPlace = 0, a.count = 77777;
-      launch("bw tiles: two-shot all-reduce A=5 avg", rankRun, &a, 400);
-      a.A = 2, a.count = 300001, a.op = relaySum;
-      launch("bw tiles: push all-reduce A=2, 1172 tiles", rankRun, &a, 400);
-      a.coll = RELAY_COLL_ALLGATHER, a.A = 6, a.dt = relayInt32, a.count = 20011;
-      launch("bw tiles: all-gather A=6", rankRun, &a, 400);
-      a.coll = RELAY_COLL_ALLTOALL, a.A = 7, a.count = 9001;
-      launch("bw tiles: all-to-all A=7", rankRun, &a, 400);
-      a.coll = RELAY_COLL_REDUCESCATTER, a.A = 3, a.count = 30011, a.op = relayMax;
-      launch("bw tiles: reduce-scatter A=3 max", rankRun, &a, 400);
-      return 0;
-    }
-    if (!strcmp(c, "ring1")) {
-      /* One slot and 64-byte tiles: no overlap at all, every tile a hand-shake. */
-      setenv("RELAYCC_BW_TILE_BYTES", "64", 1);
-      setenv("RELAYCC_BW_RING", "1", 1);
-      runArg a = {4, 20, 2, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteOneShot};
-      launch("bw ring 1: two-shot all-reduce A=4 skewed", rankRun, &a, 400);
-      a.coll = RELAY_COLL_ALLTOALL, a.A = 8, a.count = 333;
-      launch("bw ring 1: all-to-all A=8 skewed", rankRun, &a, 400);
-      return 0;
-    }
-    if (!strcmp(c, "abort")) {
-      launch("bw abort mid-call", rankAbort, NULL, 120);
-      return 0;
-    }
-    if (!strcmp(c, "disagree")) {
-      runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteBw};
-      launch("bw settings differ between ranks: rank 0's agreed, all bw", rankDisagree, &a, 240);
-      return 0;
-    }
-    if (!strcmp(c, "off")) {
-      /* RELAYCC_BW_RING=0: no plan, a forced bw runs direct, correctly. */
-      setenv("RELAYCC_BW_RING", "0", 1);
-      runArg a = {4, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
-      launch("bw off: all direct", rankRun, &a, 240);
-      return 0;
-    }
-    if (!strcmp(c, "oversize")) return 2; /* the one-shot's gate: nothing to test here */
-  }
-  if (!strcmp(c, "plan")) return casePlan();
-  if (!strcmp(c, "skew")) {
-    /* Both ways: odd ranks late on even calls' collectives, then the same with
-     * the roles of the groups swapped (A=4 takes ranks 7,5,3,1 then A=2 7,3). */
-    runArg a = {4, 40, 3, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1031, relayRouteOneShot};
-    launch("skew allreduce A=4", rankRun, &a, 240);
-    a.coll = RELAY_COLL_REDUCESCATTER;
-    a.A = 8;
-    launch("skew reducescatter A=8", rankRun, &a, 240);
-    a.A = 2;
-    a.inPlace = 1;
-    launch("skew reducescatter A=2 in place", rankRun, &a, 240);
-    a.coll = RELAY_COLL_ALLGATHER;
-    a.A = 4;
-    launch("skew allgather A=4 in place", rankRun, &a, 240);
-    a.coll = RELAY_COLL_ALLTOALL;
-    a.A = 8;
-    a.inPlace = 0;
-    launch("skew alltoall A=8", rankRun, &a, 240);
-    return 0;
-  }
-  if (!strcmp(c, "backtoback")) {
-    runArg a = {2, 10000, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 256, relayRouteOneShot};
-    launch("10^4 back-to-back all-reduce A=2", rankRun, &a, 500);
-    runArg b = {8, 2000, 0, 1, RELAY_COLL_REDUCESCATTER, relayBfloat16, relaySum, 1, 33, relayRouteOneShot};
-    launch("2000 back-to-back reduce-scatter A=8", rankRun, &b, 500);
-    return 0;
-  }
-  if (!strcmp(c, "cycles")) {
-    launch("100 create/destroy cycles", rankCycles, NULL, 500);
-    return 0;
-  }
-  if (!strcmp(c, "twocomms")) {
-    launch("two comms", rankTwo, NULL, 300);
-    return 0;
-  }
-  if (!strcmp(c, "fault")) {
-    /* Rank 3 fails to open: every rank declines and runs direct, correctly. */
-    setenv(gRoute == relayRouteBw ? "RELAYCC_BW_FAULT_RANK" : "RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
-    runArg a = {4, 20, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
-    launch("fault on rank 3: all ranks direct", rankRun, &a, 240);
-    return 0;
-  }
-  if (!strcmp(c, "oversize")) {
-    /* Above the slot: the plan is declined and direct runs on every rank. */
-    setenv("RELAYCC_ONESHOT_MAX_BYTES", "4096", 1);
-    runArg a = {2, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1025, relayRouteDirect};
-    launch("oversize: direct", rankRun, &a, 240);
-    return 0;
-  }
-  if (!strcmp(c, "sweep")) {
-    launch("sweep A x coll x dtype x op x in-place", rankSweep, NULL, 500);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_oneshot [bw-]plan|skew|backtoback|cycles|twocomms|fault|sweep, oversize, "
-                  "bw-tiles|bw-ring1|bw-abort|bw-disagree|bw-route|bw-off\n");
-  return 2;
+/* Both ways: odd ranks late on even calls' collectives, then the same with the roles of the groups swapped
+ * (A=4 takes ranks 7,5,3,1 then A=2 7,3). */
+static int runSkew(void) {
+  runArg a = {4, 40, 3, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1031, relayRouteOneShot};
+  launch("skew allreduce A=4", rankRun, &a, 240);
+  a.coll = RELAY_COLL_REDUCESCATTER;
+  a.A = 8;
+  launch("skew reducescatter A=8", rankRun, &a, 240);
+  a.A = 2;
+  a.inPlace = 1;
+  launch("skew reducescatter A=2 in place", rankRun, &a, 240);
+  a.coll = RELAY_COLL_ALLGATHER;
+  a.A = 4;
+  launch("skew allgather A=4 in place", rankRun, &a, 240);
+  a.coll = RELAY_COLL_ALLTOALL;
+  a.A = 8;
+  a.inPlace = 0;
+  launch("skew alltoall A=8", rankRun, &a, 240);
+  return 0;
 }
+
+static int runBackToBack(void) {
+  runArg a = {2, 10000, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 256, relayRouteOneShot};
+  launch("10^4 back-to-back all-reduce A=2", rankRun, &a, 500);
+  runArg b = {8, 2000, 0, 1, RELAY_COLL_REDUCESCATTER, relayBfloat16, relaySum, 1, 33, relayRouteOneShot};
+  launch("2000 back-to-back reduce-scatter A=8", rankRun, &b, 500);
+  return 0;
+}
+
+static int runCycles(void) {
+  launch("100 create/destroy cycles", rankCycles, NULL, 500);
+  return 0;
+}
+
+static int runTwoComms(void) {
+  launch("two comms", rankTwo, NULL, 300);
+  return 0;
+}
+
+/* Rank 3 fails to open: every rank declines and runs direct, correctly. */
+static int runFault(void) {
+  setenv(gRoute == relayRouteBw ? "RELAYCC_BW_FAULT_RANK" : "RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
+  runArg a = {4, 20, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
+  launch("fault on rank 3: all ranks direct", rankRun, &a, 240);
+  return 0;
+}
+
+/* Above the slot: the plan is declined and direct runs on every rank (the one-shot's gate only). */
+static int runOversize(void) {
+  setenv("RELAYCC_ONESHOT_MAX_BYTES", "4096", 1);
+  runArg a = {2, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1025, relayRouteDirect};
+  launch("oversize: direct", rankRun, &a, 240);
+  return 0;
+}
+
+static int runSweep(void) {
+  launch("sweep A x coll x dtype x op x in-place", rankSweep, NULL, 500);
+  return 0;
+}
+
+/* ---- the bw route's own cases (run after bwSetup) ---- */
+
+/* Many tiles, every form: two-shot A=8 and A=5, push A=2, gathers. */
+static int runBwTiles(void) {
+  runArg a = {8, 3, 2, 1, RELAY_COLL_ALLREDUCE, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
+  launch("bw tiles: two-shot all-reduce A=8 in place, 196 tiles", rankRun, &a, 400);
+  a.A = 5, a.dt = relayFloat32, a.op = relayAvg, a.inPlace = 0, a.count = 77777;
+  launch("bw tiles: two-shot all-reduce A=5 avg", rankRun, &a, 400);
+  a.A = 2, a.count = 300001, a.op = relaySum;
+  launch("bw tiles: push all-reduce A=2, 1172 tiles", rankRun, &a, 400);
+  a.coll = RELAY_COLL_ALLGATHER, a.A = 6, a.dt = relayInt32, a.count = 20011;
+  launch("bw tiles: all-gather A=6", rankRun, &a, 400);
+  a.coll = RELAY_COLL_ALLTOALL, a.A = 7, a.count = 9001;
+  launch("bw tiles: all-to-all A=7", rankRun, &a, 400);
+  a.coll = RELAY_COLL_REDUCESCATTER, a.A = 3, a.count = 30011, a.op = relayMax;
+  launch("bw tiles: reduce-scatter A=3 max", rankRun, &a, 400);
+  return 0;
+}
+
+/* One slot and 64-byte tiles: no overlap at all, every tile a hand-shake. */
+static int runBwRing1(void) {
+  setenv("RELAYCC_BW_TILE_BYTES", "64", 1);
+  setenv("RELAYCC_BW_RING", "1", 1);
+  runArg a = {4, 20, 2, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteOneShot};
+  launch("bw ring 1: two-shot all-reduce A=4 skewed", rankRun, &a, 400);
+  a.coll = RELAY_COLL_ALLTOALL, a.A = 8, a.count = 333;
+  launch("bw ring 1: all-to-all A=8 skewed", rankRun, &a, 400);
+  return 0;
+}
+
+static int runBwAbort(void) {
+  launch("bw abort mid-call", rankAbort, NULL, 120);
+  return 0;
+}
+
+static int runBwDisagree(void) {
+  runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteBw};
+  launch("bw settings differ between ranks: rank 0's agreed, all bw", rankDisagree, &a, 240);
+  return 0;
+}
+
+/* RELAYCC_BW_RING=0: no plan, a forced bw runs direct, correctly. */
+static int runBwOff(void) {
+  setenv("RELAYCC_BW_RING", "0", 1);
+  runArg a = {4, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
+  launch("bw off: all direct", rankRun, &a, 240);
+  return 0;
+}
+
+/* The bw route's cases: 1 KiB tiles, 3 slots (where the environment does not set them): the counts above
+ * span 1 to ~1000 tiles, and the ring wraps within a call. */
+static void bwSetup(void) {
+  gRoute = relayRouteBw;
+  setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
+  setenv("RELAYCC_BW_RING", "3", 0);
+}
+
+#define BW_OF(f)          \
+  static int bw_##f(void) { \
+    bwSetup();              \
+    return f();             \
+  }
+BW_OF(casePlan)
+BW_OF(runSkew)
+BW_OF(runBackToBack)
+BW_OF(runCycles)
+BW_OF(runTwoComms)
+BW_OF(runFault)
+BW_OF(runSweep)
+BW_OF(runBwTiles)
+BW_OF(runBwRing1)
+BW_OF(runBwAbort)
+BW_OF(runBwDisagree)
+BW_OF(runBwOff)
+
+/* At the default settings, before the tests' own. */
+static int bw_caseRoute(void) {
+  gRoute = relayRouteBw;
+  return caseRoute();
+}
+
+#define OS(nm, f) {.name = nm, .fn = f, .timeoutS = 600}
+#define BW(nm, f) {.name = "bw-" nm, .fn = bw_##f, .timeoutS = 600, .ctest = "bw_" nm}
+static const tCase kCases[] = {
+    OS("plan", casePlan),
+    OS("skew", runSkew),
+    OS("backtoback", runBackToBack),
+    OS("cycles", runCycles),
+    OS("twocomms", runTwoComms),
+    OS("fault", runFault),
+    OS("oversize", runOversize),
+    OS("sweep", runSweep),
+    BW("plan", casePlan),
+    BW("skew", runSkew),
+    BW("backtoback", runBackToBack),
+    BW("cycles", runCycles),
+    BW("twocomms", runTwoComms),
+    BW("fault", runFault),
+    BW("sweep", runSweep),
+    BW("tiles", runBwTiles),
+    BW("ring1", runBwRing1),
+    BW("abort", runBwAbort),
+    BW("disagree", runBwDisagree),
+    BW("route", caseRoute),
+    BW("off", runBwOff),
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "oneshot", kCases, T_NCASES(kCases)); }

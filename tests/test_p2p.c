@@ -5,7 +5,7 @@
  * and relaycc-plan --scatter-parts. Pure functions: every case runs in
  * milliseconds.
  *
- * Usage: test_p2p <case>   (cases: see main)
+ * Usage: test_p2p <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,14 +563,10 @@ static int caseTool(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "rule")) return caseRule();
-  if (!strcmp(c, "topo")) return caseTopo();
-  if (!strcmp(c, "parts")) return caseParts();
-  if (!strcmp(c, "base")) return caseBase();
-  if (!strcmp(c, "lazy")) return caseLazy();
-  if (!strcmp(c, "tool")) return caseTool();
-  fprintf(stderr, "usage: test_p2p rule|topo|parts|base|lazy|tool\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "rule", .fn = caseRule, .timeoutS = 60},   {.name = "topo", .fn = caseTopo, .timeoutS = 60},
+    {.name = "parts", .fn = caseParts, .timeoutS = 60}, {.name = "base", .fn = caseBase, .timeoutS = 60},
+    {.name = "lazy", .fn = caseLazy, .timeoutS = 60},   {.name = "tool", .fn = caseTool, .timeoutS = 60},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "p2p", kCases, T_NCASES(kCases)); }

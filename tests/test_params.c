@@ -13,6 +13,11 @@
 #define NRANKS 4
 #define COUNT 16384 /* 64 KB of float: the all-reduce */
 
+/* PROCESS rows main sets for the agreed case: neither changes what a shm comm does (the shim's
+ * collectives, the NCCL library's path), and both are STRING rows. */
+static const char* const kProcessSet[][2] = {{"RELAYCC_SHIM_COLLS", "allreduce,allgather"},
+                                             {"RELAYCC_NCCL_LIB", "/nonexistent/libnccl-relaycc-test.so.2"}};
+
 /* A valid value other than the default, for every AGREED row. */
 static long long otherValue(int i) {
   const relayParamDef* d = &relayParamDefs[i];
@@ -76,6 +81,13 @@ static int rankAgreed(int rank, int nranks, void* arg) {
   }
   /* Rank 0 printed the resolved table. */
   if (rank == 0) T_CHECK(strstr(text, "param RELAYCC_ONESHOT_MAX_BYTES = 1048576"), "rank 0: no table: %s", text);
+  /* PROCESS rows as the process read them (main set them): STRING rows by their text, not "(unset)". */
+  if (rank == 0)
+    for (int i = 0; i < (int)(sizeof kProcessSet / sizeof kProcessSet[0]); i++) {
+      char want[160];
+      snprintf(want, sizeof want, "param %s = %s (env, process)\n", kProcessSet[i][0], kProcessSet[i][1]);
+      T_CHECK(strstr(text, want), "rank 0: the table lacks \"%s\": %s", want, text);
+    }
   free(text);
   fclose(log);
   free(send);
@@ -136,22 +148,34 @@ static int caseReadme(const char* path) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "markdown")) {
-    relayParamsMarkdown(stdout);
-    return 0;
-  }
-  if (!strcmp(c, "readme") && argc > 2) return caseReadme(argv[2]);
-  if (!strcmp(c, "agreed")) {
-    setenv("RELAYCC_DEBUG", "INFO", 1); /* process scope: before any relaycc call */
-    t_run_ranks(NRANKS, rankAgreed, NULL, 120);
-    return 0;
-  }
-  if (!strcmp(c, "invalid")) {
-    t_run_ranks(NRANKS, rankInvalid, NULL, 120);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_params markdown|readme README.md|agreed|invalid\n");
-  return 2;
+static int runMarkdown(void) {
+  relayParamsMarkdown(stdout);
+  return 0;
 }
+
+static int runReadme(int argc, char** argv) {
+  if (argc < 1) {
+    fprintf(stderr, "usage: test_params readme README.md\n");
+    return 2;
+  }
+  return caseReadme(argv[0]);
+}
+
+/* The PROCESS rows set (kProcessSet): the table must show them by their text and source. */
+static int runAgreed(void) {
+  for (int i = 0; i < (int)(sizeof kProcessSet / sizeof kProcessSet[0]); i++)
+    setenv(kProcessSet[i][0], kProcessSet[i][1], 1);
+  t_run_ranks(NRANKS, rankAgreed, NULL, 120);
+  return 0;
+}
+
+/* markdown prints README's configuration table (by hand). agreed logs the agreement: RELAYCC_DEBUG is
+ * process scope, set before any relaycc call. */
+static const tCase kCases[] = {
+    {.name = "markdown", .fn = runMarkdown, .manual = 1},
+    {.name = "readme", .main = runReadme, .args = "@SOURCE_DIR@/README.md", .timeoutS = 300},
+    {.name = "agreed", .fn = runAgreed, .timeoutS = 300, .env = "RELAYCC_DEBUG=INFO"},
+    {.name = "invalid", .rank = rankInvalid, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 300},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "params", kCases, T_NCASES(kCases)); }

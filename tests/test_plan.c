@@ -256,15 +256,7 @@ static int relayCovers(const cfg* f) {
 }
 
 static planKey keyOf(const cfg* f) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = f->coll;
-  k.nranks = f->n;
-  k.nGroups = f->G;
-  k.nActive = f->A;
-  k.ranks = f->ranks;
-  k.counts = f->counts;
-  k.dtype = f->dtype;
+  planKey k = planKeyInit(f->coll, f->n, f->G, f->A, f->ranks, f->counts, f->dtype);
   k.op = f->op;
   k.route = f->route;
   k.depth = f->depth;
@@ -871,18 +863,33 @@ static int cmdUnsupported(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* cmd = argc > 1 ? argv[1] : "sweep";
-  if (strcmp(cmd, "sweep") == 0) {
-    uint64_t seed = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
-    long count = argc > 3 ? strtol(argv[3], NULL, 0) : 4000;
-    return cmdSweep(seed, count);
+/* sweep [seed [count]]: seed 0 or absent draws one (printed with the replay command). */
+static int runSweep(int argc, char** argv) {
+  uint64_t seed = argc > 0 ? strtoull(argv[0], NULL, 0) : 0;
+  long count = argc > 1 ? strtol(argv[1], NULL, 0) : 4000;
+  return cmdSweep(seed, count);
+}
+
+/* The same sweep on a fixed seed, so a regression is repeatable. */
+static int runSweepFixed(void) { return cmdSweep(1, 1500); }
+
+/* config SEED: replays one configuration of a sweep (by hand). */
+static int runReplay(int argc, char** argv) {
+  if (argc < 1) {
+    fprintf(stderr, "usage: test_plan config SEED\n");
+    return 2;
   }
   int relay, depth;
   cfg f;
-  if (strcmp(cmd, "config") == 0 && argc > 2) return runSeed(strtoull(argv[2], NULL, 0), &relay, &depth, &f);
-  if (strcmp(cmd, "traffic") == 0) return cmdTraffic();
-  if (strcmp(cmd, "unsupported") == 0) return cmdUnsupported();
-  fprintf(stderr, "usage: test_plan sweep [seed [count]] | config SEED | traffic | unsupported\n");
-  return 2;
+  return runSeed(strtoull(argv[0], NULL, 0), &relay, &depth, &f);
 }
+
+static const tCase kCases[] = {
+    {.name = "sweep", .main = runSweep, .args = "0 4000", .timeoutS = 120},
+    {.name = "sweep_fixed", .fn = runSweepFixed, .timeoutS = 120},
+    {.name = "config", .main = runReplay, .manual = 1},
+    {.name = "traffic", .fn = cmdTraffic, .timeoutS = 120},
+    {.name = "unsupported", .fn = cmdUnsupported, .timeoutS = 120},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "plan", kCases, T_NCASES(kCases)); }

@@ -191,27 +191,31 @@ static int scratchOomRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  /* Each case: its rank body, and whether it needs an allocator this
-   * process can make fail (not under a sanitizer, which owns malloc). */
-  static const struct {
-    const char* name;
-    int nranks;
-    relayRankFn rankFn;
-    int failsAlloc;
-  } cases[] = {{"topo-differ", TD_RANKS, topoDifferRank, 0},
-               {"oneshot-oom", OS_RANKS, oneshotOomRank, 1},
-               {"scratch-oom", SO_RANKS, scratchOomRank, 1}};
-  const char* c = argc > 1 ? argv[1] : "";
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    if (strcmp(c, cases[i].name)) continue;
-    if (cases[i].failsAlloc && !REVIEW_CAN_FAIL_CALLOC) {
-      fprintf(stderr, "SKIP: calloc / posix_memalign cannot be interposed under a sanitizer\n");
-      return 0;
-    }
-    t_run_ranks(cases[i].nranks, cases[i].rankFn, NULL, 120);
+/* Each case: its rank body, and whether it needs an allocator this process can make fail (not under a
+ * sanitizer, which owns malloc). */
+typedef struct {
+  int nranks;
+  relayRankFn rankFn;
+  int failsAlloc;
+} reviewCase;
+
+static int runReview(void* arg) {
+  const reviewCase* c = arg;
+  if (c->failsAlloc && !REVIEW_CAN_FAIL_CALLOC) {
+    fprintf(stderr, "SKIP: calloc / posix_memalign cannot be interposed under a sanitizer\n");
     return 0;
   }
-  fprintf(stderr, "usage: test_review topo-differ|oneshot-oom|scratch-oom\n");
-  return 2;
+  t_run_ranks(c->nranks, c->rankFn, NULL, 120);
+  return 0;
 }
+
+static const tCase kCases[] = {
+    {.name = "topo-differ", .run = runReview, .arg = &(reviewCase){TD_RANKS, topoDifferRank, 0},
+     .timeoutS = 180},
+    {.name = "oneshot-oom", .run = runReview, .arg = &(reviewCase){OS_RANKS, oneshotOomRank, 1},
+     .timeoutS = 180},
+    {.name = "scratch-oom", .run = runReview, .arg = &(reviewCase){SO_RANKS, scratchOomRank, 1},
+     .timeoutS = 180},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "review", kCases, T_NCASES(kCases)); }

@@ -18,15 +18,7 @@
 #include "topo/topo.h"
 
 static planKey mkKey(int coll, int G, int A, const int* ranks, const size_t* counts, relayDataType_t dt) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = (relayColl_t)coll;
-  k.nranks = 8;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = dt;
+  planKey k = planKeyInit((relayColl_t)coll, 8, G, A, ranks, counts, dt);
   k.op = relaySum;
   k.depth = 1;
   return k;
@@ -115,21 +107,25 @@ static int sameOnAllRanks(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
+static int runNeverSlower(void) {
+  const char* presets[] = {"mi350x", "mi300x", "h200", "cpu"};
   int checked = 0;
-  if (!strcmp(c, "never-slower")) {
-    const char* presets[] = {"mi350x", "mi300x", "h200", "cpu"};
-    for (int i = 0; i < 4; i++) sweep(presets[i], 2.0, &checked);
-  } else if (!strcmp(c, "continuous")) {
-    sweep("mi350x", 1.05, &checked);
-  } else if (!strcmp(c, "same-on-all-ranks")) {
-    t_run_ranks(8, sameOnAllRanks, NULL, 120);
-    checked = 1;
-  } else {
-    fprintf(stderr, "usage: test_route never-slower|continuous|same-on-all-ranks\n");
-    return 2;
-  }
-  printf("%s: %d choices checked\n", c, checked);
+  for (int i = 0; i < 4; i++) sweep(presets[i], 2.0, &checked);
+  printf("never-slower: %d choices checked\n", checked);
   return 0;
 }
+
+static int runContinuous(void) {
+  int checked = 0;
+  sweep("mi350x", 1.05, &checked);
+  printf("continuous: %d choices checked\n", checked);
+  return 0;
+}
+
+static const tCase kCases[] = {
+    {.name = "never-slower", .fn = runNeverSlower, .timeoutS = 300},
+    {.name = "continuous", .fn = runContinuous, .timeoutS = 300},
+    {.name = "same-on-all-ranks", .rank = sameOnAllRanks, .ranks = 8, .deadlineS = 120, .timeoutS = 300},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "route", kCases, T_NCASES(kCases)); }

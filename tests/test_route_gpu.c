@@ -10,7 +10,7 @@
  * and NCCL again in the same run). Per call: the auto_percall_* and
  * p2p_percall.log twins.
  *
- * Usage: test_route_gpu <case>   (cases: see main)
+ * Usage: test_route_gpu <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <math.h>
 #include <stdio.h>
@@ -671,18 +671,18 @@ static int caseDetect(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "calibration")) return caseCalibration();
-  if (!strcmp(c, "choices")) return caseChoices();
-  if (!strcmp(c, "percall")) return casePerCall();
-  if (!strcmp(c, "never-slower-than-native")) return caseNeverSlowerThanNative();
-  if (!strcmp(c, "detect-map")) return caseDetectMap();
-  if (!strcmp(c, "hash")) return caseHash();
-  if (!strcmp(c, "agree")) return caseAgree();
-  if (!strcmp(c, "core")) return caseCore();
-  if (!strcmp(c, "detect")) return caseDetect();
-  fprintf(stderr,
-          "usage: test_route_gpu calibration|choices|never-slower-than-native|detect-map|hash|agree|core|detect\n");
-  return 2;
-}
+/* On a GPU machine (label gpu): what detection makes of the node; the lead's check on 2 x H200 is
+ * RELAYCC_EXPECT_TOPO=h200x2 ./build/test_route_gpu detect. */
+static const tCase kCases[] = {
+    {.name = "calibration", .fn = caseCalibration, .timeoutS = 300},
+    {.name = "choices", .fn = caseChoices, .timeoutS = 300},
+    {.name = "percall", .fn = casePerCall, .timeoutS = 300},
+    {.name = "never-slower-than-native", .fn = caseNeverSlowerThanNative, .timeoutS = 300},
+    {.name = "detect-map", .fn = caseDetectMap, .timeoutS = 300},
+    {.name = "hash", .fn = caseHash, .timeoutS = 300},
+    {.name = "agree", .fn = caseAgree, .timeoutS = 300},
+    {.name = "core", .fn = caseCore, .timeoutS = 300},
+    {.name = "detect", .fn = caseDetect, .timeoutS = 60, .labels = "gpu", .skipCode = 77},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "route_gpu", kCases, T_NCASES(kCases)); }

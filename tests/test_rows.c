@@ -20,15 +20,7 @@
 #include "topo/topo.h"
 
 static planKey mkKey(relayColl_t coll, int A, const int* ranks, const size_t* counts) {
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = 8;
-  k.nGroups = 1;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayFloat32;
+  planKey k = planKeyInit(coll, 8, 1, A, ranks, counts, relayFloat32);
   k.op = relaySum;
   k.depth = 1;
   return k;
@@ -307,18 +299,11 @@ static int forcedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "table")) return caseTable();
-  if (!strcmp(c, "candidates")) return caseCandidates();
-  if (!strcmp(c, "walk")) {
-    t_run_ranks(2, walkRank, NULL, 120);
-    return 0;
-  }
-  if (!strcmp(c, "forced")) {
-    t_run_ranks(2, forcedRank, NULL, 120);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_rows table|candidates|walk|forced\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "table", .fn = caseTable, .timeoutS = 300},
+    {.name = "candidates", .fn = caseCandidates, .timeoutS = 300},
+    {.name = "walk", .rank = walkRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
+    {.name = "forced", .rank = forcedRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "rows", kCases, T_NCASES(kCases)); }

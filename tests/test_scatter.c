@@ -64,15 +64,7 @@ static int casePlans(void) {
     relayDataType_t dt = (it % 3) == 0 ? relayInt8 : (it % 3) == 1 ? relayFloat32 : relayFloat64;
     size_t es = relayTypeSize(dt), total = 0;
     for (int i = 0; i < A; i++) total += counts[i];
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = coll;
-    k.nranks = n;
-    k.nGroups = 1;
-    k.nActive = A;
-    k.ranks = perm;
-    k.counts = counts;
-    k.dtype = dt;
+    planKey k = planKeyInit(coll, n, 1, A, perm, counts, dt);
     k.op = relaySum;
     k.route = relayRouteDirect;
     k.depth = 1;
@@ -147,15 +139,7 @@ static int casePlans(void) {
   /* Other routes are "not supported" (the API falls back to direct). */
   int set[3] = {2, 0, 1};
   size_t cs[3] = {4, 0, 9};
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = RELAY_COLL_SCATTER;
-  k.nranks = 4;
-  k.nGroups = 1;
-  k.nActive = 3;
-  k.ranks = set;
-  k.counts = cs;
-  k.dtype = relayFloat32;
+  planKey k = planKeyInit(RELAY_COLL_SCATTER, 4, 1, 3, set, cs, relayFloat32);
   k.route = relayRouteRelay;
   k.depth = 1;
   k.root = 3;
@@ -434,19 +418,21 @@ static int badInputRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "plans")) return casePlans();
-  rankArg ra;
-  if (!strcmp(c, "scatter") || !strcmp(c, "gather")) {
-    ra.coll = !strcmp(c, "scatter") ? RELAY_COLL_SCATTER : RELAY_COLL_GATHER;
-    t_run_ranks(NRANKS, sweepRank, &ra, 300);
-    return 0;
-  }
-  if (!strcmp(c, "badinput")) {
-    t_run_ranks(NRANKS, badInputRank, NULL, 120);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_scatter plans|scatter|gather|badinput\n");
-  return 2;
-}
+#define SWEEP(nm, c) \
+  {.name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300}
+/* The multi-node part rule live: the ranks as 4 nodes x 2 on a pool of 8 channels, so a scatter takes 1
+ * part per peer on the node-major base and a gather 2 on the schedule base (every root). */
+#define SWEEP_4X2(nm, c, test)                                                                               \
+  {.name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300, \
+   .env = "RELAYCC_SHM_NODES=4;RELAYCC_NCHANNELS=8", .ctest = test}
+
+static const tCase kCases[] = {
+    {.name = "plans", .fn = casePlans, .timeoutS = 300},
+    SWEEP("scatter", RELAY_COLL_SCATTER),
+    SWEEP("gather", RELAY_COLL_GATHER),
+    {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 300},
+    SWEEP_4X2("scatter-4x2", RELAY_COLL_SCATTER, "shm_p2p_4x2_scatter"),
+    SWEEP_4X2("gather-4x2", RELAY_COLL_GATHER, "shm_p2p_4x2_gather"),
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "scatter", kCases, T_NCASES(kCases)); }

@@ -6,7 +6,7 @@
  * missing rank, killed rank, abort, reject, stale segment), each within its
  * deadline.
  *
- * Usage: test_shm <case>   (cases: see kCases at the bottom)
+ * Usage: test_shm <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1197,61 +1197,78 @@ static void caseAbort(void) {
   t_run_ranks(2, rankAbort, &viaApi, 60);
 }
 
-static void caseBig(int nranks, int K, size_t maxBytes, int ring, int iters) {
-  bigArg a = {K, maxBytes, ring, iters};
-  t_run_ranks(nranks, rankBig, &a, 100);
+/* The cases that are more than one launch of one rank body. */
+static int runMismatch(void) { caseMismatch(); return 0; }
+static int runInitKilled(void) { caseInitKilled(); return 0; }
+static int runKilled(void) { caseKilled(); return 0; }
+static int runAbort(void) { caseAbort(); return 0; }
+static int runStale(void) { caseStale(); return 0; }
+
+static int runP2pLazy(void) {
+  caseP2pEnv();
+  t_run_ranks(LAZY_N, rankP2pLazy, NULL, 60);
+  return 0;
 }
 
+static int runP2pMismatch(void) {
+  for (int v = 0; v < 2; v++) {
+    caseP2pEnv();
+    t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
+  }
+  return 0;
+}
+
+static int runP2pBadEnv(void) {
+  t_run_ranks(4, rankP2pBadEnv, NULL, 60);
+  unsetenv("RELAYCC_SHM_NODES");
+  for (int v = 0; v < 2; v++) t_run_ranks(4, rankNodeBadEnv, &v, 60);
+  return 0;
+}
+
+/* One launch of one rank body, launch deadline 60 s (100 s for the big groups); CTest's 120 s over it. */
+#define SHM_RANKS(nm, n, fn) \
+  {.name = nm, .rank = fn, .ranks = n, .deadlineS = 60, .timeoutS = 120, .skipCode = 77}
+#define SHM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
+/* K transfers per peer of up to maxBytes through a ring of ring bytes, iters rounds. */
+#define SHM_BIG(nm, n, K, maxBytes, ring, iters)                                                    \
+  {.name = nm, .rank = rankBig, .arg = &(bigArg){K, maxBytes, ring, iters}, .ranks = n, .deadlineS = 100, \
+   .timeoutS = 120, .skipCode = 77}
+
+/* 77: the case cannot run here (small_devshm needs a private mount namespace). */
+static const tCase kCases[] = {
+    SHM_RANKS("rendezvous2", 2, rankRendezvous),
+    SHM_RANKS("rendezvous3", 3, rankRendezvous),
+    SHM_RANKS("rendezvous8", 8, rankRendezvous),
+    SHM_RANKS("two_comms", 4, rankTwoComms),
+    SHM_BIG("group_big", 5, 3, 300000, 4096, 3),
+    SHM_BIG("group_big_ring64k", 4, 4, 1000000, 65536, 2),
+    SHM_BIG("group_big8", 8, 2, 100000, 4096, 2),
+    SHM_RANKS("group_self", 2, rankSelf),
+    {.name = "group_many", .rank = rankMany, .ranks = 4, .deadlineS = 100, .timeoutS = 120, .skipCode = 77},
+    {.name = "group_many8", .rank = rankMany, .ranks = 8, .deadlineS = 100, .timeoutS = 120, .skipCode = 77},
+    SHM_RANKS("agree", 5, rankAgree),
+    SHM_RANKS("agree_mismatch", 3, rankAgreeMismatch),
+    SHM_CASE("mismatch", runMismatch),
+    SHM_RANKS("timeout", 3, rankTimeout),
+    SHM_RANKS("init_timeout", 3, rankInitTimeout),
+    SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),
+    SHM_CASE("init_killed", runInitKilled),
+    SHM_RANKS("nranks_mismatch", 2, rankNranksMismatch),
+    SHM_RANKS("badargs", 1, rankBadArgs),
+    SHM_RANKS("local", 1, rankLocal),
+    SHM_CASE("killed", runKilled),
+    SHM_CASE("abort", runAbort),
+    SHM_RANKS("reject", 3, rankReject),
+    SHM_RANKS("gone", 2, rankGone),
+    SHM_CASE("stale", runStale),
+    SHM_CASE("small_devshm", caseSmallShm),
+    SHM_CASE("p2p_lazy", runP2pLazy),
+    SHM_CASE("p2p_mismatch", runP2pMismatch),
+    SHM_CASE("p2p_badenv", runP2pBadEnv),
+};
+
 int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
   gShared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   T_CHECK(gShared != MAP_FAILED, "mmap: %s", strerror(errno));
-  if (!strcmp(c, "rendezvous2")) t_run_ranks(2, rankRendezvous, NULL, 60);
-  else if (!strcmp(c, "rendezvous3")) t_run_ranks(3, rankRendezvous, NULL, 60);
-  else if (!strcmp(c, "rendezvous8")) t_run_ranks(8, rankRendezvous, NULL, 60);
-  else if (!strcmp(c, "two_comms")) t_run_ranks(4, rankTwoComms, NULL, 60);
-  else if (!strcmp(c, "group_big")) caseBig(5, 3, 300000, 4096, 3);
-  else if (!strcmp(c, "group_big_ring64k")) caseBig(4, 4, 1000000, 65536, 2);
-  else if (!strcmp(c, "group_big8")) caseBig(8, 2, 100000, 4096, 2);
-  else if (!strcmp(c, "group_self")) t_run_ranks(2, rankSelf, NULL, 60);
-  else if (!strcmp(c, "group_many")) t_run_ranks(4, rankMany, NULL, 100);
-  else if (!strcmp(c, "group_many8")) t_run_ranks(8, rankMany, NULL, 100);
-  else if (!strcmp(c, "agree")) t_run_ranks(5, rankAgree, NULL, 60);
-  else if (!strcmp(c, "agree_mismatch")) t_run_ranks(3, rankAgreeMismatch, NULL, 60);
-  else if (!strcmp(c, "mismatch")) caseMismatch();
-  else if (!strcmp(c, "timeout")) t_run_ranks(3, rankTimeout, NULL, 60);
-  else if (!strcmp(c, "init_timeout")) t_run_ranks(3, rankInitTimeout, NULL, 60);
-  else if (!strcmp(c, "init_no_rank0")) t_run_ranks(3, rankInitNoRank0, NULL, 60);
-  else if (!strcmp(c, "init_killed")) caseInitKilled();
-  else if (!strcmp(c, "nranks_mismatch")) t_run_ranks(2, rankNranksMismatch, NULL, 60);
-  else if (!strcmp(c, "badargs")) t_run_ranks(1, rankBadArgs, NULL, 60);
-  else if (!strcmp(c, "local")) t_run_ranks(1, rankLocal, NULL, 60);
-  else if (!strcmp(c, "killed")) caseKilled();
-  else if (!strcmp(c, "abort")) caseAbort();
-  else if (!strcmp(c, "reject")) t_run_ranks(3, rankReject, NULL, 60);
-  else if (!strcmp(c, "gone")) t_run_ranks(2, rankGone, NULL, 60);
-  else if (!strcmp(c, "stale")) caseStale();
-  else if (!strcmp(c, "p2p_lazy")) {
-    caseP2pEnv();
-    t_run_ranks(LAZY_N, rankP2pLazy, NULL, 60);
-  } else if (!strcmp(c, "p2p_mismatch")) {
-    for (int v = 0; v < 2; v++) {
-      caseP2pEnv();
-      t_run_ranks(LAZY_N, rankP2pMismatch, &v, 60);
-    }
-  } else if (!strcmp(c, "p2p_badenv")) {
-    t_run_ranks(4, rankP2pBadEnv, NULL, 60);
-    unsetenv("RELAYCC_SHM_NODES");
-    for (int v = 0; v < 2; v++) t_run_ranks(4, rankNodeBadEnv, &v, 60);
-  }
-  else if (!strcmp(c, "small_devshm")) {
-    int rc = caseSmallShm();
-    if (rc) return rc;
-  }
-  else {
-    fprintf(stderr, "test_shm: unknown case '%s'\n", c);
-    return 2;
-  }
-  printf("PASS %s\n", c);
-  return 0;
+  return t_main(argc, argv, "shm", kCases, T_NCASES(kCases));
 }

@@ -5,7 +5,7 @@
  * determinism, speed, the baseline's closed forms, and the seed's link-model
  * figures on mi350x once relay plans exist.
  *
- * Usage: test_sim <case>   (cases: see main). Exit 77 = skipped.
+ * Usage: test_sim <case>   (cases: kCases at the bottom; --list prints them). Exit 77 = skipped.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,15 +29,7 @@ static int near(double got, double want, double rel) { return fabs(got - want) <
 static planBuilder* handNew(int nranks) {
   int ranks[1] = {0};
   size_t counts[1] = {1};
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = RELAY_COLL_ALLGATHER;
-  k.nranks = nranks;
-  k.nGroups = 1;
-  k.nActive = 1;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayUint8;
+  planKey k = planKeyInit(RELAY_COLL_ALLGATHER, nranks, 1, 1, ranks, counts, relayUint8);
   k.op = relaySum;
   k.route = relayRouteDirect;
   k.depth = 1;
@@ -405,15 +397,7 @@ static int caseDeterminism(void) {
     for (int c = 0; c < RELAY_NUM_COLLS; c++) {
       int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
       size_t counts[2] = {1000003, 1000003};
-      planKey k;
-      memset(&k, 0, sizeof k);
-      k.coll = (relayColl_t)c;
-      k.nranks = 8;
-      k.nGroups = 2;
-      k.nActive = 4;
-      k.ranks = ranks;
-      k.counts = counts;
-      k.dtype = relayBfloat16;
+      planKey k = planKeyInit((relayColl_t)c, 8, 2, 4, ranks, counts, relayBfloat16);
       k.op = relaySum;
       k.route = relayRouteDirect;
       k.depth = 1;
@@ -464,15 +448,7 @@ static int caseSpeed(void) {
       int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
       uint64_t elems = (1ull << 30) / 2;
       size_t counts[1] = {(size_t)(c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLTOALL ? elems / A : elems)};
-      planKey k;
-      memset(&k, 0, sizeof k);
-      k.coll = (relayColl_t)c;
-      k.nranks = 8;
-      k.nGroups = 1;
-      k.nActive = A;
-      k.ranks = ranks;
-      k.counts = counts;
-      k.dtype = relayBfloat16;
+      planKey k = planKeyInit((relayColl_t)c, 8, 1, A, ranks, counts, relayBfloat16);
       k.op = relaySum;
       k.route = relayRouteRelay;
       k.depth = 8;
@@ -500,15 +476,7 @@ static relayBaselineResult baseline(const char* topoName, relayColl_t coll, int 
   size_t counts[64];
   for (int i = 0; i < A * G; i++) ranks[i] = i;
   for (int g = 0; g < G; g++) counts[g] = count;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = t->nGPUs;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, t->nGPUs, G, A, ranks, counts, relayBfloat16);
   relayBaselineResult r;
   T_OK(relayBaselineRun(&k, t, &r));
   relayTopoFree(t);
@@ -578,15 +546,7 @@ static double linkSpeedup(const struct relayTopo* t, relayColl_t coll, int A, in
   uint64_t elems = bytes / 2;
   int perActive = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
   for (int g = 0; g < G; g++) counts[g] = (size_t)(perActive ? elems / (uint64_t)A : elems);
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = t->nGPUs;
-  k.nGroups = G;
-  k.nActive = A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, t->nGPUs, G, A, ranks, counts, relayBfloat16);
   k.op = relaySum;
   k.route = route;
   k.depth = depth;
@@ -702,19 +662,15 @@ static int caseSeedTables(void) {
   return checked ? 0 : SKIP;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (strcmp(c, "oneflow") == 0) return caseOneFlow();
-  if (strcmp(c, "share") == 0) return caseShare();
-  if (strcmp(c, "switch") == 0) return caseSwitch();
-  if (strcmp(c, "sync") == 0) return caseSync();
-  if (strcmp(c, "ops") == 0) return caseOps();
-  if (strcmp(c, "mismatch") == 0) return caseMismatch();
-  if (strcmp(c, "determinism") == 0) return caseDeterminism();
-  if (strcmp(c, "speed") == 0) return caseSpeed();
-  if (strcmp(c, "baseline") == 0) return caseBaseline();
-  if (strcmp(c, "seedlink") == 0) return caseSeedLinkModel();
-  if (strcmp(c, "seedtables") == 0) return caseSeedTables();
-  fprintf(stderr, "usage: test_sim oneflow|share|switch|sync|ops|mismatch|determinism|speed|baseline|seedlink|seedtables\n");
-  return 2;
-}
+/* seedlink and seedtables exit 77 (skipped) until relay plans exist. */
+#define SIM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
+static const tCase kCases[] = {
+    SIM_CASE("oneflow", caseOneFlow),         SIM_CASE("share", caseShare),
+    SIM_CASE("switch", caseSwitch),           SIM_CASE("sync", caseSync),
+    SIM_CASE("ops", caseOps),                 SIM_CASE("mismatch", caseMismatch),
+    SIM_CASE("determinism", caseDeterminism), SIM_CASE("speed", caseSpeed),
+    SIM_CASE("baseline", caseBaseline),       SIM_CASE("seedlink", caseSeedLinkModel),
+    SIM_CASE("seedtables", caseSeedTables),
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "sim", kCases, T_NCASES(kCases)); }

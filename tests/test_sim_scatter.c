@@ -51,15 +51,7 @@ static relayPlan* rootedPlan(relayColl_t coll, int n, int root, size_t count) {
   static int ranks[RELAY_TOPO_MAX_GPUS];
   static size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < n; i++) ranks[i] = i, counts[i] = count;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = n;
-  k.nGroups = 1;
-  k.nActive = n;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = relayBfloat16;
+  planKey k = planKeyInit(coll, n, 1, n, ranks, counts, relayBfloat16);
   k.op = relaySum;
   k.route = relayRouteDirect;
   k.depth = 1;
@@ -317,15 +309,7 @@ static int caseSplit(void) {
   int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
     size_t counts[1] = {3u << 20};
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = (relayColl_t)coll;
-    k.nranks = 8;
-    k.nGroups = 1;
-    k.nActive = 4;
-    k.ranks = ranks;
-    k.counts = counts;
-    k.dtype = relayBfloat16;
+    planKey k = planKeyInit((relayColl_t)coll, 8, 1, 4, ranks, counts, relayBfloat16);
     k.op = relaySum;
     k.route = relayRouteDirect;
     k.depth = 1;
@@ -416,15 +400,17 @@ static int caseTool(const char* bin) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (!strcmp(c, "topo")) return caseTopo();
-  if (!strcmp(c, "p2p")) return caseP2p();
-  if (!strcmp(c, "occupancy")) return caseOccupancy();
-  if (!strcmp(c, "rules")) return caseRules();
-  if (!strcmp(c, "split")) return caseSplit();
-  if (!strcmp(c, "roots")) return caseRoots();
-  if (!strcmp(c, "tool")) return caseTool(argc > 2 ? argv[2] : NULL);
-  fprintf(stderr, "usage: test_sim_scatter topo|p2p|occupancy|rules|split|roots|tool [relaycc-sim]\n");
-  return 2;
-}
+static int runTool(int argc, char** argv) { return caseTool(argc > 0 ? argv[0] : NULL); }
+
+/* tool runs relaycc-sim (its path the argument), where the build has it. */
+static const tCase kCases[] = {
+    {.name = "topo", .fn = caseTopo, .timeoutS = 60},
+    {.name = "p2p", .fn = caseP2p, .timeoutS = 60},
+    {.name = "occupancy", .fn = caseOccupancy, .timeoutS = 60},
+    {.name = "rules", .fn = caseRules, .timeoutS = 60},
+    {.name = "split", .fn = caseSplit, .timeoutS = 60},
+    {.name = "roots", .fn = caseRoots, .timeoutS = 60},
+    {.name = "tool", .main = runTool, .args = "@RELAYCC_SIM@", .timeoutS = 60},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "sim_scatter", kCases, T_NCASES(kCases)); }

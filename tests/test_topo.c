@@ -3,7 +3,7 @@
  * round-trips, bad files get errors that say which line and why, detection
  * answers "not supported" on a CPU build.
  *
- * Usage: test_topo <case>   (cases: see main)
+ * Usage: test_topo <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <math.h>
 #include <stdio.h>
@@ -195,12 +195,11 @@ static int caseDetect(void) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  if (strcmp(c, "presets") == 0) return casePresets();
-  if (strcmp(c, "roundtrip") == 0) return caseRoundTrip();
-  if (strcmp(c, "errors") == 0) return caseErrors();
-  if (strcmp(c, "detect") == 0) return caseDetect();
-  fprintf(stderr, "usage: test_topo presets|roundtrip|errors|detect\n");
-  return 2;
-}
+static const tCase kCases[] = {
+    {.name = "presets", .fn = casePresets, .timeoutS = 60},
+    {.name = "roundtrip", .fn = caseRoundTrip, .timeoutS = 60},
+    {.name = "errors", .fn = caseErrors, .timeoutS = 60},
+    {.name = "detect", .fn = caseDetect, .timeoutS = 60},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "topo", kCases, T_NCASES(kCases)); }

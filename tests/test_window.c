@@ -13,7 +13,7 @@
  * destination block and position). A call asserts that it took the direct
  * path (comm->lastWindow) or the staged one, as the case expects.
  *
- * Usage: test_window <case> | --list
+ * Usage: test_window <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <errno.h>
 #include <linux/capability.h>
@@ -463,41 +463,28 @@ static int rankStagedOnly(int rank, int nranks, void* arg) {
   return 0;
 }
 
-typedef struct {
-  const char* name;
-  relayRankFn fn;
-  int timeoutSec;
-} testCase;
+/* Rank 3 dies on purpose: the others must exit 0. */
+static int runKill(void) {
+  int codes[NRANKS];
+  t_launch(NRANKS, rankKill, NULL, 200, 10000, codes);
+  for (int r = 0; r < NRANKS; r++)
+    T_CHECK(r == 3 ? codes[r] == -SIGKILL : codes[r] == 0, "rank %d exited %d", r, codes[r]);
+  return 0;
+}
 
-static const testCase kCases[] = {
-    {"sweep", rankSweep, 400},         {"interleave", rankInterleave, 400}, {"cycles", rankCycles, 500},
-    {"badargs", rankBadArgs, 200},     {"checkoffset", rankCheckOffset, 200}, {"mismatch", rankMismatch, 200},
-    {"kill", rankKill, 200},           {"stagedonly", rankStagedOnly, 200},
+/* 1 KiB tiles, 3 slots: reduces pull many tiles, counts are not multiples of one, the staged ring wraps. */
+#define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3"
+#define WIN(nm, fnc, sec) {.name = nm, .rank = fnc, .ranks = NRANKS, .deadlineS = sec, .timeoutS = 600, .env = W_ENV}
+
+static const tCase kCases[] = {
+    WIN("sweep", rankSweep, 400),
+    WIN("interleave", rankInterleave, 400),
+    WIN("cycles", rankCycles, 500),
+    WIN("badargs", rankBadArgs, 200),
+    WIN("checkoffset", rankCheckOffset, 200),
+    WIN("mismatch", rankMismatch, 200),
+    {.name = "kill", .fn = runKill, .timeoutS = 600, .env = W_ENV},
+    WIN("stagedonly", rankStagedOnly, 200),
 };
 
-int main(int argc, char** argv) {
-  const char* c = argc > 1 ? argv[1] : "";
-  int n = (int)(sizeof kCases / sizeof kCases[0]);
-  if (!strcmp(c, "--list")) {
-    for (int i = 0; i < n; i++) printf("%s\n", kCases[i].name);
-    return 0;
-  }
-  setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
-  setenv("RELAYCC_BW_RING", "3", 0);
-  for (int i = 0; i < n; i++) {
-    if (strcmp(c, kCases[i].name)) continue;
-    if (kCases[i].fn == rankKill) {
-      /* Rank 3 dies on purpose: the others must exit 0. */
-      int codes[NRANKS];
-      t_launch(NRANKS, rankKill, NULL, kCases[i].timeoutSec, 10000, codes);
-      for (int r = 0; r < NRANKS; r++)
-        T_CHECK(r == 3 ? codes[r] == -SIGKILL : codes[r] == 0, "rank %d exited %d", r, codes[r]);
-    } else {
-      t_run_ranks(NRANKS, kCases[i].fn, NULL, kCases[i].timeoutSec);
-    }
-    printf("%s: ok\n", c);
-    return 0;
-  }
-  fprintf(stderr, "usage: test_window <case> | --list\n");
-  return 2;
-}
+int main(int argc, char** argv) { return t_main(argc, argv, "window", kCases, T_NCASES(kCases)); }

@@ -1,13 +1,3 @@
-# Topology model and simulator (src/topo, src/sim): CPU only, each case a few
-# milliseconds to a second. seedlink and seedtables exit 77 (skipped) until relay plans exist.
-foreach(c presets roundtrip errors detect)
-  add_test(NAME topo_${c} COMMAND test_topo ${c})
-  set_tests_properties(topo_${c} PROPERTIES TIMEOUT 60 LABELS cpu)
-endforeach()
-foreach(c oneflow share switch sync ops mismatch determinism speed baseline seedlink seedtables)
-  add_test(NAME sim_${c} COMMAND test_sim ${c})
-  set_tests_properties(sim_${c} PROPERTIES TIMEOUT 120 LABELS cpu SKIP_RETURN_CODE 77)
-endforeach()
 # relaycc-sim prints full tables on a fresh build: every cell filled.
 add_test(NAME sim_tool_tables COMMAND relaycc-sim --topo mi350x -c all -A 2)
 add_test(NAME sim_tool_fused COMMAND relaycc-sim --topo h200 -c all -A 4 -G 2 --route relay --depth 1)

@@ -166,15 +166,7 @@ int main(int argc, char** argv) {
   if ((unsigned long long)count > (unsigned long long)(SIZE_MAX / es / (size_t)A))
     die("--count", "'%s' overflows the buffer size", "count");
 
-  planKey key;
-  memset(&key, 0, sizeof key);
-  key.coll = coll;
-  key.nranks = nranks;
-  key.nGroups = G;
-  key.nActive = A;
-  key.ranks = ranks;
-  key.counts = counts;
-  key.dtype = dtype;
+  planKey key = planKeyInit(coll, nranks, G, A, ranks, counts, dtype);
   key.op = op;
   key.route = route;
   key.depth = depth;

@@ -335,15 +335,7 @@ static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, r
   int ranks[RELAY_TOPO_MAX_GPUS];
   size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < n; i++) ranks[i] = i, counts[i] = count;
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = n;
-  k.nGroups = 1;
-  k.nActive = n;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = o->dtype;
+  planKey k = planKeyInit(coll, n, 1, n, ranks, counts, o->dtype);
   k.op = relaySum;
   k.route = relayRouteDirect; /* the only schedule a rooted call has */
   k.depth = 1;
@@ -509,15 +501,7 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayColl_t 
     return r;
   }
   for (int g = 0; g < o->G; g++) counts[g] = (size_t)(perActive ? elems / (unsigned long long)o->A : elems);
-  planKey k;
-  memset(&k, 0, sizeof k);
-  k.coll = coll;
-  k.nranks = topo->nGPUs;
-  k.nGroups = o->G;
-  k.nActive = o->A;
-  k.ranks = ranks;
-  k.counts = counts;
-  k.dtype = o->dtype;
+  planKey k = planKeyInit(coll, topo->nGPUs, o->G, o->A, ranks, counts, o->dtype);
   k.op = o->op;
   int route = o->route, depth = o->depth ? o->depth : 1;
   if (route == relayRouteAuto) {
@@ -692,15 +676,7 @@ static int runNodes(const simOpts* o) {
       const int routes[] = {relayRouteDirect, relayRouteRelay};
       for (int ri = 0; ri < 2; ri++) {
         if (o->routeGiven && o->route != relayRouteAuto && o->route != routes[ri]) continue;
-        planKey k;
-        memset(&k, 0, sizeof k);
-        k.coll = coll;
-        k.nranks = n;
-        k.nGroups = 1;
-        k.nActive = A;
-        k.ranks = ranks;
-        k.counts = &count;
-        k.dtype = o->dtype;
+        planKey k = planKeyInit(coll, n, 1, A, ranks, &count, o->dtype);
         k.op = o->op;
         k.route = routes[ri];
         k.depth = o->depth ? o->depth : 1;

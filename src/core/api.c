@@ -49,7 +49,11 @@ relayResult_t relayCommAbort(relayComm_t comm) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
-  if (atomic_load(&comm->inCall)) return relaySetError(comm, relayInternalError, "relayCommAbort: a call did not leave within 10 s");
+  /* A call still in flight owns the comm's error state (its name, number,
+   * step): the prefix names that call, the body the abort. */
+  if (atomic_load(&comm->inCall))
+    return relaySetError(comm, relayInternalError, "relayCommAbort: this call did not leave within 10 s");
+  comm->curCallName = "relayCommAbort"; /* no call is in flight: what the teardown reports names the abort */
   return relayCommDestroy(comm);
 }
 
@@ -84,7 +88,7 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
  * rank in them, or -1. O(n): comm->rankSeen remembers, per rank, where this
  * check saw it (entries of older checks carry an older stamp). `dupHint`
  * ends the duplicate's message. */
-static relayResult_t checkRanks(struct relayComm* c, const char* fn, const char* what, const int* ranks, int n,
+static relayResult_t checkRanks(struct relayComm* c, const char* what, const int* ranks, int n,
                                 const char* dupHint, int* mine) {
   *mine = -1;
   if (++c->rankCheck == 0) { /* the stamp wrapped: forget every older check */
@@ -95,12 +99,11 @@ static relayResult_t checkRanks(struct relayComm* c, const char* fn, const char*
   for (int i = 0; i < n; i++) {
     int q = ranks[i];
     if (q < 0 || q >= c->nranks)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s[%d] = %d is not in [0, %d)", fn, c->rank, what,
-                           i, q, c->nranks);
+      return relaySetError(c, relayInvalidArgument, "%s[%d] = %d is not in [0, %d)", what, i, q, c->nranks);
     uint64_t seen = c->rankSeen[q];
     if ((seen & ~0xffffffffull) == stamp)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s[%d] and [%d] both name rank %d%s", fn, c->rank,
-                           what, (int)(uint32_t)seen - 1, i, q, dupHint);
+      return relaySetError(c, relayInvalidArgument, "%s[%d] and [%d] both name rank %d%s", what,
+                           (int)(uint32_t)seen - 1, i, q, dupHint);
     c->rankSeen[q] = stamp | (uint64_t)(i + 1);
     if (q == c->rank) *mine = i;
   }
@@ -115,55 +118,52 @@ static relayResult_t checkRanks(struct relayComm* c, const char* fn, const char*
 static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr) {
   *bufErr = 0;
   if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex, bufErr);
-  const char* fn = kCallNames[a->coll];
-  int r = c->rank;
   *myGroup = -1;
   *myIndex = -1;
   if (relayTypeSize(a->dtype) == 0)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): datatype %d is not a relayDataType_t", fn, r,
-                         (int)a->dtype);
+    return relaySetError(c, relayInvalidArgument, "datatype %d is not a relayDataType_t", (int)a->dtype);
   if (relayCollReduces(a->coll) &&
       (unsigned)a->op >= relayNumOps)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): op %d is not a relayRedOp_t", fn, r, (int)a->op);
+    return relaySetError(c, relayInvalidArgument, "op %d is not a relayRedOp_t", (int)a->op);
   const relayLayout_t* L = a->layout;
-  if (!L) return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout is NULL", fn, r);
+  if (!L) return relaySetError(c, relayInvalidArgument, "layout is NULL");
   if (L->nGroups < 1)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.nGroups = %d must be >= 1", fn, r, L->nGroups);
+    return relaySetError(c, relayInvalidArgument, "layout.nGroups = %d must be >= 1", L->nGroups);
   if (L->nActive < 2 || L->nActive > PLAN_MAX_SRCS)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.nActive = %d must be in [2, %d]", fn, r,
-                         L->nActive, PLAN_MAX_SRCS);
+    return relaySetError(c, relayInvalidArgument, "layout.nActive = %d must be in [2, %d]", L->nActive,
+                         PLAN_MAX_SRCS);
   if ((long long)L->nGroups * L->nActive > c->nranks)
     return relaySetError(c, relayInvalidArgument,
-                         "%s (rank %d): layout has %d groups x %d active = %lld ranks, the comm has %d", fn, r,
-                         L->nGroups, L->nActive, (long long)L->nGroups * L->nActive, c->nranks);
-  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): layout.ranks is NULL", fn, r);
+                         "layout has %d groups x %d active = %lld ranks, the comm has %d", L->nGroups,
+                         L->nActive, (long long)L->nGroups * L->nActive, c->nranks);
+  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "layout.ranks is NULL");
   int mine;
-  RELAY_CHECK(checkRanks(c, fn, "layout.ranks", L->ranks, L->nGroups * L->nActive,
+  RELAY_CHECK(checkRanks(c, "layout.ranks", L->ranks, L->nGroups * L->nActive,
                          " (a rank is active in at most one group)", &mine));
   if (mine >= 0) {
     *myGroup = mine / L->nActive;
     *myIndex = mine % L->nActive;
   }
-  if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
+  if (!a->counts) return relaySetError(c, relayInvalidArgument, "counts is NULL");
   size_t es = relayTypeSize(a->dtype);
   for (int g = 0; g < L->nGroups; g++) {
     /* The largest buffer of any collective is A*count elements. */
     if (a->counts[g] > SIZE_MAX / es / (size_t)L->nActive)
       return relaySetError(c, relayInvalidArgument,
-                           "%s (rank %d): counts[%d] = %zu overflows: %d x count x %zu bytes exceeds size_t", fn, r,
-                           g, a->counts[g], L->nActive, es);
+                           "counts[%d] = %zu overflows: %d x count x %zu bytes exceeds size_t", g,
+                           a->counts[g], L->nActive, es);
   }
   if (*myGroup >= 0 && a->counts[*myGroup] > 0) {
     *bufErr = 1; /* the shape is valid from here on */
     if (!a->send)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): sendbuff is NULL (active rank, group %d, count %zu)",
-                           fn, r, *myGroup, a->counts[*myGroup]);
+      return relaySetError(c, relayInvalidArgument, "sendbuff is NULL (active rank, group %d, count %zu)",
+                           *myGroup, a->counts[*myGroup]);
     if (!a->recv)
-      return relaySetError(c, relayInvalidArgument, "%s (rank %d): recvbuff is NULL (active rank, group %d, count %zu)",
-                           fn, r, *myGroup, a->counts[*myGroup]);
+      return relaySetError(c, relayInvalidArgument, "recvbuff is NULL (active rank, group %d, count %zu)",
+                           *myGroup, a->counts[*myGroup]);
     if (a->coll == RELAY_COLL_ALLTOALL && a->send == a->recv)
       return relaySetError(c, relayInvalidArgument,
-                           "%s (rank %d): in-place all-to-all (sendbuff == recvbuff) is not supported", fn, r);
+                           "in-place all-to-all (sendbuff == recvbuff) is not supported");
     *bufErr = 0;
   }
   return relaySuccess;
@@ -184,7 +184,6 @@ typedef struct {
 
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                  int depth) {
-  const char* fn = kCallNames[a->coll];
   callDigest mine;
   memset(&mine, 0, sizeof mine);
   mine.status = (int32_t)local;
@@ -205,7 +204,7 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.winRecvOff = c->callRecvOff;
   }
   callDigest* all = malloc((size_t)c->nranks * sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "%s (rank %d): out of memory in check mode", fn, c->rank);
+  if (!all) return relaySetError(c, relaySystemError, "out of memory in check mode");
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
@@ -221,8 +220,8 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
   }
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
     if (all[q].status != relaySuccess) {
-      res = relaySetError(c, (relayResult_t)all[q].status, "%s (rank %d): rank %d rejected the call (%s)", fn,
-                          c->rank, q, relayGetErrorString((relayResult_t)all[q].status));
+      res = relaySetError(c, (relayResult_t)all[q].status, "rank %d rejected the call (%s)", q,
+                          relayGetErrorString((relayResult_t)all[q].status));
     }
   }
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
@@ -239,9 +238,7 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
                        : x->route != y->route               ? "route (RELAYCC_ROUTE)"
                        : x->depth != y->depth               ? "depth (RELAYCC_DEPTH)"
                                                             : NULL;
-    if (what)
-      res = relaySetError(c, relayInvalidUsage, "%s (rank %d): ranks 0 and %d disagree on the %s of call #%llu", fn,
-                          c->rank, q, what, (unsigned long long)c->callSeq);
+    if (what) res = relaySetError(c, relayInvalidUsage, "ranks 0 and %d disagree on the %s", q, what);
   }
   /* Windows: the actives of a one-group call (the bandwidth route's direct
    * path) must agree on the window and the offsets peers use. */
@@ -277,15 +274,15 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   if (res == relayNotSupported) return res;
   if (res != relaySuccess) {
     c->failed = 1; /* peers may be moving data already */
-    return relaySetError(c, res, "%s (rank %d): building the %s plan failed (%s)", c->curCallName, c->rank,
-                         relayRouteName(key->route), relayGetErrorString(res));
+    return relaySetError(c, res, "building the %s plan failed (%s)", relayRouteName(key->route),
+                         relayGetErrorString(res));
   }
   char err[512];
   if (relayPlanCheck(p, err, sizeof err) != 0) {
     relayPlanFree(p);
     c->failed = 1;
-    return relaySetError(c, relayInternalError, "%s (rank %d): the %s plan fails its check: %s",
-                         c->curCallName, c->rank, relayRouteName(key->route), err);
+    return relaySetError(c, relayInternalError, "the %s plan fails its check: %s", relayRouteName(key->route),
+                         err);
   }
   *plan = p;
   if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
@@ -332,8 +329,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
   /* The list ends in direct, which needs no capability and no prepare: only
    * its builder declining the key gets here. */
   c->failed = 1;
-  return relaySetError(c, relayInternalError, "%s (rank %d): building the %s plan failed (%s)",
-                       c->curCallName, c->rank, relayRouteName(key->route),
+  return relaySetError(c, relayInternalError, "building the %s plan failed (%s)", relayRouteName(key->route),
                        relayGetErrorString(relayNotSupported));
 }
 
@@ -369,14 +365,11 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
-  const char* fn = kCallNames[a->coll];
-  if (c->failed)
-    return relaySetError(c, relayInvalidUsage, "%s (rank %d): the comm failed in an earlier call; destroy it (%s)",
-                         fn, c->rank, c->lastError);
-  /* Every call counts on every rank, rejected ones too, so that a notice or
-   * a message of call k names k on every rank and is never read by call k+1. */
-  c->callSeq++;
-  c->curCallName = fn;
+  if (c->failed) {
+    char earlier[sizeof c->lastError];
+    return relaySetError(c, relayInvalidUsage, "the comm failed in an earlier call; destroy it (%s)",
+                         relayErrorQuote(c, c->lastError, earlier, sizeof earlier));
+  }
   c->callMark = -1;
   c->callShape = 0;
   c->callWin = NULL;
@@ -433,9 +426,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     relayResult_t res = runPlan(c, a, &key, myGroup, list, stream);
     if (res == relaySuccess && c->callMark >= 0)
       res = relaySetError(c, relayRemoteError,
-                          "%s (rank %d): rank %d passed a bad buffer in call #%llu (its error names it): this rank's "
+                          "rank %d passed a bad buffer in this call (its error names it): this rank's "
                           "result is undefined; the call's transfers completed, so the comm stays usable",
-                          fn, c->rank, c->callMark, (unsigned long long)c->callSeq);
+                          c->callMark);
     return res;
   }
   return runThroughScratch(c, a, &key, myGroup, list, local, stream);
@@ -501,10 +494,16 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", kCallNames[a->coll]);
+  /* Every call counts on every rank, rejected ones too, so that a notice or
+   * a message of call k names k on every rank and is never read by call k+1;
+   * counted before anything can fail, so that every error of the call (the
+   * prefix relaySetError builds from curCallName, callSeq and inCall) names
+   * this call's number, not the one before. */
+  comm->callSeq++;
+  comm->curCallName = kCallNames[a->coll];
   atomic_store(&comm->inCall, 1);
   relayResult_t res = atomic_load(&comm->aborted)
-                          ? relaySetError(comm, relayInvalidUsage, "%s (rank %d): the comm was aborted",
-                                          kCallNames[a->coll], comm->rank)
+                          ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
   comm->callWin = NULL;
@@ -544,31 +543,28 @@ relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* 
 /* The rank set is ranks[0..nRanks), any size >= 1, root in it or not;
  * counts[i] is ranks[i]'s block; the root's buffer holds the blocks back to
  * back in set order. A rank names only the buffers its role uses. */
-static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr) {
-  const char* fn = kCallNames[a->coll];
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
+                                    int* bufErr) {
   int r = c->rank, scatter = a->coll == RELAY_COLL_SCATTER;
   const relayLayout_t* L = a->layout;
   *myGroup = -1;
   *myIndex = -1;
   if (relayTypeSize(a->dtype) == 0)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): datatype %d is not a relayDataType_t", fn, r,
-                         (int)a->dtype);
+    return relaySetError(c, relayInvalidArgument, "datatype %d is not a relayDataType_t", (int)a->dtype);
   if (a->root < 0 || a->root >= c->nranks)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): root = %d is not in [0, %d)", fn, r, a->root,
-                         c->nranks);
+    return relaySetError(c, relayInvalidArgument, "root = %d is not in [0, %d)", a->root, c->nranks);
   if (L->nActive < 1 || L->nActive > c->nranks)
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): nRanks = %d must be in [1, %d]", fn, r, L->nActive,
-                         c->nranks);
-  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "%s (rank %d): ranks is NULL", fn, r);
-  RELAY_CHECK(checkRanks(c, fn, "ranks", L->ranks, L->nActive, "", myIndex));
-  if (!a->counts) return relaySetError(c, relayInvalidArgument, "%s (rank %d): counts is NULL", fn, r);
+    return relaySetError(c, relayInvalidArgument, "nRanks = %d must be in [1, %d]", L->nActive, c->nranks);
+  if (!L->ranks) return relaySetError(c, relayInvalidArgument, "ranks is NULL");
+  RELAY_CHECK(checkRanks(c, "ranks", L->ranks, L->nActive, "", myIndex));
+  if (!a->counts) return relaySetError(c, relayInvalidArgument, "counts is NULL");
   size_t es = relayTypeSize(a->dtype), total = 0;
   for (int i = 0; i < L->nActive; i++) {
     /* The root's buffer holds every block: its bytes must fit a size_t. */
     if (a->counts[i] > SIZE_MAX / es - total)
       return relaySetError(c, relayInvalidArgument,
-                           "%s (rank %d): counts[%d] = %zu overflows: the root's %zu-byte elements exceed size_t", fn,
-                           r, i, a->counts[i], es);
+                           "counts[%d] = %zu overflows: the root's %zu-byte elements exceed size_t", i,
+                           a->counts[i], es);
     total += a->counts[i];
   }
   if (*myIndex >= 0 || r == a->root) *myGroup = 0;
@@ -576,11 +572,10 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
   const char* rootBuf = scatter ? "sendbuff" : "recvbuff";
   const char* memberBuf = scatter ? "recvbuff" : "sendbuff";
   if (r == a->root && total > 0 && !(scatter ? a->send : (const void*)a->recv))
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s is NULL (the root, %zu elements)", fn, r, rootBuf,
-                         total);
+    return relaySetError(c, relayInvalidArgument, "%s is NULL (the root, %zu elements)", rootBuf, total);
   if (*myIndex >= 0 && a->counts[*myIndex] > 0 && !(scatter ? (const void*)a->recv : a->send))
-    return relaySetError(c, relayInvalidArgument, "%s (rank %d): %s is NULL (ranks[%d], count %zu)", fn, r, memberBuf,
-                         *myIndex, a->counts[*myIndex]);
+    return relaySetError(c, relayInvalidArgument, "%s is NULL (ranks[%d], count %zu)", memberBuf, *myIndex,
+                         a->counts[*myIndex]);
   *bufErr = 0;
   return relaySuccess;
 }

@@ -16,14 +16,29 @@ void relayCommFree(struct relayComm* comm) {
   free(comm);
 }
 
+/* The tools' entry points name themselves in their errors' prefix while
+ * they run (a tool may call them inside nothing else: the name before is
+ * restored). */
 relayResult_t relayCommBarrier(struct relayComm* comm) {
-  if (!comm || !comm->tp) return relaySetError(comm, relayInvalidArgument, "barrier: comm is NULL");
-  return comm->tp->barrier(comm);
+  if (!comm || !comm->tp)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommBarrier: %s is NULL",
+                         comm ? "the transport" : "comm");
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayCommBarrier";
+  relayResult_t res = comm->tp->barrier(comm);
+  comm->curCallName = outer;
+  return res;
 }
 
 relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes) {
-  if (!comm || !comm->tp) return relaySetError(comm, relayInvalidArgument, "agree: comm is NULL");
-  return comm->tp->agree(comm, mine, all, bytes);
+  if (!comm || !comm->tp)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommAgree: %s is NULL",
+                         comm ? "the transport" : "comm");
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayCommAgree";
+  relayResult_t res = comm->tp->agree(comm, mine, all, bytes);
+  comm->curCallName = outer;
+  return res;
 }
 
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth) {

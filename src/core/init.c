@@ -47,7 +47,9 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   int bad;
   char why[512];
   relayResult_t pres = relayParamsResolve(&p, cfg, &bad, why, sizeof why);
-  if (pres != relaySuccess && bad < 0) return pres; /* not a config: nothing to agree on */
+  /* Not a config: nothing to agree on; no comm yet, so the text names fn. */
+  if (pres != relaySuccess && bad < 0)
+    return relaySetError(NULL, pres, "%s: %s", fn, relayGetLastError(NULL));
   /* The identity comes first: without it this rank cannot reach the others. */
   if (nranks <= 0) nranks = (int)(p.v[RELAY_P_NRANKS] > 0 ? p.v[RELAY_P_NRANKS] : p.v[RELAY_P_ENV_WORLD_SIZE]);
   if (rank < 0) rank = (int)(p.v[RELAY_P_RANK] >= 0 ? p.v[RELAY_P_RANK] : p.v[RELAY_P_ENV_RANK]);
@@ -76,16 +78,17 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   }
   if (!c || !c->plans || !c->rankSeen) {
     relayCommFree(c);
+    /* No comm to build the prefix from: the text names the init and the rank. */
     return relaySetError(NULL, relaySystemError, "%s (rank %d): out of memory allocating the comm", fn, rank);
   }
   c->rank = rank;
   c->nranks = nranks;
   c->params = p;
   c->initBadParam = bad;
-  if (bad >= 0) snprintf(c->lastError, sizeof c->lastError, "%s (rank %d): %s", fn, rank, why);
-  fillConfig(c);
   c->curStep = -1;
-  c->curCallName = fn; /* errors of the init name it (common.h); relayInitFinish clears it */
+  c->curCallName = fn; /* errors of the init name it (common.h); relayInitEnd clears it */
+  if (bad >= 0) relaySetError(c, relayInvalidArgument, "%s", why); /* every rank learns it in agreeParams */
+  fillConfig(c);
   c->callMark = -1;
   c->lastRoute = relayRouteDirect;
   c->lastDepth = 1;
@@ -109,7 +112,7 @@ _Static_assert(sizeof(paramRecord) <= 256, "the agreed parameters must fit one a
 
 static relayResult_t agreeParams(struct relayComm* c) {
   paramRecord mine, *all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "init (rank %d): out of memory agreeing the settings", c->rank);
+  if (!all) return relaySetError(c, relaySystemError, "out of memory agreeing the settings");
   memset(&mine, 0, sizeof mine);
   mine.bad = c->initBadParam;
   for (int i = 0, k = 0; i < RELAY_P_COUNT; i++)
@@ -124,8 +127,8 @@ static relayResult_t agreeParams(struct relayComm* c) {
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
     if (all[q].bad >= 0) {
       const char* name = (unsigned)all[q].bad < RELAY_P_COUNT ? relayParamDefs[all[q].bad].name : "?";
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d has an invalid %s (its error names the value)",
-                          c->rank, q, name);
+      res = relaySetError(c, relayRemoteError, "rank %d has an invalid %s (its error names the value)", q,
+                          name);
     }
   }
   for (int i = 0, k = 0; i < RELAY_P_COUNT && res == relaySuccess; i++) {
@@ -153,7 +156,7 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
     uint64_t hash;
   } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
   all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory agreeing the topology", c->rank);
+  if (!all) return relaySetError(c, relaySystemError, "out of memory agreeing the topology");
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
@@ -165,7 +168,7 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
   }
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
     if (all[q].status != relaySuccess)
-      res = relaySetError(c, relayRemoteError, "init (rank %d): rank %d could not load its topology (%s)", c->rank, q,
+      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology (%s)", q,
                           relayGetErrorString((relayResult_t)all[q].status));
   }
   int differ = 0;
@@ -190,8 +193,8 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
 static relayResult_t loadTopo(struct relayComm* c, const char* fallback, relayTopoDetectFn detect) {
   relayResult_t local = relaySuccess;
   if (c->cfg.topo[0] && relayTopoLoad(c->cfg.topo, &c->topo) != relaySuccess)
-    local = relaySetError(c, relayInvalidArgument, "rank %d: RELAYCC_TOPO / config.topo = \"%s\": %s", c->rank,
-                          c->cfg.topo, relayGetLastError(NULL));
+    local = relaySetError(c, relayInvalidArgument, "RELAYCC_TOPO / config.topo = \"%s\": %s", c->cfg.topo,
+                          relayGetLastError(NULL));
   if (detect) {
     struct relayTopo* found = NULL;
     relayResult_t r = detect(c, &found);
@@ -200,8 +203,7 @@ static relayResult_t loadTopo(struct relayComm* c, const char* fallback, relayTo
     else relayTopoFree(found);
   }
   if (local == relaySuccess && !c->topo && fallback && *fallback && relayTopoLoad(fallback, &c->topo) != relaySuccess)
-    local = relaySetError(c, relayInternalError, "rank %d: preset \"%s\": %s", c->rank, fallback,
-                          relayGetLastError(NULL));
+    local = relaySetError(c, relayInternalError, "preset \"%s\": %s", fallback, relayGetLastError(NULL));
   return relayCommAgreeTopo(c, local);
 }
 
@@ -217,8 +219,16 @@ relayResult_t relayInitFinish(struct relayComm* c, const char* topoFallback, rel
     snprintf(prefix, sizeof prefix, "relaycc: rank %d: param ", c->rank);
     relayParamsPrint(&c->params, prefix, stderr);
   }
-  if (res == relaySuccess) c->curCallName = NULL;
   return res;
+}
+
+relayResult_t relayInitEnd(struct relayComm* c, relayResult_t res, relayComm_t* out) {
+  if (res != relaySuccess) return relayInitFail(c, res);
+  /* From here on the comm's errors name the call they happen in, not the init. */
+  c->curCallName = NULL;
+  if (c->ctrl) c->ctrl->curCallName = NULL;
+  *out = c;
+  return relaySuccess;
 }
 
 void relayCommRelease(struct relayComm* c) {
@@ -245,13 +255,13 @@ relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const cha
   RELAY_CHECK(relayInitBegin("relayCommInitShm", nranks, rank, &job, config, &c));
   relayResult_t res = relayShmAttach(c, job);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
-  if (res != relaySuccess) return relayInitFail(c, res);
-  *out = c;
-  return relaySuccess;
+  return relayInitEnd(c, res, out);
 }
 
 relayResult_t relayCommDestroy(relayComm_t comm) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommDestroy: comm is NULL");
+  /* The teardown's reports name it (or the abort that called it). */
+  if (!comm->curCallName) comm->curCallName = "relayCommDestroy";
   relayCommRelease(comm);
   return relaySuccess;
 }

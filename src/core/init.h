@@ -29,6 +29,9 @@ typedef relayResult_t (*relayTopoDetectFn)(struct relayComm* comm, struct relayT
  * fallback) and agree it, then discover the nodes (core/nodes.c), then
  * print the table under RELAYCC_DEBUG. */
 relayResult_t relayInitFinish(struct relayComm* comm, const char* topoFallback, relayTopoDetectFn detect);
+/* The one end of every init: relayInitFail when res failed; else the comm
+ * (and its control comm) stops naming the init in its errors, *out = comm. */
+relayResult_t relayInitEnd(struct relayComm* comm, relayResult_t res, relayComm_t* out);
 /* The one cleanup of a failed init: copies the comm's message to the
  * thread's last error, releases the comm (may be NULL) and returns res. */
 relayResult_t relayInitFail(struct relayComm* comm, relayResult_t res);

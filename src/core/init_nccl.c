@@ -20,12 +20,9 @@ static relayResult_t attachAndFinish(struct relayComm* c, ncclComm_t nccl, int o
   relayResult_t res = relayNcclAttach(c, nccl, owns, c->ctrl, device);
   if (res == relaySuccess) res = relayInitFinish(c, NULL, relayNcclDetectTopo);
   if (res == relaySuccess) res = relayNcclStart(c);
-  if (res != relaySuccess) {
-    if (owns && !c->tpState) relayNccl.ncclCommAbort(nccl); /* attach failed before taking ownership */
-    return relayInitFail(c, res);
-  }
-  *out = c;
-  return relaySuccess;
+  /* Attach failed before the transport took ownership of nccl. */
+  if (res != relaySuccess && owns && !c->tpState) relayNccl.ncclCommAbort(nccl);
+  return relayInitEnd(c, res, out);
 }
 
 relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayConfig_t* config) {
@@ -60,7 +57,8 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   if (ctrl->params.src[RELAY_P_SHM_RING_BYTES] == RELAY_PSRC_DEFAULT) ctrl->cfg.shmRingBytes = 64 << 10;
   res = relayShmAttach(ctrl, ctrlName);
   if (res != relaySuccess) {
-    relaySetError(c, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", c->rank, ctrl->lastError);
+    char why[sizeof ctrl->lastError];
+    relaySetError(c, res, "rendezvous: %s", relayErrorQuote(c, ctrl->lastError, why, sizeof why));
     return relayInitFail(c, res);
   }
   /* The transport only issues point-to-point operations (and, on wrapped
@@ -71,8 +69,8 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   int dev = -1;
   res = relayNcclCreateOverShm(ctrl, cudaDevice, (int)relayParamInt(c, RELAY_P_LOCAL_RANK), c->initBadParam,
                                c->lastError, &dev, &nccl);
-  if (res != relaySuccess) {
-    snprintf(c->lastError, sizeof c->lastError, "%s", relayGetLastError(NULL));
+  if (res != relaySuccess) { /* its message is on ctrl, the same rank and init */
+    snprintf(c->lastError, sizeof c->lastError, "%s", ctrl->lastError);
     return relayInitFail(c, res);
   }
   return attachAndFinish(c, nccl, 1, dev, out);
@@ -96,7 +94,7 @@ relayResult_t relayCommInitNcclRank(relayComm_t* out, int nranks, const relayNcc
   /* An invalid setting still joins NCCL's init (the other ranks wait in it)
    * and fails every rank at the agreement after it. */
   relayResult_t res = relayNcclCreateFromId(nranks, id->internal, rank, cudaDevice, &nccl);
-  if (res != relaySuccess) {
+  if (res != relaySuccess) { /* no comm existed for it: the thread's last error (it names the init) */
     snprintf(c->lastError, sizeof c->lastError, "%s", relayGetLastError(NULL));
     return relayInitFail(c, res);
   }

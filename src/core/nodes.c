@@ -94,7 +94,7 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   if (!all || !nodeOf) {
     free(all);
     free(nodeOf);
-    return relaySetError(c, relaySystemError, "init (rank %d): out of memory for the node map", c->rank);
+    return relaySetError(c, relaySystemError, "out of memory for the node map");
   }
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
   if (res != relaySuccess) {

@@ -97,6 +97,13 @@ static int configValue(const relayConfig_t* cfg, int field, long long* v, const 
   return 1;
 }
 
+/* Process scope, read once (readProcess): the values, whether the
+ * environment set them (and they parse), and their text. */
+static pthread_once_t gProcessOnce = PTHREAD_ONCE_INIT;
+static long long gProcess[RELAY_P_COUNT];
+static int gProcessSet[RELAY_P_COUNT], gProcessFromEnv[RELAY_P_COUNT];
+static char gProcessText[RELAY_P_COUNT][RELAY_PARAM_TEXT];
+
 static const char* kFieldNames[] = {"timeoutMs", "checkMode", "route", "depth", "shmRingBytes", "spinCount", "topo"};
 
 relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen) {
@@ -104,8 +111,8 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
   if (why && whyLen) why[0] = 0;
   if (cfg && (cfg->magic != RELAY_CONFIG_MAGIC || cfg->size < offsetof(relayConfig_t, topo)))
     return relaySetError(NULL, relayInvalidArgument,
-                         "config: not initialized with RELAY_CONFIG_INITIALIZER (magic %#x, size %zu)", cfg->magic,
-                         cfg->size);
+                         "config is not initialized with RELAY_CONFIG_INITIALIZER (magic %#x, size %zu)",
+                         cfg->magic, cfg->size);
   memset(p, 0, sizeof *p);
   relayResult_t res = relaySuccess;
   for (int i = 0; i < RELAY_P_COUNT; i++) {
@@ -143,7 +150,15 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
         }
       }
     } else {
+      /* The comm's copy of a PROCESS row, as read once: its value, and the
+       * text and source RELAYCC_DEBUG=INFO prints (a STRING row's value is
+       * its text: without it the table said "(unset)" for a set
+       * RELAYCC_SHIM_COLLS). */
       p->v[i] = relayParamProcess((relayParamId)i);
+      if (gProcessFromEnv[i]) {
+        p->src[i] = RELAY_PSRC_ENV;
+        memcpy(p->text[i], gProcessText[i], RELAY_PARAM_TEXT);
+      }
     }
     if (bad) {
       p->v[i] = d->def; /* so this rank still reaches the exchange that fails every rank */
@@ -160,10 +175,6 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
 
 /* ---- process scope ---- */
 
-static pthread_once_t gProcessOnce = PTHREAD_ONCE_INIT;
-static long long gProcess[RELAY_P_COUNT];
-static int gProcessSet[RELAY_P_COUNT];
-
 static void readProcess(void) {
   for (int i = 0; i < RELAY_P_COUNT; i++) {
     const relayParamDef* d = &relayParamDefs[i];
@@ -176,6 +187,8 @@ static void readProcess(void) {
     gProcessSet[i] = 1;
     if (parseValue((relayParamId)i, e, &v, why, sizeof why) == 0) {
       gProcess[i] = v;
+      gProcessFromEnv[i] = 1;
+      snprintf(gProcessText[i], RELAY_PARAM_TEXT, "%s", e);
     } else if (i == RELAY_P_DEBUG) {
       gProcess[i] = 1; /* a value we cannot read still asks for messages */
       fprintf(stderr, "relaycc: %s=%s: %s; using info\n", d->name, e, why);

@@ -25,8 +25,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
                                  relayStream_t stream) {
   int bw = o->kind == PLAN_OP_BW;
   if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
-    return relaySetError(comm, relayInternalError, "rank %d: step %d: the %s transport has no %s op", comm->rank,
-                         comm->curStep, comm->tp->name, bw ? "bandwidth" : "one-shot");
+    return relaySetError(comm, relayInternalError, "the %s transport has no %s op", comm->tp->name,
+                         bw ? "bandwidth" : "one-shot");
   relayBwDesc w;
   memset(&w, 0, sizeof w);
   relayOneShotDesc* d = &w.c;
@@ -71,9 +71,7 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
   size_t blk = sc->count * p->elemSize;
   int reduces = relayCollReduces(coll), blocks = relayCollSendsBlocks(coll);
   if (me < 0 || (reduces && n > PLAN_MAX_SRCS))
-    return relaySetError(comm, relayInternalError,
-                         "rank %d: step %d: sub-collective of %d members it cannot run", comm->rank,
-                         comm->curStep, n);
+    return relaySetError(comm, relayInternalError, "sub-collective of %d members it cannot run", n);
   char* in = NULL;
   if (reduces) {
     void* ptr = NULL;
@@ -81,7 +79,7 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
     in = ptr;
   }
   relayXferDesc* sends = malloc(2 * (size_t)n * sizeof *sends);
-  if (!sends) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
+  if (!sends) return relaySetError(comm, relaySystemError, "executor out of memory for a sub-collective");
   relayXferDesc* recvs = sends + n;
   for (int j = 0; j < n; j++) {
     sends[j].peer = members[j];
@@ -122,7 +120,8 @@ static relayResult_t execSubCollPrepare(struct relayComm* comm, const relayPlan*
   *handles = NULL;
   if (!p->nSubs || !(comm->tp->caps & RELAY_TP_CAP_NATIVE)) return relaySuccess;
   void** h = calloc(p->nSubs, sizeof *h);
-  if (!h) return relaySetError(comm, relaySystemError, "rank %d: executor out of memory", comm->rank);
+  if (!h)
+    return relaySetError(comm, relaySystemError, "executor out of memory for the sub-collective handles");
   for (uint32_t i = 0; i < p->nSubs; i++) {
     const planSubColl* sc = &p->subs[i];
     relayResult_t res =
@@ -163,7 +162,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
   size_t need = (size_t)p->maxXfersPerStep * sizeof(relayXferDesc);
   if (need > comm->execBufBytes) {
     void* n = realloc(comm->execBuf, need);
-    if (!n) return execFailEarly(comm, relaySetError(comm, relaySystemError, "rank %d: executor out of memory", r));
+    if (!n) return execFailEarly(comm, relaySetError(comm, relaySystemError, "executor out of memory"));
     comm->execBuf = n;
     comm->execBufBytes = need;
   }

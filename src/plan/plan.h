@@ -223,6 +223,15 @@ typedef struct planKey {
   int bwRing;
 } planKey;
 
+/* A key of the call's shape, every other field 0 (op sum, route 0 = auto, one node, root 0, the bw route's
+ * defaults): what tools and tests start from before they set op, route and depth (depth 0 is not a valid
+ * key: the builders want >= 1). */
+static inline planKey planKeyInit(relayColl_t coll, int nranks, int nGroups, int nActive, const int* ranks,
+                                  const size_t* counts, relayDataType_t dtype) {
+  return (planKey){.coll = coll, .nranks = nranks, .nGroups = nGroups, .nActive = nActive, .ranks = ranks,
+                   .counts = counts, .dtype = dtype};
+}
+
 /* 1 when key's comm spans nodes (its layout collectives go to plan_hier.c). */
 int planKeyMultiNode(const planKey* k);
 

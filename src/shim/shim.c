@@ -180,16 +180,23 @@ static shimComm* addComm(ncclComm_t comm) {
   return sc;
 }
 
-static void say(ncclComm_t comm, int rank, int nranks, const char* fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void say(ncclComm_t comm, int rank, int nranks, const char* fmt, ...) {
-  if (!gSet.debug) return;
-  char msg[512];
+/* The shim's one style for a comm's messages: "relaycc shim: comm P rank
+ * R/N: what" (rank < 0: not known yet, or the text is relaycc's, whose
+ * prefix names the rank: "relaycc shim: comm P: what"). Printed when
+ * RELAYCC_DEBUG is at least level (0: always). */
+static void say(int level, ncclComm_t comm, int rank, int nranks, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void say(int level, ncclComm_t comm, int rank, int nranks, const char* fmt, ...) {
+  if (gSet.debug < level) return;
+  char msg[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  fprintf(stderr, "relaycc shim: comm %p rank %d/%d: %s\n", (void*)comm, rank, nranks, msg);
+  if (rank >= 0)
+    fprintf(stderr, "relaycc shim: comm %p rank %d/%d: %s\n", (void*)comm, rank, nranks, msg);
+  else
+    fprintf(stderr, "relaycc shim: comm %p: %s\n", (void*)comm, msg);
 }
 
 /* relaycc's result as the NCCL code a caller checks (the values match up to
@@ -399,7 +406,7 @@ static void attachComm(shimComm* sc, const char* how) {
   if (relayNccl.ncclCommCount(comm, &nranks) != ncclSuccess ||
       relayNccl.ncclCommUserRank(comm, &rank) != ncclSuccess ||
       relayNccl.ncclCommCuDevice(comm, &dev) != ncclSuccess) {
-    say(comm, rank, nranks, "no relaycc state: cannot query the comm");
+    say(1, comm, rank, nranks, "no relaycc state: cannot query the comm");
     return;
   }
   sc->nranks = nranks;
@@ -407,7 +414,7 @@ static void attachComm(shimComm* sc, const char* how) {
   sc->dev = dev;
   /* A one-rank comm has nothing to move; every rank (the one) agrees. */
   if (nranks < 2) {
-    say(comm, rank, nranks, "no relaycc state: a comm of one rank");
+    say(1, comm, rank, nranks, "no relaycc state: a comm of one rank");
     return;
   }
   if (!gSet.testShm) {
@@ -447,12 +454,12 @@ static void attachComm(shimComm* sc, const char* how) {
   if (!gSet.testShm && prev >= 0 && prev != dev) cudaSetDevice(prev);
   if (!rc) {
     if (!why[0] && who >= 0) snprintf(why, sizeof why, "rank %d cannot", who);
-    say(comm, rank, nranks, "no relaycc state (%s): %s", how, why);
+    say(1, comm, rank, nranks, "no relaycc state (%s): %s", how, why);
     return;
   }
   atomic_store(&sc->rc, rc);
   atomic_fetch_add(&gNumState, 1);
-  say(comm, rank, nranks, "relaycc state (%s, %s transport, topology %s)", how, rc->tp->name,
+  say(1, comm, rank, nranks, "relaycc state (%s, %s transport, topology %s)", how, rc->tp->name,
       rc->topo ? "modelled" : "none");
 }
 
@@ -492,7 +499,7 @@ static int configBlocking(const ncclConfig_t* config) {
 static void afterInit(ncclResult_t r, ncclComm_t* slot, int blocking, const char* how) {
   if ((r != ncclSuccess && r != ncclInProgress) || !slot) return;
   if (!gSet.on) {
-    if (tDepth == 0 && *slot) say(*slot, -1, -1, "no relaycc state: RELAYCC_SHIM=0");
+    if (tDepth == 0 && *slot) say(1, *slot, -1, -1, "no relaycc state: RELAYCC_SHIM=0");
     return;
   }
   if (tDepth > 0) {
@@ -508,7 +515,7 @@ static void afterInit(ncclResult_t r, ncclComm_t* slot, int blocking, const char
   if (!*slot) return; /* ncclCommSplit with NCCL_SPLIT_NOCOLOR */
   shimComm* sc = addComm(*slot);
   if (!sc) {
-    say(*slot, -1, -1, "no relaycc state: more than %d comms", SHIM_MAX_COMMS);
+    say(1, *slot, -1, -1, "no relaycc state: more than %d comms", SHIM_MAX_COMMS);
     return;
   }
   if (r == ncclInProgress || !blocking) {
@@ -528,7 +535,7 @@ static void afterGroup(ncclResult_t r) {
   if (n > 1 || lost) {
     for (int i = 0; i < n; i++)
       if (*tPending[i].slot)
-        say(*tPending[i].slot, -1, -1,
+        say(1, *tPending[i].slot, -1, -1,
             "no relaycc state: %d comms initialized in one group (several GPUs per "
             "process)",
             n);
@@ -662,16 +669,13 @@ static ncclResult_t runRelay(shimComm* sc, relayColl_t coll, const void* send, v
     default: r = relayAllToAll(send, recv, &count, (relayDataType_t)dt, &layout, rc, s); break;
   }
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
-  if (gSet.debug >= 2)
-    fprintf(stderr, "relaycc shim: comm %p rank %d: %s count %zu dtype %d -> relaycc %s: %s\n",
-            (void*)sc->nccl, sc->rank, relayCollName(coll), count, (int)dt, relayRouteName(rc->lastRoute),
-            relayGetErrorString(r));
+  say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> relaycc %s: %s", relayCollName(coll),
+      count, (int)dt, relayRouteName(rc->lastRoute), relayGetErrorString(r));
   if (r != relaySuccess) {
     /* Reported now and by every later ncclCommGetAsyncError; the comm's next
      * calls go to NCCL (relaycc's peers may be out of step: the user aborts). */
     sc->asyncErr = toNccl(r);
-    fprintf(stderr, "relaycc shim: comm %p rank %d: %s failed: %s\n", (void*)sc->nccl, sc->rank,
-            relayCollName(coll), relayGetLastError(rc));
+    say(0, sc->nccl, -1, -1, "%s", relayGetLastError(rc)); /* its prefix names the call and the rank */
   }
   return toNccl(r);
 }

@@ -5,9 +5,10 @@
  * small host-side agreement that core uses for check mode and votes.
  *
  * Every call gets the comm; transport state lives behind comm->tpState. A
- * failing call records its error with relaySetError (naming peer and step:
- * comm->callSeq and comm->curStep say which call and step are running) and
- * returns the result. Errors after data may have moved leave the comm failed.
+ * failing call records its error with relaySetError and returns the result:
+ * the prefix says the function, rank, call and step (comm->curCallName,
+ * callSeq, curStep: common.h), the text only what happened (the peer, the
+ * value). Errors after data may have moved leave the comm failed.
  */
 #ifndef RELAY_TRANSPORT_H_
 #define RELAY_TRANSPORT_H_

@@ -16,10 +16,11 @@
 
 #include <cuda_runtime.h>
 
+#include "harness.h" /* the case table: each program's main is t_main */
 #include "launch.h"
 #include "relaycc.h"
 
-/* ctest's SKIP_RETURN_CODE for these programs (tests/gpu.cmake). */
+/* ctest's SKIP_RETURN_CODE for these programs (their case tables). */
 #define GPU_SKIP 77
 
 static int g_logFd = -1;

@@ -28,7 +28,7 @@
  * on both ranks) with the SM kernel, then with the copy-engine mover (ce:
  * gathers; reductions keep sm).
  *
- * gputest_bw --movers: times sm against ce (min of 20, cudaEvents) for
+ * gputest_bw movers: times sm against ce (min of 20, cudaEvents) for
  * all-gather and all-to-all from 1 to 64 MiB per rank on the direct path;
  * GPUTEST_BW_DEVICES=2 puts rank r on GPU r (the 2-GPU measurement that
  * decides RELAYCC_BW_MOVER=auto; on one GPU the figures mean nothing).
@@ -432,8 +432,7 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  g_movers = argc > 1 && !strcmp(argv[1], "--movers");
+static int runBw(void) {
   gpuLogOpen("gputest_bw");
   int ndev = gpuProbeCount();
   if (ndev < 1) {
@@ -453,3 +452,19 @@ int main(int argc, char** argv) {
   gpuLog("PASS: in %.1f s", gpuNow() - t0);
   return 0;
 }
+
+static int runMovers(void) {
+  g_movers = 1;
+  return runBw();
+}
+
+/* Two processes on ONE GPU (CUDA IPC within a device): sweep, back-to-back, graph replays, deadline, abort,
+ * staged and on windows (direct sm, direct ce) (compute-sanitizer-friendly). movers: by hand, on 2 GPUs
+ * (GPUTEST_BW_DEVICES=2), the sm / ce timing that decides RELAYCC_BW_MOVER=auto. */
+static const tCase kCases[] = {
+    {.name = "all", .fn = runBw, .ctest = "gpu_bw", .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "movers", .fn = runMovers, .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .manual = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

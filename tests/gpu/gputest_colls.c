@@ -511,13 +511,14 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
+/* arg: small (the sanitizer's sweep) or not. */
+static int runColls(void* arg) {
   /* Never NVLink SHARP / multicast: on shared machines it can take the
    * node's GPUs out of service. Set before any rank starts NCCL. */
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   opts_t o;
   memset(&o, 0, sizeof o);
-  o.small = argc > 1 && strcmp(argv[1], "--small") == 0;
+  o.small = *(const int*)arg;
   gpuLogOpen(o.small ? "gputest_colls-small" : "gputest_colls");
   int ndev = gpuProbeCount();
   int n = ndev;
@@ -541,3 +542,18 @@ int main(int argc, char** argv) {
   gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
   return 0;
 }
+
+/* Every collective x layout x route x dtype x op x size (>= 2 GPUs, one process each; the launcher's own
+ * deadline is 560 s). small runs under compute-sanitizer's memcheck where the toolkit has it: NCCL probes
+ * for kernel images of other architectures at init and gets cudaErrorNoKernelImageForDevice, which it
+ * handles; memcheck would report each probe as an API error (seen on 2 x H200, NCCL 2.28.3), so API errors
+ * are not reported there: memory errors still are. */
+static const tCase kCases[] = {
+    {.name = "all", .run = runColls, .arg = &(int){0}, .ctest = "gpu_colls", .labels = "gpu", .timeoutS = 600,
+     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "small", .run = runColls, .arg = &(int){1}, .ctest = "gpu_sanitize_colls", .labels = "gpu",
+     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1,
+     .wrap = "@COMPUTE_SANITIZER@ --error-exitcode 1 --target-processes all --report-api-errors no"},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -154,14 +154,15 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(int argc, char** argv) {
+/* [replays]: 1000 when not given. */
+static int runGraph(int argc, char** argv) {
   int n = gpuProbeCount();
   if (n < 2) {
     printf("gputest_graph: needs 2 GPUs, found %d: skipped\n", n);
     return GPU_SKIP;
   }
   opts_t o;
-  o.replays = argc > 1 ? atoi(argv[1]) : 1000;
+  o.replays = argc > 0 ? atoi(argv[0]) : 1000;
   relayLaunchJobName("graph", o.job, sizeof o.job);
   relayLaunchResult res;
   if (relayLaunchRanks(n > 8 ? 8 : n, rankMain, &o, 540000, 5000, &res, NULL) != 0) {
@@ -171,3 +172,11 @@ int main(int argc, char** argv) {
   printf("gputest_graph: every case passed\n");
   return 0;
 }
+
+/* CUDA-graph capture and 1000 verified replays per collective and route (issue 9). */
+static const tCase kCases[] = {
+    {.name = "all", .main = runGraph, .ctest = "gpu_graph", .labels = "gpu", .timeoutS = 600,
+     .skipCode = GPU_SKIP, .serial = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

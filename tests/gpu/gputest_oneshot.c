@@ -698,7 +698,7 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(void) {
+static int runOneShot(void) {
   /* Never NVLink SHARP / multicast: on shared machines it can take the
    * node's GPUs out of service. Set before any rank starts NCCL. */
   setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -727,3 +727,12 @@ int main(void) {
   gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
   return 0;
 }
+
+/* Sweep, skew, 10^4 back-to-back calls, 1000 graph replays, capture before any region, region at init,
+ * fault injection, a kernel deadline (>= 2 GPUs, one process each). Logs to $OUT. */
+static const tCase kCases[] = {
+    {.name = "all", .fn = runOneShot, .ctest = "gpu_oneshot", .labels = "gpu", .timeoutS = 600,
+     .skipCode = GPU_SKIP, .serial = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

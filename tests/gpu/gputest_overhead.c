@@ -102,7 +102,7 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-int main(void) {
+static int runOverhead(void) {
   int n = gpuProbeCount();
   if (n < 2) {
     printf("gputest_overhead: needs 2 GPUs, found %d: skipped\n", n);
@@ -117,3 +117,11 @@ int main(void) {
   }
   return 0;
 }
+
+/* Host overhead per call of relaycc over raw NCCL (2 GPUs). */
+static const tCase kCases[] = {
+    {.name = "all", .fn = runOverhead, .ctest = "gpu_overhead", .labels = "gpu", .timeoutS = 300,
+     .skipCode = GPU_SKIP, .serial = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -89,8 +89,9 @@ static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t 
   x->cases++;
 }
 
-int main(int argc, char** argv) {
-  int small = argc > 1 && strcmp(argv[1], "--small") == 0;
+/* arg: small (the sanitizer's sweep) or not. */
+static int runReduce(void* arg) {
+  int small = *(const int*)arg;
   gpuLogOpen(small ? "gputest_reduce-small" : "gputest_reduce");
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
@@ -160,3 +161,15 @@ int main(int argc, char** argv) {
   gpuLog("PASS: %ld reduce cases bit-identical to relayHostReduce in %.1f s", x.cases, gpuNow() - t0);
   return 0;
 }
+
+/* The reduce family bit for bit against relayHostReduce (one GPU); small under compute-sanitizer's
+ * memcheck where the toolkit has it. */
+static const tCase kCases[] = {
+    {.name = "all", .run = runReduce, .arg = &(int){0}, .ctest = "gpu_reduce", .labels = "gpu",
+     .timeoutS = 300, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "small", .run = runReduce, .arg = &(int){1}, .ctest = "gpu_sanitize_reduce", .labels = "gpu",
+     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1,
+     .wrap = "@COMPUTE_SANITIZER@ --error-exitcode 1 --target-processes all"},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

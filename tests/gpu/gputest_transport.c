@@ -193,7 +193,7 @@ static void testCapture(const char* job) {
   gpuLog("ok: capture with a cold cache, 5 replays with new inputs");
 }
 
-int main(void) {
+static int runTransport(void) {
   setenv("NCCL_NVLS_ENABLE", "0", 1); /* never NVLink SHARP / multicast on shared machines */
   gpuLogOpen("gputest_transport");
   int ndev = 0;
@@ -217,3 +217,11 @@ int main(void) {
   gpuLog("PASS: transport ops in %.1f s", gpuNow() - t0);
   return 0;
 }
+
+/* The transport's ops, lanes, scratch and a captured graph (one GPU). */
+static const tCase kCases[] = {
+    {.name = "all", .fn = runTransport, .ctest = "gpu_transport", .labels = "gpu", .timeoutS = 300,
+     .skipCode = GPU_SKIP, .serial = 1},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -27,7 +27,7 @@ def test_exports_and_ops():
 
 
 def test_error_carries_code_and_text():
-  e = _lib.error(_lib.TIMEOUT, "relayAllReduce (rank 3): step 2 passed its deadline")
+  e = _lib.error(_lib.TIMEOUT, "relayAllReduce (rank 3, call #1, step 2): passed its deadline")
   assert e.code == _lib.TIMEOUT and "deadline" in e.message and "a wait passed its deadline" in str(e)
   assert not isinstance(e, ValueError)
   assert isinstance(_lib.error(_lib.INVALID_ARGUMENT, "x"), ValueError)

@@ -21,45 +21,12 @@ target_compile_definitions(test_shim PRIVATE RELAY_HAVE_NCCL=1)
 target_link_libraries(test_shim PRIVATE relaycc_static relaycc_fakenccl dl)
 add_dependencies(test_shim relaycc_shim)
 
-# name, ranks, environment (besides the preload)
-set(RELAY_SHIM_CASES
-    "symbols|2"
-    "missing|2|RELAYCC_SHIM_NCCL=/nonexistent/libnccl.so.2"
-    "loader|2"
-    "loader|2|RELAYCC_NCCL_LIB=/nonexistent/libnccl.so.2"
-    "forward|2|CUDA_VISIBLE_DEVICES="
-    "forward|3|CUDA_VISIBLE_DEVICES="
-    "decline|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=1"
-    "decline|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_TEST_FAIL_RANK=0"
-    "group|2|RELAYCC_SHIM_TEST_SHM=1"
-    "disabled|2|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM=0"
-    "colls|3|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_SHIM_COLLS=allgather,a2a"
-    "routed|2|RELAYCC_SHIM_TEST_SHM=1"
-    "routed|3|RELAYCC_SHIM_TEST_SHM=1"
-    "routed|4|RELAYCC_SHIM_TEST_SHM=1|RELAYCC_DEBUG=2")
-foreach(c ${RELAY_SHIM_CASES})
-  string(REPLACE "|" ";" parts "${c}")
-  list(GET parts 0 name)
-  list(GET parts 1 n)
-  list(LENGTH parts len)
-  set(env "LD_PRELOAD=$<TARGET_FILE:relaycc_shim>" "ASAN_OPTIONS=verify_asan_link_order=0")
-  if(len GREATER 2)
-    list(SUBLIST parts 2 -1 extra)
-    list(APPEND env ${extra})
-  endif()
-  set(tname shim_${name}_${n})
-  if(TEST ${tname})
-    set(tname ${tname}_env) # the same case under other settings
-  endif()
-  add_test(NAME ${tname} COMMAND test_shim ${name} ${n})
-  set_tests_properties(${tname} PROPERTIES TIMEOUT 300 LABELS cpu ENVIRONMENT "${env}")
-endforeach()
+# Its cases (test_shim --list) run with the shim preloaded, each under its row's settings.
+relay_test_cases(test_shim ENVIRONMENT "LD_PRELOAD=$<TARGET_FILE:relaycc_shim>"
+                 "ASAN_OPTIONS=verify_asan_link_order=0")
 
 # The routing predicate against the router (no shim involved).
 add_executable(test_shim_route ${RELAY_SHIM_TESTS}/test_shim_route.c ${PROJECT_SOURCE_DIR}/tests/harness.c)
 target_include_directories(test_shim_route PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
 target_link_libraries(test_shim_route PRIVATE relaycc_internal)
-foreach(name presets nomodel)
-  add_test(NAME shim_route_${name} COMMAND test_shim_route ${name})
-  set_tests_properties(shim_route_${name} PROPERTIES TIMEOUT 600 LABELS cpu)
-endforeach()
+relay_test_cases(test_shim_route)

@@ -217,15 +217,7 @@ static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t 
   }
   int ranks[16];
   for (int q = 0; q < nranks; q++) ranks[q] = q;
-  planKey key;
-  memset(&key, 0, sizeof key);
-  key.coll = coll;
-  key.nranks = nranks;
-  key.nGroups = 1;
-  key.nActive = nranks;
-  key.ranks = ranks;
-  key.counts = &count;
-  key.dtype = dt;
+  planKey key = planKeyInit(coll, nranks, 1, nranks, ranks, &count, dt);
   key.op = relayCollReduces(coll) ? op : relaySum;
   key.route = relayRouteDirect;
   key.depth = 1;
@@ -408,41 +400,55 @@ static void caseLoader(void) {
   printf("loader: %s, NCCL %d\n", relayNccl.path, relayNccl.version);
 }
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s symbols|missing|loader|forward|decline|group|disabled|colls|routed [nranks]\n",
-            argv[0]);
-    return 2;
-  }
-  const char* name = argv[1];
-  int nranks = argc > 2 ? atoi(argv[2]) : 2;
-  T_CHECK(nranks >= 2 && nranks <= 8, "nranks %d is not in [2, 8]", nranks);
-  /* One-process cases. */
-  void (*single)(void) = strcmp(name, "symbols") == 0   ? caseSymbols
-                         : strcmp(name, "missing") == 0 ? caseMissing
-                         : strcmp(name, "loader") == 0  ? caseLoader
-                                                        : NULL;
-  if (single) {
-    single();
+/* A case of the "NCCL program": one process (single), or nranks forked ranks of one rank body. */
+typedef struct {
+  void (*single)(void);
+  relayRankFn fn;
+  int nranks;
+} shimCase;
+
+static int runShim(void* arg) {
+  const shimCase* c = arg;
+  if (c->single) {
+    c->single();
     return 0;
   }
+  T_CHECK(c->nranks >= 2 && c->nranks <= 8, "nranks %d is not in [2, 8]", c->nranks);
   /* The hook's shm job must be this launch's alone (ctest runs cases side by
    * side); the shim reads it at the first NCCL call, below. */
   char jobName[128];
   if (getenv("RELAYCC_SHIM_TEST_SHM"))
     setenv("RELAYCC_SHIM_TEST_SHM", relayLaunchJobName("shim", jobName, 128), 1);
   job j;
-  j.nranks = nranks;
+  j.nranks = c->nranks;
   T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
-  relayRankFn fn = strcmp(name, "forward") == 0    ? rankForward
-                   : strcmp(name, "decline") == 0  ? rankDecline
-                   : strcmp(name, "group") == 0    ? rankGroup
-                   : strcmp(name, "disabled") == 0 ? rankDisabled
-                   : strcmp(name, "routed") == 0   ? rankRouted
-                   : strcmp(name, "colls") == 0    ? rankColls
-                                                   : NULL;
-  T_CHECK(fn, "unknown case %s", name);
-  t_run_ranks(nranks, fn, &j, TIMEOUT_S);
-  printf("%s: %d ranks ok\n", name, nranks);
+  t_run_ranks(c->nranks, c->fn, &j, TIMEOUT_S);
+  printf("%d ranks ok\n", c->nranks);
   return 0;
 }
+
+/* <case>_<ranks>; the CTest entries add the preload (tests/shim/shim.cmake). The same case under other
+ * settings takes _env. */
+#define SHIM1(nm, f, e) \
+  {.name = nm, .run = runShim, .arg = &(shimCase){f, NULL, 2}, .timeoutS = 300, .env = e}
+#define SHIM(nm, f, n, e) \
+  {.name = nm, .run = runShim, .arg = &(shimCase){NULL, f, n}, .timeoutS = 300, .env = e}
+#define SHM "RELAYCC_SHIM_TEST_SHM=1"
+static const tCase kCases[] = {
+    SHIM1("symbols_2", caseSymbols, NULL),
+    SHIM1("missing_2", caseMissing, "RELAYCC_SHIM_NCCL=/nonexistent/libnccl.so.2"),
+    SHIM1("loader_2", caseLoader, NULL),
+    SHIM1("loader_2_env", caseLoader, "RELAYCC_NCCL_LIB=/nonexistent/libnccl.so.2"),
+    SHIM("forward_2", rankForward, 2, "CUDA_VISIBLE_DEVICES="),
+    SHIM("forward_3", rankForward, 3, "CUDA_VISIBLE_DEVICES="),
+    SHIM("decline_3", rankDecline, 3, SHM ";RELAYCC_SHIM_TEST_FAIL_RANK=1"),
+    SHIM("decline_2", rankDecline, 2, SHM ";RELAYCC_SHIM_TEST_FAIL_RANK=0"),
+    SHIM("group_2", rankGroup, 2, SHM),
+    SHIM("disabled_2", rankDisabled, 2, SHM ";RELAYCC_SHIM=0"),
+    SHIM("colls_3", rankColls, 3, SHM ";RELAYCC_SHIM_COLLS=allgather,a2a"),
+    SHIM("routed_2", rankRouted, 2, SHM),
+    SHIM("routed_3", rankRouted, 3, SHM),
+    SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "shim", kCases, T_NCASES(kCases)); }

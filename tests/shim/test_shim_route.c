@@ -25,15 +25,7 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
   for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
       for (size_t count = 1; count <= ((size_t)1 << 24); count *= 8) {
-        planKey key;
-        memset(&key, 0, sizeof key);
-        key.coll = (relayColl_t)coll;
-        key.nranks = nranks;
-        key.nGroups = 1;
-        key.nActive = nranks;
-        key.ranks = ranks;
-        key.counts = &count;
-        key.dtype = dts[d];
+        planKey key = planKeyInit((relayColl_t)coll, nranks, 1, nranks, ranks, &count, dts[d]);
         key.op = relaySum;
         key.route = relayRouteDirect;
         key.depth = 1;
@@ -52,38 +44,42 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
   return 0;
 }
 
-int main(int argc, char** argv) {
-  const char* name = argc > 1 ? argv[1] : "";
-  const int capSets[] = {RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, RELAY_TP_CAP_ONESHOT,
-                         RELAY_ROUTE_CAP_PERCALL};
-  if (strcmp(name, "presets") == 0) {
-    int yes = 0, no = 0;
-    for (const char* const* p = relayTopoPresetNames(); *p; p++) {
-      struct relayTopo* topo = NULL;
-      T_OK(relayTopoPreset(*p, &topo));
-      int sizes[] = {2, 4, topo->nGPUs};
-      for (int s = 0; s < 3; s++) {
-        if (sizes[s] > topo->nGPUs || (s == 2 && sizes[2] <= 4)) continue;
-        for (int c = 0; c < 3; c++) sweep(topo, sizes[s], capSets[c], &yes, &no);
-      }
-      relayTopoFree(topo);
+static const int kCapSets[] = {RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, RELAY_TP_CAP_ONESHOT,
+                                RELAY_ROUTE_CAP_PERCALL};
+
+static int runPresets(void) {
+  int yes = 0, no = 0;
+  for (const char* const* p = relayTopoPresetNames(); *p; p++) {
+    struct relayTopo* topo = NULL;
+    T_OK(relayTopoPreset(*p, &topo));
+    int sizes[] = {2, 4, topo->nGPUs};
+    for (int s = 0; s < 3; s++) {
+      if (sizes[s] > topo->nGPUs || (s == 2 && sizes[2] <= 4)) continue;
+      for (int c = 0; c < 3; c++) sweep(topo, sizes[s], kCapSets[c], &yes, &no);
     }
-    T_CHECK(yes > 0 && no > 0, "the predicate answered yes %d times and no %d times: one answer only", yes,
-            no);
-    printf("presets: relaycc predicted to win %d of %d keys\n", yes, yes + no);
-    return 0;
+    relayTopoFree(topo);
   }
-  if (strcmp(name, "nomodel") == 0) {
-    int yes = 0, no = 0;
-    sweep(NULL, 2, RELAY_ROUTE_CAP_PERCALL, &yes, &no); /* no one-shot: NCCL's everywhere */
-    T_CHECK(yes == 0, "without a model or the one-shot, relaycc was predicted to win %d keys", yes);
-    int yes1 = 0, no1 = 0;
-    sweep(NULL, 4, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, &yes1, &no1);
-    T_CHECK(yes1 > 0 && no1 > 0, "no model, with the one-shot: yes %d, no %d (the one-shot band only)", yes1,
-            no1);
-    printf("nomodel: %d of %d keys in the one-shot band\n", yes1, yes1 + no1);
-    return 0;
-  }
-  fprintf(stderr, "usage: %s presets|nomodel\n", argv[0]);
-  return 2;
+  T_CHECK(yes > 0 && no > 0, "the predicate answered yes %d times and no %d times: one answer only", yes,
+          no);
+  printf("presets: relaycc predicted to win %d of %d keys\n", yes, yes + no);
+  return 0;
 }
+
+static int runNoModel(void) {
+  int yes = 0, no = 0;
+  sweep(NULL, 2, RELAY_ROUTE_CAP_PERCALL, &yes, &no); /* no one-shot: NCCL's everywhere */
+  T_CHECK(yes == 0, "without a model or the one-shot, relaycc was predicted to win %d keys", yes);
+  int yes1 = 0, no1 = 0;
+  sweep(NULL, 4, RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, &yes1, &no1);
+  T_CHECK(yes1 > 0 && no1 > 0, "no model, with the one-shot: yes %d, no %d (the one-shot band only)", yes1,
+          no1);
+  printf("nomodel: %d of %d keys in the one-shot band\n", yes1, yes1 + no1);
+  return 0;
+}
+
+static const tCase kCases[] = {
+    {.name = "presets", .fn = runPresets, .timeoutS = 600},
+    {.name = "nomodel", .fn = runNoModel, .timeoutS = 600},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "shim_route", kCases, T_NCASES(kCases)); }

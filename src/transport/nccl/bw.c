@@ -61,9 +61,9 @@ relayResult_t relayNcclBw(struct relayComm* c, const relayBwDesc* d, relayStream
   size_t es = relayTypeSize(d->c.dtype);
   if (!d->tileElems || d->tileElems * es > w.os.L.bwTileBytes || d->ring != w.os.L.bwRing ||
       (d->twoShot && d->c.gather))
-    return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu): bw with tile %zu x %zu bytes (slot %llu), "
-                         "ring %d (region %d)", relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq,
-                         d->tileElems, es, (unsigned long long)w.os.L.bwTileBytes, d->ring, w.os.L.bwRing);
+    return relaySetError(c, relayInternalError,
+                         "bw with tile %zu x %zu bytes (slot %llu), ring %d (region %d)", d->tileElems, es,
+                         (unsigned long long)w.os.L.bwTileBytes, d->ring, w.os.L.bwRing);
   if (d->c.count == 0) return relaySuccess; /* every rank has the same count: none launches */
   w.os.grid = RELAY_BW_BLOCKS;
   if (d->win) return bwDirect(c, d, &w, (cudaStream_t)stream);

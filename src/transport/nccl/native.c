@@ -83,8 +83,9 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   if (r == ncclInProgress) r = waitSplit(c, sub); /* a non-blocking parent: the child completes later */
   int32_t ok = haveMem && r == ncclSuccess;
   relayResult_t vr = votes ? c->tp->agree(c, &ok, votes, sizeof ok)
-                           : relaySetError(c, relaySystemError, "rank %d: out of memory for the vote on NCCL "
-                                           "sub-communicators (peers time out in it)", c->rank);
+                           : relaySetError(c, relaySystemError,
+                                           "out of memory for the vote on NCCL sub-communicators (peers time "
+                                           "out in it)");
   int allOk = vr == relaySuccess;
   for (int q = 0; q < c->nranks && allOk; q++) allOk = votes[q] != 0;
   free(votes);
@@ -130,15 +131,15 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t col
     case RELAY_COLL_ALLREDUCE: r = relayNccl.ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
     case RELAY_COLL_ALLTOALL: r = relayNccl.ncclAlltoAll(send, recv, count, t, e->sub, s); break;
     default:
-      return relaySetError(c, relayInternalError, "rank %d: no native %s", c->rank, relayCollName(coll));
+      return relaySetError(c, relayInternalError, "no native %s", relayCollName(coll));
   }
   /* A child of a nonblocking parent is nonblocking too. */
   if (r == ncclInProgress) return relayNcclWaitReady(c, e->sub, "NCCL collective on the group's sub-communicator");
   if (r != ncclSuccess) {
     c->failed = 1;
-    return relaySetError(c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,
-                         "%s (rank %d): NCCL collective on the group's sub-communicator failed: %s",
-                         relayNcclCallName(c), c->rank, relayNccl.ncclGetErrorString(r));
+    return relaySetError(
+        c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,
+        "NCCL collective on the group's sub-communicator failed: %s", relayNccl.ncclGetErrorString(r));
   }
   return relaySuccess;
 }

@@ -42,7 +42,7 @@ static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
 
 relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device) {
   relayNcclState* st = calloc(1, sizeof *st);
-  if (!st) return relaySetError(c, relaySystemError, "rank %d: out of memory for the NCCL transport", c->rank);
+  if (!st) return relaySetError(c, relaySystemError, "out of memory for the NCCL transport");
   st->nccl = nccl;
   st->ownsNccl = owns;
   st->ctrl = ctrl;
@@ -74,13 +74,13 @@ relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, st
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   mine.nonce = z ^ (z >> 31);
   struct initRecord* all = calloc((size_t)c->nranks, sizeof mine);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory at init", c->rank);
+  if (!all) return relaySetError(c, relaySystemError, "out of memory for the init records");
   relayResult_t r = c->tp->agree(c, &mine, all, sizeof mine);
   for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
     if (all[q].magic != mine.magic || all[q].rank != q || all[q].nranks != c->nranks)
       r = relaySetError(c, relayInvalidUsage,
-                        "init (rank %d): rank %d's record is (rank %d of %d); the ranks do not share one comm",
-                        c->rank, q, all[q].rank, all[q].nranks);
+                        "rank %d's record is (rank %d of %d); the ranks do not share one comm", q,
+                        all[q].rank, all[q].nranks);
   }
   if (r == relaySuccess) st->commHash = all[0].nonce;
   free(all);
@@ -111,7 +111,7 @@ relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out) {
   if (!ids || !idp) {
     free(ids);
     free(idp);
-    return relaySetError(c, relaySystemError, "rank %d: out of memory at init (topology)", c->rank);
+    return relaySetError(c, relaySystemError, "out of memory for the topology's bus ids");
   }
   if (cudaDeviceGetPCIBusId(mine, BUSID, st->device) != cudaSuccess) {
     cudaGetLastError();
@@ -194,7 +194,7 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   mine.badParam = badParam;
   if (badParam >= 0) {
     mine.status = relayInvalidArgument;
-    snprintf(why, sizeof why, "%s", badWhy);
+    relayErrorQuote(ctrl, badWhy, why, sizeof why); /* badWhy: the comm's message, ctrl's rank and init */
   } else {
     mine.status = setDevice(rank, &cudaDevice, localRank, mine.busId, sizeof mine.busId, why, sizeof why);
   }
@@ -210,32 +210,32 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   int32_t ok = 0, *oks = calloc((size_t)nranks, sizeof *oks);
   relayResult_t res = all && oks ? relaySuccess : relaySystemError;
   if (res != relaySuccess) {
-    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): out of memory", rank);
+    relaySetError(ctrl, res, "out of memory for the rendezvous records");
     goto done;
   }
   res = ctrl->tp->agree(ctrl, &mine, all, sizeof mine);
   if (res != relaySuccess) {
-    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): rendezvous: %s", rank, ctrl->lastError);
+    char what[sizeof ctrl->lastError];
+    relaySetError(ctrl, res, "rendezvous: %s", relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
     goto done;
   }
   if (mine.status != relaySuccess) { /* its own first: it names the cause */
-    res = relaySetError(NULL, (relayResult_t)mine.status, "relayCommInitNcclShm (rank %d): %s", rank, why);
+    res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
     goto done;
   }
   for (int q = 0; q < nranks && res == relaySuccess; q++) {
     if (all[q].status == relaySuccess) continue;
     if (all[q].badParam >= 0 && all[q].badParam < RELAY_P_COUNT)
-      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): rank %d has an invalid %s", rank, q,
+      res = relaySetError(ctrl, relayRemoteError, "rank %d has an invalid %s", q,
                           relayParamDefs[all[q].badParam].name);
     else
-      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): rank %d failed its setup (%s)", rank,
-                          q, relayGetErrorString((relayResult_t)all[q].status));
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s)", q,
+                          relayGetErrorString((relayResult_t)all[q].status));
   }
   for (int q = 0; q < nranks && res == relaySuccess; q++)
     for (int p = 0; p < q && res == relaySuccess; p++)
       if (strcmp(all[p].busId, all[q].busId) == 0)
-        res = relaySetError(NULL, relayInvalidArgument,
-                            "relayCommInitNcclShm (rank %d): ranks %d and %d both use GPU %s (one GPU per rank)", rank,
+        res = relaySetError(ctrl, relayInvalidArgument, "ranks %d and %d both use GPU %s (one GPU per rank)",
                             p, q, all[q].busId);
   if (res != relaySuccess) goto done;
   /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
@@ -243,16 +243,18 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   ncclResult_t nr = relayNccl.ncclCommInitRank(out, nranks, all[0].id, rank);
   ok = nr == ncclSuccess;
   res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
-  if (res != relaySuccess)
-    relaySetError(NULL, res, "relayCommInitNcclShm (rank %d): vote on ncclCommInitRank: %s", rank, ctrl->lastError);
+  if (res != relaySuccess) {
+    char what[sizeof ctrl->lastError];
+    relaySetError(ctrl, res, "vote on ncclCommInitRank: %s",
+                  relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
+  }
   for (int q = 0; q < nranks && res == relaySuccess; q++) {
     if (oks[q]) continue;
     if (q == rank)
-      res = relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclShm (rank %d): ncclCommInitRank: %s", rank,
-                          relayNccl.ncclGetErrorString(nr));
+      res =
+          relaySetError(ctrl, relayNcclResult(nr), "ncclCommInitRank: %s", relayNccl.ncclGetErrorString(nr));
     else
-      res = relaySetError(NULL, relayRemoteError, "relayCommInitNcclShm (rank %d): ncclCommInitRank failed on rank %d",
-                          rank, q);
+      res = relaySetError(ctrl, relayRemoteError, "ncclCommInitRank failed on rank %d", q);
   }
 done:
   if (res != relaySuccess && *out) {

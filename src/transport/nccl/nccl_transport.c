@@ -46,8 +46,6 @@
 
 /* ---- errors ---------------------------------------------------------- */
 
-const char* relayNcclCallName(const struct relayComm* c) { return c->curCallName ? c->curCallName : "relaycc"; }
-
 static relayResult_t fromNccl(ncclResult_t r) {
   switch (r) {
     case ncclSuccess: return relaySuccess;
@@ -77,15 +75,12 @@ static relayResult_t fromCuda(cudaError_t e) {
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
   const char* detail = (st && st->nccl && !st->ncclDead) ? relayNccl.ncclGetLastError(st->nccl) : "";
-  return relaySetError(c, fromNccl(r), "%s (rank %d, call #%llu, step %d): %s: %s%s%s", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, relayNccl.ncclGetErrorString(r),
+  return relaySetError(c, fromNccl(r), "%s: %s%s%s", what, relayNccl.ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
 
 static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* what) {
-  return relaySetError(c, fromCuda(e), "%s (rank %d, call #%llu, step %d): %s: %s (%s)", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e),
-                       cudaGetErrorString(e));
+  return relaySetError(c, fromCuda(e), "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 /* For the init part (nccl_init.c). */
@@ -115,14 +110,11 @@ static int isAborted(struct relayComm* c, relayNcclState* st) {
 }
 
 static relayResult_t checkUsable(struct relayComm* c, relayNcclState* st, const char* what) {
-  if (isAborted(c, st))
-    return relaySetError(c, relayInvalidUsage, "%s (rank %d, call #%llu, step %d): %s: the comm was aborted",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+  if (isAborted(c, st)) return relaySetError(c, relayInvalidUsage, "%s: the comm was aborted", what);
   if (st->ncclDead)
     return relaySetError(c, relayInvalidUsage,
-                         "%s (rank %d, call #%llu, step %d): %s: the NCCL communicator was aborted after an "
-                         "earlier error; destroy the comm",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what);
+                         "%s: the NCCL communicator was aborted after an earlier error; destroy the comm",
+                         what);
   return relaySuccess;
 }
 
@@ -157,11 +149,9 @@ static relayResult_t pollHealth(struct relayComm* c, relayNcclState* st, const c
 static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const char* what) {
   abortNccl(st);
   c->failed = 1;
-  return relaySetError(c, relayTimeout,
-                       "%s (rank %d, call #%llu, step %d): %s did not complete within %d ms (a peer is missing or "
-                       "stuck)%s",
-                       relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep, what,
-                       c->cfg.timeoutMs, relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
+  return relaySetError(c, relayTimeout, "%s did not complete within %d ms (a peer is missing or stuck)%s",
+                       what, c->cfg.timeoutMs,
+                       relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -223,9 +213,8 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   for (int i = 0; i < nSends + nRecvs; i++) {
     const relayXferDesc* d = i < nSends ? &sends[i] : &recvs[i - nSends];
     if (d->peer < 0 || d->peer >= c->nranks || (d->bytes && !d->ptr))
-      return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu, step %d): %s %d has peer %d, ptr %p",
-                           relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, c->curStep,
-                           i < nSends ? "send" : "recv", i < nSends ? i : i - nSends, d->peer, d->ptr);
+      return relaySetError(c, relayInternalError, "%s %d has peer %d, ptr %p", i < nSends ? "send" : "recv",
+                           i < nSends ? i : i - nSends, d->peer, d->ptr);
   }
   cudaStream_t s = (cudaStream_t)stream;
   ncclResult_t r = relayNccl.ncclGroupStart();
@@ -269,7 +258,7 @@ static relayResult_t laneFork(struct relayComm* c, relayNcclState* st, cudaStrea
     if (st->nLanes == st->capLanes) {
       int cap = st->capLanes ? 2 * st->capLanes : 4;
       relayNcclLane* n = realloc(st->lanes, (size_t)cap * sizeof *n);
-      if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for a side lane", c->rank);
+      if (!n) return relaySetError(c, relaySystemError, "out of memory for a side lane");
       st->lanes = n;
       st->capLanes = cap;
     }
@@ -392,7 +381,7 @@ static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void
     if (st->nScratch == st->capScratch) {
       int cap = st->capScratch ? 2 * st->capScratch : 8;
       relayNcclScratch* n = realloc(st->scratch, (size_t)cap * sizeof *n);
-      if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for the scratch table", c->rank);
+      if (!n) return relaySetError(c, relaySystemError, "out of memory for the scratch table");
       st->scratch = n;
       st->capScratch = cap;
     }
@@ -405,7 +394,7 @@ static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void
   if (e->ptr && st->nRetired == st->capRetired) {
     int cap = st->capRetired ? 2 * st->capRetired : 8;
     void** n = realloc(st->retired, (size_t)cap * sizeof *n);
-    if (!n) return relaySetError(c, relaySystemError, "rank %d: out of memory for the scratch table", c->rank);
+    if (!n) return relaySetError(c, relaySystemError, "out of memory for the scratch table");
     st->retired = n;
     st->capRetired = cap;
   }
@@ -420,8 +409,8 @@ static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void
   if (err != cudaSuccess) {
     cudaGetLastError(); /* an allocation failure is not sticky; don't leave it for the user */
     return relaySetError(c, err == cudaErrorMemoryAllocation ? relaySystemError : fromCuda(err),
-                         "%s (rank %d, call #%llu): cudaMalloc of %zu bytes for scratch slot %d failed: %s",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, size, slot, cudaGetErrorString(err));
+                         "cudaMalloc of %zu bytes for scratch slot %d failed: %s", size, slot,
+                         cudaGetErrorString(err));
   }
   if (e->ptr) st->retired[st->nRetired++] = e->ptr;
   e->ptr = p;
@@ -435,12 +424,14 @@ static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void
 static relayResult_t tpAgree(struct relayComm* c, const void* mine, void* all, size_t bytes) {
   relayNcclState* st = c->tpState;
   if (bytes == 0 || bytes > RELAY_NCCL_AGREE_MAX)
-    return relaySetError(c, relayInternalError, "rank %d: agree of %zu bytes (must be in [1, %d])", c->rank, bytes,
+    return relaySetError(c, relayInternalError, "agree of %zu bytes (must be in [1, %d])", bytes,
                          RELAY_NCCL_AGREE_MAX);
   if (st->ctrl) {
     /* Owned comm: the host-side shm control plane; no GPU round trip. */
     relayResult_t r = st->ctrl->tp->agree(st->ctrl, mine, all, bytes);
-    if (r != relaySuccess) relaySetError(c, r, "%s (rank %d): agree: %s", relayNcclCallName(c), c->rank, st->ctrl->lastError);
+    char why[sizeof c->lastError];
+    if (r != relaySuccess)
+      relaySetError(c, r, "agree: %s", relayErrorQuote(c, st->ctrl->lastError, why, sizeof why));
     return r;
   }
   RELAY_CHECK(checkUsable(c, st, "agree"));
@@ -468,12 +459,14 @@ static relayResult_t tpBarrier(struct relayComm* c) {
   relayNcclState* st = c->tpState;
   if (st->ctrl) {
     relayResult_t r = st->ctrl->tp->barrier(st->ctrl);
-    if (r != relaySuccess) relaySetError(c, r, "rank %d: barrier: %s", c->rank, st->ctrl->lastError);
+    char why[sizeof c->lastError];
+    if (r != relaySuccess)
+      relaySetError(c, r, "barrier: %s", relayErrorQuote(c, st->ctrl->lastError, why, sizeof why));
     return r;
   }
   int one = 1;
   int* all = malloc((size_t)c->nranks * sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "rank %d: out of memory in barrier", c->rank);
+  if (!all) return relaySetError(c, relaySystemError, "out of memory in barrier");
   relayResult_t r = tpAgree(c, &one, all, sizeof one);
   free(all);
   return r;
@@ -638,13 +631,17 @@ const relayTransportOps relayNcclTransport = {
 relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {
   if (!comm || !nccl)
     return relaySetError(NULL, relayInvalidArgument, "relayCommGetNcclComm: %s is NULL", comm ? "nccl" : "comm");
+  /* Its errors name it (the prefix); a query, so whatever name was set stays after. */
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayCommGetNcclComm";
+  relayResult_t res = relaySuccess;
   if (comm->tp != &relayNcclTransport || !comm->tpState)
-    return relaySetError(comm, relayInvalidArgument, "relayCommGetNcclComm (rank %d): the comm is on the %s transport",
-                         comm->rank, comm->tp ? comm->tp->name : "no");
-  relayNcclState* st = comm->tpState;
-  if (st->ncclDead)
-    return relaySetError(comm, relayInvalidUsage, "relayCommGetNcclComm (rank %d): the NCCL communicator was aborted",
-                         comm->rank);
-  *nccl = st->nccl;
-  return relaySuccess;
+    res = relaySetError(comm, relayInvalidArgument, "the comm is on the %s transport",
+                        comm->tp ? comm->tp->name : "no");
+  else if (((relayNcclState*)comm->tpState)->ncclDead)
+    res = relaySetError(comm, relayInvalidUsage, "the NCCL communicator was aborted");
+  else
+    *nccl = ((relayNcclState*)comm->tpState)->nccl;
+  comm->curCallName = outer;
+  return res;
 }

@@ -81,9 +81,8 @@ extern const relayTransportOps relayNcclTransport;
 /* Largest agree() record, as transport.h promises. */
 #define RELAY_NCCL_AGREE_MAX 256
 
-/* Shared by the transport's parts (nccl_transport.c, oneshot.c, native.c). */
-const char* relayNcclCallName(const struct relayComm* c); /* the running call, for messages */
-/* 1 when stream is being captured, or when that cannot be told (the query's
+/* Shared by the transport's parts (nccl_transport.c, oneshot.c, native.c).
+ * 1 when stream is being captured, or when that cannot be told (the query's
  * error is cleared): callers then avoid what a capture forbids. */
 int relayNcclCapturing(cudaStream_t stream);
 /* Creation and allocation in relaxed capture mode, never part of a graph. */
@@ -118,7 +117,8 @@ relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* devic
 /* COLLECTIVE over ctrl (a shm comm of the same ranks): pick and set this
  * rank's device (cudaDevice < 0: localRank, else rank modulo the device
  * count), share rank 0's ncclUniqueId, create the NCCL comm and vote on it.
- * badParam >= 0: this rank's setting is invalid, and every rank fails here. */
+ * badParam >= 0: this rank's setting is invalid (badWhy: its message), and
+ * every rank fails here. Errors land on ctrl (its init's name and rank). */
 relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int localRank, int badParam,
                                      const char* badWhy, int* device, ncclComm_t* out);
 /* Create the NCCL comm from a unique id on cudaDevice (set current). */

@@ -198,7 +198,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   if (!all || !votes) {
     free(all);
     free(votes);
-    return relaySetError(c, relaySystemError, "rank %d: out of memory for the one-shot vote", c->rank);
+    return relaySetError(c, relaySystemError, "out of memory for the one-shot vote");
   }
   osState* s = calloc(1, sizeof *s);
   if (s) {
@@ -317,21 +317,23 @@ static relayResult_t osCheckError(struct relayComm* c, osState* s) {
   if (w == 0) return relaySuccess;
   c->failed = 1;
   s->reported = 1;
-  unsigned code = relayOsErrCode(w), peer = relayOsErrPeer(w), blk = relayOsErrBlock(w), ep = relayOsErrEpoch(w);
-  const char* fn = relayNcclCallName(c);
+  unsigned code = relayOsErrCode(w), peer = relayOsErrPeer(w), blk = relayOsErrBlock(w),
+           ep = relayOsErrEpoch(w);
   switch (code) {
     case RELAY_OS_ERR_FLAG:
     case RELAY_OS_ERR_ACK:
-      return relaySetError(c, relayTimeout,
-                           "%s (rank %d, call #%llu): an earlier one-shot kernel of this comm waited %d ms for rank "
-                           "%u's %s (pair epoch %u, block %u) and gave up; the comm is failed",
-                           fn, c->rank, (unsigned long long)c->callSeq, c->cfg.timeoutMs, peer,
-                           code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep, blk);
+      return relaySetError(
+          c, relayTimeout,
+          "an earlier one-shot kernel of this comm waited %d ms for rank %u's %s (pair epoch %u, "
+          "block %u) and gave up; the comm is failed",
+          c->cfg.timeoutMs, peer, code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep,
+          blk);
     case RELAY_OS_ERR_COUNT:
-      return relaySetError(c, relayInvalidUsage,
-                           "%s (rank %d, call #%llu): in an earlier one-shot call rank %u pushed another element "
-                           "count than this rank (pair epoch %u): counts differ between ranks; the comm is failed",
-                           fn, c->rank, (unsigned long long)c->callSeq, peer, ep);
+      return relaySetError(
+          c, relayInvalidUsage,
+          "in an earlier one-shot call rank %u pushed another element count than this rank (pair "
+          "epoch %u): counts differ between ranks; the comm is failed",
+          peer, ep);
     case RELAY_OS_ERR_WINDOW:
       return relaySetError(c, relayInvalidUsage,
                            "in an earlier windowed bw call rank %u's buffers lay in another window or at other offsets "
@@ -344,15 +346,15 @@ static relayResult_t osCheckError(struct relayComm* c, osState* s) {
                            "(direct epoch %u, block %u) and gave up; the comm is failed",
                            c->cfg.timeoutMs, peer, ep, blk);
     case RELAY_OS_ERR_REMOTE:
-      return relaySetError(c, relayRemoteError,
-                           "%s (rank %d, call #%llu): rank %u reported a failure of its one-shot kernel (pair epoch "
-                           "%u); the comm is failed",
-                           fn, c->rank, (unsigned long long)c->callSeq, peer, ep);
+      return relaySetError(
+          c, relayRemoteError,
+          "rank %u reported a failure of its one-shot kernel (pair epoch %u); the comm is failed", peer, ep);
     default:
-      return relaySetError(c, relayInvalidUsage,
-                           "%s (rank %d, call #%llu): a one-shot kernel was aborted while waiting for rank %u (pair "
-                           "epoch %u); the comm is failed",
-                           fn, c->rank, (unsigned long long)c->callSeq, peer, ep);
+      return relaySetError(
+          c, relayInvalidUsage,
+          "a one-shot kernel was aborted while waiting for rank %u (pair epoch %u); the comm is "
+          "failed",
+          peer, ep);
   }
 }
 
@@ -387,16 +389,14 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
   int A = d->nActive, me = d->me;
   size_t es = relayTypeSize(d->dtype);
   if (!s || !s->ready || A < 2 || A > RELAY_OS_MAX_ACTIVE || me < 0 || me >= A || d->ranks[me] != c->rank || !es)
-    return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu): %s with region %s, A %d, me %d",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, what,
+    return relaySetError(c, relayInternalError, "%s with region %s, A %d, me %d", what,
                          s && s->ready ? "ready" : "absent", A, me);
   RELAY_CHECK(osCheckError(c, s));
   memset(a, 0, sizeof *a);
   for (int i = 0; i < A; i++) {
     int q = d->ranks[i];
     if (q < 0 || q >= c->nranks || !s->peer[q])
-      return relaySetError(c, relayInternalError, "%s (rank %d): %s active %d is rank %d (no region)",
-                           relayNcclCallName(c), c->rank, what, i, q);
+      return relaySetError(c, relayInternalError, "%s active %d is rank %d (no region)", what, i, q);
     a->region[i] = s->peer[q];
     a->rank[i] = q;
   }
@@ -425,8 +425,7 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   osState* s = c->oneshot;
   size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
   if (s && s->ready && bytes > s->L.slotBytes)
-    return relaySetError(c, relayInternalError, "%s (rank %d, call #%llu): one-shot of %zu bytes (slot %llu)",
-                         relayNcclCallName(c), c->rank, (unsigned long long)c->callSeq, bytes,
+    return relaySetError(c, relayInternalError, "one-shot of %zu bytes (slot %llu)", bytes,
                          (unsigned long long)s->L.slotBytes);
   relayOsArgs a;
   RELAY_CHECK(relayNcclOsArgs(c, d, "one-shot", &a));
@@ -447,8 +446,7 @@ relayResult_t relayNcclOsLaunched(struct relayComm* c, cudaError_t e, const char
   if (e == cudaSuccess) return relaySuccess;
   c->failed = 1; /* peers may be waiting for this rank's push */
   return relaySetError(c, e == cudaErrorInvalidValue ? relayInvalidArgument : relayUnhandledCudaError,
-                       "%s (rank %d, call #%llu, step %d): %s kernel launch: %s (%s)", relayNcclCallName(c), c->rank,
-                       (unsigned long long)c->callSeq, c->curStep, what, cudaGetErrorName(e), cudaGetErrorString(e));
+                       "%s kernel launch: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 void relayNcclOneShotAbort(struct relayComm* c) {

@@ -1,0 +1,300 @@
+/* Error prefixes (issue 16): every error of a comm reads "<function> (rank R, call #N, step S): what",
+ * built once by relaySetError from the comm's state; a site writes only what happened, so no message
+ * says its own rank twice. Errors before a comm exists name the init in their text. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/comm.h"
+#include "harness.h"
+
+#define NRANKS 4
+#define COUNT 1024
+#define POISON 0xEE
+
+/* How often the message gives rank R as its own, in any style a site ever
+ * wrote: "(rank R" (the prefix; api.c's and the NCCL transport's old
+ * "%s (rank %d...") and "rank R:" (shm's old "rank %d: step %d of call
+ * #%llu:"). "rank 1 rejected", "name rank 1 (" are about rank 1, not
+ * by it, and "rank 12" is not rank 1. */
+static int ownRankCount(const char* msg, int rank) {
+  char a[32], b[32];
+  snprintf(a, sizeof a, "(rank %d", rank);
+  snprintf(b, sizeof b, "rank %d:", rank);
+  int n = 0;
+  for (const char* p = msg; (p = strstr(p, a)); p++) n += p[strlen(a)] == ')' || p[strlen(a)] == ',';
+  for (const char* p = msg; (p = strstr(p, b)); p++) n += p == msg || p[-1] == ' ' || p[-1] == '(';
+  return n;
+}
+
+static int countOf(const char* msg, const char* what) {
+  int n = 0;
+  for (const char* p = msg; (p = strstr(p, what)); p++) n++;
+  return n;
+}
+
+/* The message starts with want (the whole prefix) and says this rank once. */
+static void expectPrefix(int rank, const char* tag, const char* msg, const char* want) {
+  T_CHECK(strncmp(msg, want, strlen(want)) == 0, "rank %d, %s: the message is\n  \"%s\"\nwant it to start with\n  \"%s\"",
+          rank, tag, msg, want);
+  T_CHECK(ownRankCount(msg, rank) == 1, "rank %d, %s: the message gives this rank %d times: %s", rank, tag,
+          ownRankCount(msg, rank), msg);
+}
+
+/* The whole message is want: one call number, the rank once (rank < 0: no comm, so no prefix). */
+static void expectExact(int rank, const char* tag, const char* msg, const char* want) {
+  T_CHECK(strcmp(msg, want) == 0, "rank %d, %s: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, tag, msg, want);
+  T_CHECK(rank < 0 ? strstr(msg, "(rank") == NULL : ownRankCount(msg, rank) == 1,
+          "rank %d, %s: the rank twice (or a rank without a comm): %s", rank, tag, msg);
+  T_CHECK(countOf(msg, "call #") <= 1, "rank %d, %s: the call number twice: %s", rank, tag, msg);
+}
+
+/* A comm of this test: shm, 20 s deadline (no wait here comes near it), check mode and route as given. */
+static relayComm_t errorsComm(int rank, int nranks, int checkMode, int route) {
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 20000;
+  cfg.checkMode = checkMode;
+  cfg.route = route;
+  return t_comm(rank, nranks, &cfg);
+}
+
+/* One all-reduce's arguments over every rank: send[i] = rank * 100000 + i, recv poisoned. */
+typedef struct {
+  int ranks[NRANKS];
+  relayLayout_t lay;
+  size_t counts[1];
+  float send[COUNT], recv[COUNT];
+} callArgs;
+
+static void argsInit(callArgs* a, int rank) {
+  for (int q = 0; q < NRANKS; q++) a->ranks[q] = q;
+  a->lay = (relayLayout_t){1, NRANKS, a->ranks};
+  a->counts[0] = COUNT;
+  for (int i = 0; i < COUNT; i++) a->send[i] = (float)(rank * 100000 + i);
+  memset(a->recv, POISON, sizeof a->recv);
+}
+
+/* A rejected call writes nothing. */
+static void expectUntouched(int rank, const char* tag, const callArgs* a) {
+  for (size_t i = 0; i < sizeof a->recv; i++)
+    T_CHECK(((const unsigned char*)a->recv)[i] == POISON, "rank %d, %s: a rejected call wrote recv byte %zu", rank,
+            tag, i);
+}
+
+/* A valid all-reduce over every rank: send[i] = (rank + 1) * 1000 + i % 251, so the sum is
+ * 10000 + 4 * (i % 251) at 4 ranks; recv poisoned first. */
+static void validCall(relayComm_t c, int rank, const char* tag) {
+  int ranks[NRANKS] = {0, 1, 2, 3};
+  relayLayout_t lay = {1, NRANKS, ranks};
+  size_t counts[1] = {COUNT};
+  float send[COUNT], recv[COUNT];
+  for (int i = 0; i < COUNT; i++) send[i] = (float)((rank + 1) * 1000 + i % 251);
+  memset(recv, POISON, sizeof recv);
+  relayResult_t r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL);
+  T_CHECK(r == relaySuccess, "rank %d, %s: %s (%s)", rank, tag, relayGetErrorString(r), relayGetLastError(c));
+  for (int i = 0; i < COUNT; i++)
+    T_CHECK(recv[i] == (float)(10000 + NRANKS * (i % 251)), "rank %d, %s: element %d = %g, want %g", rank, tag, i,
+            recv[i], (double)(10000 + NRANKS * (i % 251)));
+}
+
+/* Argument errors on a shm comm (check mode 0, every rank alike): the call's name, the rank, the call
+ * number (every call counts, rejected ones too), never a step (none ran); nothing written. */
+static int rankCalls(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t c = errorsComm(rank, nranks, 0, relayRouteAuto);
+  callArgs a;
+  argsInit(&a, rank);
+  char want[512];
+
+  relayResult_t r = relayAllReduce(a.send, a.recv, NULL, relayFloat32, relaySum, &a.lay, c, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: NULL counts -> %s", rank, relayGetErrorString(r));
+  snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): counts is NULL", rank);
+  expectExact(rank, "call 1", relayGetLastError(c), want);
+
+  r = relayAllReduce(a.send, a.recv, a.counts, (relayDataType_t)99, relaySum, &a.lay, c, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: datatype 99 -> %s", rank, relayGetErrorString(r));
+  snprintf(want, sizeof want, "relayAllReduce (rank %d, call #2): datatype 99 is not a relayDataType_t", rank);
+  expectExact(rank, "call 2", relayGetLastError(c), want);
+  expectUntouched(rank, "calls 1 and 2", &a);
+
+  validCall(c, rank, "call 3"); /* the comm is usable after them */
+
+  int set[NRANKS] = {0, 1, 2, 3};
+  size_t blocks[NRANKS] = {4, 4, 4, 4};
+  r = relayScatter(a.send, a.recv, blocks, relayFloat32, 9, set, NRANKS, c, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: root 9 -> %s", rank, relayGetErrorString(r));
+  snprintf(want, sizeof want, "relayScatter (rank %d, call #4): root = 9 is not in [0, 4)", rank);
+  expectExact(rank, "call 4", relayGetLastError(c), want);
+
+  /* A duplicate names rank 1 in its text: rank 1's message still gives rank 1 as its own once. */
+  int dup[NRANKS] = {0, 1, 1, 3};
+  relayLayout_t dupLay = {1, NRANKS, dup};
+  r = relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &dupLay, c, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: duplicate rank -> %s", rank, relayGetErrorString(r));
+  snprintf(want, sizeof want,
+           "relayAllReduce (rank %d, call #5): layout.ranks[1] and [2] both name rank 1 (a rank is active in at "
+           "most one group)",
+           rank);
+  expectExact(rank, "call 5", relayGetLastError(c), want);
+  expectUntouched(rank, "calls 4 and 5", &a);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* Check mode 1: rank 2 alone passes NULL counts; it names its argument, every other rank names rank 2,
+ * each under its own prefix; the next call (#2) runs. */
+static int rankCheck(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t c = errorsComm(rank, nranks, 1, relayRouteAuto);
+  callArgs a;
+  argsInit(&a, rank);
+  relayResult_t r =
+      relayAllReduce(a.send, a.recv, rank == 2 ? NULL : a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: -> %s (%s)", rank, relayGetErrorString(r), relayGetLastError(c));
+  char want[512];
+  if (rank == 2)
+    snprintf(want, sizeof want, "relayAllReduce (rank 2, call #1): counts is NULL");
+  else
+    snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s)", rank,
+             relayGetErrorString(relayInvalidArgument));
+  expectExact(rank, "check mode", relayGetLastError(c), want);
+  expectUntouched(rank, "check mode", &a);
+  validCall(c, rank, "call 2");
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
+/* An error inside a step: check mode 0, direct route, rank 1 passes another count than its peers (a shape
+ * mismatch the shm transport finds in its messages): the prefix names call #2 and the step; the comm is
+ * failed after it, and call #3's message quotes call #2's error without its rank. */
+static int rankStep(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t c = errorsComm(rank, nranks, 0, relayRouteDirect);
+  validCall(c, rank, "call 1");
+  int ranks[NRANKS] = {0, 1, 2, 3};
+  relayLayout_t lay = {1, NRANKS, ranks};
+  size_t counts[1] = {rank == 1 ? 2 * COUNT : COUNT};
+  float* send = malloc(2 * COUNT * sizeof(float));
+  float* recv = malloc(2 * COUNT * sizeof(float));
+  T_CHECK(send && recv, "oom");
+  for (int i = 0; i < 2 * COUNT; i++) send[i] = (float)(rank * 100000 + i);
+  relayResult_t r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL);
+  T_CHECK(r != relaySuccess, "rank %d: a call whose counts differ between ranks succeeded", rank);
+  char err2[sizeof c->lastError], want[512];
+  snprintf(err2, sizeof err2, "%s", relayGetLastError(c));
+  printf("rank %d, call 2: %s\n", rank, err2);
+  snprintf(want, sizeof want, "relayAllReduce (rank %d, call #2, step 0): ", rank);
+  expectPrefix(rank, "call 2", err2, want);
+  const char* body2 = err2 + strlen(want);
+  T_CHECK(countOf(err2, "call #") == 1, "rank %d, call 2: the call number twice: %s", rank, err2);
+  T_CHECK(countOf(err2, "step ") == 1, "rank %d, call 2: the step twice: %s", rank, err2);
+  if (c->failed) {
+    r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL);
+    T_CHECK(r == relayInvalidUsage, "rank %d: a call on a failed comm -> %s", rank, relayGetErrorString(r));
+    snprintf(want, sizeof want,
+             "relayAllReduce (rank %d, call #3): the comm failed in an earlier call; destroy it (relayAllReduce "
+             "(call #2, step 0): %s)",
+             rank, body2);
+    /* The quote keeps call #2's number: one prefix, the rank once. */
+    const char* e3 = relayGetLastError(c);
+    printf("rank %d, call 3: %s\n", rank, e3);
+    T_CHECK(strcmp(e3, want) == 0, "rank %d, call 3: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, e3, want);
+    T_CHECK(ownRankCount(e3, rank) == 1, "rank %d, call 3: the rank twice: %s", rank, e3);
+  } else {
+    validCall(c, rank, "call 3"); /* a rank the mismatch left usable runs the next call */
+  }
+  free(send);
+  free(recv);
+  relayCommDestroy(c);
+  return 0;
+}
+
+/* Init: rank 2's RELAYCC_DEPTH is invalid: rank 2 names it, the others name rank 2, each under the init's
+ * name and its own rank. */
+static int rankInit(int rank, int nranks, void* arg) {
+  (void)arg;
+  if (rank == 2) setenv("RELAYCC_DEPTH", "99", 1);
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 20000;
+  relayComm_t c = NULL;
+  relayResult_t r = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  T_CHECK(c == NULL && r != relaySuccess, "rank %d: init -> %s", rank, relayGetErrorString(r));
+  const char* e = relayGetLastError(NULL);
+  char want[512];
+  if (rank == 2) {
+    expectPrefix(rank, "init", e, "relayCommInitShm (rank 2): RELAYCC_DEPTH=99: ");
+  } else {
+    snprintf(want, sizeof want,
+             "relayCommInitShm (rank %d): rank 2 has an invalid RELAYCC_DEPTH (its error names the value)", rank);
+    expectExact(rank, "init", e, want);
+  }
+  return 0;
+}
+
+/* Before a comm exists there is no prefix: the text names the init (and no rank it does not have). */
+static void caseInitArgs(void) {
+  relayComm_t c = NULL;
+  relayResult_t r = relayCommInitShm(&c, NRANKS, 7, t_job(), NULL);
+  T_CHECK(r == relayInvalidArgument && c == NULL, "rank 7 of 4 -> %s", relayGetErrorString(r));
+  expectExact(-1, "rank 7", relayGetLastError(NULL),
+              "relayCommInitShm: rank = 7 (argument, or RELAYCC_RANK / RANK) is not in [0, 4)");
+  relayConfig_t bad = RELAY_CONFIG_INITIALIZER;
+  bad.magic = 0;
+  r = relayCommInitShm(&c, NRANKS, 0, t_job(), &bad);
+  T_CHECK(r == relayInvalidArgument && c == NULL, "a bad config -> %s", relayGetErrorString(r));
+  const char* e = relayGetLastError(NULL);
+  const char* want = "relayCommInitShm: config is not initialized with RELAY_CONFIG_INITIALIZER (magic 0, size ";
+  T_CHECK(strncmp(e, want, strlen(want)) == 0, "a bad config: %s", e);
+  r = relayAllReduce(NULL, NULL, NULL, relayFloat32, relaySum, NULL, NULL, NULL);
+  expectExact(-1, "no comm", relayGetLastError(NULL), "relayAllReduce: comm is NULL");
+  printf("init arguments: ok\n");
+}
+
+/* relayErrorQuote: an earlier error of this rank inside a new one keeps its call and step, loses its rank. */
+static void caseQuote(void) {
+  struct relayComm* c = calloc(1, sizeof *c);
+  T_CHECK(c, "oom");
+  c->rank = 2;
+  c->curCallName = "relayAllReduce";
+  static const char* const kCases[][2] = {
+      {"relayAllReduce (rank 2, call #3, step 1): x", "relayAllReduce (call #3, step 1): x"},
+      {"relayAllGather (rank 2, call #4): y", "relayAllGather (call #4): y"},
+      {"relayAllReduce (rank 2): z", "z"}, /* the new prefix says all of it */
+      {"relaycc (rank 2): w", "w"},
+      {"relayCommInitShm (rank 2): v", "relayCommInitShm: v"},
+      {"relayAllReduce (rank 23, call #3): u", "relayAllReduce (rank 23, call #3): u"}, /* another rank */
+      {"rank 2 of 4: t", "rank 2 of 4: t"},                                               /* no prefix */
+      {"topology 'x' (rank 2): s", "topology 'x' (rank 2): s"}, /* not at the start */
+      {"", ""},
+  };
+  char buf[256];
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++)
+    T_CHECK(strcmp(relayErrorQuote(c, kCases[i][0], buf, sizeof buf), kCases[i][1]) == 0,
+            "quote \"%s\" -> \"%s\", want \"%s\"", kCases[i][0], buf, kCases[i][1]);
+  free(c);
+  printf("quote: ok\n");
+}
+
+static int runInitArgs(void) {
+  caseInitArgs();
+  return 0;
+}
+
+static int runQuote(void) {
+  caseQuote();
+  return 0;
+}
+
+/* The rank cases fork 4 shm ranks each. */
+#define ERR_RANKS(nm, f) {.name = nm, .rank = f, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120}
+static const tCase kCases[] = {
+    ERR_RANKS("calls", rankCalls),
+    ERR_RANKS("check", rankCheck),
+    ERR_RANKS("step", rankStep),
+    ERR_RANKS("init", rankInit),
+    {.name = "init-args", .fn = runInitArgs, .timeoutS = 120},
+    {.name = "quote", .fn = runQuote, .timeoutS = 120},
+};
+
+int main(int argc, char** argv) { return t_main(argc, argv, "errors", kCases, T_NCASES(kCases)); }
