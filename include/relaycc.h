@@ -202,6 +202,43 @@ RELAYCC_API relayResult_t relayCommDestroy(relayComm_t comm);
  * Safe to call from another thread while a call is in flight. */
 RELAYCC_API relayResult_t relayCommAbort(relayComm_t comm);
 
+/*
+ * Registered buffers (windows), shaped like NCCL's ncclCommWindowRegister.
+ * relayCommRegister is COLLECTIVE over all comm ranks, helpers included, and
+ * voted: every rank gets a window or every rank gets the same error (which
+ * names the rank and argument at fault), and nothing stays registered.
+ *   - A rank that takes part in calls on the window passes its buffer and its
+ *     size; every rank that passes a buffer passes the same bytes.
+ *   - A rank that never takes part (a helper) passes buff NULL and bytes 0; it
+ *     still gets a window handle to deregister. A NULL buff with bytes > 0, or
+ *     a buffer with bytes 0, is an error; at least one rank passes a buffer.
+ *   - Not during stream capture (NCCL: registration maps peers' memory).
+ * A layout collective with one group whose buffers that PEERS access lie in
+ * one window at the SAME byte offset on every active rank (the caller's
+ * contract, as with NCCL's symmetric windows) runs the bandwidth route's
+ * direct path: peers read and write each other's buffers, no staging copy.
+ * The buffers peers access: all-gather and all-to-all recvbuff,
+ * reduce-scatter sendbuff, all-reduce both. Each rank decides from its own
+ * pointers (no extra round trip); any other call takes the staged path.
+ * Check mode (RELAYCC_CHECK=1) verifies the contract: a window or offset that
+ * differs between active ranks is relayInvalidUsage naming the rank. Without
+ * it, shm still sees a broken contract at the direct path's entry (each
+ * active posts window and offsets) and every active takes the staged path,
+ * so the call stays right; on NCCL the kernel reports it as an error (the
+ * comm is then failed). Where the transport
+ * cannot reach peers' buffers (shm: process_vm_readv refused; RELAYCC_DEBUG=1
+ * says why) the window is registered staged-only on every rank: calls on it
+ * stay correct and take the staged path.
+ * relayCommDeregister is COLLECTIVE and voted too: every rank passes its
+ * handle of the same window; an unknown or foreign handle on any rank fails
+ * every rank and deregisters nothing. Calls on the window must have completed
+ * (NCCL: their streams synchronized) first. relayCommDestroy frees the windows
+ * a comm still holds. The memory stays the caller's.
+ */
+typedef struct relayWindow* relayWindow_t;
+RELAYCC_API relayResult_t relayCommRegister(relayComm_t comm, void* buff, size_t bytes, relayWindow_t* win);
+RELAYCC_API relayResult_t relayCommDeregister(relayComm_t comm, relayWindow_t win);
+
 RELAYCC_API relayResult_t relayCommCount(const relayComm_t comm, int* count);
 RELAYCC_API relayResult_t relayCommUserRank(const relayComm_t comm, int* rank);
 

@@ -7,7 +7,8 @@
  *  - one-<route>-<kind>: one rank alone makes a buffer error (NULL buffer,
  *    in-place all-to-all) or a shape error (bad datatype, counts that differ,
  *    bad root) in check mode 0, on every collective, route (direct, relay at
- *    depth 1 and 3, one-shot, bw) and the rooted calls; a rank that returns
+ *    depth 1 and 3, one-shot, bw, bwwin: bw with every buffer in a registered
+ *    window, the direct path) and the rooted calls; a rank that returns
  *    success, in the bad call or the next, must hold the reference's data;
  *    after a buffer error the next call succeeds everywhere.
  *  - rdzv-vars, rdzv-ppid: launches of 2-rank jobs under ONE job name, each
@@ -91,6 +92,14 @@ static relayConfig_t cfgFor(int check, int route, int depth) {
 
 static double tNowSec(void) { return (double)relayNowNs() / 1e9; }
 
+/* one-bwwin-*: every rank's buffers of the layout calls lie in one
+ * registered window (gWin, at the same offsets on every rank), so the good
+ * calls take the bandwidth route's direct path (asserted), and a rank that
+ * passes a bad buffer runs through scratch, outside it. */
+#define WIN_FLOATS (8 * COUNT + 64) /* send (<= 4 COUNT + 8) at 8, recv (<= 2 COUNT + 8) at 4 COUNT + 24 */
+static float* gWin;
+static uint32_t gWinId;
+
 /* One layout call on {0, 1} (rank 2 and 3 help), with fault f when bad is
  * set on this rank. Inputs encode source, destination and position
  * (tc_fill_input) times k, which differs from call to call so that data
@@ -109,8 +118,9 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
   const int A = 2, me = rank < A ? rank : -1;
   size_t counts[1] = {COUNT};
   size_t c = me >= 0 ? COUNT : 0, sn = tc_send_elems(coll, A, COUNT), rn = tc_recv_elems(coll, A, COUNT);
-  float* sbuf = malloc((sn + rn + 8) * sizeof(float));
-  float* rbuf = malloc((rn + 8) * sizeof(float));
+  int inWin = gWin && !(bad && f == F_COUNTS_DIFFER);
+  float* sbuf = inWin ? gWin + 8 : malloc((sn + rn + 8) * sizeof(float));
+  float* rbuf = inWin ? gWin + 4 * COUNT + 24 : malloc((rn + 8) * sizeof(float));
   float* want = malloc((rn + 8) * sizeof(float));
   T_CHECK(sbuf && rbuf && want, "rank %d: out of memory", rank);
   memset(sbuf, POISON, (sn + rn + 8) * sizeof(float));
@@ -166,6 +176,8 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
       relayCommLastRoute(comm, &route, &depth);
       T_CHECK(route == wantRoute, "rank %d: %s: %s ran route %s, the case forces %s", rank, tag, relayCollName(coll),
               relayRouteName(route), relayRouteName(wantRoute));
+      T_CHECK(!gWin || comm->lastWindow == (me >= 0 ? gWinId : 0), "rank %d: %s: %s: direct path of window %u, want %u",
+              rank, tag, relayCollName(coll), comm->lastWindow, me >= 0 ? gWinId : 0);
     }
     if (me >= 0) {
       tc_expected(coll, dt, op, A, me, c, want);
@@ -176,8 +188,10 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fa
               tc_as_double(dt, want, first));
     }
   }
-  free(sbuf);
-  free(rbuf);
+  if (!inWin) {
+    free(sbuf);
+    free(rbuf);
+  }
   free(want);
   return res;
 }
@@ -336,12 +350,21 @@ typedef struct {
   fault f;
   int badRank;
   int route, depth;
+  int windowed; /* one-bwwin-*: the buffers in a registered window */
 } oneArg;
 
 static int oneRejectRank(int rank, int nranks, void* argp) {
   const oneArg* a = argp;
   relayConfig_t cfg = cfgFor(0, a->route, a->depth);
   relayComm_t comm = t_comm(rank, nranks, &cfg);
+  relayWindow_t win = NULL;
+  if (a->windowed) {
+    gWin = malloc(WIN_FLOATS * sizeof(float));
+    T_CHECK(gWin, "out of memory");
+    T_OK(relayCommRegister(comm, gWin, WIN_FLOATS * sizeof(float), &win));
+    T_CHECK(win->direct, "rank %d: the window is staged-only (process_vm_readv refused?)", rank);
+    gWinId = win->id;
+  }
   char tag[200];
   snprintf(tag, sizeof tag, "check mode 0, route %s depth %d: rank %d alone: %s of %s", relayRouteName(a->route),
            a->depth, a->badRank, kFaultNames[a->f], relayCollName(a->coll));
@@ -378,12 +401,16 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
       T_CHECK(r1 != relaySuccess || r2 != relaySuccess, "rank %d: %s: no error on the bad rank", rank, tag);
   }
   T_CHECK(dt < 10.0, "rank %d: %s: took %.1f s (deadline 20 s): an error must end the calls at once", rank, tag, dt);
-  relayCommDestroy(comm);
+  if (win && faultIsBuffer(a->f)) T_OK(relayCommDeregister(comm, win)); /* in step: collective */
+  relayCommDestroy(comm); /* frees a window left registered */
+  free(gWin);
+  gWin = NULL;
   return 0;
 }
 
+static int gWindowed;
 static void runOne(relayColl_t coll, fault f, int badRank, int route, int depth) {
-  oneArg a = {coll, f, badRank, route, depth};
+  oneArg a = {coll, f, badRank, route, depth, gWindowed};
   t_run_ranks(NR, oneRejectRank, &a, 60);
 }
 
@@ -394,6 +421,7 @@ static void caseOne(const char* routeName, const char* kind) {
   else if (!strcmp(routeName, "relay3")) route = relayRouteRelay, depth = 3;
   else if (!strcmp(routeName, "oneshot")) route = relayRouteOneShot;
   else if (!strcmp(routeName, "bw")) route = relayRouteBw;
+  else if (!strcmp(routeName, "bwwin")) route = relayRouteBw, gWindowed = 1;
   int buffer = !strcmp(kind, "buffer");
   if (!strcmp(routeName, "rooted")) {
     for (int s = 0; s < 2; s++) {
@@ -619,6 +647,7 @@ static const tCase kCases[] = {
     ONE_BOTH("relay3"),
     ONE_BOTH("oneshot"),
     ONE_BOTH("bw"),
+    ONE_BOTH("bwwin"),
     ONE_BOTH("rooted"),
 };
 

@@ -175,6 +175,11 @@ typedef struct {
   int32_t status; /* this rank's local verdict */
   int32_t coll, dtype, op, nGroups, nActive, route, depth, root;
   uint64_t ranksHash, countsHash;
+  /* The direct window this rank's buffers lie in (0: none) and the offsets
+   * peers would use (relayWindowMatch): alike on every active, or the call
+   * would read the wrong bytes. */
+  uint32_t win;
+  uint64_t winSendOff, winRecvOff;
 } callDigest;
 
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
@@ -194,6 +199,9 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
         relayHash64(RELAY_HASH_SEED, a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
+    mine.win = c->callWin ? c->callWin->id : 0;
+    mine.winSendOff = c->callSendOff;
+    mine.winRecvOff = c->callRecvOff;
   }
   callDigest* all = malloc((size_t)c->nranks * sizeof *all);
   if (!all) return relaySetError(c, relaySystemError, "out of memory in check mode");
@@ -231,6 +239,20 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
                        : x->depth != y->depth               ? "depth (RELAYCC_DEPTH)"
                                                             : NULL;
     if (what) res = relaySetError(c, relayInvalidUsage, "ranks 0 and %d disagree on the %s", q, what);
+  }
+  /* Windows: the actives of a one-group call (the bandwidth route's direct
+   * path) must agree on the window and the offsets peers use. */
+  for (int i = 1; res == relaySuccess && c->directWindows && a->layout->nGroups == 1 && i < a->layout->nActive; i++) {
+    const callDigest* x = &all[a->layout->ranks[0]];
+    const callDigest* y = &all[a->layout->ranks[i]];
+    if (x->win != y->win || x->winSendOff != y->winSendOff || x->winRecvOff != y->winRecvOff)
+      res = relaySetError(c, relayInvalidUsage,
+                          "active rank %d's buffers lie in window %u at send offset %llu, recv offset %llu; active rank "
+                          "%d's in window %u at %llu, %llu (window 0: none; a windowed call needs the same window and "
+                          "offsets on every active rank)",
+                          a->layout->ranks[i], y->win, (unsigned long long)y->winSendOff,
+                          (unsigned long long)y->winRecvOff, a->layout->ranks[0], x->win,
+                          (unsigned long long)x->winSendOff, (unsigned long long)x->winRecvOff);
   }
   free(all);
   return res;
@@ -297,6 +319,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
+      c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
       res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : row->run(c, handle, call);
     }
     relayPlanFree(owned);
@@ -349,6 +372,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   }
   c->callMark = -1;
   c->callShape = 0;
+  c->callWin = NULL;
+  c->callSendOff = c->callRecvOff = 0;
   int myGroup, myIndex, bufErr;
   relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
 
@@ -369,6 +394,10 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     key.nodeOf = relayNodesKeyMap(c);
     relayCommKeySettings(c, &key);
     c->callShape = callShapeDigest(&key);
+    /* The direct path: decided from this rank's own pointers (window.c). */
+    c->callWin = local == relaySuccess && c->directWindows
+                     ? relayWindowMatch(c, &key, a->send, a->recv, &c->callSendOff, &c->callRecvOff)
+                     : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
                          c->cfg.depth, lists);
@@ -413,6 +442,7 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
   int any = 0;
   for (int g = 0; g < planKeyNumCounts(key); g++) any |= key->counts[g] != 0;
   if (!any) {
+    c->lastWindow = 0;
     c->lastRoute = list->route[0];
     c->lastDepth = list->depth[0];
     return relaySuccess;
@@ -455,6 +485,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   run.send = send;
   run.recv = recv;
   c->callMark = c->rank;
+  c->callWin = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
   res = runPlan(c, &run, key, myGroup, list, stream);
   if (res != relaySuccess) return res;
   memcpy(c->lastError, saved, sizeof saved);
@@ -475,6 +506,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
+  comm->callWin = NULL;
   atomic_store(&comm->inCall, 0);
   return res;
 }

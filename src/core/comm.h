@@ -58,6 +58,7 @@ struct relayComm {
   atomic_int aborted; /* set by relayCommAbort, read by waits */
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
+  uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; tests read it) */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
    * 0..nNodes-1 in order of each node's lowest rank; localRank is this
@@ -68,6 +69,14 @@ struct relayComm {
   void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
   void* bw;       /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
+  /* Registered windows (core/window.c): the table, the registrations so far
+   * (window ids), how many are direct, and the call's match (set per call by
+   * core, NULL: staged; offsets as relayBwDesc's). */
+  struct relayWindow** windows;
+  int nWindows, capWindows, directWindows;
+  uint32_t windowSeq;
+  const struct relayWindow* callWin;
+  size_t callSendOff, callRecvOff;
   /* Per comm rank: (check stamp << 32) | (index + 1) of the rank in the
    * rank list being validated, so a duplicate is found in O(n) (api.c). */
   uint64_t* rankSeen;
@@ -77,6 +86,13 @@ struct relayComm {
 };
 
 void relayCommFree(struct relayComm* comm);
+/* core/window.c: the direct window of this rank's part of a call (NULL: the
+ * staged path) and the offsets of the buffers peers access; frees every
+ * window at destroy (before the transport's destroy). */
+struct planKey;
+const struct relayWindow* relayWindowMatch(const struct relayComm* comm, const struct planKey* key,
+                                           const void* send, const void* recv, size_t* sendOff, size_t* recvOff);
+void relayWindowFreeAll(struct relayComm* comm);
 /* A value of the comm's resolved parameter table (AGREED rows: rank 0's). */
 static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) { return comm->params.v[id]; }
 

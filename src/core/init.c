@@ -233,6 +233,7 @@ relayResult_t relayInitEnd(struct relayComm* c, relayResult_t res, relayComm_t* 
 
 void relayCommRelease(struct relayComm* c) {
   if (!c) return;
+  relayWindowFreeAll(c); /* before the transport state their handles live in */
   if (c->tp) c->tp->destroy(c);
   relayCommRelease(c->ctrl);
   relayTopoFree(c->topo);

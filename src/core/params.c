@@ -18,12 +18,14 @@ const relayParamDef relayParamDefs[RELAY_P_COUNT] = {
 
 static const char* const kDebugChoices[] = {"off", "info", "trace", NULL};
 static const char* const kRouteChoices[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
+static const char* const kBwMoverChoices[] = {"auto", "sm", "ce", NULL}; /* RELAY_BW_MOVER_* (transport.h) */
 _Static_assert(sizeof kRouteChoices / sizeof kRouteChoices[0] == relayNumRoutes + 1, "a choice per relayRoute_t");
 
 const char* const* relayParamChoices(relayParamId id) {
   switch (id) {
     case RELAY_P_DEBUG: return kDebugChoices;
     case RELAY_P_ROUTE: return kRouteChoices;
+    case RELAY_P_BW_MOVER: return kBwMoverChoices;
     default: return NULL;
   }
 }

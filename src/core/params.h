@@ -126,6 +126,14 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(BW_RING, "RELAYCC_BW_RING", INT, AGREED, 16, 0, 64, -1, "16",                                            \
     "bandwidth route: staging slots per source (staging is tile x ring per source, 2 MiB at the defaults); 0 " \
     "turns the route off")                                                                                      \
+  /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;     \
+   * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).   \
+   */                                                                                                        \
+  X(BW_MOVER, "RELAYCC_BW_MOVER", ENUM, AGREED, 0, 0, 2, -1, "auto",                                        \
+    "bandwidth route, direct path (registered windows) on NCCL: what moves the bytes. sm: the kernel's "     \
+    "16-byte stores; ce: copy-engine peer copies (cudaMemcpyAsync, no SM) for all-gather and all-to-all "   \
+    "between an entry and an exit barrier kernel, reduce-scatter, all-reduce and staged calls keep sm; auto: " \
+    "sm until measured")                                                                                     \
   X(NCCL_NATIVE, "RELAYCC_NCCL_NATIVE", BOOL, AGREED, 1, 0, 1, -1, "1",                                        \
     "0: never run NCCL's own collectives (the direct route then always uses relaycc's send/recv plan)")        \
   X(NCCL_PRECONNECT, "RELAYCC_NCCL_PRECONNECT", BOOL, AGREED, 1, 0, 1, -1, "1",                                \

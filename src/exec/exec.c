@@ -45,6 +45,9 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   w.tileElems = o->tile;
   w.ring = o->ring;
   w.twoShot = o->form == PLAN_BW_TWOSHOT;
+  w.win = comm->callWin; /* core's match of this rank's caller buffers (core/window.c) */
+  w.sendOff = comm->callSendOff;
+  w.recvOff = comm->callRecvOff;
   return comm->tp->bw(comm, &w, stream);
 }
 

@@ -14,6 +14,7 @@
 #define RELAY_TRANSPORT_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "plan/coll.h"
 #include "relaycc.h"
@@ -67,7 +68,28 @@ typedef struct {
   size_t tileElems;
   int ring;
   int twoShot;
+  /* The direct path (win non-NULL): the buffers peers access lie in win at
+   * these byte offsets on every active (core/window.c: all-gather and
+   * all-to-all the recv, reduce-scatter the send, all-reduce both; the
+   * others' offset 0). Peers then read each other's send and write each
+   * other's recv in place of the staging ring; tileElems still bounds what
+   * a rank pulls at once. */
+  const struct relayWindow* win;
+  size_t sendOff, recvOff;
 } relayBwDesc;
+
+/* RELAYCC_BW_MOVER's choices (core/params.h): what the NCCL direct path moves bytes with. */
+enum { RELAY_BW_MOVER_AUTO = 0, RELAY_BW_MOVER_SM = 1, RELAY_BW_MOVER_CE = 2 };
+
+/* A registered window (relayCommRegister; core/window.c keeps the comm's). */
+struct relayWindow {
+  struct relayComm* comm;
+  uint32_t id;   /* 1, 2, ...: the comm's registrations in order, alike on every rank */
+  char* base;    /* this rank's buffer (NULL: none on this rank) */
+  size_t bytes;
+  int direct;    /* winRegister's vote: every rank reaches every peer's buffer */
+  void* tp;      /* the transport's state */
+};
 
 /* What a transport runs besides send/recv groups (relayTransportOps.caps):
  * a route that needs one (route/table.c) is skipped where it is missing. */
@@ -138,6 +160,16 @@ typedef struct relayTransportOps {
    * ring differ decline together. */
   relayResult_t (*bwPrepare)(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
   relayResult_t (*bw)(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
+  /* Windows (may be NULL: every window staged-only). winRegister is
+   * COLLECTIVE over all comm ranks after core agreed the arguments: bases[r]
+   * is rank r's buffer address (0: none) and every buffer has w->bytes. It
+   * sets w->direct (1: the direct path reaches every peer's buffer, voted,
+   * every rank alike) and w->tp; relaySuccess with direct 0 is the
+   * staged-only answer; an error fails every rank. winDeregister releases
+   * w->tp; collective (1: from relayCommDeregister, every rank on the same
+   * window) or local (0: comm destroy). */
+  relayResult_t (*winRegister)(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases);
+  void (*winDeregister)(struct relayComm* comm, struct relayWindow* w, int collective);
   /* Native collectives (set with RELAY_TP_CAP_NATIVE, else NULL): a transport whose library has its
    * own fused collectives (NCCL) runs the direct route with them, on the
    * ranks of each group only. nativePrepare is COLLECTIVE over all comm

@@ -22,6 +22,16 @@
  *          deadline and its error word names rank 1 (RELAY_OS_ERR_FLAG)
  *  abort   rank 1 does not launch: rank 0's host sets the abort word; the
  *          kernel ends within a second with RELAY_OS_ERR_ABORTED
+ * sweep, b2b, graph and deadline run three times: staged (relayCudaBw),
+ * then on the direct path of registered windows (relayCudaBwDirectRun: send
+ * and recv pools are one allocation, IPC-mapped by the peer, the same offsets
+ * on both ranks) with the SM kernel, then with the copy-engine mover (ce:
+ * gathers; reductions keep sm).
+ *
+ * gputest_bw movers: times sm against ce (min of 20, cudaEvents) for
+ * all-gather and all-to-all from 1 to 64 MiB per rank on the direct path;
+ * GPUTEST_BW_DEVICES=2 puts rank r on GPU r (the 2-GPU measurement that
+ * decides RELAYCC_BW_MOVER=auto; on one GPU the figures mean nothing).
  * Every wait is a cudaStreamQuery poll with a deadline. Logs: stdout and
  * $OUT/gputest_bw.log.
  */
@@ -57,6 +67,7 @@ typedef struct {
   char* hostPage; /* [0] error word, [8] abort word */
   char* hostPageDev;
   char *dSend, *dRecv;
+  char *dWin, *peerWin; /* [dSend pool | dRecv pool], and the peer's as mapped here */
   size_t pool;
   unsigned char *hIn, *hOut, *hWant, *hTmp[NR];
 } rk_t;
@@ -65,6 +76,10 @@ static void sleepMs(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
 }
+
+/* 0: staged (relayCudaBw); 1: direct, SM kernel; 2: direct, copy-engine mover. */
+static int g_mode;
+static const char* const kModeNames[3] = {"staged", "direct sm", "direct ce"};
 
 static uint64_t seedOf(uint64_t call, int src) { return call * 1000003ull + (uint64_t)src * 7919ull + 1; }
 
@@ -116,7 +131,20 @@ static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint6
 static void launch(rk_t* R, const case_t* k, const void* send, void* recv, cudaStream_t s, uint64_t timeoutNs) {
   relayBwArgs w;
   argsOf(R, k, send, recv, timeoutNs, &w);
-  G_CUDA(relayCudaBw(&w, k->dt, isGather(k->coll) ? relaySum : k->op, 512, s));
+  relayRedOp_t op = isGather(k->coll) ? relaySum : k->op;
+  if (!g_mode) {
+    G_CUDA(relayCudaBw(&w, k->dt, op, 512, s));
+    return;
+  }
+  w.win[R->rank] = R->dWin;
+  w.win[1 - R->rank] = R->peerWin;
+  w.winId = 1;
+  /* The offsets peers use, as core/window.c sets them (an in-place gather's send differs per rank). */
+  int needSend = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLREDUCE;
+  w.sendOff = needSend ? (uint64_t)((const char*)send - R->dWin) : 0;
+  w.recvOff = k->coll != RELAY_COLL_REDUCESCATTER ? (uint64_t)((char*)recv - R->dWin) : 0;
+  if ((w.sendOff | w.recvOff | (uint64_t)(k->count * relayTypeSize(k->dt))) % 16) w.os.vec = 0;
+  G_CUDA(relayCudaBwDirectRun(&w, k->dt, op, 512, g_mode == 2, s));
 }
 
 static size_t inElems(const case_t* k) { return isBlocked(k->coll) ? NR * k->count : k->count; }
@@ -203,7 +231,7 @@ static void sweep(rk_t* R) {
           runCase(R, &k, call, (int)(call & 1));
           call++;
         }
-  if (R->rank == 0) gpuLog("ok: sweep, %llu calls", (unsigned long long)call);
+  if (R->rank == 0) gpuLog("ok: sweep (%s), %llu calls", kModeNames[g_mode], (unsigned long long)call);
 }
 
 static void backToBack(rk_t* R) {
@@ -221,7 +249,7 @@ static void backToBack(rk_t* R) {
   G_CUDA(cudaMemcpy(R->hOut, R->dRecv, 10 * c * es, cudaMemcpyDeviceToHost));
   for (int i = 0; i < 10; i++)
     G_CHECK(memcmp(R->hOut + (size_t)i * c * es, R->hWant, c * es) == 0, "b2b: output %d differs", i);
-  if (R->rank == 0) gpuLog("ok: 200 back-to-back calls");
+  if (R->rank == 0) gpuLog("ok: 200 back-to-back calls (%s)", kModeNames[g_mode]);
 }
 
 static void graph(rk_t* R) {
@@ -253,7 +281,7 @@ static void graph(rk_t* R) {
   G_CUDA(cudaGraphDestroy(g));
   G_CUDA(cudaStreamDestroy(cs));
   G_CUDA(cudaFreeHost(pinned));
-  if (R->rank == 0) gpuLog("ok: 50 graph replays, ranks late by turns");
+  if (R->rank == 0) gpuLog("ok: 50 graph replays, ranks late by turns (%s)", kModeNames[g_mode]);
 }
 
 /* Rank 1 never launches: rank 0 ends by its deadline (abort = 0) or by the
@@ -276,7 +304,7 @@ static void stuck(rk_t* R, int viaAbort) {
     G_CHECK(relayOsErrCode(e) == want && relayOsErrPeer(e) == 1 && dt < 5.0,
             "%s: error word %#llx (code %u, peer %u) after %.2f s, want code %u naming rank 1", what,
             (unsigned long long)e, relayOsErrCode(e), relayOsErrPeer(e), dt, want);
-    gpuLog("ok: %s: the kernel gave up after %.2f s naming rank 1", what, dt);
+    gpuLog("ok: %s (%s): the kernel gave up after %.2f s naming rank 1", what, kModeNames[g_mode], dt);
   }
   G_RELAY(R->host, relayCommBarrier(R->host));
 }
@@ -295,11 +323,56 @@ static void regionsUp(rk_t* R) {
   G_RELAY(R->host, relayCommBarrier(R->host));
 }
 
+/* The window: both pools, mapped by the peer (cudaIpcGetMemHandle of the allocation). */
+static void windowUp(rk_t* R) {
+  cudaIpcMemHandle_t mine, all[NR];
+  G_CUDA(cudaIpcGetMemHandle(&mine, R->dWin));
+  G_RELAY(R->host, R->host->tp->agree(R->host, &mine, all, sizeof mine));
+  G_CUDA(cudaIpcOpenMemHandle((void**)&R->peerWin, all[1 - R->rank], cudaIpcMemLazyEnablePeerAccess));
+  G_RELAY(R->host, relayCommBarrier(R->host));
+}
+
+/* sm against ce on the direct path: min over 20 calls of each, per size. */
+static void movers(rk_t* R) {
+  cudaEvent_t e0, e1;
+  G_CUDA(cudaEventCreate(&e0));
+  G_CUDA(cudaEventCreate(&e1));
+  for (int coll = RELAY_COLL_ALLGATHER; coll <= RELAY_COLL_ALLTOALL; coll += RELAY_COLL_ALLTOALL) {
+    for (size_t mib = 1; mib <= 64; mib *= 4) {
+      float best[3] = {1e30f, 1e30f, 1e30f};
+      case_t k = {coll, 0, 0, 0, relayBfloat16, relaySum, mib * (1u << 20) / 2 / (isBlocked(coll) ? NR : 1)};
+      for (int m = 1; m <= 2; m++) {
+        g_mode = m;
+        for (int rep = 0; rep < 21; rep++) {
+          G_RELAY(R->host, relayCommBarrier(R->host));
+          G_CUDA(cudaEventRecord(e0, R->s));
+          launch(R, &k, R->dSend + GUARD, R->dRecv + GUARD, R->s, 30ull * 1000000000ull);
+          G_CUDA(cudaEventRecord(e1, R->s));
+          gpuWait(R->s, WAIT_S, "movers");
+          checkErrWord(R, "movers");
+          float ms = 0;
+          G_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          if (rep > 0 && ms < best[m]) best[m] = ms; /* the first call warms up */
+        }
+      }
+      if (R->rank == 0)
+        gpuLog("movers: %s bf16 %zu MiB per rank: sm %.1f us, ce %.1f us (ce/sm %.2f)",
+               coll == RELAY_COLL_ALLGATHER ? "all-gather" : "all-to-all", mib, best[1] * 1e3, best[2] * 1e3,
+               best[2] / best[1]);
+    }
+  }
+  G_CUDA(cudaEventDestroy(e0));
+  G_CUDA(cudaEventDestroy(e1));
+  g_mode = 0;
+}
+
 static void regionsDown(rk_t* R) {
   G_RELAY(R->host, relayCommBarrier(R->host)); /* the peer's kernels are done with my region */
   G_CUDA(cudaIpcCloseMemHandle(R->peer));
   G_CUDA(cudaFree(R->own));
 }
+
+static int g_movers; /* gputest_bw --movers */
 
 static int rankMain(int rank, int nranks, void* arg) {
   const char* job = arg;
@@ -310,32 +383,44 @@ static int rankMain(int rank, int nranks, void* arg) {
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.timeoutMs = 120000;
   G_RELAY(NULL, relayCommInitShm(&R.host, nranks, rank, job, &cfg));
-  G_CUDA(cudaSetDevice(0)); /* both ranks on one GPU */
+  const char* devs = getenv("GPUTEST_BW_DEVICES");
+  G_CUDA(cudaSetDevice(devs && atoi(devs) >= 2 ? rank : 0)); /* both ranks on one GPU unless told */
   G_CUDA(cudaStreamCreateWithFlags(&R.s, cudaStreamNonBlocking));
   G_CUDA(cudaHostAlloc((void**)&R.hostPage, 64, cudaHostAllocMapped | cudaHostAllocPortable));
   G_CUDA(cudaHostGetDevicePointer((void**)&R.hostPageDev, R.hostPage, 0));
-  R.pool = 2 * GUARD + (size_t)NR * MAXC * 4 + 64;
-  G_CUDA(cudaMalloc((void**)&R.dSend, R.pool));
-  G_CUDA(cudaMalloc((void**)&R.dRecv, R.pool));
+  R.pool = 2 * GUARD + (g_movers ? (size_t)64 << 20 : (size_t)NR * MAXC * 4) + 64;
+  G_CUDA(cudaMalloc((void**)&R.dWin, 2 * R.pool));
+  R.dSend = R.dWin;
+  R.dRecv = R.dWin + R.pool;
   R.hIn = malloc(R.pool);
   R.hOut = malloc(R.pool);
   R.hWant = malloc(R.pool);
   for (int i = 0; i < NR; i++) R.hTmp[i] = malloc(R.pool);
   G_CHECK(R.hIn && R.hOut && R.hWant && R.hTmp[NR - 1], "out of host memory");
-  regionsUp(&R);
-  sweep(&R);
-  backToBack(&R);
-  graph(&R);
-  regionsDown(&R);
-  /* The failure cases leave a failed region: fresh ones each. */
-  regionsUp(&R);
-  stuck(&R, 0);
-  regionsDown(&R);
-  regionsUp(&R);
-  stuck(&R, 1);
-  regionsDown(&R);
-  G_CUDA(cudaFree(R.dSend));
-  G_CUDA(cudaFree(R.dRecv));
+  windowUp(&R);
+  if (g_movers) {
+    regionsUp(&R);
+    movers(&R);
+    regionsDown(&R);
+  }
+  for (g_mode = 0; g_mode < 3 && !g_movers; g_mode++) {
+    regionsUp(&R);
+    sweep(&R);
+    backToBack(&R);
+    graph(&R);
+    regionsDown(&R);
+    /* The failure cases leave a failed region: fresh ones each (ce's entry is the sm kernel's). */
+    if (g_mode == 2) continue;
+    regionsUp(&R);
+    stuck(&R, 0);
+    regionsDown(&R);
+    regionsUp(&R);
+    stuck(&R, 1);
+    regionsDown(&R);
+  }
+  G_RELAY(R.host, relayCommBarrier(R.host)); /* the peer's kernels are done with my window */
+  G_CUDA(cudaIpcCloseMemHandle(R.peerWin));
+  G_CUDA(cudaFree(R.dWin));
   G_CUDA(cudaFreeHost(R.hostPage));
   G_CUDA(cudaStreamDestroy(R.s));
   free(R.hIn);
@@ -368,11 +453,18 @@ static int runBw(void) {
   return 0;
 }
 
-/* Two processes on ONE GPU (CUDA IPC within a device): sweep, back-to-back, graph replays, deadline, abort
- * (compute-sanitizer-friendly). */
+static int runMovers(void) {
+  g_movers = 1;
+  return runBw();
+}
+
+/* Two processes on ONE GPU (CUDA IPC within a device): sweep, back-to-back, graph replays, deadline, abort,
+ * staged and on windows (direct sm, direct ce) (compute-sanitizer-friendly). movers: by hand, on 2 GPUs
+ * (GPUTEST_BW_DEVICES=2), the sm / ce timing that decides RELAYCC_BW_MOVER=auto. */
 static const tCase kCases[] = {
     {.name = "all", .fn = runBw, .ctest = "gpu_bw", .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP,
      .serial = 1},
+    {.name = "movers", .fn = runMovers, .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .manual = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/params.h"
 #include "plan/plan.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/oneshot.h"
@@ -27,6 +28,32 @@ relayResult_t relayNcclBwPrepare(struct relayComm* c, size_t tileBytes, int ring
   return L->bwRing == ring && tileBytes <= L->bwTileBytes ? relaySuccess : relayNotSupported;
 }
 
+/* The direct path (d->win: every active's buffers in one registered window,
+ * bw.cu bwDirectKernel). RELAYCC_BW_MOVER=ce moves an all-gather's or
+ * all-to-all's blocks with one copy-engine peer copy each between the entry
+ * and exit kernels; a reduction keeps the SM kernel (the copy engines do not
+ * add), and so does auto until sm and ce are measured (core/params.h). */
+static relayResult_t bwDirect(struct relayComm* c, const relayBwDesc* d, relayBwArgs* w, cudaStream_t stream) {
+  const relayOneShotDesc* o = &d->c;
+  size_t es = relayTypeSize(o->dtype);
+  uintptr_t align = (uintptr_t)d->sendOff | (uintptr_t)d->recvOff;
+  for (int i = 0; i < o->nActive; i++) {
+    w->win[i] = relayNcclWinPeer(d->win, o->ranks[i]);
+    if (!w->win[i])
+      return relaySetError(c, relayInternalError, "bw direct: window %u has no mapping of rank %d", d->win->id,
+                           o->ranks[i]);
+    align |= (uintptr_t)w->win[i];
+  }
+  /* 16-byte vectors only where every peer's pointer allows them too. */
+  if (align % 16 || (o->count * es) % 16) w->os.vec = 0;
+  w->winId = d->win->id;
+  w->sendOff = d->sendOff;
+  w->recvOff = d->recvOff;
+  int ce = relayParamInt(c, RELAY_P_BW_MOVER) == RELAY_BW_MOVER_CE && o->gather;
+  return relayNcclOsLaunched(c, relayCudaBwDirectRun(w, o->dtype, o->op, RELAY_BW_THREADS, ce, stream),
+                             ce ? "bw direct (copy engines)" : "bw direct");
+}
+
 relayResult_t relayNcclBw(struct relayComm* c, const relayBwDesc* d, relayStream_t stream) {
   relayBwArgs w;
   memset(&w, 0, sizeof w);
@@ -39,6 +66,7 @@ relayResult_t relayNcclBw(struct relayComm* c, const relayBwDesc* d, relayStream
                          (unsigned long long)w.os.L.bwTileBytes, d->ring, w.os.L.bwRing);
   if (d->c.count == 0) return relaySuccess; /* every rank has the same count: none launches */
   w.os.grid = RELAY_BW_BLOCKS;
+  if (d->win) return bwDirect(c, d, &w, (cudaStream_t)stream);
   w.tile = d->tileElems;
   if (d->twoShot) {
     w.shard = planBwShard(d->c.count, d->c.nActive);

@@ -140,14 +140,10 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
   const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   char* const mine = a.region[me];
-  u64* const err = wordAt(mine, a.L.ctlOff + 8);
   const uint64_t ring = (uint64_t)a.L.bwRing;
 
   /* A failed comm stays failed: exit before touching any peer. */
-  if (tid == 0) sFail = ldVolatile(err) != 0;
-  if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[tid]))) : 0;
-  __syncthreads();
+  osEnter(a, a.L.bwEpochsOff, 0, sEp, &sFail);
   if (sFail) return;
   const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
 
@@ -205,22 +201,144 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
     }
   }
   __syncthreads();
-  /* The last block out advances the pair epochs (read by the next launch on
-   * this GPU, ordered by the kernel boundary). */
-  if (tid == 0) {
-    unsigned* done = (unsigned*)(mine + a.L.ctlOff);
-    __threadfence();
-    if (atomicAdd(done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      *(volatile unsigned*)done = 0;
-      if (ldVolatile(err) == 0)
-        for (int i = 0; i < A; i++)
-          if (i != me) stVolatile(wordAt(mine, relayOsBwEpochOff(&a.L, a.rank[i])), sEp[i] + w.U);
+  /* The last block out advances the pair epochs by the call's tiles. */
+  osLastBlockOut(a, a.L.bwEpochsOff, sEp, w.U);
+}
+
+/* ---- the direct path (registered windows) ----------------------------------
+ *
+ * The buffers lie in a window every active registered (nccl/window.c mapped
+ * every peer's), at the offsets w.sendOff / w.recvOff on every active, so
+ * peers' send and recv are reached with NVLink loads and stores and nothing
+ * is staged. Per block b, thread i for peer i (the CPU twin: ../shm/bw.c):
+ *   entry: store window id and offsets into peer i's bwEnterInfo[me], then
+ *          release-store f (the pair's direct epoch + 1, in device memory)
+ *          into its bwEnter[me][b]; wait for bwEnter[i][b] >= f in my region
+ *          and compare peer i's window and offsets (another: RELAY_OS_ERR_WINDOW,
+ *          the comm failed). Peer i's block b running means its stream
+ *          reached this call: its recv is free and its send final.
+ *   move:  the range of block b (relayOsRange over the count, or over the
+ *          shard): all-gather and all-to-all store my block for peer i into
+ *          its recv at me * count; reduce-scatter folds block me of every
+ *          active's send (peers' read over NVLink) in active-index order into
+ *          my recv; all-reduce folds shard me into my recv and stores it
+ *          into every peer's.
+ *   exit:  release-store f into peer i's bwExit[me][b]; wait for bwExit[i][b]
+ *          >= f: peer i's block b finished with my buffers' range b (blocks
+ *          of two ranks touch the same ranges), so the kernel may end.
+ * Every wait is osWait's (deadline, a peer's failure, the host's abort). The
+ * last block out advances the direct epochs. With the copy-engine mover
+ * (RELAYCC_BW_MOVER=ce, gathers only) the host enqueues the entry phase,
+ * one cudaMemcpyAsync per peer, then the exit phase: the exit kernel reads
+ * the same epochs (the entry kernel does not advance them). A peer that took
+ * the staged path never posts an entry: the call ends at the deadline. */
+/* Part 0 moves (gathers) or folds (reductions) block blk's range; part 1,
+ * after a block barrier, stores an all-reduce's folded shard into every
+ * peer's recv (two parts so that the host emulation runs them in turn). */
+template <typename Tr, int OP, int NA>
+RD void bwDirectMove(const relayBwArgs& w, int blk, int tid, int nthr, int part) {
+  typedef typename Tr::S S;
+  const relayOsArgs& a = w.os;
+  const int A = a.nActive, me = a.me;
+  const uint64_t c = a.count;
+  uint64_t lo, hi;
+  if constexpr (OP == RELAY_OS_GATHER) {
+    relayOsRange(c, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
+    if (hi <= lo || part) return;
+UNROLL
+    for (int i = 0; i < NA; i++) {
+      if (i >= A) continue;
+      S* d = i == me ? (S*)a.dst + (uint64_t)me * c + lo : (S*)(w.win[i] + w.recvOff) + (uint64_t)me * c + lo;
+      const S* src = (const S*)a.src + (uint64_t)i * a.srcStride + lo;
+      if (src != d) osCopy<S>(d, src, hi - lo, a.vec != 0, tid, nthr);
     }
+  } else {
+    /* Reduce-scatter: block me of every active's send; all-reduce: shard me. */
+    uint64_t base = (uint64_t)me * c, len = c;
+    if (!a.srcStride) {
+      const uint64_t sh = planBwShard(c, A);
+      base = (uint64_t)me * sh < c ? (uint64_t)me * sh : c;
+      len = base + sh < c ? sh : c - base;
+    }
+    relayOsRange(len, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
+    if (hi <= lo) return;
+    S* out = (S*)a.dst + (a.srcStride ? 0 : base) + lo;
+    if (part == 0) {
+      const S* parts[NA];
+UNROLL
+      for (int i = 0; i < NA; i++)
+        parts[i] = i >= A ? NULL : (i == me ? (const S*)a.src : (const S*)(w.win[i] + w.sendOff)) + base + lo;
+      osFold<Tr, OP, NA>(out, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
+      return;
+    }
+    if (a.srcStride) return;
+UNROLL
+    for (int i = 0; i < NA; i++)
+      if (i < A && i != me) osCopy<S>((S*)(w.win[i] + w.recvOff) + base + lo, out, hi - lo, a.vec != 0, tid, nthr);
   }
 }
 
-/* As the one-shot's: pair kernels (NA = 2) at A = 2, else compiled for 8. */
+template <typename Tr, int OP, int NA>
+__global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwDirectKernel(relayBwArgs w) {
+  __shared__ u64 sEp[RELAY_OS_MAX_ACTIVE];
+  __shared__ int sFail;
+  const relayOsArgs& a = w.os;
+  const int tid = threadIdx.x, nthr = blockDim.x, blk = blockIdx.x;
+  const int A = a.nActive, me = a.me, myRank = a.rank[me];
+  char* const mine = a.region[me];
+  osEnter(a, a.L.bwDirEpochOff, 0, sEp, &sFail);
+  if (sFail) return;
+  const bool peerThread = tid < A && tid != me;
+  const u64 f = peerThread ? sEp[tid] + 1 : 0;
+  if (w.phase != RELAY_BW_PHASE_EXIT) {
+    if (peerThread) {
+      char* peer = a.region[tid];
+      const int pr = a.rank[tid];
+      /* Every block writes the same info before its own flag, so each
+       * block's acquire sees it (a block's flag orders only its writes). */
+      stVolatile(wordAt(peer, relayOsBwEnterInfoOff(&a.L, myRank, 0)), w.winId);
+      stVolatile(wordAt(peer, relayOsBwEnterInfoOff(&a.L, myRank, 1)), w.sendOff);
+      stVolatile(wordAt(peer, relayOsBwEnterInfoOff(&a.L, myRank, 2)), w.recvOff);
+      stReleaseSys(wordAt(peer, relayOsBwEnterOff(&a.L, myRank, blk)), f);
+      if (!osWait(a, wordAt(mine, relayOsBwEnterOff(&a.L, pr, blk)), f, tid, RELAY_OS_ERR_FLAG, blk, f)) {
+        sFail = 1;
+      } else if (ldVolatile(wordAt(mine, relayOsBwEnterInfoOff(&a.L, pr, 0))) != w.winId ||
+                 ldVolatile(wordAt(mine, relayOsBwEnterInfoOff(&a.L, pr, 1))) != w.sendOff ||
+                 ldVolatile(wordAt(mine, relayOsBwEnterInfoOff(&a.L, pr, 2))) != w.recvOff) {
+        osFail(a, RELAY_OS_ERR_WINDOW, pr, blk, f);
+        sFail = 1;
+      }
+    }
+    __syncthreads();
+    /* ENTRY: the copy engines move the data next. */
+    const bool move = !sFail && w.phase == RELAY_BW_PHASE_ALL;
+    if (move) bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr, 0);
+    __syncthreads();
+    if (move) bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr, 1);
+    __syncthreads();
+  }
+  /* A failed block still counts itself out below (the done counter must
+   * reach the grid for the next launch). */
+  if (peerThread && !sFail && w.phase != RELAY_BW_PHASE_ENTRY) {
+    /* Through the barrier the release orders every thread's stores of this
+     * block (and, after the entry kernel, the stream's copies) before it. */
+    stReleaseSys(wordAt(a.region[tid], relayOsBwExitOff(&a.L, myRank, blk)), f);
+    if (!osWait(a, wordAt(mine, relayOsBwExitOff(&a.L, a.rank[tid], blk)), f, tid, RELAY_OS_ERR_EXIT, blk, f))
+      sFail = 1;
+  }
+  __syncthreads();
+  /* One direct call per pair; the entry kernel of the ce mover leaves the epochs to its exit kernel. */
+  osLastBlockOut(a, a.L.bwDirEpochOff, sEp, w.phase == RELAY_BW_PHASE_ENTRY ? 0 : 1);
+}
+
+struct BwDirectGet {
+  typedef const void* Result;
+  template <typename Tr, int OP, int NA>
+  static Result get() {
+    return (const void*)bwDirectKernel<Tr, OP, NA>;
+  }
+};
+
 struct BwGet {
   typedef const void* Result;
   template <typename Tr, int OP, int NA>
@@ -254,9 +372,7 @@ typedef PickWidth<BwHostGet> PickBwHost;
 
 extern "C" cudaError_t relayCudaBw(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
                                    cudaStream_t stream) {
-  PickWidth<BwGet> v;
-  v.gather = w ? w->os.gather : 0;
-  v.pair = w && w->os.nActive == 2 && !w->os.wide;
+  PickWidth<BwGet> v(w ? &w->os : NULL);
   const void* k = visit(dt, op, v);
   if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
       w->os.me >= w->os.nActive || threads < 32 || threads > RELAY_OS_MAX_THREADS || threads % 32 || !w->os.hostErr ||
@@ -268,4 +384,46 @@ extern "C" cudaError_t relayCudaBw(const relayBwArgs* w, relayDataType_t dt, rel
   /* cudaLaunchKernel returns this launch's error without touching the
    * thread's sticky last error, which belongs to the user. */
   return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
+}
+
+extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
+                                         cudaStream_t stream) {
+  PickWidth<BwDirectGet> v(w ? &w->os : NULL);
+  const void* k = visit(dt, op, v);
+  if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
+      w->os.me >= w->os.nActive || threads < 32 || threads > RELAY_OS_MAX_THREADS || threads % 32 || !w->os.hostErr ||
+      !w->os.hostAbort || w->phase < RELAY_BW_PHASE_ALL || w->phase > RELAY_BW_PHASE_EXIT ||
+      (w->phase != RELAY_BW_PHASE_ALL && !w->os.gather))
+    return cudaErrorInvalidValue;
+  for (int i = 0; i < w->os.nActive; i++)
+    if (!w->win[i]) return cudaErrorInvalidValue;
+  relayBwArgs copy = *w;
+  void* args[] = {&copy};
+  return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
+}
+
+extern "C" cudaError_t relayCudaBwDirectRun(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
+                                            int ce, cudaStream_t stream) {
+  if (!w) return cudaErrorInvalidValue;
+  relayBwArgs p = *w;
+  if (!ce || !w->os.gather) {
+    p.phase = RELAY_BW_PHASE_ALL;
+    return relayCudaBwDirect(&p, dt, op, threads, stream);
+  }
+  p.phase = RELAY_BW_PHASE_ENTRY;
+  cudaError_t e = relayCudaBwDirect(&p, dt, op, threads, stream);
+  /* Peers in turn after me (not all onto one peer at once), my own block
+   * last. An entry that fails (deadline, a peer's failure) fails the comm,
+   * but these copies are enqueued already: the peers' recv is then undefined. */
+  const relayOsArgs& a = w->os;
+  const size_t es = (size_t)a.elemSize, bytes = (size_t)a.count * es;
+  for (int k = 1; k <= a.nActive && e == cudaSuccess; k++) {
+    int i = (a.me + k) % a.nActive;
+    char* to = (i == a.me ? (char*)a.dst : w->win[i] + w->recvOff) + (size_t)a.me * bytes;
+    const char* from = (const char*)a.src + (size_t)i * (size_t)a.srcStride * es;
+    if (to != from) e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream); /* in place: skipped */
+  }
+  if (e != cudaSuccess) return e;
+  p.phase = RELAY_BW_PHASE_EXIT;
+  return relayCudaBwDirect(&p, dt, op, threads, stream);
 }

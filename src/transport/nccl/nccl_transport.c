@@ -624,6 +624,8 @@ const relayTransportOps relayNcclTransport = {
     .nativePrepare = relayNcclNativePrepare,
     .native = relayNcclNative,
     .isCapturing = tpIsCapturing,
+    .winRegister = relayNcclWinRegister,
+    .winDeregister = relayNcclWinDeregister,
 };
 
 relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {

@@ -334,6 +334,17 @@ static relayResult_t osCheckError(struct relayComm* c, osState* s) {
           "in an earlier one-shot call rank %u pushed another element count than this rank (pair "
           "epoch %u): counts differ between ranks; the comm is failed",
           peer, ep);
+    case RELAY_OS_ERR_WINDOW:
+      return relaySetError(c, relayInvalidUsage,
+                           "in an earlier windowed bw call rank %u's buffers lay in another window or at other offsets "
+                           "than this rank's (direct epoch %u): a windowed call needs the same window and offsets on "
+                           "every active rank; the comm is failed",
+                           peer, ep);
+    case RELAY_OS_ERR_EXIT:
+      return relaySetError(c, relayTimeout,
+                           "an earlier windowed bw call waited %d ms for rank %u to finish with this rank's buffers "
+                           "(direct epoch %u, block %u) and gave up; the comm is failed",
+                           c->cfg.timeoutMs, peer, ep, blk);
     case RELAY_OS_ERR_REMOTE:
       return relaySetError(
           c, relayRemoteError,

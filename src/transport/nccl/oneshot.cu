@@ -514,10 +514,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   u64* const err = wordAt(mine, a.L.ctlOff + 8);
 
   /* 0. A failed comm stays failed: exit before touching any peer. */
-  if (tid == 0) sFail = ldVolatile(err) != 0;
-  if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[tid]))) + 1 : 0;
-  __syncthreads();
+  osEnter(a, a.L.epochsOff, 1, sEp, &sFail);
   if (sFail) return;
   const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
 
@@ -590,18 +587,15 @@ const void* pickProtocol(int ll) {
  * (2026-11-30 run 8, graph replay, bf16, same process as the wide ones via
  * RELAYCC_ONESHOT_WIDE=1): 0.40-0.65 us less per call from 4 KB to 512 KB
  * (all-reduce 4 KB 3.56 against 4.00 us, LL128 64 KB 4.12 against 4.76). */
-struct PickKernel {
+struct OsGet {
   typedef const void* Result;
-  int ll, gather, pair;
-  template <typename Tr, int OP>
-  Result apply() {
-    /* A gather's kernels depend on the element type only. */
-    if (pair) return gather ? pickProtocol<Tr, RELAY_OS_GATHER, 2>(ll) : pickProtocol<Tr, OP, 2>(ll);
-    return gather ? pickProtocol<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>(ll)
-                  : pickProtocol<Tr, OP, RELAY_OS_MAX_ACTIVE>(ll);
+  int ll;
+  template <typename Tr, int OP, int NA>
+  Result get() const {
+    return pickProtocol<Tr, OP, NA>(ll);
   }
-  Result none() { return NULL; }
 };
+typedef PickWidth<OsGet> PickKernel;
 
 #ifdef RELAY_ONESHOT_HOST_EMULATION
 /* tests/gpu/emul_oneshot.cu: the push (phase 0) and reduce (phase 1) of one
@@ -640,10 +634,8 @@ typedef PickWidth<OsHostGet> PickHost;
 
 extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                                         cudaStream_t stream) {
-  PickKernel v;
-  v.ll = a ? a->ll : 0;
-  v.gather = a ? a->gather : 0;
-  v.pair = a && a->nActive == 2 && !a->wide;
+  OsGet g = {a ? a->ll : 0};
+  PickKernel v(a, g);
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||

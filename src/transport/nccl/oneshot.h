@@ -107,7 +107,9 @@ enum {
   RELAY_OS_ERR_ACK = 2,      /* the peer did not finish reading an older push before the deadline */
   RELAY_OS_ERR_COUNT = 3,    /* the peer pushed another element count */
   RELAY_OS_ERR_REMOTE = 4,   /* the peer reported a failure of its own */
-  RELAY_OS_ERR_ABORTED = 5   /* relayCommAbort / destroy of a failed comm */
+  RELAY_OS_ERR_ABORTED = 5,  /* relayCommAbort / destroy of a failed comm */
+  RELAY_OS_ERR_WINDOW = 6,   /* direct path: the peer's window or offsets differ (or it is staged) */
+  RELAY_OS_ERR_EXIT = 7      /* direct path: the peer did not finish with my buffers before the deadline */
 };
 static inline RELAY_OS_HD uint64_t relayOsErrPack(unsigned code, unsigned peer, unsigned blk, uint64_t epoch) {
   return ((uint64_t)(code & 0xffu) << 56) | ((uint64_t)(peer & 0xffu) << 48) | ((uint64_t)(blk & 0xffffu) << 32) |
@@ -134,8 +136,18 @@ typedef struct {
    *                     region: "block b read my part of tile f from slot k"
    * bwEpoch[n]          u64  local: tiles exchanged with each peer (the same
    *                     count each way), advanced by each call's last block
-   * bwStaging[n][ring][bwTileBytes]  source s's tiles */
+   * bwStaging[n][ring][bwTileBytes]  source s's tiles
+   * The direct path (registered windows; bw.cu bwDirectKernel):
+   * bwEnter[n][RELAY_BW_BLOCKS] u64  written by source s: "my block b entered
+   *                     our direct call number e" (per pair, from 1)
+   * bwEnterInfo[n][4]   u64  written by source s (block 0) before its flags:
+   *                     window id, send offset, recv offset (a mismatch is an error)
+   * bwExit[n][RELAY_BW_BLOCKS] u64  written by source s: "my block b finished
+   *                     writing your recv and reading your send in call e"
+   * bwDirEpoch[n]       u64  local: direct calls with each peer, advanced by
+   *                     each call's last block (the exit kernel with ce) */
   uint64_t bwFlagsOff, bwBytesOff, bwAcksOff, bwEpochsOff, bwStagingOff, bwTileBytes;
+  uint64_t bwEnterOff, bwEnterInfoOff, bwExitOff, bwDirEpochOff;
   int32_t bwRing, pad2;
 } relayOsLayout;
 
@@ -169,6 +181,7 @@ static inline RELAY_OS_HD void relayOsLayoutInit(relayOsLayout* L, int n, size_t
   L->sentinelOff = o;
   L->regionBytes = relayOsRoundUp(o + 8, 256);
   L->bwFlagsOff = L->bwBytesOff = L->bwAcksOff = L->bwEpochsOff = L->bwStagingOff = L->bwTileBytes = 0;
+  L->bwEnterOff = L->bwEnterInfoOff = L->bwExitOff = L->bwDirEpochOff = 0;
   L->bwRing = L->pad2 = 0;
 }
 
@@ -193,6 +206,14 @@ static inline RELAY_OS_HD void relayOsLayoutAddBw(relayOsLayout* L, uint64_t til
   o += un * ur * RELAY_BW_BLOCKS * 8;
   L->bwEpochsOff = o;
   o += un * 8;
+  L->bwEnterOff = o;
+  o += un * RELAY_BW_BLOCKS * 8;
+  L->bwEnterInfoOff = o;
+  o += un * 4 * 8;
+  L->bwExitOff = o;
+  o += un * RELAY_BW_BLOCKS * 8;
+  L->bwDirEpochOff = o;
+  o += un * 8;
   L->bwStagingOff = relayOsRoundUp(o, 256);
   o = L->bwStagingOff + un * ur * L->bwTileBytes;
   L->sentinelOff = o;
@@ -209,6 +230,18 @@ static inline RELAY_OS_HD uint64_t relayOsBwAckOff(const relayOsLayout* L, int c
 }
 static inline RELAY_OS_HD uint64_t relayOsBwEpochOff(const relayOsLayout* L, int peer) {
   return L->bwEpochsOff + (uint64_t)peer * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwEnterOff(const relayOsLayout* L, int src, int blk) {
+  return L->bwEnterOff + ((uint64_t)src * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwEnterInfoOff(const relayOsLayout* L, int src, int what) {
+  return L->bwEnterInfoOff + ((uint64_t)src * 4 + (uint64_t)what) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwExitOff(const relayOsLayout* L, int src, int blk) {
+  return L->bwExitOff + ((uint64_t)src * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsBwDirEpochOff(const relayOsLayout* L, int peer) {
+  return L->bwDirEpochOff + (uint64_t)peer * 8;
 }
 static inline RELAY_OS_HD uint64_t relayOsBwStagingOff(const relayOsLayout* L, int src, int slot) {
   return L->bwStagingOff + ((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * L->bwTileBytes;
@@ -329,10 +362,26 @@ typedef struct {
   uint64_t tile;  /* elements per tile */
   uint64_t shard; /* two-shot: elements per shard (planBwShard); 0: push form */
   uint64_t T1, U;
+  /* The direct path (win[] set): active i's window as mapped here (own: the
+   * buffer), the offsets every active uses, and which phases run. */
+  char* win[RELAY_OS_MAX_ACTIVE];
+  uint64_t winId, sendOff, recvOff;
+  int32_t phase; /* RELAY_BW_PHASE_* */
+  int32_t pad3;
 } relayBwArgs;
+/* A direct launch's phases: all of them (sm), or the copy-engine mover's
+ * entry kernel, then its peer copies (host), then its exit kernel. */
+enum { RELAY_BW_PHASE_ALL = 0, RELAY_BW_PHASE_ENTRY = 1, RELAY_BW_PHASE_EXIT = 2 };
 
 /* Enqueues the bandwidth kernel (threads: 32 .. 512, a multiple of 32). */
 cudaError_t relayCudaBw(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, cudaStream_t stream);
+/* The direct path's kernel (a->win set), one phase or all. */
+cudaError_t relayCudaBwDirect(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
+                              cudaStream_t stream);
+/* A whole direct call: the SM kernel, or with ce (gathers only; else sm)
+ * the entry kernel, one copy-engine peer copy per peer, the exit kernel. */
+cudaError_t relayCudaBwDirectRun(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, int ce,
+                                 cudaStream_t stream);
 
 /* Enqueues the kernel (threads per block: 32 .. 512). Returns the launch
  * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */
@@ -362,6 +411,12 @@ relayResult_t relayNcclOsLaunched(struct relayComm* comm, cudaError_t e, const c
 /* bw.c: the bandwidth route's transport ops. */
 relayResult_t relayNcclBwPrepare(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
 relayResult_t relayNcclBw(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
+/* window.c: registered windows (transport.h winRegister / winDeregister):
+ * every peer's buffer IPC-mapped; relayNcclWinPeer is active rank q's base
+ * as mapped in this process (own: the buffer), NULL when unmapped. */
+relayResult_t relayNcclWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases);
+void relayNcclWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective);
+char* relayNcclWinPeer(const struct relayWindow* w, int rank);
 
 #ifdef __cplusplus
 }

@@ -211,15 +211,57 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
 /* A kernel (or host runner) per element type, op and width, as the visit()
  * of reduce_rules.cuh asks: F::get<Tr, OP, NA>() for the pair (NA = 2, at
  * A = 2) or the 8-active instantiation, OP = RELAY_OS_GATHER for a gather. */
+/* The one width choice of every one-shot and bw kernel (and their host
+ * emulations): pair kernels (NA = 2) at A = 2 unless RELAYCC_ONESHOT_WIDE,
+ * else compiled for RELAY_OS_MAX_ACTIVE (oneshot.cu PickKernel says why); a
+ * gather's kernels depend on the element type only. F::get<Tr, OP, NA>()
+ * returns the kernel (f carries any further choice, the one-shot's protocol). */
+/* A kernel's first step (every block): *fail = the comm failed before (exit
+ * before touching any peer), sEp[i] = active i's pair epoch at epochsOff
+ * (base + comm rank * 8 in my region) + add. Ends with __syncthreads. */
+__device__ __forceinline__ void osEnter(const relayOsArgs& a, uint64_t epochsOff, u64 add, u64* sEp, int* fail) {
+  const int tid = threadIdx.x, A = a.nActive, me = a.me;
+  char* const mine = a.region[me];
+  if (tid == 0) *fail = ldVolatile(wordAt(mine, a.L.ctlOff + 8)) != 0;
+  if (tid < RELAY_OS_MAX_ACTIVE)
+    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[tid] * 8)) + add : 0;
+  __syncthreads();
+}
+
+/* The last block out of a launch (the region's done counter; kernels of one
+ * comm are stream-ordered) resets the counter and, when the comm has not
+ * failed and adv != 0, stores sEp[i] + adv into every peer's epoch at
+ * epochsOff (read by the next launch on this GPU, ordered by the kernel
+ * boundary). Every block must reach it, failed or not. Returns true in the
+ * last block's thread 0 when it advanced. */
+__device__ __forceinline__ bool osLastBlockOut(const relayOsArgs& a, uint64_t epochsOff, const u64* sEp, u64 adv) {
+  if (threadIdx.x != 0) return false;
+  char* const mine = a.region[a.me];
+  unsigned* done = (unsigned*)(mine + a.L.ctlOff);
+  __threadfence();
+  if (atomicAdd(done, 1u) != gridDim.x - 1) return false;
+  __threadfence();
+  *(volatile unsigned*)done = 0;
+  if (ldVolatile(wordAt(mine, a.L.ctlOff + 8)) != 0 || !adv) return false;
+  for (int i = 0; i < a.nActive; i++)
+    if (i != a.me) stVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[i] * 8), sEp[i] + adv);
+  return true;
+}
+
 template <typename F>
 struct PickWidth {
   typedef typename F::Result Result;
+  F f;
   int gather, pair;
+  PickWidth() : f(), gather(0), pair(0) {}
+  /* From a launch's arguments (NULL: nothing picked). */
+  explicit PickWidth(const relayOsArgs* a, F fn = F())
+      : f(fn), gather(a ? a->gather : 0), pair(a && a->nActive == 2 && !a->wide) {}
   template <typename Tr, int OP>
   Result apply() {
-    if (pair) return gather ? F::template get<Tr, RELAY_OS_GATHER, 2>() : F::template get<Tr, OP, 2>();
-    return gather ? F::template get<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>()
-                  : F::template get<Tr, OP, RELAY_OS_MAX_ACTIVE>();
+    if (pair) return gather ? f.template get<Tr, RELAY_OS_GATHER, 2>() : f.template get<Tr, OP, 2>();
+    return gather ? f.template get<Tr, RELAY_OS_GATHER, RELAY_OS_MAX_ACTIVE>()
+                  : f.template get<Tr, OP, RELAY_OS_MAX_ACTIVE>();
   }
   Result none() { return NULL; }
 };

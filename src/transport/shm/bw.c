@@ -15,6 +15,11 @@
  *                     call this rank rejected, or of another shape, is
  *                     refused, never reduced; relayShmCheckMark)
  *   [ack[n]]          written by consumer s: "I consumed your first ack tiles"
+ *   [entry[n], entry info[NENT][n]]  the direct path's entry barrier (below):
+ *                     source s entered call #entry with window, offsets,
+ *                     call, mark and shape as the info lines say
+ *   [exit[n]]         source s finished call #exit: it wrote all it writes
+ *                     into my buffers and read all it reads of mine
  *   [staging[n][ring][tileBytes]]
  *
  * Epochs are per ordered pair: sent[p] counts the tiles this rank pushed to
@@ -38,9 +43,13 @@
  * behind the push is the pipelining the GPU kernel does. Waits are the
  * transport's (relayShmWaitWord: deadline, abort, dead and failed peers).
  */
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "core/comm.h"
@@ -66,7 +75,23 @@ static size_t bwInfoOff(const bwState* s) { return bwFlagsOff() + (size_t)s->n *
 static size_t bwAcksOff(const bwState* s) {
   return bwInfoOff(s) + BW_NINFO * (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
 }
-static size_t bwStagingOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
+/* The direct path's entry words: flag, then per source its info lines. */
+enum {
+  BW_ENT_CALL = 0, BW_ENT_MARK = 1, BW_ENT_SHAPE = 2, BW_ENT_WIN = 3,
+  BW_ENT_SOFF_LO = 4, BW_ENT_SOFF_HI = 5, BW_ENT_ROFF_LO = 6, BW_ENT_ROFF_HI = 7, BW_NENT = 8
+};
+static size_t bwEntryOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
+static size_t bwExitOff(const bwState* s) { return bwEntryOff(s) + (1 + BW_NENT) * (size_t)s->n * RELAY_SHM_LINE; }
+static size_t bwStagingOff(const bwState* s) { return bwExitOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
+static relayShmWord* bwEntry(const bwState* s, unsigned char* base, int src) {
+  return (relayShmWord*)(base + bwEntryOff(s)) + src;
+}
+static _Atomic uint32_t* bwEntryInfo(const bwState* s, unsigned char* base, int what, int src) {
+  return &((relayShmWord*)(base + bwEntryOff(s)) + (size_t)(1 + what) * (size_t)s->n + (size_t)src)->v;
+}
+static relayShmWord* bwExit(const bwState* s, unsigned char* base, int src) {
+  return (relayShmWord*)(base + bwExitOff(s)) + src;
+}
 
 static relayShmWord* bwFlag(const bwState* s, unsigned char* base, int src, int slot) {
   return (relayShmWord*)(base + bwFlagsOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
@@ -224,6 +249,289 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
   return relaySuccess;
 }
 
+/* ---- windows: the direct path ------------------------------------------------
+ *
+ * A window registered on every rank (relayCommRegister) is reachable with
+ * cross-memory attach: process_vm_readv / process_vm_writev copy between
+ * this process and a peer's address space in one syscall, the CPU analogue
+ * of NVLink loads and stores into an IPC-mapped buffer. Registration
+ * exchanges pids (core already exchanged the buffers' addresses), probes a
+ * one-byte read of every peer's buffer (the kernel's ptrace-attach check:
+ * Yama's ptrace_scope, containers or seccomp can refuse it; a read allowed
+ * means a write is too, it is the same check) and votes: any refusal makes
+ * the window staged-only on every rank, RELAYCC_DEBUG=1 naming rank, peer
+ * and errno.
+ *
+ * A direct call (relayBwDesc.win), on every active:
+ *   entry: store window id, offsets, call, mark and shape in every peer's
+ *          region, then release the entry flag = call number (mod 2^32);
+ *          wait for every peer's (in my region) and compare. Another window
+ *          or offset, or window 0 (a peer that took the staged path posts
+ *          that entry on any comm with direct windows: its buffers are not
+ *          in the window, or it passed a bad one and runs through scratch)
+ *          sends this rank to the staged path too; every active sees the
+ *          same A entries, so all of them go there together and the call is
+ *          right (the caller broke the contract: check mode names the rank).
+ *          From here every peer is inside the call: its recv is free to
+ *          write and its send final.
+ *   move:  all-gather, all-to-all: write my block for peer j straight into
+ *          its recv at recvOff + me * count; reduce-scatter: read block me of
+ *          every peer's send, tile by tile into the window's pull buffer,
+ *          reduce in active-index order into my recv; all-reduce: shard me
+ *          (planBwShard, as the two-shot) read from every peer, reduced into
+ *          my recv, then written into every peer's recv. Only shard j's
+ *          owner touches shard j anywhere and reads a tile before it writes
+ *          it, so in place is safe.
+ *   exit:  release exit flag = call number in every peer's region; wait for
+ *          every peer's in mine: every write into my recv is done and every
+ *          read of my send finished, so the call may return.
+ * Waits are relayShmRegionWait's (deadline, abort, dead and failed peers); a
+ * copy that fails (ESRCH: the peer died) names the peer. */
+
+typedef struct {
+  int32_t* pids;   /* [n] */
+  uint64_t* bases; /* [n] each rank's buffer (0: none) */
+  char* pull;      /* (min(n, 8) - 1) tiles: what a reduce reads of its peers at once */
+  size_t pullTile; /* bytes per peer in pull */
+} shmWin;
+
+static void shmWinFree(shmWin* x) {
+  if (!x) return;
+  free(x->pids);
+  free(x->bases);
+  free(x->pull);
+  free(x);
+}
+
+/* One copy between my buffer and peer p's memory at remote, in as many
+ * syscalls as the kernel takes (it may move less than asked). */
+static relayResult_t bwCma(struct relayComm* comm, const shmWin* x, int p, int write, void* local, uint64_t remote,
+                           size_t len) {
+  size_t done = 0;
+  while (done < len) {
+    struct iovec l = {(char*)local + done, len - done}, r = {(void*)(uintptr_t)(remote + done), len - done};
+    ssize_t n = write ? process_vm_writev(x->pids[p], &l, 1, &r, 1, 0) : process_vm_readv(x->pids[p], &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return relaySetError(comm, errno == ESRCH ? relayRemoteError : relaySystemError,
+                           "bw direct: %s %zu bytes %s rank %d (pid %d) at window offset %llu: %s%s",
+                           write ? "writing" : "reading", len - done, write ? "into" : "from", p, (int)x->pids[p],
+                           (unsigned long long)(remote + done - x->bases[p]), n == 0 ? "no progress" : strerror(errno),
+                           errno == ESRCH ? " (it died)" : "");
+    done += (size_t)n;
+  }
+  return relaySuccess;
+}
+
+/* The entry record in every peer's region (window 0: the staged path). */
+static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d, uint32_t win, size_t soff,
+                        size_t roff) {
+  int r = comm->rank;
+  for (int k = 1; k < d->nActive; k++) {
+    int p = d->ranks[(d->me + k) % d->nActive];
+    unsigned char* at = s->reg.base[p];
+    uint32_t v[BW_NENT] = {0, 0, 0, win, (uint32_t)soff, (uint32_t)((uint64_t)soff >> 32), (uint32_t)roff,
+                           (uint32_t)((uint64_t)roff >> 32)};
+    for (int f = BW_ENT_WIN; f < BW_NENT; f++)
+      atomic_store_explicit(bwEntryInfo(s, at, f, r), v[f], memory_order_relaxed);
+    relayShmStampMark(comm, bwEntryInfo(s, at, BW_ENT_CALL, r), bwEntryInfo(s, at, BW_ENT_MARK, r),
+                      bwEntryInfo(s, at, BW_ENT_SHAPE, r));
+    atomic_store_explicit(&bwEntry(s, at, r)->v, (uint32_t)comm->callSeq, memory_order_release);
+    relayShmRing(comm, p);
+  }
+}
+
+static uint64_t bwEntry64(const bwState* s, unsigned char* base, int lo, int p) {
+  return (uint64_t)atomic_load_explicit(bwEntryInfo(s, base, lo, p), memory_order_relaxed) |
+         (uint64_t)atomic_load_explicit(bwEntryInfo(s, base, lo + 1, p), memory_order_relaxed) << 32;
+}
+
+/* *direct = 1 when every active posted my window and offsets, else 0: every
+ * active then sees the same A entries, so all of them fall back to the
+ * staged path together (the entries of a staged rank carry window 0). */
+static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayBwDesc* w, int* direct) {
+  const relayOneShotDesc* d = &w->c;
+  unsigned char* mine = s->reg.base[comm->rank];
+  bwPostEntry(comm, s, d, w->win->id, w->sendOff, w->recvOff);
+  *direct = 1;
+  for (int k = 1; k < d->nActive; k++) {
+    int p = d->ranks[(d->me + k) % d->nActive];
+    relayResult_t res = relayShmRegionWait(comm, bwEntry(s, mine, p), (uint32_t)comm->callSeq, p, "bw direct",
+                                           "entry into the call");
+    if (res == relaySuccess)
+      res = relayShmCheckMark(comm, bwEntryInfo(s, mine, BW_ENT_CALL, p), bwEntryInfo(s, mine, BW_ENT_MARK, p),
+                              bwEntryInfo(s, mine, BW_ENT_SHAPE, p), p, "bw direct");
+    if (res != relaySuccess) return res;
+    uint32_t win = atomic_load_explicit(bwEntryInfo(s, mine, BW_ENT_WIN, p), memory_order_relaxed);
+    uint64_t so = bwEntry64(s, mine, BW_ENT_SOFF_LO, p), ro = bwEntry64(s, mine, BW_ENT_ROFF_LO, p);
+    if (*direct && (win != w->win->id || so != w->sendOff || ro != w->recvOff)) {
+      *direct = 0;
+      if (relayDebugLevel() >= 1)
+        fprintf(stderr,
+                "relaycc: rank %d: call #%llu: rank %d's buffers lie in window %u at send offset %llu, recv offset "
+                "%llu, this rank's in window %u at %zu, %zu (0: none): every active takes the staged path\n",
+                comm->rank, (unsigned long long)comm->callSeq, p, win, (unsigned long long)so,
+                (unsigned long long)ro, w->win->id, w->sendOff, w->recvOff);
+    }
+  }
+  return relaySuccess;
+}
+
+static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const relayOneShotDesc* d) {
+  int r = comm->rank;
+  for (int k = 1; k < d->nActive; k++) {
+    int p = d->ranks[(d->me + k) % d->nActive];
+    atomic_store_explicit(&bwExit(s, s->reg.base[p], r)->v, (uint32_t)comm->callSeq, memory_order_release);
+    relayShmRing(comm, p);
+  }
+  for (int k = 1; k < d->nActive; k++) {
+    int p = d->ranks[(d->me + k) % d->nActive];
+    relayResult_t res = relayShmRegionWait(comm, bwExit(s, s->reg.base[r], p), (uint32_t)comm->callSeq, p,
+                                           "bw direct", "exit from the call");
+    if (res != relaySuccess) return res;
+  }
+  return relaySuccess;
+}
+
+/* Reduce elements [off, off + len) of every active's send (the peers' read
+ * into the pull buffer) into dst, in tiles of the pull buffer. */
+static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const shmWin* x, size_t es,
+                                    uint64_t off, uint64_t len, char* dst) {
+  const relayOneShotDesc* d = &w->c;
+  size_t tile = x->pullTile / es;
+  if (w->tileElems < tile) tile = w->tileElems;
+  for (uint64_t t = 0; t < len; t += tile) {
+    size_t n = len - t < tile ? (size_t)(len - t) : tile;
+    const void* srcs[RELAY_TP_ONESHOT_MAX];
+    for (int i = 0, slot = 0; i < d->nActive; i++) {
+      if (i == d->me) {
+        srcs[i] = (const char*)d->src + (off + t) * es;
+        continue;
+      }
+      char* into = x->pull + (size_t)slot++ * x->pullTile;
+      int p = d->ranks[i];
+      RELAY_CHECK(bwCma(comm, x, p, 0, into, x->bases[p] + w->sendOff + (off + t) * es, n * es));
+      srcs[i] = into;
+    }
+    relayHostReduce(dst + t * es, srcs, d->nActive, n, d->dtype, d->op, d->divisor);
+  }
+  return relaySuccess;
+}
+
+static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const shmWin* x, size_t es) {
+  const relayOneShotDesc* d = &w->c;
+  int A = d->nActive, me = d->me;
+  uint64_t c = d->count;
+  if (d->gather) {
+    /* All-gather (stride 0) and all-to-all (stride count): my block for
+     * active i into its recv block me; mine to my own recv unless in place. */
+    for (int k = 1; k < A; k++) {
+      int i = (me + k) % A, p = d->ranks[i];
+      const char* from = (const char*)d->src + (size_t)i * d->srcStride * es;
+      RELAY_CHECK(bwCma(comm, x, p, 1, (void*)from, x->bases[p] + w->recvOff + (uint64_t)me * c * es, c * es));
+    }
+    const char* own = (const char*)d->src + (size_t)me * d->srcStride * es;
+    char* at = (char*)d->dst + (size_t)me * c * es;
+    if (own != at) memcpy(at, own, c * es);
+    return relaySuccess;
+  }
+  if (d->srcStride) /* reduce-scatter: block me of every active */
+    return bwDirectReduce(comm, w, x, es, (uint64_t)me * c, c, (char*)d->dst);
+  /* All-reduce: shard me, reduced into my recv, then into every peer's. */
+  uint64_t shard = planBwShard(c, A), lo = (uint64_t)me * shard, hi = lo + shard;
+  if (lo > c) lo = c;
+  if (hi > c) hi = c;
+  if (hi == lo) return relaySuccess;
+  RELAY_CHECK(bwDirectReduce(comm, w, x, es, lo, hi - lo, (char*)d->dst + lo * es));
+  for (int k = 1; k < A; k++) {
+    int p = d->ranks[(me + k) % A];
+    RELAY_CHECK(bwCma(comm, x, p, 1, (char*)d->dst + lo * es, x->bases[p] + w->recvOff + lo * es, (hi - lo) * es));
+  }
+  return relaySuccess;
+}
+
+static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwDesc* w, size_t es) {
+  const shmWin* x = w->win->tp;
+  if (!x || !w->win->direct)
+    return relaySetError(comm, relayInternalError, "bw direct: window %u is staged-only", w->win->id);
+  RELAY_CHECK(bwDirectMove(comm, w, x, es));
+  return bwDirectExit(comm, s, &w->c);
+}
+
+/* What each rank votes after its probe. */
+typedef struct {
+  int32_t ok, err, peer, pad;
+} winProbe;
+
+relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases) {
+  int n = comm->nranks, r = comm->rank;
+  shmWin* x = calloc(1, sizeof *x);
+  int32_t pid = (int32_t)getpid();
+  if (x) {
+    x->pids = calloc((size_t)n, sizeof *x->pids);
+    x->bases = calloc((size_t)n, sizeof *x->bases);
+    /* The tile a reduce pulls at once: the route's (its key's rounding). */
+    planKey k;
+    memset(&k, 0, sizeof k);
+    k.bwTileBytes = (uint32_t)relayParamInt(comm, RELAY_P_BW_TILE_BYTES);
+    x->pullTile = planBwTileBytes(&k);
+    int peers = (n < RELAY_TP_ONESHOT_MAX ? n : RELAY_TP_ONESHOT_MAX) - 1;
+    x->pull = malloc((size_t)(peers > 0 ? peers : 1) * x->pullTile);
+  }
+  int32_t* pids = x && x->pids ? x->pids : NULL;
+  int32_t* tmp = pids ? NULL : calloc((size_t)n, sizeof *tmp); /* the round still needs somewhere to land */
+  if (!pids && !tmp) return relaySetError(comm, relaySystemError, "window %u: out of memory for %d pids", w->id, n);
+  relayResult_t res = comm->tp->agree(comm, &pid, pids ? pids : tmp, sizeof pid);
+  free(tmp);
+  if (res != relaySuccess) {
+    shmWinFree(x);
+    return res;
+  }
+  winProbe mine = {1, 0, -1, 0};
+  if (!x || !x->pids || !x->bases || !x->pull || !bases) {
+    mine = (winProbe){0, ENOMEM, r, 0};
+  } else {
+    memcpy(x->bases, bases, (size_t)n * sizeof *bases);
+    for (int q = 0; q < n && mine.ok; q++) {
+      if (q == r || !bases[q]) continue;
+      char byte;
+      struct iovec l = {&byte, 1}, rv = {(void*)(uintptr_t)bases[q], 1};
+      if (process_vm_readv(x->pids[q], &l, 1, &rv, 1, 0) != 1) mine = (winProbe){0, errno, q, 0};
+    }
+  }
+  winProbe* all = malloc((size_t)n * sizeof *all);
+  if (!all) {
+    shmWinFree(x);
+    return relaySetError(comm, relaySystemError, "window %u: out of memory for the vote", w->id);
+  }
+  res = comm->tp->agree(comm, &mine, all, sizeof mine);
+  int direct = res == relaySuccess;
+  for (int q = 0; q < n && direct; q++) {
+    if (all[q].ok) continue;
+    direct = 0;
+    if (relayDebugLevel() >= 1)
+      fprintf(stderr,
+              "relaycc: rank %d: window %u is staged-only: rank %d cannot reach rank %d's buffer with "
+              "process_vm_readv (%s)\n",
+              r, w->id, q, all[q].peer, strerror(all[q].err));
+  }
+  free(all);
+  if (res != relaySuccess || !direct) {
+    shmWinFree(x);
+    x = NULL;
+  }
+  w->direct = direct;
+  w->tp = x;
+  return res;
+}
+
+void relayShmWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective) {
+  (void)comm;
+  (void)collective; /* no peer state: every direct call ended at its exit barrier */
+  shmWinFree(w->tp);
+  w->tp = NULL;
+}
+
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStream_t stream) {
   (void)stream;
   bwState* s = comm->bw;
@@ -236,6 +544,19 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
                          "bw: region %s, A %d, me %d, tile %zu x %zu bytes (slot %zu), ring %d (region %d)",
                          s && s->ready ? "ready" : "absent", A, me, w->tileElems, es, s ? s->tileBytes : 0,
                          w->ring, s ? s->ring : 0);
+  relayResult_t res = relaySuccess;
+  if (w->win) {
+    int direct = 0;
+    res = bwDirectEntry(comm, s, w, &direct);
+    if (res == relaySuccess && direct) res = bwDirect(comm, s, w, es);
+    if (res != relaySuccess) comm->tp->fail(comm); /* peers waiting on this rank end now */
+    if (res != relaySuccess || direct) return res;
+    comm->lastWindow = 0; /* a peer's buffers are elsewhere: the staged path, on every active */
+  } else if (comm->directWindows) {
+    /* Tell the actives this rank takes the staged path: one that meant the
+     * direct one sees window 0 and joins it here. */
+    bwPostEntry(comm, s, d, 0, 0, 0);
+  }
   bwCall g = {w, es, w->tileElems, d->count, 0, 0, 0};
   if (w->twoShot) {
     g.shard = planBwShard(d->count, A);
@@ -244,7 +565,6 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
   } else {
     g.U = (d->count + g.tile - 1) / g.tile;
   }
-  relayResult_t res = relaySuccess;
   for (uint64_t i = 0; i <= g.U && res == relaySuccess; i++) {
     if (i >= 1) res = bwConsume(comm, s, &g, i - 1);
     if (res == relaySuccess && i < g.U) res = bwPush(comm, s, &g, i);

@@ -280,6 +280,8 @@ static const relayTransportOps relayShmOps = {
     .oneshot = relayShmOneShot,
     .bwPrepare = relayShmBwPrepare,
     .bw = relayShmBw,
+    .winRegister = relayShmWinRegister,
+    .winDeregister = relayShmWinDeregister,
 };
 
 /* ---------------------------------------------------------------- attach */

@@ -318,6 +318,9 @@ void relayShmOneShotFree(struct relayComm* comm);
 relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
 void relayShmBwFree(struct relayComm* comm);
+/* bw.c: windows (transport.h winRegister / winDeregister): the direct path's cross-memory attach. */
+relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases);
+void relayShmWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective);
 
 /* segment.c */
 uint64_t relayShmCommHash(struct relayComm* comm);
