@@ -388,7 +388,9 @@ static int rankMain(int rank, int nranks, void* arg) {
   G_CUDA(cudaStreamCreateWithFlags(&R.s, cudaStreamNonBlocking));
   G_CUDA(cudaHostAlloc((void**)&R.hostPage, 64, cudaHostAllocMapped | cudaHostAllocPortable));
   G_CUDA(cudaHostGetDevicePointer((void**)&R.hostPageDev, R.hostPage, 0));
-  R.pool = 2 * GUARD + (g_movers ? (size_t)64 << 20 : (size_t)NR * MAXC * 4) + 64;
+  /* movers: up to 64 MiB per rank in, so an all-gather's out is NR x that (a pool of 64 MiB let the
+   * 64 MiB all-gather write past the window: compute-sanitizer found it on the H200). */
+  R.pool = 2 * GUARD + (g_movers ? (size_t)NR * (64u << 20) : (size_t)NR * MAXC * 4) + 64;
   G_CUDA(cudaMalloc((void**)&R.dWin, 2 * R.pool));
   R.dSend = R.dWin;
   R.dRecv = R.dWin + R.pool;
