@@ -13,7 +13,8 @@ if(RELAY_HAVE_CUDA)
   # on the host, bit for bit against relayHostReduce: the reduce kernel
   # (emul_reduce), and the one-shot's push and reduce of every block over
   # regions laid out as on the GPU (emul_oneshot), and the bandwidth kernel's
-  # push and consume of every item of every block (emul_bw).
+  # push and consume of every item of every block and its direct path's
+  # moves between registered windows (emul_bw).
   foreach(e reduce oneshot bw)
     add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c src/core/params.c)
     target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)

@@ -152,6 +152,118 @@ static int runCase(const bcase* k, int caseNo) {
   return fail;
 }
 
+/* The direct path (registered windows): every active's send and recv in one
+ * window per rank, at the same offsets on every rank ([guard][send][guard]
+ * [recv][guard]), peers' buffers reached through win[] + sendOff / recvOff as
+ * bwDirectMove does after its entry flags. Parts run in the kernel's order:
+ * every block's part 0 on every active, then part 1 (an all-reduce's stores
+ * of its folded shard into the peers' recv). Checks the output against the
+ * serial reference, the send unchanged out of place, and every other byte of
+ * every window still poison. */
+static long g_direct;
+
+static int runDirectCase(const bcase* k, int caseNo) {
+  const int A = k->A;
+  const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
+  const int gather = k->coll == RELAY_COLL_ALLGATHER || k->coll == RELAY_COLL_ALLTOALL;
+  const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
+  const size_t G = EMUL_GUARD, mis = k->mis ? es : 0;
+  const size_t sendOff = G + mis, recvOff = G + in * es + 16 + G + mis, W = recvOff + out * es + 16 + G;
+  unsigned char* win[NR];
+  unsigned char* orig[NR];
+  relayBwArgs w[NR];
+  for (int i = 0; i < A; i++) {
+    if (posix_memalign((void**)&win[i], 256, W)) return 1;
+    orig[i] = (unsigned char*)malloc(in * es + 1);
+    if (!orig[i]) return 1;
+    memset(win[i], POISON, W);
+  }
+  for (int i = 0; i < A; i++) {
+    relayOsArgs* a = &w[i].os;
+    memset(&w[i], 0, sizeof w[i]);
+    unsigned char* src = win[i] + sendOff;
+    unsigned char* dst = win[i] + recvOff;
+    /* In place: a gather's send is block i of its recv; a reduce's recv is its send (block i when blocked). */
+    if (gather && k->inPlace) src = dst + (size_t)i * c * es;
+    if (!gather && k->inPlace) dst = src + (rs ? (size_t)i * c * es : 0);
+    riFill(src, in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
+    memcpy(orig[i], src, in * es);
+    for (int j = 0; j < A; j++) w[i].win[j] = (char*)win[j];
+    w[i].sendOff = (uint64_t)(src - win[i]);
+    w[i].recvOff = (uint64_t)(dst - win[i]);
+    w[i].winId = 1;
+    a->dst = dst;
+    a->src = src;
+    a->count = c;
+    a->srcStride = rs ? c : 0;
+    a->nActive = A;
+    a->me = i;
+    a->grid = RELAY_BW_BLOCKS;
+    a->vec = ((w[i].sendOff | w[i].recvOff | (uint64_t)(a->srcStride * es) | (uint64_t)(gather ? c * es : 0)) &
+              15u) == 0;
+    a->gather = gather;
+    a->divisor = relayCollReduces((relayColl_t)k->coll) && k->op == relayAvg ? A : 0;
+    a->elemSize = (int)es;
+  }
+  PickBwDirectHost pick;
+  pick.gather = gather;
+  pick.pair = A == 2 && !k->wideAtPair;
+  BwDirectHostPart run = visit(k->dt, gather ? relaySum : k->op, pick);
+  char what[256];
+  static const char* const names[RELAY_NUM_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  snprintf(what, sizeof what, "direct A=%d%s %s %s %s count=%zu %s mis=%d threads=%d", A,
+           pick.pair ? " (pair kernels)" : "", names[k->coll], relayTypeName(k->dt), relayOpName(k->op), c,
+           k->inPlace ? "in-place" : "out-of-place", k->mis, k->threads);
+  if (!run) {
+    printf("FAIL %s: no host runner\n", what);
+    return 1;
+  }
+  for (int part = 0; part < 2; part++)
+    for (int i = 0; i < A; i++)
+      for (int b = 0; b < RELAY_BW_BLOCKS; b++)
+        for (int t = 0; t < k->threads; t++) run(w[i], b, t, k->threads, part);
+  int fail = 0;
+  unsigned char* exp = (unsigned char*)malloc(out * es + 1);
+  for (int i = 0; i < A && !fail; i++) {
+    const void* srcs[RELAY_OS_MAX_ACTIVE];
+    for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
+    if (gather)
+      for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * c * es, srcs[j], c * es);
+    else
+      relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
+    const unsigned char* dst = (const unsigned char*)w[i].os.dst;
+    const unsigned char* src = (const unsigned char*)w[i].os.src;
+    if (memcmp(exp, dst, out * es) != 0) {
+      size_t e = 0;
+      while (memcmp(exp + e * es, dst + e * es, es) == 0) e++;
+      printf("FAIL %s: active %d element %zu of %zu differs from the reference\n", what, i, e, out);
+      fail = 1;
+      break;
+    }
+    if (!k->inPlace && memcmp(src, orig[i], in * es) != 0) {
+      printf("FAIL %s: active %d's send changed\n", what, i);
+      fail = 1;
+      break;
+    }
+    /* In place the recv lies in the send (reduce) or holds it (gather): the union is what may differ. */
+    const unsigned char* lo = src < dst ? src : dst;
+    const unsigned char* hi = src + in * es > dst + out * es ? src + in * es : dst + out * es;
+    for (const unsigned char* p = win[i]; p < win[i] + W && !fail; p++)
+      if ((k->inPlace ? (p < lo || p >= hi) : (p < src || p >= src + in * es) && (p < dst || p >= dst + out * es)) &&
+          *p != POISON) {
+        printf("FAIL %s: active %d's window written at byte %td, outside its send and recv\n", what, i, p - win[i]);
+        fail = 1;
+      }
+  }
+  free(exp);
+  for (int i = 0; i < A; i++) {
+    free(win[i]);
+    free(orig[i]);
+  }
+  g_direct++;
+  return fail;
+}
+
 int main() {
   /* Counts around and between tiles (1 KiB and 4 KiB tiles: 256 / 1024 fp32),
    * a few shapes of every collective, dtype and width; tiles of 64 B too. */
@@ -185,9 +297,11 @@ int main() {
           k.mis = (rng >> 16) % 4 == 0;
           k.threads = (rng >> 20) % 2 ? 32 : 64;
           k.wideAtPair = k.A == 2 && (rng >> 24) % 2;
-          if (runCase(&k, caseNo++)) return 1;
+          if (runCase(&k, caseNo) || runDirectCase(&k, caseNo)) return 1;
+          caseNo++;
         }
-  printf("PASS: %ld emulated bw calls (every item's push and consume of every block) match relayHostReduce\n",
-         g_cases);
+  printf("PASS: %ld emulated bw calls (every item's push and consume of every block) and %ld direct-path calls "
+         "(registered windows) match relayHostReduce\n",
+         g_cases, g_direct);
   return 0;
 }

@@ -366,6 +366,22 @@ struct BwHostGet {
   }
 };
 typedef PickWidth<BwHostGet> PickBwHost;
+/* The direct path's move (part 0, then part 1 after the block barrier) of one
+ * block's range, thread after thread: the data the kernel moves between its
+ * entry and exit flags. */
+typedef void (*BwDirectHostPart)(const relayBwArgs& w, int blk, int tid, int nthr, int part);
+template <typename Tr, int OP, int NA>
+void bwDirectHostPart(const relayBwArgs& w, int blk, int tid, int nthr, int part) {
+  bwDirectMove<Tr, OP, NA>(w, blk, tid, nthr, part);
+}
+struct BwDirectHostGet {
+  typedef BwDirectHostPart Result;
+  template <typename Tr, int OP, int NA>
+  static Result get() {
+    return bwDirectHostPart<Tr, OP, NA>;
+  }
+};
+typedef PickWidth<BwDirectHostGet> PickBwDirectHost;
 #endif
 
 }  // namespace
