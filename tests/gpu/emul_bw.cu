@@ -36,6 +36,28 @@ typedef struct {
 
 static long g_cases;
 
+/* Active i's output against the serial reference of the actives' original
+ * inputs (exp: scratch of out elements); 0 when equal, else 1 with a message. */
+static int checkOut(const char* what, const bcase* k, const relayBwArgs* w, unsigned char* const* orig, int i,
+                    unsigned char* exp) {
+  const int A = k->A;
+  const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
+  const int gather = k->coll == RELAY_COLL_ALLGATHER || k->coll == RELAY_COLL_ALLTOALL;
+  const size_t c = k->count, es = relayTypeSize(k->dt), out = gather ? (size_t)A * c : c;
+  const void* srcs[RELAY_OS_MAX_ACTIVE];
+  for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
+  if (gather)
+    for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * c * es, srcs[j], c * es);
+  else
+    relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
+  const unsigned char* dst = (const unsigned char*)w[i].os.dst;
+  if (memcmp(exp, dst, out * es) == 0) return 0;
+  size_t e = 0;
+  while (memcmp(exp + e * es, dst + e * es, es) == 0) e++;
+  printf("FAIL %s: active %d element %zu of %zu differs from the reference\n", what, i, e, out);
+  return 1;
+}
+
 static int runCase(const bcase* k, int caseNo) {
   const int A = k->A;
   const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
@@ -125,19 +147,7 @@ static int runCase(const bcase* k, int caseNo) {
       }
   unsigned char* exp = (unsigned char*)malloc(out * es + 1);
   for (int i = 0; i < A && !fail; i++) {
-    const void* srcs[RELAY_OS_MAX_ACTIVE];
-    for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
-    if (gather)
-      for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * c * es, srcs[j], c * es);
-    else
-      relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
-    if (memcmp(exp, dst[i], out * es) != 0) {
-      size_t e = 0;
-      while (memcmp(exp + e * es, (char*)dst[i] + e * es, es) == 0) e++;
-      printf("FAIL %s: active %d element %zu of %zu differs from the reference\n", what, i, e, out);
-      fail = 1;
-      break;
-    }
+    if ((fail = checkOut(what, k, w, orig, i, exp))) break;
     fail = emulCheckBuffers(what, i, k->inPlace, gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es, out * es,
                             orig[i], POISON);
   }
@@ -225,21 +235,9 @@ static int runDirectCase(const bcase* k, int caseNo) {
   int fail = 0;
   unsigned char* exp = (unsigned char*)malloc(out * es + 1);
   for (int i = 0; i < A && !fail; i++) {
-    const void* srcs[RELAY_OS_MAX_ACTIVE];
-    for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
-    if (gather)
-      for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * c * es, srcs[j], c * es);
-    else
-      relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
     const unsigned char* dst = (const unsigned char*)w[i].os.dst;
     const unsigned char* src = (const unsigned char*)w[i].os.src;
-    if (memcmp(exp, dst, out * es) != 0) {
-      size_t e = 0;
-      while (memcmp(exp + e * es, dst + e * es, es) == 0) e++;
-      printf("FAIL %s: active %d element %zu of %zu differs from the reference\n", what, i, e, out);
-      fail = 1;
-      break;
-    }
+    if ((fail = checkOut(what, k, w, orig, i, exp))) break;
     if (!k->inPlace && memcmp(src, orig[i], in * es) != 0) {
       printf("FAIL %s: active %d's send changed\n", what, i);
       fail = 1;
