@@ -150,6 +150,28 @@ typedef enum {
   relayNumRoutes = 6
 } relayRoute_t;
 
+/* The collectives by number, where a call is named rather than made (relayCallReject, relayGetEnumName). */
+typedef enum {
+  relayCollectiveAllGather = 0,
+  relayCollectiveReduceScatter = 1,
+  relayCollectiveAllReduce = 2,
+  relayCollectiveAllToAll = 3,
+  relayCollectiveScatter = 4,
+  relayCollectiveGather = 5,
+  relayNumCollectives = 6
+} relayCollective_t;
+
+/* The public enums by name, for a binding that must keep no copy of them (the Python package reads its
+ * dtypes, ops, routes, collectives and result codes here). */
+typedef enum {
+  relayEnumResult = 0,     /* relayResult_t */
+  relayEnumDataType = 1,   /* relayDataType_t */
+  relayEnumRedOp = 2,      /* relayRedOp_t */
+  relayEnumRoute = 3,      /* relayRoute_t */
+  relayEnumCollective = 4, /* relayCollective_t */
+  relayNumEnums = 5
+} relayEnum_t;
+
 /*
  * Versioned config. Initialize with RELAY_CONFIG_INITIALIZER, then set what
  * you need. A field left at RELAY_CONFIG_UNDEF_INT (or NULL) takes its value
@@ -163,7 +185,7 @@ typedef struct relayConfig {
   unsigned int version;  /* RELAYCC_VERSION_CODE */
   int timeoutMs;         /* RELAYCC_TIMEOUT_MS: deadline of every wait (default 120000) */
   int checkMode;         /* RELAYCC_CHECK: 1 = ranks agree on each call's signature (default 0) */
-  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native (default auto) */
+  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native|bw (default auto) */
   int depth;             /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
   int shmRingBytes;      /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
   int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
@@ -182,6 +204,11 @@ RELAYCC_API const char* relayGetErrorString(relayResult_t result);
 /* The last error of this comm on this rank: which argument, rank, step. */
 RELAYCC_API const char* relayGetLastError(relayComm_t comm);
 RELAYCC_API relayResult_t relayGetVersion(int* version);
+/* The identifier of value `value` of enum `which`, spelled as in this header ("relayFloat32" for
+ * relayEnumDataType and 7, "relayRouteBw" for relayEnumRoute and 5); NULL when `value` is none of the
+ * enum's values. The values of each run 0, 1, ... up to its relayNum* count: a binding reads an enum by
+ * counting up to the first NULL. */
+RELAYCC_API const char* relayGetEnumName(relayEnum_t which, int value);
 
 /*
  * Shared-memory transport (CPU, one process per rank on one host).
@@ -263,6 +290,31 @@ RELAYCC_API relayResult_t relayScatter(const void* sendbuff, void* recvbuff, con
 RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts,
                                       relayDataType_t datatype, int root, const int* ranks, int nRanks,
                                       relayComm_t comm, relayStream_t stream);
+
+/*
+ * A call that a binding rejects. A layer above this API that checks arguments of its own (the Python
+ * package: a tensor's dtype, contiguity or size, a list's length) never rejects a call by itself: its
+ * rank would skip the call while the peers run it, and the ranks fall out of step (a peer's next call
+ * meets this one's data). It calls relayCallReject in place of the collective, on the rank that
+ * rejects, with the call's shape as far as it could read it and its reason. The call is then a call
+ * of this API with a bad argument on that rank: it counts (its number is consumed), it writes nothing
+ * to caller memory (it is given none) and returns relayInvalidArgument with `reason` as its text
+ * (relayGetLastError: "relayAllReduce (rank R, call #N): <reason>"), and the peers see what they see
+ * when a C caller passes a bad argument (README "After a rejected call"):
+ *   - a valid shape (coll, layout, counts, datatype, op and root as a valid call on this rank passes
+ *     them): a buffer error. The rank runs its part of the call through scratch; in check mode 0 the
+ *     peers that receive from it return relayRemoteError naming it, and the comm stays usable;
+ *   - an invalid shape (what the binding could not read passed as NULL counts or layout, or as a
+ *     datatype, op or root out of range): a shape error;
+ *   - check mode 1: every rank returns relayInvalidArgument, nothing moves; the peers' texts name this
+ *     rank and quote its reason.
+ * A rooted collective passes its rank set as a layout of one group ({1, nRanks, ranks}); op is read
+ * for the reducing collectives only, root for the rooted ones only. reason NULL: "rejected by the
+ * binding". Never returns relaySuccess.
+ */
+RELAYCC_API relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype,
+                                          relayRedOp_t op, const relayLayout_t* layout, int root,
+                                          const char* reason, relayComm_t comm, relayStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -142,8 +142,8 @@ static int rankCalls(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* Check mode 1: rank 2 alone passes NULL counts; it names its argument, every other rank names rank 2,
- * each under its own prefix; the next call (#2) runs. */
+/* Check mode 1: rank 2 alone passes NULL counts; it names its argument, every other rank names rank 2 and
+ * quotes its text, each under its own prefix; the next call (#2) runs. */
 static int rankCheck(int rank, int nranks, void* arg) {
   (void)arg;
   relayComm_t c = errorsComm(rank, nranks, 1, relayRouteAuto);
@@ -156,8 +156,8 @@ static int rankCheck(int rank, int nranks, void* arg) {
   if (rank == 2)
     snprintf(want, sizeof want, "relayAllReduce (rank 2, call #1): counts is NULL");
   else
-    snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s)", rank,
-             relayGetErrorString(relayInvalidArgument));
+    snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s): counts is NULL",
+             rank, relayGetErrorString(relayInvalidArgument)); /* its own text, quoted */
   expectExact(rank, "check mode", relayGetLastError(c), want);
   expectUntouched(rank, "check mode", &a);
   validCall(c, rank, "call 2");
@@ -286,11 +286,72 @@ static int runQuote(void) {
   return 0;
 }
 
+/* relayCallReject, the binding's rejection (the Python package's path for what it checks itself):
+ * rank 1 rejects an all-reduce whose shape it read whole (a tensor of another dtype than the call's),
+ * the others make the call. The call counts on rank 1, its text is the binding's reason under rank 1's
+ * prefix, nothing is written; check mode 0: rank 1 runs its part through scratch, the peers (all
+ * receive from it) return relayRemoteError naming it, their input untouched; check mode 1: every rank
+ * returns relayInvalidArgument and the peers quote the reason, nothing moves. Then an invalid shape
+ * (counts unread: NULL) in check mode 1: every rank alike again. The next call is right everywhere. */
+#define BINDING_REASON "tensor has dtype torch.float64, the call's dtype is torch.float32"
+static int rankBinding(int rank, int nranks, void* arg) {
+  int check = *(const int*)arg;
+  relayComm_t c = errorsComm(rank, nranks, check, relayRouteAuto);
+  callArgs a;
+  argsInit(&a, rank);
+  float sent[COUNT];
+  memcpy(sent, a.send, sizeof sent);
+  char want[512];
+  relayResult_t r = rank == 1 ? relayCallReject(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay,
+                                                0, BINDING_REASON, c, NULL)
+                              : relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
+  const char* e = relayGetLastError(c);
+  if (rank == 1) {
+    T_CHECK(r == relayInvalidArgument, "rank 1: the rejected call -> %s (%s)", relayGetErrorString(r), e);
+    expectExact(rank, "the rejected call", e, "relayAllReduce (rank 1, call #1): " BINDING_REASON);
+  } else if (check) {
+    T_CHECK(r == relayInvalidArgument, "rank %d: a peer of the rejected call -> %s (%s)", rank,
+            relayGetErrorString(r), e);
+    snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 1 rejected the call (%s): %s", rank,
+             relayGetErrorString(relayInvalidArgument), BINDING_REASON);
+    expectExact(rank, "a peer", e, want);
+  } else {
+    T_CHECK(r == relayRemoteError && strstr(e, "rank 1 passed a bad buffer in this call"),
+            "rank %d: a peer of the rejected call -> %s (%s)", rank, relayGetErrorString(r), e);
+  }
+  if (rank == 1 || check) expectUntouched(rank, "the rejected call", &a);
+  T_CHECK(memcmp(sent, a.send, sizeof sent) == 0, "rank %d: the rejected call changed an input", rank);
+  validCall(c, rank, "call 2");
+  if (check) {
+    r = rank == 2 ? relayCallReject(relayCollectiveAllReduce, NULL, relayFloat32, relaySum, &a.lay, 0,
+                                    "counts must be a list of 1 counts (one per group)", c, NULL)
+                  : relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
+    T_CHECK(r == relayInvalidArgument, "rank %d: call 3 -> %s (%s)", rank, relayGetErrorString(r),
+            relayGetLastError(c));
+    if (rank == 2)
+      snprintf(want, sizeof want, "relayAllReduce (rank 2, call #3): counts must be a list of 1 counts (one per group)");
+    else
+      snprintf(want, sizeof want,
+               "relayAllReduce (rank %d, call #3): rank 2 rejected the call (%s): counts must be a list of 1 counts "
+               "(one per group)",
+               rank, relayGetErrorString(relayInvalidArgument));
+    expectExact(rank, "call 3", relayGetLastError(c), want);
+    validCall(c, rank, "call 4");
+  }
+  r = relayCallReject(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, 0, "x", NULL, NULL);
+  T_CHECK(r == relayInvalidArgument, "rank %d: no comm -> %s", rank, relayGetErrorString(r));
+  expectExact(-1, "no comm", relayGetLastError(NULL), "relayAllReduce: comm is NULL");
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
 /* The rank cases fork 4 shm ranks each. */
 #define ERR_RANKS(nm, f) {.name = nm, .rank = f, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120}
 static const tCase kCases[] = {
     ERR_RANKS("calls", rankCalls),
     ERR_RANKS("check", rankCheck),
+    {.name = "binding-c0", .rank = rankBinding, .arg = &(int){0}, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120},
+    {.name = "binding-c1", .rank = rankBinding, .arg = &(int){1}, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120},
     ERR_RANKS("step", rankStep),
     ERR_RANKS("init", rankInit),
     {.name = "init-args", .fn = runInitArgs, .timeoutS = 120},

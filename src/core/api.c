@@ -80,6 +80,7 @@ typedef struct {
   relayRedOp_t op;
   const relayLayout_t* layout; /* rooted collectives: one group, the rank set */
   int root;                    /* rooted collectives only */
+  const char* reject;          /* relayCallReject: the binding's reason (NULL: a call to make) */
 } callArgs;
 
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr);
@@ -182,6 +183,39 @@ typedef struct {
   uint64_t winSendOff, winRecvOff;
 } callDigest;
 
+/* Rank `first` rejected the call (every rank saw it in the digests, so
+ * every rank takes this second round): each rejecting rank gives its own
+ * text without its prefix, and the others quote the first one's, so their
+ * error says why, not only that. `own` is this rank's text (lastError when
+ * it rejected); returns the call's result for this rank. */
+enum { REJECT_QUOTE_BYTES = 256 }; /* the most one agreement carries per rank (shm: SHM_AGREE_MAX) */
+static relayResult_t quoteRejection(struct relayComm* c, int first, relayResult_t status, relayResult_t local,
+                                    relayResult_t res, const char* own) {
+  char mine[REJECT_QUOTE_BYTES] = {0};
+  if (local != relaySuccess) {
+    char ctx[192];
+    relayErrorContext(c, ctx, sizeof ctx);
+    size_t n = strlen(ctx);
+    const char* body = strncmp(own, ctx, n) == 0 && own[n] == ':' && own[n + 1] == ' ' ? own + n + 2 : own;
+    snprintf(mine, sizeof mine, "%s", body);
+  }
+  char(*texts)[REJECT_QUOTE_BYTES] = malloc((size_t)c->nranks * sizeof *texts);
+  if (!texts) return relaySetError(c, relaySystemError, "out of memory in check mode");
+  relayResult_t agreed = c->tp->agree(c, mine, texts, sizeof mine);
+  if (agreed != relaySuccess) {
+    free(texts);
+    c->failed = 1;
+    return agreed;
+  }
+  if (local == relaySuccess) {
+    texts[first][REJECT_QUOTE_BYTES - 1] = 0;
+    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status),
+                        texts[first]);
+  }
+  free(texts);
+  return res;
+}
+
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                  int depth) {
   callDigest mine;
@@ -218,12 +252,10 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     memcpy(c->lastError, saved, sizeof saved);
     res = local;
   }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status != relaySuccess) {
-      res = relaySetError(c, (relayResult_t)all[q].status, "rank %d rejected the call (%s)", q,
-                          relayGetErrorString((relayResult_t)all[q].status));
-    }
-  }
+  int first = -1;
+  for (int q = 0; q < c->nranks && first < 0; q++)
+    if (all[q].status != relaySuccess) first = q;
+  if (first >= 0) res = quoteRejection(c, first, (relayResult_t)all[first].status, local, res, saved);
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
     const callDigest* x = &all[0];
     const callDigest* y = &all[q];
@@ -374,8 +406,17 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->callShape = 0;
   c->callWin = NULL;
   c->callSendOff = c->callRecvOff = 0;
-  int myGroup, myIndex, bufErr;
-  relayResult_t local = validate(c, a, &myGroup, &myIndex, &bufErr);
+  int myGroup = -1, myIndex = -1, bufErr = 0;
+  /* A collective out of range comes only from relayCallReject: a shape error. */
+  relayResult_t local = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? validate(c, a, &myGroup, &myIndex, &bufErr)
+                                                                : relayInvalidArgument;
+  if (a->reject) {
+    /* A binding's rejection (relayCallReject): what C makes of the shape
+     * picks the path, a valid one that of a buffer error; the text is the
+     * binding's, which names the argument it rejected. */
+    if (local == relaySuccess) bufErr = 1;
+    local = relaySetError(c, relayInvalidArgument, "%s", a->reject);
+  }
 
   planKey key;
   memset(&key, 0, sizeof key);
@@ -493,14 +534,15 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", kCallNames[a->coll]);
+  const char* name = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? kCallNames[a->coll] : "relayCallReject";
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", name);
   /* Every call counts on every rank, rejected ones too, so that a notice or
    * a message of call k names k on every rank and is never read by call k+1;
    * counted before anything can fail, so that every error of the call (the
    * prefix relaySetError builds from curCallName, callSeq and inCall) names
    * this call's number, not the one before. */
   comm->callSeq++;
-  comm->curCallName = kCallNames[a->coll];
+  comm->curCallName = name;
   atomic_store(&comm->inCall, 1);
   relayResult_t res = atomic_load(&comm->aborted)
                           ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
@@ -514,27 +556,27 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0};
+  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0};
+  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout, 0};
+  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0};
+  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
@@ -583,13 +625,76 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
 relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                            int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_SCATTER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root};
+  callArgs a = {RELAY_COLL_SCATTER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_GATHER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root};
+  callArgs a = {RELAY_COLL_GATHER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
   return call(&a, comm, stream);
+}
+
+/* ---- bindings: a rejected call, the enums by name ----------------------- */
+
+_Static_assert((int)relayCollectiveAllGather == RELAY_COLL_ALLGATHER &&
+                   (int)relayCollectiveReduceScatter == RELAY_COLL_REDUCESCATTER &&
+                   (int)relayCollectiveAllReduce == RELAY_COLL_ALLREDUCE &&
+                   (int)relayCollectiveAllToAll == RELAY_COLL_ALLTOALL &&
+                   (int)relayCollectiveScatter == RELAY_COLL_SCATTER &&
+                   (int)relayCollectiveGather == RELAY_COLL_GATHER && (int)relayNumCollectives == RELAY_NUM_COLLS_ALL,
+               "relayCollective_t numbers the collectives as relayColl_t does");
+
+/* The call through runCall like any other, with no buffer and the binding's
+ * reason: validate judges the shape, runCall takes the path of a C caller's
+ * bad argument (README "After a rejected call"). */
+relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype, relayRedOp_t op,
+                              const relayLayout_t* layout, int root, const char* reason, relayComm_t comm,
+                              relayStream_t stream) {
+  relayColl_t cl = (relayColl_t)coll;
+  /* A rooted call's rank set: a layout of one group; none, or another
+   * number of groups, is a set of no ranks (validateRooted: a shape error). */
+  relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0, layout ? layout->ranks : NULL};
+  if (relayCollRooted(cl)) layout = &set;
+  callArgs a = {cl, NULL, NULL, counts, datatype, op, layout, root, reason ? reason : "rejected by the binding"};
+  return call(&a, comm, stream);
+}
+
+#define RELAY_ENUM_NAME_(id) [id] = #id
+static const char* const kResultNames[relayNumResults] = {
+#define RELAY_RESULT_NAME_(name, value, msg) [value] = #name,
+    RELAY_RESULT_TABLE(RELAY_RESULT_NAME_)
+#undef RELAY_RESULT_NAME_
+};
+static const char* const kTypeNames[relayNumTypes] = {
+    RELAY_ENUM_NAME_(relayInt8),    RELAY_ENUM_NAME_(relayUint8),  RELAY_ENUM_NAME_(relayInt32),
+    RELAY_ENUM_NAME_(relayUint32),  RELAY_ENUM_NAME_(relayInt64),  RELAY_ENUM_NAME_(relayUint64),
+    RELAY_ENUM_NAME_(relayFloat16), RELAY_ENUM_NAME_(relayFloat32), RELAY_ENUM_NAME_(relayFloat64),
+    RELAY_ENUM_NAME_(relayBfloat16)};
+static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RELAY_ENUM_NAME_(relayProd),
+                                                  RELAY_ENUM_NAME_(relayMax), RELAY_ENUM_NAME_(relayMin),
+                                                  RELAY_ENUM_NAME_(relayAvg)};
+static const char* const kRouteNames[relayNumRoutes] = {
+    RELAY_ENUM_NAME_(relayRouteAuto),    RELAY_ENUM_NAME_(relayRouteDirect), RELAY_ENUM_NAME_(relayRouteRelay),
+    RELAY_ENUM_NAME_(relayRouteOneShot), RELAY_ENUM_NAME_(relayRouteNative), RELAY_ENUM_NAME_(relayRouteBw)};
+static const char* const kCollectiveNames[relayNumCollectives] = {
+    RELAY_ENUM_NAME_(relayCollectiveAllGather), RELAY_ENUM_NAME_(relayCollectiveReduceScatter),
+    RELAY_ENUM_NAME_(relayCollectiveAllReduce), RELAY_ENUM_NAME_(relayCollectiveAllToAll),
+    RELAY_ENUM_NAME_(relayCollectiveScatter),   RELAY_ENUM_NAME_(relayCollectiveGather)};
+#undef RELAY_ENUM_NAME_
+
+/* Each table is indexed by the enum's own identifiers, so a name cannot sit
+ * at another value; a value the table misses reads NULL, which the Python
+ * package's check against relaycc.h finds. */
+const char* relayGetEnumName(relayEnum_t which, int value) {
+  static const struct {
+    const char* const* names;
+    int n;
+  } kEnums[relayNumEnums] = {
+      [relayEnumResult] = {kResultNames, relayNumResults},  [relayEnumDataType] = {kTypeNames, relayNumTypes},
+      [relayEnumRedOp] = {kOpNames, relayNumOps},           [relayEnumRoute] = {kRouteNames, relayNumRoutes},
+      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives}};
+  if ((unsigned)which >= relayNumEnums || value < 0 || value >= kEnums[which].n) return NULL;
+  return kEnums[which].names[value];
 }
