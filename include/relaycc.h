@@ -162,14 +162,16 @@ typedef enum {
 } relayCollective_t;
 
 /* The public enums by name, for a binding that must keep no copy of them (the Python package reads its
- * dtypes, ops, routes, collectives and result codes here). */
+ * dtypes, ops, routes, collectives and result codes here). relayEnumEnum is this enum itself, so that a
+ * binding learns from enum 0 which number reads which enum. */
 typedef enum {
-  relayEnumResult = 0,     /* relayResult_t */
-  relayEnumDataType = 1,   /* relayDataType_t */
-  relayEnumRedOp = 2,      /* relayRedOp_t */
-  relayEnumRoute = 3,      /* relayRoute_t */
-  relayEnumCollective = 4, /* relayCollective_t */
-  relayNumEnums = 5
+  relayEnumEnum = 0,       /* relayEnum_t */
+  relayEnumResult = 1,     /* relayResult_t */
+  relayEnumDataType = 2,   /* relayDataType_t */
+  relayEnumRedOp = 3,      /* relayRedOp_t */
+  relayEnumRoute = 4,      /* relayRoute_t */
+  relayEnumCollective = 5, /* relayCollective_t */
+  relayNumEnums = 6
 } relayEnum_t;
 
 /*

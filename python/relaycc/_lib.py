@@ -6,33 +6,15 @@ build folder).
 """
 import ctypes
 import os
+import re
 
 # torch first: on GPUs librelaycc.so needs libnccl.so.2, and the loader reuses an already-mapped library of
 # that SONAME. Importing torch before loading ours makes that torch's own NCCL (its wheel's), whichever of
 # torch and relaycc the user imported first, so that the process holds one NCCL (checked at comm creation).
 import torch  # noqa: F401
 
-# relayResult_t (RELAY_RESULT_TABLE in relaycc.h).
-SUCCESS, UNHANDLED_CUDA, SYSTEM, INTERNAL, INVALID_ARGUMENT, INVALID_USAGE, REMOTE, IN_PROGRESS, TIMEOUT, \
-    NOT_SUPPORTED = range(10)
-
-# relayDataType_t: the values of ncclDataType_t.
-DTYPES = {
-    torch.int8: 0,
-    torch.uint8: 1,
-    torch.int32: 2,
-    torch.int64: 4,
-    torch.float16: 6,
-    torch.float32: 7,
-    torch.float64: 8,
-    torch.bfloat16: 9,
-}
-for _name, _code in (("uint32", 3), ("uint64", 5)):  # torch >= 2.3 has them
-  if hasattr(torch, _name):
-    DTYPES[getattr(torch, _name)] = _code
-OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
-ROUTES = {"auto": 0, "direct": 1, "relay": 2, "oneshot": 3, "native": 4}
-
+# The C struct layouts and the few #defines ctypes needs (relaycc.h; tests/python/test_api.py checks them
+# against the header). The enums' names and values come from the library itself (_enum, below).
 RELAY_CONFIG_UNDEF_INT = -2**31
 RELAY_CONFIG_MAGIC = 0x72656c61
 RELAY_NCCL_UNIQUE_ID_BYTES = 128
@@ -109,6 +91,7 @@ def _load():
       "relayGetErrorString": (ctypes.c_char_p, [R]),
       "relayGetLastError": (ctypes.c_char_p, [P]),
       "relayGetVersion": (R, [ctypes.POINTER(I)]),
+      "relayGetEnumName": (ctypes.c_char_p, [I, I]),
       "relayCommInitShm": (R, [ctypes.POINTER(P), I, I, ctypes.c_char_p,
                                ctypes.POINTER(RelayConfig)]),
       "relayCommDestroy": (R, [P]),
@@ -121,12 +104,14 @@ def _load():
       "relayAllToAll": (R, [P, P, S, I, ctypes.POINTER(RelayLayout), P, P]),
       "relayScatter": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
       "relayGather": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
+      "relayCallReject": (R, [I, S, I, I, ctypes.POINTER(RelayLayout), I, ctypes.c_char_p, P, P]),
   }
   for name, (res, args) in sigs.items():
     fn = getattr(lib, name)
     fn.restype, fn.argtypes = res, args
   # The NCCL transport's entry points exist only in a library built with CUDA and NCCL.
   optional = {
+      "relayCommInitNccl": (R, [ctypes.POINTER(P), P, ctypes.POINTER(RelayConfig)]),
       "relayNcclGetUniqueId": (R, [ctypes.POINTER(RelayNcclUniqueId)]),
       "relayCommInitNcclRank":
           (R, [ctypes.POINTER(P), I,
@@ -143,13 +128,45 @@ def _load():
 lib = _load()
 
 
+def _enum(which):
+  """{identifier: value} of one public enum, read from the library (relayGetEnumName)."""
+  out = {}
+  while True:
+    name = lib.relayGetEnumName(which, len(out))
+    if name is None:
+      return out
+    out[name.decode()] = len(out)
+
+
+def _snake(camel):
+  return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+
+
+# Enum 0 is the enum of enums: which number reads which enum.
+ENUMS = {name[len("relayEnum"):]: v for name, v in _enum(0).items()}
+# relayResult_t: RESULTS["INVALID_ARGUMENT"] == 4, and each as a module constant (_lib.INVALID_ARGUMENT).
+RESULTS = {_snake(n[len("relay"):]).upper(): v for n, v in _enum(ENUMS["Result"]).items()}
+globals().update(RESULTS)
+# relayDataType_t by torch dtype ("relayFloat16" is torch.float16); torch < 2.3 lacks the unsigned ones.
+DTYPES = {
+    getattr(torch, n[len("relay"):].lower()): v
+    for n, v in _enum(ENUMS["DataType"]).items()
+    if hasattr(torch, n[len("relay"):].lower())
+}
+# relayRedOp_t ("sum", ...), relayRoute_t (RELAYCC_ROUTE's spelling: "auto", ..., "bw"), relayCollective_t
+# ("all_reduce", ...).
+OPS = {n[len("relay"):].lower(): v for n, v in _enum(ENUMS["RedOp"]).items()}
+ROUTES = {n[len("relayRoute"):].lower(): v for n, v in _enum(ENUMS["Route"]).items()}
+COLLECTIVES = {_snake(n[len("relayCollective"):]): v for n, v in _enum(ENUMS["Collective"]).items()}
+
+
 def _result_name(code):
-  s = lib.relayGetErrorString(code) if 0 <= code < 10 else None
+  s = lib.relayGetErrorString(code) if 0 <= code < len(RESULTS) else None
   return s.decode() if s else f"relayResult_t {code}"
 
 
 def has_nccl():
-  return hasattr(lib, "relayNcclGetUniqueId") and hasattr(lib, "relayCommInitNcclRank")
+  return all(hasattr(lib, f) for f in ("relayNcclGetUniqueId", "relayCommInitNcclRank", "relayCommInitNccl"))
 
 
 def check(res, comm=None, what=""):

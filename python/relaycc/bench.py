@@ -5,12 +5,13 @@
 
 Every rank joins relaycc's call (the idle ranks as helpers); the baseline is the same collective in
 torch.distributed on a group of just the A active ranks (the other ranks idle), which is what a user would
-otherwise run. GPUs: NCCL for both (relaycc builds its own NCCL communicator from the process group), the
+otherwise run. GPUs: NCCL for both (relaycc wraps the process group's NCCL communicator), the
 current stream, eager per call and, with --graph, CUDA-graph replay. CPU: shm against gloo (a smoke test;
 CPU times say nothing about GPUs). Each row: the min over --reps repetitions of the mean of --iters calls,
 with the spread (max/min over repetitions) beside it.
 """
 import argparse
+import gc
 import json
 import os
 import sys
@@ -53,7 +54,7 @@ def args_parse(argv):
   p.add_argument("-w", "--warmup", type=int, default=5)
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--graph", action="store_true", help="also time CUDA-graph replay (GPUs)")
-  p.add_argument("--route", default=None, help="relaycc route (auto, direct, relay, oneshot, native)")
+  p.add_argument("--route", default=None, help=f"relaycc route ({', '.join(relaycc._lib.ROUTES)})")
   p.add_argument("--json", action="store_true", help="print the rows as one JSON document")
   p.add_argument("--plot", default=None, metavar="FILE.png", help="speedup against size (matplotlib)")
   a = p.parse_args(argv)
@@ -113,6 +114,27 @@ def graphed(fn, iters):
 
 def main(argv=None):
   a = args_parse(sys.argv[1:] if argv is None else argv)
+  rc = _bench(a)
+  # What the run made is unreferenced now: free it (gloo's threads joined) while the interpreter is whole. A
+  # process group left to the interpreter's teardown ended ~1 run in 30 under torchrun with "terminate called
+  # without an active exception" (a gloo worker thread destroyed while running).
+  gc.collect()
+  return rc
+
+
+def _finish(comm, subs):
+  """The run's end on every rank: relaycc's comm first (on GPUs it wraps WORLD's NCCL communicator), then,
+  once every rank is done with its collectives, each group this run made and WORLD."""
+  if comm is not None:
+    comm.destroy()
+  dist.barrier()
+  for s in subs:
+    dist.destroy_process_group(s)
+  subs.clear()
+  dist.destroy_process_group()
+
+
+def _bench(a):
   cuda = torch.cuda.is_available() and os.environ.get("RELAYCC_BENCH_CPU") != "1"
   if cuda:
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -122,17 +144,13 @@ def main(argv=None):
     if rank == 0:
       print(f"relaycc.bench: -A {a.active} x -G {a.groups} needs 2 <= A and A*G <= {world} ranks",
             file=sys.stderr)
-    dist.destroy_process_group()
+    _finish(None, [])
     return 2
   dt = getattr(torch, a.dtype)
   es = torch.empty(0, dtype=dt).element_size()
   layout = [list(range(g * a.active, (g + 1) * a.active)) for g in range(a.groups)]
   cfg = {"route": a.route} if a.route else {}
-  if cuda:
-    comm = relaycc.Comm.from_process_group(**cfg)
-  else:
-    job = "bench-" + os.environ.get("TORCHELASTIC_RUN_ID", os.environ.get("MASTER_PORT", "0"))
-    comm = relaycc.Comm.shm(rank=rank, world_size=world, job=job, **cfg)
+  comm = relaycc.Comm.from_process_group(**cfg)  # NCCL: WORLD's communicator; gloo: shm, named via the store
   subs = [dist.new_group(ranks=grp) for grp in layout]  # every rank creates every group
   g = next((k for k, grp in enumerate(layout) if rank in grp), -1)
   dev = comm.device
@@ -224,8 +242,7 @@ def main(argv=None):
               indent=1))
     if a.plot:
       plot(rows, a.plot, a)
-  comm.destroy()
-  dist.destroy_process_group()
+  _finish(comm, subs)
   if bad:
     print(f"relaycc.bench (rank {rank}): results differ from torch.distributed's at sizes {bad}",
           file=sys.stderr)

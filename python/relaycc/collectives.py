@@ -1,25 +1,46 @@
-"""The collectives on torch tensors, as torch ops (torch.ops.relaycc.*) and the Python functions over them.
+"""The collectives on torch tensors: the Python functions, and the torch ops (torch.ops.relaycc.*) that
+torch.compile traces.
 
-Each op calls the C library once (relayAllReduce, ...). Registration (torch.library.custom_op):
-- `recv` and `token` are declared mutated. `token` is a one-element tensor of the comm: EVERY call of every
-  rank mutates it, so a helper's call (no tensor of its own, no output) is a mutation of a graph input
-  that torch.compile must keep, not dead code (a dropped helper call hangs the active ranks), and all
-  relaycc calls on one comm form one chain in program order (reordering two of them differently on two
-  ranks would deadlock). The op never writes the token's value: the declaration is the point.
-- The comm handle, layout, counts, dtype code and op code are ints and int lists: constants in a graph.
-- On CUDA tensors a call enqueues on torch.cuda.current_stream() and never host-synchronizes.
+One call, one lockstep (CONTRIBUTING.md): this layer never rejects a call on its own. Each check below
+(a tensor's dtype, contiguity, device or size, a counts list of the wrong length, an unknown op, a None
+where this rank's role needs a tensor, ...) only records why; the call then goes to the C library, as
+the collective when nothing was found, else as relayCallReject with the call's shape as this rank read
+it and that reason. So a bad call counts on this rank as on its peers, and the peers see what they see
+when a C caller passes a bad argument (README "After a rejected call"); the error raised is the
+library's (`.code`, its text naming the argument and the rank). Only a call without a comm (comm=None, a
+destroyed comm) raises here: there is nothing to take part in.
+
+Eager calls go to the library straight through ctypes, on the caller's own tensors (in place where the
+call is): no dispatcher, so nothing imported lazily (the compiler stack: 2-12 s) runs inside a call's
+deadline. Under torch.compile (and any tracing: a torch dispatch mode on the stack) each call is a torch
+op instead:
+- functional: it returns its output, which the wrapper copies into the caller's tensor, and it is
+  registered with the ORDERED effect (torch._higher_order_ops.effects). AOTAutograd then threads one
+  effect token through every relaycc call (with_effects), so a compiled graph keeps relaycc's calls in
+  program order against each other and against every other effectful op, and never drops a helper's
+  call (which has no output) as dead code. torch's own _c10d_functional collectives are not effectful
+  (torch 2.15: their effect is None; inductor orders them among themselves by its comm-ordering pass),
+  so nothing that torch.library offers orders a custom op against them: between a relaycc call and a
+  torch.distributed collective the order is the graph's, which inductor keeps unless a reordering pass
+  (reorder_for_compute_comm_overlap, off by default) moves collectives.
+- the comm handle, layout, counts, dtype code and op code are ints and int lists: constants in a graph.
+On CUDA tensors a call enqueues on torch.cuda.current_stream() and never host-synchronizes.
 """
 import ctypes
+import operator
 from typing import List, Optional
 
 import torch
 
 from . import _lib
-from ._lib import DTYPES, OPS, bad_argument
+from ._lib import COLLECTIVES, DTYPES, OPS, bad_argument
 
 Tensor = torch.Tensor
+REDUCING = ("all_reduce", "reduce_scatter")
+ROOTED = ("scatter", "gather")
+OP_NAMES = tuple(COLLECTIVES)  # the torch ops, one per collective, in relayCollective_t's order
 
-# handle -> Comm, so that an op (which gets the handle as an int) can count its calls on this rank.
+# handle -> Comm: an op gets the handle as an int; from it, the comm's device and its call count.
 comms = {}
 
 # ctypes arrays per layout and counts: a call signature repeats, and building them costs ~5 us a call.
@@ -39,16 +60,20 @@ def _cached(cache, key, make):
 
 
 def _c_layout(ranks, n_groups):
+  """relayLayout_t of n_groups groups over ranks (a rooted call's set: one group); None: NULL."""
+  if n_groups < 1:
+    return None
 
   def make():
     arr = (ctypes.c_int * len(ranks))(*ranks)
-    lay = _lib.RelayLayout(n_groups, len(ranks) // n_groups if n_groups > 0 else 0, arr)
-    return (lay, arr)  # arr kept alive with the struct
+    return (_lib.RelayLayout(n_groups, len(ranks) // n_groups, arr), arr)  # arr kept alive with the struct
 
   return ctypes.byref(_cached(_layout_cache, (tuple(ranks), n_groups), make)[0])
 
 
 def _c_counts(counts):
+  if counts is None:
+    return None
   return _cached(_counts_cache, tuple(counts), lambda: (ctypes.c_size_t * len(counts))(*counts))
 
 
@@ -60,309 +85,424 @@ def _ptr(t):
   return t.data_ptr() if t is not None else None
 
 
-def _stream(token):
-  return torch.cuda.current_stream(token.device).cuda_stream if token.is_cuda else None
+def _device_of(handle):
+  c = comms.get(handle)
+  return c.device if c is not None else torch.device("cpu")
 
 
-def _counted(comm):
-  c = comms.get(comm)
+def _stream(handle):
+  dev = _device_of(handle)
+  return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else None
+
+
+def _counted(handle):
+  c = comms.get(handle)
   if c is not None:
     c.calls += 1
 
 
-# ---- the ops ---------------------------------------------------------------------------------------
+# ---- the two calls into the library: a collective, a rejected one ---------------------------------------
 
 
-@torch.library.custom_op("relaycc::all_reduce", mutates_args=("recv", "token"))
-def _all_reduce(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
-                n_groups: int, counts: List[int], dtype: int, op: int) -> None:
-  """send None: in place in recv."""
-  _counted(comm)
-  s = recv if send is None else send
-  _lib.check(
-      _lib.lib.relayAllReduce(_ptr(s), _ptr(recv), _c_counts(counts), dtype, op, _c_layout(ranks, n_groups),
-                              comm, _stream(token)), comm)
+def _c_call(name, send, recv, handle, ranks, n_groups, counts, dtype, op, root):
+  """One C collective (relayAllReduce, ...) on these buffers (None: NULL); raises its error."""
+  _counted(handle)
+  L, s, r, cnt, st = _lib.lib, _ptr(send), _ptr(recv), _c_counts(counts), _stream(handle)
+  if name == "all_reduce":
+    res = L.relayAllReduce(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
+  elif name == "reduce_scatter":
+    res = L.relayReduceScatter(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
+  elif name == "all_gather":
+    res = L.relayAllGather(s, r, cnt, dtype, _c_layout(ranks, n_groups), handle, st)
+  elif name == "all_to_all":
+    res = L.relayAllToAll(s, r, cnt, dtype, _c_layout(ranks, n_groups), handle, st)
+  else:
+    fn = L.relayScatter if name == "scatter" else L.relayGather
+    res = fn(s, r, cnt, dtype, root, _c_ranks(ranks), len(ranks), handle, st)
+  _lib.check(res, handle)
 
 
-@torch.library.custom_op("relaycc::reduce_scatter", mutates_args=("recv", "token"))
-def _reduce_scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int,
-                    ranks: List[int], n_groups: int, counts: List[int], dtype: int, op: int) -> None:
-  _counted(comm)
-  _lib.check(
-      _lib.lib.relayReduceScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, op,
-                                  _c_layout(ranks, n_groups), comm, _stream(token)), comm)
+def _c_reject(name, handle, ranks, n_groups, counts, dtype, op, root, reason):
+  """relayCallReject: the call as this rank read it (n_groups 0: no layout; counts None: none; -1: a
+  dtype, op or root it could not read), with the reason. Always raises the library's error."""
+  _counted(handle)
+  res = _lib.lib.relayCallReject(COLLECTIVES[name], _c_counts(counts), dtype, op, _c_layout(ranks, n_groups),
+                                 root, reason.encode(errors="replace"), handle, _stream(handle))
+  _lib.check(res, handle)
+  raise _lib.error(_lib.INTERNAL_ERROR, f"relayCallReject returned success for: {reason}")
 
 
-@torch.library.custom_op("relaycc::all_gather", mutates_args=("recv", "token"))
-def _all_gather(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
-                n_groups: int, counts: List[int], dtype: int) -> None:
-  _counted(comm)
-  _lib.check(
-      _lib.lib.relayAllGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
-                              comm, _stream(token)), comm)
+# ---- the ops (the traced path) ------------------------------------------------------------------------
 
 
-@torch.library.custom_op("relaycc::all_to_all", mutates_args=("recv", "token"))
-def _all_to_all(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, ranks: List[int],
-                n_groups: int, counts: List[int], dtype: int) -> None:
-  _counted(comm)
-  _lib.check(
-      _lib.lib.relayAllToAll(_ptr(send), _ptr(recv), _c_counts(counts), dtype, _c_layout(ranks, n_groups),
-                             comm, _stream(token)), comm)
+def _output(like):
+  # A rank with no output (a helper) returns an empty tensor: an op with the effect keeps it anyway.
+  return torch.empty(0) if like is None else torch.empty_like(like)
 
 
-@torch.library.custom_op("relaycc::scatter", mutates_args=("recv", "token"))
-def _scatter(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int,
-             ranks: List[int], counts: List[int], dtype: int) -> None:
-  _counted(comm)
-  _lib.check(
-      _lib.lib.relayScatter(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
-                            len(ranks), comm, _stream(token)), comm)
+def _layout_op(name):
+
+  def run(send: Optional[Tensor], like: Optional[Tensor], comm: int, ranks: List[int], n_groups: int,
+          counts: List[int], dtype: int, op: int) -> Tensor:
+    out = _output(like)
+    _c_call(name, send, None if like is None else out, comm, ranks, n_groups, counts, dtype, op, 0)
+    return out
+
+  return run
 
 
-@torch.library.custom_op("relaycc::gather", mutates_args=("recv", "token"))
-def _gather(send: Optional[Tensor], recv: Optional[Tensor], token: Tensor, comm: int, root: int,
-            ranks: List[int], counts: List[int], dtype: int) -> None:
-  _counted(comm)
-  _lib.check(
-      _lib.lib.relayGather(_ptr(send), _ptr(recv), _c_counts(counts), dtype, root, _c_ranks(ranks),
-                           len(ranks), comm, _stream(token)), comm)
+def _rooted_op(name):
+
+  def run(send: Optional[Tensor], like: Optional[Tensor], comm: int, root: int, ranks: List[int],
+          counts: List[int], dtype: int) -> Tensor:
+    out = _output(like)
+    _c_call(name, send, None if like is None else out, comm, ranks, 1, counts, dtype, 0, root)
+    return out
+
+  return run
 
 
-def _fake(*args, **kwargs):
-  return None
+def _reject_op(comm: int, coll: int, ranks: List[int], n_groups: int, counts: Optional[List[int]], dtype: int,
+               op: int, root: int, reason: str) -> None:
+  _c_reject(OP_NAMES[coll], comm, ranks, n_groups, counts, dtype, op, root, reason)
 
 
-for _op in (_all_reduce, _reduce_scatter, _all_gather, _all_to_all, _scatter, _gather):
-  _op.register_fake(_fake)
+def _register():
+  try:
+    from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
+  except ImportError as e:  # torch < 2.3
+    raise ImportError(f"relaycc needs torch's effect registration (torch._higher_order_ops.effects): {e}") from e
+  ops = [(n, (_rooted_op if n in ROOTED else _layout_op)(n)) for n in OP_NAMES] + [("reject", _reject_op)]
+  for name, fn in ops:
+    opdef = torch.library.custom_op(f"relaycc::{name}", fn, mutates_args=())
+    if name == "reject":
+      opdef.register_fake(lambda *args: None)
+    else:
+      opdef.register_fake(lambda send, like, *rest: _output(like))
+    _register_effectful_op(getattr(torch.ops.relaycc, name).default, _EffectType.ORDERED)
 
-OP_NAMES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather")
 
-# ---- argument checks (this rank's view; the C library checks the rest and every rank's agreement) -----
+_register()
+
+
+def _tracing():
+  """torch.compile tracing, or a dispatch mode (make_fx, FakeTensorMode): the op path."""
+  if torch.compiler.is_compiling():
+    return True
+  stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
+  return stack is not None and stack() > 0
+
+
+# ---- argument checks: each records a reason, none raises ----------------------------------------------
+
+
+class _Call:
+  """One call as this rank reads it: `reason` is the first thing found wrong (None: nothing)."""
+
+  def __init__(self, comm):
+    self.comm = comm
+    self.reason = None
+
+  def bad(self, why):
+    if self.reason is None:
+      self.reason = why
 
 
 def _need_comm(comm, fn):
+  # The one rejection of this layer alone: without a comm there is no call to take part in.
   if comm is None or not getattr(comm, "handle", 0):
     raise bad_argument(f"{fn}: comm is {'None' if comm is None else 'destroyed'}; pass comm=relaycc.Comm...")
   return comm
 
 
-def _parse_layout(comm, layout, fn, name="layout"):
-  """-> (flat ranks, n_groups, n_active, my group or -1, my index or -1)."""
-  if not isinstance(layout, (list, tuple)) or len(layout) == 0:
-    raise bad_argument(
-        f"{fn} (rank {comm.rank}): {name} must be a non-empty list of groups (lists of comm ranks)")
+def _index(x):
+  """An int from an int-like (int, numpy integer, integer 0-d tensor); None for anything else (a bool too)."""
+  if type(x) is int:
+    return x
+  if isinstance(x, bool):
+    return None
+  try:
+    return operator.index(x)
+  except TypeError:
+    return None
+
+
+def _seq(x):
+  """A list from a list, a tuple or an array (numpy, torch); None for anything else."""
+  if isinstance(x, (list, tuple)):
+    return list(x)
+  if hasattr(x, "tolist") and not isinstance(x, (str, bytes)) and getattr(x, "ndim", 0) >= 1:
+    return x.tolist()
+  return None
+
+
+def _parse_layout(chk, layout, name="layout"):
+  """-> (flat ranks or None when unread, n_groups, n_active, my group or -1, my index or -1)."""
+  groups = _seq(layout)
+  if not groups:
+    chk.bad(f"{name} must be a non-empty list of groups (lists of comm ranks), not {layout!r}")
+    return None, 0, 0, -1, -1
   flat = []
   width = None
-  for g, grp in enumerate(layout):
-    if not isinstance(grp, (list, tuple)):
-      raise bad_argument(f"{fn} (rank {comm.rank}): {name}[{g}] must be a list of comm ranks")
+  for g, grp in enumerate(groups):
+    members = _seq(grp)
+    if members is None:
+      chk.bad(f"{name}[{g}] must be a list of comm ranks, not {grp!r}")
+      return None, 0, 0, -1, -1
     if width is None:
-      width = len(grp)
-    elif len(grp) != width:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {name}[{g}] has {len(grp)} ranks, {name}[0] has {width}: "
-                         "every group has the same number of active ranks")
-    for q in grp:
-      if isinstance(q, bool) or not isinstance(q, int):
-        raise bad_argument(f"{fn} (rank {comm.rank}): {name}[{g}] holds {q!r}, not a comm rank")
-      flat.append(q)
-  mine = flat.index(comm.rank) if comm.rank in flat else -1
-  return flat, len(layout), width, (mine // width if mine >= 0 else -1), (mine % width if mine >= 0 else -1)
+      width = len(members)
+    elif len(members) != width:
+      chk.bad(f"{name}[{g}] has {len(members)} ranks, {name}[0] has {width}: every group has the same number "
+              "of active ranks")
+      return None, 0, 0, -1, -1
+    for q in members:
+      v = _index(q)
+      if v is None:
+        chk.bad(f"{name}[{g}] holds {q!r}, not a comm rank")
+        return None, 0, 0, -1, -1
+      flat.append(v)
+  me = chk.comm.rank
+  mine = flat.index(me) if me in flat else -1
+  if width == 0:
+    return flat, len(groups), 0, -1, -1
+  return flat, len(groups), width, (mine // width if mine >= 0 else -1), (mine % width if mine >= 0 else -1)
 
 
-def _dtype_code(comm, fn, dtype, tensors):
-  """The call's datatype: `dtype` or the rank's tensors, which must agree."""
-  have = [(n, t) for n, t in tensors if t is not None]
-  for n, t in have:
-    if not isinstance(t, torch.Tensor):
-      raise bad_argument(f"{fn} (rank {comm.rank}): {n} is a {type(t).__name__}, not a torch.Tensor or None")
+def _tensors(chk, pairs):
+  """The (name, tensor or None) pairs with anything not a tensor recorded and dropped (None)."""
+  out = []
+  for n, t in pairs:
+    if t is not None and not isinstance(t, torch.Tensor):
+      chk.bad(f"{n} is a {type(t).__name__}, not a torch.Tensor or None")
+      t = None
+    out.append((n, t))
+  return out
+
+
+def _dtype_code(chk, dtype, pairs):
+  """The call's datatype code: `dtype`, else the rank's first tensor's; the tensors must have it. None:
+  none could be read."""
   dt = dtype
-  for n, t in have:
+  if dt is not None and not isinstance(dt, torch.dtype):
+    chk.bad(f"dtype {dt!r} is not a torch.dtype")
+    return None
+  for n, t in pairs:
+    if t is None:
+      continue
     if dt is None:
       dt = t.dtype
     elif t.dtype != dt:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {n} has dtype {t.dtype}, the call's dtype is {dt}")
+      chk.bad(f"{n} has dtype {t.dtype}, the call's dtype is {dt}")
   if dt is None:
-    raise bad_argument(
-        f"{fn} (rank {comm.rank}): dtype is required on a rank with no tensor in the call (a helper)")
+    chk.bad("dtype is required on a rank with no tensor in the call (a helper)")
+    return None
   code = DTYPES.get(dt)
   if code is None:
-    raise bad_argument(f"{fn} (rank {comm.rank}): dtype {dt} is not supported (relaycc has "
-                       f"{', '.join(str(d).replace('torch.', '') for d in DTYPES)})")
+    chk.bad(f"dtype {dt} is not supported (relaycc has {', '.join(str(d).replace('torch.', '') for d in DTYPES)})")
   return code
 
 
-def _op_code(comm, fn, op):
+# torch.distributed.ReduceOp's spellings that are not relaycc's (relayRedOp_t: "sum", "prod", ...).
+_TORCH_OP_NAMES = {"product": "prod"}
+
+
+def _op_code(chk, op):
+  """relayRedOp_t from "sum", ..., a torch.distributed.ReduceOp (its RedOpType, or an instance of the class
+  holding one in .op) or torchcomms' ops (a .name). None: not an op."""
   key = op
   if not isinstance(op, str):
-    key = getattr(op, "name",
-                  None) or str(op).split(".")[-1]  # torch.distributed.ReduceOp.SUM, torchcomms' ops
-    key = {
-        "SUM": "sum",
-        "PRODUCT": "prod",
-        "PROD": "prod",
-        "MAX": "max",
-        "MIN": "min",
-        "AVG": "avg"
-    }.get(str(key).upper(), key)
-  code = OPS.get(key) if isinstance(key, str) else None
+    inner = getattr(op, "op", op)  # dist.ReduceOp(dist.ReduceOp.MAX).op is RedOpType.MAX
+    key = getattr(inner, "name", None) or str(inner).split(".")[-1]
+  key = _TORCH_OP_NAMES.get(str(key).lower(), str(key).lower())
+  code = OPS.get(key)
   if code is None:
-    raise bad_argument(f"{fn} (rank {comm.rank}): op {op!r} is not one of {', '.join(OPS)}")
+    chk.bad(f"op {op!r} is not one of {', '.join(OPS)}")
   return code
 
 
-def _check_tensor(comm, fn, name, t, numel):
+def _counts(chk, counts, n, implied, per="group", name="counts"):
+  """The call's counts: `counts` (n of them; n None: the layout unread, so unchecked), or the caller's
+  own count for every group (`implied`, None when this rank has none). None: none could be read."""
+  if counts is None:
+    if implied is None:
+      chk.bad(f"{name} is required on a rank with no tensor to give it (a helper): one element count per {per}")
+      return None
+    return [implied] * n if n is not None else None
+  seq = _seq(counts)
+  if seq is None or (n is not None and len(seq) != n):
+    chk.bad(f"{name} must be a list of {n} counts (one per {per}), not {counts!r}")
+    return None
+  out = []
+  for g, c in enumerate(seq):
+    v = _index(c)
+    if v is None or v < 0:
+      chk.bad(f"{name}[{g}] = {c!r} is not a count (an int >= 0)")
+      return None
+    out.append(v)
+  return out if n is not None else None
+
+
+def _check_tensor(chk, name, t, numel):
+  """A tensor this rank's role uses: contiguous, on the comm's device, numel elements (None: unknown)."""
   if t is None:
     return
   if not t.is_contiguous():
-    raise bad_argument(f"{fn} (rank {comm.rank}): {name} is not contiguous (stride {tuple(t.stride())})")
-  if t.device != comm.device:
-    raise bad_argument(
-        f"{fn} (rank {comm.rank}): {name} is on {t.device}, the comm's tensors are on {comm.device}")
-  if t.numel() != numel:
-    raise bad_argument(f"{fn} (rank {comm.rank}): {name} has {t.numel()} elements, the call needs {numel}")
+    chk.bad(f"{name} is not contiguous (stride {tuple(t.stride())})")
+  elif t.device != chk.comm.device:
+    chk.bad(f"{name} is on {t.device}, the comm's tensors are on {chk.comm.device}")
+  elif numel is not None and t.numel() != numel:
+    chk.bad(f"{name} has {t.numel()} elements, the call needs {numel}")
 
 
-def _counts(comm, fn, counts, n_groups, my_group, implied, count_name="counts"):
-  """Per-group counts: `counts`, or the caller's own count for every group (`implied`, None on a helper)."""
-  if counts is None:
-    if implied is None:
-      raise bad_argument(
-          f"{fn} (rank {comm.rank}): {count_name} is required on a rank with no tensor in the call "
-          "(a helper): one element count per group")
-    return [implied] * n_groups
-  if not isinstance(counts, (list, tuple)) or len(counts) != n_groups:
-    raise bad_argument(
-        f"{fn} (rank {comm.rank}): {count_name} must be a list of {n_groups} counts (one per group)")
-  for g, c in enumerate(counts):
-    if isinstance(c, bool) or not isinstance(c, int) or c < 0:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {count_name}[{g}] = {c!r} is not a count (an int >= 0)")
-  return list(counts)
+def _roles(chk, pairs, uses, what):
+  """A tensor where the rank's role uses one, None where it does not (`what` says the role)."""
+  for (n, t), used in zip(pairs, uses):
+    if used and t is None:
+      chk.bad(f"{n} is None, but {what[0]}")
+    if not used and t is not None:
+      chk.bad(f"{n} is given, but {what[1]} (pass None)")
 
 
-def _require_tensors(comm, fn, my_group, pairs):
-  """An active rank passes its tensors; a helper passes None."""
-  for n, t in pairs:
-    if my_group >= 0 and t is None:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {n} is None, but this rank is active in group {my_group}")
-    if my_group < 0 and t is not None:
-      raise bad_argument(f"{fn} (rank {comm.rank}): {n} is given, but this rank is active in no group "
-                         "(a helper passes None)")
+# ---- the call: the collective, or its rejection -------------------------------------------------------
 
 
-def _whole(comm, fn, layout, counts, dtype, tensors, implied_of):
-  """Shared front half of the four layout collectives. `implied_of(a)` -> the caller's count from its
-  tensors (a = group width). Returns (flat, n_groups, a, my_group, counts list, dtype code)."""
-  flat, n_groups, a, g, _ = _parse_layout(comm, layout, fn)
-  _require_tensors(comm, fn, g, tensors)
-  code = _dtype_code(comm, fn, dtype, tensors)
-  cnt = _counts(comm, fn, counts, n_groups, g, implied_of(a) if g >= 0 else None)
-  return flat, n_groups, a, g, cnt, code
+def _submit(chk, name, send, recv, flat, n_groups, counts, code, opc, root):
+  """The call goes to the library: the collective when nothing was found wrong, else relayCallReject
+  with what was read. Eager: into the caller's tensors. Traced: the op, whose output lands in recv."""
+  handle = chk.comm.handle
+  if chk.reason is not None:
+    # What could not be read goes as what C cannot take: no layout, no counts, -1.
+    shape = (flat if flat is not None else [], n_groups if flat is not None else 0, counts,
+             -1 if code is None else code, -1 if opc is None else opc, -1 if root is None else root, chk.reason)
+    if _tracing():
+      torch.ops.relaycc.reject(handle, COLLECTIVES[name], *shape)  # raises the library's error when run
+    else:
+      _c_reject(name, handle, *shape)
+    return
+  if not _tracing():
+    _c_call(name, send, recv, handle, flat, n_groups, counts, code, opc or 0, root or 0)
+    return
+  op = getattr(torch.ops.relaycc, name)
+  if name in ROOTED:
+    out = op(send, recv, handle, root, flat, counts, code)
+  else:
+    out = op(send, recv, handle, flat, n_groups, counts, code, opc or 0)
+  if recv is not None:
+    recv.copy_(out)
+
+
+def _layout_call(fn, name, comm, layout, counts, dtype, op, pairs, implied_of, sizes, reject=None):
+  """The four layout collectives. pairs: (send name, send), (recv name, recv); implied_of(a, send, recv) ->
+  the caller's count from its tensors (None: it cannot tell); sizes(a, count) -> (send, recv) elements."""
+  comm = _need_comm(comm, fn)
+  chk = _Call(comm)
+  if reject is not None:
+    chk.bad(reject)
+  opc = _op_code(chk, op) if name in REDUCING else 0
+  flat, n, a, g, _ = _parse_layout(chk, layout)
+  pairs = _tensors(chk, pairs)
+  if flat is not None:
+    _roles(chk, pairs, [g >= 0] * 2,
+           (f"this rank is active in group {g}", "this rank is active in no group (a helper)"))
+  code = _dtype_code(chk, dtype, pairs)
+  (_, send), (_, recv) = pairs
+  implied = implied_of(chk, a, send, recv) if g >= 0 and counts is None else None
+  cnt = _counts(chk, counts, n if flat is not None else None, implied)
+  if g >= 0 and cnt is not None:
+    for (nm, t), numel in zip(pairs, sizes(a, cnt[g])):
+      _check_tensor(chk, nm, t, numel)
+  if name == "all_to_all" and send is not None and send is recv:
+    chk.bad(f"{pairs[0][0]} is {pairs[1][0]}: in-place all-to-all is not supported")
+  _submit(chk, name, send, recv, flat, n, cnt, code, opc, None)
+
+
+def _count_of(t_index):
+  """implied_of for a collective whose count is one tensor's numel (t_index: 0 send, 1 recv)."""
+  return lambda chk, a, send, recv: ((send, recv)[t_index].numel() if (send, recv)[t_index] is not None else None)
 
 
 # ---- the Python functions ----------------------------------------------------------------------------
 
 
-def all_reduce(tensor, layout, op="sum", comm=None, out=None, counts=None, dtype=None):
+def all_reduce(tensor, layout, op="sum", comm=None, out=None, counts=None, dtype=None, _reject=None):
   """All-reduce within each group of `layout`: in place in `tensor`, or into `out`. A helper passes None."""
-  fn = "relaycc.all_reduce"
-  comm = _need_comm(comm, fn)
-  opc = _op_code(comm, fn, op)
-  pairs = [("tensor", tensor)] + ([("out", out)] if out is not None else [])
-  flat, n, a, g, cnt, code = _whole(comm, fn, layout, counts, dtype, pairs, lambda a: tensor.numel())
-  if g >= 0:
-    _check_tensor(comm, fn, "tensor", tensor, cnt[g])
-    _check_tensor(comm, fn, "out", out, cnt[g])
-  torch.ops.relaycc.all_reduce(tensor if out is not None else None, out if out is not None else tensor,
-                               comm._token, comm.handle, flat, n, cnt, code, opc)
-  return out if out is not None else tensor
+  if out is None:
+    # In place: the one tensor is both buffers; named "tensor" in what is said about it.
+    _layout_call("relaycc.all_reduce", "all_reduce", comm, layout, counts, dtype, op, [("tensor", tensor),
+                                                                                       ("tensor", tensor)],
+                 _count_of(0), lambda a, c: (c, c), _reject)
+    return tensor
+  _layout_call("relaycc.all_reduce", "all_reduce", comm, layout, counts, dtype, op, [("tensor", tensor),
+                                                                                     ("out", out)],
+               _count_of(0), lambda a, c: (c, c), _reject)
+  return out
 
 
-def reduce_scatter(input, output, layout, op="sum", comm=None, counts=None, dtype=None):
+def reduce_scatter(input, output, layout, op="sum", comm=None, counts=None, dtype=None, _reject=None):
   """input: A*count elements (block i for active i); output: count. In place: output is input's own block."""
-  fn = "relaycc.reduce_scatter"
-  comm = _need_comm(comm, fn)
-  opc = _op_code(comm, fn, op)
-  flat, n, a, g, cnt, code = _whole(comm, fn, layout, counts, dtype, [("input", input), ("output", output)],
-                                    lambda a: output.numel())
-  if g >= 0:
-    _check_tensor(comm, fn, "input", input, a * cnt[g])
-    _check_tensor(comm, fn, "output", output, cnt[g])
-  torch.ops.relaycc.reduce_scatter(input, output, comm._token, comm.handle, flat, n, cnt, code, opc)
+  _layout_call("relaycc.reduce_scatter", "reduce_scatter", comm, layout, counts, dtype, op,
+               [("input", input), ("output", output)], _count_of(1), lambda a, c: (a * c, c), _reject)
   return output
 
 
-def all_gather(input, output, layout, comm=None, counts=None, dtype=None):
+def all_gather(input, output, layout, comm=None, counts=None, dtype=None, _reject=None):
   """input: count elements; output: A*count (block i from active i). In place: input is output's own block."""
-  fn = "relaycc.all_gather"
-  comm = _need_comm(comm, fn)
-  flat, n, a, g, cnt, code = _whole(comm, fn, layout, counts, dtype, [("input", input), ("output", output)],
-                                    lambda a: input.numel())
-  if g >= 0:
-    _check_tensor(comm, fn, "input", input, cnt[g])
-    _check_tensor(comm, fn, "output", output, a * cnt[g])
-  torch.ops.relaycc.all_gather(input, output, comm._token, comm.handle, flat, n, cnt, code)
+  _layout_call("relaycc.all_gather", "all_gather", comm, layout, counts, dtype, None,
+               [("input", input), ("output", output)], _count_of(0), lambda a, c: (c, a * c), _reject)
   return output
 
 
-def all_to_all(input, output, layout, comm=None, counts=None, dtype=None):
+def _a2a_count(chk, a, send, recv):
+  if send is None or a == 0:
+    return None
+  if send.numel() % a:
+    chk.bad(f"input has {send.numel()} elements, not a multiple of the group width {a}")
+    return None
+  return send.numel() // a
+
+
+def all_to_all(input, output, layout, comm=None, counts=None, dtype=None, _reject=None):
   """input and output: A*count elements (segment j of input goes to active j). Not in place."""
-  fn = "relaycc.all_to_all"
-  comm = _need_comm(comm, fn)
-
-  def implied(a):
-    if input.numel() % a:
-      raise bad_argument(
-          f"{fn} (rank {comm.rank}): input has {input.numel()} elements, not a multiple of the "
-          f"group width {a}")
-    return input.numel() // a
-
-  flat, n, a, g, cnt, code = _whole(comm, fn, layout, counts, dtype, [("input", input), ("output", output)],
-                                    implied)
-  if g >= 0:
-    _check_tensor(comm, fn, "input", input, a * cnt[g])
-    _check_tensor(comm, fn, "output", output, a * cnt[g])
-    if input is output:
-      raise bad_argument(f"{fn} (rank {comm.rank}): input is output: in-place all-to-all is not supported")
-  torch.ops.relaycc.all_to_all(input, output, comm._token, comm.handle, flat, n, cnt, code)
+  _layout_call("relaycc.all_to_all", "all_to_all", comm, layout, counts, dtype, None,
+               [("input", input), ("output", output)], _a2a_count, lambda a, c: (a * c, a * c), _reject)
   return output
 
 
-def _rooted(fn, op, input, output, root, ranks, counts, comm, dtype, root_sends):
+def _rooted(fn, name, input, output, root, ranks, counts, comm, dtype):
   comm = _need_comm(comm, fn)
-  if isinstance(root, bool) or not isinstance(root, int):
-    raise bad_argument(f"{fn} (rank {comm.rank}): root {root!r} is not a comm rank")
-  flat, _, _, _, idx = _parse_layout(comm, [ranks] if isinstance(ranks, (list, tuple)) else ranks, fn,
-                                     "ranks")
-  cnt = _counts(comm, fn, counts, len(flat), idx, None)
+  chk = _Call(comm)
   me = comm.rank
-  # Which tensors this rank's role uses (relaycc.h "Rooted collectives").
-  big, small = ("input", input), ("output", output)
-  if not root_sends:
-    big, small = ("output", output), ("input", input)
-  uses = {big[0]: me == root, small[0]: idx >= 0}
-  for name, t in (big, small):
-    if uses[name] and t is None:
-      raise bad_argument(f"{fn} (rank {me}): {name} is None, but this rank's role uses it")
-    if not uses[name] and t is not None:
-      raise bad_argument(
-          f"{fn} (rank {me}): {name} is given, but this rank's role does not use it (pass None)")
-  code = _dtype_code(comm, fn, dtype, [big, small])
-  if uses[big[0]]:
-    _check_tensor(comm, fn, big[0], big[1], sum(cnt))
-  if uses[small[0]]:
-    _check_tensor(comm, fn, small[0], small[1], cnt[idx])
-  op(input, output, comm._token, comm.handle, root, flat, cnt, code)
+  r = _index(root)
+  if r is None:
+    chk.bad(f"root {root!r} is not a comm rank")
+  seq = _seq(ranks)
+  flat, _, _, _, idx = _parse_layout(chk, [seq] if seq is not None else ranks, "ranks")
+  cnt = _counts(chk, counts, len(flat) if flat is not None else None, None, "rank of the set")
+  # Which tensors this rank's role uses (relaycc.h "Rooted collectives"): the root's sum(counts) buffer
+  # (a scatter's input, a gather's output) and a member's own block.
+  pairs = _tensors(chk, [("input", input), ("output", output)])
+  big, small = (0, 1) if name == "scatter" else (1, 0)
+  uses = [False, False]
+  uses[big] = r is not None and me == r
+  uses[small] = idx >= 0
+  if flat is not None and r is not None:
+    _roles(chk, pairs, uses, ("this rank's role uses it", "this rank's role does not use it"))
+  code = _dtype_code(chk, dtype, [p for p, u in zip(pairs, uses) if u])
+  if cnt is not None:
+    if uses[big]:
+      _check_tensor(chk, pairs[big][0], pairs[big][1], sum(cnt))
+    if uses[small]:
+      _check_tensor(chk, pairs[small][0], pairs[small][1], cnt[idx])
+  send, recv = pairs[0][1], pairs[1][1]
+  _submit(chk, name, send if uses[0] else None, recv if uses[1] else None, flat, 1, cnt, code, 0, r)
   return output
 
 
 def scatter(input, output, root, ranks, counts, comm=None, dtype=None):
   """The root's input (sum(counts) elements, blocks in `ranks` order) -> ranks[i]'s output (counts[i])."""
-  return _rooted("relaycc.scatter", torch.ops.relaycc.scatter, input, output, root, ranks, counts, comm,
-                 dtype, True)
+  return _rooted("relaycc.scatter", "scatter", input, output, root, ranks, counts, comm, dtype)
 
 
 def gather(input, output, root, ranks, counts, comm=None, dtype=None):
   """ranks[i]'s input (counts[i] elements) -> the root's output (sum(counts), blocks in `ranks` order)."""
-  return _rooted("relaycc.gather", torch.ops.relaycc.gather, input, output, root, ranks, counts, comm, dtype,
-                 False)
+  return _rooted("relaycc.gather", "gather", input, output, root, ranks, counts, comm, dtype)

@@ -678,6 +678,9 @@ static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RE
 static const char* const kRouteNames[relayNumRoutes] = {
     RELAY_ENUM_NAME_(relayRouteAuto),    RELAY_ENUM_NAME_(relayRouteDirect), RELAY_ENUM_NAME_(relayRouteRelay),
     RELAY_ENUM_NAME_(relayRouteOneShot), RELAY_ENUM_NAME_(relayRouteNative), RELAY_ENUM_NAME_(relayRouteBw)};
+static const char* const kEnumNames[relayNumEnums] = {
+    RELAY_ENUM_NAME_(relayEnumEnum),   RELAY_ENUM_NAME_(relayEnumResult), RELAY_ENUM_NAME_(relayEnumDataType),
+    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),  RELAY_ENUM_NAME_(relayEnumCollective)};
 static const char* const kCollectiveNames[relayNumCollectives] = {
     RELAY_ENUM_NAME_(relayCollectiveAllGather), RELAY_ENUM_NAME_(relayCollectiveReduceScatter),
     RELAY_ENUM_NAME_(relayCollectiveAllReduce), RELAY_ENUM_NAME_(relayCollectiveAllToAll),
@@ -692,8 +695,11 @@ const char* relayGetEnumName(relayEnum_t which, int value) {
     const char* const* names;
     int n;
   } kEnums[relayNumEnums] = {
-      [relayEnumResult] = {kResultNames, relayNumResults},  [relayEnumDataType] = {kTypeNames, relayNumTypes},
-      [relayEnumRedOp] = {kOpNames, relayNumOps},           [relayEnumRoute] = {kRouteNames, relayNumRoutes},
+      [relayEnumEnum] = {kEnumNames, relayNumEnums},
+      [relayEnumResult] = {kResultNames, relayNumResults},
+      [relayEnumDataType] = {kTypeNames, relayNumTypes},
+      [relayEnumRedOp] = {kOpNames, relayNumOps},
+      [relayEnumRoute] = {kRouteNames, relayNumRoutes},
       [relayEnumCollective] = {kCollectiveNames, relayNumCollectives}};
   if ((unsigned)which >= relayNumEnums || value < 0 || value >= kEnums[which].n) return NULL;
   return kEnums[which].names[value];

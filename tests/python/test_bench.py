@@ -1,5 +1,5 @@
-"""python -m relaycc.bench under torchrun on CPU (shm against gloo): a smoke test of the tool, its own
-data check against torch.distributed, and its JSON."""
+"""python -m relaycc.bench under torchrun on CPU (shm against gloo, the comm made from the gloo group): a smoke
+test of the tool, its own data check against torch.distributed, its JSON and a clean end."""
 import json
 import os
 import subprocess
@@ -18,6 +18,9 @@ def test_bench_smoke(tmp_path):
   ]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+  # The bench ends its process groups itself (gloo's threads joined before the interpreter's teardown).
+  assert "terminate called" not in p.stderr and "destroy_process_group() was not called" not in p.stderr, \
+      p.stderr[-3000:]
   doc = json.loads(p.stdout[p.stdout.index("{"):])
   rows = doc["rows"]
   assert [r["size"] for r in rows] == [1024, 4096, 16384]

@@ -1,11 +1,13 @@
 """torch integration at 8 shm ranks: torch.library.opcheck on every op; torch.compile(fullgraph=True) with
 helper ranks (no graph break, the helpers' calls run, the result is right); bad arguments raise
 RelayccError (a ValueError) naming the argument, and the comm stays usable."""
+import re
+
 import pytest
 import torch
 
 from common import NRANKS, Pool, value
-from torch_cases import BAD_CASES, BAD_NAMES, N, bad_call, compiled_helper, opcheck_op
+from torch_cases import BAD_CASES, BAD_NAMES, N, bad_call, compiled_graph, compiled_helper, opcheck_op
 from relaycc.collectives import OP_NAMES
 
 
@@ -31,8 +33,8 @@ def test_compile_with_helpers(pool, backend):
   for r, x in enumerate(res):
     assert x["breaks"] == 0 and x["graphs"] == 1, \
         f"rank {r}: {x['breaks']} graph breaks, {x['graphs']} graphs"
-    assert x["made"] == 2 and x[
-        "made2"] == 2, f"rank {r}: the compiled function made {x['made']}, {x['made2']} calls"
+    assert x["made"] == 3 and x[
+        "made2"] == 3, f"rank {r}: the compiled function made {x['made']}, {x['made2']} calls"
     if r not in layout:
       assert x["out"] is None
       continue
@@ -50,3 +52,20 @@ def test_bad_argument(pool, case):
     w = want if isinstance(want, str) else want[0 if r < 2 else 1]
     assert w in msg, f"rank {r}: {msg!r} does not say {w!r}"
     assert usable, f"rank {r}: the comm gave a wrong result after the error"
+
+
+def test_compiled_calls_are_ordered_effects(pool):
+  # Each relaycc call is an effectful op (ORDERED): AOTAutograd threads one effect token through them, so the
+  # graph keeps them in program order against each other and any other effectful op, and a helper's calls
+  # (no output to keep them) are not dead code. Mutating ops (the registration before) got no token.
+  res = pool.run(compiled_graph, timeout=600)
+  call = re.compile(r"(\w+) = torch\.ops\.higher_order\.with_effects\((\w+), torch\.ops\.relaycc\.(\w+)\.default")
+  for r, codes in enumerate(res):
+    assert len(codes) == 1, f"rank {r}: {len(codes)} graphs"
+    code = codes[0]
+    calls = call.findall(code)
+    assert [c[2] for c in calls] == ["all_reduce", "all_reduce", "all_gather"], f"rank {r}:\n{code}"
+    assert code.count("torch.ops.relaycc.") == 3, f"rank {r}: a relaycc op outside the effect chain:\n{code}"
+    for prev, nxt in zip(calls, calls[1:]):
+      # The next call's token is the previous call's new token (output 0 of its with_effects).
+      assert re.search(rf"\b{nxt[1]} = {prev[0]}\[0\]", code), f"rank {r}: the token chain is broken:\n{code}"

@@ -17,29 +17,25 @@ def _code(dt):
 
 
 def _op_args(comm, name, layout):
-  """Arguments of torch.ops.relaycc.<name> for this rank, out of place (opcheck calls an op several times;
-  out of place every call computes the same result)."""
+  """Arguments of torch.ops.relaycc.<name> for this rank: (send, the output's like or None, comm, ...)."""
   r, dt = comm.rank, torch.float32
   flat = [q for g in layout for q in g]
   a = len(layout[0])
   active = r in flat
-  i = flat.index(r) if active else -1
-  tok, h, code = comm._token, comm.handle, _code(dt)
+  h, code = comm.handle, _code(dt)
   if name in ("scatter", "gather"):
     root, ranks, counts = 0, flat, [N] * len(flat)
     big = value(r, 1, N * len(flat)).to(dt) if r == root else None
     small = value(r, 2, N).to(dt) if active else None
     if name == "scatter":
-      return (big, torch.full((N,), POISON, dtype=dt) if active else None, tok, h, root, ranks, counts, code)
-    return (small, torch.full(
-        (N * len(flat),), POISON, dtype=dt) if r == root else None, tok, h, root, ranks, counts, code)
+      return (big, torch.full((N,), POISON, dtype=dt) if active else None, h, root, ranks, counts, code)
+    return (small, torch.full((N * len(flat),), POISON, dtype=dt) if r == root else None, h, root, ranks, counts,
+            code)
   send_n = {"all_reduce": N, "reduce_scatter": a * N, "all_gather": N, "all_to_all": a * N}[name]
   recv_n = {"all_reduce": N, "reduce_scatter": N, "all_gather": a * N, "all_to_all": a * N}[name]
   send = value(r, 3, send_n, "sum").to(dt) if active else None
-  recv = torch.full((recv_n,), POISON, dtype=dt) if active else None
-  tail = (code, 0) if name in ("all_reduce", "reduce_scatter") else (code,)
-  del i
-  return (send, recv, tok, h, flat, len(layout), [N] * len(layout)) + tail
+  like = torch.full((recv_n,), POISON, dtype=dt) if active else None
+  return (send, like, h, flat, len(layout), [N] * len(layout), code, 0)
 
 
 def opcheck_op(comm, name):
@@ -70,15 +66,19 @@ def compiled_helper(comm, backend):
     relaycc.all_reduce(y, layout, comm=comm)
     z = torch.empty(3 * N, dtype=x.dtype)
     relaycc.all_gather(y, z, layout, comm=comm)
+    # torchcomms' async form: its Work must not break fullgraph (no CUDA event under compile).
+    comm.sharded_relay_multi_group_all_reduce([z], "max", layout, [3 * N], async_op=True).wait()
     return z - 1
 
   def helper_fn():
     relaycc.all_reduce(None, layout, comm=comm, counts=[N], dtype=torch.float32)
     relaycc.all_gather(None, None, layout, comm=comm, counts=[N], dtype=torch.float32)
+    ph = [torch.empty(0, dtype=torch.float32)]  # the placeholder gives the dtype
+    comm.sharded_relay_multi_group_all_reduce(ph, "max", layout, [3 * N], async_op=True).wait()
 
   fn = active_fn if active else helper_fn
   args = (value(comm.rank, 0, N).to(torch.float32),) if active else ()
-  ex = torch._dynamo.explain(fn)(*args)  # runs fn once (two calls on every rank)
+  ex = torch._dynamo.explain(fn)(*args)  # runs fn once (three calls on every rank)
   torch._dynamo.reset()
   compiled = torch.compile(fn, fullgraph=True, backend=backend)
   before = comm.calls
@@ -96,6 +96,33 @@ def compiled_helper(comm, backend):
       "out": out,
       "out2": out2
   }
+
+
+def compiled_graph(comm):
+  """The forward graph AOTAutograd makes of a function with three relaycc calls between torch ops (the
+  active ranks) or with nothing but the calls (a helper): -> its code."""
+  import torch._dynamo
+  from torch._dynamo.backends.common import aot_autograd
+  torch._dynamo.reset()
+  layout = _layout3()
+  codes = []
+
+  def keep(gm, example_inputs):
+    codes.append(gm.code)
+    return gm
+
+  def fn(x):
+    y = x + 1 if x is not None else None
+    relaycc.all_reduce(y, layout, comm=comm, counts=[N], dtype=torch.float32)
+    relaycc.all_reduce(y, layout, "max", comm=comm, counts=[N], dtype=torch.float32)
+    relaycc.all_gather(y, torch.empty(3 * N) if y is not None else None, layout, comm=comm, counts=[N],
+                       dtype=torch.float32)
+    return y * 2 if y is not None else None
+
+  active = comm.rank in layout[0]
+  x = value(comm.rank, 0, N).to(torch.float32) if active else None
+  torch.compile(fn, fullgraph=True, backend=aot_autograd(fw_compiler=keep))(x)
+  return codes
 
 
 # ---- bad arguments: every rank makes the same mistake, so every rank raises and the comm stays usable ---
