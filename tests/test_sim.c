@@ -710,9 +710,11 @@ typedef struct {
 } seedMiss;
 
 static const seedMiss kSeedMisses[] = {
-    {RELAY_COLL_REDUCESCATTER, 2, 1, 0.100, 0.140, "RCCL's 2-rank reduce-scatter measured 12% below the link up to 144 MB"},
+    {RELAY_COLL_REDUCESCATTER, 2, 1, 0.100, 0.140,
+     "RCCL's 2-rank reduce-scatter measured 12% below the link up to 144 MB"},
     {RELAY_COLL_REDUCESCATTER, 2, 4, 0.102, 0.145, "the same RCCL reduce-scatter, 4 groups at once"},
-    {RELAY_COLL_ALLTOALL, 4, 1, 0.082, 0.166, "RCCL's 4-rank all-to-all measured 14% below the link at 13.5 MB"},
+    {RELAY_COLL_ALLTOALL, 4, 1, 0.082, 0.166,
+     "RCCL's 4-rank all-to-all measured 14% below the link at 13.5 MB"},
     {RELAY_COLL_ALLTOALL, 4, 2, 0.099, 0.126, "the same RCCL all-to-all at 27-36 MB"},
     {RELAY_COLL_ALLGATHER, 4, 1, 0.105, 0.362, "helper staging spilled out of cache from 256 MB (seed)"},
     {RELAY_COLL_ALLREDUCE, 4, 1, 0.123, 0.145, "the relay reads 9% fast: not resolved"},
@@ -738,12 +740,13 @@ static int caseSeedTables(void) {
         why = kSeedMisses[m].why;
         misses++;
       }
-    printf("%-13s A=%d G=%d: speedup mean |err| %4.1f%% max %4.1f%% (bound %.1f%% / %.1f%%%s%s)", relayCollName(s->coll),
-           s->nActive, s->nGroups, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr, 100 * mean, 100 * max,
-           why ? ": " : "", why ? why : "");
+    printf("%-13s A=%d G=%d: speedup mean |err| %4.1f%% max %4.1f%% (bound %.1f%% / %.1f%%%s%s)",
+           relayCollName(s->coll), s->nActive, s->nGroups, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr,
+           100 * mean, 100 * max, why ? ": " : "", why ? why : "");
     if (s->nGroups == 1)
-      printf("; relay mean %4.1f%% max %4.1f%% bias %+5.1f%%; RCCL mean %4.1f%% max %4.1f%%", 100 * c.meanRelayErr,
-             100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr, 100 * c.maxBaseErr);
+      printf("; relay mean %4.1f%% max %4.1f%% bias %+5.1f%%; RCCL mean %4.1f%% max %4.1f%%",
+             100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr,
+             100 * c.maxBaseErr);
     printf("\n");
     T_CHECK(c.meanSpeedupErr < mean && c.maxSpeedupErr <= max, "%s A=%d G=%d: speedup error %.1f%% / %.1f%%",
             relayCollName(s->coll), s->nActive, s->nGroups, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
@@ -756,7 +759,8 @@ static int caseSeedTables(void) {
     }
     checked++;
   }
-  T_CHECK(misses == (int)(sizeof kSeedMisses / sizeof kSeedMisses[0]), "%d of the named misses found", misses);
+  T_CHECK(misses == (int)(sizeof kSeedMisses / sizeof kSeedMisses[0]), "%d of the named misses found",
+          misses);
   relayTopoFree(t);
   return checked ? 0 : SKIP;
 }

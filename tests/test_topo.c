@@ -37,7 +37,8 @@ static void expectSame(const struct relayTopo* a, const struct relayTopo* b) {
   T_CHECK(near(a->callS, b->callS) && near(a->boundaryS, b->boundaryS) && near(a->launchS, b->launchS) &&
               near(a->memBw, b->memBw) && near(a->hopS, b->hopS) && near(a->reduceBw, b->reduceBw),
           "%s: costs", a->name);
-  T_CHECK(near(a->opBudgetBw, b->opBudgetBw), "%s: op budget %g vs %g", a->name, a->opBudgetBw, b->opBudgetBw);
+  T_CHECK(near(a->opBudgetBw, b->opBudgetBw), "%s: op budget %g vs %g", a->name, a->opBudgetBw,
+          b->opBudgetBw);
 }
 
 static char* writeToString(const struct relayTopo* t) {
@@ -190,7 +191,8 @@ static int caseErrors(void) {
   expectParseError("gpus 2\nlink * * 1 50\n", "mem_gbs must be > 0");
   expectParseError("gpus 2\nswitch yes\nmem_gbs 1\n", "switch needs injection and ejection");
   expectParseError("gpus 2\nswitch maybe\n", "switch takes yes or no");
-  expectParseError("gpus 2\nlink * * 1 50\nmem_gbs 1\nop_budget_gbs -1\n", "line 4: '-1' is not a number >= 0");
+  expectParseError("gpus 2\nlink * * 1 50\nmem_gbs 1\nop_budget_gbs -1\n",
+                   "line 4: '-1' is not a number >= 0");
 
   struct relayTopo* t = NULL;
   T_CHECK(relayTopoLoad("/nonexistent/relaycc.topo", &t) == relayInvalidArgument && !t, "missing file");

@@ -203,7 +203,8 @@ static void fluidWaterfill(fluid* f) {
     double capped = INFINITY; /* the lowest cap of an unfrozen flow, when below the share */
     for (int i = 0; i < f->nActive; i++) {
       const fluidFlow* fl = &f->flows[f->active[i]];
-      if (!f->frozen[i] && fl->maxRate > 0 && fl->maxRate < share && fl->maxRate < capped) capped = fl->maxRate;
+      if (!f->frozen[i] && fl->maxRate > 0 && fl->maxRate < share && fl->maxRate < capped)
+        capped = fl->maxRate;
     }
     if (isfinite(capped)) share = capped;
     for (int i = 0; i < f->nActive; i++) {

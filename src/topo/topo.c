@@ -457,7 +457,8 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
           return errf(err, errlen, "link %d %d: GPUs of different nodes reach each other over the network only", s, d);
   }
   if (t->netsByBw < 0) return errf(err, errlen, "nets_by_bw must be >= 0");
-  if (!(t->opBudgetBw >= 0 && isfinite(t->opBudgetBw))) return errf(err, errlen, "op_budget_gbs must be >= 0");
+  if (!(t->opBudgetBw >= 0 && isfinite(t->opBudgetBw)))
+    return errf(err, errlen, "op_budget_gbs must be >= 0");
   if (!(t->chanBw >= 0 && isfinite(t->chanBw))) return errf(err, errlen, "chan_gbs must be >= 0");
   if (!(t->chanShare >= 0 && t->chanShare <= 1)) return errf(err, errlen, "chan_share must be in [0, 1]");
   if (t->p2pChannels < 0 || t->p2pChannels > 64) return errf(err, errlen, "p2p_channels must be in 0..64");
