@@ -161,6 +161,68 @@ static int caseShare(void) {
   return 0;
 }
 
+static int caseOpBudget(void) {
+  /* RCCL's per-operation channel budget (topo opBudgetBw): each transfer a
+   * rank sends in a step gets an equal share of the rank's budget, fixed for
+   * the step. 120 GB/s over rank 0's 4 sends: 30 GB/s each. Three 1 MB
+   * operations to rank 1 share their 50 GB/s link (90 GB/s of budget, the
+   * link binds): 60 us. One 3 MB operation to rank 2 gets 30 GB/s on its
+   * own 50 GB/s link: 100 us, and keeps 30 GB/s after the others end at
+   * 60 us (handed on, it would end at 84 us). The self pair is a copy
+   * inside the kernel, not a channel's operation: it does not count (as a
+   * fifth, every share would be 24 GB/s and the step 125 us). */
+  struct relayTopo* t = meshTopo(4, 50e9, 0, 0);
+  t->opBudgetBw = 120e9;
+  planBuilder* b = handNew(4);
+  int s = planAddStep(b);
+  for (int i = 0; i < 3; i++) xfer(b, s, 0, 1, 1000000);
+  xfer(b, s, 0, 2, 3000000);
+  xfer(b, s, 0, 0, 1000000);
+  relayPlan* p = handFinish(b);
+  relaySimResult r = simOk(p, t);
+  T_NEAR(r.rankEndS[1], 3e6 / 50e9, 1e-9);
+  T_NEAR(r.totalS, 3e6 / 30e9, 1e-9);
+  relaySimResultFree(&r);
+  /* Without the budget both links take 60 us. */
+  t->opBudgetBw = 0;
+  r = simOk(p, t);
+  T_NEAR(r.totalS, 3e6 / 50e9, 1e-9);
+  relaySimResultFree(&r);
+  relayPlanFree(p);
+
+  /* The seed's fix: the 3 MB as three 1 MB operations. Six sends at 20 GB/s,
+   * three per link (60 GB/s, the link binds): both links 60 us again. */
+  t->opBudgetBw = 120e9;
+  b = handNew(4);
+  s = planAddStep(b);
+  for (int i = 0; i < 3; i++) xfer(b, s, 0, 1, 1000000);
+  for (int i = 0; i < 3; i++) xfer(b, s, 0, 2, 1000000);
+  p = handFinish(b);
+  r = simOk(p, t);
+  T_NEAR(r.totalS, 3e6 / 50e9, 1e-9);
+  relaySimResultFree(&r);
+  relayPlanFree(p);
+
+  /* Only the sender's operations count: rank 3 receiving three operations,
+   * one from each of three ranks, takes every link at its rate (20 us). The
+   * shares are per step: in step 1 rank 3 sends four, 30 GB/s each, and its
+   * lone 3 MB operation takes 100 us as above. */
+  b = handNew(4);
+  s = planAddStep(b);
+  for (int src = 0; src < 3; src++) xfer(b, s, src, 3, 1000000);
+  int s1 = planAddStep(b);
+  for (int i = 0; i < 3; i++) xfer(b, s1, 3, 0, 1000000);
+  xfer(b, s1, 3, 1, 3000000);
+  p = handFinish(b);
+  r = simOk(p, t);
+  T_NEAR(r.stepS[0], 1e6 / 50e9, 1e-9);
+  T_NEAR(r.stepS[1], 3e6 / 30e9, 1e-9);
+  relaySimResultFree(&r);
+  relayPlanFree(p);
+  relayTopoFree(t);
+  return 0;
+}
+
 static int caseSwitch(void) {
   /* On a switch, 7 flows out of one GPU share its injection port. */
   struct relayTopo* t = switchTopo(8, 400e9, 5e-6);
@@ -532,6 +594,7 @@ static struct relayTopo* linkTermTopo(const char* preset) {
   T_OK(relayTopoLoad(preset, &t));
   t->callS = t->boundaryS = t->launchS = t->hopS = 0;
   t->memBw = 1e18;
+  t->opBudgetBw = 0; /* the closed forms count bytes, not operations */
   return t;
 }
 
@@ -632,32 +695,72 @@ static int caseSeedLinkModel(void) {
   return 0;
 }
 
-/* The model against the seed's measured two-group tables. The bounds are the
- * errors measured when the relay plans landed (docs/model.md has the tables
- * and what each miss leaves out), with a little room: a change that makes
- * the model or a plan drift further from the measurements fails here. */
+/* The model against every table of the seed (single-group two-group tables
+ * and fused ones): the speedup a user would read, model against measured,
+ * within 15% at every row and 8% on average (docs/model.md: "Model against
+ * the seed"). The tables the model does not reach yet are named below with
+ * the bounds it reaches today and the cause; a change that makes any table
+ * worse fails here. The single-group tables also hold the relay and RCCL
+ * times. */
+typedef struct {
+  relayColl_t coll;
+  int nActive, nGroups;
+  double mean, max; /* the speedup error bounds this table is held to instead */
+  const char* why;
+} seedMiss;
+
+static const seedMiss kSeedMisses[] = {
+    {RELAY_COLL_REDUCESCATTER, 2, 1, 0.100, 0.140,
+     "RCCL's 2-rank reduce-scatter measured 12% below the link up to 144 MB"},
+    {RELAY_COLL_REDUCESCATTER, 2, 4, 0.102, 0.145, "the same RCCL reduce-scatter, 4 groups at once"},
+    {RELAY_COLL_ALLTOALL, 4, 1, 0.082, 0.166,
+     "RCCL's 4-rank all-to-all measured 14% below the link at 13.5 MB"},
+    {RELAY_COLL_ALLTOALL, 4, 2, 0.099, 0.126, "the same RCCL all-to-all at 27-36 MB"},
+    {RELAY_COLL_ALLGATHER, 4, 1, 0.105, 0.362, "helper staging spilled out of cache from 256 MB (seed)"},
+    {RELAY_COLL_ALLREDUCE, 4, 1, 0.123, 0.145, "the relay reads 9% fast: not resolved"},
+};
+
 static int caseSeedTables(void) {
   struct relayTopo* t;
   T_OK(relayTopoLoad("mi350x", &t));
-  int checked = 0;
+  int checked = 0, misses = 0;
   for (int i = 0; i < relayNumSeedTables; i++) {
     const relaySeedTable* s = &relaySeedTables[i];
     relaySeedCompare c;
     relayResult_t r = relaySeedCompareRun(s, t, &c);
     if (r == relayNotSupported) continue;
     T_CHECK(r == relaySuccess, "%s A=%d: %s", relayCollName(s->coll), s->nActive, relayGetLastError(NULL));
-    if (s->nGroups > 1) { /* speedups only; docs/model.md says where the model misses fused calls */
-      printf("%-13s A=%d fused: speedup mean |err| %4.1f%% max %4.1f%%\n", relayCollName(s->coll), s->nActive,
-             100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
-      continue;
+    double mean = 0.08, max = 0.15;
+    const char* why = NULL;
+    for (size_t m = 0; m < sizeof kSeedMisses / sizeof kSeedMisses[0]; m++)
+      if (kSeedMisses[m].coll == s->coll && kSeedMisses[m].nActive == s->nActive &&
+          kSeedMisses[m].nGroups == s->nGroups) {
+        mean = kSeedMisses[m].mean;
+        max = kSeedMisses[m].max;
+        why = kSeedMisses[m].why;
+        misses++;
+      }
+    printf("%-13s A=%d G=%d: speedup mean |err| %4.1f%% max %4.1f%% (bound %.1f%% / %.1f%%%s%s)",
+           relayCollName(s->coll), s->nActive, s->nGroups, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr,
+           100 * mean, 100 * max, why ? ": " : "", why ? why : "");
+    if (s->nGroups == 1)
+      printf("; relay mean %4.1f%% max %4.1f%% bias %+5.1f%%; RCCL mean %4.1f%% max %4.1f%%",
+             100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr,
+             100 * c.maxBaseErr);
+    printf("\n");
+    T_CHECK(c.meanSpeedupErr < mean && c.maxSpeedupErr <= max, "%s A=%d G=%d: speedup error %.1f%% / %.1f%%",
+            relayCollName(s->coll), s->nActive, s->nGroups, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
+    if (s->nGroups == 1) {
+      T_CHECK(c.meanBaseErr < 0.10 && c.maxBaseErr < 0.15, "baseline drifted from the measured RCCL column");
+      /* The relay time: within 10% on average everywhere, 15% at every row
+       * but the 4-active all-gather's cache-bound 1 GB (23%). */
+      double relayMax = s->coll == RELAY_COLL_ALLGATHER && s->nActive == 4 ? 0.24 : 0.15;
+      T_CHECK(c.meanRelayErr < 0.10 && c.maxRelayErr < relayMax, "relay time drifted from the measurements");
     }
-    printf("%-13s A=%d: relay mean |err| %4.1f%% max %4.1f%% bias %+5.1f%%; RCCL mean |err| %4.1f%% max %4.1f%%\n",
-           relayCollName(s->coll), s->nActive, 100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr,
-           100 * c.meanBaseErr, 100 * c.maxBaseErr);
-    T_CHECK(c.meanBaseErr < 0.10 && c.maxBaseErr < 0.15, "baseline drifted from the measured RCCL column");
-    T_CHECK(c.meanRelayErr < 0.25 && c.maxRelayErr < 0.35, "relay time drifted from the measurements");
     checked++;
   }
+  T_CHECK(misses == (int)(sizeof kSeedMisses / sizeof kSeedMisses[0]), "%d of the named misses found",
+          misses);
   relayTopoFree(t);
   return checked ? 0 : SKIP;
 }
@@ -666,6 +769,7 @@ static int caseSeedTables(void) {
 #define SIM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
 static const tCase kCases[] = {
     SIM_CASE("oneflow", caseOneFlow),         SIM_CASE("share", caseShare),
+    SIM_CASE("opbudget", caseOpBudget),
     SIM_CASE("switch", caseSwitch),           SIM_CASE("sync", caseSync),
     SIM_CASE("ops", caseOps),                 SIM_CASE("mismatch", caseMismatch),
     SIM_CASE("determinism", caseDeterminism), SIM_CASE("speed", caseSpeed),

@@ -37,6 +37,8 @@ static void expectSame(const struct relayTopo* a, const struct relayTopo* b) {
   T_CHECK(near(a->callS, b->callS) && near(a->boundaryS, b->boundaryS) && near(a->launchS, b->launchS) &&
               near(a->memBw, b->memBw) && near(a->hopS, b->hopS) && near(a->reduceBw, b->reduceBw),
           "%s: costs", a->name);
+  T_CHECK(near(a->opBudgetBw, b->opBudgetBw), "%s: op budget %g vs %g", a->name, a->opBudgetBw,
+          b->opBudgetBw);
 }
 
 static char* writeToString(const struct relayTopo* t) {
@@ -72,7 +74,19 @@ static int casePresets(void) {
     for (int d = 0; d < 8; d++)
       if (s != d) T_CHECK(t->linkCount[s * 8 + d] == 1 && t->linkBw[s * 8 + d] == 51.6e9, "mi350x link %d %d", s, d);
   T_CHECK(near(t->boundaryS, 25e-6), "mi350x boundary %g", t->boundaryS);
+  /* RCCL's per-operation channel budget: the AMD presets have one, the
+   * NVIDIA and CPU ones none (their predictions stay as calibrated). */
+  T_CHECK(near(t->opBudgetBw, 512e9), "mi350x op budget %g", t->opBudgetBw);
   relayTopoFree(t);
+  T_OK(relayTopoLoad("mi300x", &t));
+  T_CHECK(near(t->opBudgetBw, 512e9), "mi300x op budget %g", t->opBudgetBw);
+  relayTopoFree(t);
+  const char* unbudgeted[] = {"h200", "h200x2", "cpu"};
+  for (int i = 0; i < 3; i++) {
+    T_OK(relayTopoLoad(unbudgeted[i], &t));
+    T_CHECK(t->opBudgetBw == 0, "%s: op budget %g, want none", unbudgeted[i], t->opBudgetBw);
+    relayTopoFree(t);
+  }
 
   /* H200: non-blocking switch, 18 x 26.5625 GB/s ports. */
   T_OK(relayTopoLoad("h200", &t));
@@ -121,7 +135,8 @@ static int caseRoundTrip(void) {
       "ports * 300 300\n"
       "ports 2 150 250\n"
       "fabric 900\n"
-      "call_us 7.5\nboundary_us 4\nlaunch_us 2\nmem_gbs 3000\nhop_us 1\nreduce_gbs 1500\n";
+      "call_us 7.5\nboundary_us 4\nlaunch_us 2\nmem_gbs 3000\nhop_us 1\nreduce_gbs 1500\n"
+      "op_budget_gbs 240\n";
   struct relayTopo *a, *b;
   char err[256];
   T_CHECK(relayTopoParse(src, &a, err, sizeof err) == relaySuccess, "%s", err);
@@ -131,7 +146,9 @@ static int caseRoundTrip(void) {
   T_CHECK(relayTopoReachable(a, 0, 2) && near(relayTopoPairRate(a, 0, 2), 250e9), "diagonal through the switch");
   T_CHECK(near(relayTopoPairRate(a, 2, 3), 100e9) && near(relayTopoPairRate(a, 1, 3), 300e9), "rates");
   T_CHECK(near(a->injBw[2], 150e9) && near(a->ejBw[2], 250e9), "port override");
-  T_CHECK(near(a->callS, 7.5e-6) && near(a->fabricBw, 900e9) && near(a->reduceBw, 1500e9), "scalars");
+  T_CHECK(near(a->callS, 7.5e-6) && near(a->fabricBw, 900e9) && near(a->reduceBw, 1500e9) &&
+              near(a->opBudgetBw, 240e9),
+          "scalars");
   char* text = writeToString(a);
   T_CHECK(relayTopoParse(text, &b, err, sizeof err) == relaySuccess, "%s\n%s", err, text);
   expectSame(a, b);
@@ -174,6 +191,8 @@ static int caseErrors(void) {
   expectParseError("gpus 2\nlink * * 1 50\n", "mem_gbs must be > 0");
   expectParseError("gpus 2\nswitch yes\nmem_gbs 1\n", "switch needs injection and ejection");
   expectParseError("gpus 2\nswitch maybe\n", "switch takes yes or no");
+  expectParseError("gpus 2\nlink * * 1 50\nmem_gbs 1\nop_budget_gbs -1\n",
+                   "line 4: '-1' is not a number >= 0");
 
   struct relayTopo* t = NULL;
   T_CHECK(relayTopoLoad("/nonexistent/relaycc.topo", &t) == relayInvalidArgument && !t, "missing file");

@@ -8,7 +8,9 @@
  *
  * "two-group" rows are the "before" columns of the duplex-pipelining commits:
  * the relay at depth 1, the schedule the plan builders' depth-1 form
- * reproduces. The RCCL column is relay ms x speedup. "fused" rows (nGroups =
+ * reproduces (but for the own block of single-group all-gather and
+ * all-to-all, which the comparison adds as the seed ran it: see
+ * relaySeedCompareRun). The RCCL column is relay ms x speedup. "fused" rows (nGroups =
  * 8/A, every rank active in one group and helping the others, always depth 1)
  * come with speedups only: the checked-in fused sweep as the commits quote it.
  */
@@ -112,7 +114,18 @@ relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTop
     }
     relayBaselineResult br;
     r = relayBaselineRun(&k, topo, &br);
-    double model = sr.totalS * 1e3;
+    /* The measured schedule, where it differs from the plan: the seed's
+     * single-group relays of all-gather and all-to-all copied a rank's own
+     * block in a launch of its own before the groups (the seed folded it
+     * into the group only on the pure-direct route: "with the offload on ...
+     * the diagonal ... must stay a separate copy"; the A=4 all-to-all relay's
+     * "diagonal is always a local cudaMemcpyAsync", reference 3.6). relaycc's
+     * plan moves it as a self pair inside step 0, which the model overlaps
+     * with the links; its fused plans copy it after step 0, as the seed did. */
+    double ownCopyS = 0;
+    if (G == 1 && (t->coll == RELAY_COLL_ALLGATHER || t->coll == RELAY_COLL_ALLTOALL))
+      ownCopyS = topo->launchS + 2.0 * (double)counts[0] * (double)relayTypeSize(k.dtype) / topo->memBw;
+    double model = (sr.totalS + ownCopyS) * 1e3;
     relaySimResultFree(&sr);
     if (r != relaySuccess) return r;
     out->modelRelayMs[i] = model;

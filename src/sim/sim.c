@@ -33,6 +33,7 @@ typedef struct {
   int nres;
   int res[MAX_RES_PER_FLOW];
   int tag; /* the caller's: the plan sim stores the step */
+  double maxRate; /* > 0: bytes/s the flow never exceeds (its share of its rank's operation budget) */
 } fluidFlow;
 
 typedef struct {
@@ -160,7 +161,8 @@ static int fluidAdd(fluid* f, int src, int dst, double bytes, double start, int 
 }
 
 /* Max-min fair rates by progressive filling: raise every unfrozen flow's rate
- * together until a resource saturates, freeze the flows through it, repeat. */
+ * together until a resource saturates or a flow reaches its own cap
+ * (maxRate), freeze the flows through it (or at their cap), repeat. */
 static void fluidWaterfill(fluid* f) {
   int nUsed = 0;
   for (int i = 0; i < f->nActive; i++) {
@@ -198,11 +200,21 @@ static void fluidWaterfill(fluid* f) {
     }
     if (best < 0) break;
     if (share < 0) share = 0;
+    double capped = INFINITY; /* the lowest cap of an unfrozen flow, when below the share */
+    for (int i = 0; i < f->nActive; i++) {
+      const fluidFlow* fl = &f->flows[f->active[i]];
+      if (!f->frozen[i] && fl->maxRate > 0 && fl->maxRate < share && fl->maxRate < capped)
+        capped = fl->maxRate;
+    }
+    if (isfinite(capped)) share = capped;
     for (int i = 0; i < f->nActive; i++) {
       if (f->frozen[i]) continue;
       fluidFlow* fl = &f->flows[f->active[i]];
       int uses = 0;
-      for (int k = 0; k < fl->nres; k++) uses |= fl->res[k] == best;
+      if (isfinite(capped))
+        uses = fl->maxRate > 0 && fl->maxRate <= capped;
+      else
+        for (int k = 0; k < fl->nres; k++) uses |= fl->res[k] == best;
       if (!uses) continue;
       fl->rate = share;
       f->frozen[i] = 1;
@@ -586,6 +598,19 @@ static double runOps(simState* S, int r, int s, double t) {
   return t;
 }
 
+/* The cap of a transfer a -> b in step s under the topology's operation
+ * budget: its equal share of a's budget over the transfers a sends to other
+ * GPUs in the step, fixed for the step (a share left by an operation that
+ * ended early is not handed on: RCCL's channels stay with their operation).
+ * 0: no cap (no budget, or a self pair, a copy inside the kernel). */
+static double opBudgetCap(const simState* S, int a, int b, int s) {
+  if (S->topo->opBudgetBw <= 0 || a == b) return 0;
+  const planStep* st = planRankStep(S->plan, a, s);
+  int ops = 0;
+  for (uint32_t i = 0; i < st->nSend; i++) ops += S->plan->sends[st->sendBase + i].peer != a;
+  return S->topo->opBudgetBw / (ops > 0 ? ops : 1);
+}
+
 /* Creates the flows between r and p in step s (both have entered it). */
 static void createPairFlows(simState* S, int r, int p, int s) {
   const relayPlan* P = S->plan;
@@ -612,7 +637,12 @@ static void createPairFlows(simState* S, int r, int p, int s) {
       /* Between GPUs the library's transfers reach only part of the link
        * rate, by the transfer's size, on a calibrated topology (topo.h). */
       double eff = a == b ? 1.0 : relayTopoCurveAt(&S->topo->p2pEff, (double)x->count * (double)P->elemSize);
-      for (int k = 0; k < np; k++) fluidAdd(&S->fl, a, b, (double)parts[k].len / eff, start, s, parts[k].channel);
+      /* The operation's cap, shared by its parts in proportion to their bytes. */
+      double cap = opBudgetCap(S, a, b, s), bytes = (double)x->count * (double)P->elemSize;
+      for (int k = 0; k < np; k++) {
+        int id = fluidAdd(&S->fl, a, b, (double)parts[k].len / eff, start, s, parts[k].channel);
+        if (cap > 0) S->fl.flows[id].maxRate = cap * (double)parts[k].len / bytes;
+      }
     }
   }
 }

@@ -18,6 +18,10 @@
  *     rank enters the next step. Lane-1 ops run in order on a side lane that
  *     starts each op no earlier than the point it was issued and are joined
  *     at the end of the call;
+ *   - on a topology with an operation budget (topo->opBudgetBw > 0, RCCL's
+ *     per-operation channel budget) each transfer a rank sends to another
+ *     GPU in a step moves at most its equal share of the budget over the
+ *     rank's sends of that step, the share fixed for the step;
  *   - the call adds its fixed cost once;
  *   - on a topology with P2P channels (topo->chanBw > 0) each transfer is
  *     split into parts by the P2P channel layer (src/p2p: the plan's
@@ -164,7 +168,9 @@ typedef struct {
 } relaySeedCompare;
 
 /* Builds each row's relay plan (group g's actives g*A..g*A+A-1, bf16, the
- * table's depth), simulates it and the baseline on topo, and compares. Rows
+ * table's depth), simulates it and the baseline on topo, and compares; a
+ * single-group all-gather or all-to-all row adds the seed's copy of the own
+ * block (a launch of its own before the groups, what the seed ran). Rows
  * without a measured time count in the speedup errors only (n counts the
  * rows with one). relayNotSupported when the relay route cannot build the
  * shape yet. */

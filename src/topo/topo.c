@@ -147,6 +147,25 @@ static void presetAmdMesh(struct relayTopo* t) {
    * 1 GB: 4.252 ms at 8, 4.253 at 16) or a loss (4-active all-to-all at
    * 512 MB: 1.836 -> 1.993 ms). */
   t->maxDepth = 8;
+  /* RCCL budgets P2P channels per operation (seed, the 4-active
+   * reduce-scatter's operation granularity commit): its pipelined form ran at
+   * 56% of the 51.6 GB/s link ceiling against 73-83% for the other seven
+   * shapes, because each group an active rank sent 15 operations (three of w
+   * to each of 4 helpers, one of 3w to each of 3 actives) and the single-op
+   * links got a third of the channels of the three-op ones. With each
+   * operation at B/15, the single-op links gating the step and the rest of
+   * the loss what the other shapes lose (1/0.78 - 1 of the link time at their
+   * middle 78%): 1/0.56 = 51.6 / (B/15) + (1/0.78 - 1), B = 515 GB/s; 512 =
+   * the 64 channels RCCL's P2P resolves to (reference section 12) x 8 GB/s.
+   * It binds only above 512 / 51.6 = 9.9 operations a step: a 2-active relay
+   * step sends 7 (73 GB/s each, above the link: the seed measured those at
+   * the link rate), the fix's 21 w-sized operations get 3 x 24.4 GB/s per
+   * link (none gated, as measured). Against the seed's tables
+   * (docs/model.md) it takes the single-group 4-active reduce-scatter from
+   * 35.6% to 9.9% worst speedup error, the fused 4-active all-gather from
+   * 41.1% to 4.2% and the fused reduce-scatter from 30.0% to 0.1%; the
+   * tables' fit is flat within 480-520 GB/s. */
+  t->opBudgetBw = 512 * GBS;
 }
 
 static void presetMi350x(struct relayTopo* t) { presetAmdMesh(t); }
@@ -438,6 +457,8 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
           return errf(err, errlen, "link %d %d: GPUs of different nodes reach each other over the network only", s, d);
   }
   if (t->netsByBw < 0) return errf(err, errlen, "nets_by_bw must be >= 0");
+  if (!(t->opBudgetBw >= 0 && isfinite(t->opBudgetBw)))
+    return errf(err, errlen, "op_budget_gbs must be >= 0");
   if (!(t->chanBw >= 0 && isfinite(t->chanBw))) return errf(err, errlen, "chan_gbs must be >= 0");
   if (!(t->chanShare >= 0 && t->chanShare <= 1)) return errf(err, errlen, "chan_share must be in [0, 1]");
   if (t->p2pChannels < 0 || t->p2pChannels > 64) return errf(err, errlen, "p2p_channels must be in 0..64");
@@ -542,6 +563,7 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   fprintf(f, "hop_us %.17g\n", t->hopS / US);
   if (t->stageS > 0) fprintf(f, "stage_us %.17g\n", t->stageS / US);
   if (t->maxDepth > 0) fprintf(f, "max_depth %d\n", t->maxDepth);
+  if (t->opBudgetBw > 0) fprintf(f, "op_budget_gbs %.17g\n", t->opBudgetBw / GBS);
   if (t->nNodes > 1) {
     fprintf(f, "nodes %d\n", t->nNodes);
     fprintf(f, "nics_per_node %d\n", t->nicsPerNode);
@@ -781,7 +803,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
           {"reduce_gbs", &t->reduceBw, GBS}, {"nic_gbs", &t->nicBw, GBS},   {"chan_gbs", &t->chanBw, GBS},
           {"chan_share", &t->chanShare, 1},  {"stage_us", &t->stageS, US},
-          {"host_step_us", &t->hostStepS, US},
+          {"host_step_us", &t->hostStepS, US}, {"op_budget_gbs", &t->opBudgetBw, GBS},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {

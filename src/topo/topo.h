@@ -25,6 +25,9 @@
  * by every GPU of the node when pxn (NCCL's PXN: a GPU's traffic may leave
  * through another GPU's NIC), else each GPU on its share of them.
  *
+ * An operation budget (opBudgetBw > 0): each transfer a rank sends in a
+ * step moves at most its equal share of the rank's channel budget.
+ *
  * P2P channels (chanBw > 0): NCCL/RCCL move point-to-point data on
  * channels, each a fixed set of GPU threads; one channel moves at most
  * chanBw, and channels of a rank shared by several flows lose efficiency
@@ -125,6 +128,18 @@ struct relayTopo {
    * replays, where host work is off the critical path; a call made directly
    * pays it (text format: host_step_us). */
   double hostStepS;
+
+  /* RCCL's per-operation channel budget (0: none, every preset but the AMD
+   * ones): the bytes/s all of a rank's P2P channels move together, split
+   * equally among the transfers the rank sends to other GPUs in one step,
+   * each share fixed for the step. RCCL budgets channels per operation, so a
+   * link carrying one operation beside links carrying three gets a third of
+   * their channels and gates the step, while the others finish early and
+   * their channels idle (seed: the 4-active reduce-scatter's operation
+   * granularity commit). A share above the link rate changes nothing: it
+   * binds only where a rank sends more operations than the budget fills its
+   * links with (text format: op_budget_gbs). */
+  double opBudgetBw;
 
   /* ---- several nodes (nNodes <= 1: one node; the rest of this block unused) */
   int nNodes;
