@@ -106,9 +106,10 @@ for s in $steps; do
       run shim_torch 300 env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_shim_check.py ;;
     python)
       # The package as a user installs it (scikit-build-core is in the device image; nothing to fetch),
-      # then the GPU check under torchrun, one process per GPU.
+      # then the GPU check under torchrun, one process per GPU, without this script's NCCL_NVLS_ENABLE (the
+      # check asserts that from_process_group leaves the environment as it found it).
       run py_install 500 python3 -m pip install --no-build-isolation --no-deps --target /tmp/pyrelay . &&
-        run py_gpu 300 env PYTHONPATH=/tmp/pyrelay RELAYCC_DEBUG=1 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_relaycc_check.py ;;
+        run py_gpu 300 env -u NCCL_NVLS_ENABLE PYTHONPATH=/tmp/pyrelay RELAYCC_DEBUG=1 torchrun --nproc-per-node "$(nvidia-smi -L | wc -l)" tests/gpu/torch_relaycc_check.py ;;
     *) log "unknown step $s" ;;
   esac
 done

@@ -5,8 +5,12 @@
     relaycc.all_reduce(t if active else None, [[0, 1]], comm=comm, counts=[n], dtype=torch.float32)
 
 Every rank calls every collective with the same layout, counts and dtype; a helper (a rank in no group)
-passes None. The calls are torch ops (torch.ops.relaycc.*): torch.compile keeps and orders them, and on
-CUDA they run on the current stream without host synchronization.
+passes None. A binding never rejects a call on its own: a bad argument on one rank is a rejected call of
+the C library there (relayCallReject), so the ranks stay in step and the error raised is the library's,
+naming the argument and the rank (README "After a rejected call"). Eager calls go straight to the library;
+under torch.compile they are torch ops (torch.ops.relaycc.*) with the ordered effect, which the graph keeps
+and orders. On CUDA they run on the current stream without host synchronization. Every constant (dtypes,
+ops, routes, collectives, result codes) is read from the library.
 """
 from ._lib import RelayccArgumentError, RelayccError, library_path, version
 from .collectives import all_gather, all_reduce, all_to_all, gather, reduce_scatter, scatter

@@ -108,6 +108,7 @@ class Comm:
     _lib.check(lib.relayCommUserRank(handle, ctypes.byref(r)), handle)
     self.size, self.rank = n.value, r.value
     self.calls = 0  # relaycc calls this rank issued on the comm (tests: a compiled helper's call ran)
+    self.guest = False  # True: it wraps a communicator it does not own (from_process_group's NCCL group's)
     collectives.comms[handle] = self
 
   # ---- constructors ----
@@ -195,7 +196,9 @@ class Comm:
         _lib.check(
             lib.relayCommInitNcclRank(ctypes.byref(h), nranks, ctypes.byref(uid), rank, index, ctypes.byref(cfg)),
             None, "relayCommInitNcclRank")
-    return cls(h.value, device)
+    comm = cls(h.value, device)
+    comm.guest = bool(ptr)
+    return comm
 
   # ---- lifetime ----
   def destroy(self):

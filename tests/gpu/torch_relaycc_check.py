@@ -1,12 +1,16 @@
-"""The Python package on GPUs (issue 17), under torchrun: one process per GPU.
+"""The Python package on GPUs (issues 17, 26 item 8), under torchrun: one process per GPU.
 
-    torchrun --nproc-per-node N tests/gpu/torch_relaycc_check.py
+    torchrun --nproc-per-node N tests/gpu/torch_relaycc_check.py      (N = 1 works: the rooted calls)
 
-Builds a relaycc comm from the torch.distributed NCCL group (Comm.from_process_group: its own NCCL comm
-through relayNcclGetUniqueId / relayCommInitNcclRank), asserts that exactly one libnccl is mapped (the one
-torch loaded), and with 2 or more ranks all-reduces 4 KB to 64 MB against dist.all_reduce on the same data,
-eager and captured into a CUDA graph replayed with new inputs. Exits non-zero on any mismatch.
+Comm.from_process_group on the torch.distributed NCCL group must attach to the group's own NCCL communicator
+(a guest: comm.guest, through relayCommInitNccl) and leave the process's environment as it was (the C
+library's environ, not only os.environ: a C setenv does not show there); exactly one libnccl is mapped (the
+one torch loaded). Data: scatter and gather on a set of this rank alone (any N), and with 2 or more ranks
+all-reduce 4 KB to 64 MB against dist.all_reduce on the same data, eager and captured into a CUDA graph
+replayed with new inputs; torch.compile(fullgraph=True) of calls with torchcomms' async Work (N >= 2) or of
+a scatter (N = 1). Exits non-zero on any mismatch.
 """
+import ctypes
 import os
 import sys
 
@@ -16,15 +20,39 @@ import torch.distributed as dist
 import relaycc
 
 
+def c_environ():
+  """The process's environment as the C library sees it (char **environ)."""
+  env = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+  out, i = [], 0
+  while env[i] is not None:
+    out.append(env[i])
+    i += 1
+  return sorted(out)
+
+
 def main():
   rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
   torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
   dist.init_process_group("nccl")
+  env0, py0 = c_environ(), dict(os.environ)
   comm = relaycc.Comm.from_process_group()
+  env_same = c_environ() == env0 and dict(os.environ) == py0
   libs = relaycc.nccl_libraries()
-  print(f"rank {rank}: relaycc {relaycc.__version__} from {relaycc.library_path()}; comm {comm.rank}/{comm.size};"
-        f" libnccl mapped: {libs}", flush=True)
-  wrong = int(len(libs) != 1)
+  print(f"rank {rank}: torch {torch.__version__}; relaycc {relaycc.__version__} from {relaycc.library_path()}; "
+        f"comm {comm.rank}/{comm.size}, guest {comm.guest}; libnccl mapped: {libs}; environment unchanged: "
+        f"{env_same}", flush=True)
+  wrong = int(len(libs) != 1) + int(not comm.guest) + int(not env_same)
+  # A rank set of this rank alone: the root scatters to itself, and gathers from itself.
+  n = 1 << 16
+  src = torch.arange(n, device="cuda", dtype=torch.float32) + 1000 * rank
+  got = torch.full((n,), -1.0, device="cuda")
+  relaycc.scatter(src, got, rank, [rank], [n], comm=comm)
+  back = torch.full((n,), -1.0, device="cuda")
+  relaycc.gather(got, back, rank, [rank], [n], comm=comm)
+  torch.cuda.synchronize()
+  rbad = int((got != src).sum()) + int((back != src).sum())
+  print(f"rank {rank}: one-rank scatter/gather wrong {rbad}", flush=True)
+  wrong += rbad
   if world >= 2:
     layout = [list(range(world))]
     for dtype in (torch.bfloat16, torch.float16, torch.float32):
@@ -52,6 +80,28 @@ def main():
           print(f"rank {rank} {str(dtype):15s} {size:>10d} B eager wrong {bad} graph wrong {gbad}", flush=True)
         wrong += bad + gbad
         size *= 8
+
+    def step(t):
+      u = t * 2
+      comm.sharded_relay_multi_group_all_reduce([u], "sum", layout, [u.numel()], async_op=True).wait()
+      return u + 1
+
+    t = torch.full((4096,), float(rank + 1), device="cuda")
+    out = torch.compile(step, fullgraph=True)(t)
+    torch.cuda.synchronize()
+    cbad = int((out != 2 * sum(range(1, world + 1)) + 1).sum())
+  else:
+
+    def step(t):
+      o = torch.empty_like(t)
+      relaycc.scatter(t * 2, o, rank, [rank], [t.numel()], comm=comm)
+      return o + 1
+
+    out = torch.compile(step, fullgraph=True)(src)
+    torch.cuda.synchronize()
+    cbad = int((out != src * 2 + 1).sum())
+  print(f"rank {rank}: torch.compile(fullgraph=True) wrong {cbad}", flush=True)
+  wrong += cbad
   comm.destroy()
   dist.destroy_process_group()
   print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'}", flush=True)

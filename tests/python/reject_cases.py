@@ -10,7 +10,8 @@ they were before the call."""
 import torch
 
 import relaycc
-from common import POISON, value
+from cases import _poison, _where
+from common import value
 from relaycc import RelayccError
 
 LAYOUT = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
@@ -52,17 +53,6 @@ def drop(base, job, check):
   if c is not None:
     c.abort()  # a failed comm's peers may be gone already: abort does not wait for them
   return True
-
-
-def _where(layout, r):
-  for g, grp in enumerate(layout):
-    if r in grp:
-      return g, grp.index(r)
-  return -1, -1
-
-
-def _poison(n, dt):
-  return torch.full((n,), POISON, dtype=dt)
 
 
 def roles(call, r):
