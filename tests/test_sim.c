@@ -717,7 +717,6 @@ static const seedMiss kSeedMisses[] = {
      "RCCL's 4-rank all-to-all measured 14% below the link at 13.5 MB"},
     {RELAY_COLL_ALLTOALL, 4, 2, 0.099, 0.126, "the same RCCL all-to-all at 27-36 MB"},
     {RELAY_COLL_ALLGATHER, 4, 1, 0.105, 0.362, "helper staging spilled out of cache from 256 MB (seed)"},
-    {RELAY_COLL_ALLREDUCE, 4, 1, 0.123, 0.145, "the relay reads 9% fast: not resolved"},
 };
 
 static int caseSeedTables(void) {
