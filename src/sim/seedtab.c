@@ -8,9 +8,10 @@
  *
  * "two-group" rows are the "before" columns of the duplex-pipelining commits:
  * the relay at depth 1, the schedule the plan builders' depth-1 form
- * reproduces (but for the own block of single-group all-gather and
- * all-to-all, which the comparison adds as the seed ran it: see
- * relaySeedCompareRun). The RCCL column is relay ms x speedup. "fused" rows (nGroups =
+ * reproduces (but for the copies the seed ran in launches of their own, the
+ * own block of single-group all-gather and all-to-all and the 4-active
+ * all-reduce's staging copy, which the comparison adds: seedCopySeconds).
+ * The RCCL column is relay ms x speedup. "fused" rows (nGroups =
  * 8/A, every rank active in one group and helping the others, always depth 1)
  * come with speedups only: the checked-in fused sweep as the commits quote it.
  */
