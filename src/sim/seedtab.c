@@ -8,9 +8,10 @@
  *
  * "two-group" rows are the "before" columns of the duplex-pipelining commits:
  * the relay at depth 1, the schedule the plan builders' depth-1 form
- * reproduces (but for the own block of single-group all-gather and
- * all-to-all, which the comparison adds as the seed ran it: see
- * relaySeedCompareRun). The RCCL column is relay ms x speedup. "fused" rows (nGroups =
+ * reproduces (but for the copies the seed ran in launches of their own, the
+ * own block of single-group all-gather and all-to-all and the 4-active
+ * all-reduce's staging copy, which the comparison adds: seedCopySeconds).
+ * The RCCL column is relay ms x speedup. "fused" rows (nGroups =
  * 8/A, every rank active in one group and helping the others, always depth 1)
  * come with speedups only: the checked-in fused sweep as the commits quote it.
  */
@@ -74,6 +75,36 @@ const relaySeedTable relaySeedTables[] = {
 
 const int relayNumSeedTables = (int)(sizeof relaySeedTables / sizeof relaySeedTables[0]);
 
+/* The measured schedule, where it differs from the plan: a copy the seed's
+ * relay ran in a launch of its own, which relaycc's plan does not run (or
+ * overlaps with the links); `bytes` is one rank's block (all-reduce: its
+ * buffer). Seconds, 0 where the schedules agree.
+ *  - Single-group all-gather and all-to-all copied a rank's own block before
+ *    the groups (the seed folded it into the group only on the pure-direct
+ *    route: "with the offload on ... the diagonal ... must stay a separate
+ *    copy"; the A=4 all-to-all relay's "diagonal is always a local
+ *    cudaMemcpyAsync", reference 3.6). relaycc's plan moves it as a self pair
+ *    inside step 0, which the model overlaps with the links; its fused plans
+ *    copy it after step 0, as the seed did.
+ *  - The A > 2 all-reduce ran out of place and its flat path first copies
+ *    the whole send buffer into the receive buffer ("Out-of-place: seed
+ *    recvBuff = sendBuff once, then operate in place", reference 3.3): the
+ *    seed's full-exchange commit counts that "sendbuff -> recvbuff staging
+ *    copy" among the 4 launches its measured A>2 path paid and says the seeded
+ *    reduce "removes the staging copy outright", which only an out-of-place
+ *    call pays. The measured relay is slower than the link model by what the
+ *    copy costs, at every depth (0.745-0.763 ms at 1 GiB at depths 1, 4 and 8,
+ *    the 4-active all-reduce commit's depth table; the copy is 0.816 ms) and
+ *    in the fused sweep too. relaycc's plan reads the send buffer and writes
+ *    the receive buffer in its steps, so it has no such copy. The 2-active
+ *    path needs none either (its reduce writes the receive buffer). */
+static double seedCopySeconds(const relaySeedTable* t, const struct relayTopo* topo, size_t bytes) {
+  int ownBlock = t->nGroups == 1 && (t->coll == RELAY_COLL_ALLGATHER || t->coll == RELAY_COLL_ALLTOALL);
+  int stagingCopy = t->coll == RELAY_COLL_ALLREDUCE && t->nActive > 2;
+  if (!ownBlock && !stagingCopy) return 0;
+  return topo->launchS + 2.0 * (double)bytes / topo->memBw; /* each byte read and written */
+}
+
 relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTopo* topo, relaySeedCompare* out) {
   memset(out, 0, sizeof *out);
   int A = t->nActive, G = t->nGroups;
@@ -114,18 +145,8 @@ relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTop
     }
     relayBaselineResult br;
     r = relayBaselineRun(&k, topo, &br);
-    /* The measured schedule, where it differs from the plan: the seed's
-     * single-group relays of all-gather and all-to-all copied a rank's own
-     * block in a launch of its own before the groups (the seed folded it
-     * into the group only on the pure-direct route: "with the offload on ...
-     * the diagonal ... must stay a separate copy"; the A=4 all-to-all relay's
-     * "diagonal is always a local cudaMemcpyAsync", reference 3.6). relaycc's
-     * plan moves it as a self pair inside step 0, which the model overlaps
-     * with the links; its fused plans copy it after step 0, as the seed did. */
-    double ownCopyS = 0;
-    if (G == 1 && (t->coll == RELAY_COLL_ALLGATHER || t->coll == RELAY_COLL_ALLTOALL))
-      ownCopyS = topo->launchS + 2.0 * (double)counts[0] * (double)relayTypeSize(k.dtype) / topo->memBw;
-    double model = (sr.totalS + ownCopyS) * 1e3;
+    double copyS = seedCopySeconds(t, topo, counts[0] * relayTypeSize(k.dtype));
+    double model = (sr.totalS + copyS) * 1e3;
     relaySimResultFree(&sr);
     if (r != relaySuccess) return r;
     out->modelRelayMs[i] = model;

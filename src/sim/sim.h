@@ -169,8 +169,9 @@ typedef struct {
 
 /* Builds each row's relay plan (group g's actives g*A..g*A+A-1, bf16, the
  * table's depth), simulates it and the baseline on topo, and compares; a
- * single-group all-gather or all-to-all row adds the seed's copy of the own
- * block (a launch of its own before the groups, what the seed ran). Rows
+ * row adds the copies the seed's relay ran in launches of their own and
+ * relaycc's plan does not (single-group all-gather and all-to-all: the own
+ * block; 4-active all-reduce: the out-of-place staging copy). Rows
  * without a measured time count in the speedup errors only (n counts the
  * rows with one). relayNotSupported when the relay route cannot build the
  * shape yet. */
