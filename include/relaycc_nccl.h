@@ -47,9 +47,9 @@ RELAYCC_API relayResult_t relayCommInitNccl(relayComm_t* comm, ncclComm_t nccl, 
  * RELAYCC_NRANKS / RELAYCC_RANK / RELAYCC_JOB, then WORLD_SIZE / RANK
  * (job "relaycc"); cudaDevice < 0 takes LOCAL_RANK, else rank modulo the
  * device count. Sets the current device. The NCCL communicator is owned by
- * the relay comm and destroyed with it. When NCCL_NVLS_ENABLE is unset it is
- * set to 0 first: the transport only uses point-to-point operations, and
- * NVLink SHARP buffers would cost memory and multicast objects for nothing.
+ * the relay comm and destroyed with it. relaycc leaves the process
+ * environment alone: NCCL reads NCCL_NVLS_ENABLE and its other variables as
+ * the user set them (NVLink SHARP off needs NCCL_NVLS_ENABLE=0 from the user).
  * Collective: blocks until all nranks arrived or the deadline passes.
  */
 RELAYCC_API relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, int rank, const char* jobName,

@@ -396,6 +396,36 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
   key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
 }
 
+/* The key of a call whose shape is valid, as every peer builds it: the call's fields, the comm's agreed
+ * settings and its node map. The one builder: runCall's and the interposer's question
+ * (relayCommRoutesCall) read the same key. */
+static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) {
+  memset(key, 0, sizeof *key);
+  key->coll = a->coll;
+  key->nranks = c->nranks;
+  key->nGroups = a->layout->nGroups;
+  key->nActive = a->layout->nActive;
+  key->ranks = a->layout->ranks;
+  key->counts = a->counts;
+  key->dtype = a->dtype;
+  key->op = relayCollReduces(a->coll) ? a->op : relaySum;
+  key->root = relayCollRooted(a->coll) ? a->root : 0;
+  key->nodeOf = relayNodesKeyMap(c);
+  relayCommKeySettings(c, key);
+}
+
+int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
+                        relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
+  if (c->failed) return 0;
+  callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
+  planKey key;
+  callKey(c, &a, &key);
+  int caps = relayCommRouteCaps(c, &key);
+  /* Ranks capture alike: a captured call is priced as a graph replay. */
+  if (!c->tp->isCapturing || !c->tp->isCapturing(c, stream)) caps |= RELAY_ROUTE_CAP_PERCALL;
+  return relayRouteBeatsNative(&key, c->topo, caps);
+}
+
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
   if (c->failed) {
     char earlier[sizeof c->lastError];
@@ -423,17 +453,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   relayRouteList lists[2];
   int captured = 0; /* 1: the stream is being captured and the captured list differs */
   if (local == relaySuccess || bufErr) { /* the shape is valid: the same key as every peer's */
-    key.coll = a->coll;
-    key.nranks = c->nranks;
-    key.nGroups = a->layout->nGroups;
-    key.nActive = a->layout->nActive;
-    key.ranks = a->layout->ranks;
-    key.counts = a->counts;
-    key.dtype = a->dtype;
-    key.op = relayCollReduces(a->coll) ? a->op : relaySum;
-    key.root = relayCollRooted(a->coll) ? a->root : 0;
-    key.nodeOf = relayNodesKeyMap(c);
-    relayCommKeySettings(c, &key);
+    callKey(c, a, &key);
     c->callShape = callShapeDigest(&key);
     /* The direct path: decided from this rank's own pointers (window.c). */
     c->callWin = local == relaySuccess && c->directWindows

@@ -113,6 +113,12 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
 /* Sets the key's fields that come from the comm's agreed settings (the
  * bandwidth route's tile and ring), so plans stay pure functions of keys. */
 void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
+/* The interposer's one question: would relaycc route this call on this comm now, rather than
+ * leave it to NCCL's own collective (relayRouteBeatsNative on the key runCall builds, node map
+ * included; per call unless the stream captures)? 0 on a failed comm. Pure per rank: every rank
+ * of a comm answers alike for the same call. */
+int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
+                        relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

@@ -61,10 +61,11 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
     relaySetError(c, res, "rendezvous: %s", relayErrorQuote(c, ctrl->lastError, why, sizeof why));
     return relayInitFail(c, res);
   }
-  /* The transport only issues point-to-point operations (and, on wrapped
-   * comms, a tiny all-gather); NVLink SHARP would allocate multicast objects
-   * for nothing, and on shared machines they are off for good reason. */
-  relayParamExportDefault(RELAY_P_NCCL_NVLS_ENABLE);
+  /* No setenv("NCCL_NVLS_ENABLE", "0") before NCCL init: setenv changes the user's process
+   * environment (every NCCL comm created after it, a from_process_group fallback's group included)
+   * and races with threads reading it. relaycc's own comms honour what the process has; NCCL's
+   * ncclConfig_t (2.28.9) has no per-comm NVLS switch to use instead (nvlsCTAs sizes it, it does
+   * not turn it off), so a user who wants NVLink SHARP off sets NCCL_NVLS_ENABLE=0 themself. */
   ncclComm_t nccl = NULL;
   int dev = -1;
   res = relayNcclCreateOverShm(ctrl, cudaDevice, (int)relayParamInt(c, RELAY_P_LOCAL_RANK), c->initBadParam,
@@ -88,7 +89,7 @@ relayResult_t relayCommInitNcclRank(relayComm_t* out, int nranks, const relayNcc
                          rank, nranks);
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitNcclRank", nranks, rank, NULL, config, &c));
-  relayParamExportDefault(RELAY_P_NCCL_NVLS_ENABLE);
+  /* The process environment as the user has it (relayCommInitNcclShm says why). */
   if (cudaDevice < 0 && relayParamInt(c, RELAY_P_LOCAL_RANK) >= 0) cudaDevice = (int)relayParamInt(c, RELAY_P_LOCAL_RANK);
   ncclComm_t nccl = NULL;
   /* An invalid setting still joins NCCL's init (the other ranks wait in it)

@@ -101,7 +101,7 @@ static int configValue(const relayConfig_t* cfg, int field, long long* v, const 
  * environment set them (and they parse), and their text. */
 static pthread_once_t gProcessOnce = PTHREAD_ONCE_INIT;
 static long long gProcess[RELAY_P_COUNT];
-static int gProcessSet[RELAY_P_COUNT], gProcessFromEnv[RELAY_P_COUNT];
+static int gProcessFromEnv[RELAY_P_COUNT];
 static char gProcessText[RELAY_P_COUNT][RELAY_PARAM_TEXT];
 
 static const char* kFieldNames[] = {"timeoutMs", "checkMode", "route", "depth", "shmRingBytes", "spinCount", "topo"};
@@ -184,7 +184,6 @@ static void readProcess(void) {
     long long v;
     char why[128];
     if (!e || !*e) continue;
-    gProcessSet[i] = 1;
     if (parseValue((relayParamId)i, e, &v, why, sizeof why) == 0) {
       gProcess[i] = v;
       gProcessFromEnv[i] = 1;
@@ -202,13 +201,6 @@ long long relayParamProcess(relayParamId id) {
 }
 
 int relayDebugLevel(void) { return (int)relayParamProcess(RELAY_P_DEBUG); }
-
-void relayParamExportDefault(relayParamId id) {
-  pthread_once(&gProcessOnce, readProcess);
-  char v[32];
-  snprintf(v, sizeof v, "%lld", relayParamDefs[id].def);
-  if (!gProcessSet[id]) setenv(relayParamDefs[id].name, v, 0);
-}
 
 const char* relayParamEnvText(relayParamId id) {
   const char* v = getenv(relayParamDefs[id].name);

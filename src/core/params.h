@@ -1,12 +1,13 @@
 /*
  * The one table of settings: every environment variable the library reads
- * (RELAYCC_*, the launcher's RANK / WORLD_SIZE / LOCAL_RANK, and the NCCL
- * variables it sets), with its type, default, range, scope and doc. params.c
+ * (RELAYCC_*, the launcher's RANK / WORLD_SIZE / LOCAL_RANK), with its type,
+ * default, range, scope and doc. params.c
  * is the only code in src/ that reads the environment.
  *
  * Scopes:
  *  - PROCESS: read once per process, before any comm exists (an interposer
- *    has no comm to read it from): RELAYCC_DEBUG, NCCL_NVLS_ENABLE.
+ *    has no comm to read it from): RELAYCC_DEBUG, RELAYCC_SHIM. The library sets
+ *    no environment variable (a user's process environment is not ours).
  *  - RANK: each rank's own value, which may differ between ranks (its rank,
  *    its deadline, its topology file: the topology is agreed by content).
  *  - AGREED: shapes plans or protocols, so every rank of a comm runs with rank
@@ -37,9 +38,6 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
 #define RELAY_PARAM_TABLE(X)                                                                                    \
   X(DEBUG, "RELAYCC_DEBUG", ENUM, PROCESS, 0, 0, 2, -1, "0",                                                   \
     "1 or INFO: print every recorded error and each comm's resolved settings (rank 0); 2 or TRACE: every rank's") \
-  X(NCCL_NVLS_ENABLE, "NCCL_NVLS_ENABLE", BOOL, PROCESS, 0, 0, 1, -1, "0 (set when unset)",                       \
-    "relaycc's own NCCL comms: set to 0 before NCCL init unless set (point-to-point only: NVLink SHARP buffers "  \
-    "would cost memory and multicast objects for nothing)")                                                     \
   X(NCCL_LIB, "RELAYCC_NCCL_LIB", STRING, PROCESS, 0, 0, 0, -1, "unset",                                      \
     "path of the libnccl relaycc binds to (default: the libnccl.so.2 the process loaded, e.g. PyTorch's, else "  \
     "the system's)")                                                                                            \
@@ -183,9 +181,6 @@ const char* const* relayParamChoices(relayParamId id);
 long long relayParamProcess(relayParamId id);
 /* RELAYCC_DEBUG: 0 off, 1 info, 2 trace (PROCESS scope). */
 int relayDebugLevel(void);
-/* A PROCESS row whose default the library exports to a library below it (NCCL_NVLS_ENABLE):
- * setenv(name, default) unless the user set it. */
-void relayParamExportDefault(relayParamId id);
 
 /* A STRING row's value in this process's environment, NULL when unset: for
  * what is read outside any comm (the shm rendezvous name of a launch). */

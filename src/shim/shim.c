@@ -105,20 +105,29 @@ static void readSettings(void) {
 /* ---- loading ------------------------------------------------------------- */
 
 static pthread_once_t gOnce = PTHREAD_ONCE_INIT;
-static int gReady;
+static int gReady; /* the real library is loaded: every function it has is forwarded */
+static int gRoute; /* and relaycc may take calls (RELAYCC_SHIM on, the library has what relaycc needs) */
 
 static void initOnce(void) {
   readSettings();
-  if (relayNcclLoad(gSet.lib) != relaySuccess) {
+  /* Only what a call forwards to must exist, and each forwarder checks its own function: a program
+   * built for NCCL 2.21 (no ncclAlltoAll) runs as it does without the shim. */
+  if (relayNcclOpen(gSet.lib) != relaySuccess) {
     fprintf(stderr, "relaycc shim: %s\n", relayGetLastError(NULL));
     return;
   }
   relayNccl.guest = 1; /* before any relay comm exists: the user's comms are never aborted by relaycc */
   gReady = 1;
+  gRoute = gSet.on && relayNccl.usable;
+  if (gSet.on && !relayNccl.usable) /* said once per process, whatever RELAYCC_DEBUG is */
+    fprintf(stderr, "relaycc shim: %s; relaycc takes no call, every call is forwarded\n", relayNccl.unusable);
   if (gSet.debug)
     fprintf(stderr, "relaycc shim: forwarding to %s (NCCL %d)%s\n", relayNccl.path, relayNccl.version,
             gSet.on ? "" : "; RELAYCC_SHIM=0: every call forwarded");
 }
+
+/* The real library is loaded and has this function (a wrapper's first test). */
+#define SHIM_HAS(name) (relayShimReady() && relayNccl.name)
 
 int relayShimReady(void) {
   pthread_once(&gOnce, initOnce);
@@ -498,8 +507,9 @@ static int configBlocking(const ncclConfig_t* config) {
 /* After an init call returned r for the comm at *slot. */
 static void afterInit(ncclResult_t r, ncclComm_t* slot, int blocking, const char* how) {
   if ((r != ncclSuccess && r != ncclInProgress) || !slot) return;
-  if (!gSet.on) {
-    if (tDepth == 0 && *slot) say(1, *slot, -1, -1, "no relaycc state: RELAYCC_SHIM=0");
+  if (!gRoute) {
+    if (tDepth == 0 && *slot)
+      say(1, *slot, -1, -1, "no relaycc state: %s", gSet.on ? relayNccl.unusable : "RELAYCC_SHIM=0");
     return;
   }
   if (tDepth > 0) {
@@ -545,14 +555,14 @@ static void afterGroup(ncclResult_t r) {
 }
 
 ncclResult_t ncclGroupStart(void) {
-  if (!relayShimReady()) return relayShimMissing("ncclGroupStart");
+  if (!SHIM_HAS(ncclGroupStart)) return relayShimMissing("ncclGroupStart");
   ncclResult_t r = relayNccl.ncclGroupStart();
   if (r == ncclSuccess) tDepth++;
   return r;
 }
 
 ncclResult_t ncclGroupEnd(void) {
-  if (!relayShimReady()) return relayShimMissing("ncclGroupEnd");
+  if (!SHIM_HAS(ncclGroupEnd)) return relayShimMissing("ncclGroupEnd");
   ncclResult_t r = relayNccl.ncclGroupEnd();
   if (tDepth > 0 && --tDepth == 0) afterGroup(r);
   return r;
@@ -561,7 +571,7 @@ ncclResult_t ncclGroupEnd(void) {
 /* ---- init, destroy, errors -------------------------------------------------- */
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommInitRank");
+  if (!SHIM_HAS(ncclCommInitRank)) return relayShimMissing("ncclCommInitRank");
   ncclResult_t r = relayNccl.ncclCommInitRank(comm, nranks, commId, rank);
   afterInit(r, comm, 1, "ncclCommInitRank");
   return r;
@@ -569,14 +579,14 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                     ncclConfig_t* config) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommInitRankConfig");
+  if (!SHIM_HAS(ncclCommInitRankConfig)) return relayShimMissing("ncclCommInitRankConfig");
   ncclResult_t r = relayNccl.ncclCommInitRankConfig(comm, nranks, commId, rank, config);
   afterInit(r, comm, configBlocking(config), "ncclCommInitRankConfig");
   return r;
 }
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommSplit");
+  if (!SHIM_HAS(ncclCommSplit)) return relayShimMissing("ncclCommSplit");
   ncclResult_t r = relayNccl.ncclCommSplit(comm, color, key, newcomm, config);
   /* NCCL's default for a child is its parent's blocking mode; the shim treats
    * an unset config as blocking and, when the split answers ncclInProgress,
@@ -586,25 +596,25 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommFinalize");
+  if (!SHIM_HAS(ncclCommFinalize)) return relayShimMissing("ncclCommFinalize");
   releaseComm(comm, 0); /* relaycc's work on the comm ends before NCCL flushes it */
   return relayNccl.ncclCommFinalize(comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommDestroy");
+  if (!SHIM_HAS(ncclCommDestroy)) return relayShimMissing("ncclCommDestroy");
   releaseComm(comm, 0);
   return relayNccl.ncclCommDestroy(comm);
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommAbort");
+  if (!SHIM_HAS(ncclCommAbort)) return relayShimMissing("ncclCommAbort");
   releaseComm(comm, 1); /* wake and end relaycc's kernels and waits first */
   return relayNccl.ncclCommAbort(comm);
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  if (!relayShimReady()) return relayShimMissing("ncclCommGetAsyncError");
+  if (!SHIM_HAS(ncclCommGetAsyncError)) return relayShimMissing("ncclCommGetAsyncError");
   ncclResult_t r = relayNccl.ncclCommGetAsyncError(comm, asyncError);
   shimComm* sc = (r == ncclSuccess && asyncError) ? findComm(comm) : NULL;
   if (!sc) return r;
@@ -621,29 +631,18 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
 /* The comm's state when this call goes to relaycc, else NULL. */
 static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                           cudaStream_t stream) {
-  if (!gSet.on || tDepth > 0 || atomic_load(&gNumState) == 0 || !(gSet.colls & (1u << coll))) return NULL;
+  if (!gRoute || tDepth > 0 || atomic_load(&gNumState) == 0 || !(gSet.colls & (1u << coll))) return NULL;
   if ((unsigned)dt >= relayNumTypes || count == 0) return NULL; /* fp8 and NCCL's later types: NCCL's */
   if (relayCollReduces(coll) && (unsigned)op >= relayNumOps) return NULL; /* PreMulSum ops */
   shimComm* sc = findComm(comm);
   relayComm_t rc = sc ? atomic_load(&sc->rc) : NULL;
   if (!rc || sc->asyncErr != ncclSuccess) return NULL;
-  planKey key;
-  memset(&key, 0, sizeof key);
-  key.coll = coll;
-  key.nranks = sc->nranks;
-  key.nGroups = 1;
-  key.nActive = sc->nranks;
-  key.ranks = sc->ranks;
-  key.counts = &count;
-  key.dtype = (relayDataType_t)dt;
-  key.op = relayCollReduces(coll) ? (relayRedOp_t)op : relaySum;
-  key.route = relayRouteDirect;
-  key.depth = 1;
-  relayCommKeySettings(rc, &key);
-  int caps = relayCommRouteCaps(rc, &key); /* as core asks the router */
-  /* Ranks capture alike: a captured call is priced as a graph replay. */
-  if (!rc->tp->isCapturing || !rc->tp->isCapturing(rc, stream)) caps |= RELAY_ROUTE_CAP_PERCALL;
-  return relayRouteBeatsNative(&key, rc->topo, caps) ? sc : NULL;
+  /* core's answer from the key its call would build: the shim keeps no key of its own */
+  relayLayout_t layout = {1, sc->nranks, sc->ranks};
+  relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
+  int routed = relayCommRoutesCall(rc, coll, &count, (relayDataType_t)dt,
+                                   relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, s);
+  return routed ? sc : NULL;
 }
 
 static ncclResult_t runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv, size_t count,
@@ -682,7 +681,7 @@ static ncclResult_t runRelay(shimComm* sc, relayColl_t coll, const void* send, v
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  if (!relayShimReady()) return relayShimMissing("ncclAllReduce");
+  if (!SHIM_HAS(ncclAllReduce)) return relayShimMissing("ncclAllReduce");
   shimComm* sc = routeFor(RELAY_COLL_ALLREDUCE, count, datatype, op, comm, stream);
   if (sc) return runRelay(sc, RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, stream);
   return relayNccl.ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
@@ -691,7 +690,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  if (!relayShimReady()) return relayShimMissing("ncclReduceScatter");
+  if (!SHIM_HAS(ncclReduceScatter)) return relayShimMissing("ncclReduceScatter");
   shimComm* sc = routeFor(RELAY_COLL_REDUCESCATTER, recvcount, datatype, op, comm, stream);
   if (sc) return runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream);
   return relayNccl.ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
@@ -699,7 +698,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-  if (!relayShimReady()) return relayShimMissing("ncclAllGather");
+  if (!SHIM_HAS(ncclAllGather)) return relayShimMissing("ncclAllGather");
   shimComm* sc = routeFor(RELAY_COLL_ALLGATHER, sendcount, datatype, ncclSum, comm, stream);
   if (sc) return runRelay(sc, RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, stream);
   return relayNccl.ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
@@ -707,7 +706,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
-  if (!relayShimReady()) return relayShimMissing("ncclAlltoAll");
+  if (!SHIM_HAS(ncclAlltoAll)) return relayShimMissing("ncclAlltoAll");
   /* In place is NCCL's to refuse or do (relaycc rejects it). */
   shimComm* sc =
       sendbuff == recvbuff ? NULL : routeFor(RELAY_COLL_ALLTOALL, count, datatype, ncclSum, comm, stream);

@@ -19,12 +19,17 @@
  *   routed     test hook on: the four collectives over dtypes, ops and sizes
  *              go to relaycc exactly when relayRouteBeatsNative says so, and
  *              every result is the serial one
+ *   ncclNNN    the program linked to the fake of NCCL 2.NN's release (its functions only, its version
+ *              code): _off RELAYCC_SHIM=0 forwards every call unchanged; _on relaycc takes its wins
+ *              (2.18 on) or, with 2.6 (no ncclSend), forwards everything
+ *   environ    relaycc's own NCCL inits leave the process environment as they found it
  */
 #include <ctype.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -158,8 +163,16 @@ static void caseSymbols(void) {
 
 /* ---- forwarding ----------------------------------------------------------- */
 
-/* Each call through the shim reaches the fake unchanged (comm has no state). */
+/* The version code of the library the program runs with (the fake of its release, tests/shim/shim.cmake). */
+static int libVersion(void) {
+  const char* v = getenv("SHIM_TEST_FAKE_CODE");
+  return v ? atoi(v) : NCCL_VERSION_CODE;
+}
+
+/* Each call through the shim reaches the fake unchanged (comm has no state); only the calls the
+ * library's release has (a program built for it calls no other). */
 static void forwardAll(ncclComm_t comm, int rank, int nranks) {
+  int code = libVersion();
   const uintptr_t S = 0x5150; /* a stream value the fake never dereferences */
   cudaStream_t st = (cudaStream_t)S;
   size_t n = 37;
@@ -175,23 +188,31 @@ static void forwardAll(ncclComm_t comm, int rank, int nranks) {
   T_CHECK(ncclReduceScatter(in, out, n, ncclFloat32, ncclSum, comm, st) == ncclSuccess, "ncclReduceScatter");
   EXPECT_LAST("ncclReduceScatter", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, ncclSum, (uintptr_t)comm,
               S);
-  T_CHECK(ncclAlltoAll(in, out, n, ncclFloat32, comm, st) == ncclSuccess, "ncclAlltoAll");
-  EXPECT_LAST("ncclAlltoAll", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, 0, (uintptr_t)comm, S);
-  T_CHECK(ncclSend(in, 11, ncclInt8, (rank + 1) % nranks, comm, st) == ncclSuccess, "ncclSend");
-  EXPECT_LAST("ncclSend", (uintptr_t)in, 11, ncclInt8, (uintptr_t)((rank + 1) % nranks), (uintptr_t)comm, S);
-  T_CHECK(ncclRecv(out, 13, ncclUint8, 0, comm, st) == ncclSuccess, "ncclRecv");
-  EXPECT_LAST("ncclRecv", (uintptr_t)out, 13, ncclUint8, 0, (uintptr_t)comm, S);
+  if (code >= 22800) {
+    T_CHECK(ncclAlltoAll(in, out, n, ncclFloat32, comm, st) == ncclSuccess, "ncclAlltoAll");
+    EXPECT_LAST("ncclAlltoAll", (uintptr_t)in, (uintptr_t)out, n, ncclFloat32, 0, (uintptr_t)comm, S);
+  }
+  if (code >= 2700) {
+    T_CHECK(ncclSend(in, 11, ncclInt8, (rank + 1) % nranks, comm, st) == ncclSuccess, "ncclSend");
+    EXPECT_LAST("ncclSend", (uintptr_t)in, 11, ncclInt8, (uintptr_t)((rank + 1) % nranks), (uintptr_t)comm,
+                S);
+    T_CHECK(ncclRecv(out, 13, ncclUint8, 0, comm, st) == ncclSuccess, "ncclRecv");
+    EXPECT_LAST("ncclRecv", (uintptr_t)out, 13, ncclUint8, 0, (uintptr_t)comm, S);
+  }
   T_CHECK(ncclBroadcast(in, out, 17, ncclFloat64, 1, comm, st) == ncclSuccess, "ncclBroadcast");
   EXPECT_LAST("ncclBroadcast", (uintptr_t)in, (uintptr_t)out, 17, ncclFloat64, 1, (uintptr_t)comm, S);
   int v = 0, cnt = 0;
-  T_CHECK(ncclGetVersion(&v) == ncclSuccess && v == NCCL_VERSION_CODE, "ncclGetVersion -> %d", v);
+  T_CHECK(ncclGetVersion(&v) == ncclSuccess && v == code, "ncclGetVersion -> %d, the library's is %d", v,
+          code);
   EXPECT_LAST("ncclGetVersion", (uintptr_t)&v);
   T_CHECK(ncclCommCount(comm, &cnt) == ncclSuccess && cnt == nranks, "ncclCommCount -> %d", cnt);
   EXPECT_LAST("ncclCommCount", (uintptr_t)comm, (uintptr_t)&cnt);
   /* Functions the shim does not name at all, profiling twins included. */
 #ifdef NCCL_REVOKE_DEFAULT /* ncclCommRevoke: in 2.28.9's nccl.h (CI's), not in 2.28.3's (the H200 machine's) */
-  T_CHECK(ncclCommRevoke(comm, 3) == ncclSuccess, "ncclCommRevoke");
-  expectLast("ncclCommRevoke", 0, NULL);
+  if (code >= 22809) {
+    T_CHECK(ncclCommRevoke(comm, 3) == ncclSuccess, "ncclCommRevoke");
+    expectLast("ncclCommRevoke", 0, NULL);
+  }
 #endif
   T_CHECK(pncclAllReduce(in, out, n, ncclFloat32, ncclSum, comm, st) == ncclSuccess, "pncclAllReduce");
   expectLast("pncclAllReduce", 0, NULL);
@@ -402,15 +423,109 @@ static void caseLoader(void) {
   printf("loader: %s, NCCL %d\n", relayNccl.path, relayNccl.version);
 }
 
-/* A case of the "NCCL program": one process (single), or nranks forked ranks of one rank body. */
+/* ---- older NCCL releases ---------------------------------------------------- */
+
+/* RELAYCC_SHIM=0 with the release's library: every call the release has reaches it unchanged. */
+static int rankVersionOff(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  forwardAll(comm, rank, nranks);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* The shim on (test hook): relaycc takes what it wins at when the release has what relaycc needs
+ * (ncclSend, from 2.7), and with an older one every call is forwarded, results right either way. */
+static int rankVersionOn(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  int code = libVersion(), usable = code >= 2700;
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+    if (coll == RELAY_COLL_ALLTOALL && code < 22800) continue; /* the release has no ncclAlltoAll */
+    size_t count = winningCountOf((relayColl_t)coll, nranks);
+    int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+    T_CHECK(got == usable, "rank %d: NCCL %d: %s %s", rank, code, kNcclNames[coll],
+            got ? "taken by relaycc from a library it cannot use" : "forwarded although relaycc wins");
+  }
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* ---- the process environment --------------------------------------------------- */
+
+extern char** environ;
+
+/* The environment as text, one "K=V\n" per entry in order (a copy: compared after the inits). */
+static char* environText(void) {
+  size_t len = 1;
+  for (char** e = environ; *e; e++) len += strlen(*e) + 1;
+  char* t = malloc(len);
+  T_CHECK(t, "out of memory");
+  t[0] = 0;
+  for (char** e = environ; *e; e++) strcat(strcat(t, *e), "\n");
+  return t;
+}
+
+/* relaycc's own NCCL inits leave the process environment as they found it, whatever they answer (no
+ * GPU here: they fail at the device step, after where the NCCL_NVLS_ENABLE default was exported). */
+static void caseEnviron(void) {
+  unsetenv("NCCL_NVLS_ENABLE");
+  char* before = environText();
+  relayNcclUniqueId id;
+  T_OK(relayNcclGetUniqueId(&id));
+  relayComm_t c = NULL;
+  relayResult_t r1 = relayCommInitNcclRank(&c, 1, &id, 0, -1, NULL);
+  if (c) relayCommDestroy(c);
+  c = NULL;
+  char job[128];
+  relayResult_t r2 = relayCommInitNcclShm(&c, 1, 0, relayLaunchJobName("shimenv", job, sizeof job), -1, NULL);
+  if (c) relayCommDestroy(c);
+  char* after = environText();
+  T_CHECK(!getenv("NCCL_NVLS_ENABLE"), "an init set NCCL_NVLS_ENABLE=%s", getenv("NCCL_NVLS_ENABLE"));
+  T_CHECK(strcmp(before, after) == 0, "the inits changed the process environment:\nbefore:\n%s\nafter:\n%s",
+          before, after);
+  printf("environ: unchanged after relayCommInitNcclRank (%s) and relayCommInitNcclShm (%s)\n",
+         relayGetErrorString(r1), relayGetErrorString(r2));
+  free(before);
+  free(after);
+}
+
+/* A case of the "NCCL program": one process (single), or nranks forked ranks of one rank body; fake:
+ * the release whose library it runs with (fakenccl-<fake>, re-executed with it first). */
 typedef struct {
   void (*single)(void);
   relayRankFn fn;
   int nranks;
+  const char* fake;
+  int code;
+  const char* name;
 } shimCase;
+
+/* Run this case again as a program linked to the release's library: the loader takes libnccl.so.2 from
+ * LD_LIBRARY_PATH before the test's run path. */
+static void execWithFake(const shimCase* c) {
+  char dir[4096], code[16];
+  snprintf(dir, sizeof dir, "%s/fakenccl-%s", RELAY_FAKE_NCCL_DIR, c->fake);
+  snprintf(code, sizeof code, "%d", c->code);
+  setenv("LD_LIBRARY_PATH", dir, 1);
+  setenv("SHIM_TEST_FAKE_CODE", code, 1);
+  fflush(NULL);
+  execl("/proc/self/exe", "test_shim", c->name, (char*)NULL);
+  T_CHECK(0, "cannot run %s again with %s", c->name, dir);
+}
+
+/* After execWithFake: the program and the shim both have the release's library. */
+static void checkFake(const shimCase* c) {
+  Dl_info where;
+  T_CHECK(dladdr((void*)fakeNcclNumCalls, &where) && strstr(where.dli_fname, c->fake),
+          "the program runs with %s, not the fake of NCCL %s", where.dli_fname, c->fake);
+  int v = 0;
+  T_CHECK(ncclGetVersion(&v) == ncclSuccess && v == c->code, "ncclGetVersion through the shim -> %d, want %d",
+          v, c->code);
+}
 
 static int runShim(void* arg) {
   const shimCase* c = arg;
+  if (c->fake && !getenv("SHIM_TEST_FAKE_CODE")) execWithFake(c);
+  if (c->fake) checkFake(c);
   if (c->single) {
     c->single();
     return 0;
@@ -432,9 +547,12 @@ static int runShim(void* arg) {
 /* <case>_<ranks>; the CTest entries add the preload (tests/shim/shim.cmake). The same case under other
  * settings takes _env. */
 #define SHIM1(nm, f, e) \
-  {.name = nm, .run = runShim, .arg = &(shimCase){f, NULL, 2}, .timeoutS = 300, .env = e}
+  {.name = nm, .run = runShim, .arg = &(shimCase){.single = f, .nranks = 2}, .timeoutS = 300, .env = e}
 #define SHIM(nm, f, n, e) \
-  {.name = nm, .run = runShim, .arg = &(shimCase){NULL, f, n}, .timeoutS = 300, .env = e}
+  {.name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n}, .timeoutS = 300, .env = e}
+#define SHIMV(nm, f, n, v, vc, e)                                                                        \
+  {.name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n, .fake = v, .code = vc, .name = nm}, \
+   .timeoutS = 300, .env = e}
 #define SHM "RELAYCC_SHIM_TEST_SHM=1"
 static const tCase kCases[] = {
     SHIM1("symbols_2", caseSymbols, NULL),
@@ -451,6 +569,18 @@ static const tCase kCases[] = {
     SHIM("routed_2", rankRouted, 2, SHM),
     SHIM("routed_3", rankRouted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
+    SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),
+    SHIMV("nccl228_off_2", rankVersionOff, 2, "2.28", 22809, "RELAYCC_SHIM=0"),
+    SHIMV("nccl227_off_2", rankVersionOff, 2, "2.27", 22707, "RELAYCC_SHIM=0"),
+    SHIMV("nccl221_off_2", rankVersionOff, 2, "2.21", 22105, "RELAYCC_SHIM=0"),
+    SHIMV("nccl218_off_2", rankVersionOff, 2, "2.18", 21805, "RELAYCC_SHIM=0"),
+    SHIMV("nccl26_off_2", rankVersionOff, 2, "2.6", 2604, "RELAYCC_SHIM=0"),
+    SHIMV("nccl228_on_2", rankVersionOn, 2, "2.28", 22809, SHM),
+    SHIMV("nccl227_on_2", rankVersionOn, 2, "2.27", 22707, SHM),
+    SHIMV("nccl221_on_3", rankVersionOn, 3, "2.21", 22105, SHM),
+    SHIMV("nccl218_on_2", rankVersionOn, 2, "2.18", 21805, SHM),
+    SHIMV("nccl26_on_2", rankVersionOn, 2, "2.6", 2604, SHM),
+    SHIMV("nccl221_forward_2", rankForward, 2, "2.21", 22105, "CUDA_VISIBLE_DEVICES="),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "shim", kCases, T_NCASES(kCases)); }

@@ -17,6 +17,13 @@
  * Every rank enters the split, a rank short of host memory too (as no
  * member), and then every rank votes: if any split failed, all abort their
  * children and the comm's direct route keeps the send/recv plan for good.
+ *
+ * A layout of one group of every rank in order is the communicator itself: its collective runs on the
+ * comm's own NCCL communicator, no split. On a user's communicator (relayCommInitNccl: the
+ * interposer's, from_process_group's) that is the only native layout: relaycc creates no NCCL comm
+ * inside a user's call (a split takes seconds and a second communicator), so any other layout
+ * declines and keeps the send/recv plan. Without ncclCommSplit (NCCL < 2.18) likewise; without
+ * ncclAlltoAll (NCCL < 2.28) the all-to-all is a group of ncclSend/ncclRecv on the same comm.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +39,14 @@ struct relayNcclNative {
   int* ranks;
   ncclComm_t sub; /* NULL on ranks active in no group */
 };
+
+/* The whole comm, every rank in its own place: NCCL's collective on the comm's communicator. */
+static int wholeComm(const struct relayComm* c, int nGroups, int nActive, const int* ranks) {
+  if (nGroups != 1 || nActive != c->nranks) return 0;
+  for (int i = 0; i < nActive; i++)
+    if (ranks[i] != i) return 0;
+  return 1;
+}
 
 /* A split on a non-blocking parent returns ncclInProgress; the child is
  * usable once its async state leaves it. Bounded by the comm's deadline. */
@@ -63,6 +78,14 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
       return relaySuccess;
     }
   }
+  /* The handle of the whole comm is the address of its own communicator: nothing to allocate (so no
+   * rank can fail alone here), nothing to free. */
+  if (wholeComm(c, nGroups, nActive, ranks)) {
+    *handle = &st->nccl;
+    return relaySuccess;
+  }
+  /* No split on a user's communicator, nor without the function. */
+  if (!st->ownsNccl || !relayNccl.ncclCommSplit) return relayNotSupported;
   if (relayNcclCapturing((cudaStream_t)stream)) return relayNotSupported;
   int color = NCCL_SPLIT_NOCOLOR, key = 0;
   for (size_t i = 0; i < n; i++)
@@ -115,26 +138,49 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
   return relaySuccess;
 }
 
+/* ncclAlltoAll as NCCL < 2.28 programs write it: a send and a receive per peer in one group. */
+static ncclResult_t groupedAllToAll(const void* send, void* recv, size_t count, ncclDataType_t t, int n,
+                                    ncclComm_t comm, cudaStream_t s) {
+  size_t bytes = count * relayTypeSize((relayDataType_t)t);
+  ncclResult_t r = relayNccl.ncclGroupStart();
+  for (int q = 0; q < n && r == ncclSuccess; q++) {
+    r = relayNccl.ncclSend((const char*)send + (size_t)q * bytes, count, t, q, comm, s);
+    if (r == ncclSuccess) r = relayNccl.ncclRecv((char*)recv + (size_t)q * bytes, count, t, q, comm, s);
+  }
+  ncclResult_t g = relayNccl.ncclGroupEnd(); /* closes the group whatever failed inside it */
+  return r != ncclSuccess ? r : g;
+}
+
 relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
                               void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
                               relayStream_t stream) {
+  relayNcclState* st = c->tpState;
   struct relayNcclNative* e = handle;
-  if (!e || !e->sub || count == 0) return relaySuccess; /* helpers, empty groups */
+  int whole = handle == (void*)&st->nccl;
+  ncclComm_t sub = whole ? st->nccl : e ? e->sub : NULL;
+  int nSub = whole ? c->nranks : e ? e->nActive : 0;
+  if (!sub || count == 0) return relaySuccess; /* helpers, empty groups */
   cudaStream_t s = (cudaStream_t)stream;
   ncclDataType_t t = (ncclDataType_t)dt; /* same numbering by design (relaycc.h) */
   ncclResult_t r;
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: r = relayNccl.ncclAllGather(send, recv, count, t, e->sub, s); break;
+    case RELAY_COLL_ALLGATHER: r = relayNccl.ncclAllGather(send, recv, count, t, sub, s); break;
     case RELAY_COLL_REDUCESCATTER:
-      r = relayNccl.ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, e->sub, s);
+      r = relayNccl.ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, sub, s);
       break;
-    case RELAY_COLL_ALLREDUCE: r = relayNccl.ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, e->sub, s); break;
-    case RELAY_COLL_ALLTOALL: r = relayNccl.ncclAlltoAll(send, recv, count, t, e->sub, s); break;
+    case RELAY_COLL_ALLREDUCE:
+      r = relayNccl.ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, sub, s);
+      break;
+    case RELAY_COLL_ALLTOALL:
+      r = relayNccl.ncclAlltoAll ? relayNccl.ncclAlltoAll(send, recv, count, t, sub, s)
+                                 : groupedAllToAll(send, recv, count, t, nSub, sub, s);
+      break;
     default:
       return relaySetError(c, relayInternalError, "no native %s", relayCollName(coll));
   }
   /* A child of a nonblocking parent is nonblocking too. */
-  if (r == ncclInProgress) return relayNcclWaitReady(c, e->sub, "NCCL collective on the group's sub-communicator");
+  if (r == ncclInProgress)
+    return relayNcclWaitReady(c, sub, "NCCL collective on the group's sub-communicator");
   if (r != ncclSuccess) {
     c->failed = 1;
     return relaySetError(

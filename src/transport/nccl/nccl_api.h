@@ -172,13 +172,17 @@ extern "C" {
 /* Every row of the three lists, whatever it returns. */
 #define RELAY_NCCL_API_ALL(X) RELAY_NCCL_API(X) RELAY_NCCL_API_STR(X) RELAY_NCCL_API_VOID(X)
 
-/* The functions relaycc itself calls: the library must have each of them
- * (the others may be missing from an older NCCL and stay NULL). */
-#define RELAY_NCCL_USED(Y)                                                                                  \
-  Y(ncclGetVersion) Y(ncclGetUniqueId) Y(ncclCommInitRank) Y(ncclCommSplit) Y(ncclCommDestroy)            \
-  Y(ncclCommAbort) Y(ncclCommGetAsyncError) Y(ncclCommCount) Y(ncclCommCuDevice) Y(ncclCommUserRank)      \
-  Y(ncclGetErrorString) Y(ncclGetLastError) Y(ncclGroupStart) Y(ncclGroupEnd) Y(ncclSend) Y(ncclRecv)     \
-  Y(ncclAllReduce) Y(ncclReduceScatter) Y(ncclAllGather) Y(ncclAlltoAll)
+/* The functions relaycc's own comms cannot work without (NCCL 2.7 has them all). What relaycc
+ * merely prefers is optional and checked where it is used: ncclCommSplit (2.18; without it the
+ * direct route keeps relaycc's send/recv plan), ncclAlltoAll (2.28; without it the native
+ * all-to-all is a group of ncclSend/ncclRecv), ncclCommInitRankConfig (2.14; else
+ * ncclCommInitRank), ncclGetLastError (2.13), ncclCommRevoke (2.28.9). The interposer needs none
+ * of them: each forwarder checks its own function. */
+#define RELAY_NCCL_NEEDED(Y)                                                                            \
+  Y(ncclGetVersion) Y(ncclGetUniqueId) Y(ncclCommInitRank) Y(ncclCommDestroy) Y(ncclCommAbort)          \
+  Y(ncclCommGetAsyncError) Y(ncclCommCount) Y(ncclCommCuDevice) Y(ncclCommUserRank) Y(ncclGetErrorString) \
+  Y(ncclGroupStart) Y(ncclGroupEnd) Y(ncclSend) Y(ncclRecv) Y(ncclAllReduce) Y(ncclReduceScatter)       \
+  Y(ncclAllGather)
 
 /* The table: nccl<Name> and its profiling twin pnccl<Name>. */
 typedef struct {
@@ -188,6 +192,10 @@ typedef struct {
   void* handle;      /* dlopen handle of the library */
   char path[4096];   /* where it was found (dladdr of ncclGetVersion) */
   int version;       /* ncclGetVersion's code, e.g. 22809 */
+  /* 1 when the library has every RELAY_NCCL_NEEDED function; else why not (the first one missing),
+   * and relaycc creates no comm over it while the interposer still forwards every call. */
+  int usable;
+  char unusable[4096 + 128]; /* the path and the message */
   /* Set by the interposer before any comm exists: relaycc is a guest on the
    * user's communicators, so it never aborts one (its own deadlines and NCCL
    * errors fail the relay comm only) and never preconnects their pairs. */
@@ -201,10 +209,13 @@ extern relayNcclLib relayNccl;
  * first answer, whatever it passes). The library: `path` when not NULL or
  * empty (the shim's RELAYCC_SHIM_NCCL), else RELAYCC_NCCL_LIB when set, else
  * the libnccl.so.2 already loaded in the process (dlopen RTLD_NOLOAD), else
- * dlopen("libnccl.so.2"). A missing library, or one lacking a RELAY_NCCL_USED
- * function, is relaySystemError with a message naming the library and the
- * symbol (relayGetLastError(NULL) on this thread).
+ * dlopen("libnccl.so.2"). relayNcclOpen succeeds when the library opened and
+ * answered ncclGetVersion (every function it has is in the table: what the
+ * interposer forwards); relayNcclLoad also requires relayNccl.usable (what
+ * relaycc's own comms need). A failure is relaySystemError with a message
+ * naming the library and the symbol (relayGetLastError(NULL) on this thread).
  */
+relayResult_t relayNcclOpen(const char* path);
 relayResult_t relayNcclLoad(const char* path);
 
 #ifdef __cplusplus

@@ -91,7 +91,7 @@ relayResult_t relayNcclStart(struct relayComm* c) {
   relayNcclState* st = c->tpState;
   /* Read once here, not per call (an environment read per call was part of the
    * 0.23-0.55 us host overhead measured over raw NCCL). */
-  st->nativeOn = relayParamInt(c, RELAY_P_NCCL_NATIVE) != 0;
+  st->nativeOn = relayParamInt(c, RELAY_P_NCCL_NATIVE) != 0; /* native.c: what it takes without splits */
   /* The interposer's comms are the user's: never connect pairs they did not ask for. */
   relayResult_t r = relayParamInt(c, RELAY_P_NCCL_PRECONNECT) && !relayNccl.guest ? preconnect(c, st) : relaySuccess;
   if (r == relaySuccess && relayParamInt(c, RELAY_P_ONESHOT_PREPARE)) r = relayNcclOneShotPrepareAtInit(c);
@@ -275,10 +275,12 @@ relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cu
     return relaySetError(NULL, res, "relayCommInitNcclRank (rank %d): %s", rank, why);
   ncclUniqueId uid;
   memcpy(&uid, id, sizeof uid);
-  /* Blocking, as relayCommInitNcclShm's (see there). */
+  /* Blocking, as relayCommInitNcclShm's (see there); NCCL < 2.14 has no config and is always blocking. */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 1;
-  ncclResult_t nr = relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg);
+  ncclResult_t nr = relayNccl.ncclCommInitRankConfig
+                        ? relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg)
+                        : relayNccl.ncclCommInitRank(out, nranks, uid, rank);
   if (nr != ncclSuccess) {
     *out = NULL;
     return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclRank (rank %d): ncclCommInitRankConfig: %s", rank,

@@ -48,41 +48,41 @@ static void loadOnce(void) {
     return;
   }
   /* Every function of the header and its profiling twin; those an older NCCL
-   * lacks stay NULL (only RELAY_NCCL_USED must be there). */
+   * lacks stay NULL (the forwarders and relaycc check what they call). */
 #define RELAY_NCCL_RESOLVE_(ret, name, params, args) \
   *(void**)&relayNccl.name = dlsym(h, #name);        \
   *(void**)&relayNccl.p##name = dlsym(h, "p" #name);
   RELAY_NCCL_API_ALL(RELAY_NCCL_RESOLVE_)
 #undef RELAY_NCCL_RESOLVE_
-  const char* missing = NULL;
-#define RELAY_NCCL_REQUIRE_(name) \
-  if (!missing && !relayNccl.name) missing = #name;
-  RELAY_NCCL_USED(RELAY_NCCL_REQUIRE_)
-#undef RELAY_NCCL_REQUIRE_
   Dl_info info;
   const char* where = tried;
   if (relayNccl.ncclGetVersion && dladdr(*(void**)&relayNccl.ncclGetVersion, &info) && info.dli_fname)
     where = info.dli_fname;
   snprintf(relayNccl.path, sizeof relayNccl.path, "%s", where);
-  if (missing) {
+  ncclResult_t r = relayNccl.ncclGetVersion ? relayNccl.ncclGetVersion(&relayNccl.version) : ncclSystemError;
+  if (r != ncclSuccess) {
     gResult = relaySystemError;
-    snprintf(gError, sizeof gError, "relaycc: the NCCL library %s has no %s (relaycc needs NCCL >= 2.19)",
-             relayNccl.path, missing);
+    snprintf(gError, sizeof gError, "relaycc: %s is not an NCCL library: %s", relayNccl.path,
+             relayNccl.ncclGetVersion ? "ncclGetVersion failed" : "it has no ncclGetVersion");
     dlclose(h);
     memset(&relayNccl, 0, sizeof relayNccl);
     return;
   }
   relayNccl.handle = h;
-  ncclResult_t r = relayNccl.ncclGetVersion(&relayNccl.version);
-  if (r != ncclSuccess) {
-    gResult = relaySystemError;
-    snprintf(gError, sizeof gError, "relaycc: ncclGetVersion of %s failed: %d", relayNccl.path, (int)r);
-    return;
-  }
   gResult = relaySuccess;
+  const char* missing = NULL;
+#define RELAY_NCCL_REQUIRE_(name) \
+  if (!missing && !relayNccl.name) missing = #name;
+  RELAY_NCCL_NEEDED(RELAY_NCCL_REQUIRE_)
+#undef RELAY_NCCL_REQUIRE_
+  relayNccl.usable = !missing;
+  if (missing)
+    snprintf(relayNccl.unusable, sizeof relayNccl.unusable,
+             "NCCL %d (%s) has no %s, which relaycc's comms need", relayNccl.version, relayNccl.path,
+             missing);
 }
 
-relayResult_t relayNcclLoad(const char* path) {
+relayResult_t relayNcclOpen(const char* path) {
   pthread_mutex_lock(&gLock);
   if (!gLoaded) {
     gPathArg = path;
@@ -91,5 +91,11 @@ relayResult_t relayNcclLoad(const char* path) {
   }
   pthread_mutex_unlock(&gLock);
   if (gResult != relaySuccess) return relaySetError(NULL, gResult, "%s", gError);
+  return relaySuccess;
+}
+
+relayResult_t relayNcclLoad(const char* path) {
+  RELAY_CHECK(relayNcclOpen(path));
+  if (!relayNccl.usable) return relaySetError(NULL, relaySystemError, "relaycc: %s", relayNccl.unusable);
   return relaySuccess;
 }

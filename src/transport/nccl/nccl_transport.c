@@ -74,7 +74,8 @@ static relayResult_t fromCuda(cudaError_t e) {
 
 static relayResult_t ncclFail(struct relayComm* c, ncclResult_t r, const char* what) {
   relayNcclState* st = c->tpState;
-  const char* detail = (st && st->nccl && !st->ncclDead) ? relayNccl.ncclGetLastError(st->nccl) : "";
+  int live = st && st->nccl && !st->ncclDead && relayNccl.ncclGetLastError; /* NCCL >= 2.13 has it */
+  const char* detail = live ? relayNccl.ncclGetLastError(st->nccl) : "";
   return relaySetError(c, fromNccl(r), "%s: %s%s%s", what, relayNccl.ncclGetErrorString(r),
                        detail && *detail ? ": " : "", detail ? detail : "");
 }
