@@ -108,15 +108,15 @@ typedef struct {
 } badSetting;
 
 static const badSetting kDepth = {2, "RELAYCC_DEPTH", "99", "RELAYCC_DEPTH=99: expected an integer in [0, 64]",
-                                  "rank 2 has an invalid setting: "};
+                                  "rank 2 failed init: "};
 /* The row's range is [0, 512]; its set is what the kernels have (issue 25.4: 100 was accepted). */
 static const badSetting kThreads = {1, "RELAYCC_ONESHOT_THREADS", "100",
                                     "RELAYCC_ONESHOT_THREADS=100: expected one of 0, 128, 256, 512",
-                                    "rank 1 has an invalid setting: "};
+                                    "rank 1 failed init: "};
 /* A PROCESS row (read before any comm, by the interposer too): not ignored, it fails init. */
 static const badSetting kShim = {3, "RELAYCC_SHIM", "maybe",
                                  "RELAYCC_SHIM=maybe: expected 0 or 1 (also true/false, yes/no, on/off)",
-                                 "rank 3 has an invalid setting: "};
+                                 "rank 3 failed init: "};
 /* A topology that does not load: the others quote the variable and the rank's reason. */
 static const badSetting kTopo = {2, "RELAYCC_TOPO", "/nonexistent/relaycc.topo",
                                  "RELAYCC_TOPO / config.topo = \"/nonexistent/relaycc.topo\": ",

@@ -131,7 +131,7 @@ static relayResult_t agreeParams(struct relayComm* c) {
       memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
       res = local;
     } else if (res == relaySuccess) {
-      res = relaySetError(c, relayRemoteError, "rank %d has an invalid setting: %s", first, quote);
+      res = relaySetError(c, relayRemoteError, "rank %d failed init: %s", first, quote);
     }
   }
   for (int i = 0, k = 0; i < RELAY_P_COUNT && res == relaySuccess; i++) {
