@@ -183,36 +183,15 @@ typedef struct {
   uint64_t winSendOff, winRecvOff;
 } callDigest;
 
-/* Rank `first` rejected the call (every rank saw it in the digests, so
- * every rank takes this second round): each rejecting rank gives its own
- * text without its prefix, and the others quote the first one's, so their
- * error says why, not only that. `own` is this rank's text (lastError when
- * it rejected); returns the call's result for this rank. */
-enum { REJECT_QUOTE_BYTES = 256 }; /* the most one agreement carries per rank (shm: SHM_AGREE_MAX) */
+/* Rank `first` rejected the call (every rank saw it in the digests, so every rank takes the quote round):
+ * the others' error says why, not only that. Returns the call's result for this rank. */
 static relayResult_t quoteRejection(struct relayComm* c, int first, relayResult_t status, relayResult_t local,
                                     relayResult_t res, const char* own) {
-  char mine[REJECT_QUOTE_BYTES] = {0};
-  if (local != relaySuccess) {
-    char ctx[192];
-    relayErrorContext(c, ctx, sizeof ctx);
-    size_t n = strlen(ctx);
-    const char* body = strncmp(own, ctx, n) == 0 && own[n] == ':' && own[n + 1] == ' ' ? own + n + 2 : own;
-    snprintf(mine, sizeof mine, "%s", body);
-  }
-  char(*texts)[REJECT_QUOTE_BYTES] = malloc((size_t)c->nranks * sizeof *texts);
-  if (!texts) return relaySetError(c, relaySystemError, "out of memory in check mode");
-  relayResult_t agreed = c->tp->agree(c, mine, texts, sizeof mine);
-  if (agreed != relaySuccess) {
-    free(texts);
-    c->failed = 1;
-    return agreed;
-  }
-  if (local == relaySuccess) {
-    texts[first][REJECT_QUOTE_BYTES - 1] = 0;
-    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status),
-                        texts[first]);
-  }
-  free(texts);
+  char quote[RELAY_QUOTE_BYTES];
+  relayResult_t agreed = relayCommQuoteNo(c, first, local, own, quote, sizeof quote);
+  if (agreed != relaySuccess) return agreed;
+  if (local == relaySuccess)
+    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status), quote);
   return res;
 }
 
