@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/plancache.h"
 
@@ -13,6 +14,7 @@ void relayCommFree(struct relayComm* comm) {
   free(comm->execBuf);
   free(comm->rankSeen);
   free(comm->nodeOf);
+  free(comm->agreeBuf);
   free(comm);
 }
 
@@ -36,7 +38,9 @@ relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all
                          comm ? "the transport" : "comm");
   const char* outer = comm->curCallName;
   comm->curCallName = "relayCommAgree";
-  relayResult_t res = comm->tp->agree(comm, mine, all, bytes);
+  const void* got = NULL;
+  relayResult_t res = relayAgree(comm, mine, bytes, &got);
+  if (res == relaySuccess) memcpy(all, got, (size_t)comm->nranks * bytes);
   comm->curCallName = outer;
   return res;
 }

@@ -82,6 +82,10 @@ struct relayComm {
   uint64_t* rankSeen;
   uint32_t rankCheck;
   size_t execBufBytes;
+  /* Where every agreement round lands (comm/vote.h): nranks records of
+   * RELAY_TP_AGREE_MAX bytes, allocated at init so that a rank short of
+   * memory still votes. */
+  void* agreeBuf;
   char lastError[1024];
 };
 
