@@ -28,7 +28,11 @@
 /* The hot path's copy of the table (comm->cfg). */
 static void fillConfig(struct relayComm* c) {
   relayResolvedConfig* o = &c->cfg;
-  o->timeoutMs = (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
+  /* A guest imposes no deadline of its own on the user's comm (invariant 11): the default 120 s would
+   * end a wait on a rank that is only late (a 3-minute checkpoint write before a barrier) with garbage
+   * on the others. What the user set (RELAYCC_TIMEOUT_MS, config.timeoutMs) still holds. */
+  int userSet = c->params.src[RELAY_P_TIMEOUT_MS] != RELAY_PSRC_DEFAULT;
+  o->timeoutMs = c->guest && !userSet ? 0 : (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
   o->checkMode = (int)relayParamInt(c, RELAY_P_CHECK);
   o->route = (int)relayParamInt(c, RELAY_P_ROUTE);
   o->depth = (int)relayParamInt(c, RELAY_P_DEPTH);
@@ -124,15 +128,18 @@ static relayResult_t agreeParams(struct relayComm* c) {
   RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
   const paramRecord* all = got;
   relayResult_t res = relaySuccess;
-  if (c->initBadParam >= 0) {
-    memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
-    res = relayInvalidArgument;
-  }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].bad >= 0) {
-      const char* name = (unsigned)all[q].bad < RELAY_P_COUNT ? relayParamDefs[all[q].bad].name : "?";
-      res = relaySetError(c, relayRemoteError, "rank %d has an invalid %s (its error names the value)", q,
-                          name);
+  int bad = 0;
+  for (int q = 0; q < c->nranks && !bad; q++) bad = all[q].bad >= 0;
+  if (bad) { /* every rank saw it: the others quote the first one's message (variable, value, allowed) */
+    relayResult_t local = c->initBadParam >= 0 ? relayInvalidArgument : relaySuccess;
+    relayBallot b = {local, 0, saved};
+    relayVerdict v;
+    res = relayVoteBallot(c, &b, &v);
+    if (res == relaySuccess && local != relaySuccess) {
+      memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
+      res = local;
+    } else if (res == relaySuccess) {
+      res = relaySetError(c, relayRemoteError, "rank %d failed init: %s", v.rank, v.why);
     }
   }
   for (int i = 0, k = 0; i < RELAY_P_COUNT && res == relaySuccess; i++) {
@@ -164,18 +171,22 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
   memcpy(saved, c->lastError, sizeof saved);
   const void* got;
   RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
-  const topoRecord* all = got;
+  const topoRecord* all = got; /* read only while res is relaySuccess: the vote below reuses the buffer */
   relayResult_t res = relaySuccess;
-  /* Its own failure first, so that ranks given one bad setting each name
-   * their own value, not "rank 0 could not load". */
-  if (local != relaySuccess) {
-    memcpy(c->lastError, saved, sizeof saved);
-    res = local;
-  }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status != relaySuccess)
-      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology (%s)", q,
-                          relayGetErrorString((relayResult_t)all[q].status));
+  int failed = 0;
+  for (int q = 0; q < c->nranks && !failed; q++) failed = all[q].status != relaySuccess;
+  if (failed) { /* the others quote the first one's message: the variable and its reason */
+    relayBallot b = {local, 0, saved};
+    relayVerdict v;
+    res = relayVoteBallot(c, &b, &v);
+    /* Its own failure first, so that ranks given one bad setting each name
+     * their own value, not "rank 0 could not load". */
+    if (res == relaySuccess && local != relaySuccess) {
+      memcpy(c->lastError, saved, sizeof saved);
+      res = local;
+    } else if (res == relaySuccess) {
+      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology: %s", v.rank, v.why);
+    }
   }
   int differ = 0;
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
@@ -251,16 +262,27 @@ relayResult_t relayInitFail(struct relayComm* c, relayResult_t res) {
   return res;
 }
 
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
+void relayInitGuest(struct relayComm* c) {
+  c->guest = 1;
+  fillConfig(c);
+}
+
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
+                           int guest) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
   *out = NULL;
   const char* job = jobName;
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitShm", nranks, rank, &job, config, &c));
+  if (guest) relayInitGuest(c);
   relayResult_t res = relayShmAttach(c, job);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
   return relayInitEnd(c, res, out);
+}
+
+relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                               const relayConfig_t* config) {
+  return relayInitShm(out, nranks, rank, jobName, config, 0);
 }
 
 relayResult_t relayCommDestroy(relayComm_t comm) {
