@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 WERROR ?=
 PREFIX ?= /usr/local
 
-.PHONY: all build run test asan warnings install gputest gpubench clean deps
+.PHONY: all build run test asan tsan warnings install gputest gpubench clean deps
 
 all: build
 
@@ -34,6 +34,16 @@ test: build
 asan:
 	$(MAKE) test BUILD=build-asan CMAKE_FLAGS="-DRELAY_SANITIZE=ON -DRELAY_WITH_CUDA=OFF"
 
+# ThreadSanitizer over the interposer's tests (tests/shim: ranks with calls on several comms from several
+# threads, aborts and async-error polls from others); needs nvcc and nccl.h, as the shim does. Only their
+# targets are built, for one GPU architecture (no GPU runs here). A report fails the test.
+TSAN_TESTS ?= ^shim_
+tsan:
+	@cmake -S . -B build-tsan -DRELAY_TSAN=ON -DRELAY_WERROR=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target test_shim
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) -R '$(TSAN_TESTS)' --timeout 600
+
 # Users pick the compiler and build type: the C code at every build type with each of COMPILERS,
 # warnings as errors, no tests (CI runs it; about 15 s a build on 2 cores). The log shows on failure.
 COMPILERS ?= gcc clang
@@ -53,4 +63,4 @@ gputest: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu --timeout 900
 
 clean:
-	rm -rf build build-asan build-warn
+	rm -rf build build-asan build-tsan build-warn

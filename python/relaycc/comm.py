@@ -132,8 +132,9 @@ class Comm:
     CUDA (`device` a CUDA device, or None on a group with an NCCL backend: the current device): the relay
     comm wraps the group's own NCCL communicator (the NCCL backend's comm pointer, after a one-element
     all-reduce on the group makes torch create it) as a guest: no relaycc deadline unless you set one
-    (timeout_ms= or RELAYCC_TIMEOUT_MS), a failure is reported through that communicator's async error, and
-    the group must outlive the comm. Where torch offers no pointer, the relay comm makes an NCCL comm of
+    (timeout_ms= or RELAYCC_TIMEOUT_MS) and never an abort of torch's communicator; a failure raises from
+    the relaycc call that meets it (a kernel's from the next call) and leaves the relay comm failed; the
+    group must outlive the comm. Where torch offers no pointer, the relay comm makes an NCCL comm of
     its own from a unique id that travels through the group's store. Either way nothing in the process's
     environment changes here, and the process must map one NCCL library (checked first).
     CPU (`device` "cpu", or None on a gloo group): the shm transport on this host, its rendezvous name

@@ -205,10 +205,12 @@ typedef struct {
   int attached;            /* the attach vote ran (or could not): 0 until the comm's first collective */
   int refs;                /* calls holding the slot (gLock) */
   atomic_int closing;      /* destroy or abort began: votes and relaycc's waits end, no new holder */
+  atomic_int revoked;      /* ncclCommRevoke: every later call is NCCL's */
   int nranks, rank, dev;
   int* ranks;              /* 0..nranks-1: the one-group layout */
   unsigned colls;          /* the collectives relaycc takes on this comm: every rank's RELAYCC_SHIM_COLLS, ANDed */
-  ncclResult_t asyncErr;   /* relaycc's error on this comm, reported by ncclCommGetAsyncError */
+  atomic_int asyncErr;     /* relaycc's first error on this comm (an ncclResult_t), reported by
+                            * ncclCommGetAsyncError: set by a call, read by a watchdog's thread */
   /* The stream of the comm's first collective: relaycc routes only calls on it. NCCL orders a
    * comm's calls across streams; relaycc's one-shot and bw regions assume their calls come in the
    * order each rank issued them on one stream, so a call on another stream is NCCL's. */
@@ -347,7 +349,7 @@ typedef struct {
   int64_t pid;
   uint64_t host; /* hash of the host name and boot id: one node */
   uint32_t colls; /* RELAYCC_SHIM_COLLS: the collectives this rank would take */
-  int32_t pad;
+  int32_t serial; /* this process's count of attaches: rank 0's and its pid name the test hook's job */
   char busId[32];
   char why[96]; /* why this rank cannot, when !ok: RELAYCC_SHIM=0, the library, the device */
 } shimVoteRecord;
@@ -453,13 +455,16 @@ static int voteAll(shimComm* sc, shimVoteBufs* v, int nranks, int flag, int* who
 
 /* Build the relay comm of one rank: over the real comm, or over shm under
  * the test hook. */
-static relayComm_t createState(ncclComm_t comm, int rank, int nranks, int serial, char* why, size_t whyLen) {
+static relayComm_t createState(ncclComm_t comm, int rank, int nranks, const shimVoteRecord* rank0, char* why,
+                               size_t whyLen) {
   relayComm_t rc = NULL;
   relayResult_t r;
   /* A guest either way: no deadline unless the user set RELAYCC_TIMEOUT_MS (init.c). */
   if (gSet.testShm) {
+    /* Named by rank 0's process and attach count, which every rank read in vote 1: comms attached by
+     * several threads at once get the same name on every rank whatever order each rank's threads took. */
     char job[256];
-    snprintf(job, sizeof job, "%s-c%d", gSet.testShm, serial);
+    snprintf(job, sizeof job, "%s-%lld-c%d", gSet.testShm, (long long)rank0->pid, (int)rank0->serial);
     r = relayInitShm(&rc, nranks, rank, job, NULL, 1);
   } else {
     r = relayCommInitNccl(&rc, comm, NULL);
@@ -515,6 +520,7 @@ static void attachComm(shimComm* sc) {
   int who = -1;
   unsigned colls = 0;
   localRecord(rank, nranks, dev, &me);
+  me.serial = atomic_fetch_add(&gCommSerial, 1);
   /* Vote 1: who everyone is and what each would take. Vote 2: whether every rank can (the peer-access
    * test is each rank's own). Vote 3: whether every rank built its state. */
   relayResult_t vr = voteGather(sc, &v, nranks, &me, sizeof me, why, sizeof why);
@@ -523,7 +529,7 @@ static void attachComm(shimComm* sc) {
   /* Every rank read the same records: only the local peer-access test needs a vote of its own. */
   if (verdict >= 0 && !gSet.testShm) ok = voteAll(sc, &v, nranks, verdict, &who, why, sizeof why) && verdict;
   else ok = ok && verdict > 0;
-  int serial = atomic_fetch_add(&gCommSerial, 1);
+  shimVoteRecord rank0 = *(const shimVoteRecord*)v.all; /* votes 2 and 3 overwrite v.all */
   /* Everything this rank can fail at happens before vote 3, so that a
    * failure declines for every rank. */
   free(sc->ranks);
@@ -532,7 +538,7 @@ static void attachComm(shimComm* sc) {
   relayComm_t rc = NULL;
   if (ok) {
     if (!sc->ranks) snprintf(why, sizeof why, "rank %d: out of memory", rank);
-    rc = sc->ranks ? createState(comm, rank, nranks, serial, why, sizeof why) : NULL;
+    rc = sc->ranks ? createState(comm, rank, nranks, &rank0, why, sizeof why) : NULL;
     char why2[256] = "";
     ok = voteAll(sc, &v, nranks, rc != NULL, &who, why2, sizeof why2);
     vr = ok || who >= 0 ? relaySuccess : relaySystemError;
@@ -585,67 +591,99 @@ static void freeComm(shimComm* sc, int abort) {
 /* NCCL's group depth is per thread. */
 static _Thread_local int tDepth;
 
-ncclResult_t ncclGroupStart(void) {
-  if (!SHIM_HAS(ncclGroupStart)) return relayShimMissing("ncclGroupStart");
-  ncclResult_t r = relayNccl.ncclGroupStart();
+/* Every function the shim takes over, and its profiling twin pnccl<Name> (what a profiler's wrapper
+ * calls), share one body that forwards to the twin it was called as: a call through pnccl* is
+ * tracked as its nccl* name (group depth, attach, routing, destroy and abort). */
+#define SHIM_TWINS(name, impl, params, ...)                                                 \
+  ncclResult_t name params {                                                                \
+    if (!SHIM_HAS(name)) return relayShimMissing(#name);                                    \
+    return impl(relayNccl.name, __VA_ARGS__);                                               \
+  }                                                                                         \
+  ncclResult_t p##name params {                                                             \
+    if (!SHIM_HAS(p##name)) return relayShimMissing("p" #name);                             \
+    return impl(relayNccl.p##name, __VA_ARGS__);                                            \
+  }
+
+static ncclResult_t groupStart(ncclResult_t (*fwd)(void), int unused) {
+  (void)unused;
+  ncclResult_t r = fwd();
   if (r == ncclSuccess) tDepth++;
   return r;
 }
+SHIM_TWINS(ncclGroupStart, groupStart, (void), 0)
 
-ncclResult_t ncclGroupEnd(void) {
-  if (!SHIM_HAS(ncclGroupEnd)) return relayShimMissing("ncclGroupEnd");
-  ncclResult_t r = relayNccl.ncclGroupEnd();
+/* ncclGroupEnd and ncclGroupSimulateEnd (which ends the group without running it) both close one level. */
+static ncclResult_t groupEnd(ncclResult_t (*fwd)(void), int unused) {
+  (void)unused;
+  ncclResult_t r = fwd();
   if (tDepth > 0) tDepth--;
   return r;
 }
+SHIM_TWINS(ncclGroupEnd, groupEnd, (void), 0)
 
-/* ---- destroy, abort, errors -------------------------------------------------- */
-
-ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  if (!SHIM_HAS(ncclCommFinalize)) return relayShimMissing("ncclCommFinalize");
-  shimComm* sc;
-  closeComm(comm, &sc);
-  freeComm(sc, 0); /* relaycc's work on the comm ends before NCCL flushes it */
-  return relayNccl.ncclCommFinalize(comm);
+static ncclResult_t groupSimulateEnd(ncclResult_t (*fwd)(ncclSimInfo_t*), ncclSimInfo_t* info) {
+  ncclResult_t r = fwd(info);
+  if (tDepth > 0) tDepth--;
+  return r;
 }
+SHIM_TWINS(ncclGroupSimulateEnd, groupSimulateEnd, (ncclSimInfo_t* simInfo), simInfo)
 
-ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  if (!SHIM_HAS(ncclCommDestroy)) return relayShimMissing("ncclCommDestroy");
+/* ---- destroy, abort, revoke, errors ------------------------------------------- */
+
+/* Finalize and destroy: relaycc's work on the comm ends before NCCL flushes or frees it. */
+static ncclResult_t commRelease(ncclResult_t (*fwd)(ncclComm_t), ncclComm_t comm) {
   shimComm* sc;
   closeComm(comm, &sc);
   freeComm(sc, 0);
-  return relayNccl.ncclCommDestroy(comm);
+  return fwd(comm);
 }
+SHIM_TWINS(ncclCommFinalize, commRelease, (ncclComm_t comm), comm)
+SHIM_TWINS(ncclCommDestroy, commRelease, (ncclComm_t comm), comm)
 
 /* relaycc's abort flags first (its host waits and kernels end), then NCCL's abort (a kernel of NCCL's
  * that relaycc's depends on ends too), then relaycc frees, once no call holds the comm. Freeing first
  * would wait (up to the drain's 5 s) on a device still stuck on that very comm. */
-ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  if (!SHIM_HAS(ncclCommAbort)) return relayShimMissing("ncclCommAbort");
+static ncclResult_t commAbort(ncclResult_t (*fwd)(ncclComm_t), ncclComm_t comm) {
   shimComm* sc;
   relayComm_t rc = closeComm(comm, &sc);
   if (rc) relayCommAbortFlags(rc);
-  ncclResult_t r = relayNccl.ncclCommAbort(comm);
+  ncclResult_t r = fwd(comm);
   freeComm(sc, 1);
   return r;
 }
+SHIM_TWINS(ncclCommAbort, commAbort, (ncclComm_t comm), comm)
+
+/* NCCL 2.28.9's revoke stops the comm's in-flight work: relaycc's waits and kernels on it end too
+ * (abort flags), and its later calls are NCCL's (which fails them, revoked); its state is freed at
+ * the comm's destroy. */
+static ncclResult_t commRevoke(ncclResult_t (*fwd)(ncclComm_t, int), ncclComm_t comm, int flags) {
+  pthread_mutex_lock(&gLock);
+  shimComm* sc = findLocked(comm);
+  relayComm_t rc = sc ? atomic_load(&sc->rc) : NULL;
+  if (sc) atomic_store(&sc->revoked, 1);
+  if (rc) relayCommAbortFlags(rc); /* under the lock: no destroy frees rc meanwhile */
+  pthread_mutex_unlock(&gLock);
+  return fwd(comm, flags);
+}
+SHIM_TWINS(ncclCommRevoke, commRevoke, (ncclComm_t comm, int revokeFlags), comm, revokeFlags)
 
 /* relaycc's failure on this comm, a host call's or a kernel's (the error word it leaves), as
  * asyncNccl's code; sticky; said once, with the rank and the peer. */
 static ncclResult_t relayAsyncError(shimComm* sc) {
-  if (sc->asyncErr != ncclSuccess) return sc->asyncErr;
-  relayComm_t rc = atomic_load(&sc->rc);
+  int first = atomic_load(&sc->asyncErr);
+  if (first != ncclSuccess) return (ncclResult_t)first;
+  relayComm_t rc = atomic_load(&sc->rc); /* non-NULL: rank and nranks were set before it */
   char why[512];
   relayResult_t e = rc ? relayCommAsyncError(rc, why, sizeof why) : relaySuccess;
   if (e == relaySuccess) return ncclSuccess;
-  sc->asyncErr = asyncNccl(e);
-  say(0, sc->nccl, sc->rank, sc->nranks, "relaycc failed on this comm: %s", why);
-  return sc->asyncErr;
+  if (atomic_compare_exchange_strong(&sc->asyncErr, &first, (int)asyncNccl(e)))
+    say(0, sc->nccl, sc->rank, sc->nranks, "relaycc failed on this comm: %s", why);
+  return (ncclResult_t)atomic_load(&sc->asyncErr);
 }
 
-ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
-  if (!SHIM_HAS(ncclCommGetAsyncError)) return relayShimMissing("ncclCommGetAsyncError");
-  ncclResult_t r = relayNccl.ncclCommGetAsyncError(comm, asyncError);
+static ncclResult_t commGetAsyncError(ncclResult_t (*fwd)(ncclComm_t, ncclResult_t*), ncclComm_t comm,
+                                      ncclResult_t* asyncError) {
+  ncclResult_t r = fwd(comm, asyncError);
   if (r != ncclSuccess || !asyncError || *asyncError != ncclSuccess) return r;
   pthread_mutex_lock(&gLock);
   shimComm* sc = findLocked(comm);
@@ -657,6 +695,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   unholdComm(sc);
   return r;
 }
+SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError), comm, asyncError)
 
 /* ---- the four collectives ------------------------------------------------ */
 
@@ -677,7 +716,7 @@ static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncc
     if (capturing) cudaGetLastError(); /* every rank captures alike: all attach at a later call */
     else attachComm(sc);
   }
-  relayComm_t rc = atomic_load(&sc->rc);
+  relayComm_t rc = atomic_load(&sc->revoked) ? NULL : atomic_load(&sc->rc);
   int take = rc && (sc->colls & (1u << coll)) && (unsigned)dt < relayNumTypes && count > 0 && /* fp8: NCCL's */
              (!relayCollReduces(coll) || (unsigned)op < relayNumOps);                       /* PreMulSum */
   if (take && !sc->haveStream) { /* the first routable call: every rank's first alike */
@@ -732,11 +771,10 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
   if (!declined && r != relaySuccess) {
     /* Reported now and by every later ncclCommGetAsyncError (the first error's code); the comm's next
      * calls still go to relaycc, which fails them as its peers' calls fail. */
-    if (sc->asyncErr == ncclSuccess) {
-      sc->asyncErr = asyncNccl(r);
+    int first = ncclSuccess;
+    if (atomic_compare_exchange_strong(&sc->asyncErr, &first, (int)asyncNccl(r)))
       say(0, sc->nccl, -1, -1, "%s", relayGetLastError(rc)); /* its prefix names the call and the rank */
-    }
-    *out = sc->asyncErr;
+    *out = (ncclResult_t)atomic_load(&sc->asyncErr);
   } else {
     *out = toNccl(r);
   }
@@ -744,43 +782,69 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
   return !declined;
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  if (!SHIM_HAS(ncclAllReduce)) return relayShimMissing("ncclAllReduce");
+static ncclResult_t allReduce(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                                   cudaStream_t),
+                              const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   shimComm* sc = routeFor(RELAY_COLL_ALLREDUCE, count, datatype, op, comm, stream);
   ncclResult_t r;
   if (sc && runRelay(sc, RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;
-  return relayNccl.ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  return fwd(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
+SHIM_TWINS(ncclAllReduce, allReduce,
+           (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+            ncclComm_t comm, cudaStream_t stream),
+           sendbuff, recvbuff, count, datatype, op, comm, stream)
 
-ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                               cudaStream_t stream) {
-  if (!SHIM_HAS(ncclReduceScatter)) return relayShimMissing("ncclReduceScatter");
+static ncclResult_t reduceScatter(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                                       ncclComm_t, cudaStream_t),
+                                  const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   shimComm* sc = routeFor(RELAY_COLL_REDUCESCATTER, recvcount, datatype, op, comm, stream);
   ncclResult_t r;
-  if (sc && runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream, &r)) return r;
-  return relayNccl.ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  if (sc && runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream, &r))
+    return r;
+  return fwd(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
+SHIM_TWINS(ncclReduceScatter, reduceScatter,
+           (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+            ncclComm_t comm, cudaStream_t stream),
+           sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
 
-ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream) {
-  if (!SHIM_HAS(ncclAllGather)) return relayShimMissing("ncclAllGather");
-  shimComm* sc = routeFor(RELAY_COLL_ALLGATHER, sendcount, datatype, ncclSum, comm, stream);
-  ncclResult_t r;
-  if (sc && runRelay(sc, RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, stream, &r)) return r;
-  return relayNccl.ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-}
-
-ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                          ncclComm_t comm, cudaStream_t stream) {
-  if (!SHIM_HAS(ncclAlltoAll)) return relayShimMissing("ncclAlltoAll");
-  shimComm* sc = routeFor(RELAY_COLL_ALLTOALL, count, datatype, ncclSum, comm, stream);
-  if (sc && sendbuff == recvbuff) { /* in place is NCCL's to refuse or do (relaycc rejects it) */
+/* All-gather and all-to-all: no op. In place all-to-all is NCCL's to refuse or do (relaycc rejects it). */
+static ncclResult_t gatherLike(relayColl_t coll,
+                               ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                                   cudaStream_t),
+                               const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclComm_t comm, cudaStream_t stream) {
+  shimComm* sc = routeFor(coll, count, datatype, ncclSum, comm, stream);
+  if (sc && coll == RELAY_COLL_ALLTOALL && sendbuff == recvbuff) {
     unholdComm(sc);
     sc = NULL;
   }
   ncclResult_t r;
-  if (sc && runRelay(sc, RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
-  return relayNccl.ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
+  return fwd(sendbuff, recvbuff, count, datatype, comm, stream);
 }
+
+static ncclResult_t allGather(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                                   cudaStream_t),
+                              const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                              ncclComm_t comm, cudaStream_t stream) {
+  return gatherLike(RELAY_COLL_ALLGATHER, fwd, sendbuff, recvbuff, sendcount, datatype, comm, stream);
+}
+SHIM_TWINS(ncclAllGather, allGather,
+           (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+            cudaStream_t stream),
+           sendbuff, recvbuff, sendcount, datatype, comm, stream)
+
+static ncclResult_t allToAll(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                                                  cudaStream_t),
+                             const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                             ncclComm_t comm, cudaStream_t stream) {
+  return gatherLike(RELAY_COLL_ALLTOALL, fwd, sendbuff, recvbuff, count, datatype, comm, stream);
+}
+SHIM_TWINS(ncclAlltoAll, allToAll,
+           (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+            cudaStream_t stream),
+           sendbuff, recvbuff, count, datatype, comm, stream)

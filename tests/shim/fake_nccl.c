@@ -8,6 +8,7 @@
 #include "fake_nccl.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +21,20 @@
 
 /* ---- records ------------------------------------------------------------- */
 
+/* Calls come from several threads in the thread test (test_shim's threads case): recorded under a lock. */
 static fakeNcclCall gCalls[FAKE_NCCL_MAX_CALLS];
 static int gNumCalls;
+static pthread_mutex_t gRecLock = PTHREAD_MUTEX_INITIALIZER;
 
 void fakeNcclRecord(const char* name, int n, const uintptr_t* a) {
-  if (gNumCalls >= FAKE_NCCL_MAX_CALLS) return;
-  fakeNcclCall* c = &gCalls[gNumCalls++];
-  snprintf(c->name, sizeof c->name, "%s", name);
-  c->nargs = n;
-  for (int i = 0; i < n && i < FAKE_NCCL_MAX_ARGS; i++) c->a[i] = a[i];
+  pthread_mutex_lock(&gRecLock);
+  if (gNumCalls < FAKE_NCCL_MAX_CALLS) {
+    fakeNcclCall* c = &gCalls[gNumCalls++];
+    snprintf(c->name, sizeof c->name, "%s", name);
+    c->nargs = n;
+    for (int i = 0; i < n && i < FAKE_NCCL_MAX_ARGS; i++) c->a[i] = a[i];
+  }
+  pthread_mutex_unlock(&gRecLock);
 }
 #define REC(name, ...)                                         \
   do {                                                         \
@@ -36,8 +42,13 @@ void fakeNcclRecord(const char* name, int n, const uintptr_t* a) {
     fakeNcclRecord(name, (int)(sizeof a_ / sizeof a_[0]), a_); \
   } while (0)
 
-int fakeNcclNumCalls(void) { return gNumCalls; }
-const fakeNcclCall* fakeNcclGetCall(int i) { return i >= 0 && i < gNumCalls ? &gCalls[i] : NULL; }
+int fakeNcclNumCalls(void) {
+  pthread_mutex_lock(&gRecLock);
+  int n = gNumCalls;
+  pthread_mutex_unlock(&gRecLock);
+  return n;
+}
+const fakeNcclCall* fakeNcclGetCall(int i) { return i >= 0 && i < fakeNcclNumCalls() ? &gCalls[i] : NULL; }
 void fakeNcclReset(void) { gNumCalls = 0; }
 
 /* ---- communicators ------------------------------------------------------- */

@@ -28,8 +28,13 @@
  *   late       a rank 3 s late: right data without a deadline; with the user's, errors through
  *              ncclCommGetAsyncError, and the failed rank keeps routing as its peer does
  *   settings   rank 0's RELAYCC_SHIM_COLLS or RELAYCC_SHIM differs: every rank takes what all take
+ *   twins      pnccl* calls and ncclGroupSimulateEnd are tracked as their nccl* names
+ *   revoke     ncclCommRevoke ends a relaycc wait on the comm
+ *   threads    calls on three comms from three threads, a watchdog polling and aborting (make tsan)
  */
 #include <ctype.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,9 +55,11 @@
 
 #define TIMEOUT_S 120
 
+#define TH_COMMS 3
 typedef struct {
   int nranks;
   ncclUniqueId id;
+  ncclUniqueId more[TH_COMMS]; /* the threads case's comms */
 } job;
 
 static ncclComm_t initComm(const job* j, int rank) {
@@ -536,6 +543,173 @@ static int rankSettings(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* The profiling twins (issue 26.5): pncclAllReduce is routed as ncclAllReduce, pncclGroupStart/End
+ * count as a group, and ncclGroupSimulateEnd closes the group it ends (a call after it is relaycc's
+ * again). */
+static int rankTwins(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  size_t count = winningCount(nranks);
+  float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
+  float* want = malloc(count * sizeof(float));
+  T_CHECK(send && recv && want, "out of memory");
+  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, send);
+  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, want);
+  size_t bad = 0;
+  for (int inGroup = 0; inGroup < 2; inGroup++) {
+    memset(recv, 0xA5, count * sizeof(float));
+    if (inGroup) T_CHECK(pncclGroupStart() == ncclSuccess, "pncclGroupStart");
+    T_CHECK(pncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "pncclAllReduce");
+    if (inGroup) T_CHECK(pncclGroupEnd() == ncclSuccess, "pncclGroupEnd");
+    int n = 0;
+    for (int i = 0; i < fakeNcclNumCalls(); i++)
+      n += strcmp(fakeNcclGetCall(i)->name, "pncclAllReduce") == 0;
+    T_CHECK(n == inGroup, "rank %d: pncclAllReduce %s was %s", rank, inGroup ? "in a pncclGroupStart/End" : "alone",
+            n ? "forwarded" : "taken by relaycc");
+    if (!inGroup) T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: wrong sum at %zu", rank, bad);
+  }
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+          "rank %d: after ncclGroupSimulateEnd an all-reduce is still counted inside a group", rank);
+  free(send);
+  free(recv);
+  free(want);
+  T_CHECK(pncclCommDestroy(comm) == ncclSuccess, "pncclCommDestroy");
+  return 0;
+}
+
+#ifdef NCCL_REVOKE_DEFAULT
+typedef struct {
+  ncclComm_t comm;
+  int delayMs;
+} revokeArg;
+
+static void* revokeSoon(void* p) {
+  revokeArg* a = p;
+  usleep((useconds_t)a->delayMs * 1000);
+  T_CHECK(ncclCommRevoke(a->comm, NCCL_REVOKE_DEFAULT) == ncclSuccess, "ncclCommRevoke");
+  return NULL;
+}
+
+/* ncclCommRevoke wakes relaycc (issue 26.5): rank 0 waits in a relaycc all-reduce for rank 1, which
+ * comes 4 s late, with no deadline; another thread revokes the comm after 0.5 s and the call ends
+ * then, with an error that ncclCommGetAsyncError reports. */
+static int rankRevoke(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  size_t count = winningCount(nranks);
+  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0); /* attach */
+  float *send = calloc(count, sizeof(float)), *recv = calloc(count, sizeof(float));
+  T_CHECK(send && recv, "out of memory");
+  if (rank == 0) {
+    revokeArg a = {comm, 500};
+    pthread_t th;
+    T_CHECK(pthread_create(&th, NULL, revokeSoon, &a) == 0, "pthread_create");
+    uint64_t t0 = relayNowNs();
+    ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+    double dt = (double)(relayNowNs() - t0) / 1e9;
+    pthread_join(th, NULL);
+    ncclResult_t ae = ncclSuccess;
+    T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
+    T_CHECK(r != ncclSuccess && dt < 2.5 && ae != ncclSuccess && ae != ncclInProgress,
+            "rank 0: revoked during a relaycc wait: -> %d after %.2f s, async error %d (want an error at ~0.5 s)",
+            (int)r, dt, (int)ae);
+  } else {
+    sleep(4); /* then aborts: rank 0's wait must have ended before, by the revoke */
+  }
+  free(send);
+  free(recv);
+  T_CHECK(ncclCommAbort(comm) == ncclSuccess, "ncclCommAbort");
+  return 0;
+}
+#endif
+
+/* Threads (issue 26.4; `make tsan` runs it under ThreadSanitizer): every rank has TH_COMMS comms, a
+ * thread per comm attaches it (the votes of all three at once) and runs TH_CALLS all-reduces that
+ * relaycc takes, each checked; a watchdog thread polls ncclCommGetAsyncError on every comm, as
+ * PyTorch's does, and aborts the last comm while rank 0's thread waits in a call on it that rank 1
+ * never makes (no deadline: the abort ends it). The other comms' calls stay right throughout. */
+#define TH_CALLS 60
+typedef struct {
+  ncclComm_t comm;
+  int rank, nranks, last;
+  size_t count;       /* a size relaycc takes (computed before the threads: the router's test helper is not theirs) */
+  atomic_int calls;   /* calls completed */
+  atomic_int waiting; /* rank 0, last comm: the call that waits for the abort has started */
+  ncclResult_t lastResult;
+} thComm;
+
+static void* thCaller(void* p) {
+  thComm* t = p;
+  size_t count = t->count;
+  float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
+  float* want = malloc(count * sizeof(float));
+  T_CHECK(send && recv && want, "out of memory");
+  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, t->nranks, t->rank, count, send);
+  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, t->nranks, t->rank, count, want);
+  for (int i = 0; i < TH_CALLS; i++) {
+    memset(recv, 0xA5, count * sizeof(float));
+    T_CHECK(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, t->comm, NULL) == ncclSuccess,
+            "rank %d: a threaded all-reduce failed", t->rank);
+    size_t bad = 0;
+    T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: threaded all-reduce %d wrong at %zu",
+            t->rank, i, bad);
+    atomic_fetch_add(&t->calls, 1);
+  }
+  if (t->last && t->rank == 0) { /* one call more, which rank 1 never makes: it ends by the abort */
+    atomic_store(&t->waiting, 1);
+    t->lastResult = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, t->comm, NULL);
+  }
+  free(send);
+  free(recv);
+  free(want);
+  return NULL;
+}
+
+static int rankThreads(int rank, int nranks, void* arg) {
+  const job* j = arg;
+  thComm t[TH_COMMS];
+  pthread_t th[TH_COMMS];
+  for (int k = 0; k < TH_COMMS; k++) {
+    memset(&t[k], 0, sizeof t[k]);
+    T_CHECK(ncclCommInitRank(&t[k].comm, nranks, j->more[k], rank) == ncclSuccess, "ncclCommInitRank %d", k);
+    t[k].rank = rank;
+    t[k].nranks = nranks;
+    t[k].last = k == TH_COMMS - 1;
+    t[k].count = winningCount(nranks);
+  }
+  for (int k = 0; k < TH_COMMS; k++) T_CHECK(pthread_create(&th[k], NULL, thCaller, &t[k]) == 0, "pthread_create");
+  /* The watchdog: polls every comm; the last one's abort comes once its calls are done (rank 1) or
+   * rank 0's extra call has waited 300 ms in relaycc. */
+  thComm* l = &t[TH_COMMS - 1];
+  int aborted = 0, polls = 0;
+  uint64_t t0 = relayNowNs(), since = 0;
+  while (!aborted && relayNowNs() - t0 < 60000000000ull) {
+    for (int k = 0; k < TH_COMMS - 1 + !aborted; k++) {
+      ncclResult_t ae = ncclSuccess;
+      T_CHECK(ncclCommGetAsyncError(t[k].comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
+      T_CHECK(ae == ncclSuccess, "rank %d: comm %d reports async error %d", rank, k, (int)ae);
+      polls++;
+    }
+    int ready = rank == 0 ? atomic_load(&l->waiting) : atomic_load(&l->calls) == TH_CALLS;
+    if (ready && !since) since = relayNowNs();
+    if (since && relayNowNs() - since > 300000000ull) {
+      T_CHECK(ncclCommAbort(l->comm) == ncclSuccess, "ncclCommAbort");
+      aborted = 1;
+    }
+    usleep(1000);
+  }
+  T_CHECK(aborted, "rank %d: the last comm's calls did not finish within 60 s", rank);
+  for (int k = 0; k < TH_COMMS; k++) pthread_join(th[k], NULL);
+  if (rank == 0)
+    T_CHECK(l->lastResult != ncclSuccess, "rank 0: the call the abort ended answered ncclSuccess");
+  for (int k = 0; k < TH_COMMS - 1; k++) {
+    T_CHECK(atomic_load(&t[k].calls) == TH_CALLS, "rank %d: comm %d ran %d calls", rank, k, atomic_load(&t[k].calls));
+    T_CHECK(ncclCommDestroy(t[k].comm) == ncclSuccess, "ncclCommDestroy");
+  }
+  printf("rank %d: threads: %d comms x %d calls, %d async-error polls, one abort\n", rank, TH_COMMS, TH_CALLS, polls);
+  return 0;
+}
+
 /* RELAYCC_SHIM_COLLS=allgather,a2a: only those two are taken. */
 static int rankColls(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
@@ -711,6 +885,8 @@ static int runShim(void* arg) {
   } else {
     T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
   }
+  for (int k = 0; c->fn == rankThreads && k < TH_COMMS; k++)
+    T_CHECK(ncclGetUniqueId(&j.more[k]) == ncclSuccess, "ncclGetUniqueId");
   t_run_ranks(c->nranks, c->fn, &j, TIMEOUT_S);
   printf("%d ranks ok\n", c->nranks);
   return 0;
@@ -743,6 +919,11 @@ static const tCase kCases[] = {
     SHIM("streams_2", rankStreams, 2, SHM),
     SHIM("late_2", rankLate, 2, SHM),
     SHIM("late_2_env", rankLate, 2, SHM ";RELAYCC_TIMEOUT_MS=1000"),
+    SHIM("twins_2", rankTwins, 2, SHM),
+    SHIM("threads_2", rankThreads, 2, SHM),
+#ifdef NCCL_REVOKE_DEFAULT
+    SHIM("revoke_2", rankRevoke, 2, SHM),
+#endif
     SHIM("settings_2", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM_COLLS=allgather"),
     SHIM("settings_2_off", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM=0"),
     SHIM("routed_3", rankRouted, 3, SHM),
