@@ -219,18 +219,21 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
     relaySetError(ctrl, res, "rendezvous: %s", relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
     goto done;
   }
-  if (mine.status != relaySuccess) { /* its own first: it names the cause */
-    res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
-    goto done;
-  }
-  for (int q = 0; q < nranks && res == relaySuccess; q++) {
-    if (all[q].status == relaySuccess) continue;
-    if (all[q].badParam >= 0 && all[q].badParam < RELAY_P_COUNT)
-      res = relaySetError(ctrl, relayRemoteError, "rank %d has an invalid %s", q,
-                          relayParamDefs[all[q].badParam].name);
+  int first = -1;
+  for (int q = 0; q < nranks && first < 0; q++)
+    if (all[q].status != relaySuccess) first = q;
+  if (first >= 0) { /* every rank saw it: the others quote the rank's own reason */
+    char quote[RELAY_QUOTE_BYTES];
+    res = relayCommQuoteNo(ctrl, first, (relayResult_t)mine.status, why, quote, sizeof quote);
+    if (res != relaySuccess) goto done;
+    if (mine.status != relaySuccess) /* its own first: it names the cause */
+      res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
+    else if (all[first].badParam >= 0)
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed init: %s", first, quote);
     else
-      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s)", q,
-                          relayGetErrorString((relayResult_t)all[q].status));
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s): %s", first,
+                          relayGetErrorString((relayResult_t)all[first].status), quote);
+    goto done;
   }
   for (int q = 0; q < nranks && res == relaySuccess; q++)
     for (int p = 0; p < q && res == relaySuccess; p++)
