@@ -325,6 +325,14 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
     if (res == relayNotSupported) {
       relayPlanFree(owned);
+      /* The interposer's comm: the route that beat NCCL's own collective is refused (IPC in a container,
+       * a capture before the region exists), so NCCL runs the call on the user's comm; every rank got
+       * the same answer from the voted prepare, and nothing moved. */
+      if (c->forwardDeclined) {
+        c->callDeclined = 1;
+        return relaySetError(c, relayNotSupported, "the %s route declined; the caller forwards the call to NCCL",
+                             relayRouteName(key->route));
+      }
       continue;
     }
     if (res == relaySuccess) {
@@ -413,6 +421,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   }
   c->callMark = -1;
   c->callShape = 0;
+  c->callDeclined = 0;
   c->callWin = NULL;
   c->callSendOff = c->callRecvOff = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;

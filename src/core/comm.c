@@ -71,3 +71,9 @@ void relayCommLastRoute(struct relayComm* comm, int* route, int* depth) {
   if (route) *route = comm ? comm->lastRoute : relayRouteDirect;
   if (depth) *depth = comm ? comm->lastDepth : 1;
 }
+
+relayResult_t relayCommAsyncError(struct relayComm* comm, char* why, size_t whyLen) {
+  if (whyLen) why[0] = 0;
+  if (!comm || !comm->tp || !comm->tp->asyncError) return relaySuccess;
+  return comm->tp->asyncError(comm, why, whyLen);
+}

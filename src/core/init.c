@@ -28,7 +28,11 @@
 /* The hot path's copy of the table (comm->cfg). */
 static void fillConfig(struct relayComm* c) {
   relayResolvedConfig* o = &c->cfg;
-  o->timeoutMs = (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
+  /* A guest imposes no deadline of its own on the user's comm (invariant 11): the default 120 s would
+   * end a wait on a rank that is only late (a 3-minute checkpoint write before a barrier) with garbage
+   * on the others. What the user set (RELAYCC_TIMEOUT_MS, config.timeoutMs) still holds. */
+  int userSet = c->params.src[RELAY_P_TIMEOUT_MS] != RELAY_PSRC_DEFAULT;
+  o->timeoutMs = c->guest && !userSet ? 0 : (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
   o->checkMode = (int)relayParamInt(c, RELAY_P_CHECK);
   o->route = (int)relayParamInt(c, RELAY_P_ROUTE);
   o->depth = (int)relayParamInt(c, RELAY_P_DEPTH);
@@ -271,16 +275,27 @@ relayResult_t relayInitFail(struct relayComm* c, relayResult_t res) {
   return res;
 }
 
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
+void relayInitGuest(struct relayComm* c) {
+  c->guest = 1;
+  fillConfig(c);
+}
+
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
+                           int guest) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
   *out = NULL;
   const char* job = jobName;
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitShm", nranks, rank, &job, config, &c));
+  if (guest) relayInitGuest(c);
   relayResult_t res = relayShmAttach(c, job);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
   return relayInitEnd(c, res, out);
+}
+
+relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                               const relayConfig_t* config) {
+  return relayInitShm(out, nranks, rank, jobName, config, 0);
 }
 
 relayResult_t relayCommDestroy(relayComm_t comm) {
