@@ -93,6 +93,10 @@ struct relayComm {
   uint64_t* rankSeen;
   uint32_t rankCheck;
   size_t execBufBytes;
+  /* Where every agreement round lands (comm/vote.h): nranks records of
+   * RELAY_TP_AGREE_MAX bytes, allocated at init so that a rank short of
+   * memory still votes. */
+  void* agreeBuf;
   char lastError[1024];
 };
 
@@ -123,15 +127,6 @@ static inline long long relayParamInt(const struct relayComm* comm, relayParamId
  * topologies leave every rank with none (comm->topo NULL: the router's
  * no-model rule). */
 relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
-
-/* COLLECTIVE, after a vote (an agree of every rank's verdict) in which rank `first` said no: every rank
- * takes this one round, so that a no is reported with its reason, not paraphrased. A rank that said no
- * (local != relaySuccess) gives its own message `own` (its lastError) without its prefix; quote gets rank
- * first's text (at most RELAY_QUOTE_BYTES - 1 characters: the most one agree carries per rank, shm's
- * SHM_AGREE_MAX). Returns the round's result; when it fails the comm is failed. */
-enum { RELAY_QUOTE_BYTES = 256 };
-relayResult_t relayCommQuoteNo(struct relayComm* comm, int first, relayResult_t local, const char* own, char* quote,
-                               size_t len);
 
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);
