@@ -218,17 +218,19 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   int first = -1;
   for (int q = 0; q < nranks && first < 0; q++)
     if (all[q].status != relaySuccess) first = q;
-  if (first >= 0) { /* every rank saw it: the others quote the rank's own reason */
-    char quote[RELAY_QUOTE_BYTES];
-    res = relayCommQuoteNo(ctrl, first, (relayResult_t)mine.status, why, quote, sizeof quote);
+  if (first >= 0) { /* every rank saw it: a vote gives the others that rank's own reason to quote */
+    int badParam = all[first].badParam; /* `all` lives until the next round */
+    relayBallot b = {(relayResult_t)mine.status, 0, why};
+    relayVerdict v;
+    res = relayVoteBallot(ctrl, &b, &v);
     if (res != relaySuccess) goto done;
     if (mine.status != relaySuccess) /* its own first: it names the cause */
       res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
-    else if (all[first].badParam >= 0)
-      res = relaySetError(ctrl, relayRemoteError, "rank %d failed init: %s", first, quote);
+    else if (badParam >= 0)
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed init: %s", v.rank, v.why);
     else
-      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s): %s", first,
-                          relayGetErrorString((relayResult_t)all[first].status), quote);
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s): %s", v.rank,
+                          relayGetErrorString(v.status), v.why);
     goto done;
   }
   for (int q = 0; q < nranks && res == relaySuccess; q++)
