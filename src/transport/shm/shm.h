@@ -75,6 +75,11 @@ typedef struct {
   _Atomic uint32_t initFailed; /* rank 0 gave up init: relayResult_t + 1 */
   _Atomic uint32_t failSeen;   /* ranks that read initFailed from a marker segment */
   char failMsg[512];           /* rank 0's reason, written before initFailed */
+  /* A rank of this launch that found the segment and cannot join it (it has another nranks): its rank + 1,
+   * stored after joinMsg (joinClaim: the first such rank writes it), so the others fail at once. */
+  _Atomic uint32_t joinClaim;
+  _Atomic uint32_t joinFailed;
+  char joinMsg[512];
 } shmHeader;
 
 typedef struct {
