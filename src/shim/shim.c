@@ -812,11 +812,10 @@ SHIM_TWINS(ncclReduceScatter, reduceScatter,
            sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
 
 /* All-gather and all-to-all: no op. In place all-to-all is NCCL's to refuse or do (relaycc rejects it). */
-static ncclResult_t gatherLike(relayColl_t coll,
-                               ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+static ncclResult_t gatherLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
                                                    cudaStream_t),
-                               const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                               ncclComm_t comm, cudaStream_t stream) {
+                               relayColl_t coll, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   shimComm* sc = routeFor(coll, count, datatype, ncclSum, comm, stream);
   if (sc && coll == RELAY_COLL_ALLTOALL && sendbuff == recvbuff) {
     unholdComm(sc);
@@ -826,25 +825,11 @@ static ncclResult_t gatherLike(relayColl_t coll,
   if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
   return fwd(sendbuff, recvbuff, count, datatype, comm, stream);
 }
-
-static ncclResult_t allGather(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-                                                   cudaStream_t),
-                              const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
-                              ncclComm_t comm, cudaStream_t stream) {
-  return gatherLike(RELAY_COLL_ALLGATHER, fwd, sendbuff, recvbuff, sendcount, datatype, comm, stream);
-}
-SHIM_TWINS(ncclAllGather, allGather,
+SHIM_TWINS(ncclAllGather, gatherLike,
            (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
             cudaStream_t stream),
-           sendbuff, recvbuff, sendcount, datatype, comm, stream)
-
-static ncclResult_t allToAll(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-                                                  cudaStream_t),
-                             const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                             ncclComm_t comm, cudaStream_t stream) {
-  return gatherLike(RELAY_COLL_ALLTOALL, fwd, sendbuff, recvbuff, count, datatype, comm, stream);
-}
-SHIM_TWINS(ncclAlltoAll, allToAll,
+           RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, comm, stream)
+SHIM_TWINS(ncclAlltoAll, gatherLike,
            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
             cudaStream_t stream),
-           sendbuff, recvbuff, count, datatype, comm, stream)
+           RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, comm, stream)
