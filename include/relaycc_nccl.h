@@ -11,10 +11,12 @@
  *
  * Timeouts: every host wait of this transport (init, agreement, destroy) is a
  * poll with the comm's deadline (RELAYCC_TIMEOUT_MS). When one passes, the
- * NCCL communicator is stuck, so relaycc calls ncclCommAbort on it and returns
- * relayTimeout naming the rank and step. That holds for a wrapped communicator
- * too: after relayTimeout (relayCommGetLastError says so) its ncclComm_t is
- * gone; do not use or destroy it.
+ * NCCL communicator is stuck, so relaycc calls ncclCommAbort on a communicator
+ * it created and returns relayTimeout naming the rank and step. A wrapped
+ * communicator (relayCommInitNccl) is the caller's: relaycc never aborts it,
+ * and its waits have no deadline unless the caller set one (config.timeoutMs
+ * or RELAYCC_TIMEOUT_MS); they end when the caller aborts the relay comm.
+ * A failure is the relay comm's (relayGetLastError) and the caller decides.
  */
 #ifndef RELAYCC_NCCL_H_
 #define RELAYCC_NCCL_H_

@@ -226,7 +226,8 @@ static int rankInit(int rank, int nranks, void* arg) {
     expectPrefix(rank, "init", e, "relayCommInitShm (rank 2): RELAYCC_DEPTH=99: ");
   } else {
     snprintf(want, sizeof want,
-             "relayCommInitShm (rank %d): rank 2 has an invalid RELAYCC_DEPTH (its error names the value)", rank);
+             "relayCommInitShm (rank %d): rank 2 failed init: RELAYCC_DEPTH=99: expected an integer in "
+             "[0, 64]", rank);
     expectExact(rank, "init", e, want);
   }
   return 0;

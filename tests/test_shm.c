@@ -25,6 +25,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/init.h"
 #include "harness.h"
 #include "p2p/p2p.h"
 #include "transport/shm.h"
@@ -1230,6 +1231,59 @@ static int runP2pBadEnv(void) {
 }
 
 /* One launch of one rank body, launch deadline 60 s (100 s for the big groups); CTest's 120 s over it. */
+/* A guest comm (relayInitShm's guest: the interposer's twin of a user's comm) has no deadline of its own
+ * (issue 26.2): unset, its waits never give up (a late rank is only late); what the user set holds (config
+ * or RELAYCC_TIMEOUT_MS); a comm of relaycc's own keeps the 120 s default. Then the late rank: rank 1 comes
+ * 2 s after rank 0 into a group and both get the right bytes; and a guest wait ends on the user's abort. */
+static int rankGuest(int rank, int nranks, void* arg) {
+  (void)arg;
+  char job[160];
+  snprintf(job, sizeof job, "%s-guest", t_job());
+  relayComm_t g = NULL, own = NULL, set = NULL;
+  T_OK(relayInitShm(&g, nranks, rank, job, NULL, 1));
+  T_CHECK(g->guest && g->cfg.timeoutMs == 0 && relayWaitLimitNs(g) == UINT64_MAX,
+          "rank %d: a guest comm with no RELAYCC_TIMEOUT_MS has deadline %d ms (want none)", rank, g->cfg.timeoutMs);
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 700;
+  snprintf(job, sizeof job, "%s-guestset", t_job());
+  T_OK(relayInitShm(&set, nranks, rank, job, &cfg, 1));
+  T_CHECK(set->cfg.timeoutMs == 700, "rank %d: the user's 700 ms became %d ms on a guest", rank, set->cfg.timeoutMs);
+  snprintf(job, sizeof job, "%s-own", t_job());
+  T_OK(relayInitShm(&own, nranks, rank, job, NULL, 0));
+  T_CHECK(!own->guest && own->cfg.timeoutMs == 120000, "rank %d: relaycc's own comm has %d ms", rank,
+          own->cfg.timeoutMs);
+  T_OK(relayCommDestroy(set));
+  T_OK(relayCommDestroy(own));
+  /* The late rank. */
+  unsigned char sb[256], rb[256];
+  for (int i = 0; i < 256; i++) sb[i] = (unsigned char)(rank * 100 + i);
+  memset(rb, 0xEE, sizeof rb);
+  if (rank == 1) tSleepMs(2000);
+  relayXferDesc sd = {1 - rank, sb, sizeof sb}, rd = {1 - rank, rb, sizeof rb};
+  T_OK(tGroup(g, &sd, 1, &rd, 1));
+  for (int i = 0; i < 256; i++)
+    T_CHECK(rb[i] == (unsigned char)((1 - rank) * 100 + i), "rank %d: byte %d from the late peer is %d", rank, i,
+            rb[i]);
+  /* The user's abort: rank 1 never comes; another thread of rank 0 aborts after 1 s. */
+  if (rank == 0) {
+    abortArg a = {g, 1000, 0};
+    pthread_t th;
+    T_CHECK(pthread_create(&th, NULL, tAbortSoon, &a) == 0, "pthread_create");
+    uint64_t t0 = relayNowNs();
+    relayResult_t res = tGroup(g, &sd, 1, &rd, 1);
+    pthread_join(th, NULL);
+    T_CHECK(res != relaySuccess && res != relayTimeout && tSec(t0) < 10,
+            "rank 0: a guest wait on a missing peer -> %s after %.1f s (want the abort's error at ~1 s)",
+            relayGetErrorString(res), tSec(t0));
+    atomic_store(&gShared[1], 1);
+  } else {
+    uint64_t t0 = relayNowNs();
+    while (!atomic_load(&gShared[1]) && tSec(t0) < 30) tSleepMs(10);
+  }
+  relayCommDestroy(g);
+  return 0;
+}
+
 #define SHM_RANKS(nm, n, fn) \
   {.name = nm, .rank = fn, .ranks = n, .deadlineS = 60, .timeoutS = 120, .skipCode = 77}
 #define SHM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
@@ -1255,6 +1309,7 @@ static const tCase kCases[] = {
     SHM_CASE("mismatch", runMismatch),
     SHM_RANKS("timeout", 3, rankTimeout),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
+    SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),
     SHM_CASE("init_killed", runInitKilled),
     SHM_RANKS("nranks_mismatch", 2, rankNranksMismatch),

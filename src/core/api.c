@@ -183,36 +183,15 @@ typedef struct {
   uint64_t winSendOff, winRecvOff;
 } callDigest;
 
-/* Rank `first` rejected the call (every rank saw it in the digests, so
- * every rank takes this second round): each rejecting rank gives its own
- * text without its prefix, and the others quote the first one's, so their
- * error says why, not only that. `own` is this rank's text (lastError when
- * it rejected); returns the call's result for this rank. */
-enum { REJECT_QUOTE_BYTES = 256 }; /* the most one agreement carries per rank (shm: SHM_AGREE_MAX) */
+/* Rank `first` rejected the call (every rank saw it in the digests, so every rank takes the quote round):
+ * the others' error says why, not only that. Returns the call's result for this rank. */
 static relayResult_t quoteRejection(struct relayComm* c, int first, relayResult_t status, relayResult_t local,
                                     relayResult_t res, const char* own) {
-  char mine[REJECT_QUOTE_BYTES] = {0};
-  if (local != relaySuccess) {
-    char ctx[192];
-    relayErrorContext(c, ctx, sizeof ctx);
-    size_t n = strlen(ctx);
-    const char* body = strncmp(own, ctx, n) == 0 && own[n] == ':' && own[n + 1] == ' ' ? own + n + 2 : own;
-    snprintf(mine, sizeof mine, "%s", body);
-  }
-  char(*texts)[REJECT_QUOTE_BYTES] = malloc((size_t)c->nranks * sizeof *texts);
-  if (!texts) return relaySetError(c, relaySystemError, "out of memory in check mode");
-  relayResult_t agreed = c->tp->agree(c, mine, texts, sizeof mine);
-  if (agreed != relaySuccess) {
-    free(texts);
-    c->failed = 1;
-    return agreed;
-  }
-  if (local == relaySuccess) {
-    texts[first][REJECT_QUOTE_BYTES - 1] = 0;
-    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status),
-                        texts[first]);
-  }
-  free(texts);
+  char quote[RELAY_QUOTE_BYTES];
+  relayResult_t agreed = relayCommQuoteNo(c, first, local, own, quote, sizeof quote);
+  if (agreed != relaySuccess) return agreed;
+  if (local == relaySuccess)
+    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status), quote);
   return res;
 }
 
@@ -346,6 +325,14 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
     if (res == relayNotSupported) {
       relayPlanFree(owned);
+      /* The interposer's comm: the route that beat NCCL's own collective is refused (IPC in a container,
+       * a capture before the region exists), so NCCL runs the call on the user's comm; every rank got
+       * the same answer from the voted prepare, and nothing moved. */
+      if (c->forwardDeclined) {
+        c->callDeclined = 1;
+        return relaySetError(c, relayNotSupported, "the %s route declined; the caller forwards the call to NCCL",
+                             relayRouteName(key->route));
+      }
       continue;
     }
     if (res == relaySuccess) {
@@ -434,6 +421,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   }
   c->callMark = -1;
   c->callShape = 0;
+  c->callDeclined = 0;
   c->callWin = NULL;
   c->callSendOff = c->callRecvOff = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;

@@ -16,7 +16,7 @@ extern "C" {
 /* The settings the hot path reads, copied from the comm's resolved (and, for
  * AGREED rows, agreed) parameter table at init (init.c). */
 typedef struct {
-  int timeoutMs;
+  int timeoutMs; /* 0: no deadline (a guest comm whose user set none: init.c) */
   int checkMode;
   int route; /* relayRoute_t */
   int depth; /* 0 = model */
@@ -55,6 +55,13 @@ struct relayComm {
   uint64_t callShape;
   const char* curCallName;
   int failed;         /* sticky: an error after data may have moved */
+  /* A guest comm serves a communicator relaycc does not own (relayCommInitNccl over the user's; the
+   * interposer's test twin): its waits have no deadline unless the user set RELAYCC_TIMEOUT_MS (or
+   * config.timeoutMs), so they end on the user's abort. forwardDeclined (the interposer's): a route
+   * whose prepare declines ends the call with callDeclined set and nothing moved, on every rank alike
+   * (prepares are voted), and the caller runs it on NCCL, where relaycc would have taken another
+   * route. */
+  int guest, forwardDeclined, callDeclined;
   atomic_int aborted; /* set by relayCommAbort, read by waits */
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
@@ -86,6 +93,15 @@ struct relayComm {
 };
 
 void relayCommFree(struct relayComm* comm);
+/* The longest a wait of this comm may last, in ns: cfg.timeoutMs, or UINT64_MAX (never given up) when
+ * the comm has no deadline. relayDeadlineNs: the end of a wait that starts at now (relayNowNs). */
+static inline uint64_t relayWaitLimitNs(const struct relayComm* c) {
+  return c->cfg.timeoutMs > 0 ? (uint64_t)c->cfg.timeoutMs * 1000000ull : UINT64_MAX;
+}
+static inline uint64_t relayDeadlineNs(const struct relayComm* c, uint64_t now) {
+  uint64_t limit = relayWaitLimitNs(c);
+  return limit == UINT64_MAX ? UINT64_MAX : now + limit;
+}
 /* core/window.c: the direct window of this rank's part of a call (NULL: the
  * staged path) and the offsets of the buffers peers access; frees every
  * window at destroy (before the transport's destroy). */
@@ -104,6 +120,15 @@ static inline long long relayParamInt(const struct relayComm* comm, relayParamId
  * no-model rule). */
 relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 
+/* COLLECTIVE, after a vote (an agree of every rank's verdict) in which rank `first` said no: every rank
+ * takes this one round, so that a no is reported with its reason, not paraphrased. A rank that said no
+ * (local != relaySuccess) gives its own message `own` (its lastError) without its prefix; quote gets rank
+ * first's text (at most RELAY_QUOTE_BYTES - 1 characters: the most one agree carries per rank, shm's
+ * SHM_AGREE_MAX). Returns the round's result; when it fails the comm is failed. */
+enum { RELAY_QUOTE_BYTES = 256 };
+relayResult_t relayCommQuoteNo(struct relayComm* comm, int first, relayResult_t local, const char* own, char* quote,
+                               size_t len);
+
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);
 relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
@@ -119,6 +144,10 @@ void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
  * of a comm answers alike for the same call. */
 int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
+/* A failure the transport met after a call returned (a GPU kernel's error word: transport.h's
+ * asyncError), else relaySuccess; why says what. Safe from another thread while a call runs (the
+ * interposer's ncclCommGetAsyncError, a watchdog's poll). */
+relayResult_t relayCommAsyncError(struct relayComm* comm, char* why, size_t whyLen);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

@@ -27,7 +27,11 @@
 /* The hot path's copy of the table (comm->cfg). */
 static void fillConfig(struct relayComm* c) {
   relayResolvedConfig* o = &c->cfg;
-  o->timeoutMs = (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
+  /* A guest imposes no deadline of its own on the user's comm (invariant 11): the default 120 s would
+   * end a wait on a rank that is only late (a 3-minute checkpoint write before a barrier) with garbage
+   * on the others. What the user set (RELAYCC_TIMEOUT_MS, config.timeoutMs) still holds. */
+  int userSet = c->params.src[RELAY_P_TIMEOUT_MS] != RELAY_PSRC_DEFAULT;
+  o->timeoutMs = c->guest && !userSet ? 0 : (int)relayParamInt(c, RELAY_P_TIMEOUT_MS);
   o->checkMode = (int)relayParamInt(c, RELAY_P_CHECK);
   o->route = (int)relayParamInt(c, RELAY_P_ROUTE);
   o->depth = (int)relayParamInt(c, RELAY_P_DEPTH);
@@ -120,15 +124,18 @@ static relayResult_t agreeParams(struct relayComm* c) {
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  if (res == relaySuccess && c->initBadParam >= 0) {
-    memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
-    res = relayInvalidArgument;
-  }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].bad >= 0) {
-      const char* name = (unsigned)all[q].bad < RELAY_P_COUNT ? relayParamDefs[all[q].bad].name : "?";
-      res = relaySetError(c, relayRemoteError, "rank %d has an invalid %s (its error names the value)", q,
-                          name);
+  int first = -1;
+  for (int q = 0; q < c->nranks && res == relaySuccess && first < 0; q++)
+    if (all[q].bad >= 0) first = q;
+  if (first >= 0) { /* every rank saw it: the others quote its message (variable, value, what is allowed) */
+    relayResult_t local = c->initBadParam >= 0 ? relayInvalidArgument : relaySuccess;
+    char quote[RELAY_QUOTE_BYTES];
+    res = relayCommQuoteNo(c, first, local, saved, quote, sizeof quote);
+    if (res == relaySuccess && local != relaySuccess) {
+      memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
+      res = local;
+    } else if (res == relaySuccess) {
+      res = relaySetError(c, relayRemoteError, "rank %d failed init: %s", first, quote);
     }
   }
   for (int i = 0, k = 0; i < RELAY_P_COUNT && res == relaySuccess; i++) {
@@ -160,16 +167,20 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
   relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  /* Its own failure first, so that ranks given one bad setting each name
-   * their own value, not "rank 0 could not load". */
-  if (res == relaySuccess && local != relaySuccess) {
-    memcpy(c->lastError, saved, sizeof saved);
-    res = local;
-  }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++) {
-    if (all[q].status != relaySuccess)
-      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology (%s)", q,
-                          relayGetErrorString((relayResult_t)all[q].status));
+  int first = -1;
+  for (int q = 0; q < c->nranks && res == relaySuccess && first < 0; q++)
+    if (all[q].status != relaySuccess) first = q;
+  if (first >= 0) { /* the others quote its message: the variable and its reason */
+    char quote[RELAY_QUOTE_BYTES];
+    res = relayCommQuoteNo(c, first, local, saved, quote, sizeof quote);
+    /* Its own failure first, so that ranks given one bad setting each name
+     * their own value, not "rank 0 could not load". */
+    if (res == relaySuccess && local != relaySuccess) {
+      memcpy(c->lastError, saved, sizeof saved);
+      res = local;
+    } else if (res == relaySuccess) {
+      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology: %s", first, quote);
+    }
   }
   int differ = 0;
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
@@ -246,16 +257,27 @@ relayResult_t relayInitFail(struct relayComm* c, relayResult_t res) {
   return res;
 }
 
-relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
-                               const relayConfig_t* config) {
+void relayInitGuest(struct relayComm* c) {
+  c->guest = 1;
+  fillConfig(c);
+}
+
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
+                           int guest) {
   if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
   *out = NULL;
   const char* job = jobName;
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitShm", nranks, rank, &job, config, &c));
+  if (guest) relayInitGuest(c);
   relayResult_t res = relayShmAttach(c, job);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
   return relayInitEnd(c, res, out);
+}
+
+relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                               const relayConfig_t* config) {
+  return relayInitShm(out, nranks, rank, jobName, config, 0);
 }
 
 relayResult_t relayCommDestroy(relayComm_t comm) {

@@ -34,6 +34,7 @@ relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayCo
   RELAY_CHECK(relayNcclQuery(nccl, &nranks, &rank, &dev));
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitNccl", nranks, rank, NULL, config, &c));
+  relayInitGuest(c); /* the communicator is the caller's (the interposer's, from_process_group's) */
   return attachAndFinish(c, nccl, 0, dev, out);
 }
 

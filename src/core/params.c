@@ -30,16 +30,66 @@ const char* const* relayParamChoices(relayParamId id) {
   }
 }
 
-/* Parse text for row d into *v; 0 on success, else a reason in why. */
+/* INT rows whose values are a set, not every integer of their range. */
+static const long long kOneshotThreads[] = {0, 128, 256, 512}; /* the kernels' block sizes (0: by size) */
+
+static const long long* allowedSet(relayParamId id, int* n) {
+  switch (id) {
+    case RELAY_P_ONESHOT_THREADS: *n = (int)(sizeof kOneshotThreads / sizeof kOneshotThreads[0]); return kOneshotThreads;
+    default: *n = 0; return NULL;
+  }
+}
+
+/* 1 when v is one of row id's values (range, and set where the row has one). */
+static int allowedValue(relayParamId id, long long v) {
+  const relayParamDef* d = &relayParamDefs[id];
+  if (v < d->lo || v > d->hi) return 0;
+  int n;
+  const long long* set = allowedSet(id, &n);
+  for (int i = 0; i < n; i++)
+    if (set[i] == v) return 1;
+  return set == NULL;
+}
+
+const char* relayParamAllowed(relayParamId id, char* buf, size_t len) {
+  const relayParamDef* d = &relayParamDefs[id];
+  int n, k = 0;
+  const long long* set = allowedSet(id, &n);
+  const char* const* ch = relayParamChoices(id);
+  buf[0] = 0;
+  switch (d->type) {
+    case RELAY_PTYPE_STRING: snprintf(buf, len, "text"); break;
+    case RELAY_PTYPE_BOOL: snprintf(buf, len, "0 or 1 (also true/false, yes/no, on/off)"); break;
+    case RELAY_PTYPE_BYTES: snprintf(buf, len, "a byte count in [%lld, %lld] (4096, 64K, 1M)", d->lo, d->hi); break;
+    case RELAY_PTYPE_INT:
+      if (!set) {
+        snprintf(buf, len, "an integer in [%lld, %lld]", d->lo, d->hi);
+        break;
+      }
+      k = snprintf(buf, len, "one of");
+      for (int i = 0; i < n && k > 0 && (size_t)k < len; i++)
+        k += snprintf(buf + k, len - (size_t)k, "%s %lld", i ? "," : "", set[i]);
+      break;
+    case RELAY_PTYPE_ENUM:
+      k = snprintf(buf, len, "one of");
+      for (int i = 0; ch && ch[i] && k > 0 && (size_t)k < len; i++)
+        k += snprintf(buf + k, len - (size_t)k, "%s %s", i ? "," : "", ch[i]);
+      break;
+  }
+  return buf;
+}
+
+/* Parse text for row id into *v; 0 on success, else what is allowed in why. */
 static int parseValue(relayParamId id, const char* s, long long* v, char* why, size_t len) {
   const relayParamDef* d = &relayParamDefs[id];
   long long x = 0;
+  int ok = 1;
   switch (d->type) {
     case RELAY_PTYPE_STRING: *v = 0; return 0;
     case RELAY_PTYPE_BOOL:
       if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) x = 1;
       else if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) x = 0;
-      else return snprintf(why, len, "expected 0 or 1"), 1;
+      else ok = 0;
       break;
     case RELAY_PTYPE_ENUM: {
       const char* const* ch = relayParamChoices(id);
@@ -50,25 +100,21 @@ static int parseValue(relayParamId id, const char* s, long long* v, char* why, s
           break;
         }
       /* A choice's index is accepted too (RELAYCC_DEBUG=1 as before). */
-      if (!found && relayParseInt(s, d->lo, d->hi, &x) != 0) {
-        int n = snprintf(why, len, "expected");
-        for (int i = 0; ch && ch[i] && n > 0 && (size_t)n < len; i++)
-          n += snprintf(why + n, len - (size_t)n, "%s %s", i ? "," : "", ch[i]);
-        return 1;
-      }
+      ok = found || relayParseInt(s, d->lo, d->hi, &x) == 0;
       break;
     }
     case RELAY_PTYPE_BYTES: {
       uint64_t b;
-      if (relayParseBytes(s, &b) != 0 || b > (uint64_t)d->hi || (long long)b < d->lo)
-        return snprintf(why, len, "expected a byte count in [%lld, %lld] (4096, 64K, 1M)", d->lo, d->hi), 1;
+      ok = relayParseBytes(s, &b) == 0 && b <= (uint64_t)d->hi && (long long)b >= d->lo;
       x = (long long)b;
       break;
     }
-    case RELAY_PTYPE_INT:
-      if (relayParseInt(s, d->lo, d->hi, &x) != 0)
-        return snprintf(why, len, "expected an integer in [%lld, %lld]", d->lo, d->hi), 1;
-      break;
+    case RELAY_PTYPE_INT: ok = relayParseInt(s, d->lo, d->hi, &x) == 0 && allowedValue(id, x); break;
+  }
+  if (!ok) {
+    char allowed[160];
+    snprintf(why, len, "expected %s", relayParamAllowed(id, allowed, sizeof allowed));
+    return 1;
   }
   *v = x;
   return 0;
@@ -103,6 +149,7 @@ static pthread_once_t gProcessOnce = PTHREAD_ONCE_INIT;
 static long long gProcess[RELAY_P_COUNT];
 static int gProcessFromEnv[RELAY_P_COUNT];
 static char gProcessText[RELAY_P_COUNT][RELAY_PARAM_TEXT];
+static char gProcessWhy[RELAY_P_COUNT][RELAY_PARAM_TEXT + 192]; /* "NAME=value: expected ..." when unreadable */
 
 static const char* kFieldNames[] = {"timeoutMs", "checkMode", "route", "depth", "shmRingBytes", "spinCount", "topo"};
 
@@ -122,15 +169,16 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
     if (i == RELAY_P_JOB) snprintf(p->text[i], RELAY_PARAM_TEXT, "relaycc");
     long long v;
     const char* text = NULL;
-    char reason[160] = "";
+    char reason[RELAY_PARAM_TEXT + 192] = "";
     int bad = 0;
     if (configValue(cfg, d->configField, &v, &text)) {
       if (d->type == RELAY_PTYPE_STRING) {
         snprintf(p->text[i], RELAY_PARAM_TEXT, "%s", text);
-      } else if (v < d->lo || v > d->hi) {
+      } else if (!allowedValue((relayParamId)i, v)) {
+        char allowed[160];
         bad = 1;
-        snprintf(reason, sizeof reason, "config.%s = %lld (%s) must be in [%lld, %lld]", kFieldNames[d->configField],
-                 v, d->name, d->lo, d->hi);
+        snprintf(reason, sizeof reason, "config.%s = %lld (%s) must be %s", kFieldNames[d->configField], v, d->name,
+                 relayParamAllowed((relayParamId)i, allowed, sizeof allowed));
       } else {
         p->v[i] = v;
         snprintf(p->text[i], RELAY_PARAM_TEXT, "%lld", v);
@@ -139,10 +187,10 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
     } else if (d->scope != RELAY_PSCOPE_PROCESS) {
       const char* e = getenv(d->name);
       if (e && *e) {
-        char r2[128];
+        char r2[176];
         if (parseValue((relayParamId)i, e, &v, r2, sizeof r2) != 0) {
           bad = 1;
-          snprintf(reason, sizeof reason, "%s=%s: %s", d->name, e, r2);
+          snprintf(reason, sizeof reason, "%s=%.*s: %s", d->name, RELAY_PARAM_TEXT, e, r2);
         } else {
           p->v[i] = v;
           p->src[i] = RELAY_PSRC_ENV;
@@ -158,6 +206,12 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
       if (gProcessFromEnv[i]) {
         p->src[i] = RELAY_PSRC_ENV;
         memcpy(p->text[i], gProcessText[i], RELAY_PARAM_TEXT);
+      }
+      /* What the process could not read fails every comm's init too (the process said so once). */
+      if (gProcessWhy[i][0]) {
+        bad = 1;
+        _Static_assert(sizeof reason == sizeof gProcessWhy[0], "the reason holds the process's text");
+        memcpy(reason, gProcessWhy[i], sizeof reason);
       }
     }
     if (bad) {
@@ -182,16 +236,22 @@ static void readProcess(void) {
     if (d->scope != RELAY_PSCOPE_PROCESS) continue;
     const char* e = getenv(d->name);
     long long v;
-    char why[128];
+    char why[176];
     if (!e || !*e) continue;
     if (parseValue((relayParamId)i, e, &v, why, sizeof why) == 0) {
       gProcess[i] = v;
       gProcessFromEnv[i] = 1;
       snprintf(gProcessText[i], RELAY_PARAM_TEXT, "%s", e);
-    } else if (i == RELAY_P_DEBUG) {
-      gProcess[i] = 1; /* a value we cannot read still asks for messages */
-      fprintf(stderr, "relaycc: %s=%s: %s; using info\n", d->name, e, why);
+      continue;
     }
+    /* Said once per process, never ignored in silence: the default holds for what has no comm (the
+     * interposer's switch), and every comm's init fails naming it (relayParamsResolve). */
+    if (i == RELAY_P_DEBUG) gProcess[i] = 1; /* a value we cannot read still asks for messages */
+    snprintf(gProcessWhy[i], sizeof gProcessWhy[i], "%s=%.*s: %s", d->name, RELAY_PARAM_TEXT, e, why);
+    char shown[32];
+    fprintf(stderr, "relaycc: %s; this process uses %s, and a comm's init fails on it\n", gProcessWhy[i],
+            i == RELAY_P_DEBUG ? "info" : d->type == RELAY_PTYPE_STRING ? d->shownDefault
+                                        : (snprintf(shown, sizeof shown, "%lld", gProcess[i]), shown));
   }
 }
 
@@ -232,12 +292,13 @@ void relayParamsPrint(const relayParams* p, const char* prefix, void* file) {
 void relayParamsMarkdown(void* file) {
   static const char* kScope[] = {"process", "rank", "agreed"};
   FILE* f = file;
-  fprintf(f, "| variable | config field | default | scope | meaning |\n|---|---|---|---|---|\n");
+  fprintf(f, "| variable | config field | default | values | scope | meaning |\n|---|---|---|---|---|---|\n");
   for (int i = 0; i < RELAY_P_COUNT; i++) {
     const relayParamDef* d = &relayParamDefs[i];
-    char field[32] = "";
+    char field[32] = "", allowed[160];
     if (d->configField >= 0) snprintf(field, sizeof field, "`%s`", kFieldNames[d->configField]);
-    fprintf(f, "| `%s` | %s | %s | %s | %s |\n", d->name, field, d->shownDefault, kScope[d->scope], d->doc);
+    fprintf(f, "| `%s` | %s | %s | %s | %s | %s |\n", d->name, field, d->shownDefault,
+            relayParamAllowed((relayParamId)i, allowed, sizeof allowed), kScope[d->scope], d->doc);
   }
 }
 

@@ -7,7 +7,8 @@
  * Scopes:
  *  - PROCESS: read once per process, before any comm exists (an interposer
  *    has no comm to read it from): RELAYCC_DEBUG, RELAYCC_SHIM. The library sets
- *    no environment variable (a user's process environment is not ours).
+ *    no environment variable (a user's process environment is not ours). A
+ *    value outside the row's is said once on stderr and fails every comm's init.
  *  - RANK: each rank's own value, which may differ between ranks (its rank,
  *    its deadline, its topology file: the topology is agreed by content).
  *  - AGREED: shapes plans or protocols, so every rank of a comm runs with rank
@@ -15,8 +16,10 @@
  *    differs logs it once under RELAYCC_DEBUG).
  *
  * Resolution at init: config field > environment > default. Each rank
- * validates its own values; an invalid one on any rank fails init on every
- * rank (relayInitAgreeParams in init.c).
+ * validates its own values against its row's type and allowed values
+ * (relayParamAllowed); an invalid one on any rank fails init on every rank,
+ * each naming the variable, the value and what is allowed (agreeParams in
+ * init.c).
  */
 #ifndef RELAY_PARAMS_H_
 #define RELAY_PARAMS_H_
@@ -174,6 +177,9 @@ typedef struct relayParams {
  * (magic) fails at once (*badId stays -1), before any rendezvous. */
 relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen);
 
+/* What row id allows, as text ("one of 0, 128, 256, 512", "an integer in [0, 64]", ...): what an
+ * invalid value's error says and the README table shows. Returns buf. */
+const char* relayParamAllowed(relayParamId id, char* buf, size_t len);
 /* The choices of an ENUM row, NULL-terminated ("auto", "direct", ...). */
 const char* const* relayParamChoices(relayParamId id);
 

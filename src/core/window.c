@@ -68,10 +68,17 @@ static relayResult_t winAgree(struct relayComm* c, const winVote* mine, winVote*
     memcpy(c->lastError, saved, sizeof saved);
     res = (relayResult_t)mine->status;
   }
-  for (int q = 0; q < c->nranks && res == relaySuccess; q++)
-    if (all[q].status != relaySuccess)
-      res = relaySetError(c, (relayResult_t)all[q].status, "rank %d rejected it (%s; its error names the argument)",
-                          q, relayGetErrorString((relayResult_t)all[q].status));
+  int first = -1;
+  for (int q = 0; q < c->nranks && first < 0; q++)
+    if (all[q].status != relaySuccess) first = q;
+  if (first >= 0) { /* every rank saw it: the others quote the first rank's own message */
+    char quote[RELAY_QUOTE_BYTES];
+    relayResult_t quoted = relayCommQuoteNo(c, first, (relayResult_t)mine->status, saved, quote, sizeof quote);
+    relayResult_t status = (relayResult_t)all[first].status;
+    if (quoted != relaySuccess) res = quoted;
+    else if (res == relaySuccess)
+      res = relaySetError(c, status, "rank %d rejected it (%s): %s", first, relayGetErrorString(status), quote);
+  }
   if (res != relaySuccess) {
     free(all);
     return res;

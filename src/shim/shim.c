@@ -42,6 +42,7 @@
 #include "core/params.h"
 #include "common.h"
 #include "core/comm.h"
+#include "core/init.h"
 #include "plan/plan.h"
 #include "relaycc_nccl.h"
 #include "route/route.h"
@@ -55,7 +56,7 @@ typedef struct {
   unsigned colls;      /* RELAYCC_SHIM_COLLS: bit per relayColl_t taken (default the four) */
   int debug;           /* RELAYCC_DEBUG: 1 one line per comm, 2 also each routed call */
   const char* lib;     /* RELAYCC_SHIM_NCCL: the real library's path (default: the loaded one) */
-  int timeoutMs;       /* RELAYCC_TIMEOUT_MS: deadline of the state votes (default 120000) */
+  int timeoutMs;       /* RELAYCC_TIMEOUT_MS as the user set it, else 0: no deadline (a guest's) */
   const char* testShm; /* RELAYCC_SHIM_TEST_SHM: test hook, state over the shm transport (job name) */
   int testFailRank;    /* RELAYCC_SHIM_TEST_FAIL_RANK: test hook, this rank fails state creation */
 } shimSettings;
@@ -89,15 +90,16 @@ static unsigned parseColls(const char* list) {
 }
 
 /* The shim's settings are PROCESS rows of the parameter table (read before any comm exists); its vote
- * deadline is the RANK row RELAYCC_TIMEOUT_MS as this process's environment has it. */
+ * deadline is the RANK row RELAYCC_TIMEOUT_MS where the user set it, else none: the comms are the user's
+ * (invariant 11), and relaycc's state over them is a guest's (relayCommInitNccl) likewise. */
 static void readSettings(void) {
   gSet.on = relayParamProcess(RELAY_P_SHIM) != 0;
   gSet.colls = parseColls(relayParamEnvText(RELAY_P_SHIM_COLLS));
   gSet.debug = relayDebugLevel();
   gSet.lib = relayParamEnvText(RELAY_P_SHIM_NCCL);
   const char* tv = relayParamEnvText(RELAY_P_TIMEOUT_MS);
-  long t = tv ? strtol(tv, NULL, 0) : relayParamDefs[RELAY_P_TIMEOUT_MS].def;
-  gSet.timeoutMs = t > 0 && t <= INT_MAX ? (int)t : (int)relayParamDefs[RELAY_P_TIMEOUT_MS].def;
+  long t = tv ? strtol(tv, NULL, 0) : 0;
+  gSet.timeoutMs = t > 0 && t <= INT_MAX ? (int)t : 0;
   gSet.testShm = relayParamEnvText(RELAY_P_SHIM_TEST_SHM);
   gSet.testFailRank = (int)relayParamProcess(RELAY_P_SHIM_TEST_FAIL_RANK);
 }
@@ -157,6 +159,11 @@ typedef struct {
   int nranks, rank, dev;
   int* ranks;            /* 0..nranks-1: the one-group layout */
   ncclResult_t asyncErr; /* relaycc's error on this comm, reported by ncclCommGetAsyncError */
+  /* The stream of the comm's first collective: relaycc routes only calls on it. NCCL orders a
+   * comm's calls across streams; relaycc's one-shot and bw regions assume their calls come in the
+   * order each rank issued them on one stream, so a call on another stream is NCCL's. */
+  cudaStream_t stream;
+  int haveStream;
 } shimComm;
 
 #define SHIM_MAX_COMMS 256
@@ -225,6 +232,16 @@ static ncclResult_t toNccl(relayResult_t r) {
   }
 }
 
+/* relaycc's failure on a comm as ncclCommGetAsyncError reports it: never ncclSuccess, nor
+ * ncclInProgress, which a nonblocking comm's user reads as "not ready yet" and keeps polling.
+ * PyTorch's watchdog (ProcessGroupNCCL's checkForNcclError) fails the work and aborts the comm on
+ * any other code; ncclRemoteError is what NCCL itself reports when a peer is gone or stuck, so a
+ * relaycc wait that gave up on a peer says the same. */
+static ncclResult_t asyncNccl(relayResult_t r) {
+  ncclResult_t n = toNccl(r);
+  return n == ncclSuccess || n == ncclInProgress ? ncclInternalError : n;
+}
+
 /* A vote: an ncclAllGather of `bytes` per rank over the user's comm, with a
  * deadline. On GPUs through device memory on a stream of our own; under the
  * test hook the (fake) library moves host memory. */
@@ -249,7 +266,7 @@ static relayResult_t voteGather(ncclComm_t comm, int nranks, const void* mine, v
     memcpy(buf, mine, bytes);
   }
   relayResult_t res = relaySuccess;
-  uint64_t deadline = relayNowNs() + (uint64_t)gSet.timeoutMs * 1000000ull;
+  uint64_t deadline = gSet.timeoutMs ? relayNowNs() + (uint64_t)gSet.timeoutMs * 1000000ull : UINT64_MAX;
   ncclResult_t r = relayNccl.ncclAllGather(buf, buf + bytes, bytes, ncclInt8, comm, s);
   while (r == ncclInProgress) { /* a nonblocking comm: poll until enqueued */
     ncclResult_t ae = ncclSuccess;
@@ -384,17 +401,17 @@ static int voteAll(ncclComm_t comm, int nranks, int flag, int* who, char* why, s
 /* Build the relay comm of one rank: over the real comm, or over shm under
  * the test hook. */
 static relayComm_t createState(ncclComm_t comm, int rank, int nranks, int serial, char* why, size_t whyLen) {
-  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-  cfg.timeoutMs = gSet.timeoutMs;
   relayComm_t rc = NULL;
   relayResult_t r;
+  /* A guest either way: no deadline unless the user set RELAYCC_TIMEOUT_MS (init.c). */
   if (gSet.testShm) {
     char job[256];
     snprintf(job, sizeof job, "%s-c%d", gSet.testShm, serial);
-    r = relayCommInitShm(&rc, nranks, rank, job, &cfg);
+    r = relayInitShm(&rc, nranks, rank, job, NULL, 1);
   } else {
-    r = relayCommInitNccl(&rc, comm, &cfg);
+    r = relayCommInitNccl(&rc, comm, NULL);
   }
+  if (rc) rc->forwardDeclined = 1; /* a declined route is NCCL's call on the user's comm (api.c) */
   if (r != relaySuccess) {
     snprintf(why, whyLen, "relaycc init: %s", relayGetLastError(NULL));
     return NULL;
@@ -613,6 +630,19 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return relayNccl.ncclCommAbort(comm);
 }
 
+/* relaycc's failure on this comm, a host call's or a kernel's (the error word it leaves), as
+ * asyncNccl's code; sticky (later calls are forwarded); said once, with the rank and the peer. */
+static ncclResult_t relayAsyncError(shimComm* sc) {
+  if (sc->asyncErr != ncclSuccess) return sc->asyncErr;
+  relayComm_t rc = atomic_load(&sc->rc);
+  char why[512];
+  relayResult_t e = rc ? relayCommAsyncError(rc, why, sizeof why) : relaySuccess;
+  if (e == relaySuccess) return ncclSuccess;
+  sc->asyncErr = asyncNccl(e);
+  say(0, sc->nccl, sc->rank, sc->nranks, "relaycc failed on this comm: %s", why);
+  return sc->asyncErr;
+}
+
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!SHIM_HAS(ncclCommGetAsyncError)) return relayShimMissing("ncclCommGetAsyncError");
   ncclResult_t r = relayNccl.ncclCommGetAsyncError(comm, asyncError);
@@ -622,7 +652,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
     sc->pendingReady = 0;
     attachComm(sc, "nonblocking, once ready");
   }
-  if (*asyncError == ncclSuccess && sc->asyncErr != ncclSuccess) *asyncError = sc->asyncErr;
+  if (*asyncError == ncclSuccess) *asyncError = relayAsyncError(sc);
   return r;
 }
 
@@ -637,6 +667,15 @@ static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncc
   shimComm* sc = findComm(comm);
   relayComm_t rc = sc ? atomic_load(&sc->rc) : NULL;
   if (!rc || sc->asyncErr != ncclSuccess) return NULL;
+  if (!sc->haveStream) { /* the first of the four outside a group: every rank's first alike */
+    sc->stream = stream;
+    sc->haveStream = 1;
+  }
+  if (stream != sc->stream) {
+    say(2, comm, sc->rank, sc->nranks, "%s on stream %p, not the comm's first %p: NCCL's", relayCollName(coll),
+        (void*)stream, (void*)sc->stream);
+    return NULL;
+  }
   /* core's answer from the key its call would build: the shim keeps no key of its own */
   relayLayout_t layout = {1, sc->nranks, sc->ranks};
   relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
@@ -645,8 +684,10 @@ static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncc
   return routed ? sc : NULL;
 }
 
-static ncclResult_t runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv, size_t count,
-                             ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream) {
+/* 1 when relaycc ran the call (its result in *out); 0 when the call is NCCL's after all: relaycc's
+ * route declined on every rank (core's vote), nothing moved. */
+static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv, size_t count,
+                    ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, ncclResult_t* out) {
   relayComm_t rc = atomic_load(&sc->rc);
   relayLayout_t layout = {1, sc->nranks, sc->ranks};
   relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
@@ -668,22 +709,29 @@ static ncclResult_t runRelay(shimComm* sc, relayColl_t coll, const void* send, v
     default: r = relayAllToAll(send, recv, &count, (relayDataType_t)dt, &layout, rc, s); break;
   }
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
+  if (r == relayNotSupported && rc->callDeclined) {
+    say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d: %s", relayCollName(coll), count, (int)dt,
+        relayGetLastError(rc));
+    return 0;
+  }
   say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> relaycc %s: %s", relayCollName(coll),
       count, (int)dt, relayRouteName(rc->lastRoute), relayGetErrorString(r));
   if (r != relaySuccess) {
     /* Reported now and by every later ncclCommGetAsyncError; the comm's next
      * calls go to NCCL (relaycc's peers may be out of step: the user aborts). */
-    sc->asyncErr = toNccl(r);
+    sc->asyncErr = asyncNccl(r);
     say(0, sc->nccl, -1, -1, "%s", relayGetLastError(rc)); /* its prefix names the call and the rank */
   }
-  return toNccl(r);
+  *out = toNccl(r);
+  return 1;
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   if (!SHIM_HAS(ncclAllReduce)) return relayShimMissing("ncclAllReduce");
   shimComm* sc = routeFor(RELAY_COLL_ALLREDUCE, count, datatype, op, comm, stream);
-  if (sc) return runRelay(sc, RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, stream);
+  ncclResult_t r;
+  if (sc && runRelay(sc, RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;
   return relayNccl.ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 
@@ -692,7 +740,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                cudaStream_t stream) {
   if (!SHIM_HAS(ncclReduceScatter)) return relayShimMissing("ncclReduceScatter");
   shimComm* sc = routeFor(RELAY_COLL_REDUCESCATTER, recvcount, datatype, op, comm, stream);
-  if (sc) return runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream);
+  ncclResult_t r;
+  if (sc && runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream, &r)) return r;
   return relayNccl.ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
 }
 
@@ -700,7 +749,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
                            ncclComm_t comm, cudaStream_t stream) {
   if (!SHIM_HAS(ncclAllGather)) return relayShimMissing("ncclAllGather");
   shimComm* sc = routeFor(RELAY_COLL_ALLGATHER, sendcount, datatype, ncclSum, comm, stream);
-  if (sc) return runRelay(sc, RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, stream);
+  ncclResult_t r;
+  if (sc && runRelay(sc, RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, stream, &r)) return r;
   return relayNccl.ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
 }
 
@@ -710,6 +760,7 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, nc
   /* In place is NCCL's to refuse or do (relaycc rejects it). */
   shimComm* sc =
       sendbuff == recvbuff ? NULL : routeFor(RELAY_COLL_ALLTOALL, count, datatype, ncclSum, comm, stream);
-  if (sc) return runRelay(sc, RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, stream);
+  ncclResult_t r;
+  if (sc && runRelay(sc, RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
   return relayNccl.ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }

@@ -186,6 +186,10 @@ typedef struct relayTransportOps {
   /* 1 when stream is being captured into a graph (may be NULL: never). The
    * router prices host work per step only for calls outside a graph. */
   int (*isCapturing)(struct relayComm* comm, relayStream_t stream);
+  /* A failure that work already enqueued met after its call returned (the NCCL one-shot and bw
+   * kernels' error word), as the result it will be reported as, why written (may be NULL: a transport
+   * whose calls end in their host call). Reads only: safe from another thread while a call runs. */
+  relayResult_t (*asyncError)(struct relayComm* comm, char* why, size_t whyLen);
 } relayTransportOps;
 
 #ifdef __cplusplus

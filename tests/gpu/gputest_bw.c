@@ -22,6 +22,7 @@
  *          deadline and its error word names rank 1 (RELAY_OS_ERR_FLAG)
  *  abort   rank 1 does not launch: rank 0's host sets the abort word; the
  *          kernel ends within a second with RELAY_OS_ERR_ABORTED
+ * gputest_bw guest_late[_env]: the guest rule, rank 1 90 s late (guestLate)
  * sweep, b2b, graph and deadline run three times: staged (relayCudaBw),
  * then on the direct path of registered windows (relayCudaBwDirectRun: send
  * and recv pools are one allocation, IPC-mapped by the peer, the same offsets
@@ -43,6 +44,7 @@
 
 #include "common.h"
 #include "core/comm.h"
+#include "core/init.h"
 #include "gpu/gpu_util.h"
 #include "gpu/reduce_inputs.h"
 #include "plan/plan.h"
@@ -309,6 +311,63 @@ static void stuck(rk_t* R, int viaAbort) {
   G_RELAY(R->host, relayCommBarrier(R->host));
 }
 
+/* The guest rule on the GPU (issue 26.2): the kernel waits as long as a guest comm does
+ * (relayInitShm's guest, as the interposer's and from_process_group's comms are): no limit unless
+ * RELAYCC_TIMEOUT_MS is set. Rank 1 launches its all-reduce GUEST_LATE_S after rank 0 (a checkpoint
+ * write before a barrier). Unset: rank 0's kernel waits, both hold the right sum, no error word.
+ * Set (the _env row: 1000 ms): rank 0's kernel gives up naming rank 1 (RELAY_OS_ERR_FLAG: the word
+ * relayCommAsyncError decodes and the interposer's ncclCommGetAsyncError reports); rank 1's kernel then
+ * sees rank 0's failure (RELAY_OS_ERR_REMOTE) or, rank 0's push being in place, completes right. */
+#define GUEST_LATE_S 90
+static void guestLate(rk_t* R, const char* job) {
+  case_t k = {RELAY_COLL_ALLREDUCE, 0, 0, 0, relayFloat32, relaySum, 20000};
+  size_t es = 4, c = k.count;
+  int set = getenv("RELAYCC_TIMEOUT_MS") != NULL;
+  /* The barriers stay on R->host (its config's 120 s holds whatever the environment says). */
+  char gjob[160];
+  snprintf(gjob, sizeof gjob, "%s-guest", job);
+  relayComm_t guest = NULL;
+  G_RELAY(NULL, relayInitShm(&guest, NR, R->rank, gjob, NULL, 1));
+  uint64_t limit = relayWaitLimitNs(guest);
+  relayCommDestroy(guest);
+  G_CHECK(set ? limit != UINT64_MAX : limit == UINT64_MAX,
+          "guest late: the guest host comm's wait limit is %llu ns with RELAYCC_TIMEOUT_MS %s",
+          (unsigned long long)limit, set ? getenv("RELAYCC_TIMEOUT_MS") : "unset");
+  riFill(R->hIn, c, k.dt, seedOf(4242, R->rank));
+  G_CUDA(cudaMemcpy(R->dSend, R->hIn, c * es, cudaMemcpyHostToDevice));
+  G_CUDA(cudaMemset(R->dRecv, POISON, c * es));
+  G_RELAY(R->host, relayCommBarrier(R->host));
+  double t0 = gpuNow();
+  if (R->rank == 1) sleepMs(GUEST_LATE_S * 1000);
+  launch(R, &k, R->dSend, R->dRecv, R->s, limit);
+  gpuWait(R->s, GUEST_LATE_S + 60.0, "guest late");
+  double dt = gpuNow() - t0;
+  uint64_t e = *(volatile uint64_t*)R->hostPage;
+  int right = 0;
+  if (e == 0) {
+    expectOut(R, &k, 4242);
+    G_CUDA(cudaMemcpy(R->hOut, R->dRecv, c * es, cudaMemcpyDeviceToHost));
+    right = memcmp(R->hOut, R->hWant, c * es) == 0;
+    G_CHECK(right, "guest late: rank %d: no error word but the sum differs from relayHostReduce", R->rank);
+  }
+  if (!set) {
+    checkErrWord(R, "guest late, no deadline");
+    G_CHECK(R->rank == 1 || dt >= GUEST_LATE_S - 1, "guest late: rank 0 finished after %.1f s, before its peer came",
+            dt);
+  } else if (R->rank == 0) {
+    G_CHECK(relayOsErrCode(e) == RELAY_OS_ERR_FLAG && relayOsErrPeer(e) == 1 && dt < 30.0,
+            "guest late, RELAYCC_TIMEOUT_MS=%s: rank 0's error word %#llx (code %u, peer %u) after %.1f s, want code "
+            "%u naming rank 1", getenv("RELAYCC_TIMEOUT_MS"), (unsigned long long)e, relayOsErrCode(e),
+            relayOsErrPeer(e), dt, RELAY_OS_ERR_FLAG);
+  } else {
+    G_CHECK(right || relayOsErrCode(e) == RELAY_OS_ERR_REMOTE, "guest late: rank 1's error word %#llx (code %u)",
+            (unsigned long long)e, relayOsErrCode(e));
+  }
+  gpuLog("ok: guest late (RELAYCC_TIMEOUT_MS %s): rank %d after %.1f s: %s", set ? getenv("RELAYCC_TIMEOUT_MS") : "unset",
+         R->rank, dt, right ? "the right sum" : "the error word set");
+  G_RELAY(R->host, relayCommBarrier(R->host));
+}
+
 /* A fresh region pair (zeroed: epochs 0), handles exchanged, peer opened. */
 static void regionsUp(rk_t* R) {
   relayOsLayoutInit(&R->L, NR, 256);
@@ -373,6 +432,7 @@ static void regionsDown(rk_t* R) {
 }
 
 static int g_movers; /* gputest_bw --movers */
+static int g_guest;  /* gputest_bw guest_late: only guestLate runs */
 
 static int rankMain(int rank, int nranks, void* arg) {
   const char* job = arg;
@@ -405,7 +465,12 @@ static int rankMain(int rank, int nranks, void* arg) {
     movers(&R);
     regionsDown(&R);
   }
-  for (g_mode = 0; g_mode < 3 && !g_movers; g_mode++) {
+  if (g_guest) {
+    regionsUp(&R);
+    guestLate(&R, job);
+    regionsDown(&R);
+  }
+  for (g_mode = 0; g_mode < 3 && !g_movers && !g_guest; g_mode++) {
     regionsUp(&R);
     sweep(&R);
     backToBack(&R);
@@ -463,9 +528,19 @@ static int runMovers(void) {
 /* Two processes on ONE GPU (CUDA IPC within a device): sweep, back-to-back, graph replays, deadline, abort,
  * staged and on windows (direct sm, direct ce) (compute-sanitizer-friendly). movers: by hand, on 2 GPUs
  * (GPUTEST_BW_DEVICES=2), the sm / ce timing that decides RELAYCC_BW_MOVER=auto. */
+static int runGuest(void) {
+  g_guest = 1;
+  return runBw();
+}
+
 static const tCase kCases[] = {
     {.name = "all", .fn = runBw, .ctest = "gpu_bw", .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP,
      .serial = 1},
+    /* ~95 s each: rank 1 is 90 s late. */
+    {.name = "guest_late", .fn = runGuest, .ctest = "gpu_bw_guest_late", .labels = "gpu", .timeoutS = 300,
+     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "guest_late_env", .fn = runGuest, .ctest = "gpu_bw_guest_late_env", .labels = "gpu", .timeoutS = 300,
+     .skipCode = GPU_SKIP, .serial = 1, .env = "RELAYCC_TIMEOUT_MS=1000"},
     {.name = "movers", .fn = runMovers, .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .manual = 1},
 };
 

@@ -23,6 +23,10 @@
  *              code): _off RELAYCC_SHIM=0 forwards every call unchanged; _on relaycc takes its wins
  *              (2.18 on) or, with 2.6 (no ncclSend), forwards everything
  *   environ    relaycc's own NCCL inits leave the process environment as they found it
+ *   declined   the one-shot and bw regions refused: their calls are forwarded to NCCL, not rerouted
+ *   streams    relaycc takes calls on the comm's first stream only
+ *   late       a rank 3 s late: right data without a deadline; with the user's, errors through
+ *              ncclCommGetAsyncError
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -230,9 +234,9 @@ static int rankForward(int rank, int nranks, void* arg) {
 
 /* ---- the test hook: state over shm ----------------------------------------- */
 
-/* What the shim decides for a one-group call on nranks, as the router says
- * (the shm comm's topology: RELAYCC_TOPO, else the "cpu" preset). */
-static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+/* The route relaycc's router picks for a one-group call on nranks with NCCL's collective among the
+ * candidates (the shm comm's topology: RELAYCC_TOPO, else the "cpu" preset); relayRouteNative: NCCL's. */
+static int chosenRoute(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
   static struct relayTopo* topo;
   if (!topo) {
     const char* name = getenv("RELAYCC_TOPO");
@@ -245,18 +249,31 @@ static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t 
   key.route = relayRouteDirect;
   key.depth = 1;
   /* The test hook's state is on the shm transport: its capabilities (one-shot and bw), per call. */
-  return relayRouteBeatsNative(&key, topo, RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW | RELAY_ROUTE_CAP_PERCALL);
+  int caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW | RELAY_ROUTE_CAP_PERCALL;
+  int route, depth;
+  relayRouteChoose(&key, topo, caps | RELAY_TP_CAP_NATIVE, &route, &depth);
+  T_CHECK((route != relayRouteNative) == relayRouteBeatsNative(&key, topo, caps),
+          "relayRouteChoose and relayRouteBeatsNative disagree");
+  return route;
 }
+
+/* What the shim decides for that call: relaycc's when its route beats NCCL's collective. */
+static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+  return chosenRoute(coll, nranks, count, dt, op) != relayRouteNative;
+}
+
+/* The stream the cases' calls pass (a value the fake never dereferences; the shm twin ignores it). */
+static cudaStream_t gStream;
 
 static ncclResult_t callNccl(relayColl_t coll, const void* s, void* r, size_t count, relayDataType_t dt,
                              relayRedOp_t op, ncclComm_t comm) {
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: return ncclAllGather(s, r, count, (ncclDataType_t)dt, comm, NULL);
+    case RELAY_COLL_ALLGATHER: return ncclAllGather(s, r, count, (ncclDataType_t)dt, comm, gStream);
     case RELAY_COLL_REDUCESCATTER:
-      return ncclReduceScatter(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, NULL);
+      return ncclReduceScatter(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, gStream);
     case RELAY_COLL_ALLREDUCE:
-      return ncclAllReduce(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, NULL);
-    default: return ncclAlltoAll(s, r, count, (ncclDataType_t)dt, comm, NULL);
+      return ncclAllReduce(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, gStream);
+    default: return ncclAlltoAll(s, r, count, (ncclDataType_t)dt, comm, gStream);
   }
 }
 
@@ -371,6 +388,102 @@ static int rankDisabled(int rank, int nranks, void* arg) {
             "rank %d: %s taken with RELAYCC_SHIM=0", rank, kNcclNames[coll]);
   forwardAll(comm, rank, nranks);
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* The one-shot and bw regions declined (RELAYCC_ONESHOT_FAULT_RANK, RELAYCC_BW_FAULT_RANK: a rank's
+ * IPC refused, as in a container): a call whose chosen route is one of them is NCCL's on the user's comm
+ * (issue 26.6), not another relaycc route; calls routed elsewhere are still taken. */
+static int rankDeclined(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  int forwarded = 0, taken = 0;
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+    for (size_t count = 1; count <= (1u << 15); count *= 8) {
+      int route = chosenRoute((relayColl_t)coll, nranks, count, relayFloat32, relaySum);
+      if (route == relayRouteNative) continue;
+      int declined = route == relayRouteOneShot || route == relayRouteBw;
+      int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+      T_CHECK(got == !declined, "rank %d: %s count %zu (route %s, its region declined): %s", rank, kNcclNames[coll],
+              count, relayRouteName(route), got ? "taken by relaycc" : "forwarded");
+      forwarded += !got;
+      taken += got;
+    }
+  T_CHECK(forwarded > 0, "rank %d: no call's route was the one-shot or bw (the case tests nothing)", rank);
+  if (rank == 0) printf("declined: %d calls forwarded after their region declined, %d taken\n", forwarded, taken);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* Calls on the comm's first stream are relaycc's; on another stream NCCL's, which orders a comm's calls
+ * across streams (issue 26.7); back on the first stream, relaycc's again. */
+static int rankStreams(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  size_t count = winningCount(nranks);
+  cudaStream_t a = (cudaStream_t)0x5a00, b = (cudaStream_t)0x5b00;
+  gStream = a;
+  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+          "rank %d: the first all-reduce (stream %p) was not taken", rank, (void*)a);
+  gStream = b;
+  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+    size_t n = winningCountOf((relayColl_t)coll, nranks);
+    T_CHECK(!checkedCall((relayColl_t)coll, relayFloat32, relaySum, n, rank, nranks, comm, 0),
+            "rank %d: %s on a second stream was taken by relaycc", rank, kNcclNames[coll]);
+    const fakeNcclCall* last = fakeNcclGetCall(fakeNcclNumCalls() - 1);
+    T_CHECK(last->a[6] == (uintptr_t)b, "rank %d: %s reached NCCL on stream %#lx, the caller's is %p", rank,
+            kNcclNames[coll], (unsigned long)last->a[6], (void*)b);
+  }
+  gStream = a;
+  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+          "rank %d: an all-reduce back on the first stream was not taken", rank);
+  gStream = NULL;
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
+}
+
+/* A late rank (issue 26.2): rank 1 enters an all-reduce relaycc takes 3 s after rank 0. With no
+ * RELAYCC_TIMEOUT_MS every rank gets the right sum and no error. With the user's RELAYCC_TIMEOUT_MS=1000
+ * rank 0 gives up: the call and ncclCommGetAsyncError report an error (never ncclSuccess or
+ * ncclInProgress), its input is intact; rank 1 gets the right sum or an error that its
+ * ncclCommGetAsyncError reports too. Then the user aborts the comm, as a watchdog does. */
+static int rankLate(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  int userDeadline = getenv("RELAYCC_TIMEOUT_MS") != NULL;
+  size_t count = winningCount(nranks);
+  size_t es = sizeof(float);
+  float* send = malloc(count * es);
+  float* keep = malloc(count * es);
+  float* recv = malloc(count * es);
+  float* want = malloc(count * es);
+  T_CHECK(send && keep && recv && want, "out of memory");
+  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, send);
+  memcpy(keep, send, count * es);
+  memset(recv, 0xA5, count * es);
+  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, want);
+  int before = countCalls("ncclAllReduce");
+  if (rank == 1) sleep(3);
+  ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+  T_CHECK(countCalls("ncclAllReduce") == before, "rank %d: the all-reduce was not relaycc's", rank);
+  ncclResult_t ae = ncclSuccess;
+  T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
+  T_CHECK(memcmp(send, keep, count * es) == 0, "rank %d: the call changed its input", rank);
+  size_t bad = 0;
+  if (!userDeadline || (rank == 1 && r == ncclSuccess)) {
+    T_CHECK(r == ncclSuccess && ae == ncclSuccess, "rank %d: a late peer, no deadline set: -> %d, async %d", rank,
+            (int)r, (int)ae);
+    T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: wrong sum at %zu", rank, bad);
+  } else {
+    T_CHECK(r != ncclSuccess || rank == 1, "rank 0: its peer 3 s late, RELAYCC_TIMEOUT_MS=%s: ncclSuccess",
+            getenv("RELAYCC_TIMEOUT_MS"));
+    T_CHECK(ae != ncclSuccess && ae != ncclInProgress, "rank %d: -> %d but ncclCommGetAsyncError says %d", rank,
+            (int)r, (int)ae);
+  }
+  if (userDeadline && rank == 0) sleep(4); /* rank 1 ends its call before the abort */
+  printf("rank %d: late: -> %d, async error %d\n", rank, (int)r, (int)ae);
+  T_CHECK(ncclCommAbort(comm) == ncclSuccess, "ncclCommAbort");
+  free(send);
+  free(keep);
+  free(recv);
+  free(want);
   return 0;
 }
 
@@ -567,6 +680,10 @@ static const tCase kCases[] = {
     SHIM("disabled_2", rankDisabled, 2, SHM ";RELAYCC_SHIM=0"),
     SHIM("colls_3", rankColls, 3, SHM ";RELAYCC_SHIM_COLLS=allgather,a2a"),
     SHIM("routed_2", rankRouted, 2, SHM),
+    SHIM("declined_2", rankDeclined, 2, SHM ";RELAYCC_ONESHOT_FAULT_RANK=1;RELAYCC_BW_FAULT_RANK=0"),
+    SHIM("streams_2", rankStreams, 2, SHM),
+    SHIM("late_2", rankLate, 2, SHM),
+    SHIM("late_2_env", rankLate, 2, SHM ";RELAYCC_TIMEOUT_MS=1000"),
     SHIM("routed_3", rankRouted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
     SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),

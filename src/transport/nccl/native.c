@@ -52,7 +52,7 @@ static int wholeComm(const struct relayComm* c, int nGroups, int nActive, const 
  * usable once its async state leaves it. Bounded by the comm's deadline. */
 static ncclResult_t waitSplit(struct relayComm* c, ncclComm_t sub) {
   if (!sub) return ncclInternalError;
-  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  uint64_t deadline = relayDeadlineNs(c, relayNowNs());
   for (;;) {
     ncclResult_t state = ncclInProgress;
     ncclResult_t q = relayNccl.ncclCommGetAsyncError(sub, &state);

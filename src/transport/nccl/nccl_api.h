@@ -204,9 +204,9 @@ typedef struct {
    * and relaycc creates no comm over it while the interposer still forwards every call. */
   int usable;
   char unusable[4096 + 128]; /* the path and the message */
-  /* Set by the interposer before any comm exists: relaycc is a guest on the
-   * user's communicators, so it never aborts one (its own deadlines and NCCL
-   * errors fail the relay comm only) and never preconnects their pairs. */
+  /* Set by the interposer before any comm exists: it never preconnects the
+   * pairs of the user's communicators (no wrapped comm is ever aborted by
+   * relaycc, interposer or not: nccl_transport.c). */
   int guest;
 } relayNcclLib;
 

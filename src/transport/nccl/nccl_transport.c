@@ -93,7 +93,7 @@ relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* 
 /* ncclCommAbort kills the communicator's kernels and frees it; after it the
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
 static void abortNccl(relayNcclState* st) {
-  if (relayNccl.guest && !st->ownsNccl) { /* the interposer's comms are the user's: sub-comms only */
+  if (!st->ownsNccl) { /* a wrapped comm is the user's (invariant 11): relaycc's sub-comms only */
     relayNcclNativeAbort(st);
     return;
   }
@@ -152,7 +152,7 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   c->failed = 1;
   return relaySetError(c, relayTimeout, "%s did not complete within %d ms (a peer is missing or stuck)%s",
                        what, c->cfg.timeoutMs,
-                       relayNccl.guest && !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
+                       !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -160,7 +160,7 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
  * before the next NCCL call: the comm's own or one of its children (nccl). */
 relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const char* what) {
   relayNcclState* st = c->tpState;
-  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  uint64_t deadline = relayDeadlineNs(c, relayNowNs());
   for (int i = 0;; i++) {
     ncclResult_t ae = ncclSuccess;
     ncclResult_t r = relayNccl.ncclCommGetAsyncError(nccl, &ae);
@@ -179,7 +179,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
 }
 
 relayResult_t relayNcclWaitStream(struct relayComm* c, relayNcclState* st, cudaStream_t s, const char* what) {
-  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  uint64_t deadline = relayDeadlineNs(c, relayNowNs());
   for (int i = 0;; i++) {
     cudaError_t e = cudaStreamQuery(s);
     if (e == cudaSuccess) return relaySuccess;
@@ -511,8 +511,8 @@ static void* drainMain(void* arg) {
   return NULL;
 }
 
-/* 1 when the device went idle within timeoutMs. */
-static int drainDevice(int device, int timeoutMs) {
+/* 1 when the device went idle within limitNs (UINT64_MAX: however long it takes). */
+static int drainDevice(int device, uint64_t limitNs) {
   drainJob* j = calloc(1, sizeof *j);
   if (!j) return 0;
   j->device = device;
@@ -523,8 +523,8 @@ static int drainDevice(int device, int timeoutMs) {
     free(j);
     return 0;
   }
-  uint64_t deadline = relayNowNs() + (uint64_t)timeoutMs * 1000000ull;
-  while (!atomic_load(&j->done) && relayNowNs() < deadline) {
+  uint64_t t0 = relayNowNs();
+  while (!atomic_load(&j->done) && relayNowNs() - t0 < limitNs) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -564,12 +564,12 @@ static void tpDestroy(struct relayComm* c) {
    * to abort; we only wait (shortly, when aborted) for it. */
   if (st->ownsNccl && (aborted || c->failed)) abortNccl(st);
   if (aborted || c->failed) relayNcclOneShotAbort(c); /* its kernels wait on peers: end them */
-  int waitMs = c->cfg.timeoutMs;
-  if (aborted && waitMs > 5000) waitMs = 5000;
-  int drained = drainDevice(st->device, waitMs);
+  uint64_t waitNs = relayWaitLimitNs(c);
+  if (aborted && waitNs > 5000000000ull) waitNs = 5000000000ull;
+  int drained = drainDevice(st->device, waitNs);
   if (!drained && st->ownsNccl) {
     abortNccl(st);
-    drained = drainDevice(st->device, 5000);
+    drained = drainDevice(st->device, 5000000000ull);
   }
   relayNcclNativeFree(st, drained); /* children before their parent */
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
@@ -625,6 +625,7 @@ const relayTransportOps relayNcclTransport = {
     .nativePrepare = relayNcclNativePrepare,
     .native = relayNcclNative,
     .isCapturing = tpIsCapturing,
+    .asyncError = relayNcclOneShotAsyncError,
     .winRegister = relayNcclWinRegister,
     .winDeregister = relayNcclWinDeregister,
 };

@@ -84,11 +84,12 @@ static uint64_t* osHostBounce(osState* s) { return (uint64_t*)(s->hostPage + 16)
 
 /* Wait for the private stream with the comm's deadline (creation only). */
 static cudaError_t osWaitStream(struct relayComm* c, cudaStream_t st) {
-  uint64_t deadline = relayNowNs() + (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  uint64_t deadline = relayDeadlineNs(c, relayNowNs());
   for (;;) {
     cudaError_t e = cudaStreamQuery(st);
     if (e != cudaErrorNotReady) return e;
-    if (relayNowNs() > deadline) return cudaErrorLaunchTimeout;
+    /* A guest comm has no deadline: the user's abort ends the wait. */
+    if (relayNowNs() > deadline || atomic_load(&c->aborted)) return cudaErrorLaunchTimeout;
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
   }
@@ -310,6 +311,51 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   return allOk ? relaySuccess : relayNotSupported;
 }
 
+/* What error word w (non-zero) says, as the result it is reported as and its text. */
+static relayResult_t osErrorText(const struct relayComm* c, uint64_t w, char* why, size_t whyLen) {
+  unsigned code = relayOsErrCode(w), peer = relayOsErrPeer(w), blk = relayOsErrBlock(w),
+           ep = relayOsErrEpoch(w);
+  switch (code) {
+    case RELAY_OS_ERR_FLAG:
+    case RELAY_OS_ERR_ACK:
+      snprintf(why, whyLen,
+               "an earlier one-shot kernel of this comm waited %d ms for rank %u's %s (pair epoch %u, "
+               "block %u) and gave up; the comm is failed",
+               c->cfg.timeoutMs, peer, code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep,
+               blk);
+      return relayTimeout;
+    case RELAY_OS_ERR_COUNT:
+      snprintf(why, whyLen,
+               "in an earlier one-shot call rank %u pushed another element count than this rank (pair "
+               "epoch %u): counts differ between ranks; the comm is failed",
+               peer, ep);
+      return relayInvalidUsage;
+    case RELAY_OS_ERR_WINDOW:
+      snprintf(why, whyLen,
+               "in an earlier windowed bw call rank %u's buffers lay in another window or at other offsets "
+               "than this rank's (direct epoch %u): a windowed call needs the same window and offsets on "
+               "every active rank; the comm is failed",
+               peer, ep);
+      return relayInvalidUsage;
+    case RELAY_OS_ERR_EXIT:
+      snprintf(why, whyLen,
+               "an earlier windowed bw call waited %d ms for rank %u to finish with this rank's buffers "
+               "(direct epoch %u, block %u) and gave up; the comm is failed",
+               c->cfg.timeoutMs, peer, ep, blk);
+      return relayTimeout;
+    case RELAY_OS_ERR_REMOTE:
+      snprintf(why, whyLen, "rank %u reported a failure of its one-shot kernel (pair epoch %u); the comm is failed",
+               peer, ep);
+      return relayRemoteError;
+    default:
+      snprintf(why, whyLen,
+               "a one-shot kernel was aborted while waiting for rank %u (pair epoch %u); the comm is "
+               "failed",
+               peer, ep);
+      return relayInvalidUsage;
+  }
+}
+
 /* The kernel's error word, as a relay error (sticky: the comm is failed). */
 static relayResult_t osCheckError(struct relayComm* c, osState* s) {
   if (!s->hostPage) return relaySuccess;
@@ -317,45 +363,16 @@ static relayResult_t osCheckError(struct relayComm* c, osState* s) {
   if (w == 0) return relaySuccess;
   c->failed = 1;
   s->reported = 1;
-  unsigned code = relayOsErrCode(w), peer = relayOsErrPeer(w), blk = relayOsErrBlock(w),
-           ep = relayOsErrEpoch(w);
-  switch (code) {
-    case RELAY_OS_ERR_FLAG:
-    case RELAY_OS_ERR_ACK:
-      return relaySetError(
-          c, relayTimeout,
-          "an earlier one-shot kernel of this comm waited %d ms for rank %u's %s (pair epoch %u, "
-          "block %u) and gave up; the comm is failed",
-          c->cfg.timeoutMs, peer, code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep,
-          blk);
-    case RELAY_OS_ERR_COUNT:
-      return relaySetError(
-          c, relayInvalidUsage,
-          "in an earlier one-shot call rank %u pushed another element count than this rank (pair "
-          "epoch %u): counts differ between ranks; the comm is failed",
-          peer, ep);
-    case RELAY_OS_ERR_WINDOW:
-      return relaySetError(c, relayInvalidUsage,
-                           "in an earlier windowed bw call rank %u's buffers lay in another window or at other offsets "
-                           "than this rank's (direct epoch %u): a windowed call needs the same window and offsets on "
-                           "every active rank; the comm is failed",
-                           peer, ep);
-    case RELAY_OS_ERR_EXIT:
-      return relaySetError(c, relayTimeout,
-                           "an earlier windowed bw call waited %d ms for rank %u to finish with this rank's buffers "
-                           "(direct epoch %u, block %u) and gave up; the comm is failed",
-                           c->cfg.timeoutMs, peer, ep, blk);
-    case RELAY_OS_ERR_REMOTE:
-      return relaySetError(
-          c, relayRemoteError,
-          "rank %u reported a failure of its one-shot kernel (pair epoch %u); the comm is failed", peer, ep);
-    default:
-      return relaySetError(
-          c, relayInvalidUsage,
-          "a one-shot kernel was aborted while waiting for rank %u (pair epoch %u); the comm is "
-          "failed",
-          peer, ep);
-  }
+  char why[512];
+  relayResult_t res = osErrorText(c, w, why, sizeof why);
+  return relaySetError(c, res, "%s", why);
+}
+
+relayResult_t relayNcclOneShotAsyncError(struct relayComm* c, char* why, size_t whyLen) {
+  osState* s = c->oneshot;
+  if (!s || s == &osDeclined || !s->hostPage) return relaySuccess;
+  uint64_t w = *osHostErr(s);
+  return w ? osErrorText(c, w, why, whyLen) : relaySuccess;
 }
 
 relayResult_t relayNcclOneShotPrepare(struct relayComm* c, size_t slotBytes, relayStream_t stream) {
@@ -415,7 +432,7 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
   a->divisor = d->divisor;
   a->elemSize = (int32_t)es;
   a->wide = s->wide;
-  a->timeoutNs = (uint64_t)c->cfg.timeoutMs * 1000000ull;
+  a->timeoutNs = relayWaitLimitNs(c); /* UINT64_MAX: no deadline (the kernel never gives up) */
   a->hostErr = (unsigned long long*)s->hostPageDev;
   a->hostAbort = (const volatile int32_t*)(s->hostPageDev + 8);
   return relaySuccess;

@@ -396,6 +396,8 @@ relayResult_t relayNcclOneShot(struct relayComm* comm, const relayOneShotDesc* d
 relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* comm);
 /* Kernels of this comm that wait give up at once (abort, destroy of a failed comm). */
 void relayNcclOneShotAbort(struct relayComm* comm);
+/* The transport's asyncError op: the region's error word (one-shot and bw kernels), read only. */
+relayResult_t relayNcclOneShotAsyncError(struct relayComm* comm, char* why, size_t whyLen);
 /* Frees the region (drained: the device is idle; else it is leaked, as kernels may still use it). */
 void relayNcclOneShotFree(struct relayComm* comm, int drained);
 /* cudaIpcOpenMemHandle mappings of peer regions open in this process. */

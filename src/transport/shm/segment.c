@@ -143,7 +143,7 @@ static void shmRecordPids(shmState* st, int n) {
  * read it (or at our deadline: nothing is left behind). */
 static void shmAnnounceCreateFailure(struct relayComm* comm, shmState* st, relayResult_t res, uint64_t t0) {
   int n = comm->nranks;
-  uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  uint64_t limit = relayWaitLimitNs(comm);
   if (n < 2) return;
   int fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return;
@@ -209,7 +209,7 @@ static int32_t shmOpenRendezvousHolder(shmState* st) {
 
 relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int n = comm->nranks;
-  uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  uint64_t t0 = relayNowNs(), limit = relayWaitLimitNs(comm);
   uint64_t wanted = st->ringBytes;
   shmLayout lay, *L = &lay;
   int fd = -1;
@@ -380,7 +380,7 @@ static int shmSameFile(const shmState* st, dev_t dev, ino_t ino) {
  * the name yet, or a stale segment), < 0 = error set. */
 static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayResult_t* res) {
   int n = comm->nranks, me = comm->rank;
-  uint64_t limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  uint64_t limit = relayWaitLimitNs(comm);
   int fd = shm_open(st->name, O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) {
     st->openErrno = errno;
@@ -542,7 +542,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
 }
 
 relayResult_t shmJoin(struct relayComm* comm, shmState* st) {
-  uint64_t t0 = relayNowNs(), limit = (uint64_t)comm->cfg.timeoutMs * 1000000ull;
+  uint64_t t0 = relayNowNs(), limit = relayWaitLimitNs(comm);
   for (;;) {
     relayResult_t res = relaySuccess;
     int r = shmTryJoin(comm, st, t0, &res);

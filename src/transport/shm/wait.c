@@ -169,7 +169,7 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
     return 0;
   }
   uint64_t now = relayNowNs();
-  uint64_t limit = (uint64_t)(comm->cfg.timeoutMs > 0 ? comm->cfg.timeoutMs : INT_MAX) * 1000000ull;
+  uint64_t limit = relayWaitLimitNs(comm);
   uint64_t waited = now - w->lastProgress;
   if (waited >= limit) return 1;
   uint64_t ns = (uint64_t)SHM_SLICE_MS * 1000000ull;
