@@ -84,7 +84,9 @@
 #define cudaEventDisableTiming hipEventDisableTiming
 #define cudaIpcMemLazyEnablePeerAccess hipIpcMemLazyEnablePeerAccess
 #define cudaHostAllocDefault hipHostMallocDefault
-#define cudaHostAllocMapped hipHostMallocMapped
+/* CUDA's mapped host memory is coherent with a running kernel (the one-shot's abort and error words);
+ * HIP's is only when asked (HIP_HOST_COHERENT decides otherwise). */
+#define cudaHostAllocMapped (hipHostMallocMapped | hipHostMallocCoherent)
 #define cudaHostAllocPortable hipHostMallocPortable
 #define cudaStreamCaptureModeGlobal hipStreamCaptureModeGlobal
 #define cudaStreamCaptureModeRelaxed hipStreamCaptureModeRelaxed
