@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "core/nodes.h"
@@ -39,10 +40,14 @@ static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayRe
 
 /* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
-relayResult_t relayCommAbort(relayComm_t comm) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
+void relayCommAbortFlags(struct relayComm* comm) {
   atomic_store(&comm->aborted, 1);
   if (comm->tp) comm->tp->abort(comm);
+}
+
+relayResult_t relayCommAbort(relayComm_t comm) {
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
+  relayCommAbortFlags(comm);
   /* A call in flight on another thread sees the flag within one wait slice;
    * wait for it to leave before freeing what it uses (bounded: 10 s). */
   for (int i = 0; i < 10000 && atomic_load(&comm->inCall); i++) {
@@ -183,15 +188,20 @@ typedef struct {
   uint64_t winSendOff, winRecvOff;
 } callDigest;
 
-/* Rank `first` rejected the call (every rank saw it in the digests, so every rank takes the quote round):
- * the others' error says why, not only that. Returns the call's result for this rank. */
-static relayResult_t quoteRejection(struct relayComm* c, int first, relayResult_t status, relayResult_t local,
-                                    relayResult_t res, const char* own) {
-  char quote[RELAY_QUOTE_BYTES];
-  relayResult_t agreed = relayCommQuoteNo(c, first, local, own, quote, sizeof quote);
-  if (agreed != relaySuccess) return agreed;
-  if (local == relaySuccess)
-    res = relaySetError(c, status, "rank %d rejected the call (%s): %s", first, relayGetErrorString(status), quote);
+/* A rank rejected the call (every rank saw it in the digests, so every rank
+ * takes this second round, a vote): each rejecting rank gives its own text
+ * (the vote drops its prefix), and the others quote the first one's, so their error
+ * says why, not only that. `own` is this rank's text (lastError when it
+ * rejected); returns the call's result for this rank. */
+static relayResult_t quoteRejection(struct relayComm* c, relayResult_t local, relayResult_t res,
+                                    const char* own) {
+  relayBallot mine = {local, 0, own};
+  relayVerdict v;
+  relayResult_t voted = relayVoteBallot(c, &mine, &v);
+  if (voted != relaySuccess) return voted;
+  if (local == relaySuccess && !v.yes)
+    res = relaySetError(c, v.status, "rank %d rejected the call (%s): %s", v.rank,
+                        relayGetErrorString(v.status), v.why);
   return res;
 }
 
@@ -216,25 +226,19 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.winSendOff = c->callSendOff;
     mine.winRecvOff = c->callRecvOff;
   }
-  callDigest* all = malloc((size_t)c->nranks * sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "out of memory in check mode");
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  if (res != relaySuccess) {
-    free(all);
-    c->failed = 1;
-    return res;
-  }
+  const void* got;
+  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  const callDigest* all = got; /* the comm's agreement buffer: read before the next round */
   /* Own rejection first: its message names the argument. */
+  relayResult_t res = relaySuccess;
   if (local != relaySuccess) {
     memcpy(c->lastError, saved, sizeof saved);
     res = local;
   }
-  int first = -1;
-  for (int q = 0; q < c->nranks && first < 0; q++)
-    if (all[q].status != relaySuccess) first = q;
-  if (first >= 0) res = quoteRejection(c, first, (relayResult_t)all[first].status, local, res, saved);
+  for (int q = 0; q < c->nranks; q++)
+    if (all[q].status != relaySuccess) return quoteRejection(c, local, res, saved);
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
     const callDigest* x = &all[0];
     const callDigest* y = &all[q];
@@ -265,7 +269,6 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
                           (unsigned long long)y->winRecvOff, a->layout->ranks[0], x->win,
                           (unsigned long long)x->winSendOff, (unsigned long long)x->winRecvOff);
   }
-  free(all);
   return res;
 }
 
@@ -403,7 +406,6 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
 
 int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
-  if (c->failed) return 0;
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
   callKey(c, &a, &key);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/plancache.h"
 
@@ -13,6 +14,7 @@ void relayCommFree(struct relayComm* comm) {
   free(comm->execBuf);
   free(comm->rankSeen);
   free(comm->nodeOf);
+  free(comm->agreeBuf);
   free(comm);
 }
 
@@ -36,34 +38,10 @@ relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all
                          comm ? "the transport" : "comm");
   const char* outer = comm->curCallName;
   comm->curCallName = "relayCommAgree";
-  relayResult_t res = comm->tp->agree(comm, mine, all, bytes);
+  const void* got = NULL;
+  relayResult_t res = relayAgree(comm, mine, bytes, &got);
+  if (res == relaySuccess) memcpy(all, got, (size_t)comm->nranks * bytes);
   comm->curCallName = outer;
-  return res;
-}
-
-relayResult_t relayCommQuoteNo(struct relayComm* c, int first, relayResult_t local, const char* own, char* quote,
-                               size_t len) {
-  char mine[RELAY_QUOTE_BYTES] = {0};
-  if (local != relaySuccess) {
-    char ctx[192];
-    relayErrorContext(c, ctx, sizeof ctx);
-    size_t n = strlen(ctx);
-    const char* body = strncmp(own, ctx, n) == 0 && own[n] == ':' && own[n + 1] == ' ' ? own + n + 2 : own;
-    snprintf(mine, sizeof mine, "%s", body);
-  }
-  char(*texts)[RELAY_QUOTE_BYTES] = malloc((size_t)c->nranks * sizeof *texts);
-  if (!texts) {
-    c->failed = 1; /* the peers wait in the round this rank cannot take part in */
-    return relaySetError(c, relaySystemError, "out of memory for the reasons of %d ranks", c->nranks);
-  }
-  relayResult_t res = c->tp->agree(c, mine, texts, sizeof mine);
-  if (res != relaySuccess) {
-    c->failed = 1;
-  } else if (quote && len) {
-    texts[first][RELAY_QUOTE_BYTES - 1] = 0;
-    snprintf(quote, len, "%s", texts[first]);
-  }
-  free(texts);
   return res;
 }
 

@@ -89,6 +89,10 @@ struct relayComm {
   uint64_t* rankSeen;
   uint32_t rankCheck;
   size_t execBufBytes;
+  /* Where every agreement round lands (comm/vote.h): nranks records of
+   * RELAY_TP_AGREE_MAX bytes, allocated at init so that a rank short of
+   * memory still votes. */
+  void* agreeBuf;
   char lastError[1024];
 };
 
@@ -120,15 +124,6 @@ static inline long long relayParamInt(const struct relayComm* comm, relayParamId
  * no-model rule). */
 relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
 
-/* COLLECTIVE, after a vote (an agree of every rank's verdict) in which rank `first` said no: every rank
- * takes this one round, so that a no is reported with its reason, not paraphrased. A rank that said no
- * (local != relaySuccess) gives its own message `own` (its lastError) without its prefix; quote gets rank
- * first's text (at most RELAY_QUOTE_BYTES - 1 characters: the most one agree carries per rank, shm's
- * SHM_AGREE_MAX). Returns the round's result; when it fails the comm is failed. */
-enum { RELAY_QUOTE_BYTES = 256 };
-relayResult_t relayCommQuoteNo(struct relayComm* comm, int first, relayResult_t local, const char* own, char* quote,
-                               size_t len);
-
 /* Internal conveniences for tools and tests (not part of the public API). */
 relayResult_t relayCommBarrier(struct relayComm* comm);
 relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
@@ -140,10 +135,14 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
 void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
 /* The interposer's one question: would relaycc route this call on this comm now, rather than
  * leave it to NCCL's own collective (relayRouteBeatsNative on the key runCall builds, node map
- * included; per call unless the stream captures)? 0 on a failed comm. Pure per rank: every rank
- * of a comm answers alike for the same call. */
+ * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
+ * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
+ * to NCCL alone). */
 int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
+/* relayCommAbort's first half, safe from another thread while a call runs: the comm is marked aborted
+ * and the transport wakes every wait (host and kernel); nothing is freed. */
+void relayCommAbortFlags(struct relayComm* comm);
 /* A failure the transport met after a call returned (a GPU kernel's error word: transport.h's
  * asyncError), else relaySuccess; why says what. Safe from another thread while a call runs (the
  * interposer's ncclCommGetAsyncError, a watchdog's poll). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
@@ -79,8 +80,9 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   if (c) {
     c->plans = relayPlanCacheNew();
     c->rankSeen = calloc((size_t)nranks, sizeof *c->rankSeen);
+    c->agreeBuf = malloc((size_t)nranks * RELAY_TP_AGREE_MAX);
   }
-  if (!c || !c->plans || !c->rankSeen) {
+  if (!c || !c->plans || !c->rankSeen || !c->agreeBuf) {
     relayCommFree(c);
     /* No comm to build the prefix from: the text names the init and the rank. */
     return relaySetError(NULL, relaySystemError, "%s (rank %d): out of memory allocating the comm", fn, rank);
@@ -115,27 +117,29 @@ typedef struct {
 _Static_assert(sizeof(paramRecord) <= 256, "the agreed parameters must fit one agree()");
 
 static relayResult_t agreeParams(struct relayComm* c) {
-  paramRecord mine, *all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "out of memory agreeing the settings");
+  paramRecord mine;
   memset(&mine, 0, sizeof mine);
   mine.bad = c->initBadParam;
   for (int i = 0, k = 0; i < RELAY_P_COUNT; i++)
     if (relayParamDefs[i].scope == RELAY_PSCOPE_AGREED) mine.v[k++] = c->params.v[i];
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  int first = -1;
-  for (int q = 0; q < c->nranks && res == relaySuccess && first < 0; q++)
-    if (all[q].bad >= 0) first = q;
-  if (first >= 0) { /* every rank saw it: the others quote its message (variable, value, what is allowed) */
+  const void* got;
+  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  const paramRecord* all = got;
+  relayResult_t res = relaySuccess;
+  int bad = 0;
+  for (int q = 0; q < c->nranks && !bad; q++) bad = all[q].bad >= 0;
+  if (bad) { /* every rank saw it: the others quote the first one's message (variable, value, allowed) */
     relayResult_t local = c->initBadParam >= 0 ? relayInvalidArgument : relaySuccess;
-    char quote[RELAY_QUOTE_BYTES];
-    res = relayCommQuoteNo(c, first, local, saved, quote, sizeof quote);
+    relayBallot b = {local, 0, saved};
+    relayVerdict v;
+    res = relayVoteBallot(c, &b, &v);
     if (res == relaySuccess && local != relaySuccess) {
       memcpy(c->lastError, saved, sizeof saved); /* its own first: names the variable and its value */
       res = local;
     } else if (res == relaySuccess) {
-      res = relaySetError(c, relayRemoteError, "rank %d failed init: %s", first, quote);
+      res = relaySetError(c, relayRemoteError, "rank %d failed init: %s", v.rank, v.why);
     }
   }
   for (int i = 0, k = 0; i < RELAY_P_COUNT && res == relaySuccess; i++) {
@@ -152,34 +156,36 @@ static relayResult_t agreeParams(struct relayComm* c) {
     c->params.v[i] = agreed;
     c->params.src[i] = RELAY_PSRC_AGREED;
   }
-  free(all);
   if (res == relaySuccess) fillConfig(c);
   return res;
 }
 
+typedef struct {
+  int32_t status, pad;
+  uint64_t hash;
+} topoRecord;
+
 relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
-  struct {
-    int32_t status, pad;
-    uint64_t hash;
-  } mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0}, *all;
-  all = calloc((size_t)c->nranks, sizeof *all);
-  if (!all) return relaySetError(c, relaySystemError, "out of memory agreeing the topology");
+  topoRecord mine = {(int32_t)local, 0, local == relaySuccess && c->topo ? relayTopoHash(c->topo) : 0};
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  int first = -1;
-  for (int q = 0; q < c->nranks && res == relaySuccess && first < 0; q++)
-    if (all[q].status != relaySuccess) first = q;
-  if (first >= 0) { /* the others quote its message: the variable and its reason */
-    char quote[RELAY_QUOTE_BYTES];
-    res = relayCommQuoteNo(c, first, local, saved, quote, sizeof quote);
+  const void* got;
+  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  const topoRecord* all = got; /* read only while res is relaySuccess: the vote below reuses the buffer */
+  relayResult_t res = relaySuccess;
+  int failed = 0;
+  for (int q = 0; q < c->nranks && !failed; q++) failed = all[q].status != relaySuccess;
+  if (failed) { /* the others quote the first one's message: the variable and its reason */
+    relayBallot b = {local, 0, saved};
+    relayVerdict v;
+    res = relayVoteBallot(c, &b, &v);
     /* Its own failure first, so that ranks given one bad setting each name
      * their own value, not "rank 0 could not load". */
     if (res == relaySuccess && local != relaySuccess) {
       memcpy(c->lastError, saved, sizeof saved);
       res = local;
     } else if (res == relaySuccess) {
-      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology: %s", first, quote);
+      res = relaySetError(c, relayRemoteError, "rank %d could not load its topology: %s", v.rank, v.why);
     }
   }
   int differ = 0;
@@ -193,7 +199,6 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
   }
   if (res == relaySuccess && relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: rank %d: route model: %s\n", c->rank, c->topo ? c->topo->name : "none");
-  free(all);
   return res;
 }
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "core/params.h"
@@ -89,19 +90,12 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   int n = c->nranks;
   nodeRecord mine;
   localRecord(c, &mine);
-  nodeRecord* all = calloc((size_t)n, sizeof *all);
+  const void* got;
+  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  const nodeRecord* all = got;
+  /* After the round: a rank short of memory still took part in it. */
   int* nodeOf = calloc((size_t)n, sizeof *nodeOf);
-  if (!all || !nodeOf) {
-    free(all);
-    free(nodeOf);
-    return relaySetError(c, relaySystemError, "out of memory for the node map");
-  }
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
-  if (res != relaySuccess) {
-    free(all);
-    free(nodeOf);
-    return res;
-  }
+  if (!nodeOf) return relaySetError(c, relaySystemError, "out of memory for the node map");
   /* Number identities by their lowest rank: O(n * nodes), n <= a few thousand. */
   int nNodes = 0;
   for (int r = 0; r < n; r++) {
@@ -119,7 +113,6 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
     if (r < c->rank) c->localRank++;
     c->localRanks++;
   }
-  free(all);
   relayResult_t tr = nodesTopo(c);
   if (relayDebugLevel() >= 1)
     fprintf(stderr, "relaycc: rank %d: node %d of %d, local rank %d of %d; route model: %s\n", c->rank,

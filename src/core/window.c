@@ -3,8 +3,8 @@
  * (relaycc.h says the contract), the comm's table of them, and the per-call
  * match that sends a call down the bandwidth route's direct path.
  *
- * Both calls are collective and voted in one agreement round of this file
- * (each rank's verdict and arguments), then the transport's winRegister (its
+ * Both calls are collective: each rank's verdict is voted (relayVote), its
+ * arguments exchanged in one more round, then the transport's winRegister (its
  * own rounds: shm exchanges pids and probes cross-memory attach, NCCL opens
  * IPC handles) decides direct or staged-only, alike on every rank. They count
  * as calls (comm->callSeq, curCallName), so their errors carry the prefix
@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "plan/plan.h"
@@ -45,44 +46,27 @@ static relayResult_t winLeave(struct relayComm* c, relayResult_t res) {
   return res;
 }
 
-/* One agreement round: all[q] = rank q's vote. A rank's rejection fails
- * every rank (own message first: it names the argument). */
-static relayResult_t winAgree(struct relayComm* c, const winVote* mine, winVote** allOut) {
+/* The vote, then (every rank said yes) the round of arguments: *allOut =
+ * every rank's record, in the comm's agreement buffer (valid until its next
+ * round). A rank's rejection fails every rank: its own message first (it
+ * names the argument), its peers quote it. */
+static relayResult_t winAgree(struct relayComm* c, const winVote* mine, const winVote** allOut) {
   *allOut = NULL;
-  winVote* all = malloc((size_t)c->nranks * sizeof *all);
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
-  if (!all) {
-    /* Without memory for the round this rank cannot take part: the peers
-     * end at their deadline and the comm is failed (nothing is registered). */
-    c->failed = 1;
-    return relaySetError(c, relaySystemError, "out of memory for the vote of %d ranks", c->nranks);
-  }
-  relayResult_t res = c->tp->agree(c, mine, all, sizeof *mine);
-  if (res != relaySuccess) {
-    free(all);
-    c->failed = 1;
-    return res;
-  }
-  if (mine->status != relaySuccess) {
+  relayResult_t local = (relayResult_t)mine->status;
+  relayBallot b = {local, 0, saved};
+  relayVerdict v;
+  RELAY_CHECK(relayVoteBallot(c, &b, &v));
+  if (local != relaySuccess) {
     memcpy(c->lastError, saved, sizeof saved);
-    res = (relayResult_t)mine->status;
+    return local;
   }
-  int first = -1;
-  for (int q = 0; q < c->nranks && first < 0; q++)
-    if (all[q].status != relaySuccess) first = q;
-  if (first >= 0) { /* every rank saw it: the others quote the first rank's own message */
-    char quote[RELAY_QUOTE_BYTES];
-    relayResult_t quoted = relayCommQuoteNo(c, first, (relayResult_t)mine->status, saved, quote, sizeof quote);
-    relayResult_t status = (relayResult_t)all[first].status;
-    if (quoted != relaySuccess) res = quoted;
-    else if (res == relaySuccess)
-      res = relaySetError(c, status, "rank %d rejected it (%s): %s", first, relayGetErrorString(status), quote);
-  }
-  if (res != relaySuccess) {
-    free(all);
-    return res;
-  }
+  if (!v.yes)
+    return relaySetError(c, v.status, "rank %d rejected it (%s): %s", v.rank, relayGetErrorString(v.status),
+                         v.why);
+  const void* all;
+  RELAY_CHECK(relayAgree(c, mine, sizeof *mine, &all));
   *allOut = all;
   return relaySuccess;
 }
@@ -126,7 +110,7 @@ relayResult_t relayCommRegister(relayComm_t comm, void* buff, size_t bytes, rela
   if (local == relaySuccess && !(w = calloc(1, sizeof *w)))
     local = relaySetError(c, relaySystemError, "out of memory for a window");
   winVote mine = {(int32_t)local, buff != NULL, (uint64_t)(uintptr_t)buff, (uint64_t)bytes};
-  winVote* all = NULL;
+  const winVote* all = NULL;
   relayResult_t res = winAgree(c, &mine, &all);
   int first = -1;
   for (int q = 0; res == relaySuccess && q < c->nranks; q++) {
@@ -149,12 +133,12 @@ relayResult_t relayCommRegister(relayComm_t comm, void* buff, size_t bytes, rela
     bases = malloc((size_t)c->nranks * sizeof *bases);
     if (bases)
       for (int q = 0; q < c->nranks; q++) bases[q] = all[q].has ? all[q].base : 0;
-    /* A rank without memory for the list still joins the transport's rounds:
+    /* bases is copied out of the agreement buffer before the transport's
+     * rounds reuse it. A rank without memory for the list still joins them:
      * it passes NULL and the transport votes staged-only. */
     res = c->tp->winRegister ? c->tp->winRegister(c, w, bases) : relaySuccess;
   }
   free(bases);
-  free(all);
   if (res != relaySuccess) {
     free(w);
     return winLeave(c, res);
@@ -186,13 +170,12 @@ relayResult_t relayCommDeregister(relayComm_t comm, relayWindow_t win) {
     local = relaySetError(c, relayInvalidArgument, "win %p is not a window of this comm (foreign, or deregistered)",
                           (void*)win);
   winVote mine = {(int32_t)local, at >= 0, 0, at >= 0 ? win->id : 0};
-  winVote* all = NULL;
+  const winVote* all = NULL;
   relayResult_t res = winAgree(c, &mine, &all);
   for (int q = 1; res == relaySuccess && q < c->nranks; q++)
     if (all[q].bytes != all[0].bytes)
       res = relaySetError(c, relayInvalidUsage, "rank %d deregisters window %llu, rank 0 window %llu", q,
                           (unsigned long long)all[q].bytes, (unsigned long long)all[0].bytes);
-  free(all);
   if (res != relaySuccess) return winLeave(c, res);
   if (c->tp->winDeregister) c->tp->winDeregister(c, win, 1);
   c->directWindows -= win->direct;

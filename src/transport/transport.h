@@ -25,6 +25,9 @@ extern "C" {
 
 struct relayComm;
 
+/* The largest record of one agree() round, on every transport. */
+#define RELAY_TP_AGREE_MAX 256
+
 typedef struct {
   int peer;
   void* ptr; /* send: read from; recv: written to */
@@ -125,8 +128,9 @@ typedef struct relayTransportOps {
   /* Join side lanes into the caller's stream (no-op where lanes are serial). */
   relayResult_t (*join)(struct relayComm* comm, relayStream_t stream);
   /* Host-synchronous all-gather of a small record among all comm ranks
-   * (bytes <= 256): all[r * bytes ...] = rank r's record. Used for check mode
-   * and votes; every rank must call it on the same call. */
+   * (bytes <= RELAY_TP_AGREE_MAX): all[r * bytes ...] = rank r's record.
+   * Callers go through comm/vote.h (relayVote, relayAgree); every rank must
+   * call it on the same call. */
   relayResult_t (*agree)(struct relayComm* comm, const void* mine, void* all, size_t bytes);
   relayResult_t (*barrier)(struct relayComm* comm);
   /* Tell peers this rank rejected call callSeq (core counts every call on

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "transport/nccl/nccl_transport.h"
@@ -95,37 +96,28 @@ relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActi
     }
   struct relayNcclNative* e = calloc(1, sizeof *e);
   int* rcopy = malloc(n * sizeof(int));
-  int32_t* votes = calloc((size_t)c->nranks, sizeof *votes);
   struct relayNcclNative** grown = realloc(st->natives, (size_t)(st->nNatives + 1) * sizeof *grown);
   if (grown) st->natives = grown;
-  int haveMem = e && rcopy && votes && grown;
+  int haveMem = e && rcopy && grown;
   /* Every rank enters the split, even one short of memory (as no member of
    * any group), so no peer blocks in it for good; then every rank votes. */
   ncclComm_t sub = NULL;
   ncclResult_t r = relayNccl.ncclCommSplit(st->nccl, haveMem ? color : NCCL_SPLIT_NOCOLOR, key, &sub, NULL);
   if (r == ncclInProgress) r = waitSplit(c, sub); /* a non-blocking parent: the child completes later */
-  int32_t ok = haveMem && r == ncclSuccess;
-  relayResult_t vr = votes ? c->tp->agree(c, &ok, votes, sizeof ok)
-                           : relaySetError(c, relaySystemError,
-                                           "out of memory for the vote on NCCL sub-communicators (peers time "
-                                           "out in it)");
-  int allOk = vr == relaySuccess;
-  for (int q = 0; q < c->nranks && allOk; q++) allOk = votes[q] != 0;
-  free(votes);
-  if (!allOk) {
+  int ok = haveMem && r == ncclSuccess;
+  const char* why = !haveMem ? "this rank is out of host memory" : relayNccl.ncclGetErrorString(r);
+  relayVerdict v;
+  relayResult_t vr = relayVote(c, ok, why, &v);
+  if (vr != relaySuccess || !v.yes) {
     if (sub) relayNccl.ncclCommAbort(sub);
     free(e);
     free(rcopy);
-    if (vr != relaySuccess) {
-      c->failed = 1;
-      return vr;
-    }
+    if (vr != relaySuccess) return vr; /* the vote failed the comm */
     /* A normal answer, the same on every rank: this comm's direct route
      * keeps relaycc's send/recv plan from now on (sticky, no more splits). */
     st->nativeOn = 0;
     if (!ok)
-      fprintf(stderr, "relaycc: rank %d: NCCL sub-communicators declined on every rank: %s\n", c->rank,
-              !haveMem ? "this rank is out of host memory" : relayNccl.ncclGetErrorString(r));
+      fprintf(stderr, "relaycc: rank %d: NCCL sub-communicators declined on every rank: %s\n", c->rank, why);
     return relayNotSupported;
   }
   e->sub = sub;
@@ -180,12 +172,14 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t col
   }
   /* A child of a nonblocking parent is nonblocking too. */
   if (r == ncclInProgress)
-    return relayNcclWaitReady(c, sub, "NCCL collective on the group's sub-communicator");
+    return relayNcclWaitReady(c, sub, whole ? "NCCL collective on the comm's communicator"
+                                            : "NCCL collective on the group's sub-communicator");
   if (r != ncclSuccess) {
     c->failed = 1;
     return relaySetError(
         c, r == ncclInvalidArgument || r == ncclInvalidUsage ? relayInvalidArgument : relayInternalError,
-        "NCCL collective on the group's sub-communicator failed: %s", relayNccl.ncclGetErrorString(r));
+        "NCCL collective on the %s failed: %s", whole ? "comm's communicator" : "group's sub-communicator",
+        relayNccl.ncclGetErrorString(r));
   }
   return relaySuccess;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "relaycc_nccl.h"
@@ -73,9 +74,10 @@ relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, st
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull; /* splitmix64's finalizer */
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   mine.nonce = z ^ (z >> 31);
-  struct initRecord* all = calloc((size_t)c->nranks, sizeof mine);
-  if (!all) return relaySetError(c, relaySystemError, "out of memory for the init records");
-  relayResult_t r = c->tp->agree(c, &mine, all, sizeof mine);
+  const void* got;
+  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  const struct initRecord* all = got;
+  relayResult_t r = relaySuccess;
   for (int q = 0; q < c->nranks && r == relaySuccess; q++) {
     if (all[q].magic != mine.magic || all[q].rank != q || all[q].nranks != c->nranks)
       r = relaySetError(c, relayInvalidUsage,
@@ -83,7 +85,6 @@ relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, st
                         all[q].rank, all[q].nranks);
   }
   if (r == relaySuccess) st->commHash = all[0].nonce;
-  free(all);
   return r;
 }
 
@@ -106,19 +107,19 @@ relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out) {
   *out = NULL;
   enum { BUSID = 32 };
   char mine[BUSID] = "";
-  char* ids = calloc((size_t)c->nranks, BUSID);
-  const char** idp = calloc((size_t)c->nranks, sizeof *idp);
-  if (!ids || !idp) {
-    free(ids);
-    free(idp);
-    return relaySetError(c, relaySystemError, "out of memory for the topology's bus ids");
-  }
   if (cudaDeviceGetPCIBusId(mine, BUSID, st->device) != cudaSuccess) {
     cudaGetLastError();
     mine[0] = 0;
   }
-  relayResult_t r = c->tp->agree(c, mine, ids, BUSID);
+  const void* got;
+  RELAY_CHECK(relayAgree(c, mine, BUSID, &got));
+  /* A copy: detection outlives the round (its strings are the model's names). */
+  char* ids = malloc((size_t)c->nranks * BUSID);
+  const char** idp = calloc((size_t)c->nranks, sizeof *idp);
+  relayResult_t r = relaySuccess;
+  if (!ids || !idp) r = relaySetError(c, relaySystemError, "out of memory for the topology's bus ids");
   if (r == relaySuccess) {
+    memcpy(ids, got, (size_t)c->nranks * BUSID);
     int known = 1;
     for (int q = 0; q < c->nranks; q++) {
       ids[(size_t)q * BUSID + BUSID - 1] = 0;
@@ -206,14 +207,9 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
       snprintf(why, sizeof why, "ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
     }
   }
-  shmInitRecord* all = calloc((size_t)nranks, sizeof *all);
-  int32_t ok = 0, *oks = calloc((size_t)nranks, sizeof *oks);
-  relayResult_t res = all && oks ? relaySuccess : relaySystemError;
-  if (res != relaySuccess) {
-    relaySetError(ctrl, res, "out of memory for the rendezvous records");
-    goto done;
-  }
-  res = ctrl->tp->agree(ctrl, &mine, all, sizeof mine);
+  const void* got;
+  relayResult_t res = relayAgree(ctrl, &mine, sizeof mine, &got);
+  const shmInitRecord* all = got;
   if (res != relaySuccess) {
     char what[sizeof ctrl->lastError];
     relaySetError(ctrl, res, "rendezvous: %s", relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
@@ -241,20 +237,16 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
   /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
    * (NCCL 2.28 group.cc), tens of microseconds per step. */
   ncclResult_t nr = relayNccl.ncclCommInitRank(out, nranks, all[0].id, rank);
-  ok = nr == ncclSuccess;
-  res = ctrl->tp->agree(ctrl, &ok, oks, sizeof ok);
+  relayVerdict v;
+  res = relayVote(ctrl, nr == ncclSuccess, relayNccl.ncclGetErrorString(nr), &v);
   if (res != relaySuccess) {
     char what[sizeof ctrl->lastError];
     relaySetError(ctrl, res, "vote on ncclCommInitRank: %s",
                   relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
-  }
-  for (int q = 0; q < nranks && res == relaySuccess; q++) {
-    if (oks[q]) continue;
-    if (q == rank)
-      res =
-          relaySetError(ctrl, relayNcclResult(nr), "ncclCommInitRank: %s", relayNccl.ncclGetErrorString(nr));
-    else
-      res = relaySetError(ctrl, relayRemoteError, "ncclCommInitRank failed on rank %d", q);
+  } else if (nr != ncclSuccess) { /* its own first: it names the cause */
+    res = relaySetError(ctrl, relayNcclResult(nr), "ncclCommInitRank: %s", relayNccl.ncclGetErrorString(nr));
+  } else if (!v.yes) {
+    res = relaySetError(ctrl, relayRemoteError, "ncclCommInitRank failed on rank %d (%s)", v.rank, v.why);
   }
 done:
   if (res != relaySuccess && *out) {
@@ -262,8 +254,6 @@ done:
     *out = NULL;
   }
   *device = cudaDevice;
-  free(all);
-  free(oks);
   return res;
 }
 
@@ -278,12 +268,13 @@ relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cu
   /* Blocking, as relayCommInitNcclShm's (see there); NCCL < 2.14 has no config and is always blocking. */
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.blocking = 1;
-  ncclResult_t nr = relayNccl.ncclCommInitRankConfig
-                        ? relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg)
-                        : relayNccl.ncclCommInitRank(out, nranks, uid, rank);
+  int withConfig = relayNccl.ncclCommInitRankConfig != NULL;
+  ncclResult_t nr = withConfig ? relayNccl.ncclCommInitRankConfig(out, nranks, uid, rank, &cfg)
+                               : relayNccl.ncclCommInitRank(out, nranks, uid, rank);
   if (nr != ncclSuccess) {
     *out = NULL;
-    return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclRank (rank %d): ncclCommInitRankConfig: %s", rank,
+    return relaySetError(NULL, relayNcclResult(nr), "relayCommInitNcclRank (rank %d): %s: %s", rank,
+                         withConfig ? "ncclCommInitRankConfig" : "ncclCommInitRank",
                          relayNccl.ncclGetErrorString(nr));
   }
   return relaySuccess;

@@ -79,7 +79,7 @@ void relayNcclNativeAbort(relayNcclState* st);
 extern const relayTransportOps relayNcclTransport;
 
 /* Largest agree() record, as transport.h promises. */
-#define RELAY_NCCL_AGREE_MAX 256
+#define RELAY_NCCL_AGREE_MAX RELAY_TP_AGREE_MAX
 
 /* Shared by the transport's parts (nccl_transport.c, oneshot.c, native.c).
  * 1 when stream is being captured, or when that cannot be told (the query's

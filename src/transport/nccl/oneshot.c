@@ -50,6 +50,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "plan/plan.h"
@@ -190,17 +191,9 @@ static osState osDeclined = {.tried = 1};
 static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   relayNcclState* st = c->tpState;
   int n = c->nranks;
-  /* The vote buffers first: with them a rank short of memory for the rest
-   * still votes (no) in both rounds, so its peers decline with it instead of
-   * waiting for it until the deadline. Without them it cannot take part at
-   * all; its peers then time out (relayTimeout naming the step). */
-  osRecord* all = calloc((size_t)n, sizeof *all);
-  int32_t* votes = calloc((size_t)n, sizeof *votes);
-  if (!all || !votes) {
-    free(all);
-    free(votes);
-    return relaySetError(c, relaySystemError, "out of memory for the one-shot vote");
-  }
+  /* The rounds land in the comm's agreement buffer (comm/vote.h): a rank
+   * short of memory for its state still votes (no) in both rounds, so its
+   * peers decline with it instead of waiting for it until the deadline. */
   osState* s = calloc(1, sizeof *s);
   if (s) {
     s->peer = calloc((size_t)n, sizeof *s->peer);
@@ -212,11 +205,10 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
     c->oneshot = &osDeclined; /* sticky, as the peers' decline is */
     osRecord mine;
     memset(&mine, 0, sizeof mine); /* ok = 0: "could not create its region" */
-    int32_t vote = 0;
-    relayResult_t r = c->tp->agree(c, &mine, all, sizeof mine);
-    if (r == relaySuccess) r = c->tp->agree(c, &vote, votes, sizeof vote);
-    free(all);
-    free(votes);
+    const void* got;
+    relayVerdict v;
+    relayResult_t r = relayAgree(c, &mine, sizeof mine, &got);
+    if (r == relaySuccess) r = relayVote(c, 0, "out of memory for its one-shot state", &v);
     fprintf(stderr, "relaycc: rank %d: one-shot declined on every rank: this rank is out of memory for its state\n",
             c->rank);
     return r == relaySuccess ? relayNotSupported : r;
@@ -264,7 +256,9 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   mine.hash = s->hash;
   mine.llBytes = s->llBytes;
   mine.ll128Bytes = s->ll128Bytes;
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  const void* got;
+  relayResult_t res = relayAgree(c, &mine, sizeof mine, &got);
+  const osRecord* all = got;
   int ok = res == relaySuccess && mine.ok;
   for (int q = 0; q < n && ok; q++) {
     if (!all[q].ok || all[q].slotBytes != mine.slotBytes || all[q].regionBytes != mine.regionBytes ||
@@ -289,13 +283,9 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
     s->llBytes = all[0].llBytes > s->L.llCap ? s->L.llCap : all[0].llBytes;
     s->ll128Bytes = all[0].ll128Bytes;
   }
-  free(all);
-  int32_t vote = ok;
-  if (res == relaySuccess) res = c->tp->agree(c, &vote, votes, sizeof vote);
-  int allOk = res == relaySuccess;
-  for (int q = 0; q < n && allOk; q++)
-    if (!votes[q]) allOk = 0;
-  free(votes);
+  relayVerdict v = {0};
+  if (res == relaySuccess) res = relayVote(c, ok, why[0] ? why : "no reason recorded", &v);
+  int allOk = res == relaySuccess && v.yes;
   if (!allOk) {
     /* Nothing of ours runs on the device yet: release at once. */
     osRelease(s, c->rank);

@@ -24,6 +24,7 @@
 #endif
 #include "gpu_port.h"
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "transport/nccl/nccl_transport.h"
@@ -115,24 +116,26 @@ relayResult_t relayNcclWinRegister(struct relayComm* c, struct relayWindow* w, c
       mine.ok = 0;
     }
   }
-  winRecord* all = malloc((size_t)n * sizeof *all);
   ncclWin* x = calloc(1, sizeof *x);
   if (x) {
     x->n = n;
     x->peer = calloc((size_t)n, sizeof *x->peer);
     x->mapped = calloc((size_t)n, sizeof *x->mapped);
   }
-  if (!all || !x || !x->peer || !x->mapped) {
-    free(all);
-    winFree(x);
-    if (prevDev >= 0 && prevDev != st->device) cudaSetDevice(prevDev);
-    return relaySetError(c, relaySystemError, "window %u: out of memory for %d ranks' handles", w->id, n);
+  if (!x || !x->peer || !x->mapped) { /* still both rounds: the peers go staged-only with it */
+    mine.ok = 0;
+    snprintf(why, sizeof why, "out of memory for %d ranks' handles", n);
   }
-  relayResult_t res = c->tp->agree(c, &mine, all, sizeof mine);
+  const void* got;
+  relayResult_t res = relayAgree(c, &mine, sizeof mine, &got);
+  const winRecord* all = got;
   int ok = res == relaySuccess;
-  for (int q = 0; q < n && ok; q++) ok = all[q].ok;
+  for (int q = 0; q < n && ok; q++) {
+    ok = all[q].ok;
+    if (!ok && !why[0]) snprintf(why, sizeof why, "rank %d could not share its buffer", q);
+  }
   /* Open every peer's handle; a rank that fails votes no in the second round. */
-  int32_t opened = ok;
+  int opened = ok;
   for (int q = 0; q < n && opened; q++) {
     if (!all[q].has) continue;
     if (q == r) {
@@ -150,20 +153,16 @@ relayResult_t relayNcclWinRegister(struct relayComm* c, struct relayWindow* w, c
     x->mapped[q] = p;
     x->peer[q] = (char*)p + all[q].off;
   }
-  free(all);
+  relayVerdict v = {0};
   if (res == relaySuccess) {
-    int32_t* votes = malloc((size_t)n * sizeof *votes);
-    if (!votes) opened = 0;
-    res = votes ? c->tp->agree(c, &opened, votes, sizeof opened) : relaySetError(c, relaySystemError, "out of memory");
-    ok = res == relaySuccess;
-    for (int q = 0; q < n && ok; q++) ok = votes[q] != 0;
-    free(votes);
+    res = relayVote(c, opened, why, &v);
+    ok = res == relaySuccess && v.yes;
   }
   if (prevDev >= 0 && prevDev != st->device) cudaSetDevice(prevDev);
   if (res != relaySuccess || !ok) {
     if (res == relaySuccess && relayDebugLevel() >= 1)
-      fprintf(stderr, "relaycc: rank %d: window %u is staged-only%s%s\n", r, w->id, why[0] ? ": " : " (a peer's vote)",
-              why);
+      fprintf(stderr, "relaycc: rank %d: window %u is staged-only: rank %d voted no: %s\n", r, w->id, v.rank,
+              v.why);
     winFree(x);
     w->direct = 0;
     w->tp = NULL;

@@ -51,6 +51,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "plan/plan.h"
@@ -458,11 +459,6 @@ static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwD
   return bwDirectExit(comm, s, &w->c);
 }
 
-/* What each rank votes after its probe. */
-typedef struct {
-  int32_t ok, err, peer, pad;
-} winProbe;
-
 relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases) {
   int n = comm->nranks, r = comm->rank;
   shmWin* x = calloc(1, sizeof *x);
@@ -478,44 +474,36 @@ relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w,
     int peers = (n < RELAY_TP_ONESHOT_MAX ? n : RELAY_TP_ONESHOT_MAX) - 1;
     x->pull = malloc((size_t)(peers > 0 ? peers : 1) * x->pullTile);
   }
-  int32_t* pids = x && x->pids ? x->pids : NULL;
-  int32_t* tmp = pids ? NULL : calloc((size_t)n, sizeof *tmp); /* the round still needs somewhere to land */
-  if (!pids && !tmp) return relaySetError(comm, relaySystemError, "window %u: out of memory for %d pids", w->id, n);
-  relayResult_t res = comm->tp->agree(comm, &pid, pids ? pids : tmp, sizeof pid);
-  free(tmp);
+  const void* got;
+  relayResult_t res = relayAgree(comm, &pid, sizeof pid, &got);
   if (res != relaySuccess) {
     shmWinFree(x);
     return res;
   }
-  winProbe mine = {1, 0, -1, 0};
-  if (!x || !x->pids || !x->bases || !x->pull || !bases) {
-    mine = (winProbe){0, ENOMEM, r, 0};
+  int ok = x && x->pids && x->bases && x->pull && bases;
+  char why[160] = "";
+  if (!ok) {
+    snprintf(why, sizeof why, "it is out of memory for the probe");
   } else {
+    memcpy(x->pids, got, (size_t)n * sizeof *x->pids);
     memcpy(x->bases, bases, (size_t)n * sizeof *bases);
-    for (int q = 0; q < n && mine.ok; q++) {
+    for (int q = 0; q < n && ok; q++) {
       if (q == r || !bases[q]) continue;
       char byte;
       struct iovec l = {&byte, 1}, rv = {(void*)(uintptr_t)bases[q], 1};
-      if (process_vm_readv(x->pids[q], &l, 1, &rv, 1, 0) != 1) mine = (winProbe){0, errno, q, 0};
+      if (process_vm_readv(x->pids[q], &l, 1, &rv, 1, 0) != 1) {
+        snprintf(why, sizeof why, "it cannot reach rank %d's buffer with process_vm_readv (%s)", q,
+                 strerror(errno));
+        ok = 0;
+      }
     }
   }
-  winProbe* all = malloc((size_t)n * sizeof *all);
-  if (!all) {
-    shmWinFree(x);
-    return relaySetError(comm, relaySystemError, "window %u: out of memory for the vote", w->id);
-  }
-  res = comm->tp->agree(comm, &mine, all, sizeof mine);
-  int direct = res == relaySuccess;
-  for (int q = 0; q < n && direct; q++) {
-    if (all[q].ok) continue;
-    direct = 0;
-    if (relayDebugLevel() >= 1)
-      fprintf(stderr,
-              "relaycc: rank %d: window %u is staged-only: rank %d cannot reach rank %d's buffer with "
-              "process_vm_readv (%s)\n",
-              r, w->id, q, all[q].peer, strerror(all[q].err));
-  }
-  free(all);
+  relayVerdict v;
+  res = relayVote(comm, ok, why, &v);
+  int direct = res == relaySuccess && v.yes;
+  if (res == relaySuccess && !v.yes && relayDebugLevel() >= 1)
+    fprintf(stderr, "relaycc: rank %d: window %u is staged-only: rank %d voted no: %s\n", r, w->id, v.rank,
+            v.why);
   if (res != relaySuccess || !direct) {
     shmWinFree(x);
     x = NULL;

@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/vote.h"
 #include "common.h"
 #include "core/comm.h"
 #include "reduce_host.h"
@@ -137,22 +138,12 @@ static int osOpenPeer(struct relayComm* comm, relayShmRegion* R, const char* tag
   return 1;
 }
 
-typedef struct {
-  int32_t ok;
-  int32_t pad;
-  uint64_t param;
-} osVote;
-
-/* One agreement; *all == 1 when every rank voted ok with the same param. */
+/* One vote; *all == 1 when every rank voted ok with the same param. */
 static relayResult_t osVoteAll(struct relayComm* comm, int ok, uint64_t param, int* all) {
-  osVote mine = {ok, 0, param};
-  osVote* v = malloc((size_t)comm->nranks * sizeof *v);
-  if (!v) return relaySetError(comm, relaySystemError, "out of memory for a region vote");
-  relayResult_t res = comm->tp->agree(comm, &mine, v, sizeof mine);
-  *all = 1;
-  for (int q = 0; q < comm->nranks && res == relaySuccess; q++)
-    if (!v[q].ok || v[q].param != param) *all = 0;
-  free(v);
+  relayBallot mine = {ok ? relaySuccess : relayNotSupported, param, NULL};
+  relayVerdict v;
+  relayResult_t res = relayVoteBallot(comm, &mine, &v);
+  *all = res == relaySuccess && v.yes;
   return res;
 }
 

@@ -41,7 +41,7 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "shm transport needs lock-free 32-bit 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bit atomics");
 
 #define SHM_LINE 64
-#define SHM_AGREE_MAX 256
+#define SHM_AGREE_MAX RELAY_TP_AGREE_MAX
 /* nranks^2 rings: 1024 ranks would already be a 1M-ring segment; one node
  * has at most a few hundred processes worth a rank each. */
 #define SHM_MAX_RANKS 1024

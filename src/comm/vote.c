@@ -1,0 +1,81 @@
+/* The one vote and its agreement round (vote.h). */
+#include "comm/vote.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common.h"
+#include "core/comm.h"
+
+typedef struct {
+  int32_t status;
+  int32_t pad;
+  uint64_t same;
+  char why[RELAY_VOTE_WHY_BYTES];
+} voteRecord;
+_Static_assert(sizeof(voteRecord) == RELAY_TP_AGREE_MAX, "a vote is one record of the transports' agree");
+
+relayResult_t relayAgree(struct relayComm* comm, const void* mine, size_t bytes, const void** all) {
+  *all = NULL;
+  if (!comm->tp || !comm->agreeBuf || bytes == 0 || bytes > RELAY_TP_AGREE_MAX || !mine) {
+    comm->failed = 1; /* no round taken: the peers' is waiting for this rank's */
+    const char* without = !comm->tp ? "a transport" : !comm->agreeBuf ? "the comm's buffer" : "a record";
+    return relaySetError(comm, relayInternalError, "agreement of %zu bytes (1..%d) without %s", bytes,
+                         RELAY_TP_AGREE_MAX, without);
+  }
+  relayResult_t res = comm->tp->agree(comm, mine, comm->agreeBuf, bytes);
+  if (res != relaySuccess) {
+    comm->failed = 1;
+    return res;
+  }
+  *all = comm->agreeBuf;
+  return relaySuccess;
+}
+
+relayResult_t relayVoteBallot(struct relayComm* comm, const relayBallot* mine, relayVerdict* out) {
+  voteRecord rec;
+  memset(&rec, 0, sizeof rec);
+  rec.status = (int32_t)mine->status;
+  rec.same = mine->same;
+  if (mine->status != relaySuccess && mine->why) {
+    /* A reason taken from this rank's error (its lastError) loses its prefix: the peers quoting it write
+     * their own, and the verdict names the rank. */
+    char ctx[192];
+    relayErrorContext(comm, ctx, sizeof ctx);
+    size_t n = strlen(ctx);
+    const char* why = mine->why;
+    if (strncmp(why, ctx, n) == 0 && why[n] == ':' && why[n + 1] == ' ') why += n + 2;
+    snprintf(rec.why, sizeof rec.why, "%s", why);
+  }
+  out->yes = 0;
+  out->rank = -1;
+  out->status = relaySuccess;
+  out->why[0] = 0;
+  const void* got;
+  RELAY_CHECK(relayAgree(comm, &rec, sizeof rec, &got));
+  const voteRecord* all = got;
+  for (int q = 0; q < comm->nranks; q++) {
+    const voteRecord* v = &all[q];
+    if (v->status != relaySuccess) {
+      out->rank = q;
+      out->status = (relayResult_t)v->status;
+      memcpy(out->why, v->why, sizeof out->why);
+      out->why[sizeof out->why - 1] = 0;
+      return relaySuccess;
+    }
+    if (v->same != all[0].same) {
+      out->rank = q;
+      out->status = relayInvalidUsage;
+      snprintf(out->why, sizeof out->why, "its value 0x%llx is not rank 0's 0x%llx",
+               (unsigned long long)v->same, (unsigned long long)all[0].same);
+      return relaySuccess;
+    }
+  }
+  out->yes = 1;
+  return relaySuccess;
+}
+
+relayResult_t relayVote(struct relayComm* comm, int ok, const char* why, relayVerdict* out) {
+  relayBallot b = {ok ? relaySuccess : relayNotSupported, 0, why};
+  return relayVoteBallot(comm, &b, out);
+}
