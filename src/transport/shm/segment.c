@@ -41,8 +41,8 @@
 
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
 /* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records; 4: a joiner's
- * failure in the header */
-#define SHM_VERSION 4u
+ * failure in the header; 5: the call each rank waits in (callAt) */
+#define SHM_VERSION 5u
 /* During rendezvous a rank polls the name (re-attach after a stale segment
  * was replaced); 5 ms makes init take a few ms, not a slice, per replacement. */
 #define SHM_INIT_POLL_MS 5
