@@ -16,7 +16,7 @@ if(RELAY_HAVE_CUDA)
   # push and consume of every item of every block and its direct path's
   # moves between registered windows (emul_bw).
   foreach(e reduce oneshot bw)
-    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/common.c src/core/params.c)
+    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/comm/common.c src/comm/params.c)
     target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)
     target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
     target_compile_options(emul_${e} PRIVATE ${RELAY_CUDA_WARN_FLAGS})

@@ -22,9 +22,9 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/oneshot.h"
 
