@@ -41,10 +41,14 @@ static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayRe
 
 /* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
-relayResult_t relayCommAbort(relayComm_t comm) {
-  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
+void relayCommAbortFlags(struct relayComm* comm) {
   atomic_store(&comm->aborted, 1);
   if (comm->tp) comm->tp->abort(comm);
+}
+
+relayResult_t relayCommAbort(relayComm_t comm) {
+  if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayCommAbort: comm is NULL");
+  relayCommAbortFlags(comm);
   /* A call in flight on another thread sees the flag within one wait slice;
    * wait for it to leave before freeing what it uses (bounded: 10 s). */
   for (int i = 0; i < 10000 && atomic_load(&comm->inCall); i++) {
@@ -397,7 +401,6 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
 
 int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
-  if (c->failed) return 0;
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
   callKey(c, &a, &key);

@@ -37,10 +37,14 @@ relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all
 int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
 /* The interposer's one question: would relaycc route this call on this comm now, rather than
  * leave it to NCCL's own collective (relayRouteBeatsNative on the key runCall builds, node map
- * included; per call unless the stream captures)? 0 on a failed comm. Pure per rank: every rank
- * of a comm answers alike for the same call. */
+ * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
+ * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
+ * to NCCL alone). */
 int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
+/* relayCommAbort's first half, safe from another thread while a call runs: the comm is marked aborted
+ * and the transport wakes every wait (host and kernel); nothing is freed. */
+void relayCommAbortFlags(struct relayComm* comm);
 /* A failure the transport met after a call returned (a GPU kernel's error word: transport.h's
  * asyncError), else relaySuccess; why says what. Safe from another thread while a call runs (the
  * interposer's ncclCommGetAsyncError, a watchdog's poll). */

@@ -3,28 +3,32 @@
  * every communicator; the shim only takes the calls relaycc is predicted to
  * do faster, and forwards everything else unchanged (shim_fwd.c).
  *
- * Per communicator state: after a successful ncclCommInitRank,
- * ncclCommInitRankConfig or ncclCommSplit (at the group's end when issued in
- * ncclGroupStart/End, as nccl-tests does; for a nonblocking comm when the
- * wrapped ncclCommGetAsyncError first reports it ready), the ranks vote over
- * the real comm whether relaycc can serve it: one rank per process, one
- * host, every pair able to map each other's memory. Only when all can does
- * every rank build a relay comm over it (relayCommInitNccl), and a second
- * vote keeps it only when every rank built one: all ranks have state or none
- * (invariant 4). Comms of several devices in one process (ncclCommInitAll, a
- * group of several inits) are never voted on: their ranks share a thread.
+ * Per communicator state: at a comm's first collective outside a group (and
+ * outside a capture), a point every rank reaches in the same order, its ranks
+ * vote over the real comm whether relaycc can serve it: one rank per process,
+ * one host, every pair able to map each other's memory, and every rank's
+ * per-process settings (RELAYCC_SHIM, RELAYCC_SHIM_COLLS: what all take). A
+ * rank with RELAYCC_SHIM=0 or a library relaycc cannot use votes no; the vote
+ * has no deadline (the comm's destroy or abort ends it). Only when all can
+ * does every rank build a relay comm over it (relayCommInitNccl, a guest),
+ * and a last vote keeps it only when every rank built one: all ranks have
+ * state or none (invariant 4). One thread driving several GPUs calls its
+ * collectives inside groups (NCCL requires it), so such comms never attach.
  *
  * Routing: ncclAllReduce, ncclReduceScatter, ncclAllGather and ncclAlltoAll
  * go to relaycc when the comm has state, the calling thread is outside any
- * group (depth counted per thread, as NCCL counts it), dtype and op are
- * relaycc's, and relayRouteBeatsNative says relaycc's route beats NCCL's own
- * collective for that size on the comm's topology. Each test reads only the
- * call and the comm, so every rank decides alike.
+ * group (depth counted per thread, as NCCL counts it), the call is on the
+ * stream of the comm's first routable call, dtype and op are relaycc's, and
+ * relayRouteBeatsNative says relaycc's route beats NCCL's own collective for
+ * that size on the comm's topology. Each test reads only the call and what
+ * the ranks agreed, so every rank decides alike, also after relaycc failed
+ * on one of them (its call then fails as its peers' do).
  *
- * relaycc is a guest (relayNccl.guest): it never aborts or preconnects the
- * user's communicator. An error it meets is the call's return code and stays
- * reported by ncclCommGetAsyncError (wrapped); the comm's later calls are
- * forwarded.
+ * relaycc is a guest: it never aborts or preconnects the user's
+ * communicator and puts no deadline of its own on it. An error it meets is
+ * the call's return code and is reported by every later
+ * ncclCommGetAsyncError (wrapped), the kernels' error word too. A route that
+ * declines (core's vote) sends that call to NCCL on every rank.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -57,7 +61,6 @@ typedef struct {
   unsigned colls;      /* RELAYCC_SHIM_COLLS: bit per relayColl_t taken (default the four) */
   int debug;           /* RELAYCC_DEBUG: 1 one line per comm, 2 also each routed call */
   const char* lib;     /* RELAYCC_SHIM_NCCL: the real library's path (default: the loaded one) */
-  int timeoutMs;       /* RELAYCC_TIMEOUT_MS as the user set it, else 0: no deadline (a guest's) */
   const char* testShm; /* RELAYCC_SHIM_TEST_SHM: test hook, state over the shm transport (job name) */
   int testFailRank;    /* RELAYCC_SHIM_TEST_FAIL_RANK: test hook, this rank fails state creation */
 } shimSettings;
@@ -90,17 +93,12 @@ static unsigned parseColls(const char* list) {
   return bits;
 }
 
-/* The shim's settings are PROCESS rows of the parameter table (read before any comm exists); its vote
- * deadline is the RANK row RELAYCC_TIMEOUT_MS where the user set it, else none: the comms are the user's
- * (invariant 11), and relaycc's state over them is a guest's (relayCommInitNccl) likewise. */
+/* The shim's settings are PROCESS rows of the parameter table (read before any comm exists). */
 static void readSettings(void) {
   gSet.on = relayParamProcess(RELAY_P_SHIM) != 0;
   gSet.colls = parseColls(relayParamEnvText(RELAY_P_SHIM_COLLS));
   gSet.debug = relayDebugLevel();
   gSet.lib = relayParamEnvText(RELAY_P_SHIM_NCCL);
-  const char* tv = relayParamEnvText(RELAY_P_TIMEOUT_MS);
-  long t = tv ? strtol(tv, NULL, 0) : 0;
-  gSet.timeoutMs = t > 0 && t <= INT_MAX ? (int)t : 0;
   gSet.testShm = relayParamEnvText(RELAY_P_SHIM_TEST_SHM);
   gSet.testFailRank = (int)relayParamProcess(RELAY_P_SHIM_TEST_FAIL_RANK);
 }
@@ -146,55 +144,6 @@ ncclResult_t relayShimMissing(const char* name) {
 const char* relayShimMissingStr(const char* name) {
   relayShimMissing(name);
   return "relaycc shim: NCCL library not loaded";
-}
-
-/* ---- per communicator state ---------------------------------------------- */
-
-/* One user communicator the shim knows. Slots are never freed (a call on
- * another thread may still hold one while ncclCommAbort runs, as NCCL
- * allows); a destroyed comm's slot is reused. */
-typedef struct {
-  ncclComm_t nccl;         /* NULL: free slot */
-  _Atomic(relayComm_t) rc; /* relaycc's state, NULL when none */
-  int pendingReady;        /* nonblocking comm: build at the first "ready" */
-  int nranks, rank, dev;
-  int* ranks;            /* 0..nranks-1: the one-group layout */
-  ncclResult_t asyncErr; /* relaycc's error on this comm, reported by ncclCommGetAsyncError */
-  /* The stream of the comm's first collective: relaycc routes only calls on it. NCCL orders a
-   * comm's calls across streams; relaycc's one-shot and bw regions assume their calls come in the
-   * order each rank issued them on one stream, so a call on another stream is NCCL's. */
-  cudaStream_t stream;
-  int haveStream;
-} shimComm;
-
-#define SHIM_MAX_COMMS 256
-
-static shimComm gComms[SHIM_MAX_COMMS];
-static pthread_mutex_t gLock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int gNumState;   /* comms with state: 0 lets calls skip the lookup */
-static atomic_int gCommSerial; /* comms voted on in this process (the test hook's job names) */
-
-static shimComm* findComm(ncclComm_t comm) {
-  shimComm* sc = NULL;
-  pthread_mutex_lock(&gLock);
-  for (int i = 0; i < SHIM_MAX_COMMS && !sc; i++)
-    if (gComms[i].nccl == comm) sc = &gComms[i];
-  pthread_mutex_unlock(&gLock);
-  return sc;
-}
-
-static shimComm* addComm(ncclComm_t comm) {
-  shimComm* sc = NULL;
-  pthread_mutex_lock(&gLock);
-  for (int i = 0; i < SHIM_MAX_COMMS && !sc; i++)
-    if (!gComms[i].nccl) sc = &gComms[i];
-  if (sc) {
-    free(sc->ranks);
-    memset(sc, 0, sizeof *sc);
-    sc->nccl = comm;
-  }
-  pthread_mutex_unlock(&gLock);
-  return sc;
 }
 
 /* The shim's one style for a comm's messages: "relaycc shim: comm P rank
@@ -243,71 +192,165 @@ static ncclResult_t asyncNccl(relayResult_t r) {
   return n == ncclSuccess || n == ncclInProgress ? ncclInternalError : n;
 }
 
-/* A vote: an ncclAllGather of `bytes` per rank over the user's comm, with a
- * deadline. On GPUs through device memory on a stream of our own; under the
- * test hook the (fake) library moves host memory. */
-static relayResult_t voteGather(ncclComm_t comm, int nranks, const void* mine, void* all, size_t bytes,
-                                char* why, size_t whyLen) {
-  int gpu = !gSet.testShm;
-  size_t total = bytes * (size_t)(nranks + 1);
-  char* buf = NULL;
-  cudaStream_t s = NULL;
-  if (gpu) {
-    if (cudaMalloc((void**)&buf, total) != cudaSuccess ||
-        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMemcpy(buf, mine, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-      snprintf(why, whyLen, "vote: %s", cudaGetErrorString(cudaGetLastError()));
-      if (buf) cudaFree(buf);
-      if (s) cudaStreamDestroy(s);
-      return relayUnhandledCudaError;
+/* ---- per communicator state ---------------------------------------------- */
+
+/* One user communicator the shim knows: added at its first collective outside a group, where its ranks
+ * vote whether relaycc serves it (attachComm). A call holds its slot (refs, under gLock) while it uses
+ * the slot's state; ncclCommDestroy / ncclCommAbort mark it closing (no new holder, a vote in it ends)
+ * and free what it holds only once refs is 0, so a watchdog's abort never frees what a call on another
+ * thread still reads. Slots are allocated one by one and never freed (a destroyed comm's is reused),
+ * and the table grows as needed: no cap that one process hits and its peers do not. */
+typedef struct {
+  ncclComm_t nccl;         /* NULL: free slot */
+  _Atomic(relayComm_t) rc; /* relaycc's state, NULL when none */
+  int attached;            /* the attach vote ran (or could not): 0 until the comm's first collective */
+  int refs;                /* calls holding the slot (gLock) */
+  atomic_int closing;      /* destroy or abort began: votes and relaycc's waits end, no new holder */
+  int nranks, rank, dev;
+  int* ranks;              /* 0..nranks-1: the one-group layout */
+  unsigned colls;          /* the collectives relaycc takes on this comm: every rank's RELAYCC_SHIM_COLLS, ANDed */
+  ncclResult_t asyncErr;   /* relaycc's error on this comm, reported by ncclCommGetAsyncError */
+  /* The stream of the comm's first collective: relaycc routes only calls on it. NCCL orders a
+   * comm's calls across streams; relaycc's one-shot and bw regions assume their calls come in the
+   * order each rank issued them on one stream, so a call on another stream is NCCL's. */
+  cudaStream_t stream;
+  int haveStream;
+} shimComm;
+
+static shimComm** gComms;
+static int gNumComms, gCapComms;
+static pthread_mutex_t gLock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gUnheld = PTHREAD_COND_INITIALIZER; /* a slot's refs fell to 0 */
+static atomic_int gCommSerial; /* comms voted on in this process (the test hook's job names) */
+
+static shimComm* findLocked(ncclComm_t comm) {
+  for (int i = 0; i < gNumComms; i++)
+    if (gComms[i]->nccl == comm) return gComms[i];
+  return NULL;
+}
+
+/* The slot of comm, held (refs + 1), added when the comm is new; NULL when it is closing or no memory
+ * is left for a slot (then relaycc does not take part: said once). */
+static shimComm* holdComm(ncclComm_t comm) {
+  pthread_mutex_lock(&gLock);
+  shimComm* sc = findLocked(comm);
+  if (!sc) {
+    for (int i = 0; i < gNumComms && !sc; i++)
+      if (!gComms[i]->nccl && gComms[i]->refs == 0) sc = gComms[i];
+    if (!sc && gNumComms == gCapComms) {
+      int cap = gCapComms ? 2 * gCapComms : 16;
+      shimComm** grown = realloc(gComms, (size_t)cap * sizeof *grown);
+      if (grown) {
+        gComms = grown;
+        gCapComms = cap;
+      }
     }
-  } else {
-    buf = malloc(total);
-    if (!buf) return relaySystemError;
-    memcpy(buf, mine, bytes);
+    if (!sc && gNumComms < gCapComms && (sc = calloc(1, sizeof *sc))) gComms[gNumComms++] = sc;
+    if (sc) {
+      free(sc->ranks);
+      memset(sc, 0, sizeof *sc);
+      sc->nccl = comm;
+    }
   }
-  relayResult_t res = relaySuccess;
-  uint64_t deadline = gSet.timeoutMs ? relayNowNs() + (uint64_t)gSet.timeoutMs * 1000000ull : UINT64_MAX;
-  ncclResult_t r = relayNccl.ncclAllGather(buf, buf + bytes, bytes, ncclInt8, comm, s);
+  if (sc && atomic_load(&sc->closing)) sc = NULL;
+  if (sc) sc->refs++;
+  pthread_mutex_unlock(&gLock);
+  if (!sc) say(0, comm, -1, -1, "no slot for this comm (out of memory or closing): relaycc takes no part");
+  return sc;
+}
+
+static void unholdComm(shimComm* sc) {
+  pthread_mutex_lock(&gLock);
+  if (--sc->refs == 0) pthread_cond_broadcast(&gUnheld);
+  pthread_mutex_unlock(&gLock);
+}
+
+/* The buffers of one comm's attach votes, allocated once before its first vote (bytes per rank: the
+ * largest record), so that no vote after it can fail on memory alone. */
+typedef struct {
+  char* buf;     /* (nranks + 1) records: mine, then everyone's (device memory, host under the test hook) */
+  void* all;     /* nranks records on the host */
+  cudaStream_t s;
+} shimVoteBufs;
+
+static int voteBufsGet(shimVoteBufs* v, int nranks, size_t bytes) {
+  memset(v, 0, sizeof *v);
+  size_t total = bytes * (size_t)(nranks + 1);
+  v->all = calloc((size_t)nranks, bytes);
+  if (gSet.testShm) {
+    v->buf = malloc(total);
+  } else if (cudaMalloc((void**)&v->buf, total) != cudaSuccess ||
+             cudaStreamCreateWithFlags(&v->s, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    if (v->buf) cudaFree(v->buf);
+    v->buf = NULL;
+  }
+  return v->buf && v->all;
+}
+
+/* inFlight: a vote that did not end keeps its device buffer (NCCL may still write it). */
+static void voteBufsFree(shimVoteBufs* v, int inFlight) {
+  if (gSet.testShm) {
+    free(v->buf);
+  } else {
+    if (!inFlight && v->buf) cudaFree(v->buf);
+    if (v->s) cudaStreamDestroy(v->s);
+  }
+  free(v->all);
+}
+
+/* A vote: an ncclAllGather of `bytes` per rank over the user's comm, into v->all. No deadline, even
+ * where the user set RELAYCC_TIMEOUT_MS: a rank that gave up alone would forward the call its peers
+ * vote in, and their vote would meet its data; the comm's destroy or abort ends it (a peer that never
+ * comes hangs NCCL's own next collective alike). On GPUs through device memory on a stream of our own;
+ * under the test hook the (fake) library moves host memory. */
+static relayResult_t voteGather(shimComm* sc, shimVoteBufs* v, int nranks, const void* mine, size_t bytes,
+                                char* why, size_t whyLen) {
+  ncclComm_t comm = sc->nccl;
+  int gpu = !gSet.testShm;
+  if (gpu && cudaMemcpy(v->buf, mine, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    snprintf(why, whyLen, "vote: %s", cudaGetErrorString(cudaGetLastError()));
+    return relayUnhandledCudaError;
+  }
+  if (!gpu) memcpy(v->buf, mine, bytes);
+  ncclResult_t r = relayNccl.ncclAllGather(v->buf, v->buf + bytes, bytes, ncclInt8, comm, v->s);
   while (r == ncclInProgress) { /* a nonblocking comm: poll until enqueued */
     ncclResult_t ae = ncclSuccess;
     r = relayNccl.ncclCommGetAsyncError(comm, &ae);
     if (r == ncclSuccess) r = ae;
-    if (r == ncclInProgress && relayNowNs() > deadline) break;
+    if (r == ncclInProgress && atomic_load(&sc->closing)) break;
   }
   if (r != ncclSuccess) {
     snprintf(why, whyLen, "vote: ncclAllGather: %s", relayNccl.ncclGetErrorString(r));
-    res = r == ncclInProgress ? relayTimeout : relaySystemError;
-  }
-  if (res == relaySuccess && gpu) {
-    cudaError_t e;
-    while ((e = cudaStreamQuery(s)) == cudaErrorNotReady && relayNowNs() <= deadline) usleep(20);
-    if (e == cudaSuccess) e = cudaMemcpy(all, buf + bytes, bytes * (size_t)nranks, cudaMemcpyDeviceToHost);
-    if (e != cudaSuccess) {
-      snprintf(why, whyLen, "vote: %s",
-               e == cudaErrorNotReady ? "a rank did not vote in time" : cudaGetErrorString(e));
-      res = e == cudaErrorNotReady ? relayTimeout : relayUnhandledCudaError;
-    }
-  } else if (res == relaySuccess) {
-    memcpy(all, buf + bytes, bytes * (size_t)nranks);
+    return r == ncclInProgress ? relayTimeout : relaySystemError;
   }
   if (gpu) {
-    if (res != relayTimeout) cudaFree(buf); /* a vote still in flight keeps its buffer */
-    cudaStreamDestroy(s);
+    cudaError_t e;
+    while ((e = cudaStreamQuery(v->s)) == cudaErrorNotReady && !atomic_load(&sc->closing)) usleep(20);
+    if (e == cudaSuccess) e = cudaMemcpy(v->all, v->buf + bytes, bytes * (size_t)nranks, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) {
+      snprintf(why, whyLen, "vote: %s",
+               e == cudaErrorNotReady ? "the comm was destroyed or aborted during the vote" : cudaGetErrorString(e));
+      return e == cudaErrorNotReady ? relayTimeout : relayUnhandledCudaError;
+    }
   } else {
-    free(buf);
+    memcpy(v->all, v->buf + bytes, bytes * (size_t)nranks);
   }
-  return res;
+  return relaySuccess;
 }
 
-/* What each rank says in the eligibility vote. */
+/* What each rank says in the first vote: who it is, and every per-process setting that decides what it
+ * does with the comm's calls, so that ranks whose settings differ all decline (or take only what all
+ * take) instead of one rank running a call that its peers forward. */
 typedef struct {
   uint32_t magic;
   int32_t rank, nranks, ok;
   int64_t pid;
   uint64_t host; /* hash of the host name and boot id: one node */
+  uint32_t colls; /* RELAYCC_SHIM_COLLS: the collectives this rank would take */
+  int32_t pad;
   char busId[32];
-  char why[96]; /* why this rank cannot, when !ok */
+  char why[96]; /* why this rank cannot, when !ok: RELAYCC_SHIM=0, the library, the device */
 } shimVoteRecord;
 
 static uint64_t hostIdentity(void) {
@@ -323,45 +366,56 @@ static uint64_t hostIdentity(void) {
 }
 
 /* This rank's half of the eligibility test. */
-static void localRecord(ncclComm_t comm, int rank, int nranks, int dev, shimVoteRecord* me) {
+static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   memset(me, 0, sizeof *me);
   me->magic = 0x7368696du; /* "shim" */
   me->rank = rank;
   me->nranks = nranks;
   me->pid = (int64_t)getpid();
   me->host = hostIdentity();
-  me->ok = 1;
-  if (!gSet.testShm && cudaDeviceGetPCIBusId(me->busId, (int)sizeof me->busId, dev) != cudaSuccess) {
+  me->colls = gSet.colls;
+  me->ok = gRoute;
+  if (!gSet.on)
+    snprintf(me->why, sizeof me->why, "RELAYCC_SHIM=0");
+  else if (!gRoute)
+    snprintf(me->why, sizeof me->why, "its NCCL library is one relaycc cannot use");
+  if (me->ok && !gSet.testShm && cudaDeviceGetPCIBusId(me->busId, (int)sizeof me->busId, dev) != cudaSuccess) {
     cudaGetLastError();
     me->ok = 0;
     snprintf(me->why, sizeof me->why, "no PCI bus id for device %d", dev);
   }
-  (void)comm;
 }
 
-/* 1 when all records allow relaycc; else why names the first rank that does
- * not. Every rank sees the same records, so all answer alike except for the
- * peer-access test, which is local and voted again. */
-static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, char* why, size_t whyLen) {
+/* 1 when all records allow relaycc (*colls: what every rank takes); else why names the first rank that
+ * does not. -1: the records say no, which every rank reads alike; 0: this rank's own peer-access test
+ * says no (local: voted again). */
+static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, unsigned* colls, char* why,
+                 size_t whyLen) {
+  *colls = SHIM_ALL_COLLS;
   for (int q = 0; q < nranks; q++) {
     const shimVoteRecord* r = &all[q];
     if (r->magic != 0x7368696du || r->rank != q || r->nranks != nranks) {
       snprintf(why, whyLen, "rank %d's vote is not the shim's (does every rank preload it?)", q);
-      return 0;
+      return -1;
     }
     if (!r->ok) {
       snprintf(why, whyLen, "rank %d: %s", q, r->why);
-      return 0;
+      return -1;
     }
     if (r->host != all[0].host) {
       snprintf(why, whyLen, "ranks 0 and %d are on different nodes", q);
-      return 0;
+      return -1;
     }
     for (int p = 0; p < q; p++)
       if (all[p].pid == r->pid) {
         snprintf(why, whyLen, "ranks %d and %d are one process (one rank per process only)", p, q);
-        return 0;
+        return -1;
       }
+    *colls &= r->colls;
+  }
+  if (!*colls) {
+    snprintf(why, whyLen, "RELAYCC_SHIM_COLLS: no collective that every rank takes");
+    return -1;
   }
   if (gSet.testShm) return 1;
   /* Every pair maps each other's memory (the one-shot and IPC routes): each
@@ -385,17 +439,16 @@ static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, char*
 
 /* All-or-none on a flag: 1 when every rank's is 1; else who names the first
  * rank whose is not (-1 when the vote itself failed). */
-static int voteAll(ncclComm_t comm, int nranks, int flag, int* who, char* why, size_t whyLen) {
-  int32_t mine = flag, *all = calloc((size_t)nranks, sizeof *all);
+static int voteAll(shimComm* sc, shimVoteBufs* v, int nranks, int flag, int* who, char* why, size_t whyLen) {
+  int32_t mine = flag;
+  const int32_t* all = v->all;
   *who = -1;
-  if (!all) return 0;
-  int ok = voteGather(comm, nranks, &mine, all, sizeof mine, why, whyLen) == relaySuccess;
+  int ok = voteGather(sc, v, nranks, &mine, sizeof mine, why, whyLen) == relaySuccess;
   for (int q = 0; q < nranks && ok; q++)
     if (!all[q]) {
       ok = 0;
       *who = q;
     }
-  free(all);
   return ok;
 }
 
@@ -425,15 +478,19 @@ static relayComm_t createState(ncclComm_t comm, int rank, int nranks, int serial
   return rc;
 }
 
-/* Decide and build the state of one comm (collective over its ranks; every
- * rank of the comm calls it at the same point of its NCCL call sequence). */
-static void attachComm(shimComm* sc, const char* how) {
+/* Decide and build the state of one comm, at its first collective outside a group: a point of the
+ * comm's call sequence that every rank reaches (NCCL's collectives come in the same order on every
+ * rank), unlike an init (a nonblocking split's *newcomm is NULL on some ranks until it completes) or a
+ * "ready" poll (each rank's own). Collective over the comm's ranks; every local check takes part in a
+ * vote and votes no rather than returning early. */
+static void attachComm(shimComm* sc) {
   ncclComm_t comm = sc->nccl;
+  sc->attached = 1;
   int nranks = 0, rank = -1, dev = -1, prev = -1;
   if (relayNccl.ncclCommCount(comm, &nranks) != ncclSuccess ||
       relayNccl.ncclCommUserRank(comm, &rank) != ncclSuccess ||
       relayNccl.ncclCommCuDevice(comm, &dev) != ncclSuccess) {
-    say(1, comm, rank, nranks, "no relaycc state: cannot query the comm");
+    say(0, comm, rank, nranks, "no relaycc state: cannot query the comm (its peers' vote waits for this rank)");
     return;
   }
   sc->nranks = nranks;
@@ -444,31 +501,42 @@ static void attachComm(shimComm* sc, const char* how) {
     say(1, comm, rank, nranks, "no relaycc state: a comm of one rank");
     return;
   }
+  shimVoteBufs v;
+  if (!voteBufsGet(&v, nranks, sizeof(shimVoteRecord))) {
+    voteBufsFree(&v, 0);
+    say(0, comm, rank, nranks, "no relaycc state: no memory for the vote (its peers' vote waits for this rank)");
+    return;
+  }
   if (!gSet.testShm) {
     cudaGetDevice(&prev);
     if (prev != dev) cudaSetDevice(dev); /* relayCommInitNccl works on the comm's device */
   }
   char why[256] = "";
-  shimVoteRecord me, *all = calloc((size_t)nranks, sizeof *all);
-  int who = -1, ok = all != NULL;
-  localRecord(comm, rank, nranks, dev, &me);
-  /* Vote 1: who everyone is. Vote 2: whether every rank can (the peer-access
+  shimVoteRecord me;
+  int who = -1;
+  unsigned colls = 0;
+  localRecord(rank, nranks, dev, &me);
+  /* Vote 1: who everyone is and what each would take. Vote 2: whether every rank can (the peer-access
    * test is each rank's own). Vote 3: whether every rank built its state. */
-  if (ok) ok = voteGather(comm, nranks, &me, all, sizeof me, why, sizeof why) == relaySuccess;
-  int mineOk = ok && judge(all, nranks, rank, dev, why, sizeof why);
-  free(all);
-  if (ok) ok = voteAll(comm, nranks, mineOk, &who, why, sizeof why) && mineOk;
+  relayResult_t vr = voteGather(sc, &v, nranks, &me, sizeof me, why, sizeof why);
+  int ok = vr == relaySuccess;
+  int verdict = ok ? judge(v.all, nranks, rank, dev, &colls, why, sizeof why) : -1;
+  /* Every rank read the same records: only the local peer-access test needs a vote of its own. */
+  if (verdict >= 0 && !gSet.testShm) ok = voteAll(sc, &v, nranks, verdict, &who, why, sizeof why) && verdict;
+  else ok = ok && verdict > 0;
   int serial = atomic_fetch_add(&gCommSerial, 1);
   /* Everything this rank can fail at happens before vote 3, so that a
    * failure declines for every rank. */
   free(sc->ranks);
   sc->ranks = ok ? malloc((size_t)nranks * sizeof *sc->ranks) : NULL;
-  if (ok && !sc->ranks) snprintf(why, sizeof why, "rank %d: out of memory", rank);
   for (int q = 0; sc->ranks && q < nranks; q++) sc->ranks[q] = q;
-  relayComm_t rc = ok && sc->ranks ? createState(comm, rank, nranks, serial, why, sizeof why) : NULL;
+  relayComm_t rc = NULL;
   if (ok) {
+    if (!sc->ranks) snprintf(why, sizeof why, "rank %d: out of memory", rank);
+    rc = sc->ranks ? createState(comm, rank, nranks, serial, why, sizeof why) : NULL;
     char why2[256] = "";
-    ok = voteAll(comm, nranks, rc != NULL, &who, why2, sizeof why2);
+    ok = voteAll(sc, &v, nranks, rc != NULL, &who, why2, sizeof why2);
+    vr = ok || who >= 0 ? relaySuccess : relaySystemError;
     if (!ok && rc) {
       relayCommDestroy(rc);
       rc = NULL;
@@ -478,99 +546,45 @@ static void attachComm(shimComm* sc, const char* how) {
         snprintf(why, sizeof why, "%s", why2);
     }
   }
+  voteBufsFree(&v, vr == relayTimeout);
   if (!gSet.testShm && prev >= 0 && prev != dev) cudaSetDevice(prev);
   if (!rc) {
     if (!why[0] && who >= 0) snprintf(why, sizeof why, "rank %d cannot", who);
-    say(1, comm, rank, nranks, "no relaycc state (%s): %s", how, why);
+    say(1, comm, rank, nranks, "no relaycc state: %s", why);
     return;
   }
+  sc->colls = colls;
   atomic_store(&sc->rc, rc);
-  atomic_fetch_add(&gNumState, 1);
-  say(1, comm, rank, nranks, "relaycc state (%s, %s transport, topology %s)", how, rc->tp->name,
+  say(1, comm, rank, nranks, "relaycc state (%s transport, topology %s)", rc->tp->name,
       rc->topo ? "modelled" : "none");
 }
 
-/* Forget a comm: release relaycc's state (abort: wake its calls first). */
-static void releaseComm(ncclComm_t comm, int abort) {
-  shimComm* sc = findComm(comm);
-  if (!sc) return;
-  relayComm_t rc = atomic_exchange(&sc->rc, NULL);
-  if (rc) {
-    atomic_fetch_sub(&gNumState, 1);
-    if (abort)
-      relayCommAbort(rc);
-    else
-      relayCommDestroy(rc);
-  }
+/* Forget a comm (its destroy, finalize or abort): no new call holds it, a vote in it ends; then, once
+ * no call holds it, relaycc's state is released (abort: its kernels and waits were woken first). */
+static relayComm_t closeComm(ncclComm_t comm, shimComm** out) {
   pthread_mutex_lock(&gLock);
+  shimComm* sc = findLocked(comm);
+  if (sc) atomic_store(&sc->closing, 1);
+  pthread_mutex_unlock(&gLock);
+  *out = sc;
+  return sc ? atomic_load(&sc->rc) : NULL;
+}
+
+static void freeComm(shimComm* sc, int abort) {
+  if (!sc) return;
+  pthread_mutex_lock(&gLock);
+  while (sc->refs > 0) pthread_cond_wait(&gUnheld, &gLock);
+  relayComm_t rc = atomic_exchange(&sc->rc, NULL);
   sc->nccl = NULL; /* the slot may be reused by a later comm */
   pthread_mutex_unlock(&gLock);
+  if (rc && abort) relayCommAbort(rc);
+  else if (rc) relayCommDestroy(rc);
 }
 
-/* ---- groups and deferred inits -------------------------------------------- */
+/* ---- groups ------------------------------------------------------------------ */
 
-/* NCCL's group depth is per thread; so is the list of inits it deferred. */
+/* NCCL's group depth is per thread. */
 static _Thread_local int tDepth;
-enum { SHIM_MAX_PENDING = 64 };
-static _Thread_local struct {
-  ncclComm_t* slot; /* where NCCL writes the comm */
-  int blocking;
-} tPending[SHIM_MAX_PENDING];
-static _Thread_local int tNumPending, tPendingLost;
-
-static int configBlocking(const ncclConfig_t* config) {
-  return !config || config->blocking == NCCL_CONFIG_UNDEF_INT || config->blocking != 0;
-}
-
-/* After an init call returned r for the comm at *slot. */
-static void afterInit(ncclResult_t r, ncclComm_t* slot, int blocking, const char* how) {
-  if ((r != ncclSuccess && r != ncclInProgress) || !slot) return;
-  if (!gRoute) {
-    if (tDepth == 0 && *slot)
-      say(1, *slot, -1, -1, "no relaycc state: %s", gSet.on ? relayNccl.unusable : "RELAYCC_SHIM=0");
-    return;
-  }
-  if (tDepth > 0) {
-    if (tNumPending < SHIM_MAX_PENDING) {
-      tPending[tNumPending].slot = slot;
-      tPending[tNumPending].blocking = blocking;
-      tNumPending++;
-    } else {
-      tPendingLost = 1;
-    }
-    return;
-  }
-  if (!*slot) return; /* ncclCommSplit with NCCL_SPLIT_NOCOLOR */
-  shimComm* sc = addComm(*slot);
-  if (!sc) {
-    say(1, *slot, -1, -1, "no relaycc state: more than %d comms", SHIM_MAX_COMMS);
-    return;
-  }
-  if (r == ncclInProgress || !blocking) {
-    sc->pendingReady = 1; /* nonblocking: the first ready answer builds it */
-    return;
-  }
-  attachComm(sc, how);
-}
-
-static void afterGroup(ncclResult_t r) {
-  int n = tNumPending, lost = tPendingLost;
-  tNumPending = 0;
-  tPendingLost = 0;
-  if (r != ncclSuccess && r != ncclInProgress) return;
-  /* Several inits in one group: one thread drives several GPUs of these
-   * comms (nccl-tests -g N); their ranks cannot each enter a vote. */
-  if (n > 1 || lost) {
-    for (int i = 0; i < n; i++)
-      if (*tPending[i].slot)
-        say(1, *tPending[i].slot, -1, -1,
-            "no relaycc state: %d comms initialized in one group (several GPUs per "
-            "process)",
-            n);
-    return;
-  }
-  if (n == 1) afterInit(r, tPending[0].slot, tPending[0].blocking, "at group end");
-}
 
 ncclResult_t ncclGroupStart(void) {
   if (!SHIM_HAS(ncclGroupStart)) return relayShimMissing("ncclGroupStart");
@@ -582,57 +596,43 @@ ncclResult_t ncclGroupStart(void) {
 ncclResult_t ncclGroupEnd(void) {
   if (!SHIM_HAS(ncclGroupEnd)) return relayShimMissing("ncclGroupEnd");
   ncclResult_t r = relayNccl.ncclGroupEnd();
-  if (tDepth > 0 && --tDepth == 0) afterGroup(r);
+  if (tDepth > 0) tDepth--;
   return r;
 }
 
-/* ---- init, destroy, errors -------------------------------------------------- */
-
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  if (!SHIM_HAS(ncclCommInitRank)) return relayShimMissing("ncclCommInitRank");
-  ncclResult_t r = relayNccl.ncclCommInitRank(comm, nranks, commId, rank);
-  afterInit(r, comm, 1, "ncclCommInitRank");
-  return r;
-}
-
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
-                                    ncclConfig_t* config) {
-  if (!SHIM_HAS(ncclCommInitRankConfig)) return relayShimMissing("ncclCommInitRankConfig");
-  ncclResult_t r = relayNccl.ncclCommInitRankConfig(comm, nranks, commId, rank, config);
-  afterInit(r, comm, configBlocking(config), "ncclCommInitRankConfig");
-  return r;
-}
-
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  if (!SHIM_HAS(ncclCommSplit)) return relayShimMissing("ncclCommSplit");
-  ncclResult_t r = relayNccl.ncclCommSplit(comm, color, key, newcomm, config);
-  /* NCCL's default for a child is its parent's blocking mode; the shim treats
-   * an unset config as blocking and, when the split answers ncclInProgress,
-   * waits for the ready answer instead. */
-  afterInit(r, newcomm, configBlocking(config), "ncclCommSplit");
-  return r;
-}
+/* ---- destroy, abort, errors -------------------------------------------------- */
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   if (!SHIM_HAS(ncclCommFinalize)) return relayShimMissing("ncclCommFinalize");
-  releaseComm(comm, 0); /* relaycc's work on the comm ends before NCCL flushes it */
+  shimComm* sc;
+  closeComm(comm, &sc);
+  freeComm(sc, 0); /* relaycc's work on the comm ends before NCCL flushes it */
   return relayNccl.ncclCommFinalize(comm);
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   if (!SHIM_HAS(ncclCommDestroy)) return relayShimMissing("ncclCommDestroy");
-  releaseComm(comm, 0);
+  shimComm* sc;
+  closeComm(comm, &sc);
+  freeComm(sc, 0);
   return relayNccl.ncclCommDestroy(comm);
 }
 
+/* relaycc's abort flags first (its host waits and kernels end), then NCCL's abort (a kernel of NCCL's
+ * that relaycc's depends on ends too), then relaycc frees, once no call holds the comm. Freeing first
+ * would wait (up to the drain's 5 s) on a device still stuck on that very comm. */
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   if (!SHIM_HAS(ncclCommAbort)) return relayShimMissing("ncclCommAbort");
-  releaseComm(comm, 1); /* wake and end relaycc's kernels and waits first */
-  return relayNccl.ncclCommAbort(comm);
+  shimComm* sc;
+  relayComm_t rc = closeComm(comm, &sc);
+  if (rc) relayCommAbortFlags(rc);
+  ncclResult_t r = relayNccl.ncclCommAbort(comm);
+  freeComm(sc, 1);
+  return r;
 }
 
 /* relaycc's failure on this comm, a host call's or a kernel's (the error word it leaves), as
- * asyncNccl's code; sticky (later calls are forwarded); said once, with the rank and the peer. */
+ * asyncNccl's code; sticky; said once, with the rank and the peer. */
 static ncclResult_t relayAsyncError(shimComm* sc) {
   if (sc->asyncErr != ncclSuccess) return sc->asyncErr;
   relayComm_t rc = atomic_load(&sc->rc);
@@ -647,46 +647,62 @@ static ncclResult_t relayAsyncError(shimComm* sc) {
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!SHIM_HAS(ncclCommGetAsyncError)) return relayShimMissing("ncclCommGetAsyncError");
   ncclResult_t r = relayNccl.ncclCommGetAsyncError(comm, asyncError);
-  shimComm* sc = (r == ncclSuccess && asyncError) ? findComm(comm) : NULL;
+  if (r != ncclSuccess || !asyncError || *asyncError != ncclSuccess) return r;
+  pthread_mutex_lock(&gLock);
+  shimComm* sc = findLocked(comm);
+  if (sc && !atomic_load(&sc->closing)) sc->refs++;
+  else sc = NULL;
+  pthread_mutex_unlock(&gLock);
   if (!sc) return r;
-  if (sc->pendingReady && *asyncError == ncclSuccess) {
-    sc->pendingReady = 0;
-    attachComm(sc, "nonblocking, once ready");
-  }
-  if (*asyncError == ncclSuccess) *asyncError = relayAsyncError(sc);
+  *asyncError = relayAsyncError(sc);
+  unholdComm(sc);
   return r;
 }
 
 /* ---- the four collectives ------------------------------------------------ */
 
-/* The comm's state when this call goes to relaycc, else NULL. */
+/* The comm's slot, held, when this call goes to relaycc, else NULL (unheld). The comm's first
+ * collective outside a group (and outside a capture: the votes synchronize the host) attaches it,
+ * whatever the call. Every test after that reads only the call and what every rank agreed, and a
+ * comm whose relaycc state failed keeps routing as its peers do (the call fails, reported by
+ * ncclCommGetAsyncError): a rank that forwarded alone would meet its peers' relaycc call with NCCL's. */
 static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                           cudaStream_t stream) {
-  if (!gRoute || tDepth > 0 || atomic_load(&gNumState) == 0 || !(gSet.colls & (1u << coll))) return NULL;
-  if ((unsigned)dt >= relayNumTypes || count == 0) return NULL; /* fp8 and NCCL's later types: NCCL's */
-  if (relayCollReduces(coll) && (unsigned)op >= relayNumOps) return NULL; /* PreMulSum ops */
-  shimComm* sc = findComm(comm);
-  relayComm_t rc = sc ? atomic_load(&sc->rc) : NULL;
-  if (!rc || sc->asyncErr != ncclSuccess) return NULL;
-  if (!sc->haveStream) { /* the first of the four outside a group: every rank's first alike */
+  if (tDepth > 0 || !relayNccl.ncclAllGather) return NULL;
+  shimComm* sc = holdComm(comm);
+  if (!sc) return NULL;
+  if (!sc->attached) {
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    int capturing = !gSet.testShm && (cudaStreamIsCapturing(stream, &cap) != cudaSuccess ||
+                                      cap != cudaStreamCaptureStatusNone);
+    if (capturing) cudaGetLastError(); /* every rank captures alike: all attach at a later call */
+    else attachComm(sc);
+  }
+  relayComm_t rc = atomic_load(&sc->rc);
+  int take = rc && (sc->colls & (1u << coll)) && (unsigned)dt < relayNumTypes && count > 0 && /* fp8: NCCL's */
+             (!relayCollReduces(coll) || (unsigned)op < relayNumOps);                       /* PreMulSum */
+  if (take && !sc->haveStream) { /* the first routable call: every rank's first alike */
     sc->stream = stream;
     sc->haveStream = 1;
   }
-  if (stream != sc->stream) {
+  if (take && stream != sc->stream) {
     say(2, comm, sc->rank, sc->nranks, "%s on stream %p, not the comm's first %p: NCCL's", relayCollName(coll),
         (void*)stream, (void*)sc->stream);
-    return NULL;
+    take = 0;
   }
-  /* core's answer from the key its call would build: the shim keeps no key of its own */
-  relayLayout_t layout = {1, sc->nranks, sc->ranks};
-  relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
-  int routed = relayCommRoutesCall(rc, coll, &count, (relayDataType_t)dt,
-                                   relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, s);
-  return routed ? sc : NULL;
+  if (take) {
+    /* core's answer from the key its call would build: the shim keeps no key of its own */
+    relayLayout_t layout = {1, sc->nranks, sc->ranks};
+    relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
+    take = relayCommRoutesCall(rc, coll, &count, (relayDataType_t)dt,
+                               relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, s);
+  }
+  if (!take) unholdComm(sc);
+  return take ? sc : NULL;
 }
 
 /* 1 when relaycc ran the call (its result in *out); 0 when the call is NCCL's after all: relaycc's
- * route declined on every rank (core's vote), nothing moved. */
+ * route declined on every rank (core's vote), nothing moved. Unholds the slot. */
 static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv, size_t count,
                     ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, ncclResult_t* out) {
   relayComm_t rc = atomic_load(&sc->rc);
@@ -710,21 +726,23 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
     default: r = relayAllToAll(send, recv, &count, (relayDataType_t)dt, &layout, rc, s); break;
   }
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
-  if (r == relayNotSupported && rc->callDeclined) {
-    say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d: %s", relayCollName(coll), count, (int)dt,
-        relayGetLastError(rc));
-    return 0;
+  int declined = r == relayNotSupported && rc->callDeclined;
+  say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count, (int)dt,
+      declined ? "declined, NCCL's" : relayRouteName(rc->lastRoute),
+      declined ? relayGetLastError(rc) : relayGetErrorString(r));
+  if (!declined && r != relaySuccess) {
+    /* Reported now and by every later ncclCommGetAsyncError (the first error's code); the comm's next
+     * calls still go to relaycc, which fails them as its peers' calls fail. */
+    if (sc->asyncErr == ncclSuccess) {
+      sc->asyncErr = asyncNccl(r);
+      say(0, sc->nccl, -1, -1, "%s", relayGetLastError(rc)); /* its prefix names the call and the rank */
+    }
+    *out = sc->asyncErr;
+  } else {
+    *out = toNccl(r);
   }
-  say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> relaycc %s: %s", relayCollName(coll),
-      count, (int)dt, relayRouteName(rc->lastRoute), relayGetErrorString(r));
-  if (r != relaySuccess) {
-    /* Reported now and by every later ncclCommGetAsyncError; the comm's next
-     * calls go to NCCL (relaycc's peers may be out of step: the user aborts). */
-    sc->asyncErr = asyncNccl(r);
-    say(0, sc->nccl, -1, -1, "%s", relayGetLastError(rc)); /* its prefix names the call and the rank */
-  }
-  *out = toNccl(r);
-  return 1;
+  unholdComm(sc);
+  return !declined;
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
@@ -758,9 +776,11 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                           ncclComm_t comm, cudaStream_t stream) {
   if (!SHIM_HAS(ncclAlltoAll)) return relayShimMissing("ncclAlltoAll");
-  /* In place is NCCL's to refuse or do (relaycc rejects it). */
-  shimComm* sc =
-      sendbuff == recvbuff ? NULL : routeFor(RELAY_COLL_ALLTOALL, count, datatype, ncclSum, comm, stream);
+  shimComm* sc = routeFor(RELAY_COLL_ALLTOALL, count, datatype, ncclSum, comm, stream);
+  if (sc && sendbuff == recvbuff) { /* in place is NCCL's to refuse or do (relaycc rejects it) */
+    unholdComm(sc);
+    sc = NULL;
+  }
   ncclResult_t r;
   if (sc && runRelay(sc, RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
   return relayNccl.ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);

@@ -26,7 +26,8 @@
  *   declined   the one-shot and bw regions refused: their calls are forwarded to NCCL, not rerouted
  *   streams    relaycc takes calls on the comm's first stream only
  *   late       a rank 3 s late: right data without a deadline; with the user's, errors through
- *              ncclCommGetAsyncError
+ *              ncclCommGetAsyncError, and the failed rank keeps routing as its peer does
+ *   settings   rank 0's RELAYCC_SHIM_COLLS or RELAYCC_SHIM differs: every rank takes what all take
  */
 #include <ctype.h>
 #include <dlfcn.h>
@@ -71,6 +72,14 @@ static int findCall(const char* name, int from) {
 static int countCalls(const char* name) {
   int n = 0;
   for (int i = 0; (i = findCall(name, i)) >= 0; i++) n++;
+  return n;
+}
+
+/* The calls named `name` that wrote recv: the caller's, not the shim's own votes (all-gathers into
+ * buffers of its own at a comm's first collective). */
+static int countCallsInto(const char* name, const void* recv) {
+  int n = 0;
+  for (int i = 0; (i = findCall(name, i)) >= 0; i++) n += fakeNcclGetCall(i)->a[1] == (uintptr_t)recv;
   return n;
 }
 
@@ -293,7 +302,7 @@ static int checkedCall(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, si
   tc_fill_input(coll, dt, op, nranks, rank, count, send);
   memset(recv, 0xA5, nr * es); /* poison */
   tc_expected(coll, dt, op, nranks, rank, count, want);
-  int before = countCalls(kNcclNames[coll]);
+  int before = countCallsInto(kNcclNames[coll], inPlace ? send : recv);
   ncclResult_t r = callNccl(coll, send, inPlace ? send : recv, count, dt, op, comm);
   T_CHECK(r == ncclSuccess, "%s count %zu dtype %d op %d -> %d", kNcclNames[coll], count, (int)dt, (int)op,
           (int)r);
@@ -303,7 +312,7 @@ static int checkedCall(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, si
   free(send);
   free(recv);
   free(want);
-  return countCalls(kNcclNames[coll]) == before;
+  return countCallsInto(kNcclNames[coll], inPlace ? send : recv) == before;
 }
 
 static int rankRouted(int rank, int nranks, void* arg) {
@@ -459,10 +468,11 @@ static int rankLate(int rank, int nranks, void* arg) {
   memcpy(keep, send, count * es);
   memset(recv, 0xA5, count * es);
   tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, want);
-  int before = countCalls("ncclAllReduce");
+  /* The comm's first collective attaches it (its vote has no deadline whatever the setting). */
+  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0);
   if (rank == 1) sleep(3);
   ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
-  T_CHECK(countCalls("ncclAllReduce") == before, "rank %d: the all-reduce was not relaycc's", rank);
+  T_CHECK(countCallsInto("ncclAllReduce", recv) == 0, "rank %d: the all-reduce was not relaycc's", rank);
   ncclResult_t ae = ncclSuccess;
   T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
   T_CHECK(memcmp(send, keep, count * es) == 0, "rank %d: the call changed its input", rank);
@@ -477,13 +487,52 @@ static int rankLate(int rank, int nranks, void* arg) {
     T_CHECK(ae != ncclSuccess && ae != ncclInProgress, "rank %d: -> %d but ncclCommGetAsyncError says %d", rank,
             (int)r, (int)ae);
   }
-  if (userDeadline && rank == 0) sleep(4); /* rank 1 ends its call before the abort */
   printf("rank %d: late: -> %d, async error %d\n", rank, (int)r, (int)ae);
+  if (userDeadline) {
+    /* relaycc failed on rank 0: it keeps routing as rank 1 does (issue 26.3), so the next call is
+     * relaycc's on both ranks and fails on both (rank 0 at once, rank 1 by its deadline), reported
+     * through ncclCommGetAsyncError; forwarded alone, rank 0's call would meet rank 1's relaycc call
+     * with NCCL's. */
+    if (rank == 0) sleep(4); /* rank 1 ends the late call first */
+    memset(recv, 0xA5, count * es);
+    r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
+    T_CHECK(countCallsInto("ncclAllReduce", recv) == 0, "rank %d: the call after relaycc's failure was "
+            "forwarded to NCCL while its peer routes it", rank);
+    T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
+    T_CHECK(r != ncclSuccess && ae != ncclSuccess && ae != ncclInProgress,
+            "rank %d: the call after the failure -> %d, async error %d (want errors)", rank, (int)r, (int)ae);
+    T_CHECK(memcmp(send, keep, count * es) == 0, "rank %d: the failed call changed its input", rank);
+  }
   T_CHECK(ncclCommAbort(comm) == ncclSuccess, "ncclCommAbort");
   free(send);
   free(keep);
   free(recv);
   free(want);
+  return 0;
+}
+
+/* Per-process settings that differ between ranks (issue 26.3) are in the attach vote: rank 0 takes only
+ * all-gathers (RELAYCC_SHIM_COLLS=allgather) or nothing (RELAYCC_SHIM=0), rank 1 everything; every rank
+ * takes what all take, the rest is NCCL's on every rank, and every result is right. The settings are
+ * set here, before this rank's first NCCL call reads them. */
+static int rankSettings(int rank, int nranks, void* arg) {
+  const char* mine = getenv("SHIM_TEST_RANK0_SETTING");
+  const char* eq = mine ? strchr(mine, '=') : NULL;
+  T_CHECK(eq && eq - mine < 63, "SHIM_TEST_RANK0_SETTING=%s is not K=V", mine ? mine : "(unset)");
+  char name[64];
+  snprintf(name, sizeof name, "%.*s", (int)(eq - mine), mine);
+  if (rank == 0) setenv(name, eq + 1, 1);
+  ncclComm_t comm = initComm(arg, rank);
+  int allgatherOnly = strcmp(name, "RELAYCC_SHIM_COLLS") == 0;
+  for (int round = 0; round < 2; round++)
+    for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+      size_t count = winningCountOf((relayColl_t)coll, nranks);
+      int want = allgatherOnly && coll == RELAY_COLL_ALLGATHER;
+      int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+      T_CHECK(got == want, "rank %d: %s %s with rank 0's %s", rank, kNcclNames[coll], got ? "taken" : "forwarded",
+              mine);
+    }
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
   return 0;
 }
 
@@ -651,7 +700,17 @@ static int runShim(void* arg) {
     setenv("RELAYCC_SHIM_TEST_SHM", relayLaunchJobName("shim", jobName, 128), 1);
   job j;
   j.nranks = c->nranks;
-  T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
+  if (c->fn == rankSettings) {
+    /* Each rank reads its own settings at its first NCCL call: none through the shim before the fork.
+     * The fake's own function (looked up in its library) makes the id. */
+    Dl_info fake;
+    T_CHECK(dladdr((void*)fakeNcclNumCalls, &fake), "dladdr of the fake");
+    void* h = dlopen(fake.dli_fname, RTLD_NOW | RTLD_NOLOAD);
+    ncclResult_t (*getId)(ncclUniqueId*) = h ? (ncclResult_t(*)(ncclUniqueId*))dlsym(h, "ncclGetUniqueId") : NULL;
+    T_CHECK(getId && getId(&j.id) == ncclSuccess, "the fake's ncclGetUniqueId");
+  } else {
+    T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
+  }
   t_run_ranks(c->nranks, c->fn, &j, TIMEOUT_S);
   printf("%d ranks ok\n", c->nranks);
   return 0;
@@ -684,6 +743,8 @@ static const tCase kCases[] = {
     SHIM("streams_2", rankStreams, 2, SHM),
     SHIM("late_2", rankLate, 2, SHM),
     SHIM("late_2_env", rankLate, 2, SHM ";RELAYCC_TIMEOUT_MS=1000"),
+    SHIM("settings_2", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM_COLLS=allgather"),
+    SHIM("settings_2_off", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM=0"),
     SHIM("routed_3", rankRouted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
     SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),
