@@ -193,13 +193,18 @@ typedef struct relayConfig {
   int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
                           * has a CPU core of its own, else 0) */
   const char* topo;      /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
+  /* A binding's reason that it could not build the config it was asked for (NULL: none), the init's
+   * relayCallReject: a binding never fails an init on its own (its peers would wait for it until their
+   * deadline); with a reason the rank still joins, and init fails on every rank, this one's error being
+   * the reason, the peers' quoting it, as an invalid setting does. */
+  const char* reject;
 } relayConfig_t;
 
-#define RELAY_CONFIG_INITIALIZER                                                    \
-  {                                                                                 \
-    sizeof(relayConfig_t), RELAY_CONFIG_MAGIC, RELAYCC_VERSION_CODE,                \
-        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT,     \
-        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, NULL \
+#define RELAY_CONFIG_INITIALIZER                                                          \
+  {                                                                                       \
+    sizeof(relayConfig_t), RELAY_CONFIG_MAGIC, RELAYCC_VERSION_CODE,                      \
+        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT,           \
+        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, NULL, NULL \
   }
 
 RELAYCC_API const char* relayGetErrorString(relayResult_t result);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/common.h"
@@ -233,6 +234,50 @@ static int rankInit(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* One rank's bad init must not leave the others waiting for their deadline (issue 25.5). Each case is a
+ * setup of rank 2, every rank inits from the environment (RELAYCC_RANK, RELAYCC_NRANKS), deadline 20 s
+ * (1.5 s where rank 2 cannot take part). */
+enum { BADINIT_CONFIG, BADINIT_NRANKS, BADINIT_RANK };
+static int rankBadInit(int rank, int nranks, void* arg) {
+  int what = *(const int*)arg;
+  char v[16];
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("RELAYCC_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", nranks);
+  setenv("RELAYCC_NRANKS", v, 1);
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = what == BADINIT_RANK ? 1500 : 20000;
+  if (rank == 2 && what == BADINIT_CONFIG) cfg.magic = 0; /* not made with RELAY_CONFIG_INITIALIZER */
+  if (rank == 2 && what == BADINIT_NRANKS) setenv("RELAYCC_NRANKS", "7", 1);
+  if (rank == 2 && what == BADINIT_RANK) setenv("RELAYCC_RANK", "two", 1);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t r = relayCommInitShm(&c, 0, -1, t_job(), &cfg);
+  double ms = (double)(relayNowNs() - t0) / 1e6;
+  const char* e = relayGetLastError(NULL);
+  printf("rank %d (%.0f ms): %s\n", rank, ms, e);
+  T_CHECK(c == NULL && r != relaySuccess, "rank %d: init -> %s", rank, relayGetErrorString(r));
+  char want[512];
+  if (what == BADINIT_CONFIG) {
+    const char* own = "config is not initialized with RELAY_CONFIG_INITIALIZER (magic 0, size ";
+    if (rank == 2) snprintf(want, sizeof want, "relayCommInitShm (rank 2): %s", own);
+    else snprintf(want, sizeof want, "relayCommInitShm (rank %d): rank 2 failed init: %s", rank, own);
+    expectPrefix(rank, "bad config on rank 2", e, want);
+  } else if (what == BADINIT_NRANKS) {
+    T_CHECK(strstr(e, "rank 2 has nranks 7") && (rank == 2 || strstr(e, "rank 2 failed init: ")),
+            "rank %d: RELAYCC_NRANKS=7 on rank 2: %s", rank, e);
+  } else if (rank == 2) {
+    const char* own = "relayCommInitShm: RELAYCC_RANK=two: expected an integer in "; /* no rank to name */
+    T_CHECK(r == relayInvalidArgument && strncmp(e, own, strlen(own)) == 0, "rank 2: RELAYCC_RANK=two: %s", e);
+  } else {
+    /* Rank 2 cannot take part: the others' deadline names it as the rank that never arrived. */
+    T_CHECK(r == relayTimeout && strstr(e, "waiting for rank 2 to arrive"), "rank %d: RELAYCC_RANK=two on rank 2: %s",
+            rank, e);
+  }
+  if (what != BADINIT_RANK) T_CHECK(ms < 5000, "rank %d: failed after %.0f ms (deadline 20000)", rank, ms);
+  return 0;
+}
+
 /* Before a comm exists there is no prefix: the text names the init (and no rank it does not have). */
 static void caseInitArgs(void) {
   relayComm_t c = NULL;
@@ -240,12 +285,17 @@ static void caseInitArgs(void) {
   T_CHECK(r == relayInvalidArgument && c == NULL, "rank 7 of 4 -> %s", relayGetErrorString(r));
   expectExact(-1, "rank 7", relayGetLastError(NULL),
               "relayCommInitShm: rank = 7 (argument, or RELAYCC_RANK / RANK) is not in [0, 4)");
+  /* A bad config on a rank that knows its job and rank: it joins to tell the others, so its error is
+   * under its rank (one rank here; rankBadInit has the others). */
   relayConfig_t bad = RELAY_CONFIG_INITIALIZER;
   bad.magic = 0;
-  r = relayCommInitShm(&c, NRANKS, 0, t_job(), &bad);
+  char job[64];
+  snprintf(job, sizeof job, "errors-init-args-%d", (int)getpid());
+  r = relayCommInitShm(&c, 1, 0, job, &bad);
   T_CHECK(r == relayInvalidArgument && c == NULL, "a bad config -> %s", relayGetErrorString(r));
   const char* e = relayGetLastError(NULL);
-  const char* want = "relayCommInitShm: config is not initialized with RELAY_CONFIG_INITIALIZER (magic 0, size ";
+  const char* want =
+      "relayCommInitShm (rank 0): config is not initialized with RELAY_CONFIG_INITIALIZER (magic 0, size ";
   T_CHECK(strncmp(e, want, strlen(want)) == 0, "a bad config: %s", e);
   r = relayAllReduce(NULL, NULL, NULL, relayFloat32, relaySum, NULL, NULL, NULL);
   expectExact(-1, "no comm", relayGetLastError(NULL), "relayAllReduce: comm is NULL");
@@ -355,6 +405,12 @@ static const tCase kCases[] = {
     {.name = "binding-c1", .rank = rankBinding, .arg = &(int){1}, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120},
     ERR_RANKS("step", rankStep),
     ERR_RANKS("init", rankInit),
+    {.name = "init-bad-config", .rank = rankBadInit, .arg = &(int){BADINIT_CONFIG}, .ranks = NRANKS, .deadlineS = 60,
+     .timeoutS = 120},
+    {.name = "init-bad-nranks", .rank = rankBadInit, .arg = &(int){BADINIT_NRANKS}, .ranks = NRANKS, .deadlineS = 60,
+     .timeoutS = 120},
+    {.name = "init-bad-rank", .rank = rankBadInit, .arg = &(int){BADINIT_RANK}, .ranks = NRANKS, .deadlineS = 60,
+     .timeoutS = 120},
     {.name = "init-args", .fn = runInitArgs, .timeoutS = 120},
     {.name = "quote", .fn = runQuote, .timeoutS = 120},
 };

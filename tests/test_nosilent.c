@@ -20,6 +20,14 @@
  *    rendezvous is refused with relayInvalidUsage naming the job and rank;
  *    the job then completes with the right ranks.
  *  - topo-own: every rank given a bad RELAYCC_TOPO names its own value.
+ *  - mixed-c0, mixed-c1: rank 2 calls an all-reduce (or all-gather) where its peers call a
+ *    reduce-scatter on the same layout of 4 (issue 25.2: in check mode 0 a route's lazy region setup on
+ *    one side, a wait for its push on the other): every rank fails well before its 20 s deadline,
+ *    nothing is written, inputs unchanged; check mode 1: relayInvalidUsage everywhere and the next call
+ *    right; check mode 0: the comm is failed on every rank, a new one is right.
+ *  - rooted-c0, rooted-c1: a scatter or gather whose root differs on one rank (a member naming another
+ *    member, itself, or the root naming another rank; issue 25.3): every rank returns relayInvalidUsage
+ *    at once, nothing is written, and the next good scatter is right on every rank (both modes).
  *
  * Usage: test_nosilent <case>
  */
@@ -330,7 +338,9 @@ static int allRejectRank(int rank, int nranks, void* arg) {
     snprintf(tag, sizeof tag, "check mode %d, every rank: %s of %s, then a valid call", check, kFaultNames[af->f],
              relayCollName(af->coll));
     relayResult_t res = anyCall(comm, rank, af->coll, af->f, 1, 0, (int)(2 + 2 * (k % 2)), tag); /* 2 or 4: see layoutCall */
-    if (makesFault(rank, af->coll, af->f) || check)
+    /* Scatter and gather take the call's agreement in check mode 0 too on shm (README): every rank returns
+     * the rejection. */
+    if (makesFault(rank, af->coll, af->f) || check || relayCollRooted(af->coll))
       T_CHECK(res == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(res), relayGetLastError(comm));
     else
@@ -379,7 +389,7 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
   double dt = tNowSec() - t0;
   if (faultIsBuffer(a->f)) {
     /* It took part through scratch: nothing left over, the comm in step. */
-    if (bad)
+    if (bad || relayCollRooted(a->coll)) /* a rooted call agrees first on shm: every rank returns it */
       T_CHECK(r1 == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(r1), relayGetLastError(comm));
     else
@@ -607,6 +617,181 @@ static int topoRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+
+/* ---- disagreements between ranks (issue 25.2 and 25.3) ---- */
+
+/* Every rank's error of a disagreement: well under the 20 s deadline, and about shapes (its own finding,
+ * or quoted from the rank that found it). */
+static void expectDisagreed(int rank, relayComm_t comm, relayResult_t r, double t0, int check, const char* tag) {
+  const char* e = relayGetLastError(comm);
+  double dt = tNowSec() - t0;
+  printf("rank %d, %s: %s after %.3f s: %s\n", rank, tag, relayGetErrorString(r), dt, e);
+  T_CHECK(r != relaySuccess, "rank %d, %s: the call returned success", rank, tag);
+  T_CHECK(dt < 3.0, "rank %d, %s: failed after %.1f s (deadline 20 s)", rank, tag, dt);
+  if (check || r == relayInvalidUsage)
+    T_CHECK(r == relayInvalidUsage && (strstr(e, "disagree") || strstr(e, "another shape")),
+            "rank %d, %s: %s (%s)", rank, tag, relayGetErrorString(r), e);
+  else /* a peer found it first and failed: this rank quotes it */
+    T_CHECK(r == relayRemoteError && (strstr(e, "disagree") || strstr(e, "another shape")),
+            "rank %d, %s: %s (%s)", rank, tag, relayGetErrorString(r), e);
+}
+
+/* A valid all-reduce over the 4 ranks, checked against the serial reference. */
+static void goodAllReduce(relayComm_t comm, int rank, size_t count, const char* tag) {
+  size_t counts[1] = {count};
+  int ranks[NR] = {0, 1, 2, 3};
+  size_t wrong = tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, NR, 1, ranks, counts, relayFloat32, relaySum, 0, tag);
+  T_CHECK(wrong == 0, "rank %d, %s: %zu wrong elements", rank, tag, wrong);
+}
+
+/* The route a good call of coll ran on comm (every rank runs it). */
+static int routeOf(relayComm_t comm, int rank, relayColl_t coll, size_t count) {
+  int ranks[NR] = {0, 1, 2, 3}, route = -1;
+  size_t counts[1] = {count};
+  size_t wrong = tc_one_call(comm, rank, coll, NR, 1, ranks, counts, relayFloat32, relaySum, 0, "a probe");
+  T_CHECK(wrong == 0, "rank %d: a probe of %zu elements: %zu wrong", rank, count, wrong);
+  relayCommLastRoute(comm, &route, NULL);
+  return route;
+}
+
+static int mixedRank(int rank, int nranks, void* arg) {
+  int check = *(const int*)arg;
+  static const relayColl_t kOdd[] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_ALLGATHER};
+  int ranks[NR] = {0, 1, 2, 3};
+  relayLayout_t L = {1, NR, ranks};
+  relayConfig_t cfg = cfgFor(check, relayRouteAuto, 0);
+  for (int v = 0; v < 2; v++) {
+    relayColl_t odd = kOdd[v], coll = rank == 2 ? odd : RELAY_COLL_REDUCESCATTER;
+    /* The issue's case: a count where the two collectives take different routes (the reduce-scatter the
+     * one-shot, the all-reduce the bandwidth route at 1024 elements on 4 shm ranks), so rank 2 sets up a
+     * region its peers never enter. */
+    char job[200];
+    snprintf(job, sizeof job, "%s-probe%d", t_job(), v);
+    relayComm_t comm = NULL;
+    T_OK(relayCommInitShm(&comm, nranks, rank, job, &cfg));
+    size_t count = 0;
+    int rsRoute = -1, oddRoute = -1;
+    for (size_t c = 1024; c <= 65536 && !count; c *= 2) {
+      rsRoute = routeOf(comm, rank, RELAY_COLL_REDUCESCATTER, c);
+      oddRoute = routeOf(comm, rank, odd, c);
+      if (rsRoute != oddRoute) count = c;
+    }
+    relayCommDestroy(comm);
+    /* None (the all-gather routes as the reduce-scatter does here): the same route, whose messages carry
+     * the shape. */
+    int same = !count;
+    if (same) count = 1024;
+    snprintf(job, sizeof job, "%s-mixed%d", t_job(), v);
+    T_OK(relayCommInitShm(&comm, nranks, rank, job, &cfg));
+    /* The reduce-scatter's region set up by a good call first, as in the issue. */
+    rsRoute = routeOf(comm, rank, RELAY_COLL_REDUCESCATTER, count);
+    if (same) oddRoute = rsRoute;
+    size_t counts[1] = {count};
+    size_t sn = tc_send_elems(coll, NR, count), rn = tc_recv_elems(coll, NR, count);
+    float* s = malloc(sn * sizeof(float));
+    float* in = malloc(sn * sizeof(float));
+    float* rcv = malloc(rn * sizeof(float));
+    T_CHECK(s && in && rcv, "oom");
+    tc_fill_input(coll, relayFloat32, relaySum, NR, rank, count, s);
+    memcpy(in, s, sn * sizeof(float));
+    memset(rcv, POISON, rn * sizeof(float));
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s (%s) on rank 2, reduce-scatter (%s) on the others, count %zu",
+             odd == RELAY_COLL_ALLREDUCE ? "all-reduce" : "all-gather", relayRouteName(oddRoute),
+             relayRouteName(rsRoute), count);
+    double t0 = tNowSec();
+    relayResult_t r = tc_run(coll, s, rcv, counts, relayFloat32, relaySum, &L, comm);
+    expectDisagreed(rank, comm, r, t0, check, tag);
+    T_CHECK(memcmp(s, in, sn * sizeof(float)) == 0, "rank %d, %s: the input changed", rank, tag);
+    if (check)
+      for (size_t i = 0; i < rn * sizeof(float); i++)
+        T_CHECK(((unsigned char*)rcv)[i] == POISON, "rank %d, %s: recv byte %zu written", rank, tag, i);
+    if (check) {
+      goodAllReduce(comm, rank, count, "the next call");
+    } else {
+      /* Check mode 0: data may have moved, so the comm is failed (README), on every rank. */
+      r = tc_run(coll, s, rcv, counts, relayFloat32, relaySum, &L, comm);
+      T_CHECK(r == relayInvalidUsage && strstr(relayGetLastError(comm), "failed in an earlier call"),
+              "rank %d, %s: the next call -> %s (%s)", rank, tag, relayGetErrorString(r), relayGetLastError(comm));
+    }
+    relayCommDestroy(comm);
+    if (!check) { /* a new comm is right */
+      snprintf(job, sizeof job, "%s-mixed%d-next", t_job(), v);
+      T_OK(relayCommInitShm(&comm, nranks, rank, job, &cfg));
+      goodAllReduce(comm, rank, count, "a new comm's call");
+      relayCommDestroy(comm);
+    }
+    free(s);
+    free(in);
+    free(rcv);
+  }
+  return 0;
+}
+
+/* One scatter (or gather) over {0, 1, 2, 3} with blocks of 50, 70, 90, 110 elements, root `root` in this
+ * rank's view; inputs encode source and position, outputs poisoned; returns the result and, on success,
+ * checks the data. */
+static const size_t kAllCounts[NR] = {50, 70, 90, 110};
+#define ALL_TOTAL 320
+static relayResult_t wholeSetCall(relayComm_t comm, int rank, relayColl_t coll, int root, int trueRoot,
+                                const char* tag) {
+  static const int set[NR] = {0, 1, 2, 3};
+  size_t off[NR + 1] = {0};
+  for (int i = 0; i < NR; i++) off[i + 1] = off[i] + kAllCounts[i];
+  int scatter = coll == RELAY_COLL_SCATTER;
+  float big[ALL_TOTAL], mine[110], bigIn[ALL_TOTAL], mineIn[110];
+  for (size_t e = 0; e < ALL_TOTAL; e++) big[e] = (float)(1000 * (rank + 1) + (int)e); /* the root's blocks */
+  for (size_t e = 0; e < kAllCounts[rank]; e++) mine[e] = (float)(100000 * (rank + 1) + (int)e);
+  if (scatter) memset(mine, POISON, sizeof mine);
+  else memset(big, POISON, sizeof big);
+  memcpy(bigIn, big, sizeof big);
+  memcpy(mineIn, mine, sizeof mine);
+  relayResult_t r = scatter ? tc_run_rooted(coll, big, mine, kAllCounts, relayFloat32, root, set, NR, comm)
+                            : tc_run_rooted(coll, mine, big, kAllCounts, relayFloat32, root, set, NR, comm);
+  if (r != relaySuccess) { /* nothing written, inputs unchanged */
+    T_CHECK(memcmp(big, bigIn, sizeof big) == 0 && memcmp(mine, mineIn, sizeof mine) == 0,
+            "rank %d, %s: a failed call wrote a buffer", rank, tag);
+    return r;
+  }
+  if (scatter)
+    for (size_t e = 0; e < kAllCounts[rank]; e++)
+      T_CHECK(mine[e] == (float)(1000 * (trueRoot + 1) + (int)(off[rank] + e)), "rank %d, %s: element %zu = %g",
+              rank, tag, e, mine[e]);
+  else if (rank == trueRoot)
+    for (int q = 0; q < NR; q++)
+      for (size_t e = 0; e < kAllCounts[q]; e++)
+        T_CHECK(big[off[q] + e] == (float)(100000 * (q + 1) + (int)e), "rank %d, %s: rank %d's element %zu = %g",
+                rank, tag, q, e, big[off[q] + e]);
+  return r;
+}
+
+static int rootedRank(int rank, int nranks, void* arg) {
+  int check = *(const int*)arg;
+  relayConfig_t cfg = cfgFor(check, relayRouteAuto, 0);
+  relayComm_t comm = t_comm(rank, nranks, &cfg);
+  /* The odd rank and the root it names; every other rank names root 0. */
+  static const struct {
+    relayColl_t coll;
+    int odd, root;
+    const char* what;
+  } kCases[] = {{RELAY_COLL_SCATTER, 2, 1, "a member names another member"},
+                {RELAY_COLL_SCATTER, 2, 2, "a member names itself (it would only send)"},
+                {RELAY_COLL_SCATTER, 0, 3, "the root names another rank (it would wait as a member)"},
+                {RELAY_COLL_GATHER, 3, 1, "gather: a member names another member"},
+                {RELAY_COLL_GATHER, 0, 2, "gather: the root names another rank (it would only send)"}};
+  for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; k++) {
+    double t0 = tNowSec();
+    relayResult_t r = wholeSetCall(comm, rank, kCases[k].coll, rank == kCases[k].odd ? kCases[k].root : 0, 0,
+                                 kCases[k].what);
+    expectDisagreed(rank, comm, r, t0, 1, kCases[k].what);
+    r = wholeSetCall(comm, rank, RELAY_COLL_SCATTER, 0, 0, "the next scatter");
+    T_CHECK(r == relaySuccess, "rank %d, after \"%s\": the next scatter -> %s (%s)", rank, kCases[k].what,
+            relayGetErrorString(r), relayGetLastError(comm));
+  }
+  relayCommDestroy(comm);
+  return 0;
+}
+
 /* one-<route>-<kind>: a route of caseOne's and a kind of error. */
 typedef struct {
   const char* route;
@@ -643,6 +828,10 @@ static const tCase kCases[] = {
     {.name = "rdzv-dup0", .run = runDuplicate, .arg = &(int){0}, .timeoutS = 120},
     {.name = "rdzv-dup1", .run = runDuplicate, .arg = &(int){1}, .timeoutS = 120},
     {.name = "topo-own", .rank = topoRank, .ranks = 2, .deadlineS = 60, .timeoutS = 120},
+    {.name = "mixed-c0", .rank = mixedRank, .arg = &(int){0}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
+    {.name = "mixed-c1", .rank = mixedRank, .arg = &(int){1}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
+    {.name = "rooted-c0", .rank = rootedRank, .arg = &(int){0}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
+    {.name = "rooted-c1", .rank = rootedRank, .arg = &(int){1}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
     ONE_BOTH("direct"),
     ONE_BOTH("relay1"),
     ONE_BOTH("relay3"),

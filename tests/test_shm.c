@@ -488,22 +488,46 @@ static int rankInitKilled(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* Ranks disagree on nranks: an argument error, not a timeout. */
+/* Ranks disagree on nranks: an argument error on the rank that sees it, and rank 0 (nranks 2), which never
+ * sees rank 1 check in, learns it at once from the segment's header instead of at its 20 s deadline. */
 static int rankNranksMismatch(int rank, int nranks, void* arg) {
   (void)arg;
   (void)nranks;
-  relayConfig_t cfg = tCfg(rank == 0 ? 3000 : 20000, 4096);
+  relayConfig_t cfg = tCfg(20000, 4096);
   relayComm_t c = NULL;
   uint64_t t0 = relayNowNs();
   relayResult_t res = relayCommInitShm(&c, rank == 0 ? 2 : 3, rank, t_job(), &cfg);
-  if (rank == 1) {
-    T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), "nranks 2"), "rank 1: -> %s (%s)",
-            relayGetErrorString(res), relayGetLastError(NULL));
-    T_CHECK(tSec(t0) < 2, "rank 1 took %.1f s to see the mismatch", tSec(t0));
-  } else {
-    /* Rank 0 (nranks 2) never sees rank 1 check in; it times out. */
-    T_CHECK(res == relayTimeout, "rank 0: -> %s (%s)", relayGetErrorString(res), relayGetLastError(NULL));
-  }
+  const char* e = relayGetLastError(NULL);
+  if (rank == 1)
+    T_CHECK(res == relayInvalidArgument && strstr(e, "nranks 2") && strstr(e, "rank 1 has nranks 3"),
+            "rank 1: -> %s (%s)", relayGetErrorString(res), e);
+  else
+    T_CHECK(res == relayRemoteError && strstr(e, "rank 1 failed init: ") && strstr(e, "rank 1 has nranks 3"),
+            "rank 0: -> %s (%s)", relayGetErrorString(res), e);
+  T_CHECK(tSec(t0) < 3, "rank %d took %.1f s to see the mismatch (deadline 20 s)", rank, tSec(t0));
+  printf("rank %d: %s\n", rank, e);
+  return 0;
+}
+
+/* Rank 0, the segment's creator, is killed during init (rank 3 never comes, so init stays open): the
+ * survivors fail at once, not at their 20 s deadline, naming it, and the segment is gone. */
+static int rankCreatorKilled(int rank, int nranks, void* arg) {
+  (void)arg;
+  static int killMs = 300;
+  pthread_t th;
+  if (rank == 0) T_CHECK(pthread_create(&th, NULL, tKillSoon, &killMs) == 0, "pthread_create");
+  if (rank == 3) return 0;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = NULL;
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
+  const char* msg = relayGetLastError(NULL);
+  T_CHECK(res == relayRemoteError && !c, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
+  T_CHECK(tSec(t0) < 3, "rank %d: took %.2f s (deadline 20 s)", rank, tSec(t0));
+  T_CHECK(strstr(msg, "rank 0 (pid") && strstr(msg, "died during init") && strstr(msg, "rank 3"), "rank %d: %s",
+          rank, msg);
+  T_CHECK(!tSegmentExists(t_job()), "rank %d: the dead creator's segment is left behind", rank);
+  printf("%s\n", msg);
   return 0;
 }
 
@@ -771,6 +795,9 @@ static void tCrashMidInit(void) {
   uint64_t t0 = relayNowNs();
   while (!tSegmentExists(gJob) && tSec(t0) < 5) tSleepMs(2);
   tSleepMs(150); /* rank 1 checks in */
+  /* Both stopped before either dies: a rank that sees the other die during init takes the segment away
+   * (rank 0 a dead joiner's, a joiner its dead creator's). */
+  for (int r = 0; r < 2; r++) kill(pids[r], SIGSTOP);
   for (int r = 0; r < 2; r++) {
     kill(pids[r], SIGKILL);
     waitpid(pids[r], NULL, 0);
@@ -1196,6 +1223,14 @@ static void caseInitKilled(void) {
   T_CHECK(!tSegmentExists(t_job()), "segment left behind");
 }
 
+static void caseCreatorKilled(void) {
+  int codes[4];
+  int rc = t_launch(4, rankCreatorKilled, NULL, 60, 10000, codes);
+  T_CHECK(rc != 0 && codes[0] == -SIGKILL, "rank 0 exit %d, want -SIGKILL", codes[0]);
+  T_CHECK(codes[1] == 0 && codes[2] == 0 && codes[3] == 0, "survivors exited %d, %d, %d", codes[1], codes[2],
+          codes[3]);
+}
+
 static void caseAbort(void) {
   int viaApi = 0;
   t_run_ranks(2, rankAbort, &viaApi, 60);
@@ -1206,6 +1241,7 @@ static void caseAbort(void) {
 /* The cases that are more than one launch of one rank body. */
 static int runMismatch(void) { caseMismatch(); return 0; }
 static int runInitKilled(void) { caseInitKilled(); return 0; }
+static int runCreatorKilled(void) { caseCreatorKilled(); return 0; }
 static int runKilled(void) { caseKilled(); return 0; }
 static int runAbort(void) { caseAbort(); return 0; }
 static int runStale(void) { caseStale(); return 0; }
@@ -1313,6 +1349,7 @@ static const tCase kCases[] = {
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),
     SHM_CASE("init_killed", runInitKilled),
+    SHM_CASE("init_creator_killed", runCreatorKilled),
     SHM_RANKS("nranks_mismatch", 2, rankNranksMismatch),
     SHM_RANKS("badargs", 1, rankBadArgs),
     SHM_RANKS("local", 1, rankLocal),

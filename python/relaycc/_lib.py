@@ -57,6 +57,7 @@ class RelayConfig(ctypes.Structure):
       ("shmRingBytes", ctypes.c_int),
       ("spinCount", ctypes.c_int),
       ("topo", ctypes.c_char_p),
+      ("reject", ctypes.c_char_p),
   ]
 
 

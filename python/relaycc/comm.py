@@ -11,40 +11,51 @@ from . import _lib, collectives
 from ._lib import ROUTES, RelayccError, bad_argument, lib
 
 
-def _config(timeout_ms=None, check=None, route=None, depth=None, shm_ring_bytes=None, spin=None, topo=None):
-  """relayConfig_t from keywords; None leaves a field to its RELAYCC_* variable, then the default."""
+_CONFIG_KEYWORDS = ("timeout_ms", "check", "route", "depth", "shm_ring_bytes", "spin", "topo")
+
+
+def _config(timeout_ms=None, check=None, route=None, depth=None, shm_ring_bytes=None, spin=None, topo=None,
+            **unknown):
+  """relayConfig_t from keywords; None leaves a field to its RELAYCC_* variable, then the default. What it
+  cannot read it does not raise: the first such reason goes in the struct's `reject`, so the C init fails
+  it on every rank (this rank joins and tells its peers) instead of this rank alone leaving them to wait
+  for it until their deadline."""
   undef = _lib.RELAY_CONFIG_UNDEF_INT
   cfg = _lib.RelayConfig(ctypes.sizeof(_lib.RelayConfig), _lib.RELAY_CONFIG_MAGIC, _lib.version(), undef,
-                         undef, undef, undef, undef, undef, None)
+                         undef, undef, undef, undef, undef, None, None)
+  reasons = []
   ints = {
-      "timeoutMs": timeout_ms,
-      "checkMode": check,
-      "depth": depth,
-      "shmRingBytes": shm_ring_bytes,
-      "spinCount": spin
+      "timeoutMs": ("timeout_ms", timeout_ms),
+      "checkMode": ("check", check),
+      "depth": ("depth", depth),
+      "shmRingBytes": ("shm_ring_bytes", shm_ring_bytes),
+      "spinCount": ("spin", spin)
   }
-  names = {
-      "timeoutMs": "timeout_ms",
-      "checkMode": "check",
-      "depth": "depth",
-      "shmRingBytes": "shm_ring_bytes",
-      "spinCount": "spin"
-  }
-  for field, v in ints.items():
+  for field, (name, v) in ints.items():
     if v is None:
       continue
     iv = int(v) if isinstance(v, bool) else collectives._index(v)
-    if iv is None:
-      raise bad_argument(f"relaycc.Comm: {names[field]} = {v!r} is not an int")
-    setattr(cfg, field, iv)
+    if iv is None or not -2**31 < iv < 2**31:
+      reasons.append(f"{name} = {v!r} is not an int")
+    else:
+      setattr(cfg, field, iv)
   if route is not None:
     code = ROUTES.get(route.lower()) if isinstance(route, str) else None
     if code is None:
-      raise bad_argument(f"relaycc.Comm: route {route!r} is not one of {', '.join(ROUTES)}")
-    cfg.route = code
+      reasons.append(f"route {route!r} is not one of {', '.join(ROUTES)}")
+    else:
+      cfg.route = code
   if topo is not None:
-    cfg._topo = topo.encode()  # kept alive with the struct
-    cfg.topo = cfg._topo
+    if isinstance(topo, str):
+      cfg._topo = topo.encode()  # kept alive with the struct
+      cfg.topo = cfg._topo
+    else:
+      reasons.append(f"topo = {topo!r} is not a str")
+  for k in unknown:
+    reasons.append(f"{k!r} is not a config keyword ({', '.join(_CONFIG_KEYWORDS)})")
+  if reasons:
+    cfg._reject = ("relaycc.Comm: " + reasons[0]).encode()
+    cfg.reject = cfg._reject
   return cfg
 
 

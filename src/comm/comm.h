@@ -29,11 +29,15 @@ typedef struct {
 struct relayPlanCache;
 struct relayTopo;
 
+/* initBadParam: the config is not a relayConfig_t, or its binding rejected it (relayConfig_t.reject) */
+enum { RELAY_INIT_BAD_CONFIG = RELAY_P_COUNT };
+
 struct relayComm {
   int rank, nranks;
   relayResolvedConfig cfg;
   relayParams params; /* the resolved table (comm/params.h): readers use relayParamInt */
-  int initBadParam;   /* this rank's first invalid setting (-1: none), told to every rank at init */
+  int initBadParam;   /* this rank's first invalid setting (-1: none; RELAY_INIT_BAD_CONFIG: the config
+                       * struct), told to every rank at init */
   /* A control-plane comm the transport borrows (NCCL over a shm rendezvous),
    * destroyed by core after the transport. */
   struct relayComm* ctrl;

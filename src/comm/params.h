@@ -174,7 +174,8 @@ typedef struct relayParams {
  * default (so the rank can still reach the init exchange and tell the
  * others), *badId names it, and the message lands in why ("NAME=value: ...");
  * returns relayInvalidArgument. A config that is not a relayConfig_t
- * (magic) fails at once (*badId stays -1), before any rendezvous. */
+ * (magic, size) fails at once (*badId stays -1): init then resolves without
+ * it and tells the others (init.c). */
 relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen);
 
 /* What row id allows, as text ("one of 0, 128, 256, 512", "an integer in [0, 64]", ...): what an

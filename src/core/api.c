@@ -458,7 +458,14 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     lists[0].depth[0] = c->cfg.depth > 0 ? c->cfg.depth : 1;
   }
   const relayRouteList* list = &lists[captured];
-  if (c->cfg.checkMode) {
+  /* A rooted call moves data one way (the root's blocks out, or in): a rank that only sends, or one idle
+   * in its own view but the root in its peers', would return success from a call whose shape its peers
+   * read otherwise (a member naming another root waits for a root that never sends). Where the agree is
+   * cheap (RELAY_TP_CAP_SHAPES: shm) such a call compares its shape, root included, before it moves
+   * anything, so a disagreement fails every rank at once and the comm stays usable (issue 25.3). */
+  int agree = c->cfg.checkMode || ((unsigned)a->coll < RELAY_NUM_COLLS_ALL && relayCollRooted(a->coll) &&
+                                   (c->tp->caps & RELAY_TP_CAP_SHAPES));
+  if (agree) {
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
@@ -554,6 +561,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
   comm->callWin = NULL;
+  comm->callShape = 0; /* what runs outside calls (a window's rounds) has no shape */
   atomic_store(&comm->inCall, 0);
   return res;
 }

@@ -5,6 +5,7 @@
  */
 #include "core/init.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,22 +54,39 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   int bad;
   char why[512];
   relayResult_t pres = relayParamsResolve(&p, cfg, &bad, why, sizeof why);
-  /* Not a config: nothing to agree on; no comm yet, so the text names fn. */
-  if (pres != relaySuccess && bad < 0)
-    return relaySetError(NULL, pres, "%s: %s", fn, relayGetLastError(NULL));
+  /* Not a config: its fields cannot be read, so this rank resolves without them (environment, defaults)
+   * and, when it knows its job and rank, joins to tell the others (relayInitFinish fails every rank with
+   * it) rather than leave them waiting for it until their deadline. */
+  int notConfig = pres != relaySuccess && bad < 0;
+  if (notConfig) {
+    snprintf(why, sizeof why, "%s", relayGetLastError(NULL));
+    int ignored;
+    char unused[8];
+    relayParamsResolve(&p, NULL, &ignored, unused, sizeof unused);
+    bad = RELAY_INIT_BAD_CONFIG;
+  }
+  /* A binding's rejection of its own config (relayConfig_t.reject; older callers' structs end before it):
+   * taken the way an invalid setting is, before any of the config's own. */
+  if (!notConfig && cfg && cfg->size >= offsetof(relayConfig_t, reject) + sizeof cfg->reject && cfg->reject) {
+    snprintf(why, sizeof why, "%s", cfg->reject);
+    bad = RELAY_INIT_BAD_CONFIG;
+  }
   /* The identity comes first: without it this rank cannot reach the others. */
   if (nranks <= 0) nranks = (int)(p.v[RELAY_P_NRANKS] > 0 ? p.v[RELAY_P_NRANKS] : p.v[RELAY_P_ENV_WORLD_SIZE]);
   if (rank < 0) rank = (int)(p.v[RELAY_P_RANK] >= 0 ? p.v[RELAY_P_RANK] : p.v[RELAY_P_ENV_RANK]);
   int identity = bad == RELAY_P_NRANKS || bad == RELAY_P_RANK || bad == RELAY_P_ENV_RANK ||
                  bad == RELAY_P_ENV_WORLD_SIZE || bad == RELAY_P_JOB;
+  /* No identity: this rank cannot reach the others, whose deadline names it as never arrived. */
   if (identity) return relaySetError(NULL, relayInvalidArgument, "%s: %s", fn, why);
   if (jobName && !*jobName) *jobName = p.text[RELAY_P_JOB];
-  if (nranks < 1)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "%s: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1", fn, nranks);
-  if (rank < 0 || rank >= nranks)
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    if (bad == RELAY_INIT_BAD_CONFIG) return relaySetError(NULL, relayInvalidArgument, "%s: %s", fn, why);
+    if (nranks < 1)
+      return relaySetError(NULL, relayInvalidArgument,
+                           "%s: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1", fn, nranks);
     return relaySetError(NULL, relayInvalidArgument,
                          "%s: rank = %d (argument, or RELAYCC_RANK / RANK) is not in [0, %d)", fn, rank, nranks);
+  }
   long long nodes = p.v[RELAY_P_SHM_NODES];
   if (bad < 0 && (nodes > nranks || nranks % nodes != 0)) {
     bad = RELAY_P_SHM_NODES;

@@ -14,10 +14,12 @@ struct relayTopo;
 
 /* Resolve nranks / rank / jobName (arguments, else RELAYCC_NRANKS / RELAYCC_RANK /
  * RELAYCC_JOB, else WORLD_SIZE / RANK) and this rank's parameters, and
- * allocate the comm (transport not attached). An invalid setting does not
- * fail here: the comm records it (initBadParam) and relayInitFinish fails
- * every rank with it; what fails here (no rank, a bad config struct) is this
- * rank's alone. jobName may be NULL for calls that take none. */
+ * allocate the comm (transport not attached). An invalid setting, a config
+ * that is not a relayConfig_t or one its binding rejected does not fail
+ * here: the comm records it (initBadParam) and relayInitFinish fails every
+ * rank with it; what fails here (no job size or rank: this rank cannot reach
+ * the others) is this rank's alone. jobName may be NULL for calls that take
+ * none. */
 relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** jobName, const relayConfig_t* cfg,
                              struct relayComm** out);
 /* Right after relayInitBegin: the comm is a guest on a communicator relaycc does not own (comm.h's

@@ -100,6 +100,10 @@ enum {
   RELAY_TP_CAP_NATIVE = 1,  /* native collectives: ops nativePrepare and native (NCCL) */
   RELAY_TP_CAP_ONESHOT = 2, /* the one-shot push-reduce: ops oneshotPrepare and oneshot */
   RELAY_TP_CAP_BW = 4,      /* the bandwidth route's tiled pushes: ops bwPrepare and bw */
+  /* Check mode 0 finds shapes that differ (shm): messages carry each call's number and shape digest and a
+   * wait judges a peer that waits in the same call with another shape; its agree is host memory, cheap
+   * enough that rooted calls (scatter, gather) take the call's agreement in check mode 0 too. */
+  RELAY_TP_CAP_SHAPES = 8,
 };
 
 typedef struct relayTransportOps {

@@ -39,11 +39,38 @@ def test_error_carries_code_and_text():
     "timeout_ms": "soon"
 }, "timeout_ms"), ({
     "depth": 1.5
-}, "depth")])
+}, "depth"), ({
+    "topo": 3
+}, "topo"), ({
+    "tiemout_ms": 5
+}, "'tiemout_ms' is not a config keyword")])
 def test_bad_config(kw, what):
+  # The C init's error (the rank joins its peers to tell them), under the init's name and the rank.
   with pytest.raises(relaycc.RelayccError, match=what) as e:
-    relaycc.Comm.shm(rank=0, world_size=2, job="unused", **kw)
-  assert isinstance(e.value, ValueError)
+    relaycc.Comm.shm(rank=0, world_size=1, job=f"pytest-api-cfg-{os.getpid()}", **kw)
+  assert isinstance(e.value, ValueError) and e.value.message.startswith("relayCommInitShm (rank 0): relaycc.Comm: ")
+
+
+BAD_CONFIG_PEER = """
+import sys, time, relaycc
+r, job = int(sys.argv[1]), sys.argv[2]
+t0 = time.monotonic()
+try:
+  relaycc.Comm.shm(rank=r, world_size=2, job=job, timeout_ms=60000, **({"route": "bogus"} if r == 1 else {}))
+  raise SystemExit("a comm came back")
+except relaycc.RelayccError as e:
+  dt = time.monotonic() - t0
+  want = "rank 1 failed init: " if r == 0 else ""
+  assert f"relayCommInitShm (rank {r}): {want}relaycc.Comm: route 'bogus' is not one of" in e.message, e
+  assert e.code == (relaycc._lib.REMOTE_ERROR if r == 0 else relaycc._lib.INVALID_ARGUMENT), e
+  assert dt < 20.0, f"init failed after {dt:.1f} s (deadline 60 s; the peer's import is in it)"
+print("rank", r, "ok")
+"""
+
+
+def test_bad_config_on_one_rank_fails_every_rank_at_once():
+  # Rank 1's config error goes through the C init: rank 0 fails at once quoting it, not at its deadline.
+  _ranks(BAD_CONFIG_PEER, 2, f"pytest-api-cfgpeer-{os.getpid()}")
 
 
 def test_shm_init_error_names_the_argument():

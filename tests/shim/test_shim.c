@@ -748,11 +748,18 @@ static const tCase kCases[] = {
     SHIM("routed_3", rankRouted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
     SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),
-    SHIMV("nccl228_off_2", rankVersionOff, 2, "2.28", 22809, "RELAYCC_SHIM=0"),
-    SHIMV("nccl227_off_2", rankVersionOff, 2, "2.27", 22707, "RELAYCC_SHIM=0"),
-    SHIMV("nccl221_off_2", rankVersionOff, 2, "2.21", 22105, "RELAYCC_SHIM=0"),
-    SHIMV("nccl218_off_2", rankVersionOff, 2, "2.18", 21805, "RELAYCC_SHIM=0"),
-    SHIMV("nccl26_off_2", rankVersionOff, 2, "2.6", 2604, "RELAYCC_SHIM=0"),
+    /* No GPU for the off cases, as for nccl221_forward_2: forwardAll's stream is a made-up value that
+     * the fake never dereferences, but the comm's first collective asks CUDA whether that stream is
+     * capturing before it attaches, and on a GPU machine (the H200, 2026-12-02) the runtime
+     * dereferenced it: signal 11 in all five cases. Hidden GPUs make that query fail, which the shim
+     * reads as a capture: the comm stays unattached and every call is forwarded, which is what RELAYCC_SHIM=0
+     * asks. */
+#define OFF "RELAYCC_SHIM=0;CUDA_VISIBLE_DEVICES="
+    SHIMV("nccl228_off_2", rankVersionOff, 2, "2.28", 22809, OFF),
+    SHIMV("nccl227_off_2", rankVersionOff, 2, "2.27", 22707, OFF),
+    SHIMV("nccl221_off_2", rankVersionOff, 2, "2.21", 22105, OFF),
+    SHIMV("nccl218_off_2", rankVersionOff, 2, "2.18", 21805, OFF),
+    SHIMV("nccl26_off_2", rankVersionOff, 2, "2.6", 2604, OFF),
     SHIMV("nccl228_on_2", rankVersionOn, 2, "2.28", 22809, SHM),
     SHIMV("nccl227_on_2", rankVersionOn, 2, "2.27", 22707, SHM),
     SHIMV("nccl221_on_3", rankVersionOn, 3, "2.21", 22105, SHM),

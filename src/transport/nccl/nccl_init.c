@@ -215,18 +215,23 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
     relaySetError(ctrl, res, "rendezvous: %s", relayErrorQuote(ctrl, ctrl->lastError, what, sizeof what));
     goto done;
   }
-  if (mine.status != relaySuccess) { /* its own first: it names the cause */
-    res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
-    goto done;
-  }
-  for (int q = 0; q < nranks && res == relaySuccess; q++) {
-    if (all[q].status == relaySuccess) continue;
-    if (all[q].badParam >= 0 && all[q].badParam < RELAY_P_COUNT)
-      res = relaySetError(ctrl, relayRemoteError, "rank %d has an invalid %s", q,
-                          relayParamDefs[all[q].badParam].name);
+  int first = -1;
+  for (int q = 0; q < nranks && first < 0; q++)
+    if (all[q].status != relaySuccess) first = q;
+  if (first >= 0) { /* every rank saw it: a vote gives the others that rank's own reason to quote */
+    int badParam = all[first].badParam; /* `all` lives until the next round */
+    relayBallot b = {(relayResult_t)mine.status, 0, why};
+    relayVerdict v;
+    res = relayVoteBallot(ctrl, &b, &v);
+    if (res != relaySuccess) goto done;
+    if (mine.status != relaySuccess) /* its own first: it names the cause */
+      res = relaySetError(ctrl, (relayResult_t)mine.status, "%s", why);
+    else if (badParam >= 0)
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed init: %s", v.rank, v.why);
     else
-      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s)", q,
-                          relayGetErrorString((relayResult_t)all[q].status));
+      res = relaySetError(ctrl, relayRemoteError, "rank %d failed its setup (%s): %s", v.rank,
+                          relayGetErrorString(v.status), v.why);
+    goto done;
   }
   for (int q = 0; q < nranks && res == relaySuccess; q++)
     for (int p = 0; p < q && res == relaySuccess; p++)

@@ -40,7 +40,9 @@
 #include "comm/params.h"
 
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
-#define SHM_VERSION 3u /* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records */
+/* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records; 4: a joiner's
+ * failure in the header; 5: the call each rank waits in (callAt) */
+#define SHM_VERSION 5u
 /* During rendezvous a rank polls the name (re-attach after a stale segment
  * was replaced); 5 ms makes init take a few ms, not a slice, per replacement. */
 #define SHM_INIT_POLL_MS 5
@@ -207,6 +209,30 @@ static int32_t shmOpenRendezvousHolder(shmState* st) {
   return holder;
 }
 
+/* A rank that cannot join posted why in the header (shmPostJoinFailure): 1 with the error set. */
+static int shmJoinFailure(struct relayComm* comm, shmState* st, shmHeader* h, relayResult_t* res) {
+  uint32_t who = atomic_load_explicit(&h->joinFailed, memory_order_acquire);
+  if (!who) return 0;
+  char why[sizeof h->joinMsg];
+  shmCopyMsg(why, sizeof why, h->joinMsg);
+  *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank %u failed init: %s", st->job, who - 1, why);
+  return 1;
+}
+
+/* This rank found the launch's open rendezvous and cannot join it (why: its own text, without prefix):
+ * it tells the ranks there, which otherwise wait for it until their deadline. Only in a header of this
+ * version (the fields' place), whose creator lives and has not said go. */
+static void shmPostJoinFailure(struct relayComm* comm, shmState* st, shmHeader* h, const char* why) {
+  if (h->version != SHM_VERSION || h->creatorPidNs != st->pidNs || !shmPidAlive(h->creatorPid) ||
+      atomic_load_explicit(&h->go, memory_order_acquire))
+    return;
+  uint32_t none = 0;
+  if (!atomic_compare_exchange_strong_explicit(&h->joinClaim, &none, 1, memory_order_acq_rel, memory_order_acquire))
+    return; /* another rank told them first */
+  shmCopyMsg(h->joinMsg, sizeof h->joinMsg, why);
+  atomic_store_explicit(&h->joinFailed, (uint32_t)comm->rank + 1, memory_order_release);
+}
+
 relayResult_t shmCreate(struct relayComm* comm, shmState* st) {
   int n = comm->nranks;
   uint64_t t0 = relayNowNs(), limit = relayWaitLimitNs(comm);
@@ -319,6 +345,7 @@ retry:
         dead = r;
     }
     if (!missing) break;
+    if (shmJoinFailure(comm, st, st->hdr, &res)) goto failMapped;
     if (dead >= 0) {
       res = relaySetError(comm, relayRemoteError, "init of job '%s': rank %d (pid %d) checked in and died",
                           st->job, dead, (int)atomic_load(&st->slots[dead].pid));
@@ -432,13 +459,20 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   if (h->version != SHM_VERSION || h->nranks != (uint32_t)n || !ringOk) {
     int creator = h->creatorPid;
     unsigned hn = h->nranks, hv = h->version;
+    if (!shmConflictPersists(st)) {
+      munmap(h, sizeof(shmHeader));
+      close(fd);
+      return 0;
+    }
+    char why[512];
+    snprintf(why, sizeof why,
+             "job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); rank %d has nranks %d "
+             "(version %u): ranks disagree on nranks, or two jobs share the name",
+             st->job, creator, hn, hv, (long long)sb.st_size, me, n, SHM_VERSION);
+    shmPostJoinFailure(comm, st, h, why);
     munmap(h, sizeof(shmHeader));
     close(fd);
-    if (!shmConflictPersists(st)) return 0;
-    *res = relaySetError(comm, relayInvalidArgument,
-                         "job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); this "
-                         "rank has nranks %d (version %u): ranks disagree on nranks, or two jobs share the "
-                         "name", st->job, creator, hn, hv, (long long)sb.st_size, n, SHM_VERSION);
+    *res = relaySetError(comm, relayInvalidArgument, "%s", why);
     return -1;
   }
   munmap(h, sizeof(shmHeader));
@@ -487,6 +521,10 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       shmRecordPids(st, n);
       return 1;
     }
+    if (shmJoinFailure(comm, st, st->hdr, res)) {
+      shmUnmap(st);
+      return -1;
+    }
     uint32_t failed = atomic_load_explicit(&st->hdr->initFailed, memory_order_acquire);
     if (failed) {
       char miss[256];
@@ -515,14 +553,22 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       shmUnmap(st);
       return 0;
     }
-    /* Its creator died: either our rank 0 crashed (we time out below, saying
-     * so) or it was an old run's rank 0 that was still alive when we came and
-     * our rank 0 is about to replace the segment. Retrying covers both. */
+    /* Its creator died after we checked in (it lived when we joined: a crashed run's leftover is never
+     * joined): our rank 0 crashed during init. Fail now rather than at the deadline, and take the name
+     * away while it is still this segment (its memory goes with the last unmap), or nobody would. An old
+     * run's rank 0 that still lived when we came and dies within the same few ms would be taken for ours:
+     * our rank 0 refuses such a holder itself after SHM_CONFLICT_MS. */
     if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && st->hdr->creatorPidNs == st->pidNs &&
         !shmPidAlive(st->hdr->creatorPid)) {
-      st->deadCreator = st->hdr->creatorPid;
+      char miss[256];
+      shmMissing(st, n, miss, sizeof miss);
+      int creator = st->hdr->creatorPid;
+      if (shmSameFile(st, dev, ino) == 1) shm_unlink(st->name);
       shmUnmap(st);
-      return 0;
+      *res = relaySetError(comm, relayRemoteError,
+                           "init of job '%s' (%d ranks): rank 0 (pid %d), which created the segment, died during "
+                           "init (missing then: %s)", st->job, n, creator, miss);
+      return -1;
     }
     if (relayNowNs() - t0 >= limit) {
       char miss[256];

@@ -59,7 +59,15 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm transport needs lock-free 64-bi
 
 enum { SHM_OK = 0, SHM_FAILED = 1, SHM_ABORTED = 2, SHM_GONE = 3 };
 /* What a wait found wrong with a peer. */
-enum { SHM_PEER_OK = 0, SHM_PEER_FAILED, SHM_PEER_ABORTED, SHM_PEER_GONE, SHM_PEER_REJECTED, SHM_PEER_DEAD };
+enum {
+  SHM_PEER_OK = 0,
+  SHM_PEER_FAILED,
+  SHM_PEER_ABORTED,
+  SHM_PEER_GONE,
+  SHM_PEER_REJECTED,
+  SHM_PEER_DEAD,
+  SHM_PEER_SHAPE /* it waits in this call with another shape (callAt) */
+};
 
 typedef struct {
   _Alignas(SHM_LINE) _Atomic uint32_t magic; /* SHM_MAGIC_READY once the rest is valid */
@@ -75,6 +83,11 @@ typedef struct {
   _Atomic uint32_t initFailed; /* rank 0 gave up init: relayResult_t + 1 */
   _Atomic uint32_t failSeen;   /* ranks that read initFailed from a marker segment */
   char failMsg[512];           /* rank 0's reason, written before initFailed */
+  /* A rank of this launch that found the segment and cannot join it (it has another nranks): its rank + 1,
+   * stored after joinMsg (joinClaim: the first such rank writes it), so the others fail at once. */
+  _Atomic uint32_t joinClaim;
+  _Atomic uint32_t joinFailed;
+  char joinMsg[512];
 } shmHeader;
 
 typedef struct {
@@ -93,6 +106,10 @@ typedef struct {
   _Atomic uint32_t status;    /* SHM_OK / FAILED / ABORTED / GONE */
   _Atomic uint64_t arrived;   /* == header nonce once checked in */
   _Atomic uint64_t rejectSeq; /* call number this rank rejected (0: none) */
+  /* The call this rank last paused in, for its peers' judge (shmPeerState): the call number's low 32 bits
+   * over the shape digest's (comm->callShape), one word so that a reader never pairs a number with
+   * another call's shape; 0 in the low half: no shape (outside calls, the call's own agreement). */
+  _Atomic uint64_t callAt;
   uint64_t pidNs;             /* PID namespace of pid, written before arrived */
   _Atomic uint32_t failClaim; /* first writer of the failure record */
   int32_t failStep;

@@ -86,6 +86,11 @@ int shmPeerDead(const shmState* st, int q) { return st->pids[q] > 0 && !shmPidAl
  * at once (with our message) instead of at their deadline. */
 static void shmPublishStatus(shmState* st, int me, uint32_t status, const struct relayComm* comm) {
   shmSlot* s = &st->slots[me];
+  /* The call it fails in, for the peers' judge: one that finds another shape fails before it ever pauses,
+   * and its peers then name the shapes, not only its failure. */
+  if (comm)
+    atomic_store_explicit(&s->callAt, ((uint64_t)(uint32_t)comm->callSeq << 32) | (uint32_t)comm->callShape,
+                          memory_order_release);
   if (atomic_exchange_explicit(&s->failClaim, 1, memory_order_acq_rel) == 0) {
     if (comm) {
       s->failCall = comm->callSeq;
@@ -117,6 +122,15 @@ int shmAborted(struct relayComm* comm, shmState* st) {
 /* What is wrong with peer q, as far as its slot says (no syscall). */
 int shmPeerState(struct relayComm* comm, shmState* st, int q) {
   shmSlot* s = &st->slots[q];
+  /* Check mode 0: a peer that waits (or waited) in this very call with another shape will never give what
+   * this rank waits for (rank 2 in the bandwidth route's setup of an all-reduce while its peers wait for
+   * its one-shot push of a reduce-scatter: issue 25.2). Both shapes known: every rank of a valid call has
+   * the same one, so this is never a false alarm. Before its status: a peer that failed on finding it
+   * failed for this reason, which this rank then names too. */
+  uint64_t at = atomic_load_explicit(&s->callAt, memory_order_acquire);
+  if ((uint32_t)comm->callShape && (uint32_t)at && (uint32_t)(at >> 32) == (uint32_t)comm->callSeq &&
+      (uint32_t)at != (uint32_t)comm->callShape)
+    return SHM_PEER_SHAPE;
   uint32_t status = atomic_load_explicit(&s->status, memory_order_acquire);
   if (status == SHM_FAILED) return SHM_PEER_FAILED;
   if (status == SHM_ABORTED) return SHM_PEER_ABORTED;
@@ -145,6 +159,10 @@ relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what
     case SHM_PEER_REJECTED:
       return relaySetError(comm, relayRemoteError, "%s%srank %d rejected call #%llu before moving data",
                            where, sep, q, (unsigned long long)comm->callSeq);
+    case SHM_PEER_SHAPE:
+      return relaySetError(comm, relayInvalidUsage,
+                           "%s%srank %d waits in call #%llu with another shape: ranks disagree on the collective, "
+                           "layout, counts, datatype, op or root", where, sep, q, (unsigned long long)comm->callSeq);
     default:
       return relaySetError(comm, relayRemoteError, "%s%srank %d (pid %d) died", where, sep, q,
                            (int)st->pids[q]);
@@ -172,6 +190,10 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
   uint64_t limit = relayWaitLimitNs(comm);
   uint64_t waited = now - w->lastProgress;
   if (waited >= limit) return 1;
+  /* About to sleep: say which call this rank waits in, for the peers' judge (shmPeerState). A store per
+   * slice, none on the fast path. */
+  atomic_store_explicit(&st->slots[comm->rank].callAt,
+                        ((uint64_t)(uint32_t)comm->callSeq << 32) | (uint32_t)comm->callShape, memory_order_release);
   uint64_t ns = (uint64_t)SHM_SLICE_MS * 1000000ull;
   if (limit - waited < ns) ns = limit - waited;
   shmSleep(&st->slots[comm->rank], db, ns);
