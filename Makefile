@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 WERROR ?=
 PREFIX ?= /usr/local
 
-.PHONY: all build run test asan warnings install gputest gpubench clean deps
+.PHONY: all build run test asan warnings hipcheck install gputest gpubench clean deps
 
 all: build
 
@@ -44,6 +44,17 @@ warnings:
 	      -DRELAY_WERROR=ON && cmake --build $$b -j $(JOBS); } >$$b.log 2>&1 || { cat $$b.log; exit 1; }; \
 	done; done
 
+# The HIP flavour (AMD GPUs over RCCL; README "ROCm") compiled for HIP_ARCHS with warnings as errors. A
+# compile check: no AMD GPU is needed, and nothing of it runs here. Installs the distribution's hipcc when
+# missing (Debian 12: hipcc 5.2).
+HIP_ARCHS ?= gfx90a;gfx940
+HIP_BUILD ?= build-hip
+hipcheck: deps
+	@command -v hipcc >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq hipcc libamdhip64-dev)
+	@cmake -S . -B $(HIP_BUILD) -DRELAY_WITH_HIP=ON -DRELAY_WERROR=ON "-DRELAY_HIP_ARCHITECTURES=$(HIP_ARCHS)" \
+	  >/dev/null
+	@cmake --build $(HIP_BUILD) -j $(JOBS)
+
 # Headers, librelaycc.so/.a, the tools, relaycc.pc and the CMake package under PREFIX.
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -53,4 +64,4 @@ gputest: build
 	cd $(BUILD) && ctest --output-on-failure -L gpu --timeout 900
 
 clean:
-	rm -rf build build-asan build-warn
+	rm -rf build build-asan build-warn build-hip

@@ -21,8 +21,20 @@
 #ifndef RELAYCC_NCCL_H_
 #define RELAYCC_NCCL_H_
 
+#include "relaycc_gpu.h"
+
+#if RELAYCC_WITH_HIP
+/* The HIP build (AMD GPUs, RCCL): no RCCL header is needed; ncclComm_t is
+ * declared as rccl.h and nccl.h declare it (repeating it is valid C and C++). */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__ 1
+#endif
+#include <hip/hip_runtime_api.h>
+typedef struct ncclComm* ncclComm_t;
+#else
 #include <cuda_runtime.h>
 #include <nccl.h>
+#endif
 
 #include "relaycc.h"
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define RELAY_F16_FN static __host__ __device__ __forceinline__
 #else
 #define RELAY_F16_FN static inline

@@ -52,7 +52,7 @@ if(TARGET relaycc-bench)
   # CUDA + NCCL in the build, or no NCCL bench backend in tools/bench/cuda/
   # yet. (Once it exists, whether it runs depends on the machine's GPUs.)
   file(GLOB BENCH_NCCL_SRC ${CMAKE_CURRENT_LIST_DIR}/../tools/bench/cuda/*.c)
-  if(NOT RELAY_HAVE_CUDA OR NOT BENCH_NCCL_SRC)
+  if(NOT RELAY_LINKS_NCCL OR NOT BENCH_NCCL_SRC)
     add_test(NAME bench_badarg_backend_nccl COMMAND ${BENCH_SH} fail 3 "--backend nccl: .*NCCL" ${BENCH}
              --backend nccl)
     set_tests_properties(bench_badarg_backend_nccl PROPERTIES TIMEOUT 30 LABELS cpu)

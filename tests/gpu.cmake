@@ -15,12 +15,27 @@ if(RELAY_HAVE_CUDA)
   # regions laid out as on the GPU (emul_oneshot), and the bandwidth kernel's
   # push and consume of every item of every block and its direct path's
   # moves between registered windows (emul_bw).
-  foreach(e reduce oneshot bw)
-    add_executable(emul_${e} tests/gpu/emul_${e}.cu src/reduce_host.c src/comm/common.c src/comm/params.c)
-    target_include_directories(emul_${e} PRIVATE include ${RELAY_GEN}/include src tests)
-    target_link_libraries(emul_${e} PRIVATE CUDA::cudart m)
-    target_compile_options(emul_${e} PRIVATE ${RELAY_CUDA_WARN_FLAGS})
-    add_test(NAME cuda_${e}_emulated COMMAND emul_${e})
-    set_tests_properties(cuda_${e}_emulated PROPERTIES LABELS cuda TIMEOUT 300)
+  # The one-shot and bw emulations run twice: with NVIDIA's 32-lane warps and with AMD's 64-lane
+  # wavefront (RELAY_GPU_WARP, src/gpu_port.h), what the HIP build compiles the same kernels for. The
+  # 64-lane programs only run on the host: their device code is PTX only (no ptxas pass).
+  list(GET CMAKE_CUDA_ARCHITECTURES 0 RELAY_EMUL_ARCH)
+  string(REGEX REPLACE "-.*" "" RELAY_EMUL_ARCH "${RELAY_EMUL_ARCH}")
+  if(NOT RELAY_EMUL_ARCH MATCHES "^[0-9]+a?$") # all, native: the build's own archs
+    set(RELAY_EMUL_ARCH "")
+  endif()
+  foreach(v reduce oneshot bw oneshot_w64 bw_w64)
+    string(REGEX REPLACE "_w64$" "" e ${v})
+    add_executable(emul_${v} tests/gpu/emul_${e}.cu src/reduce_host.c src/comm/common.c src/comm/params.c)
+    target_include_directories(emul_${v} PRIVATE include ${RELAY_GEN}/include src tests)
+    target_link_libraries(emul_${v} PRIVATE CUDA::cudart m)
+    target_compile_options(emul_${v} PRIVATE ${RELAY_CUDA_WARN_FLAGS})
+    if(NOT v STREQUAL e)
+      target_compile_definitions(emul_${v} PRIVATE RELAY_GPU_WARP=64)
+      if(RELAY_EMUL_ARCH)
+        set_target_properties(emul_${v} PROPERTIES CUDA_ARCHITECTURES ${RELAY_EMUL_ARCH}-virtual)
+      endif()
+    endif()
+    add_test(NAME cuda_${v}_emulated COMMAND emul_${v})
+    set_tests_properties(cuda_${v}_emulated PROPERTIES LABELS cuda TIMEOUT 300)
   endforeach()
 endif()

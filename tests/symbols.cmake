@@ -3,7 +3,7 @@
 find_program(RELAY_NM NAMES nm)
 set(RELAY_API_HEADERS ${CMAKE_SOURCE_DIR}/include/relaycc.h ${CMAKE_SOURCE_DIR}/include/relaycc_nccl.h)
 set(RELAY_API_REQUIRED ${CMAKE_SOURCE_DIR}/include/relaycc.h)
-if(RELAY_HAVE_CUDA)
+if(RELAY_HAVE_GPU)
   list(APPEND RELAY_API_REQUIRED ${CMAKE_SOURCE_DIR}/include/relaycc_nccl.h)
 endif()
 add_test(NAME symbols_public_only

@@ -487,6 +487,80 @@ static int caseDetectMap(void) {
   return 0;
 }
 
+/* n AMD GPUs as HIP reports them (hipExtGetLinkTypeAndHopCount): every pair
+ * `hops` xGMI hops apart (0: PCIe), peer access everywhere. */
+static void amdNode(relayTopoFacts* f, int n, const char* name, int hops) {
+  relayTopoFactsInit(f, n);
+  for (int i = 0; i < n; i++) {
+    snprintf(f->name[i], sizeof f->name[i], "%s", name);
+    f->ccMajor[i] = 9; /* gfx9 */
+    f->memPeakBw[i] = 5.3e12;
+    for (int j = 0; j < n; j++) {
+      if (i == j) continue;
+      f->p2pAccess[i * n + j] = 1;
+      f->xgmiHops[i * n + j] = hops;
+    }
+  }
+}
+
+/* What detection on AMD GPUs found -> which model: the seed's mesh (every
+ * pair one xGMI hop) is its preset, anything else a generic model with the
+ * seed's per-link rate and RCCL's costs. */
+static int caseDetectMapAmd(void) {
+  relayTopoFacts* f = malloc(sizeof *f);
+  struct relayTopo *t = NULL, *seed = NULL;
+  T_CHECK(f, "malloc");
+  T_OK(relayTopoPreset("mi350x", &seed));
+  const int sizes[] = {8, 4, 2};
+  for (int s = 0; s < 3; s++) {
+    amdNode(f, sizes[s], "AMD Instinct MI350X", 1);
+    T_OK(relayTopoFromFacts(f, &t));
+    T_CHECK(!strcmp(t->name, "mi350x") && t->nGPUs == 8, "%d MI350X: %s", sizes[s], t->name);
+    relayTopoFree(t);
+    amdNode(f, sizes[s], "AMD Instinct MI300X", 1);
+    T_OK(relayTopoFromFacts(f, &t));
+    T_CHECK(!strcmp(t->name, "mi300x") && t->nGPUs == 8, "%d MI300X: %s", sizes[s], t->name);
+    relayTopoFree(t);
+  }
+  amdNode(f, 8, "AMD Instinct MI355X", 1);
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "mi350x"), "MI355X: %s", t->name);
+  relayTopoFree(t);
+  /* A mixed set is neither preset: generic, one xGMI link per pair. */
+  amdNode(f, 4, "AMD Instinct MI350X", 1);
+  snprintf(f->name[3], sizeof f->name[3], "AMD Instinct MI300X");
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "detected") && t->nGPUs == 4 && t->modelErr == 0, "mixed: %s", t->name);
+  T_CHECK(t->linkCount[0 * 4 + 3] == 1 && fabs(t->linkBw[0 * 4 + 3] - 51.6e9) < 1, "xGMI link %g",
+          t->linkBw[3]);
+  T_CHECK(!t->hasSwitch && t->callS == seed->callS && t->boundaryS == seed->boundaryS &&
+              t->hopS == seed->hopS && t->launchS == seed->launchS,
+          "RCCL's costs: call %g boundary %g", t->callS, t->boundaryS);
+  relayTopoFree(t);
+  /* One pair two hops apart (not the mesh): generic, that pair at half the link. */
+  amdNode(f, 4, "AMD Instinct MI300X", 1);
+  f->xgmiHops[1 * 4 + 2] = f->xgmiHops[2 * 4 + 1] = 2;
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "detected"), "two hops: %s", t->name);
+  T_CHECK(fabs(t->linkBw[1 * 4 + 2] - 25.8e9) < 1 && fabs(t->linkBw[0 * 4 + 1] - 51.6e9) < 1, "hops %g %g",
+          t->linkBw[1 * 4 + 2], t->linkBw[1]);
+  relayTopoFree(t);
+  /* MI300X cards over PCIe (hop count of a PCIe link, type not xGMI: 0). */
+  amdNode(f, 2, "AMD Instinct MI300X", 0);
+  T_OK(relayTopoFromFacts(f, &t));
+  T_CHECK(!strcmp(t->name, "detected") && t->linkCount[1] == 1 && t->linkBw[1] == 20e9, "PCIe %s %g", t->name,
+          t->linkBw[1]);
+  T_CHECK(t->callS == 1e-6, "no xGMI: the NVIDIA stand-in costs (%g)", t->callS);
+  relayTopoFree(t);
+  /* An unknown pair (neither access nor link known) makes no model. */
+  amdNode(f, 2, "AMD Instinct MI300X", 1);
+  f->xgmiHops[1] = f->p2pAccess[1] = -1;
+  T_CHECK(relayTopoFromFacts(f, &t) == relayNotSupported && !t, "unknown pair");
+  relayTopoFree(seed);
+  free(f);
+  return 0;
+}
+
 /* The hash follows the content, text round trips keep it, and the efficiency
  * curves are part of it. */
 static int caseHash(void) {
@@ -680,6 +754,7 @@ static const tCase kCases[] = {
     {.name = "percall", .fn = casePerCall, .timeoutS = 300},
     {.name = "never-slower-than-native", .fn = caseNeverSlowerThanNative, .timeoutS = 300},
     {.name = "detect-map", .fn = caseDetectMap, .timeoutS = 300},
+    {.name = "detect-map-amd", .fn = caseDetectMapAmd, .timeoutS = 300},
     {.name = "hash", .fn = caseHash, .timeoutS = 300},
     {.name = "agree", .fn = caseAgree, .timeoutS = 300},
     {.name = "core", .fn = caseCore, .timeoutS = 300},

@@ -8,9 +8,10 @@ import ctypes
 import os
 import re
 
-# torch first: on GPUs librelaycc.so needs libnccl.so.2, and the loader reuses an already-mapped library of
-# that SONAME. Importing torch before loading ours makes that torch's own NCCL (its wheel's), whichever of
-# torch and relaycc the user imported first, so that the process holds one NCCL (checked at comm creation).
+# torch first: on GPUs librelaycc.so needs libnccl.so.2 (the HIP build: librccl.so.1, a ROCm torch's RCCL),
+# and the loader reuses an already-mapped library of that SONAME. Importing torch before loading ours makes
+# that torch's own NCCL (its wheel's), whichever of torch and relaycc the user imported first, so that the
+# process holds one NCCL (checked at comm creation).
 import torch  # noqa: F401
 
 # The C struct layouts and the few #defines ctypes needs (relaycc.h; tests/python/test_api.py checks them

@@ -59,14 +59,16 @@ def _config(timeout_ms=None, check=None, route=None, depth=None, shm_ring_bytes=
   return cfg
 
 
-# The NCCL library itself (libnccl.so, libnccl.so.2, libnccl.so.2.21.5), not the plugins NCCL loads beside
-# it on clusters (libnccl-net.so, libnccl-tuner-*.so, libnccl-profiler.so): those are not a second NCCL.
-_NCCL_FILE = re.compile(r"^libnccl\.so(\.\d+)*$")
+# The NCCL library itself (libnccl.so, libnccl.so.2, libnccl.so.2.21.5; on a ROCm torch RCCL's librccl.so.1,
+# which exports NCCL's names), not the plugins NCCL loads beside it on clusters (libnccl-net.so,
+# libnccl-tuner-*.so, libnccl-profiler.so, librccl-net.so): those are not a second NCCL.
+_NCCL_FILE = re.compile(r"^lib[nr]ccl\.so(\.\d+)*$")
 
 
 def nccl_libraries(maps=None):
-  """The distinct NCCL libraries mapped into this process: the files named libnccl.so[.N...] in
-  /proc/self/maps (or in `maps`, that file's text), paths resolved."""
+  """The distinct NCCL libraries (RCCL's on ROCm) mapped into this process: the files named
+  libnccl.so[.N...] or librccl.so[.N...] in /proc/self/maps (or in `maps`, that file's text), paths
+  resolved."""
   if maps is None:
     try:
       with open("/proc/self/maps") as f:
@@ -147,6 +149,9 @@ class Comm:
     the group must outlive the comm. Where torch offers no pointer, the relay comm makes an NCCL comm of
     its own from a unique id that travels through the group's store. Either way nothing in the process's
     environment changes here, and the process must map one NCCL library (checked first).
+    ROCm (a torch with torch.version.hip, relaycc built with RELAY_WITH_HIP): the same, on AMD GPUs; torch's
+    "nccl" backend is RCCL there, which gives its communicator's pointer the same way and exports NCCL's
+    names, so the relay comm wraps RCCL's communicator as above.
     CPU (`device` "cpu", or None on a gloo group): the shm transport on this host, its rendezvous name
     made by the group's rank 0 and handed out through the group's store (the launch identity rules of
     Comm.shm still apply)."""

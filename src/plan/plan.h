@@ -119,7 +119,7 @@ static inline int planOpIsCollective(int kind) { return kind == PLAN_OP_ONESHOT 
  * last ones may be short or empty); shard is a multiple of 16 elements, so
  * every shard starts 16-byte aligned for any element size (the GPU mover's
  * vector width). */
-#ifdef __CUDACC__
+#if defined(__CUDACC__) || defined(__HIPCC__)
 #define PLAN_HD __host__ __device__
 #else
 #define PLAN_HD

@@ -41,7 +41,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "comm/comm.h"
 #include "comm/common.h"

@@ -12,6 +12,10 @@
  * CUDA_VISIBLE_DEVICES says, so a rank that can open only its own device
  * still counts the links to its peers.
  *
+ * On AMD GPUs (the HIP build) the same facts come from HIP: peer access
+ * (hipDeviceGetP2PAttribute) and, per pair, the link type and hop count
+ * (hipExtGetLinkTypeAndHopCount: xGMI or PCIe); there is no NVML.
+ *
  * The model: where the node is one we measured, the calibrated preset (its
  * costs and NCCL's efficiency curves hold only there); otherwise a generic
  * model of the links found, uncalibrated (modelErr 0: the router asks a
@@ -38,10 +42,19 @@ void relayTopoFactsInit(relayTopoFacts* f, int n) {
   for (int i = 0; i < RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS; i++) {
     f->p2pAccess[i] = -1;
     f->nvlinks[i] = -1;
+    f->xgmiHops[i] = -1;
   }
 }
 
 static int isHopper8(const char* name) { return strstr(name, "H100") || strstr(name, "H200"); }
+
+/* The AMD preset a GPU's name belongs to ("AMD Instinct MI300X"; MI355X is
+ * MI350X at a higher power limit, same links and HBM), NULL for another. */
+static const char* amdPreset(const char* name) {
+  if (strstr(name, "MI350X") || strstr(name, "MI355X")) return "mi350x";
+  if (strstr(name, "MI300X")) return "mi300x";
+  return NULL;
+}
 
 /* NVLink signaling rate per link and direction by generation (compute
  * capability): NVLink 1 (sm_60) 20 GB/s, 2 and 3 (sm_70, sm_80) 25, 4 (sm_90)
@@ -60,6 +73,9 @@ static double nvlinkSignalBw(int ccMajor) {
  * half that. */
 #define PCIE_P2P_BW (20 * GBS)
 #define HOST_PATH_BW (10 * GBS)
+/* One xGMI link per direction as the seed measured it on MI350X (the mi350x
+ * preset's 51.6 GB/s ceiling, src/topo/topo.c). */
+#define XGMI_LINK_BW (51.6 * GBS)
 
 relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out) {
   *out = NULL;
@@ -83,17 +99,31 @@ relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out
    * (the h200 preset's ports; 2 H200s are the calibrated case above). Fewer
    * ranks than 8 map to its first GPUs, all alike behind the switch. */
   if (n >= 2 && n <= 8 && allHopper && allSwitched) return relayTopoPreset("h200", out);
+  /* The seed's AMD node: 8 MI350X (or MI300X) in a full xGMI mesh, one link
+   * and one hop between every pair. 2 to 8 GPUs of it map to the preset's
+   * first ones (all alike in the mesh); a pair over PCIe or several hops, or
+   * a mixed set, is not that node. */
+  const char* amd = n >= 2 && n <= 8 ? amdPreset(f->name[0]) : NULL;
+  for (int i = 0; i < n && amd; i++) {
+    const char* p = amdPreset(f->name[i]);
+    if (!p || strcmp(p, amd) != 0) amd = NULL;
+    for (int j = 0; j < n && amd; j++)
+      if (i != j && f->xgmiHops[i * n + j] != 1) amd = NULL;
+  }
+  if (amd) return relayTopoPreset(amd, out);
 
   /* Generic: every pair must have a known path. */
   for (int i = 0; i < n; i++)
     for (int j = 0; j < n; j++)
-      if (i != j && f->nvlinks[i * n + j] < 0 && f->p2pAccess[i * n + j] < 0 && f->switchLinks[i] < 0)
+      if (i != j && f->nvlinks[i * n + j] < 0 && f->p2pAccess[i * n + j] < 0 && f->switchLinks[i] < 0 &&
+          f->xgmiHops[i * n + j] < 0)
         return relayNotSupported;
   relayResult_t r = relayTopoCreate(n, "detected", out);
   if (r != relaySuccess) return r;
   struct relayTopo* t = *out;
-  int switched = n > 1;
+  int switched = n > 1, xgmi = 0;
   for (int i = 0; i < n; i++) switched &= f->switchLinks[i] > 0;
+  for (int k = 0; k < n * n; k++) xgmi |= f->xgmiHops[k] > 0;
   for (int i = 0; i < n; i++) {
     double link = nvlinkSignalBw(f->ccMajor[i]) * NVLINK_EFFECTIVE;
     if (switched) t->injBw[i] = t->ejBw[i] = f->switchLinks[i] * link;
@@ -103,6 +133,11 @@ relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out
       if (f->nvlinks[k] > 0) {
         t->linkCount[k] = f->nvlinks[k];
         t->linkBw[k] = link;
+      } else if (f->xgmiHops[k] > 0) {
+        /* One xGMI link at the seed's measured per-link rate; a path of h
+         * hops crosses h links other pairs use too: 1/h of it (rough). */
+        t->linkCount[k] = 1;
+        t->linkBw[k] = XGMI_LINK_BW / f->xgmiHops[k];
       } else if (!switched) {
         t->linkCount[k] = 1;
         t->linkBw[k] = f->p2pAccess[k] == 1 ? PCIE_P2P_BW : HOST_PATH_BW;
@@ -111,12 +146,21 @@ relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out
   }
   t->hasSwitch = switched;
   /* Costs: the h200x2 graph-replay figures (src/topo/calib.c) stand in for
-   * any NVIDIA node; they are not this node's measurements, which is why
-   * modelErr stays 0 (uncalibrated). */
+   * any NVIDIA node, the seed's MI350X figures (the mi350x preset's, RCCL's)
+   * for an AMD node with xGMI; they are not this node's measurements, which
+   * is why modelErr stays 0 (uncalibrated). */
   t->callS = 1 * US;
   t->boundaryS = 4 * US;
   t->hopS = 0.2 * US;
   t->launchS = 1.9 * US;
+  struct relayTopo* seed = NULL;
+  if (xgmi && relayTopoPreset("mi350x", &seed) == relaySuccess) {
+    t->callS = seed->callS;
+    t->boundaryS = seed->boundaryS;
+    t->hopS = seed->hopS;
+    t->launchS = seed->launchS;
+  }
+  if (seed) relayTopoFree(seed);
   /* Copies at 90% of the HBM peak counted read + written (H200: 4.3 TB/s
    * measured against a 4.8 TB/s peak). */
   double peak = 0;
@@ -133,9 +177,14 @@ relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out
 }
 
 #ifdef RELAY_HAVE_NCCL
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 #include <dlfcn.h>
 
+/* hipExtGetLinkTypeAndHopCount's link type for xGMI (HSA_AMD_LINK_INFO_TYPE_XGMI of hsa_ext_amd.h's
+ * hsa_amd_link_info_type_t: HyperTransport 0, QPI 1, PCIe 2, InfiniBand 3, xGMI 4). */
+#define RELAY_HSA_LINK_XGMI 4u
+
+#ifndef RELAY_HAVE_HIP /* NVIDIA only */
 /* ---- NVML, loaded at run time (declarations after nvml.h) ---- */
 
 typedef struct nvmlDevice_st* nvmlDevice_t;
@@ -189,6 +238,8 @@ static void nvmlClose(nvmlApi* a) {
   a->lib = NULL;
 }
 
+#endif
+
 typedef struct {
   unsigned domain, bus, device;
   int ok;
@@ -201,6 +252,7 @@ static pciAddr parseBusId(const char* s) {
   return p;
 }
 
+#ifndef RELAY_HAVE_HIP
 /* NVML's per-link view of GPU i: links straight to another GPU of the comm,
  * links to an NVSwitch. Links to GPUs outside the comm count as neither. */
 static void nvmlLinks(nvmlApi* a, relayTopoFacts* f, const pciAddr* addr, int i, nvmlDevice_t dev) {
@@ -231,6 +283,7 @@ static void nvmlLinks(nvmlApi* a, relayTopoFacts* f, const pciAddr* addr, int i,
     }
   }
 }
+#endif
 
 relayResult_t relayTopoDetectGpus(int n, const char* const* busIds, struct relayTopo** out) {
   *out = NULL;
@@ -273,6 +326,19 @@ relayResult_t relayTopoDetectGpus(int n, const char* const* busIds, struct relay
         f->p2pAccess[i * n + j] = v != 0;
       cudaGetLastError();
     }
+#ifdef RELAY_HAVE_HIP
+  /* xGMI or not, and the hops, per pair this process sees (AMD has no NVML;
+   * HIP answers for GPUs outside HIP_VISIBLE_DEVICES neither). */
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      uint32_t type = 0, hops = 0;
+      if (i == j || cudaDev[i] < 0 || cudaDev[j] < 0) continue;
+      if (hipExtGetLinkTypeAndHopCount(cudaDev[i], cudaDev[j], &type, &hops) == hipSuccess)
+        f->xgmiHops[i * n + j] = type == RELAY_HSA_LINK_XGMI ? (int)hops : 0;
+      cudaGetLastError();
+    }
+  (void)addr;
+#else
   nvmlApi nv;
   if (nvmlOpen(&nv)) {
     for (int i = 0; i < n; i++) {
@@ -283,6 +349,7 @@ relayResult_t relayTopoDetectGpus(int n, const char* const* busIds, struct relay
     }
     nvmlClose(&nv);
   }
+#endif
   relayResult_t r = relayTopoFromFacts(f, out);
   free(f);
   free(cudaDev);

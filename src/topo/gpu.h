@@ -26,6 +26,9 @@ typedef struct {
   int p2pAccess[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS]; /* cudaDevP2PAttrAccessSupported: 1, 0, -1 unknown */
   int nvlinks[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];   /* NVML: active NVLinks from i straight to j, -1 unknown */
   int switchLinks[RELAY_TOPO_MAX_GPUS];                   /* NVML: active NVLinks from i to an NVSwitch, -1 unknown */
+  /* AMD (hipExtGetLinkTypeAndHopCount) per directed pair: the hops of the pair's xGMI path, 0 when the pair
+   * is joined by PCIe (or another link type), -1 unknown. */
+  int xgmiHops[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];
 } relayTopoFacts;
 
 /* Every figure unknown, n GPUs. */
@@ -33,8 +36,9 @@ void relayTopoFactsInit(relayTopoFacts* f, int n);
 
 /* The topology for what was detected: the calibrated preset when the node is
  * one we measured (2 x H200 over NV18 -> h200x2; up to 8 H100/H200 on
- * NVSwitch -> h200), else a generic model of the links found (named
- * "detected"). relayNotSupported when the facts cannot make a model (a pair
+ * NVSwitch -> h200; 2 to 8 MI350X / MI300X with one xGMI hop between every
+ * pair -> mi350x / mi300x, the seed's mesh), else a generic model of the
+ * links found (named "detected"). relayNotSupported when the facts cannot make a model (a pair
  * of GPUs with no known path). */
 relayResult_t relayTopoFromFacts(const relayTopoFacts* f, struct relayTopo** out);
 

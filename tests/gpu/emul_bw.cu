@@ -293,7 +293,7 @@ int main() {
           k.ring = 1 + (int)((rng >> 8) % 3);
           k.inPlace = (rng >> 12) % 3 == 0 && coll != RELAY_COLL_ALLTOALL;
           k.mis = (rng >> 16) % 4 == 0;
-          k.threads = (rng >> 20) % 2 ? 32 : 64;
+          k.threads = (rng >> 20) % 2 ? RELAY_GPU_WARP : 2 * RELAY_GPU_WARP;
           k.wideAtPair = k.A == 2 && (rng >> 24) % 2;
           if (runCase(&k, caseNo) || runDirectCase(&k, caseNo)) return 1;
           caseNo++;

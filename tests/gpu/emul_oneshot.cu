@@ -11,6 +11,8 @@
  * for LL also the line format, each line's flag (epoch and count) and the
  * zeroing of consumed lines. Every byte of every region outside the
  * expected slots must stay untouched. The GPU run of the whole protocol is gputest_oneshot.
+ * Built twice (tests/gpu.cmake): with NVIDIA's 32-lane warps and with AMD's
+ * 64-lane wavefront (-DRELAY_GPU_WARP=64: LL128's lanes and lines per warp).
  */
 #define RELAY_ONESHOT_HOST_EMULATION 1
 #include "transport/nccl/oneshot.cu"
@@ -225,8 +227,10 @@ int main() {
               k.inPlace = mode % 4 == 3;
               k.mis = mode % 4 == 1 ? 1 : mode % 4 == 2 ? 2 : 0;
               k.gridMode = caseNo % 3;
-              /* LL128 needs whole warps: 32 or 64 threads stand in for 7. */
-              k.threads = caseNo % 5 == 0 ? (k.ll == 2 ? 32 : 7) : caseNo % 5 == 1 && k.ll == 2 ? 64 : 256;
+              /* LL128 needs whole warps: one or two warps stand in for 7. */
+              k.threads = caseNo % 5 == 0   ? (k.ll == 2 ? RELAY_GPU_WARP : 7)
+                          : caseNo % 5 == 1 && k.ll == 2 ? 2 * RELAY_GPU_WARP
+                                                          : 256;
               k.reverse = (caseNo / 3) % 2;
               k.wideAtPair = k.A == 2 && (caseNo / 7) % 2; /* half the A = 2 cases, across every other knob */
               if (runCase(&k, caseNo++)) return 1;
@@ -238,7 +242,9 @@ int main() {
               if (runCase(&k, caseNo++)) return 1;
             }
         }
-  printf("PASS: %ld emulated one-shot calls (push + reduce of every block) match relayHostReduce\n", g_cases);
+  printf("PASS: %ld emulated one-shot calls (push + reduce of every block, %d-lane warps) match "
+         "relayHostReduce\n",
+         g_cases, RELAY_GPU_WARP);
   for (int r = 0; r < NR; r++) free(region[r]);
   return 0;
 }

@@ -14,7 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
+#include "transport/nccl/nccl_api.h" /* nccl.h; in the HIP build NCCL's declarations for RCCL */
 
 #include "harness.h" /* the case table: each program's main is t_main */
 #include "launch.h"

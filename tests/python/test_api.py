@@ -152,6 +152,13 @@ def test_one_nccl_counts_only_the_library():
   two = maps + "\n7f0000d00000-7f0000e00000 r-xp 00000000 08:01 6 /usr/local/nccl/lib/libnccl.so.2.21.5"
   assert relaycc.nccl_libraries(two) == ["/opt/torch/lib/libnccl.so.2", "/usr/local/nccl/lib/libnccl.so.2.21.5"]
   assert isinstance(relaycc.nccl_libraries(), list)  # this process's own maps read without error
+  # A ROCm torch maps RCCL (NCCL's names, NCCL's ABI) and its net plugin: one NCCL; with a libnccl, two.
+  rocm = "\n".join([
+      "7f0000000000-7f0000100000 r-xp 00000000 08:01 7 /opt/torch/lib/librccl.so.1",
+      "7f0000300000-7f0000400000 r-xp 00000000 08:01 8 /opt/rocm/lib/librccl-net.so",
+  ])
+  assert relaycc.nccl_libraries(rocm) == ["/opt/torch/lib/librccl.so.1"]
+  assert len(relaycc.nccl_libraries(rocm + "\n" + maps)) == 2
 
 
 class _Backend:

@@ -41,7 +41,7 @@
  */
 #include <stdint.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "plan/plan.h"
 #include "transport/nccl/oneshot.h"
@@ -391,9 +391,9 @@ extern "C" cudaError_t relayCudaBw(const relayBwArgs* w, relayDataType_t dt, rel
   PickWidth<BwGet> v(w ? &w->os : NULL);
   const void* k = visit(dt, op, v);
   if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
-      w->os.me >= w->os.nActive || threads < 32 || threads > RELAY_OS_MAX_THREADS || threads % 32 || !w->os.hostErr ||
-      !w->os.hostAbort || w->os.L.bwRing < 1 || !w->tile || w->tile * (uint64_t)w->os.elemSize > w->os.L.bwTileBytes ||
-      (w->shard && w->os.gather))
+      w->os.me >= w->os.nActive || threads < RELAY_GPU_WARP || threads > RELAY_OS_MAX_THREADS ||
+      threads % RELAY_GPU_WARP || !w->os.hostErr || !w->os.hostAbort || w->os.L.bwRing < 1 || !w->tile ||
+      w->tile * (uint64_t)w->os.elemSize > w->os.L.bwTileBytes || (w->shard && w->os.gather))
     return cudaErrorInvalidValue;
   relayBwArgs copy = *w;
   void* args[] = {&copy};
@@ -407,9 +407,9 @@ extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t d
   PickWidth<BwDirectGet> v(w ? &w->os : NULL);
   const void* k = visit(dt, op, v);
   if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
-      w->os.me >= w->os.nActive || threads < 32 || threads > RELAY_OS_MAX_THREADS || threads % 32 || !w->os.hostErr ||
-      !w->os.hostAbort || w->phase < RELAY_BW_PHASE_ALL || w->phase > RELAY_BW_PHASE_EXIT ||
-      (w->phase != RELAY_BW_PHASE_ALL && !w->os.gather))
+      w->os.me >= w->os.nActive || threads < RELAY_GPU_WARP || threads > RELAY_OS_MAX_THREADS ||
+      threads % RELAY_GPU_WARP || !w->os.hostErr || !w->os.hostAbort || w->phase < RELAY_BW_PHASE_ALL ||
+      w->phase > RELAY_BW_PHASE_EXIT || (w->phase != RELAY_BW_PHASE_ALL && !w->os.gather))
     return cudaErrorInvalidValue;
   for (int i = 0; i < w->os.nActive; i++)
     if (!w->win[i]) return cudaErrorInvalidValue;

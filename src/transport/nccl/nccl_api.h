@@ -19,8 +19,8 @@
 #ifndef RELAY_NCCL_API_H_
 #define RELAY_NCCL_API_H_
 
-#include <cuda_runtime.h>
-#include <nccl.h>
+#include "gpu_port.h"
+#include "transport/nccl/nccl_abi.h"
 
 #include "relaycc.h"
 
@@ -171,6 +171,14 @@ extern "C" {
 
 /* Every row of the three lists, whatever it returns. */
 #define RELAY_NCCL_API_ALL(X) RELAY_NCCL_API(X) RELAY_NCCL_API_STR(X) RELAY_NCCL_API_VOID(X)
+
+#ifdef RELAY_HAVE_HIP
+/* The HIP build has no rccl.h (nccl_abi.h): NCCL's prototypes, from the rows, for what calls RCCL
+ * directly (the bench's NCCL backend and the GPU tests, linked to librccl) and the shim's wrappers. */
+#define RELAY_NCCL_PROTO_(ret, name, params, args) ret name params; ret p##name params;
+RELAY_NCCL_API_ALL(RELAY_NCCL_PROTO_)
+#undef RELAY_NCCL_PROTO_
+#endif
 
 /* The functions relaycc's own comms cannot work without (NCCL 2.7 has them all). What relaycc
  * merely prefers is optional and checked where it is used: ncclCommSplit (2.18; without it the

@@ -28,11 +28,12 @@ static void* openNccl(const char** tried) {
     return dlopen(path, RTLD_NOW | RTLD_LOCAL);
   }
   /* The copy the process already loaded, in whichever scope (PyTorch's own
-   * libnccl.so.2 is loaded RTLD_LOCAL from its wheel): binding to another
-   * copy would run two NCCLs over one communicator handle. */
-  *tried = "libnccl.so.2";
-  void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
-  return h ? h : dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+   * libnccl.so.2 is loaded RTLD_LOCAL from its wheel; a ROCm torch loads its
+   * librccl the same way): binding to another copy would run two NCCLs over
+   * one communicator handle. RCCL exports NCCL's names (nccl_abi.h). */
+  *tried = RELAY_NCCL_SONAME;
+  void* h = dlopen(RELAY_NCCL_SONAME, RTLD_NOW | RTLD_NOLOAD);
+  return h ? h : dlopen(RELAY_NCCL_SONAME, RTLD_NOW | RTLD_LOCAL);
 }
 
 static void loadOnce(void) {
@@ -42,8 +43,8 @@ static void loadOnce(void) {
     const char* why = dlerror();
     gResult = relaySystemError;
     snprintf(gError, sizeof gError,
-             "relaycc: cannot load NCCL (%s): %s; set RELAYCC_NCCL_LIB (under the shim: RELAYCC_SHIM_NCCL) "
-             "to its path",
+             "relaycc: cannot load " RELAY_NCCL_NAME " (%s): %s; set RELAYCC_NCCL_LIB (under the shim: "
+             "RELAYCC_SHIM_NCCL) to its path",
              tried, why ? why : "not found");
     return;
   }

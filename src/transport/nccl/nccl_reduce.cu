@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "plan/plan.h"
 #include "transport/nccl/nccl_reduce.h"

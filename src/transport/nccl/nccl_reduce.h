@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "relaycc.h"
 

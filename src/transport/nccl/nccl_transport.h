@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cuda_runtime.h>
-#include <nccl.h>
+#include "gpu_port.h"
+#include "transport/nccl/nccl_abi.h"
 
 #include "relaycc.h"
 #include "transport/nccl/nccl_api.h" /* every NCCL call goes through relayNccl */

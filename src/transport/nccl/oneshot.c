@@ -137,7 +137,7 @@ static int osCreateOwn(struct relayComm* c, relayNcclState* st, osState* s, cuda
     return 0;
   }
   memset(s->hostPage, 0, OS_HOST_PAGE);
-  e = cudaMalloc((void**)&s->own, s->L.regionBytes);
+  e = relayGpuMallocShared((void**)&s->own, s->L.regionBytes); /* polled by peers' kernels */
   if (e == cudaSuccess) e = cudaMemsetAsync(s->own, 0, s->L.regionBytes, st->agreeStream);
   if (e == cudaSuccess) {
     *osHostBounce(s) = relayOsSentinel(s->hash, c->rank);

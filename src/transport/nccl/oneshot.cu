@@ -54,7 +54,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "transport/nccl/oneshot.h"
 #include "transport/nccl/reduce_rules.cuh"
@@ -117,10 +117,8 @@ UNROLL
 /* One 16-byte line {data lo, flag, data hi, flag}, stored and loaded whole:
  * NCCL's LL line, whose 8-byte halves arrive atomically over NVLink. */
 RD void llStore(char* line, uint64_t d, uint32_t f) {
-#ifdef __CUDA_ARCH__
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(line), "r"((uint32_t)d), "r"(f),
-               "r"((uint32_t)(d >> 32)), "r"(f)
-               : "memory");
+#ifdef RELAY_GPU_DEVICE_PASS
+  relayStVolatile16(line, (uint32_t)d, f, (uint32_t)(d >> 32), f);
 #else
   uint32_t w[4] = {(uint32_t)d, f, (uint32_t)(d >> 32), f};
   memcpy(line, w, 16);
@@ -128,18 +126,17 @@ RD void llStore(char* line, uint64_t d, uint32_t f) {
 }
 RD uint4 llLoad(const char* line) {
   uint4 v;
-#ifdef __CUDA_ARCH__
-  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(line)
-               : "memory");
+#ifdef RELAY_GPU_DEVICE_PASS
+  relayLdVolatile16(line, &v.x, &v.y, &v.z, &v.w);
 #else
   memcpy(&v, line, 16);
 #endif
   return v;
 }
 
-/* Poll an LL line until both flags are f (bounded like osWait). */
+/* Poll an LL line until both flags are f (bounded like osWait). Device
+ * pass only: its one caller (llFetch) polls there alone. */
+#ifdef RELAY_GPU_DEVICE_PASS
 __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                        u64 ep) {
   const OsWaitCtx w = osWaitCtx(a, peerIdx);
@@ -153,6 +150,7 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
     if (!osKeepWaiting(a, it, w.t0, w.err, w.rerr, RELAY_OS_ERR_FLAG, w.peerRank, blk, ep)) return false;
   }
 }
+#endif
 
 /* The data of an LL line once its flags are f; the host emulation checks
  * once (every push ran before), the device polls. */
@@ -162,7 +160,7 @@ RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* ou
     *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
     return true;
   }
-#ifdef __CUDA_ARCH__
+#ifdef RELAY_GPU_DEVICE_PASS
   return llSpin(a, line, f, out, peerIdx, blk, ep);
 #else
   (void)a, (void)peerIdx, (void)blk, (void)ep;
@@ -326,19 +324,16 @@ UNROLL
 /* ---- the LL128 protocol (oneshot.h) -------------------------------------- */
 
 RD void ll128Store(char* p, uint64_t lo, uint64_t hi) {
-#ifdef __CUDA_ARCH__
-  asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(lo), "l"(hi) : "memory");
+#ifdef RELAY_GPU_DEVICE_PASS
+  relayStVolatile16x2(p, lo, hi);
 #else
   uint64_t w[2] = {lo, hi};
   memcpy(p, w, 16);
 #endif
 }
 RD void ll128Load(const char* p, uint64_t* lo, uint64_t* hi) {
-#ifdef __CUDA_ARCH__
-  uint64_t a, b;
-  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-  *lo = a;
-  *hi = b;
+#ifdef RELAY_GPU_DEVICE_PASS
+  relayLdVolatile16x2(p, lo, hi);
 #else
   uint64_t w[2];
   memcpy(w, p, 16);
@@ -361,10 +356,19 @@ RD bool ll128Span(const relayOsArgs& a, int es, int blk, uint64_t* loB, uint64_t
   return true;
 }
 
-/* Push: warp w takes lines 4w, 4w + 4 nwarps, ...; lane t the 16 bytes at
- * 16 (t % 8) of line 4w + t / 8 (lane 7 of each 8: data word 14 and the
- * flag). The loop is warp-uniform and the warp reconverges before each
- * store, so a line's 8 parts leave in one store instruction. Words past the
+/* The lanes of an LL128 line: 8 (16 bytes each), so a warp of
+ * RELAY_GPU_WARP lanes (gpu_port.h) carries LL128_WARP_LINES lines at once:
+ * 4 on NVIDIA's 32, 8 on AMD's 64-lane wavefront. A block is whole warps
+ * (relayCudaOneShot checks), and every warp vote below spans one warp. */
+enum { LL128_WARP_LINES = RELAY_GPU_WARP / 8 };
+RD int ll128Lane(int tid) { return (int)((unsigned)tid % RELAY_GPU_WARP); }
+RD int ll128Warp(int tid) { return (int)((unsigned)tid / RELAY_GPU_WARP); }
+
+/* Push: warp w takes lines L w, L w + L nwarps, ... (L = LL128_WARP_LINES);
+ * lane t the 16 bytes at 16 (t % 8) of line L w + t / 8 (lane 7 of each 8:
+ * data word 14 and the flag). The loop is warp-uniform and the warp
+ * reconverges before each store, so a line's 8 parts leave in one store
+ * instruction. Words past the
  * block's range go as zeros. Same lanes, same words in the reduce: a word
  * of an in-place buffer is pushed, folded and written by one thread. */
 template <typename Tr, int NA>
@@ -372,7 +376,7 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
   typedef typename Tr::S S;
   uint64_t loB, hiB, nl, first;
   if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return;
-  const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
+  const int lane = ll128Lane(tid), part = lane & 7, nw = ll128Warp(nthr);
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
@@ -380,14 +384,15 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
     const u64 e = epOf<NA>(ep, j);
     char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank) + first * 128 + 16 * (uint64_t)part;
     const uint64_t f = relayOsLLFlag(e, a.count);
-    for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
+    for (uint64_t base = (uint64_t)ll128Warp(tid) * LL128_WARP_LINES; base < nl;
+         base += LL128_WARP_LINES * (uint64_t)nw) {
       const uint64_t line = base + (uint64_t)(lane >> 3);
       const bool on = line < nl;
       const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
       uint64_t v0 = on ? llGather<S>(s, l8, hiB) : 0;
       uint64_t v1 = part == 7 ? f : on ? llGather<S>(s, l8 + 1, hiB) : 0;
-#ifdef __CUDA_ARCH__
-      __syncwarp();
+#ifdef RELAY_GPU_DEVICE_PASS
+      relayWarpSync();
 #endif
       if (on) ll128Store(d + line * 128, v0, v1);
     }
@@ -404,7 +409,7 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
  * call at 4-512 KB on 2 x H200 (2026-11-30 run 7). */
 RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
                    int peerIdx, int blk, u64 ep) {
-#ifdef __CUDA_ARCH__
+#ifdef RELAY_GPU_DEVICE_PASS
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
   const u64* err = wordAt(mine, a.L.ctlOff + 8);
@@ -413,14 +418,16 @@ RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint6
   for (unsigned it = 1;; it++) {
     if (on) ll128Load(p, lo, hi);
     const bool stale = on && part == 7 && *hi != f;
-    if (!__any_sync(0xffffffffu, stale)) return true;
+    if (!relayWarpAny(stale)) return true;
     if (it == 1) t0 = globalTimer();
     if ((it & 63u) != 0) continue;
-    int keep = (threadIdx.x & 31) == 0 ? (int)osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep) : 0;
-    if (!__shfl_sync(0xffffffffu, keep, 0)) return false;
+    int keep = ll128Lane((int)threadIdx.x) == 0
+                   ? (int)osKeepWaiting(a, it, t0, err, rerr, RELAY_OS_ERR_FLAG, peerRank, blk, ep)
+                   : 0;
+    if (!relayWarpBcast0(keep)) return false;
   }
 #else
-  (void)peerIdx, (void)blk, (void)ep;
+  (void)a, (void)peerIdx, (void)blk, (void)ep;
   if (!on) return true;
   ll128Load(p, lo, hi);
   uint64_t flag, dummy;
@@ -436,13 +443,14 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
   typedef typename Tr::S S;
   uint64_t loB, hiB, nl, first;
   if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return true;
-  const int lane = tid & 31, part = lane & 7, nw = nthr >> 5;
+  const int lane = ll128Lane(tid), part = lane & 7, nw = ll128Warp(nthr);
   const int A = a.nActive, me = a.me;
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
   char* lines[NA];
   uint32_t fl[NA];
   llPeerLines<NA>(a, ep, first * 128 + 16 * (uint64_t)part, lines, fl);
-  for (uint64_t base = (uint64_t)(tid >> 5) * 4; base < nl; base += 4 * (uint64_t)nw) {
+  for (uint64_t base = (uint64_t)ll128Warp(tid) * LL128_WARP_LINES; base < nl;
+       base += LL128_WARP_LINES * (uint64_t)nw) {
     const uint64_t line = base + (uint64_t)(lane >> 3);
     const bool on = line < nl;
     const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
@@ -488,7 +496,7 @@ UNROLL
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
   if (P == 2) {
     /* LL128's waits are warp-wide: the whole warp goes or stays. */
-    ok = __all_sync(0xffffffffu, ok);
+    ok = relayWarpAll(ok);
     if (ok) ll128PushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     if (ok) ok = ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   } else {
@@ -639,7 +647,8 @@ extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
       a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||
-      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort || (a->ll == 2 && threads % 32) ||
+      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort ||
+      (a->ll == 2 && threads % RELAY_GPU_WARP) ||
       (a->ll == 2 && relayOsLL128Bytes(a->count, a->grid, a->elemSize) > a->L.llSlotBytes))
     return cudaErrorInvalidValue;
   relayOsArgs copy = *a;

@@ -56,7 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "relaycc.h"
 #include "transport/transport.h"
@@ -67,7 +67,7 @@ extern "C" {
 
 /* The helpers below run on the host (oneshot.c, the emulation test) and in
  * the kernel alike. */
-#ifdef __CUDACC__
+#ifdef RELAY_GPU_COMPILER
 #define RELAY_OS_HD __host__ __device__
 #else
 #define RELAY_OS_HD

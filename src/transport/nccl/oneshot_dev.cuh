@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "transport/nccl/oneshot.h"
 #include "transport/nccl/reduce_rules.cuh"
@@ -28,23 +28,23 @@ using namespace relayrd;
 typedef unsigned long long u64;
 
 /* Loads of staged data and of the caller's input: through L2 on the device
- * (ld.global.cg), plain on the host emulation. */
-#ifdef __CUDA_ARCH__
-__device__ __forceinline__ uint4 ldVec(const uint4* p) { return __ldcg(p); }
+ * (relayLdL2), plain on the host emulation. */
+#ifdef RELAY_GPU_DEVICE_PASS
+__device__ __forceinline__ uint4 ldVec(const uint4* p) { return relayLdL2(p); }
 template <typename S>
 __device__ __forceinline__ S ldElem(const S* p) {
   S v;
   if (sizeof(S) == 1) {
-    unsigned char x = __ldcg((const unsigned char*)p);
+    unsigned char x = relayLdL2((const unsigned char*)p);
     memcpy(&v, &x, 1);
   } else if (sizeof(S) == 2) {
-    unsigned short x = __ldcg((const unsigned short*)p);
+    unsigned short x = relayLdL2((const unsigned short*)p);
     memcpy(&v, &x, 2);
   } else if (sizeof(S) == 4) {
-    unsigned int x = __ldcg((const unsigned int*)p);
+    unsigned int x = relayLdL2((const unsigned int*)p);
     memcpy(&v, &x, 4);
   } else {
-    unsigned long long x = __ldcg((const unsigned long long*)p);
+    unsigned long long x = relayLdL2((const unsigned long long*)p);
     memcpy(&v, &x, 8);
   }
   return v;
@@ -125,21 +125,11 @@ UNROLL
 
 /* ---- device-only: the hand-shake ---------------------------------------- */
 
-__device__ __forceinline__ u64 ldAcquireSys(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void stReleaseSys(u64* p, u64 v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
+__device__ __forceinline__ u64 ldAcquireSys(const u64* p) { return relayLdAcquireSys(p); }
+__device__ __forceinline__ void stReleaseSys(u64* p, u64 v) { relayStReleaseSys(p, v); }
 __device__ __forceinline__ u64 ldVolatile(const u64* p) { return *(const volatile u64*)p; }
 __device__ __forceinline__ void stVolatile(u64* p, u64 v) { *(volatile u64*)p = v; }
-__device__ __forceinline__ u64 globalTimer() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+__device__ __forceinline__ u64 globalTimer() { return relayGpuTimerNs(); }
 __device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)(base + off); }
 
 /* Record this rank's first failure: the region's sticky err (later launches

@@ -19,7 +19,7 @@
  *  - fp32 divides with IEEE division (nvcc's default -prec-div=true) and no
  *    FMA can form (no fold multiplies and adds).
  *
- * C++ only (CUDA translation units); everything lives in namespace relayrd.
+ * C++ only (CUDA and HIP translation units); everything lives in namespace relayrd.
  */
 #ifndef RELAY_REDUCE_RULES_CUH_
 #define RELAY_REDUCE_RULES_CUH_
@@ -28,13 +28,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <cuda_runtime.h>
+#include "gpu_port.h"
 
 #include "float16.h"
 #include "relaycc.h"
 
 #define RD __host__ __device__ __forceinline__
-#ifdef __CUDA_ARCH__
+#ifdef RELAY_GPU_DEVICE_PASS
 #define UNROLL _Pragma("unroll")
 #define UNROLL4 _Pragma("unroll 4")
 #else /* the host pass of __host__ __device__ code: gcc knows no such pragma */

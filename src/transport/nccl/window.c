@@ -5,7 +5,7 @@
  * Registration (collective, after core agreed the arguments; never inside a
  * capture, which core rejected): each rank with a buffer finds the
  * allocation holding it (cuMemGetAddressRange through the runtime's driver
- * entry point: no link against libcuda) and exports its IPC handle plus the
+ * entry point: no link against libcuda; HIP: hipMemGetAddressRange) and exports its IPC handle plus the
  * buffer's offset in it; one agreement round carries handle, offset and a
  * verdict; each rank opens every peer's handle (cudaIpcMemLazyEnablePeerAccess)
  * and a second round votes. Any failure (a buffer not from cudaMalloc, a
@@ -19,8 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef RELAY_HAVE_HIP
 #include <cuda.h>
-#include <cuda_runtime.h>
+#endif
+#include "gpu_port.h"
 
 #include "comm/comm.h"
 #include "comm/common.h"
@@ -40,9 +42,23 @@ typedef struct {
   int32_t ok, has;
 } winRecord;
 
+/* The allocation holding p and p's offset in it. */
+#ifdef RELAY_HAVE_HIP
+static int winAllocation(void* p, void** base, uint64_t* off, char* why, size_t whyLen) {
+  hipDeviceptr_t b = NULL;
+  size_t size = 0;
+  if (hipMemGetAddressRange(&b, &size, (hipDeviceptr_t)p) != hipSuccess) {
+    hipGetLastError();
+    snprintf(why, whyLen, "buffer %p is not device memory from hipMalloc", p);
+    return 0;
+  }
+  *base = (void*)b;
+  *off = (uint64_t)((uintptr_t)p - (uintptr_t)b);
+  return 1;
+}
+#else
 typedef CUresult (*addrRangeFn)(CUdeviceptr*, size_t*, CUdeviceptr);
 
-/* The allocation holding p and p's offset in it. */
 static int winAllocation(void* p, void** base, uint64_t* off, char* why, size_t whyLen) {
   static addrRangeFn fn;
   if (!fn) {
@@ -66,6 +82,7 @@ static int winAllocation(void* p, void** base, uint64_t* off, char* why, size_t 
   *off = (uint64_t)((uintptr_t)p - (uintptr_t)b);
   return 1;
 }
+#endif
 
 static void winFree(ncclWin* x) {
   if (!x) return;

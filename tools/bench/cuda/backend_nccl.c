@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cuda_runtime.h>
-#include <nccl.h>
+#include "gpu_port.h"
+#include "transport/nccl/nccl_api.h" /* nccl.h; in the HIP build NCCL's declarations for RCCL */
 
 #include "backend.h"
 #include "comm/comm.h"
