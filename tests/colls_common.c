@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "reduce_host.h"
 

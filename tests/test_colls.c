@@ -17,8 +17,9 @@
 #include <unistd.h>
 
 #include "colls_common.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 
 #define NRANKS 8

@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "plan/pipe.h"
 #include "plan/plan.h"

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "harness.h"
 
 #define NRANKS 4

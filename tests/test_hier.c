@@ -29,8 +29,9 @@
 #include <string.h>
 
 #include "colls_common.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "ref/ref.h"

@@ -20,8 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "reduce_host.h"

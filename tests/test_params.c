@@ -5,9 +5,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/comm.h"
-#include "core/params.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "comm/params.h"
 #include "harness.h"
 
 #define NRANKS 4

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "plan/routes.h"

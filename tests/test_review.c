@@ -20,8 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 #include "plan/plan.h"
 

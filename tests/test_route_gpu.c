@@ -17,8 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "route/route.h"

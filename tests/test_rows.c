@@ -11,8 +11,9 @@
 #include <string.h>
 
 #include "colls_common.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "harness.h"
 #include "route/depth.h"
 #include "route/route.h"

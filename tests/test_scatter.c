@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "colls_common.h"
-#include "common.h"
+#include "comm/common.h"
 #include "core/plancache.h"
 #include "harness.h"
 #include "plan/plan.h"

@@ -23,8 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "core/init.h"
 #include "harness.h"
 #include "p2p/p2p.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "plan/plan.h"
 #include "sim/sim.h"

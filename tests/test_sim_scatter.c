@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "p2p/p2p.h"
 #include "plan/plan.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "harness.h"
 #include "topo/topo.h"
 

@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "harness.h"
 
 enum { NR = 4 };

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "p2p/p2p.h"
 #include "p2p_tool.h"
 #include "plan/plan.h"

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "plan/plan.h"
 #include "route/route.h"
 #include "sim/sim.h"

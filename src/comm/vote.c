@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 
 typedef struct {
   int32_t status;

@@ -25,9 +25,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
+#include "core/core.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
 #include "exec/exec.h"
@@ -378,12 +379,6 @@ int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
       !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
     caps &= ~RELAY_TP_CAP_ONESHOT;
   return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
-}
-
-void relayCommKeySettings(const struct relayComm* c, planKey* key) {
-  key->bwTileBytes = (uint32_t)relayParamInt(c, RELAY_P_BW_TILE_BYTES);
-  int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
-  key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
 }
 
 /* The key of a call whose shape is valid, as every peer builds it: the call's fields, the comm's agreed

@@ -1,11 +1,12 @@
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
 #include "core/plancache.h"
 
 void relayCommFree(struct relayComm* comm) {

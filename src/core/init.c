@@ -11,8 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
+#include "core/core.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
 #include "topo/topo.h"

@@ -4,7 +4,7 @@
 #ifndef RELAY_INIT_H_
 #define RELAY_INIT_H_
 
-#include "core/comm.h"
+#include "comm/comm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "core/init.h"
 #include "relaycc_nccl.h"
 #include "transport/nccl/nccl_transport.h"

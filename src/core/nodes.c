@@ -5,10 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "comm/params.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
-#include "core/params.h"
 #include "route/route.h"
 #include "topo/topo.h"
 #include "transport/transport.h"
@@ -37,14 +37,6 @@ static uint64_t hostIdentity(void) {
     fclose(f);
   }
   return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
-}
-
-int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
-  if (!nodeOf || nNodes < 1 || nranks % nNodes != 0) return 0;
-  int G = nranks / nNodes;
-  for (int r = 0; r < nranks; r++)
-    if (nodeOf[r] != r / G) return 0;
-  return 1;
 }
 
 /* This rank's record: RELAYCC_NODE_ID (its own), else the test hook

@@ -26,11 +26,6 @@ struct relayComm;
  * nodesTopo). */
 relayResult_t relayCommDiscoverNodes(struct relayComm* comm);
 
-/* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node
- * r / (nranks / nNodes)): the layout the P2P channel layer's part rules and
- * the simulator's multi-node topologies assume. */
-int relayNodesRegular(const int* nodeOf, int nranks, int nNodes);
-
 /* What a call on comm c takes from its nodes (core's one use of them): the
  * node map its plan key carries (NULL on one node), and the route and the
  * router's transport capabilities without what cannot span nodes -- the

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 /* 64 signatures: a training step issues a handful of distinct collective
  * shapes; more than 64 live at once would be unusual, and a miss only costs a

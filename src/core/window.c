@@ -21,9 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
+#include "core/core.h"
 #include "plan/plan.h"
 
 /* What each rank votes at registration and deregistration. */

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 
 typedef struct {
   char* send;

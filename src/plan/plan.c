@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "p2p/p2p.h"
 
 static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/coll.h"
+#include "comm/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
@@ -108,7 +108,7 @@ static inline int planOpIsCollective(int kind) { return kind == PLAN_OP_ONESHOT 
 #define RELAY_ONESHOT_DEFAULT_MAX_BYTES (1u << 20)
 /* The largest gate (the range of RELAYCC_ONESHOT_MAX_BYTES): 1 GiB slots. */
 #define RELAY_ONESHOT_GATE_MAX (1u << 30)
-/* The bandwidth route's settings (core/params.h: RELAYCC_BW_TILE_BYTES,
+/* The bandwidth route's settings (comm/params.h: RELAYCC_BW_TILE_BYTES,
  * RELAYCC_BW_RING, the comm's agreed values) reach the builder through the
  * key (planKey.bwTileBytes, bwRing; 0: these defaults, for tools and tests
  * without a comm), so a plan stays a pure function of its key. */
@@ -247,6 +247,11 @@ int relayOneShotFits(const planKey* k, uint64_t gateBytes);
 /* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
 size_t planBwTileBytes(const planKey* k);
 int planBwRing(const planKey* k);
+/* Sets the key's fields that come from the comm's agreed settings (the bandwidth route's tile and ring),
+ * so plans stay pure functions of keys: core's key builder and the NCCL transport's region size read
+ * the same (plan_bw.c). */
+struct relayComm;
+void relayCommKeySettings(const struct relayComm* comm, planKey* key);
 
 static inline int planKeyNumCounts(const planKey* k) {
   return relayCollRooted(k->coll) ? k->nActive : k->nGroups;

@@ -20,15 +20,16 @@
  * ((A-1)/A of the input, already the minimum); all-gather pushes the whole
  * input to every peer, which is the output's definition.
  *
- * The settings (RELAYCC_BW_TILE_BYTES, RELAYCC_BW_RING: core/params.h, the
+ * The settings (RELAYCC_BW_TILE_BYTES, RELAYCC_BW_RING: comm/params.h, the
  * comm's agreed values) come in the key (planKey.bwTileBytes, bwRing), so the
  * plan is a pure function of it; the transport's prepare votes on them too.
  */
-#include "common.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "plan/plan.h"
 #include "plan/routes.h"
 
-/* 128 KiB tiles and 16 slots unless the key says (core/params.h says why);
+/* 128 KiB tiles and 16 slots unless the key says (comm/params.h says why);
  * the tile rounded down to 64 bytes (a cache line; the GPU mover's 16-byte
  * vectors), at least 64. A ring below 0 is RELAYCC_BW_RING=0: the route off. */
 size_t planBwTileBytes(const planKey* k) {
@@ -40,6 +41,12 @@ int planBwRing(const planKey* k) {
   if (k->bwRing < 0) return 0;
   int v = k->bwRing ? k->bwRing : RELAY_BW_DEFAULT_RING;
   return v > RELAY_BW_MAX_RING ? RELAY_BW_MAX_RING : v;
+}
+
+void relayCommKeySettings(const struct relayComm* c, planKey* key) {
+  key->bwTileBytes = (uint32_t)relayParamInt(c, RELAY_P_BW_TILE_BYTES);
+  int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
+  key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
 }
 
 relayResult_t planBuildBw(planBuilder* b) {

@@ -14,7 +14,7 @@
  * Reductions always take their inputs in active-index order, so every rank of
  * an all-reduce computes bitwise identical results.
  */
-#include "common.h"
+#include "comm/common.h"
 #include "plan/routes.h"
 
 /* Per-rank input at or below which an A > 2 all-reduce uses the full

@@ -14,7 +14,7 @@
  */
 #include <stdlib.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "plan/plan.h"
 #include "plan/routes.h"
 

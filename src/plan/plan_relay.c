@@ -115,7 +115,7 @@
  */
 #include <stdlib.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "plan/pipe.h"
 #include "plan/routes.h"
 

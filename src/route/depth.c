@@ -39,7 +39,7 @@
 
 #include <math.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "topo/topo.h"
 
 int relayDepthModelOf(const struct relayTopo* topo, const planKey* key, relayDepthModel* out) {

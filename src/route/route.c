@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "route/depth.h"
 #include "route/table.h"
 #include "sim/sim.h"

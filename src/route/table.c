@@ -6,8 +6,8 @@
 
 #include <strings.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "plan/routes.h"
 #include "route/route.h"
 

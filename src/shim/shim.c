@@ -43,9 +43,10 @@
 
 #include "gpu_port.h"
 
-#include "core/params.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "comm/params.h"
+#include "core/core.h"
 #include "core/init.h"
 #include "plan/plan.h"
 #include "relaycc_nccl.h"

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "sim/sim.h"
 
 const char* relayBaselineAlgoName(int algo) { return algo == RELAY_BASE_DIRECT ? "direct" : "ring"; }

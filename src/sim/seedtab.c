@@ -18,7 +18,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "sim/sim.h"
 
 const relaySeedTable relaySeedTables[] = {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 /* ---- the fluid model ---------------------------------------------------- */
 

@@ -24,7 +24,7 @@
  */
 #include "topo/gpu.h"
 
-#include "common.h"
+#include "comm/common.h"
 
 #define US 1e-6
 #define KB 1024.0

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "topo/gpu.h"
 
 #define GBS 1e9 /* the text format's bandwidth unit: GB/s */

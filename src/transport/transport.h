@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/coll.h"
+#include "comm/coll.h"
 #include "relaycc.h"
 
 #ifdef __cplusplus
@@ -81,7 +81,7 @@ typedef struct {
   size_t sendOff, recvOff;
 } relayBwDesc;
 
-/* RELAYCC_BW_MOVER's choices (core/params.h): what the NCCL direct path moves bytes with. */
+/* RELAYCC_BW_MOVER's choices (comm/params.h): what the NCCL direct path moves bytes with. */
 enum { RELAY_BW_MOVER_AUTO = 0, RELAY_BW_MOVER_SM = 1, RELAY_BW_MOVER_CE = 2 };
 
 /* A registered window (relayCommRegister; core/window.c keeps the comm's). */

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "gpu/emul_check.h"
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"

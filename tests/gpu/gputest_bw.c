@@ -42,8 +42,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "core/init.h"
 #include "gpu/gpu_util.h"
 #include "gpu/reduce_inputs.h"

@@ -26,8 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "gpu/gpu_util.h"
 #include "reduce_host.h"
 #include "relaycc_nccl.h"

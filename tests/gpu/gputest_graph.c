@@ -15,8 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "gpu/gpu_util.h"
 #include "relaycc_nccl.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "gpu/gpu_util.h"
 #include "relaycc_nccl.h"
 

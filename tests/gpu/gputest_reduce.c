@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 #include "gpu/gpu_util.h"
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"

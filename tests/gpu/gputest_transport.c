@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "gpu/gpu_util.h"
 #include "p2p/p2p.h"
 #include "relaycc_nccl.h"

@@ -44,14 +44,14 @@
 #include <nccl.h>
 
 #include "colls_common.h"
-#include "common.h"
+#include "comm/common.h"
 #include "fake_nccl.h"
 #include "harness.h"
 #include "launch.h"
+#include "relaycc_nccl.h"
 #include "route/route.h"
 #include "topo/topo.h"
 #include "transport/nccl/nccl_api.h"
-#include "relaycc_nccl.h"
 
 #define TIMEOUT_S 120
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "common.h"
+#include "comm/common.h"
 
 /* Defaults: the sweep of `make run`. 6 sizes x 4 collectives x ~40 calls
  * each finishes in seconds on 2 cores with 8 rank processes. */

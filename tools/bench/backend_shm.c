@@ -7,8 +7,9 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 
 typedef struct {
   relayComm_t comm;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "bench.h"
-#include "common.h"
+#include "comm/common.h"
 #include "reduce_host.h"
 
 static uint64_t mix(uint64_t z) {

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "bench.h"
-#include "common.h"
+#include "comm/common.h"
 
 const char* benchRouteLabel(int route, int depth, char* buf, size_t len) {
   const char* n = relayRouteName(route);

@@ -11,7 +11,7 @@
 
 #include "backend.h"
 #include "bench.h"
-#include "common.h"
+#include "comm/common.h"
 
 int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
                 uint64_t* sendElems, uint64_t* recvElems) {

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 static void killAll(pid_t* pids, int n) {
   for (int i = 0; i < n; i++)

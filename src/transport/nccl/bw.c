@@ -7,9 +7,9 @@
  */
 #include <string.h>
 
-#include "common.h"
-#include "core/comm.h"
-#include "core/params.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "comm/params.h"
 #include "plan/plan.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/oneshot.h"
@@ -32,7 +32,7 @@ relayResult_t relayNcclBwPrepare(struct relayComm* c, size_t tileBytes, int ring
  * bw.cu bwDirectKernel). RELAYCC_BW_MOVER=ce moves an all-gather's or
  * all-to-all's blocks with one copy-engine peer copy each between the entry
  * and exit kernels; a reduction keeps the SM kernel (the copy engines do not
- * add), and so does auto until sm and ce are measured (core/params.h). */
+ * add), and so does auto until sm and ce are measured (comm/params.h). */
 static relayResult_t bwDirect(struct relayComm* c, const relayBwDesc* d, relayBwArgs* w, cudaStream_t stream) {
   const relayOneShotDesc* o = &d->c;
   size_t es = relayTypeSize(o->dtype);

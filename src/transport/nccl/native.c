@@ -30,9 +30,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "transport/nccl/nccl_transport.h"
 
 struct relayNcclNative {

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "relaycc_nccl.h"
 #include "topo/topo.h"
 #include "transport/nccl/nccl_reduce.h"

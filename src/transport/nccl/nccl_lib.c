@@ -2,7 +2,7 @@
  * NCCL resolved at run time (nccl_api.h says why): one table of function
  * pointers, filled once per process from the library the process uses.
  */
-#include "core/params.h"
+#include "comm/params.h"
 #include "transport/nccl/nccl_api.h"
 
 #include <dlfcn.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 relayNcclLib relayNccl;
 

@@ -34,8 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "relaycc_nccl.h"
 #include "topo/topo.h"
 #include "transport/nccl/nccl_reduce.h"

@@ -50,9 +50,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "plan/plan.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/oneshot.h"
@@ -226,7 +226,7 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   memset(&bwKey, 0, sizeof bwKey);
   relayCommKeySettings(c, &bwKey);
   relayOsLayoutAddBw(&s->L, planBwTileBytes(&bwKey), planBwRing(&bwKey));
-  /* Agreed at init (rank 0's) and range-checked by core/params.h. */
+  /* Agreed at init (rank 0's) and range-checked by comm/params.h. */
   long blocks = (long)relayParamInt(c, RELAY_P_ONESHOT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
   long threads = (long)relayParamInt(c, RELAY_P_ONESHOT_THREADS);

@@ -24,9 +24,9 @@
 #endif
 #include "gpu_port.h"
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "transport/nccl/nccl_transport.h"
 #include "transport/nccl/oneshot.h"
 

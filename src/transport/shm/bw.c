@@ -51,9 +51,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "plan/plan.h"
 #include "reduce_host.h"
 #include "transport/shm/shm.h"

@@ -28,9 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/nodes.h"
-#include "core/params.h"
+#include "comm/common.h"
+#include "comm/params.h"
 #include "topo/topo.h"
 
 #define SHM_TASK_MAGIC 0x54534b31u /* "TSK1": a task header on a control ring */

@@ -53,9 +53,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
+#include "comm/common.h"
 #include "comm/vote.h"
-#include "common.h"
-#include "core/comm.h"
 #include "reduce_host.h"
 #include "transport/shm/shm.h"
 

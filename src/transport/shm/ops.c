@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common.h"
-#include "core/params.h"
+#include "comm/common.h"
+#include "comm/params.h"
 #include "reduce_host.h"
 
 static const relayTransportOps relayShmOps;
@@ -302,7 +302,7 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
                          SHM_MIN_RING, SHM_MAX_RING);
   /* The channels count only at rank 0 (it shapes the segment; the others
    * take it from there); the part rules (shmP2pInit) read the comm's agreed
-   * table at the first group. core/params.h checked the ranges. */
+   * table at the first group. comm/params.h checked the ranges. */
   long chans = (long)relayParamInt(comm, RELAY_P_NCHANNELS);
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "out of memory for the shm transport");

@@ -36,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common.h"
-#include "core/params.h"
+#include "comm/common.h"
+#include "comm/params.h"
 
 #define SHM_MAGIC_READY 0x52434331u /* "RCC1": header initialized */
 /* 2: control ring + a data ring per P2P channel; 3: call marks, shapes and numbers in records; 4: a joiner's

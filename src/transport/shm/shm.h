@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "p2p/p2p.h"
 #include "transport/shm.h"
 #include "transport/transport.h"

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 static long shmFutex(_Atomic uint32_t* addr, int op, uint32_t val, const struct timespec* ts) {
   return syscall(SYS_futex, (uint32_t*)addr, op, val, ts, NULL, 0);

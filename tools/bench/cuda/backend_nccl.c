@@ -44,8 +44,9 @@
 #include "transport/nccl/nccl_api.h" /* nccl.h; in the HIP build NCCL's declarations for RCCL */
 
 #include "backend.h"
-#include "common.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "comm/common.h"
+#include "core/core.h"
 #include "relaycc_nccl.h"
 
 /* Calls per captured graph under --graph (RELAYCC_BENCH_GRAPH_CALLS): enough

@@ -1,11 +1,12 @@
-/* The communicator: what every layer below the API may read. */
+/* The communicator: the shared state every floor reads (CONTRIBUTING.md "Floors"); core's entry points
+ * on it are core/core.h. */
 #ifndef RELAY_COMM_H_
 #define RELAY_COMM_H_
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "core/params.h"
+#include "comm/params.h"
 #include "relaycc.h"
 #include "transport/transport.h"
 
@@ -34,7 +35,7 @@ enum { RELAY_INIT_BAD_CONFIG = RELAY_P_COUNT };
 struct relayComm {
   int rank, nranks;
   relayResolvedConfig cfg;
-  relayParams params; /* the resolved table (core/params.h): readers use relayParamInt */
+  relayParams params; /* the resolved table (comm/params.h): readers use relayParamInt */
   int initBadParam;   /* this rank's first invalid setting (-1: none; RELAY_INIT_BAD_CONFIG: the config
                        * struct), told to every rank at init */
   /* A control-plane comm the transport borrows (NCCL over a shm rendezvous),
@@ -100,7 +101,6 @@ struct relayComm {
   char lastError[1024];
 };
 
-void relayCommFree(struct relayComm* comm);
 /* The longest a wait of this comm may last, in ns: cfg.timeoutMs, or UINT64_MAX (never given up) when
  * the comm has no deadline. relayDeadlineNs: the end of a wait that starts at now (relayNowNs). */
 static inline uint64_t relayWaitLimitNs(const struct relayComm* c) {
@@ -110,49 +110,8 @@ static inline uint64_t relayDeadlineNs(const struct relayComm* c, uint64_t now) 
   uint64_t limit = relayWaitLimitNs(c);
   return limit == UINT64_MAX ? UINT64_MAX : now + limit;
 }
-/* core/window.c: the direct window of this rank's part of a call (NULL: the
- * staged path) and the offsets of the buffers peers access; frees every
- * window at destroy (before the transport's destroy). */
-struct planKey;
-const struct relayWindow* relayWindowMatch(const struct relayComm* comm, const struct planKey* key,
-                                           const void* send, const void* recv, size_t* sendOff, size_t* recvOff);
-void relayWindowFreeAll(struct relayComm* comm);
 /* A value of the comm's resolved parameter table (AGREED rows: rank 0's). */
 static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) { return comm->params.v[id]; }
-
-/* COLLECTIVE at init (init.c), after each rank set comm->topo (loaded or
- * detected): every rank must route with the same model, so the ranks vote
- * their local result and the hash of their topology (relayTopoHash; none =
- * 0). A rank's failure fails every rank (its message names it); differing
- * topologies leave every rank with none (comm->topo NULL: the router's
- * no-model rule). */
-relayResult_t relayCommAgreeTopo(struct relayComm* comm, relayResult_t local);
-
-/* Internal conveniences for tools and tests (not part of the public API). */
-relayResult_t relayCommBarrier(struct relayComm* comm);
-relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all, size_t bytes);
-struct planKey;
-/* The route capabilities core gives the router for key on this comm (api.c). */
-int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
-/* Sets the key's fields that come from the comm's agreed settings (the
- * bandwidth route's tile and ring), so plans stay pure functions of keys. */
-void relayCommKeySettings(const struct relayComm* comm, struct planKey* key);
-/* The interposer's one question: would relaycc route this call on this comm now, rather than
- * leave it to NCCL's own collective (relayRouteBeatsNative on the key runCall builds, node map
- * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
- * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
- * to NCCL alone). */
-int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
-                        relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
-/* relayCommAbort's first half, safe from another thread while a call runs: the comm is marked aborted
- * and the transport wakes every wait (host and kernel); nothing is freed. */
-void relayCommAbortFlags(struct relayComm* comm);
-/* A failure the transport met after a call returned (a GPU kernel's error word: transport.h's
- * asyncError), else relaySuccess; why says what. Safe from another thread while a call runs (the
- * interposer's ncclCommGetAsyncError, a watchdog's poll). */
-relayResult_t relayCommAsyncError(struct relayComm* comm, char* why, size_t whyLen);
-/* The route and depth the last call on this comm ran (after fallbacks). */
-void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 
 #ifdef __cplusplus
 }

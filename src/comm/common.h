@@ -1,4 +1,4 @@
-/* Shared by every layer: datatype facts, error recording, parsing, clocks (settings: core/params.h). */
+/* Shared by every layer: datatype facts, error recording, parsing, clocks (settings: comm/params.h). */
 #ifndef RELAY_COMMON_H_
 #define RELAY_COMMON_H_
 
@@ -47,7 +47,7 @@ const char* relayErrorQuote(const struct relayComm* comm, const char* text, char
 
 /* The environment for tools and tests (their own knobs, e.g. RELAYCC_GPUTEST_*):
  * def when unset or empty. The library reads settings only through its
- * table (core/params.h, which defines these). */
+ * table (comm/params.h, which defines these). */
 long relayEnvLong(const char* name, long def);
 const char* relayEnvStr(const char* name, const char* def);
 
@@ -75,6 +75,11 @@ static inline uint64_t relayHash64(uint64_t h, const void* p, size_t n) {
   for (; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
 }
+
+/* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node
+ * r / (nranks / nNodes)): the layout the P2P channel layer's part rules and
+ * the simulator's multi-node topologies assume. */
+int relayNodesRegular(const int* nodeOf, int nranks, int nNodes);
 
 #define RELAY_CHECK(call)                    \
   do {                                       \

@@ -1,5 +1,5 @@
 /* The settings table (params.h): the only code in src/ that reads the environment. */
-#include "core/params.h"
+#include "comm/params.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "common.h"
+#include "comm/common.h"
 
 const relayParamDef relayParamDefs[RELAY_P_COUNT] = {
 #define RELAY_PARAM_ROW_(id, nm, ty, sc, df, lo_, hi_, field, shown, dc) \

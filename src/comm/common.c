@@ -1,4 +1,4 @@
-#include "common.h"
+#include "comm/common.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -10,8 +10,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "core/comm.h"
-#include "core/params.h"
+#include "comm/comm.h"
+#include "comm/params.h"
 
 static const struct {
   const char* name;
@@ -196,4 +196,12 @@ int relayParseBytes(const char* s, uint64_t* out) {
   if (b > 1.0e18 || b != (double)(uint64_t)b) return 1; /* 1.5K is fine, 1.3 bytes is not */
   *out = (uint64_t)b;
   return 0;
+}
+
+int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
+  if (!nodeOf || nNodes < 1 || nranks % nNodes != 0) return 0;
+  int G = nranks / nNodes;
+  for (int r = 0; r < nranks; r++)
+    if (nodeOf[r] != r / G) return 0;
+  return 1;
 }

@@ -1,0 +1,79 @@
+# cmake -DROOT=<a source tree> [-DINJECT=<file>:<header>] -P CheckFloors.cmake
+# The floors of src/ (CONTRIBUTING.md "Floors"): a file may include headers of its own floor and of the
+# floors below it, never one above. Every file under ROOT/src (.c .h .cu .cuh) is read; each
+# `#include "dir/name.h"` that names a file of src/ is judged by the floors of both paths. A file of
+# src/ that no floor rule matches is an error too, so a new folder gets its floor on purpose.
+# INJECT (the check's own test, floors_check_fails): read <file> (relative to src/) as if it also
+# included <header>, to prove that a bad include fails the check.
+cmake_policy(VERSION 3.18)
+if(NOT ROOT OR NOT IS_DIRECTORY "${ROOT}/src")
+  message(FATAL_ERROR "CheckFloors: ROOT (${ROOT}) holds no src/")
+endif()
+
+# Path prefixes (relative to src/) and their floor, most specific first: the first that matches wins.
+set(RELAY_FLOORS
+    "shim/=5"
+    "core/=4"
+    "route/=3" "exec/=3"
+    "transport/shm/=2" "transport/nccl/=2" "transport/shm.h=2"
+    "sim/=2" "ref/=2"
+    "plan/=1" "topo/=1" "p2p/=1"
+    "comm/=0" "transport/transport.h=0" "reduce_host.=0" "float16.h=0" "gpu_port.h=0")
+
+function(floor_of path out)
+  foreach(rule ${RELAY_FLOORS})
+    string(REGEX MATCH "^(.*)=([0-9]+)$" m "${rule}")
+    set(prefix "${CMAKE_MATCH_1}")
+    set(level "${CMAKE_MATCH_2}")
+    string(LENGTH "${prefix}" n)
+    string(SUBSTRING "${path}" 0 ${n} head)
+    if(head STREQUAL prefix)
+      set(${out} ${level} PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  set(${out} "" PARENT_SCOPE)
+endfunction()
+
+file(GLOB_RECURSE files RELATIVE "${ROOT}/src" "${ROOT}/src/*.c" "${ROOT}/src/*.h" "${ROOT}/src/*.cu"
+     "${ROOT}/src/*.cuh")
+list(SORT files)
+set(bad 0)
+set(nIncludes 0)
+foreach(f ${files})
+  floor_of("${f}" mine)
+  if(mine STREQUAL "")
+    message(SEND_ERROR "src/${f} is on no floor (add its folder to RELAY_FLOORS and CONTRIBUTING.md)")
+    math(EXPR bad "${bad} + 1")
+    continue()
+  endif()
+  file(STRINGS "${ROOT}/src/${f}" lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  if(INJECT MATCHES "^${f}:(.+)$")
+    list(APPEND lines "#include \"${CMAKE_MATCH_1}\"")
+  endif()
+  foreach(l ${lines})
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*$" "\\1" inc "${l}")
+    if(NOT EXISTS "${ROOT}/src/${inc}")
+      continue() # a header of include/, the generated ones, CUDA's, NCCL's, or one beside the file
+    endif()
+    math(EXPR nIncludes "${nIncludes} + 1")
+    floor_of("${inc}" theirs)
+    if(theirs STREQUAL "")
+      continue() # reported as a file of its own
+    endif()
+    if(theirs GREATER mine)
+      message(SEND_ERROR "src/${f} (floor ${mine}) includes ${inc} (floor ${theirs}): a lower floor includes "
+                         "a higher one")
+      math(EXPR bad "${bad} + 1")
+    endif()
+  endforeach()
+endforeach()
+list(LENGTH files nFiles)
+if(nIncludes LESS 50)
+  message(FATAL_ERROR "CheckFloors: read only ${nIncludes} includes of src/ in ${nFiles} files: the reader "
+                      "is broken")
+endif()
+message(STATUS "floors: ${nFiles} files, ${nIncludes} includes of src/, ${bad} problems")
+if(bad)
+  message(FATAL_ERROR "${bad} problems")
+endif()
