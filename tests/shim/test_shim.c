@@ -684,13 +684,19 @@ static int rankThreads(int rank, int nranks, void* arg) {
   int aborted = 0, polls = 0;
   uint64_t t0 = relayNowNs(), since = 0;
   while (!aborted && relayNowNs() - t0 < 60000000000ull) {
+    int lastDone = atomic_load(&l->calls) == TH_CALLS;
     for (int k = 0; k < TH_COMMS - 1 + !aborted; k++) {
       ncclResult_t ae = ncclSuccess;
       T_CHECK(ncclCommGetAsyncError(t[k].comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
-      T_CHECK(ae == ncclSuccess, "rank %d: comm %d reports async error %d", rank, k, (int)ae);
+      /* Once the last comm's calls are done, the peer may abort it first (both ranks wait 300 ms,
+       * either may win: 1 run in about 25 on the H200's 16 cores, 2026-12-02), and then its async
+       * error rightly reports the peer's abort (ncclRemoteError). Before that, and on the other
+       * comms throughout, it must say nothing. */
+      T_CHECK(ae == ncclSuccess || (k == TH_COMMS - 1 && lastDone), "rank %d: comm %d reports async error %d",
+              rank, k, (int)ae);
       polls++;
     }
-    int ready = rank == 0 ? atomic_load(&l->waiting) : atomic_load(&l->calls) == TH_CALLS;
+    int ready = rank == 0 ? atomic_load(&l->waiting) : lastDone;
     if (ready && !since) since = relayNowNs();
     if (since && relayNowNs() - since > 300000000ull) {
       T_CHECK(ncclCommAbort(l->comm) == ncclSuccess, "ncclCommAbort");
