@@ -783,34 +783,23 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
   return !declined;
 }
 
-static ncclResult_t allReduce(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                                   cudaStream_t),
-                              const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  shimComm* sc = routeFor(RELAY_COLL_ALLREDUCE, count, datatype, op, comm, stream);
+static ncclResult_t reduceLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                                   ncclComm_t, cudaStream_t),
+                               relayColl_t coll, const void* sendbuff, void* recvbuff, size_t count,
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  shimComm* sc = routeFor(coll, count, datatype, op, comm, stream);
   ncclResult_t r;
-  if (sc && runRelay(sc, RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;
+  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;
   return fwd(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
-SHIM_TWINS(ncclAllReduce, allReduce,
+SHIM_TWINS(ncclAllReduce, reduceLike,
            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
             ncclComm_t comm, cudaStream_t stream),
-           sendbuff, recvbuff, count, datatype, op, comm, stream)
-
-static ncclResult_t reduceScatter(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
-                                                       ncclComm_t, cudaStream_t),
-                                  const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
-                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  shimComm* sc = routeFor(RELAY_COLL_REDUCESCATTER, recvcount, datatype, op, comm, stream);
-  ncclResult_t r;
-  if (sc && runRelay(sc, RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, stream, &r))
-    return r;
-  return fwd(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-}
-SHIM_TWINS(ncclReduceScatter, reduceScatter,
+           RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, comm, stream)
+SHIM_TWINS(ncclReduceScatter, reduceLike,
            (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
             ncclComm_t comm, cudaStream_t stream),
-           sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
+           RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
 
 /* All-gather and all-to-all: no op. In place all-to-all is NCCL's to refuse or do (relaycc rejects it). */
 static ncclResult_t gatherLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
