@@ -1,14 +1,15 @@
 # cmake -DNM=<nm> -DLIBS=<librelaycc.a;librelaycc.so> -DTOOLKIT=<librelaycc_toolkit.a> -DHEADERS=<h1;h2>
 #       -P CheckToolOnly.cmake
-# Tool and test code stays out of the library: no function the tool-only HEADERS (tools/common/*.h)
-# declare may be defined in any of LIBS, and every one must be defined in TOOLKIT (which proves that the
+# Tool and test code stays out of the library: no function or extern table the tool-only HEADERS
+# (tools/common/*.h) declare may be defined in any of LIBS, and every one must be defined in TOOLKIT (which proves that the
 # header parser and nm see them). The names come from the headers, never from a list kept here.
 cmake_policy(VERSION 3.18)
 include(${CMAKE_CURRENT_LIST_DIR}/HeaderFunctions.cmake)
 set(decl)
 foreach(h ${HEADERS})
   relay_header_functions(${h} "[A-Za-z_][A-Za-z0-9_]*" names decls)
-  list(APPEND decl ${names})
+  relay_header_data(${h} data)
+  list(APPEND decl ${names} ${data})
 endforeach()
 list(LENGTH decl nDecl)
 if(nDecl LESS 3)

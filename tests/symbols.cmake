@@ -13,7 +13,8 @@ add_test(NAME symbols_public_only
 set_tests_properties(symbols_public_only PROPERTIES LABELS cpu TIMEOUT 60)
 
 # The library holds no tool or test code: nothing tools/common/*.h declares (the fork launcher,
-# relaycc-plan --scatter-parts) is defined in librelaycc.a or librelaycc.so; relaycc_toolkit has it all.
+# relaycc-plan --scatter-parts, the seed's tables, the settings' markdown, the tools' environment knobs;
+# functions and extern tables) is defined in librelaycc.a or librelaycc.so; relaycc_toolkit has it all.
 file(GLOB RELAY_TOOLKIT_HEADERS ${CMAKE_SOURCE_DIR}/tools/common/*.h)
 add_test(NAME symbols_no_tool_code
          COMMAND ${CMAKE_COMMAND} -DNM=${RELAY_NM}

@@ -20,6 +20,7 @@
 #include "plan/plan.h"
 #include "route/depth.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "topo/topo.h"
 
 #define MIB (1024.0 * 1024.0)

@@ -36,6 +36,7 @@
 #include "plan/plan.h"
 #include "ref/ref.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "topo/topo.h"
 
 typedef struct {

@@ -28,6 +28,7 @@
 #include "reduce_host.h"
 #include "ref/ref.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "topo/topo.h"
 
 #define NRANKS 8

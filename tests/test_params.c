@@ -9,6 +9,7 @@
 #include "comm/common.h"
 #include "comm/params.h"
 #include "harness.h"
+#include "params_md.h"
 
 #define NRANKS 4
 #define COUNT 16384 /* 64 KB of float: the all-reduce */

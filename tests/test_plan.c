@@ -24,6 +24,7 @@
 #include "plan/routes.h"
 #include "reduce_host.h"
 #include "ref/ref.h"
+#include "route/table.h"
 
 #define MAXR 16
 #define GUARD 64 /* bytes either side of every caller buffer */

@@ -23,6 +23,7 @@
 #include "harness.h"
 #include "plan/plan.h"
 #include "route/route.h"
+#include "route/table.h"
 #include "sim/sim.h"
 #include "topo/gpu.h"
 #include "topo/topo.h"

@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "plan/plan.h"
 #include "ref/ref.h"
+#include "route/table.h"
 
 #define NRANKS 8
 #define POISON 0xCD

@@ -15,6 +15,8 @@
 #include "comm/common.h"
 #include "harness.h"
 #include "plan/plan.h"
+#include "route/table.h"
+#include "seedtab.h"
 #include "sim/sim.h"
 #include "topo/topo.h"
 

@@ -26,6 +26,7 @@
 #include "harness.h"
 #include "p2p/p2p.h"
 #include "plan/plan.h"
+#include "route/table.h"
 #include "sim/sim.h"
 #include "topo/topo.h"
 

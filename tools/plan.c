@@ -23,6 +23,7 @@
 #include "p2p/p2p.h"
 #include "p2p_tool.h"
 #include "plan/plan.h"
+#include "route/table.h"
 
 static const char* kUsage =
     "usage: relaycc-plan -c allgather|reducescatter|allreduce|alltoall -A nActive [-G nGroups]\n"

@@ -33,7 +33,10 @@
 #include "comm/common.h"
 #include "plan/plan.h"
 #include "route/route.h"
+#include "route/table.h"
+#include "seedtab.h"
 #include "sim/sim.h"
+#include "tool_env.h"
 #include "topo/topo.h"
 
 #define KB 1024ull

@@ -60,6 +60,24 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 
+const char* const relayRouteNames[relayNumRoutes + 1] = {
+    [relayRouteAuto] = "auto",       [relayRouteDirect] = "direct", [relayRouteRelay] = "relay",
+    [relayRouteOneShot] = "oneshot", [relayRouteNative] = "native", [relayRouteBw] = "bw",
+    [relayNumRoutes] = NULL};
+
+const char* relayRouteName(int route) { return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?"; }
+
+int relayParseRoute(const char* s, int* out) {
+  if (!s) return -1;
+  if (strcasecmp(s, "one-shot") == 0) s = "oneshot";
+  for (int i = 0; i < relayNumRoutes; i++)
+    if (strcasecmp(s, relayRouteNames[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -1;
+}
+
 double relayTypeTolerance(relayDataType_t dt) {
   switch (dt) {
     case relayFloat16: return 1e-2;  /* 11-bit mantissa, a few roundings */

@@ -17,10 +17,13 @@ struct relayComm;
 size_t relayTypeSize(relayDataType_t dt); /* 0 for an unknown type */
 const char* relayTypeName(relayDataType_t dt);
 const char* relayOpName(relayRedOp_t op);
-const char* relayRouteName(int route);
 int relayParseType(const char* s, relayDataType_t* out); /* 0 on success */
 int relayParseOp(const char* s, relayRedOp_t* out);
-int relayParseRoute(const char* s, int* out);
+/* The routes' names, indexed by relayRoute_t ("auto" first) and NULL-terminated: the one list that
+ * relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices (params.c) and the tools read. */
+extern const char* const relayRouteNames[relayNumRoutes + 1];
+const char* relayRouteName(int route); /* "?" outside relayRoute_t */
+int relayParseRoute(const char* s, int* out); /* a name of relayRouteNames, or "one-shot"; 0 on success */
 /* Comparison tolerance for floats, relative to the largest |input| summed. */
 double relayTypeTolerance(relayDataType_t dt);
 
@@ -44,12 +47,6 @@ void relayErrorContext(const struct relayComm* comm, char* buf, size_t len);
  * (call #3, step 1): x"; "relaycc (rank 2): x" -> "x"; a text without this
  * rank's prefix is copied as it is. Returns buf. */
 const char* relayErrorQuote(const struct relayComm* comm, const char* text, char* buf, size_t len);
-
-/* The environment for tools and tests (their own knobs, e.g. RELAYCC_GPUTEST_*):
- * def when unset or empty. The library reads settings only through its
- * table (comm/params.h, which defines these). */
-long relayEnvLong(const char* name, long def);
-const char* relayEnvStr(const char* name, const char* def);
 
 uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
 

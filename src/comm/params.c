@@ -17,14 +17,12 @@ const relayParamDef relayParamDefs[RELAY_P_COUNT] = {
 };
 
 static const char* const kDebugChoices[] = {"off", "info", "trace", NULL};
-static const char* const kRouteChoices[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
 static const char* const kBwMoverChoices[] = {"auto", "sm", "ce", NULL}; /* RELAY_BW_MOVER_* (transport.h) */
-_Static_assert(sizeof kRouteChoices / sizeof kRouteChoices[0] == relayNumRoutes + 1, "a choice per relayRoute_t");
 
 const char* const* relayParamChoices(relayParamId id) {
   switch (id) {
     case RELAY_P_DEBUG: return kDebugChoices;
-    case RELAY_P_ROUTE: return kRouteChoices;
+    case RELAY_P_ROUTE: return relayRouteNames;
     case RELAY_P_BW_MOVER: return kBwMoverChoices;
     default: return NULL;
   }
@@ -93,12 +91,11 @@ static int parseValue(relayParamId id, const char* s, long long* v, char* why, s
       break;
     case RELAY_PTYPE_ENUM: {
       const char* const* ch = relayParamChoices(id);
-      int found = 0;
-      for (int i = 0; ch && ch[i]; i++)
-        if (!strcasecmp(s, ch[i]) || (id == RELAY_P_ROUTE && i == relayRouteOneShot && !strcasecmp(s, "one-shot"))) {
-          x = i, found = 1;
-          break;
-        }
+      int found = 0, route;
+      if (id == RELAY_P_ROUTE && relayParseRoute(s, &route) == 0) /* its spellings: "one-shot" too */
+        x = route, found = 1;
+      for (int i = 0; ch && ch[i] && !found; i++)
+        if (!strcasecmp(s, ch[i])) x = i, found = 1;
       /* A choice's index is accepted too (RELAYCC_DEBUG=1 as before). */
       ok = found || relayParseInt(s, d->lo, d->hi, &x) == 0;
       break;
@@ -152,6 +149,11 @@ static char gProcessText[RELAY_P_COUNT][RELAY_PARAM_TEXT];
 static char gProcessWhy[RELAY_P_COUNT][RELAY_PARAM_TEXT + 192]; /* "NAME=value: expected ..." when unreadable */
 
 static const char* kFieldNames[] = {"timeoutMs", "checkMode", "route", "depth", "shmRingBytes", "spinCount", "topo"};
+
+const char* relayParamFieldName(relayParamId id) {
+  int f = relayParamDefs[id].configField;
+  return f >= 0 ? kFieldNames[f] : NULL;
+}
 
 relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen) {
   *badId = -1;
@@ -278,41 +280,17 @@ const char* relayParamText(const relayParams* p, relayParamId id, char* buf, siz
   return buf;
 }
 
+const char* relayParamScopeName(relayParamScope scope) {
+  static const char* const kScope[] = {"process", "rank", "agreed"};
+  return (unsigned)scope < sizeof kScope / sizeof kScope[0] ? kScope[scope] : "?";
+}
+
 void relayParamsPrint(const relayParams* p, const char* prefix, void* file) {
   static const char* kSrc[] = {"default", "env", "config", "rank 0's"};
-  static const char* kScope[] = {"process", "rank", "agreed"};
   FILE* f = file;
   for (int i = 0; i < RELAY_P_COUNT; i++) {
     char buf[32];
     fprintf(f, "%s%s = %s (%s, %s)\n", prefix, relayParamDefs[i].name, relayParamText(p, (relayParamId)i, buf, sizeof buf),
-            kSrc[p->src[i]], kScope[relayParamDefs[i].scope]);
+            kSrc[p->src[i]], relayParamScopeName(relayParamDefs[i].scope));
   }
-}
-
-void relayParamsMarkdown(void* file) {
-  static const char* kScope[] = {"process", "rank", "agreed"};
-  FILE* f = file;
-  fprintf(f, "| variable | config field | default | values | scope | meaning |\n|---|---|---|---|---|---|\n");
-  for (int i = 0; i < RELAY_P_COUNT; i++) {
-    const relayParamDef* d = &relayParamDefs[i];
-    char field[32] = "", allowed[160];
-    if (d->configField >= 0) snprintf(field, sizeof field, "`%s`", kFieldNames[d->configField]);
-    fprintf(f, "| `%s` | %s | %s | %s | %s | %s |\n", d->name, field, d->shownDefault,
-            relayParamAllowed((relayParamId)i, allowed, sizeof allowed), kScope[d->scope], d->doc);
-  }
-}
-
-/* ---- tools and tests ---- */
-
-long relayEnvLong(const char* name, long def) {
-  const char* v = getenv(name);
-  if (!v || !*v) return def;
-  char* end;
-  long x = strtol(v, &end, 0);
-  return (end == v) ? def : x;
-}
-
-const char* relayEnvStr(const char* name, const char* def) {
-  const char* v = getenv(name);
-  return (v && *v) ? v : def;
 }

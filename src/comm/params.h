@@ -197,8 +197,10 @@ const char* relayParamEnvText(relayParamId id);
 void relayParamsPrint(const relayParams* p, const char* prefix, void* file);
 /* The value of row id as text (the chosen choice for an ENUM). */
 const char* relayParamText(const relayParams* p, relayParamId id, char* buf, size_t len);
-/* The README configuration table (markdown) generated from the table. */
-void relayParamsMarkdown(void* file);
+/* The config field of row id ("timeoutMs"), NULL when it has none. */
+const char* relayParamFieldName(relayParamId id);
+/* "process", "rank" or "agreed". */
+const char* relayParamScopeName(relayParamScope scope);
 
 #ifdef __cplusplus
 }

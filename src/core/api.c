@@ -31,6 +31,7 @@
 #include "core/core.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
+#include "core/route_steps.h"
 #include "exec/exec.h"
 #include "route/route.h"
 #include "route/table.h"
@@ -306,7 +307,7 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
 
 /* Runs the call on the first candidate (route/route.h) that can serve it:
  * its row's capability present on the transport, its plan (if it has one)
- * built, its prepare (if any) accepted. Every rank walks the same list to
+ * built, its prepare (if any: core/route_steps.c) accepted. Every rank walks the same list to
  * the same row: the list and the plans are pure functions of the key, the
  * config and the topology the ranks agreed at init; capabilities are the
  * transport's; and a prepare is collective and voted, so every rank reaches
@@ -325,8 +326,9 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       if (res == relayNotSupported) continue; /* a normal answer */
       if (res != relaySuccess) return res;
     }
+    const relayRouteSteps* steps = relayRouteStepsOf(row->route);
     void* handle = NULL;
-    relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
+    relayResult_t res = steps->prepare ? steps->prepare(c, call, &handle) : relaySuccess;
     if (res == relayNotSupported) {
       relayPlanFree(owned);
       /* The interposer's comm: the route that beat NCCL's own collective is refused (IPC in a container,
@@ -343,7 +345,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
       c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
-      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : row->run(c, handle, call);
+      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : steps->run(c, handle, call);
     }
     relayPlanFree(owned);
     if (res != relaySuccess) c->failed = 1;

@@ -356,12 +356,6 @@ static inline int planActiveRank(const planKey* k, int group, int index) {
   return k->ranks[group * k->nActive + index];
 }
 
-/* Build the plan of key with its route's builder (defined with the table of
- * routes, route/table.c, which picks it). Returns relaySuccess,
- * relayNotSupported (the route runs no plan, or cannot serve this key) or
- * relaySystemError. */
-relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
-
 /* Validate the plan's structural invariants (matching, ordering, coverage,
  * helpers never touching caller memory, no overlap of a step's receive
  * targets with its send sources). 0 when sound; otherwise writes a message. */

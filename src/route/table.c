@@ -1,12 +1,11 @@
 /*
  * The table of routes (route/table.h). A new route is a relayRoute_t value
- * (relaycc.h: users force it by name or number), a row here and its builder.
+ * (relaycc.h: users force it by name or number), its name
+ * (comm/common.c), a row here and its builder, and where it needs the
+ * transport readied, its prepare in core (core/route_steps.c).
  */
 #include "route/table.h"
 
-#include <strings.h>
-
-#include "comm/comm.h"
 #include "comm/common.h"
 #include "plan/routes.h"
 #include "route/route.h"
@@ -26,30 +25,13 @@ static int oneShotPriced(const planKey* k, int caps) {
   return relayOneShotFits(k, (caps & RELAY_ROUTE_CAP_GATED) ? RELAY_ONESHOT_GATE_MAX : RELAY_ONESHOT_DEFAULT_MAX_BYTES);
 }
 
-/* A forced one-shot above the comm's gate (what one source stages per
- * destination must fit the slot) is declined, on every rank alike. */
-static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
-  (void)handle;
-  uint64_t gate = (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES);
-  if (!relayOneShotSlotFits(call->key, gate)) return relayNotSupported;
-  return c->tp->oneshotPrepare(c, (size_t)gate, call->stream);
-}
-
 /* ---- bandwidth ---------------------------------------------------------- */
 
 /* Tiles through a bounded ring in peers' memory (plan_bw.c): its builder
  * says which keys it serves (nGroups == 1, every layout collective, any
  * count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
  * (sim.c bwSeconds), so where it wins is the model's answer, continuous with
- * the one-shot's (one tile costs the one-shot plus one flag hop). The region
- * is sized by the key's tile and ring (the comm's agreed values); the
- * transport's prepare votes on them, so ranks decline together. */
-static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
-  (void)handle;
-  int ring = planBwRing(call->key);
-  if (ring == 0) return relayNotSupported; /* the builder refused it already; every rank alike */
-  return c->tp->bwPrepare(c, planBwTileBytes(call->key), ring, call->stream);
-}
+ * the one-shot's (one tile costs the one-shot plus one flag hop). */
 
 /* ---- native ------------------------------------------------------------ */
 
@@ -62,38 +44,23 @@ static int nativePriced(const planKey* k, int caps) {
   return (unsigned)k->coll < RELAY_NUM_COLLS;
 }
 
-static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
-  const planKey* k = call->key;
-  if (!nativePriced(k, 0)) return relayNotSupported; /* every rank alike: the key says */
-  return c->tp->nativePrepare(c, k->nGroups, k->nActive, k->ranks, call->stream, handle);
-}
-
-static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRouteCall* call) {
-  const planKey* k = call->key;
-  return c->tp->native(c, handle, k->coll, call->send, call->recv, call->count, k->dtype, k->op,
-                       call->stream);
-}
-
 /* ---- the table --------------------------------------------------------- */
 
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
 static const relayRouteRow kRows[relayNumRoutes] = {
-    [relayRouteDirect] = {relayRouteDirect, "direct", planBuildDirect, 0, 0, NULL, NULL, NULL},
-    [relayRouteRelay] = {relayRouteRelay, "relay", planBuildRelay, 0, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
-    [relayRouteOneShot] = {relayRouteOneShot, "oneshot", planBuildOneShot, RELAY_TP_CAP_ONESHOT,
-                           RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
-    [relayRouteNative] = {relayRouteNative, "native", NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH,
-                          nativePriced, nativePrepare, nativeRun},
-    [relayRouteBw] = {relayRouteBw, "bw", planBuildBw, RELAY_TP_CAP_BW, RELAY_ROW_ONE_LAUNCH, NULL, bwPrepare, NULL},
+    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, 0, NULL},
+    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, RELAY_ROW_PIPELINED, NULL},
+    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT,
+                           RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced},
+    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH, nativePriced},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, RELAY_ROW_ONE_LAUNCH, NULL},
 };
 
 const relayRouteRow* relayRouteRowOf(int route) {
-  return (unsigned)route < relayNumRoutes && kRows[route].name ? &kRows[route] : NULL;
+  return route > relayRouteAuto && route < relayNumRoutes ? &kRows[route] : NULL;
 }
 
-/* Here, above the plan layer, because the table picks the builder: a plan
- * knows no route table (CONTRIBUTING.md: lower layers never call upward). */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   *out = NULL;
   const relayRouteRow* row = relayRouteRowOf(key->route);
@@ -115,21 +82,4 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   }
   planBuilderFree(b);
   return res;
-}
-
-const char* relayRouteName(int route) {
-  if (route == relayRouteAuto) return "auto";
-  const relayRouteRow* row = relayRouteRowOf(route);
-  return row ? row->name : "?";
-}
-
-int relayParseRoute(const char* s, int* out) {
-  if (!s) return -1;
-  if (strcasecmp(s, "one-shot") == 0) s = "oneshot";
-  for (int i = 0; i < relayNumRoutes; i++)
-    if (strcasecmp(s, relayRouteName(i)) == 0) {
-      *out = i;
-      return 0;
-    }
-  return -1;
 }

@@ -1,11 +1,14 @@
 /*
- * Routes as rows: one row per route says everything the library needs to
- * know of it, so that adding a route touches this table and its builder.
- * The router (route.c) prices the rows a call's transport can run and hands
- * core an ordered list of candidates; core (api.c) walks it and runs the
- * first whose capability is present and whose prepare succeeds on every
- * rank; relayPlanBuild (defined in table.c) runs the row's builder;
- * relayRouteName and relayParseRoute read the names.
+ * Routes as rows: one row per route says what the router and the plan layer
+ * need to know of it (its builder, the transport capability it needs, how it
+ * is priced), so that adding a route touches this table and its builder.
+ * Rows are pure: nothing here needs a comm. The router (route.c) prices the
+ * rows a call's transport can run and hands core an ordered list of
+ * candidates; core (api.c) walks it and runs the first whose capability is
+ * present and whose prepare succeeds on every rank. What a route needs of a
+ * comm (the prepare that readies the transport, the run of a row without a
+ * plan) is core's half of the row (core/route_steps.c); a route's name is
+ * the shared floor's (comm/common.h: relayRouteNames).
  */
 #ifndef RELAY_ROUTE_TABLE_H_
 #define RELAY_ROUTE_TABLE_H_
@@ -15,17 +18,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-struct relayComm;
-
-/* What a row's prepare and run see of the call. */
-typedef struct {
-  const planKey* key; /* route and depth: the candidate's */
-  const void* send;
-  void* recv;
-  size_t count; /* this rank's group's count; 0 on a rank active in no group and in rooted calls */
-  relayStream_t stream;
-} relayRouteCall;
 
 /* Row flags, read by the router. */
 enum {
@@ -40,11 +32,10 @@ enum {
 };
 
 typedef struct {
-  int route;        /* relayRoute_t: the row's index in the table */
-  const char* name; /* RELAYCC_ROUTE's spelling (relayRouteName) */
+  int route; /* relayRoute_t: the row's index in the table */
   /* The plan builder; NULL: the route runs no plan but the transport's own
-   * collective (native), which the router prices by the baseline model and
-   * keeps as the incumbent. */
+   * collective (native: core's run), which the router prices by the
+   * baseline model and keeps as the incumbent. */
   relayResult_t (*build)(planBuilder* b);
   unsigned caps; /* RELAY_TP_CAP_* the transport must have (0: any) */
   int flags;     /* RELAY_ROW_* */
@@ -52,18 +43,18 @@ typedef struct {
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
   int (*priced)(const planKey* key, int caps); /* caps: as the router's (RELAY_ROUTE_CAP_GATED) */
-  /* COLLECTIVE over all comm ranks, on the same call, after the plan (if
-   * any) is built: readies the transport. relayNotSupported = declined, on
-   * every rank alike (voted, or derived from state all ranks share): core
-   * tries the next candidate. Any other error fails the comm. NULL: nothing
-   * to prepare. *handle goes to run. */
-  relayResult_t (*prepare)(struct relayComm* comm, const relayRouteCall* call, void** handle);
-  /* A row without a builder runs the call here (with its handle). */
-  relayResult_t (*run)(struct relayComm* comm, void* handle, const relayRouteCall* call);
 } relayRouteRow;
 
 /* The row of route (a relayRoute_t), NULL for auto and out-of-range values. */
 const relayRouteRow* relayRouteRowOf(int route);
+
+/* Build the plan of key with its route's row's builder. Returns
+ * relaySuccess, relayNotSupported (the route runs no plan, or cannot serve
+ * this key: a normal answer, the caller takes the next candidate) or
+ * relaySystemError. A layout collective on a comm of several nodes is the
+ * hierarchical plan whose node legs are this row's. Here, above the plan
+ * layer, because the table picks the builder: a plan knows no route table. */
+relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 #ifdef __cplusplus
 }

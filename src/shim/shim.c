@@ -48,9 +48,7 @@
 #include "comm/params.h"
 #include "core/core.h"
 #include "core/init.h"
-#include "plan/plan.h"
 #include "relaycc_nccl.h"
-#include "route/route.h"
 #include "shim/shim.h"
 
 /* ---- settings ------------------------------------------------------------ */

@@ -32,6 +32,7 @@
 #include "gpu/gpu_util.h"
 #include "reduce_host.h"
 #include "relaycc_nccl.h"
+#include "tool_env.h"
 
 #define GUARD 256          /* bytes poisoned before and after every buffer */
 #define POISON 0xA5

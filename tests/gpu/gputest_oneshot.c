@@ -56,6 +56,7 @@
 #include "gpu/reduce_inputs.h"
 #include "reduce_host.h"
 #include "relaycc_nccl.h"
+#include "tool_env.h"
 #include "transport/nccl/oneshot.h"
 
 #define WAIT_S 60.0

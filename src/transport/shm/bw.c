@@ -43,20 +43,17 @@
  * behind the push is the pipelining the GPU kernel does. Waits are the
  * transport's (relayShmWaitWord: deadline, abort, dead and failed peers).
  */
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "comm/vote.h"
 #include "plan/plan.h"
 #include "reduce_host.h"
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 typedef struct {
   int tried, ready;
@@ -253,15 +250,7 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
 /* ---- windows: the direct path ------------------------------------------------
  *
  * A window registered on every rank (relayCommRegister) is reachable with
- * cross-memory attach: process_vm_readv / process_vm_writev copy between
- * this process and a peer's address space in one syscall, the CPU analogue
- * of NVLink loads and stores into an IPC-mapped buffer. Registration
- * exchanges pids (core already exchanged the buffers' addresses), probes a
- * one-byte read of every peer's buffer (the kernel's ptrace-attach check:
- * Yama's ptrace_scope, containers or seccomp can refuse it; a read allowed
- * means a write is too, it is the same check) and votes: any refusal makes
- * the window staged-only on every rank, RELAYCC_DEBUG=1 naming rank, peer
- * and errno.
+ * cross-memory attach (window.c: registration, relayShmWinCopy).
  *
  * A direct call (relayBwDesc.win), on every active:
  *   entry: store window id, offsets, call, mark and shape in every peer's
@@ -289,40 +278,6 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
  * Waits are relayShmRegionWait's (deadline, abort, dead and failed peers); a
  * copy that fails (ESRCH: the peer died) names the peer. */
 
-typedef struct {
-  int32_t* pids;   /* [n] */
-  uint64_t* bases; /* [n] each rank's buffer (0: none) */
-  char* pull;      /* (min(n, 8) - 1) tiles: what a reduce reads of its peers at once */
-  size_t pullTile; /* bytes per peer in pull */
-} shmWin;
-
-static void shmWinFree(shmWin* x) {
-  if (!x) return;
-  free(x->pids);
-  free(x->bases);
-  free(x->pull);
-  free(x);
-}
-
-/* One copy between my buffer and peer p's memory at remote, in as many
- * syscalls as the kernel takes (it may move less than asked). */
-static relayResult_t bwCma(struct relayComm* comm, const shmWin* x, int p, int write, void* local, uint64_t remote,
-                           size_t len) {
-  size_t done = 0;
-  while (done < len) {
-    struct iovec l = {(char*)local + done, len - done}, r = {(void*)(uintptr_t)(remote + done), len - done};
-    ssize_t n = write ? process_vm_writev(x->pids[p], &l, 1, &r, 1, 0) : process_vm_readv(x->pids[p], &l, 1, &r, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      return relaySetError(comm, errno == ESRCH ? relayRemoteError : relaySystemError,
-                           "bw direct: %s %zu bytes %s rank %d (pid %d) at window offset %llu: %s%s",
-                           write ? "writing" : "reading", len - done, write ? "into" : "from", p, (int)x->pids[p],
-                           (unsigned long long)(remote + done - x->bases[p]), n == 0 ? "no progress" : strerror(errno),
-                           errno == ESRCH ? " (it died)" : "");
-    done += (size_t)n;
-  }
-  return relaySuccess;
-}
 
 /* The entry record in every peer's region (window 0: the staged path). */
 static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d, uint32_t win, size_t soff,
@@ -396,7 +351,7 @@ static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const rela
 
 /* Reduce elements [off, off + len) of every active's send (the peers' read
  * into the pull buffer) into dst, in tiles of the pull buffer. */
-static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const shmWin* x, size_t es,
+static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x, size_t es,
                                     uint64_t off, uint64_t len, char* dst) {
   const relayOneShotDesc* d = &w->c;
   size_t tile = x->pullTile / es;
@@ -411,7 +366,7 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
       }
       char* into = x->pull + (size_t)slot++ * x->pullTile;
       int p = d->ranks[i];
-      RELAY_CHECK(bwCma(comm, x, p, 0, into, x->bases[p] + w->sendOff + (off + t) * es, n * es));
+      RELAY_CHECK(relayShmWinCopy(comm, x, p, 0, into, x->bases[p] + w->sendOff + (off + t) * es, n * es));
       srcs[i] = into;
     }
     relayHostReduce(dst + t * es, srcs, d->nActive, n, d->dtype, d->op, d->divisor);
@@ -419,7 +374,7 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
   return relaySuccess;
 }
 
-static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const shmWin* x, size_t es) {
+static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x, size_t es) {
   const relayOneShotDesc* d = &w->c;
   int A = d->nActive, me = d->me;
   uint64_t c = d->count;
@@ -429,7 +384,7 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
       const char* from = (const char*)d->src + (size_t)i * d->srcStride * es;
-      RELAY_CHECK(bwCma(comm, x, p, 1, (void*)from, x->bases[p] + w->recvOff + (uint64_t)me * c * es, c * es));
+      RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (void*)from, x->bases[p] + w->recvOff + (uint64_t)me * c * es, c * es));
     }
     const char* own = (const char*)d->src + (size_t)me * d->srcStride * es;
     char* at = (char*)d->dst + (size_t)me * c * es;
@@ -446,78 +401,17 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
   RELAY_CHECK(bwDirectReduce(comm, w, x, es, lo, hi - lo, (char*)d->dst + lo * es));
   for (int k = 1; k < A; k++) {
     int p = d->ranks[(me + k) % A];
-    RELAY_CHECK(bwCma(comm, x, p, 1, (char*)d->dst + lo * es, x->bases[p] + w->recvOff + lo * es, (hi - lo) * es));
+    RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (char*)d->dst + lo * es, x->bases[p] + w->recvOff + lo * es, (hi - lo) * es));
   }
   return relaySuccess;
 }
 
 static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwDesc* w, size_t es) {
-  const shmWin* x = w->win->tp;
+  const relayShmWin* x = w->win->tp;
   if (!x || !w->win->direct)
     return relaySetError(comm, relayInternalError, "bw direct: window %u is staged-only", w->win->id);
   RELAY_CHECK(bwDirectMove(comm, w, x, es));
   return bwDirectExit(comm, s, &w->c);
-}
-
-relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases) {
-  int n = comm->nranks, r = comm->rank;
-  shmWin* x = calloc(1, sizeof *x);
-  int32_t pid = (int32_t)getpid();
-  if (x) {
-    x->pids = calloc((size_t)n, sizeof *x->pids);
-    x->bases = calloc((size_t)n, sizeof *x->bases);
-    /* The tile a reduce pulls at once: the route's (its key's rounding). */
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.bwTileBytes = (uint32_t)relayParamInt(comm, RELAY_P_BW_TILE_BYTES);
-    x->pullTile = planBwTileBytes(&k);
-    int peers = (n < RELAY_TP_ONESHOT_MAX ? n : RELAY_TP_ONESHOT_MAX) - 1;
-    x->pull = malloc((size_t)(peers > 0 ? peers : 1) * x->pullTile);
-  }
-  const void* got;
-  relayResult_t res = relayAgree(comm, &pid, sizeof pid, &got);
-  if (res != relaySuccess) {
-    shmWinFree(x);
-    return res;
-  }
-  int ok = x && x->pids && x->bases && x->pull && bases;
-  char why[160] = "";
-  if (!ok) {
-    snprintf(why, sizeof why, "it is out of memory for the probe");
-  } else {
-    memcpy(x->pids, got, (size_t)n * sizeof *x->pids);
-    memcpy(x->bases, bases, (size_t)n * sizeof *bases);
-    for (int q = 0; q < n && ok; q++) {
-      if (q == r || !bases[q]) continue;
-      char byte;
-      struct iovec l = {&byte, 1}, rv = {(void*)(uintptr_t)bases[q], 1};
-      if (process_vm_readv(x->pids[q], &l, 1, &rv, 1, 0) != 1) {
-        snprintf(why, sizeof why, "it cannot reach rank %d's buffer with process_vm_readv (%s)", q,
-                 strerror(errno));
-        ok = 0;
-      }
-    }
-  }
-  relayVerdict v;
-  res = relayVote(comm, ok, why, &v);
-  int direct = res == relaySuccess && v.yes;
-  if (res == relaySuccess && !v.yes && relayDebugLevel() >= 1)
-    fprintf(stderr, "relaycc: rank %d: window %u is staged-only: rank %d voted no: %s\n", r, w->id, v.rank,
-            v.why);
-  if (res != relaySuccess || !direct) {
-    shmWinFree(x);
-    x = NULL;
-  }
-  w->direct = direct;
-  w->tp = x;
-  return res;
-}
-
-void relayShmWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective) {
-  (void)comm;
-  (void)collective; /* no peer state: every direct call ended at its exit barrier */
-  shmWinFree(w->tp);
-  w->tp = NULL;
 }
 
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStream_t stream) {

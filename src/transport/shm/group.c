@@ -23,7 +23,7 @@
  * with its own (p2pConnAgree) and, when they agree, connects its side; a
  * mismatch is relayInvalidUsage naming the channels, never a wait.
  */
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 #include <stdlib.h>
 #include <string.h>

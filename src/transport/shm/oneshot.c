@@ -57,7 +57,7 @@
 #include "comm/common.h"
 #include "comm/vote.h"
 #include "reduce_host.h"
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 #define OS_LINE RELAY_SHM_LINE
 typedef relayShmWord osWord;

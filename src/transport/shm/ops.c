@@ -5,7 +5,7 @@
  * with its caps, and relayShmAttach, which builds the state the other files
  * share (shm.h) and hands the rendezvous to segment.c.
  */
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -24,7 +24,7 @@
  * arrived and only then sets go, so a segment reachable by name never says
  * go: a stale one cannot release anyone.
  */
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 #include <errno.h>
 #include <fcntl.h>

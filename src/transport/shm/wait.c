@@ -11,7 +11,7 @@
  * the abort flag, the failure/reject status of the peers still awaited and
  * whether their processes are still alive.
  */
-#include "transport/shm/shm.h"
+#include "transport/shm/shm_transport.h"
 
 #include <errno.h>
 #include <fcntl.h>

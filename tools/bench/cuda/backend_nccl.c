@@ -48,6 +48,7 @@
 #include "comm/common.h"
 #include "core/core.h"
 #include "relaycc_nccl.h"
+#include "tool_env.h"
 
 /* Calls per captured graph under --graph (RELAYCC_BENCH_GRAPH_CALLS): enough
  * that one graph launch and the barrier skew between ranks are small beside

@@ -18,8 +18,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "seedtab.h"
+
 #include "comm/common.h"
-#include "sim/sim.h"
+#include "route/table.h"
+#include "topo/topo.h"
 
 const relaySeedTable relaySeedTables[] = {
     {RELAY_COLL_ALLGATHER, 2, 1, 1, "pipelined 2-active all-gather commit, before (two-group)", 13,

@@ -16,9 +16,11 @@
  *              the ops table and its caps
  *   oneshot.c  the one-shot twin of nccl/oneshot.cu, and the staging regions
  *   bw.c       the bandwidth route's twin of nccl/bw.cu
+ *   window.c   registered windows (cross-memory attach), the twin of
+ *              nccl/window.c
  */
-#ifndef RELAY_TRANSPORT_SHM_SHM_H_
-#define RELAY_TRANSPORT_SHM_SHM_H_
+#ifndef RELAY_TRANSPORT_SHM_TRANSPORT_H_
+#define RELAY_TRANSPORT_SHM_TRANSPORT_H_
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -335,9 +337,22 @@ void relayShmOneShotFree(struct relayComm* comm);
 relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ring, relayStream_t stream);
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* d, relayStream_t stream);
 void relayShmBwFree(struct relayComm* comm);
-/* bw.c: windows (transport.h winRegister / winDeregister): the direct path's cross-memory attach. */
+/* window.c: windows (transport.h winRegister / winDeregister): cross-memory attach to every peer's
+ * registered buffer, the bandwidth route's direct path (bw.c). A window that is direct on every rank
+ * holds this in relayWindow.tp. */
+typedef struct {
+  int32_t* pids;   /* [n] */
+  uint64_t* bases; /* [n] each rank's buffer (0: none) */
+  char* pull;      /* (min(n, 8) - 1) tiles: what a reduce reads of its peers at once */
+  size_t pullTile; /* bytes per peer in pull */
+} relayShmWin;
 relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases);
 void relayShmWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective);
+/* One copy of len bytes between this rank's local memory and rank p's at address remote (inside p's
+ * window buffer): write 1 from local into p, 0 from p into local. An error names the peer and the window
+ * offset (relayRemoteError when it died). */
+relayResult_t relayShmWinCopy(struct relayComm* comm, const relayShmWin* x, int p, int write, void* local,
+                              uint64_t remote, size_t len);
 
 /* segment.c */
 uint64_t relayShmCommHash(struct relayComm* comm);
