@@ -3,9 +3,13 @@
 # floors below it, never one above. Every file under ROOT/src (.c .h .cu .cuh) is read; each
 # `#include "dir/name.h"` that names a file of src/ is judged by the floors of both paths. A file of
 # src/ that no floor rule matches is an error too, so a new folder gets its floor on purpose.
+# A function is declared on the floor that defines it: a header of floor 1 declaring what a file of floor
+# 3 defines is a call one floor up that no include shows (relayPlanBuild in plan/plan.h once).
 # INJECT (the check's own test, floors_check_fails): read <file> (relative to src/) as if it also
-# included <header>, to prove that a bad include fails the check.
+# included <header>, to prove that a bad include fails the check. INJECT_DECL=<header>:<function>
+# (floors_check_fails_decl): read <header> as if it also declared <function>.
 cmake_policy(VERSION 3.18)
+include(${CMAKE_CURRENT_LIST_DIR}/HeaderFunctions.cmake)
 if(NOT ROOT OR NOT IS_DIRECTORY "${ROOT}/src")
   message(FATAL_ERROR "CheckFloors: ROOT (${ROOT}) holds no src/")
 endif()
@@ -68,12 +72,65 @@ foreach(f ${files})
     endif()
   endforeach()
 endforeach()
+# Declared where defined: the non-static functions each .c/.cu file defines, then each header's declarations.
+set(nDefs 0)
+foreach(f ${files})
+  if(NOT f MATCHES "\\.(c|cu)$")
+    continue()
+  endif()
+  file(READ "${ROOT}/src/${f}" text)
+  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
+  string(REGEX REPLACE "//[^\n]*" "" text "${text}")
+  # "[" and ";" would join or split CMake list elements.
+  string(REGEX REPLACE "[][]" "" text "${text}")
+  string(REPLACE ";" "@" text "${text}")
+  # <return type> <name>(<parameters>) { at the start of a line; the type holds no "(" or "=".
+  string(REGEX MATCHALL "\n[A-Za-z_][^@{}#()=\n]*[ *][A-Za-z_][A-Za-z0-9_]*[ \t]*\\([^@{}]*\\)[ \t\n]*{" ds
+         "${text}")
+  foreach(d ${ds})
+    if(d MATCHES "^\n(static|typedef)[ \t]")
+      continue()
+    endif()
+    string(REGEX MATCH "[A-Za-z_][A-Za-z0-9_]*[ \t]*\\(" name "${d}")
+    string(REGEX REPLACE "[ \t]*\\($" "" name "${name}")
+    set(definedIn_${name} "${f}")
+    math(EXPR nDefs "${nDefs} + 1")
+  endforeach()
+endforeach()
+set(nDecls 0)
+foreach(f ${files})
+  if(NOT f MATCHES "\\.(h|cuh)$")
+    continue()
+  endif()
+  relay_header_functions("${ROOT}/src/${f}" "[A-Za-z_][A-Za-z0-9_]*" names decls)
+  if(INJECT_DECL MATCHES "^${f}:(.+)$")
+    list(APPEND names ${CMAKE_MATCH_1})
+  endif()
+  floor_of("${f}" mine)
+  foreach(name ${names})
+    math(EXPR nDecls "${nDecls} + 1")
+    if(NOT DEFINED definedIn_${name})
+      continue() # defined in no file of src/ (a static inline, a CUDA or NCCL function)
+    endif()
+    floor_of("${definedIn_${name}}" theirs)
+    if(NOT theirs STREQUAL mine)
+      message(SEND_ERROR "src/${f} (floor ${mine}) declares ${name}, which src/${definedIn_${name}} (floor "
+                         "${theirs}) defines: declare it on the floor that defines it")
+      math(EXPR bad "${bad} + 1")
+    endif()
+  endforeach()
+endforeach()
 list(LENGTH files nFiles)
+if(nDefs LESS 300 OR nDecls LESS 300)
+  message(FATAL_ERROR "CheckFloors: read only ${nDefs} definitions and ${nDecls} declarations in ${nFiles} "
+                      "files: the reader is broken")
+endif()
 if(nIncludes LESS 50)
   message(FATAL_ERROR "CheckFloors: read only ${nIncludes} includes of src/ in ${nFiles} files: the reader "
                       "is broken")
 endif()
-message(STATUS "floors: ${nFiles} files, ${nIncludes} includes of src/, ${bad} problems")
+message(STATUS "floors: ${nFiles} files, ${nIncludes} includes of src/, ${nDecls} declarations of ${nDefs} "
+               "defined functions, ${bad} problems")
 if(bad)
   message(FATAL_ERROR "${bad} problems")
 endif()

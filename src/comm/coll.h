@@ -1,8 +1,8 @@
 /* The collectives: the one enum that plans, the router and a transport's
  * native collectives (transport.h) name a call by, with the facts about each
  * that every layer reads. */
-#ifndef RELAY_PLAN_COLL_H_
-#define RELAY_PLAN_COLL_H_
+#ifndef RELAY_COMM_COLL_H_
+#define RELAY_COMM_COLL_H_
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +39,7 @@ static inline int relayCollGathers(relayColl_t coll) {
   return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
 }
 
+/* comm/common.c, beside the datatype, op and route names: */
 const char* relayCollName(relayColl_t coll);            /* any of the six */
 int relayParseColl(const char* s, relayColl_t* out);    /* a layout collective; 0 on success */
 int relayParseCollAll(const char* s, relayColl_t* out); /* any of the six; 0 on success */

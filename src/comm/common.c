@@ -10,6 +10,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "comm/coll.h"
 #include "comm/comm.h"
 #include "comm/params.h"
 
@@ -76,6 +77,41 @@ int relayParseRoute(const char* s, int* out) {
       return 0;
     }
   return -1;
+}
+
+static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
+                                                            "alltoall",  "scatter",       "gather"};
+
+const char* relayCollName(relayColl_t coll) {
+  return ((unsigned)coll < RELAY_NUM_COLLS_ALL) ? kCollNames[coll] : "?";
+}
+
+int relayParseCollAll(const char* s, relayColl_t* out) {
+  static const struct {
+    const char* alias;
+    relayColl_t coll;
+  } aliases[] = {{"all_gather", RELAY_COLL_ALLGATHER},         {"ag", RELAY_COLL_ALLGATHER},
+                 {"reduce_scatter", RELAY_COLL_REDUCESCATTER}, {"rs", RELAY_COLL_REDUCESCATTER},
+                 {"all_reduce", RELAY_COLL_ALLREDUCE},         {"ar", RELAY_COLL_ALLREDUCE},
+                 {"all_to_all", RELAY_COLL_ALLTOALL},          {"a2a", RELAY_COLL_ALLTOALL}};
+  for (size_t i = 0; s && i < sizeof aliases / sizeof aliases[0]; i++)
+    if (strcasecmp(s, aliases[i].alias) == 0) {
+      *out = aliases[i].coll;
+      return 0;
+    }
+  for (int i = 0; s && i < RELAY_NUM_COLLS_ALL; i++)
+    if (strcasecmp(s, kCollNames[i]) == 0) {
+      *out = (relayColl_t)i;
+      return 0;
+    }
+  return -1;
+}
+
+int relayParseColl(const char* s, relayColl_t* out) {
+  relayColl_t c;
+  if (relayParseCollAll(s, &c) != 0 || (unsigned)c >= RELAY_NUM_COLLS) return -1;
+  *out = c;
+  return 0;
 }
 
 double relayTypeTolerance(relayDataType_t dt) {
