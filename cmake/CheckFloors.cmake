@@ -78,10 +78,7 @@ foreach(f ${files})
   if(NOT f MATCHES "\\.(c|cu)$")
     continue()
   endif()
-  file(READ "${ROOT}/src/${f}" text)
-  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
-  string(REGEX REPLACE "//[^\n]*" "" text "${text}")
-  # "[" and ";" would join or split CMake list elements.
+  relay_source_text("${ROOT}/src/${f}" text)
   string(REGEX REPLACE "[][]" "" text "${text}")
   string(REPLACE ";" "@" text "${text}")
   # <return type> <name>(<parameters>) { at the start of a line; the type holds no "(" or "=".

@@ -1,12 +1,19 @@
-# relay_header_functions(<header> <name regex> <out names> <out declarations>): the functions a C header
-# declares whose names match the regex, in order, with the text of each declaration up to its "(" (for
-# checks such as RELAYCC_API). Comments are dropped first (they name functions too); typedefs are no
-# declarations. Used by CheckSymbols.cmake and CheckToolOnly.cmake. relay_header_data: the data a header
-# declares extern (tables), by name.
-function(relay_header_functions h nameRe outNames outDecls)
-  file(READ ${h} text)
+# Reading C sources in CMake, for CheckSymbols.cmake, CheckToolOnly.cmake and CheckFloors.cmake.
+# relay_source_text(<file> <out>): the file's text without its comments (they name functions too). A caller
+# that matches whole declarations writes ";" as "@" and drops "[" and "]" first: MATCHALL returns a CMake
+# list, where a ";" splits an element and brackets join elements.
+function(relay_source_text f out)
+  file(READ ${f} text)
   string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
   string(REGEX REPLACE "//[^\n]*" "" text "${text}")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+
+# relay_header_functions(<header> <name regex> <out names> <out declarations>): the functions a C header
+# declares whose names match the regex, in order, with the text of each declaration up to its "(" (for
+# checks such as RELAYCC_API); typedefs are no declarations.
+function(relay_header_functions h nameRe outNames outDecls)
+  relay_source_text(${h} text)
   # A declaration: at the start of a line, a return type, then <name>( ... ;
   string(REGEX MATCHALL "\n[A-Za-z_][^;{}#]*[ *]${nameRe}[ \t]*\\(" ds "${text}")
   set(names)
@@ -24,11 +31,10 @@ function(relay_header_functions h nameRe outNames outDecls)
   set(${outDecls} ${decls} PARENT_SCOPE)
 endfunction()
 
+# relay_header_data(<header> <out names>): the data a header declares extern (tables), by name.
 function(relay_header_data h outNames)
-  file(READ ${h} text)
-  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
-  string(REGEX REPLACE "//[^\n]*" "" text "${text}")
-  # Array bounds and semicolons go first: both would split or join CMake list elements.
+  relay_source_text(${h} text)
+  # Array bounds go first (they hold no name), then ";" is "@" (relay_source_text says why).
   string(REGEX REPLACE "\\[[^;\n]*\\]" "" text "${text}")
   string(REPLACE ";" "@" text "${text}")
   # extern <type> <name>; on one line (no "(": not a function; no "{": not extern "C")

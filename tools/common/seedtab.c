@@ -123,15 +123,7 @@ relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTop
     int perActive = relayCollSendsBlocks(t->coll);
     size_t counts[RELAY_TOPO_MAX_GPUS];
     for (int g = 0; g < G; g++) counts[g] = (size_t)(perActive ? elems / (uint64_t)A : elems);
-    planKey k;
-    memset(&k, 0, sizeof k);
-    k.coll = t->coll;
-    k.nranks = topo->nGPUs;
-    k.nGroups = G;
-    k.nActive = A;
-    k.ranks = ranks;
-    k.counts = counts;
-    k.dtype = relayBfloat16;
+    planKey k = planKeyInit(t->coll, topo->nGPUs, G, A, ranks, counts, relayBfloat16);
     k.op = relaySum;
     k.route = relayRouteRelay;
     k.depth = t->depth;
