@@ -90,6 +90,10 @@ foreach(f ${files})
     endif()
     string(REGEX MATCH "[A-Za-z_][A-Za-z0-9_]*[ \t]*\\(" name "${d}")
     string(REGEX REPLACE "[ \t]*\\($" "" name "${name}")
+    relay_not_a_function("${name}" skip)
+    if(skip)
+      continue()
+    endif()
     set(definedIn_${name} "${f}")
     math(EXPR nDefs "${nDefs} + 1")
   endforeach()
@@ -118,9 +122,12 @@ foreach(f ${files})
   endforeach()
 endforeach()
 list(LENGTH files nFiles)
-if(nDefs LESS 300 OR nDecls LESS 300)
-  message(FATAL_ERROR "CheckFloors: read only ${nDefs} definitions and ${nDecls} declarations in ${nFiles} "
-                      "files: the reader is broken")
+# The readers see what they must: a definition and a declaration known to exist, and a count of each
+# (328 and 380 on 2026-12-03) far from none.
+if(NOT definedIn_relayPlanBuild STREQUAL "route/table.c" OR NOT definedIn_relaySetError STREQUAL "comm/common.c"
+   OR nDefs LESS 100 OR nDecls LESS 100)
+  message(FATAL_ERROR "CheckFloors: read ${nDefs} definitions and ${nDecls} declarations in ${nFiles} files, "
+                      "relayPlanBuild in '${definedIn_relayPlanBuild}': the reader is broken")
 endif()
 if(nIncludes LESS 50)
   message(FATAL_ERROR "CheckFloors: read only ${nIncludes} includes of src/ in ${nFiles} files: the reader "

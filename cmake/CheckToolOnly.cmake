@@ -1,8 +1,8 @@
 # cmake -DNM=<nm> -DLIBS=<librelaycc.a;librelaycc.so> -DTOOLKIT=<librelaycc_toolkit.a> -DHEADERS=<h1;h2>
 #       -P CheckToolOnly.cmake
 # Tool and test code stays out of the library: no function or extern table the tool-only HEADERS
-# (tools/common/*.h) declare may be defined in any of LIBS, and every one must be defined in TOOLKIT (which proves that the
-# header parser and nm see them). The names come from the headers, never from a list kept here.
+# (tools/common/*.h) declare may be defined in any of LIBS, and every one must be defined in TOOLKIT
+# (which proves that the header parser and nm see them). The names come from the headers, never from a list kept here.
 cmake_policy(VERSION 3.18)
 include(${CMAKE_CURRENT_LIST_DIR}/HeaderFunctions.cmake)
 set(decl)

@@ -9,13 +9,23 @@ function(relay_source_text f out)
   set(${out} "${text}" PARENT_SCOPE)
 endfunction()
 
+# relay_not_a_function(<name> <out>): a statement keyword ("for (" inside a function body) or a compiler
+# word ("__launch_bounds__(") that a declaration reader can take for a function's name.
+function(relay_not_a_function name out)
+  set(${out} OFF PARENT_SCOPE)
+  if(name MATCHES "^(for|if|while|switch|return|sizeof|do|else|case|__.*)$")
+    set(${out} ON PARENT_SCOPE)
+  endif()
+endfunction()
+
 # relay_header_functions(<header> <name regex> <out names> <out declarations>): the functions a C header
 # declares whose names match the regex, in order, with the text of each declaration up to its "(" (for
 # checks such as RELAYCC_API); typedefs are no declarations.
 function(relay_header_functions h nameRe outNames outDecls)
   relay_source_text(${h} text)
-  # A declaration: at the start of a line, a return type, then <name>( ... ;
-  string(REGEX MATCHALL "\n[A-Za-z_][^;{}#]*[ *]${nameRe}[ \t]*\\(" ds "${text}")
+  # A declaration: at the start of a line, a return type (no "(": the first name before one is the
+  # function's, not an __attribute__ after its parameters), then <name>( ... ;
+  string(REGEX MATCHALL "\n[A-Za-z_][^;{}#()]*[ *]${nameRe}[ \t]*\\(" ds "${text}")
   set(names)
   set(decls)
   foreach(d ${ds})
@@ -24,6 +34,10 @@ function(relay_header_functions h nameRe outNames outDecls)
     endif()
     string(REGEX MATCH "${nameRe}[ \t]*\\($" name "${d}")
     string(REGEX REPLACE "[ \t]*\\($" "" name "${name}")
+    relay_not_a_function("${name}" skip)
+    if(skip)
+      continue()
+    endif()
     list(APPEND names ${name})
     list(APPEND decls "${d}")
   endforeach()
@@ -31,7 +45,8 @@ function(relay_header_functions h nameRe outNames outDecls)
   set(${outDecls} ${decls} PARENT_SCOPE)
 endfunction()
 
-# relay_header_data(<header> <out names>): the data a header declares extern (tables), by name.
+# relay_header_data(<header> <out names>): the data a header declares extern (tables), by name: one
+# declarator per declaration, on one line, as this project writes them.
 function(relay_header_data h outNames)
   relay_source_text(${h} text)
   # Array bounds go first (they hold no name), then ";" is "@" (relay_source_text says why).

@@ -61,12 +61,14 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 
-const char* const relayRouteNames[relayNumRoutes + 1] = {
-    [relayRouteAuto] = "auto",       [relayRouteDirect] = "direct", [relayRouteRelay] = "relay",
-    [relayRouteOneShot] = "oneshot", [relayRouteNative] = "native", [relayRouteBw] = "bw",
-    [relayNumRoutes] = NULL};
+/* In relayRoute_t order (relayRouteAuto = 0): a route added to the enum without its name here fails the
+ * assertion below, rather than leaving a NULL inside RELAYCC_ROUTE's choices. */
+const char* const relayRouteNames[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
+_Static_assert(sizeof relayRouteNames / sizeof relayRouteNames[0] == relayNumRoutes + 1, "a name per relayRoute_t");
 
-const char* relayRouteName(int route) { return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?"; }
+const char* relayRouteName(int route) {
+  return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?";
+}
 
 int relayParseRoute(const char* s, int* out) {
   if (!s) return -1;

@@ -21,7 +21,7 @@ int relayParseType(const char* s, relayDataType_t* out); /* 0 on success */
 int relayParseOp(const char* s, relayRedOp_t* out);
 /* The routes' names, indexed by relayRoute_t ("auto" first) and NULL-terminated: the one list that
  * relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices (params.c) and the tools read. */
-extern const char* const relayRouteNames[relayNumRoutes + 1];
+extern const char* const relayRouteNames[];
 const char* relayRouteName(int route); /* "?" outside relayRoute_t */
 int relayParseRoute(const char* s, int* out); /* a name of relayRouteNames, or "one-shot"; 0 on success */
 /* Comparison tolerance for floats, relative to the largest |input| summed. */

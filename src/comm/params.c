@@ -92,10 +92,12 @@ static int parseValue(relayParamId id, const char* s, long long* v, char* why, s
     case RELAY_PTYPE_ENUM: {
       const char* const* ch = relayParamChoices(id);
       int found = 0, route;
-      if (id == RELAY_P_ROUTE && relayParseRoute(s, &route) == 0) /* its spellings: "one-shot" too */
-        x = route, found = 1;
-      for (int i = 0; ch && ch[i] && !found; i++)
-        if (!strcasecmp(s, ch[i])) x = i, found = 1;
+      if (id == RELAY_P_ROUTE) { /* its own spellings: "one-shot" too */
+        if (relayParseRoute(s, &route) == 0) x = route, found = 1;
+      } else {
+        for (int i = 0; ch && ch[i] && !found; i++)
+          if (!strcasecmp(s, ch[i])) x = i, found = 1;
+      }
       /* A choice's index is accepted too (RELAYCC_DEBUG=1 as before). */
       ok = found || relayParseInt(s, d->lo, d->hi, &x) == 0;
       break;

@@ -345,7 +345,10 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
       c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
-      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream) : steps->run(c, handle, call);
+      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream)
+            : steps->run ? steps->run(c, handle, call)
+                         : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
+                                         relayRouteName(key->route));
     }
     relayPlanFree(owned);
     if (res != relaySuccess) c->failed = 1;

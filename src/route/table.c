@@ -31,7 +31,8 @@ static int oneShotPriced(const planKey* k, int caps) {
  * says which keys it serves (nGroups == 1, every layout collective, any
  * count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
  * (sim.c bwSeconds), so where it wins is the model's answer, continuous with
- * the one-shot's (one tile costs the one-shot plus one flag hop). */
+ * the one-shot's (one tile costs the one-shot plus one flag hop). No gate of
+ * its own (its row's priced is NULL); its prepare is core's. */
 
 /* ---- native ------------------------------------------------------------ */
 
@@ -58,7 +59,8 @@ static const relayRouteRow kRows[relayNumRoutes] = {
 };
 
 const relayRouteRow* relayRouteRowOf(int route) {
-  return route > relayRouteAuto && route < relayNumRoutes ? &kRows[route] : NULL;
+  /* A route without a row here reads a zeroed slot (route 0): none. */
+  return route > relayRouteAuto && route < relayNumRoutes && kRows[route].route == route ? &kRows[route] : NULL;
 }
 
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {

@@ -9,7 +9,8 @@ void relayParamsMarkdown(FILE* f) {
     const char* name = relayParamFieldName((relayParamId)i);
     char field[32] = "", allowed[160];
     if (name) snprintf(field, sizeof field, "`%s`", name);
-    fprintf(f, "| `%s` | %s | %s | %s | %s | %s |\n", d->name, field, d->shownDefault,
-            relayParamAllowed((relayParamId)i, allowed, sizeof allowed), relayParamScopeName(d->scope), d->doc);
+    const char* values = relayParamAllowed((relayParamId)i, allowed, sizeof allowed);
+    fprintf(f, "| `%s` | %s | %s | %s | %s | %s |\n", d->name, field, d->shownDefault, values,
+            relayParamScopeName(d->scope), d->doc);
   }
 }

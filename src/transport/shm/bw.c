@@ -278,7 +278,6 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
  * Waits are relayShmRegionWait's (deadline, abort, dead and failed peers); a
  * copy that fails (ESRCH: the peer died) names the peer. */
 
-
 /* The entry record in every peer's region (window 0: the staged path). */
 static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d, uint32_t win, size_t soff,
                         size_t roff) {
@@ -351,8 +350,8 @@ static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const rela
 
 /* Reduce elements [off, off + len) of every active's send (the peers' read
  * into the pull buffer) into dst, in tiles of the pull buffer. */
-static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x, size_t es,
-                                    uint64_t off, uint64_t len, char* dst) {
+static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x,
+                                    size_t es, uint64_t off, uint64_t len, char* dst) {
   const relayOneShotDesc* d = &w->c;
   size_t tile = x->pullTile / es;
   if (w->tileElems < tile) tile = w->tileElems;
@@ -374,7 +373,8 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
   return relaySuccess;
 }
 
-static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x, size_t es) {
+static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x,
+                                  size_t es) {
   const relayOneShotDesc* d = &w->c;
   int A = d->nActive, me = d->me;
   uint64_t c = d->count;
@@ -384,7 +384,8 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
       const char* from = (const char*)d->src + (size_t)i * d->srcStride * es;
-      RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (void*)from, x->bases[p] + w->recvOff + (uint64_t)me * c * es, c * es));
+      uint64_t at = x->bases[p] + w->recvOff + (uint64_t)me * c * es;
+      RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (void*)from, at, c * es));
     }
     const char* own = (const char*)d->src + (size_t)me * d->srcStride * es;
     char* at = (char*)d->dst + (size_t)me * c * es;
@@ -401,7 +402,8 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
   RELAY_CHECK(bwDirectReduce(comm, w, x, es, lo, hi - lo, (char*)d->dst + lo * es));
   for (int k = 1; k < A; k++) {
     int p = d->ranks[(me + k) % A];
-    RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (char*)d->dst + lo * es, x->bases[p] + w->recvOff + lo * es, (hi - lo) * es));
+    uint64_t at = x->bases[p] + w->recvOff + lo * es;
+    RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (char*)d->dst + lo * es, at, (hi - lo) * es));
   }
   return relaySuccess;
 }

@@ -3,7 +3,7 @@
  * barrier (one record per rank and round in its slot), scratch, the local
  * reduce and copy, destroy, the tests' views of the P2P layer, the ops table
  * with its caps, and relayShmAttach, which builds the state the other files
- * share (shm.h) and hands the rendezvous to segment.c.
+ * share (shm_transport.h) and hands the rendezvous to segment.c.
  */
 #include "transport/shm/shm_transport.h"
 

@@ -36,7 +36,7 @@ static void winFree(relayShmWin* x) {
 
 /* In as many syscalls as the kernel takes: it may move less than asked. */
 relayResult_t relayShmWinCopy(struct relayComm* comm, const relayShmWin* x, int p, int write, void* local,
-                             uint64_t remote, size_t len) {
+                              uint64_t remote, size_t len) {
   size_t done = 0;
   while (done < len) {
     struct iovec l = {(char*)local + done, len - done}, r = {(void*)(uintptr_t)(remote + done), len - done};
