@@ -64,7 +64,8 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
 /* In relayRoute_t order (relayRouteAuto = 0): a route added to the enum without its name here fails the
  * assertion below, rather than leaving a NULL inside RELAYCC_ROUTE's choices. */
 const char* const relayRouteNames[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
-_Static_assert(sizeof relayRouteNames / sizeof relayRouteNames[0] == relayNumRoutes + 1, "a name per relayRoute_t");
+_Static_assert(sizeof relayRouteNames / sizeof relayRouteNames[0] == relayNumRoutes + 1,
+               "a name per relayRoute_t");
 
 const char* relayRouteName(int route) {
   return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?";
