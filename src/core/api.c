@@ -308,10 +308,11 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
 /* Runs the call on the first candidate (route/route.h) that can serve it:
  * its row's capability present on the transport, its plan (if it has one)
  * built, its prepare (if any: core/route_steps.c) accepted. Every rank
- * walks the same list to the same row: the list and the plans are pure functions of the key, the
- * config and the topology the ranks agreed at init; capabilities are the
- * transport's; and a prepare is collective and voted, so every rank reaches
- * it (helpers too, before any branch on role) and gets the same answer. */
+ * walks the same list to the same row: the list and the plans are pure
+ * functions of the key, the config and the topology the ranks agreed at
+ * init; capabilities are the transport's; and a prepare is collective and
+ * voted, so every rank reaches it (helpers too, before any branch on role)
+ * and gets the same answer. */
 static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRouteList* list,
                                const relayRouteCall* call) {
   for (int i = 0; i < list->n; i++) {
