@@ -69,9 +69,12 @@ hipcheck: deps
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# GPU tests (run on a GPU machine): make gputest
+# GPU tests (run on a GPU machine): make gputest, or make gputest RANKS=8 for 8 ranks on the GPUs there are
+# (rank r on GPU r % GPUs; where ranks share a GPU: a private MPS daemon, a NCCL_HOSTID per rank, every rank
+# under a deadline; docs/gpu-harness.md). Without a GPU it says so and skips.
+RANKS ?=
 gputest: build
-	cd $(BUILD) && ctest --output-on-failure -L gpu --timeout 900
+	bash scripts/gputest.sh $(BUILD) $(RANKS)
 
 clean:
 	rm -rf build build-asan build-tsan build-warn build-hip

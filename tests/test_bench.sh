@@ -17,6 +17,10 @@ case "$mode" in
     [ "$rows" -gt 0 ] || { echo "FAIL: no table rows"; exit 1; }
     bad=$(printf '%s\n' "$out" | grep '^ ' | awk '$NF != "0" && $NF != "N/A"' | wc -l)
     [ "$bad" -eq 0 ] || { echo "FAIL: $bad rows with #wrong != 0"; exit 1; }
+    # RELAYCC_BENCH_EXPECT: a regex the output must also match (e.g. the label of ranks sharing a GPU).
+    if [ -n "${RELAYCC_BENCH_EXPECT:-}" ]; then
+      printf '%s\n' "$out" | grep -Eq -e "$RELAYCC_BENCH_EXPECT" || { echo "FAIL: no /$RELAYCC_BENCH_EXPECT/"; exit 1; }
+    fi
     exit 0 ;;
   fail)
     limit=$1 regex=$2; shift 2

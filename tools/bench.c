@@ -18,6 +18,7 @@
 #include "backend.h"
 #include "bench.h"
 #include "launch.h"
+#include "rank_device.h"
 
 int main(int argc, char** argv) {
   static benchOpts o; /* large (layout, sizes): not on the stack */
@@ -44,11 +45,16 @@ int main(int argc, char** argv) {
             be->name);
     return 2;
   }
-  if (be->oneRankPer && o.nranks > defRanks) {
-    fprintf(stderr, "relaycc-bench: bad argument: --ranks %d: the %s backend runs one rank per %s and %d are visible here\n",
-            o.nranks, be->name, be->oneRankPer, defRanks);
+  if (be->oneRankPer && !o.ranksGiven && defRanks < 2) {
+    fprintf(stderr,
+            "relaycc-bench: --backend %s: %d %s visible here; --ranks N runs N ranks on it (rank r on %s r %% %d; "
+            "for correctness, not performance: docs/gpu-harness.md)\n",
+            be->name, defRanks, be->oneRankPer, be->oneRankPer, defRanks);
     return 2;
   }
+  if (be->oneRankPer && o.nranks > defRanks)
+    printf("# %d ranks on %d %s(s), rank r on %s r %% %d: " RELAY_SHARED_GPU_NOTE "\n", o.nranks, defRanks,
+           be->oneRankPer, be->oneRankPer, defRanks);
   /* Find out now, not after the run, that the JSON cannot be written. */
   if (o.jsonPath) {
     FILE* f = fopen(o.jsonPath, "w");

@@ -73,6 +73,13 @@ static inline uint64_t relayHash64(uint64_t h, const void* p, size_t n) {
   return h;
 }
 
+/* This host's identity: a hash of hostname and boot id, the one answer to "same node?" in a process (core's
+ * node map, the NCCL transport's shared-GPU check, the interposer). Two containers on one host share the boot
+ * id but may differ in hostname (two nodes to relaycc, which is safe: IPC is only tried within one); hosts
+ * cloned from one image share a hostname, never a boot id. NCCL's own host hash (NCCL_HOSTID) is not used:
+ * a test gives each rank its own to run several ranks on one GPU, and they stay one node to relaycc. */
+uint64_t relayHostIdentity(void);
+
 /* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node
  * r / (nranks / nNodes)): the layout the P2P channel layer's part rules and
  * the simulator's multi-node topologies assume. */

@@ -346,24 +346,12 @@ typedef struct {
   uint32_t magic;
   int32_t rank, nranks, ok;
   int64_t pid;
-  uint64_t host; /* hash of the host name and boot id: one node */
+  uint64_t host; /* relayHostIdentity: one node */
   uint32_t colls; /* RELAYCC_SHIM_COLLS: the collectives this rank would take */
   int32_t serial; /* this process's count of attaches: rank 0's and its pid name the test hook's job */
   char busId[32];
   char why[96]; /* why this rank cannot, when !ok: RELAYCC_SHIM=0, the library, the device */
 } shimVoteRecord;
-
-static uint64_t hostIdentity(void) {
-  char id[512] = "";
-  gethostname(id, 255);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    size_t n = strlen(id);
-    if (!fgets(id + n, (int)(sizeof id - n), f)) id[n] = 0;
-    fclose(f);
-  }
-  return relayHash64(RELAY_HASH_SEED, id, strlen(id));
-}
 
 /* This rank's half of the eligibility test. */
 static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
@@ -372,7 +360,7 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   me->rank = rank;
   me->nranks = nranks;
   me->pid = (int64_t)getpid();
-  me->host = hostIdentity();
+  me->host = relayHostIdentity();
   me->colls = gSet.colls;
   me->ok = gRoute;
   if (!gSet.on)
@@ -428,7 +416,10 @@ static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, unsig
       snprintf(why, whyLen, "rank %d's GPU %s is not visible to rank %d", q, all[q].busId, rank);
       return 0;
     }
-    if (pd == dev || cudaDeviceCanAccessPeer(&can, dev, pd) != cudaSuccess || !can) {
+    /* A peer on this very GPU (ranks sharing one: NCCL accepted the comm, so each has its own NCCL_HOSTID or
+     * 2.30's multi-rank mode is on): its memory opens through IPC without peer access. */
+    if (pd == dev) continue;
+    if (cudaDeviceCanAccessPeer(&can, dev, pd) != cudaSuccess || !can) {
       cudaGetLastError();
       snprintf(why, whyLen, "rank %d cannot map rank %d's GPU %s", rank, q, all[q].busId);
       return 0;

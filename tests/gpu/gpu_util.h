@@ -19,7 +19,9 @@
 
 #include "harness.h" /* the case table: each program's main is t_main */
 #include "launch.h"
+#include "rank_device.h"
 #include "relaycc.h"
+#include "tool_env.h"
 
 /* ctest's SKIP_RETURN_CODE for these programs (their case tables). */
 #define GPU_SKIP 77
@@ -111,6 +113,41 @@ static inline int gpuProbeCount(void) {
   relayLaunchResult res;
   relayLaunchRanks(1, gpuProbeRank, NULL, 60000, 1000, &res, codes);
   return codes[0] > 0 ? codes[0] : 0;
+}
+
+/* The GPU count the launcher saw (gpuTestRanks, in the parent before it forks): the ranks it forks inherit
+ * it and place themselves with gpuRankStart. */
+static int g_gpuCount = 0;
+
+/* How many ranks a GPU program runs: RELAYCC_GPUTEST_RANKS when set (the harness's N ranks on M GPUs, rank r
+ * on GPU r % M: `make gputest RANKS=8`, docs/gpu-harness.md), else one per GPU, at most maxRanks. Returns 0
+ * (the caller skips) when no GPU is visible or fewer than minRanks ranks result; logs the mode. */
+static inline int gpuTestRanks(const char* prog, int minRanks, int maxRanks) {
+  g_gpuCount = gpuProbeCount();
+  long want = relayEnvLong("RELAYCC_GPUTEST_RANKS", 0);
+  int n = want > 0 ? (int)want : g_gpuCount;
+  if (n > maxRanks) n = maxRanks;
+  if (g_gpuCount < 1 || n < minRanks) {
+    gpuLog("SKIP: %s: %d GPU(s) visible and %d ranks; needs %d ranks (RELAYCC_GPUTEST_RANKS=%d runs them on the "
+           "GPUs there are)",
+           prog, g_gpuCount, n, minRanks, minRanks);
+    return 0;
+  }
+  if (relayRanksShareGpus(n, g_gpuCount))
+    gpuLog("%s: %d ranks on %d GPU(s), rank r on GPU r %% %d (%s; MPS %s): every timing here is %s", prog, n,
+           g_gpuCount, g_gpuCount, getenv("NCCL_MULTI_RANK_GPU_ENABLE") ? "NCCL multi-rank mode" : "NCCL_HOSTID per rank",
+           getenv("CUDA_MPS_PIPE_DIRECTORY") ? "on" : "off", RELAY_SHARED_GPU_NOTE);
+  else
+    gpuLog("%s: %d ranks, one per GPU", prog, n);
+  return n;
+}
+
+/* A forked rank's first step: its device (rank % GPUs, set current) and, when ranks share GPUs, the NCCL
+ * settings of rank_device.h. Before any NCCL call of the process. */
+static inline int gpuRankStart(int rank, int nranks, const char* job) {
+  int dev = relayRankDevice(rank, nranks, g_gpuCount > 0 ? g_gpuCount : 1, job);
+  G_CUDA(cudaSetDevice(dev));
+  return dev;
 }
 
 /* splitmix64: patterns and random data. */

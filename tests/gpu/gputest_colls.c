@@ -17,9 +17,11 @@
  * are poisoned before each run and guard bytes around them must survive;
  * out-of-place sends must come back unchanged. Helpers pass NULL.
  *
- *   gputest_colls [--small]   (--small: a few cases, for compute-sanitizer)
- * Environment: RELAYCC_GPUTEST_NRANKS (use fewer GPUs),
- *              RELAYCC_GPUTEST_ROUTES (e.g. "direct,relay").
+ * Each CTest row runs some of the routes (a budget each): direct (and the large cases), relay, the
+ * pipelined relay at forced depths, one-shot and bandwidth (forced: a call they cannot serve runs direct),
+ * auto (and the wrapped comm); small is the sanitizer's sweep.
+ * Environment: RELAYCC_GPUTEST_RANKS (ranks; more than GPUs: rank r on GPU r % GPUs, docs/gpu-harness.md),
+ *              RELAYCC_GPUTEST_ROUTES (e.g. "direct,relay": overrides the row's routes).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -44,7 +46,11 @@ static const char* kCollNames[4] = {"allgather", "reducescatter", "allreduce", "
 enum { AG = 0, RS = 1, AR = 2, A2A = 3 };
 
 typedef struct {
-  int small;
+  int small;       /* the sanitizer's sweep: one layout, a few cases, the direct route */
+  int huge;        /* the large cases after the first route's sweep */
+  int wrapped;     /* the case of a user's NCCL comm (relayCommInitNccl) */
+  const char* routes; /* the row's routes: names of kRoutes, comma separated */
+  int sharesGpu;   /* ranks share GPUs: NCCL over loopback sockets, large cases sized for it */
   char job[128];
 } opts_t;
 
@@ -314,6 +320,9 @@ static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
 
 /* ---- the sweep --------------------------------------------------------- */
 
+/* Every layout the rank count allows: all active; A = 2 and A = 4 with helpers (actives in any order);
+ * fused pairs (n/2 x 2) and fused quads (n/4 x 4), each group's members strided across the comm. */
+enum { MAX_LAYOUTS = 5 };
 static int nLayouts(int n, layout_t* out) {
   int k = 0;
   layout_t* L = &out[k++];
@@ -329,15 +338,22 @@ static int nLayouts(int n, layout_t* out) {
     L->ranks[0] = n - 1; /* any order */
     L->ranks[1] = 1;
   }
-  if (n >= 4 && n % 2 == 0) {
+  if (n > 4) {
     L = &out[k++];
-    L->name = "fused-pairs";
-    L->l.nGroups = n / 2;
-    L->l.nActive = 2;
-    for (int g = 0; g < n / 2; g++) {
-      L->ranks[2 * g] = g;
-      L->ranks[2 * g + 1] = g + n / 2;
-    }
+    L->name = "A4-helpers";
+    L->l.nGroups = 1;
+    L->l.nActive = 4;
+    for (int i = 0; i < 4; i++) L->ranks[i] = (3 - i) * (n / 4); /* 6, 4, 2, 0 at n = 8 */
+  }
+  for (int A = 2; A <= 4; A += 2) {
+    int G = n / A;
+    if (G < 2 || n % A != 0) continue;
+    L = &out[k++];
+    L->name = A == 2 ? "fused-pairs" : "fused-quads";
+    L->l.nGroups = G;
+    L->l.nActive = A;
+    for (int g = 0; g < G; g++)
+      for (int i = 0; i < A; i++) L->ranks[g * A + i] = g + i * G;
   }
   for (int i = 0; i < k; i++) out[i].l.ranks = out[i].ranks;
   return k;
@@ -397,13 +413,14 @@ static void sweep(rank_t* R, const layout_t* layouts, int nL, int small) {
   }
 }
 
-/* 256 MiB per rank: the largest buffer of each collective is 256 MiB. */
-static void hugeCases(rank_t* R, const layout_t* layouts, int nL) {
+/* The largest buffer of each collective is hugeBytes (256 MiB; 32 MiB where ranks share a GPU and NCCL
+ * moves every byte through loopback sockets). */
+static void hugeCases(rank_t* R, const layout_t* layouts, int nL, size_t hugeBytes) {
   freePools(R);
-  allocPools(R, HUGE_BYTES + 64);
+  allocPools(R, hugeBytes + 64);
   for (int li = 0; li < nL && li < 2; li++) {
     const layout_t* L = &layouts[li];
-    size_t elems = HUGE_BYTES / 4;
+    size_t elems = hugeBytes / 4;
     for (int coll = 0; coll < 4; coll++) {
       size_t count = coll == AR ? elems : elems / (size_t)L->l.nActive;
       if (L->l.nGroups > 1) count -= (size_t)L->l.nGroups; /* group g adds g */
@@ -411,18 +428,23 @@ static void hugeCases(rank_t* R, const layout_t* layouts, int nL) {
       double t0 = gpuNow();
       runCase(R, L, &c);
       if (R->rank == 0)
-        gpuLog("ok: %-13s %-11s route=%-6s 256 MiB %.2f s", kCollNames[coll], L->name, R->routeName, gpuNow() - t0);
+        gpuLog("ok: %-13s %-11s route=%-6s %zu MiB %.2f s", kCollNames[coll], L->name, R->routeName,
+               hugeBytes >> 20, gpuNow() - t0);
     }
   }
   freePools(R);
   allocPools(R, (size_t)8 * (BIG_COUNT + 64) * 4);
 }
 
-static int routeWanted(const char* name, int n) {
+static int routeWanted(const char* rowRoutes, const char* name, int n) {
   const char* env = getenv("RELAYCC_GPUTEST_ROUTES");
-  if (env && *env) return strstr(env, name) != NULL;
-  if (!strcmp(name, "relay")) return n > 2; /* without helpers relay is direct */
-  return 1;
+  const char* list = env && *env ? env : rowRoutes;
+  size_t len = strlen(name);
+  int listed = 0;
+  for (const char* p = list; p && (p = strstr(p, name)) != NULL; p += len)
+    if ((p == list || p[-1] == ',') && (p[len] == ',' || p[len] == 0)) listed = 1;
+  if (!strncmp(name, "relay", 5) && n <= 2) return 0; /* without helpers relay is direct */
+  return listed;
 }
 
 static int rankMain(int rank, int nranks, void* arg) {
@@ -432,39 +454,46 @@ static int rankMain(int rank, int nranks, void* arg) {
   memset(&R, 0, sizeof R);
   R.rank = rank;
   R.nranks = nranks;
-  layout_t layouts[3];
+  layout_t layouts[MAX_LAYOUTS];
   int nL = nLayouts(nranks, layouts);
   if (o->small) nL = 1;
-  G_CUDA(cudaSetDevice(rank));
+  int dev = gpuRankStart(rank, nranks, o->job);
   G_CUDA(cudaStreamCreateWithFlags(&R.s, cudaStreamNonBlocking));
   allocPools(&R, (size_t)8 * (BIG_COUNT + 64) * 4);
 
+  /* relay-dN: the pipelined relay at a forced depth (N chunks in flight per share). */
   static const struct {
     const char* name;
     int route;
     int check;
-  } kRoutes[] = {{"direct", relayRouteDirect, 0}, {"relay", relayRouteRelay, 1}, {"auto", relayRouteAuto, 0}};
-  for (int ri = 0; ri < 3; ri++) {
-    if (!routeWanted(kRoutes[ri].name, nranks)) continue;
-    if (o->small && ri > 0) break;
+    int depth;
+  } kRoutes[] = {{"direct", relayRouteDirect, 0, 0}, {"relay", relayRouteRelay, 1, 0},
+                 {"relay-d2", relayRouteRelay, 0, 2}, {"relay-d8", relayRouteRelay, 0, 8},
+                 {"oneshot", relayRouteOneShot, 0, 0}, {"bw", relayRouteBw, 0, 0},
+                 {"auto", relayRouteAuto, 0, 0}};
+  int first = 1;
+  for (int ri = 0; ri < (int)(sizeof kRoutes / sizeof kRoutes[0]); ri++) {
+    if (!routeWanted(o->routes, kRoutes[ri].name, nranks)) continue;
     relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
     cfg.route = kRoutes[ri].route;
     cfg.checkMode = kRoutes[ri].check; /* one comm runs every call through agree() */
+    cfg.depth = kRoutes[ri].depth;
     cfg.timeoutMs = 60000;
     char job[192];
     snprintf(job, sizeof job, "%s-%s", o->job, kRoutes[ri].name);
     double t0 = gpuNow();
-    G_RELAY(NULL, relayCommInitNcclShm(&R.comm, nranks, rank, job, rank, &cfg));
+    G_RELAY(NULL, relayCommInitNcclShm(&R.comm, nranks, rank, job, dev, &cfg));
     if (rank == 0) gpuLog("init route=%s: %.2f s", kRoutes[ri].name, gpuNow() - t0);
     R.routeName = kRoutes[ri].name;
     sweep(&R, layouts, nL, o->small);
-    if (!o->small && ri == 0) hugeCases(&R, layouts, nL);
+    if (o->huge && first) hugeCases(&R, layouts, nL, o->sharesGpu ? HUGE_BYTES / 8 : HUGE_BYTES);
+    first = 0;
     G_RELAY(R.comm, relayCommBarrier(R.comm));
     G_RELAY(R.comm, relayCommDestroy(R.comm));
     R.comm = NULL;
   }
 
-  if (!o->small) {
+  if (o->wrapped) {
     /* A communicator the user made: the ncclUniqueId travels over a CPU
      * comm, then relayCommInitNccl wraps it (check mode on: every call
      * agrees through an ncclAllGather on the wrapped comm). */
@@ -513,30 +542,24 @@ static int rankMain(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* arg: small (the sanitizer's sweep) or not. */
+/* arg: the row's opts_t (routes, small, huge, wrapped). */
 static int runColls(void* arg) {
   /* Never NVLink SHARP / multicast: on shared machines it can take the
    * node's GPUs out of service. Set before any rank starts NCCL. */
   setenv("NCCL_NVLS_ENABLE", "0", 1);
-  opts_t o;
-  memset(&o, 0, sizeof o);
-  o.small = *(const int*)arg;
-  gpuLogOpen(o.small ? "gputest_colls-small" : "gputest_colls");
-  int ndev = gpuProbeCount();
-  int n = ndev;
-  long want = relayEnvLong("RELAYCC_GPUTEST_NRANKS", 0);
-  if (want > 0 && want < n) n = (int)want;
-  if (n > 64) n = 64;
-  if (n < 2) {
-    gpuLog("SKIP: %d GPU(s) visible; the collectives test needs at least 2", ndev);
-    return GPU_SKIP;
-  }
-  gpuLog("gputest_colls: %d ranks, one per GPU%s", n, o.small ? " (small)" : "");
+  opts_t o = *(const opts_t*)arg;
+  char logName[64];
+  snprintf(logName, sizeof logName, "gputest_colls-%s", o.small ? "small" : o.routes);
+  gpuLogOpen(logName);
+  int n = gpuTestRanks("gputest_colls", 2, 64);
+  if (!n) return GPU_SKIP;
+  o.sharesGpu = relayRanksShareGpus(n, g_gpuCount);
+  gpuLog("gputest_colls: routes %s%s", o.routes, o.small ? " (small)" : "");
   relayLaunchJobName("gc", o.job, sizeof o.job);
   double t0 = gpuNow();
   relayLaunchResult res;
   int codes[64];
-  int rc = relayLaunchRanks(n, rankMain, &o, o.small ? 500000 : 560000, 5000, &res, codes);
+  int rc = relayLaunchRanks(n, rankMain, &o, 560000, 5000, &res, codes);
   if (rc != 0) {
     gpuLog("FAIL: %s", res.message);
     return 1;
@@ -545,15 +568,29 @@ static int runColls(void* arg) {
   return 0;
 }
 
-/* Every collective x layout x route x dtype x op x size (>= 2 GPUs, one process each; the launcher's own
- * deadline is 560 s). small runs under compute-sanitizer's memcheck where the toolkit has it: NCCL probes
- * for kernel images of other architectures at init and gets cudaErrorNoKernelImageForDevice, which it
- * handles; memcheck would report each probe as an API error (seen on 2 x H200, NCCL 2.28.3), so API errors
- * are not reported there: memory errors still are. */
+/* Every collective x layout x route x dtype x op x size (one process per rank; the launcher's own deadline
+ * is 560 s, each row a budget of its own). small runs under compute-sanitizer's memcheck where the toolkit
+ * has it: NCCL probes for kernel images of other architectures at init and gets
+ * cudaErrorNoKernelImageForDevice, which it handles; memcheck would report each probe as an API error (seen
+ * on 2 x H200, NCCL 2.28.3), so API errors are not reported there: memory errors still are. */
+static const opts_t kDirect = {.routes = "direct", .huge = 1};
+static const opts_t kRelay = {.routes = "relay"};
+static const opts_t kRelayDepths = {.routes = "relay-d2,relay-d8"};
+static const opts_t kOneShotBw = {.routes = "oneshot,bw"};
+static const opts_t kAuto = {.routes = "auto", .wrapped = 1};
+static const opts_t kSmall = {.routes = "direct", .small = 1};
 static const tCase kCases[] = {
-    {.name = "all", .run = runColls, .arg = &(int){0}, .ctest = "gpu_colls", .labels = "gpu", .timeoutS = 600,
-     .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "small", .run = runColls, .arg = &(int){1}, .ctest = "gpu_sanitize_colls", .labels = "gpu",
+    {.name = "direct", .run = runColls, .arg = (void*)&kDirect, .ctest = "gpu_colls_direct", .labels = "gpu",
+     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "relay", .run = runColls, .arg = (void*)&kRelay, .ctest = "gpu_colls_relay", .labels = "gpu",
+     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "relay_depths", .run = runColls, .arg = (void*)&kRelayDepths, .ctest = "gpu_colls_relay_depths",
+     .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "oneshot_bw", .run = runColls, .arg = (void*)&kOneShotBw, .ctest = "gpu_colls_oneshot_bw",
+     .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "auto", .run = runColls, .arg = (void*)&kAuto, .ctest = "gpu_colls_auto", .labels = "gpu",
+     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "small", .run = runColls, .arg = (void*)&kSmall, .ctest = "gpu_sanitize_colls", .labels = "gpu",
      .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1,
      .wrap = "@COMPUTE_SANITIZER@ --error-exitcode 1 --target-processes all --report-api-errors no"},
 };

@@ -1,14 +1,24 @@
 /*
- * CUDA-graph capture of every collective and every route the GPU count
- * allows (issue 9): capture one call, replay it many times with inputs that
- * change between replays, verify every replay. Odd ranks sleep before some
- * launches, so a stale epoch or stale staging fails deterministically instead
- * of racing. Waits poll cudaStreamQuery with a deadline (a regression reports
- * instead of hanging). One case makes the first call of a fresh comm under
- * capture, with nothing prepared: no region or sub-communicator may be
- * created inside the capture, and every rank must take the same route.
+ * CUDA-graph capture of every collective and every route (issue 9): capture one call, replay it many times
+ * with inputs that change between replays, verify every replay. Odd ranks sleep before some launches, so a
+ * stale epoch or stale staging fails deterministically instead of racing. Waits poll cudaStreamQuery with a
+ * deadline (a regression reports instead of hanging). One case makes the first call of a fresh comm under
+ * capture, with nothing prepared: no region or sub-communicator may be created inside the capture, and
+ * every rank must take the same route.
  *
- *   gputest_graph [replays]   (default 1000)
+ * Rows: all (every rank active; routes auto, direct, native, one-shot), and seed, the seed's scenario
+ * (docs/design.md, "Graph capture"): one group of A = 4, ranks 0-3 active and 4-7 helpers (helpers capture
+ * and replay their part with NULL buffers), routes auto, direct, relay, one-shot and bandwidth, all four
+ * collectives, each warm (an uncaptured call of the same size first, so the route's staging and regions
+ * exist before the capture: the cache-priming the seed found load-bearing) and first-call-captured, at a
+ * small count and at one large enough for the pipelined relay. The hazards each case guards:
+ *   G1 staging allocated inside a capture (a graph allocation node valid only while the graph runs):
+ *      relay/bw warm and first-captured at the large count;
+ *   G2 a host epoch baked into the graph as a kernel argument: one-shot replays with skewed ranks;
+ *   G3 region creation (memset, exchanges) under capture: one-shot first call captured, nothing prepared;
+ *   G4 a side stream forked from the captured stream: relay reduce-scatter, captured and replayed.
+ *
+ *   gputest_graph ROW [replays]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,13 +31,9 @@
 #include "gpu/gpu_util.h"
 #include "relaycc_nccl.h"
 
-#define COUNT 1003 /* odd: vector bodies and scalar tails both run */
+#define COUNT 1003          /* odd: vector bodies and scalar tails both run */
+#define LARGE_COUNT 262147  /* ~1 MiB of floats per rank: the relay pipelines it in several chunks */
 #define WAIT_S 60.0
-
-typedef struct {
-  int replays;
-  char job[128];
-} opts_t;
 
 enum { AG = 0, RS = 1, AR = 2, A2A = 3 };
 static const char* kColl[4] = {"allgather", "reducescatter", "allreduce", "alltoall"};
@@ -35,19 +41,19 @@ static const char* kColl[4] = {"allgather", "reducescatter", "allreduce", "allto
 /* Small integers in float: sums are exact in any order. */
 static float val(int src, int dst, int rep, size_t i) { return (float)(src * 16 + dst * 4 + (rep % 29) + (int)(i % 5)); }
 
-static size_t sendElems(int coll, int A) { return (coll == RS || coll == A2A) ? (size_t)A * COUNT : COUNT; }
-static size_t recvElems(int coll, int A) { return (coll == AG || coll == A2A) ? (size_t)A * COUNT : COUNT; }
+static size_t sendElems(int coll, int A, size_t n) { return (coll == RS || coll == A2A) ? (size_t)A * n : n; }
+static size_t recvElems(int coll, int A, size_t n) { return (coll == AG || coll == A2A) ? (size_t)A * n : n; }
 
-static void fill(int coll, int A, int me, int rep, float* h) {
+static void fill(int coll, int A, int me, int rep, size_t n, float* h) {
   int blocks = (coll == RS || coll == A2A) ? A : 1;
   for (int b = 0; b < blocks; b++)
-    for (size_t i = 0; i < COUNT; i++) h[(size_t)b * COUNT + i] = val(me, b, rep, i);
+    for (size_t i = 0; i < n; i++) h[(size_t)b * n + i] = val(me, b, rep, i);
 }
 
-static void expect(int coll, int A, int me, int rep, float* h) {
-  for (size_t i = 0; i < COUNT; i++) {
+static void expect(int coll, int A, int me, int rep, size_t n, float* h) {
+  for (size_t i = 0; i < n; i++) {
     if (coll == AG || coll == A2A) {
-      for (int s = 0; s < A; s++) h[(size_t)s * COUNT + i] = val(s, coll == A2A ? me : 0, rep, i);
+      for (int s = 0; s < A; s++) h[(size_t)s * n + i] = val(s, coll == A2A ? me : 0, rep, i);
     } else {
       float sum = 0;
       for (int s = 0; s < A; s++) sum += val(s, coll == RS ? me : 0, rep, i);
@@ -56,8 +62,9 @@ static void expect(int coll, int A, int me, int rep, float* h) {
   }
 }
 
-static relayResult_t call(int coll, const void* s, void* r, relayLayout_t* L, relayComm_t comm, cudaStream_t st) {
-  size_t counts[1] = {COUNT};
+static relayResult_t call(int coll, const void* s, void* r, size_t n, relayLayout_t* L, relayComm_t comm,
+                          cudaStream_t st) {
+  size_t counts[1] = {n};
   switch (coll) {
     case AG: return relayAllGather(s, r, counts, relayFloat32, L, comm, st);
     case RS: return relayReduceScatter(s, r, counts, relayFloat32, relaySum, L, comm, st);
@@ -66,31 +73,41 @@ static relayResult_t call(int coll, const void* s, void* r, relayLayout_t* L, re
   }
 }
 
+typedef struct {
+  const relayLayout_t* L;
+  int me;       /* this rank's index in the group; -1: a helper (NULL buffers, nothing to check) */
+  size_t count; /* COUNT or LARGE_COUNT */
+} shape_t;
+
 /* Capture one call (after an optional uncaptured warm-up), replay it. */
-static void runCase(relayComm_t comm, int rank, int nranks, int coll, int warm, int replays, const char* tag) {
-  int A = nranks;
-  int ranks[64];
-  for (int i = 0; i < A; i++) ranks[i] = i;
-  relayLayout_t L = {1, A, ranks};
-  size_t sn = sendElems(coll, A), rn = recvElems(coll, A);
-  float *dS, *dR, *hS, *hR, *want;
-  G_CUDA(cudaMalloc((void**)&dS, sn * sizeof(float)));
-  G_CUDA(cudaMalloc((void**)&dR, rn * sizeof(float)));
-  G_CUDA(cudaMallocHost((void**)&hS, sn * sizeof(float)));
-  G_CUDA(cudaMallocHost((void**)&hR, rn * sizeof(float)));
-  want = malloc(rn * sizeof(float));
+static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, int coll, int warm, int replays,
+                    const char* tag) {
+  int A = sh->L->nActive, me = sh->me;
+  relayLayout_t L = *sh->L;
+  size_t sn = me >= 0 ? sendElems(coll, A, sh->count) : 0, rn = me >= 0 ? recvElems(coll, A, sh->count) : 0;
+  float *dS = NULL, *dR = NULL, *hS = NULL, *hR = NULL, *want = NULL;
+  if (me >= 0) {
+    G_CUDA(cudaMalloc((void**)&dS, sn * sizeof(float)));
+    G_CUDA(cudaMalloc((void**)&dR, rn * sizeof(float)));
+    G_CUDA(cudaMallocHost((void**)&hS, sn * sizeof(float)));
+    G_CUDA(cudaMallocHost((void**)&hR, rn * sizeof(float)));
+    want = malloc(rn * sizeof(float));
+    G_CHECK(want != NULL, "out of host memory");
+  }
   cudaStream_t st;
   G_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   if (warm) {
-    fill(coll, A, rank, 0, hS);
-    G_CUDA(cudaMemcpyAsync(dS, hS, sn * sizeof(float), cudaMemcpyHostToDevice, st));
-    G_RELAY(comm, call(coll, dS, dR, &L, comm, st));
+    if (me >= 0) {
+      fill(coll, A, me, 0, sh->count, hS);
+      G_CUDA(cudaMemcpyAsync(dS, hS, sn * sizeof(float), cudaMemcpyHostToDevice, st));
+    }
+    G_RELAY(comm, call(coll, dS, dR, sh->count, &L, comm, st));
     gpuWait(st, WAIT_S, "warm-up call");
   }
   cudaGraph_t g;
   cudaGraphExec_t ge;
   G_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
-  relayResult_t cr = call(coll, dS, dR, &L, comm, st);
+  relayResult_t cr = call(coll, dS, dR, sh->count, &L, comm, st);
   cudaError_t ce = cudaStreamEndCapture(st, &g);
   G_CHECK(cr == relaySuccess, "%s: captured call -> %s: %s", tag, relayGetErrorString(cr), relayGetLastError(comm));
   G_CHECK(ce == cudaSuccess, "%s: end capture: %s", tag, cudaGetErrorString(ce));
@@ -103,23 +120,26 @@ static void runCase(relayComm_t comm, int rank, int nranks, int coll, int warm, 
     G_CHECK(routes[r] == route, "%s: rank %d captured route %s, rank %d route %s", tag, rank, relayRouteName(route), r,
             relayRouteName(routes[r]));
   for (int rep = 1; rep <= replays; rep++) {
-    fill(coll, A, rank, rep, hS);
-    G_CUDA(cudaMemcpyAsync(dS, hS, sn * sizeof(float), cudaMemcpyHostToDevice, st));
-    G_CUDA(cudaMemsetAsync(dR, 0xFF, rn * sizeof(float), st)); /* poison: NaN */
+    if (me >= 0) {
+      fill(coll, A, me, rep, sh->count, hS);
+      G_CUDA(cudaMemcpyAsync(dS, hS, sn * sizeof(float), cudaMemcpyHostToDevice, st));
+      G_CUDA(cudaMemsetAsync(dR, 0xFF, rn * sizeof(float), st)); /* poison: NaN */
+    }
     if ((rank & 1) && rep % 50 == 1) {
       gpuWait(st, WAIT_S, "input upload");
       struct timespec ts = {0, 2 * 1000000}; /* 2 ms: the peer runs ahead */
       nanosleep(&ts, NULL);
     }
     G_CUDA(cudaGraphLaunch(ge, st));
-    G_CUDA(cudaMemcpyAsync(hR, dR, rn * sizeof(float), cudaMemcpyDeviceToHost, st));
+    if (me >= 0) G_CUDA(cudaMemcpyAsync(hR, dR, rn * sizeof(float), cudaMemcpyDeviceToHost, st));
     gpuWait(st, WAIT_S, "a graph replay");
-    expect(coll, A, rank, rep, want);
+    if (me < 0) continue;
+    expect(coll, A, me, rep, sh->count, want);
     for (size_t i = 0; i < rn; i++)
       G_CHECK(hR[i] == want[i], "%s (route %s) replay %d: element %zu = %g, want %g", tag, relayRouteName(route), rep, i,
               (double)hR[i], (double)want[i]);
   }
-  gpuLog("%s: route %s, %d replays verified", tag, relayRouteName(route), replays);
+  if (rank == 0) gpuLog("%s: route %s, %d replays verified", tag, relayRouteName(route), replays);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaStreamDestroy(st);
@@ -130,54 +150,85 @@ static void runCase(relayComm_t comm, int rank, int nranks, int coll, int warm, 
   free(want);
 }
 
+typedef struct {
+  int seed;     /* the seed's scenario: A = 4 of 8 */
+  int replays;
+  int nranks;
+  char job[128];
+} opts_t;
+
+/* The seed's hazards (header) that one case guards. */
+static const char* hazards(const char* route, int coll, int warm, size_t count) {
+  if (!strcmp(route, "oneshot")) return warm ? "G2" : "G2 G3";
+  if (!strcmp(route, "relay") && coll == RS) return count == LARGE_COUNT ? "G1 G4" : "G4";
+  if ((!strcmp(route, "relay") || !strcmp(route, "bw")) && count == LARGE_COUNT) return "G1";
+  return "-";
+}
+
 static int rankMain(int rank, int nranks, void* arg) {
   opts_t* o = arg;
   g_logRank = rank;
-  gpuLogOpen("gputest_graph");
-  G_CUDA(cudaSetDevice(rank));
-  const char* routes[] = {"auto", "direct", "native", "oneshot"};
-  for (int ri = 0; ri < 4; ri++) {
-    for (int coll = 0; coll < 4; coll++) {
-      for (int warm = 1; warm >= 0; warm--) {
-        /* A fresh comm per case, so warm = 0 is a first call under capture. */
-        relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
-        G_CHECK(relayParseRoute(routes[ri], &cfg.route) == 0, "route");
-        char job[200], tag[160];
-        snprintf(job, sizeof job, "%s-%d-%d-%d", o->job, ri, coll, warm);
-        snprintf(tag, sizeof tag, "%s route=%s %s", kColl[coll], routes[ri], warm ? "warm" : "first call captured");
-        relayComm_t comm;
-        G_RELAY(NULL, relayCommInitNcclShm(&comm, nranks, rank, job, rank, &cfg));
-        runCase(comm, rank, nranks, coll, warm, warm ? o->replays : o->replays / 10, tag);
-        G_RELAY(NULL, relayCommDestroy(comm));
-      }
-    }
-  }
+  gpuLogOpen(o->seed ? "gputest_graph-seed" : "gputest_graph");
+  int dev = gpuRankStart(rank, nranks, o->job);
+  int ranks[64];
+  relayLayout_t L = {1, o->seed ? 4 : nranks, ranks};
+  for (int i = 0; i < L.nActive; i++) ranks[i] = i;
+  static const char* kAllRoutes[] = {"auto", "direct", "native", "oneshot"};
+  static const char* kSeedRoutes[] = {"auto", "direct", "relay", "oneshot", "bw"};
+  const char* const* routes = o->seed ? kSeedRoutes : kAllRoutes;
+  int nRoutes = o->seed ? 5 : 4;
+  const size_t counts[2] = {COUNT, LARGE_COUNT};
+  for (int ci = 0; ci < (o->seed ? 2 : 1); ci++)
+    for (int ri = 0; ri < nRoutes; ri++)
+      for (int coll = 0; coll < 4; coll++)
+        for (int warm = 1; warm >= 0; warm--) {
+          shape_t sh = {&L, rank < L.nActive ? rank : -1, counts[ci]};
+          /* A fresh comm per case, so warm = 0 is a first call under capture. */
+          relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+          G_CHECK(relayParseRoute(routes[ri], &cfg.route) == 0, "route");
+          char job[200], tag[200];
+          snprintf(job, sizeof job, "%s-%d-%d-%d-%d", o->job, ci, ri, coll, warm);
+          snprintf(tag, sizeof tag, "%s A=%d/%d count=%zu route=%s %s [%s]", kColl[coll], L.nActive, nranks,
+                   counts[ci], routes[ri], warm ? "warm" : "first call captured",
+                   hazards(routes[ri], coll, warm, counts[ci]));
+          relayComm_t comm;
+          G_RELAY(NULL, relayCommInitNcclShm(&comm, nranks, rank, job, dev, &cfg));
+          int replays = warm ? o->replays : (o->replays + 9) / 10;
+          if (ci == 1) replays = (replays + 3) / 4; /* the large count: 1 MiB per rank and replay */
+          runCase(comm, rank, nranks, &sh, coll, warm, replays, tag);
+          G_RELAY(NULL, relayCommDestroy(comm));
+        }
   return 0;
 }
 
-/* [replays]: 1000 when not given. */
-static int runGraph(int argc, char** argv) {
-  int n = gpuProbeCount();
-  if (n < 2) {
-    printf("gputest_graph: needs 2 GPUs, found %d: skipped\n", n);
-    return GPU_SKIP;
-  }
+/* arg: seed or not; argv: [replays] (200 when not given). */
+static int runGraph(void* seedArg, int argc, char** argv) {
   opts_t o;
-  o.replays = argc > 0 ? atoi(argv[0]) : 1000;
+  memset(&o, 0, sizeof o);
+  o.seed = *(const int*)seedArg;
+  o.replays = argc > 0 ? atoi(argv[0]) : 200;
+  int n = gpuTestRanks(o.seed ? "gputest_graph seed" : "gputest_graph", o.seed ? 8 : 2, 8);
+  if (!n) return GPU_SKIP;
   relayLaunchJobName("graph", o.job, sizeof o.job);
   relayLaunchResult res;
-  if (relayLaunchRanks(n > 8 ? 8 : n, rankMain, &o, 540000, 5000, &res, NULL) != 0) {
-    fprintf(stderr, "FAIL: %s\n", res.message);
+  double t0 = gpuNow();
+  if (relayLaunchRanks(n, rankMain, &o, 540000, 5000, &res, NULL) != 0) {
+    gpuLog("FAIL: %s", res.message);
     return 1;
   }
-  printf("gputest_graph: every case passed\n");
+  gpuLog("gputest_graph%s: every case passed (%d ranks, %.1f s)", o.seed ? " seed" : "", n, gpuNow() - t0);
   return 0;
 }
 
-/* CUDA-graph capture and 1000 verified replays per collective and route (issue 9). */
+static int runAll(int argc, char** argv) { return runGraph(&(int){0}, argc, argv); }
+static int runSeed(int argc, char** argv) { return runGraph(&(int){1}, argc, argv); }
+
+/* CUDA-graph capture and verified replays per collective and route (issue 9), and the seed's scenario. */
 static const tCase kCases[] = {
-    {.name = "all", .main = runGraph, .ctest = "gpu_graph", .labels = "gpu", .timeoutS = 600,
+    {.name = "all", .main = runAll, .ctest = "gpu_graph", .labels = "gpu", .timeoutS = 600,
      .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "seed", .main = runSeed, .ctest = "gpu_graph_seed", .labels = "gpu", .timeoutS = 600,
+     .skipCode = GPU_SKIP, .serial = 1, .args = "100"},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -45,8 +45,9 @@ const benchBackend* benchSelectBackend(const char* name, int* defaultRanks, char
   }
   if (!strcmp(name, "auto")) {
     /* The GPUs when the binary can drive them and there are some; the
-     * probe looks without creating a CUDA context (we fork after this). */
-    if (nccl && nccl->probe(defaultRanks, sub, sizeof sub) == 0) return nccl;
+     * probe looks without creating a CUDA context (we fork after this). One GPU is no node to measure:
+     * shm then (8 ranks on one GPU are for correctness, asked for with --backend nccl --ranks 8). */
+    if (nccl && nccl->probe(defaultRanks, sub, sizeof sub) == 0 && *defaultRanks >= 2) return nccl;
     return benchSelectBackend("shm", defaultRanks, why, whyLen);
   }
   snprintf(why, whyLen, "unknown backend '%s' (shm, nccl, auto)", name);

@@ -66,8 +66,8 @@ typedef struct benchBackend {
   int hostVisible;          /* buffers are host memory: the driver fills and checks them in
                                place (no staging copies) */
   int hasGraph;             /* accepts --graph */
-  /* Non-NULL: one rank per such unit ("GPU"), so --ranks may not exceed the
-   * probe's *defaultRanks (the units present); NULL: no such limit. */
+  /* Non-NULL: one rank per such unit ("GPU") by default (the probe's *defaultRanks, the units present);
+   * more ranks share them (rank r on unit r % units), labelled as no performance; NULL: no units. */
   const char* oneRankPer;
 
   /* In the parent, before any rank is forked. Must not create a CUDA

@@ -10,6 +10,7 @@
 
 #include "comm/comm.h"
 #include "comm/common.h"
+#include "comm/params.h"
 #include "comm/vote.h"
 #include "relaycc_nccl.h"
 #include "topo/topo.h"
@@ -126,7 +127,15 @@ relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out) {
       idp[q] = ids + (size_t)q * BUSID;
       known &= idp[q][0] != 0;
     }
-    if (!known || relayTopoDetectGpus(c->nranks, idp, out) != relaySuccess) *out = NULL;
+    /* Ranks sharing a GPU (the 8-ranks-on-one-GPU harness): the GPU has no links to itself to measure, so
+     * no detected model; RELAYCC_TOPO (a preset such as h200 or mi350x) still gives the router the machine
+     * to choose for, and without one the router's no-model rule applies. */
+    int shared = 0;
+    for (int q = 0; q < c->nranks && known && !shared; q++)
+      for (int p = 0; p < q && !shared; p++) shared = strcmp(idp[p], idp[q]) == 0;
+    if (shared && relayDebugLevel() >= 1 && c->rank == 0)
+      fprintf(stderr, "relaycc: ranks share a GPU: no detected topology (RELAYCC_TOPO names one)\n");
+    if (!known || shared || relayTopoDetectGpus(c->nranks, idp, out) != relaySuccess) *out = NULL;
   }
   free(ids);
   free(idp);
@@ -158,9 +167,41 @@ typedef struct {
   int32_t status; /* relayResult_t of this rank's local setup */
   int32_t device;
   int32_t badParam; /* this rank's invalid setting (params.h row), -1: none */
+  int32_t ncclShares; /* 1: this process runs NCCL 2.30+ with NCCL_MULTI_RANK_GPU_ENABLE=1 */
+  uint64_t host;       /* relayHostIdentity: ranks of one host */
+  uint64_t ncclHostId; /* hash of NCCL_HOSTID, 0 when unset */
   char busId[32];
   ncclUniqueId id; /* rank 0's is used */
 } shmInitRecord;
+
+/* What NCCL needs to accept two ranks on one GPU, as this process is set: its own NCCL_HOSTID (NCCL >= 2.5
+ * then takes the processes for different hosts and talks over its network transport) or 2.30's multi-rank
+ * mode. relaycc sets neither (a guest changes no environment); the 8-ranks-on-one-GPU harness does. */
+static void sharedGpuFacts(shmInitRecord* mine) {
+  const char* hostId = getenv("NCCL_HOSTID");
+  const char* multi = getenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  mine->host = relayHostIdentity();
+  mine->ncclHostId = hostId && *hostId ? relayHash64(RELAY_HASH_SEED, hostId, strlen(hostId)) | 1 : 0;
+  mine->ncclShares = relayNccl.version >= 23000 && multi && atoi(multi) == 1;
+}
+
+/* Two ranks of one host on one GPU (bus ids equal): allowed where NCCL accepts them (sharedGpuFacts), else
+ * the error names both ranks and what would make NCCL accept them. */
+static relayResult_t checkSharedGpus(struct relayComm* ctrl, const shmInitRecord* all, int nranks) {
+  for (int q = 0; q < nranks; q++)
+    for (int p = 0; p < q; p++) {
+      const shmInitRecord *a = &all[p], *b = &all[q];
+      if (a->host != b->host || strcmp(a->busId, b->busId) != 0) continue;
+      if ((a->ncclShares && b->ncclShares) || (a->ncclHostId && b->ncclHostId && a->ncclHostId != b->ncclHostId))
+        continue;
+      return relaySetError(ctrl, relayInvalidArgument,
+                           "ranks %d and %d both use GPU %s: NCCL %d accepts two ranks on one GPU only when each "
+                           "process has its own NCCL_HOSTID (NCCL >= 2.5) or NCCL_MULTI_RANK_GPU_ENABLE=1 "
+                           "(NCCL >= 2.30)",
+                           p, q, b->busId, relayNccl.version);
+    }
+  return relaySuccess;
+}
 
 _Static_assert(sizeof(shmInitRecord) <= RELAY_NCCL_AGREE_MAX, "init record must fit one agree()");
 
@@ -200,6 +241,7 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
     mine.status = setDevice(rank, &cudaDevice, localRank, mine.busId, sizeof mine.busId, why, sizeof why);
   }
   mine.device = cudaDevice;
+  sharedGpuFacts(&mine);
   if (rank == 0 && mine.status == relaySuccess) {
     ncclResult_t nr = relayNccl.ncclGetUniqueId(&mine.id);
     if (nr != ncclSuccess) {
@@ -233,11 +275,7 @@ relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int
                           relayGetErrorString(v.status), v.why);
     goto done;
   }
-  for (int q = 0; q < nranks && res == relaySuccess; q++)
-    for (int p = 0; p < q && res == relaySuccess; p++)
-      if (strcmp(all[p].busId, all[q].busId) == 0)
-        res = relaySetError(ctrl, relayInvalidArgument, "ranks %d and %d both use GPU %s (one GPU per rank)",
-                            p, q, all[q].busId);
+  res = checkSharedGpus(ctrl, all, nranks);
   if (res != relaySuccess) goto done;
   /* Blocking comm: a nonblocking one runs every ncclGroupEnd on a new thread
    * (NCCL 2.28 group.cc), tens of microseconds per step. */

@@ -47,6 +47,7 @@
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "core/core.h"
+#include "rank_device.h"
 #include "relaycc_nccl.h"
 #include "tool_env.h"
 
@@ -142,6 +143,7 @@ typedef struct {
   ncclComm_t base; /* the A actives of this rank's group; NULL on a helper */
   int group, me;   /* this rank's group and active index, -1 on a helper */
   int device;
+  int sharesGpu; /* ranks share GPUs (rank r on GPU r % GPUs): timings are no performance */
   int timeoutMs;
   cudaStream_t stream;
   cudaEvent_t t0, t1; /* the timer */
@@ -338,11 +340,8 @@ static int ncclProbe(int* defaultRanks, char* why, size_t whyLen) {
     snprintf(why, whyLen, "no usable GPU: %s (%d /dev/nvidia<N> device files%s)", sub, files, cvdNote);
     return 1;
   }
-  if (count < 2) {
-    snprintf(why, whyLen,
-             "%d GPU visible to CUDA (%d /dev/nvidia<N> device files%s): the nccl backend runs one rank per GPU and "
-             "a collective needs at least 2",
-             count, files, cvdNote);
+  if (count < 1) {
+    snprintf(why, whyLen, "no GPU visible to CUDA (%d /dev/nvidia<N> device files%s)", files, cvdNote);
     return 1;
   }
   *defaultRanks = count;
@@ -402,7 +401,11 @@ static int ncclInit(benchRank* r) {
     snprintf(r->err, sizeof r->err, "out of memory");
     return 1;
   }
-  s->device = r->rank;
+  int ndev = 1;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) ndev = 1; /* init below names the CUDA error */
+  cudaGetLastError();
+  s->device = relayRankDevice(r->rank, r->nranks, ndev, r->job);
+  s->sharesGpu = relayRanksShareGpus(r->nranks, ndev);
   s->group = s->me = -1;
   s->graphCalls = graphCallsFromEnv();
   const benchOpts* o = r->opts;
@@ -418,8 +421,8 @@ static int ncclInit(benchRank* r) {
    * RELAYCC_* variables and the library's defaults (as on shm). */
   if (o->route >= 0) cfg.route = o->route;
   if (o->depth >= 0) cfg.depth = o->depth;
-  /* One GPU per rank, GPU <rank> of those CUDA shows this process. */
-  relayResult_t rr = relayCommInitNcclShm(&s->comm, r->nranks, r->rank, r->job, r->rank, &cfg);
+  /* GPU <rank % GPUs> of those CUDA shows this process: one GPU per rank, or ranks sharing them. */
+  relayResult_t rr = relayCommInitNcclShm(&s->comm, r->nranks, r->rank, r->job, s->device, &cfg);
   if (rr != relaySuccess) {
     s->comm = NULL;
     return relayFailure(r, "relayCommInitNcclShm", rr, NULL);
@@ -556,10 +559,10 @@ static void ncclDescribe(benchRank* r, char* buf, size_t len) {
   else
     snprintf(timing, sizeof timing, "per call");
   snprintf(buf, len, "gpu: %d x %s (sm_%d%d, %d SMs, %.0f GiB), CUDA driver %d.%d runtime %d.%d, NCCL %d.%d.%d, "
-           "NVLS_ENABLE=%s, CUDA-event timing %s",
+           "NVLS_ENABLE=%s, CUDA-event timing %s%s",
            r->nranks, p.name, p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1u << 30),
            drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, nv / 10000, nv % 10000 / 100, nv % 100,
-           nvls ? nvls : "unset", timing);
+           nvls ? nvls : "unset", timing, s->sharesGpu ? " (" RELAY_SHARED_GPU_NOTE ")" : "");
 }
 
 /* ---- memory ------------------------------------------------------------ */
