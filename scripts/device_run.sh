@@ -3,7 +3,7 @@
 # writes its log under $OUT (a pipe shows nothing if the call times out) and
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
-#   scripts/device_run.sh [build] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
+#   scripts/device_run.sh [build] [harness] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
 #                         [shimnt] [shimtorch] [python]
 #   (default: all but tune)
 set -u
@@ -43,6 +43,10 @@ for s in $steps; do
       # runs two at once: gpu_bw_guest_late and _env each wait 90 s for a late rank (about 95 s each,
       # mostly idle), which serially would not fit the 420 s step beside the other cases.
       run gputest ${GPUTEST_LIMIT:-420} bash -c "cd build && ctest -L gpu -j ${GPUTEST_J:-1} ${GPUTEST_R:+-R '$GPUTEST_R'} ${GPUTEST_E:+-E '$GPUTEST_E'} --output-on-failure --timeout ${GPUTEST_TIMEOUT:-300}" ;;
+    harness)
+      # Every GPU test with RANKS ranks (default 8) on the GPUs there are (scripts/gputest.sh: MPS, a
+      # NCCL_HOSTID per rank, per-test deadlines); GPUTEST_R / GPUTEST_E pick tests, HARNESS_LIMIT bounds it.
+      run harness ${HARNESS_LIMIT:-540} bash scripts/gputest.sh build "${RANKS:-8}" ;;
     repeat)
       # The per-call small-size cells in 3 separate processes (each its own
       # NCCL comms): how much of a ratio is the process, not the code.
