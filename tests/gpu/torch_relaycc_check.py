@@ -7,7 +7,7 @@ Comm.from_process_group on the torch.distributed NCCL group must attach to the g
 library's environ, not only os.environ: a C setenv does not show there); exactly one libnccl is mapped (the
 one torch loaded). Data: scatter and gather on a set of this rank alone (any N), and with 2 or more ranks
 all-reduce 4 KB to 64 MB against dist.all_reduce on the same data, eager and captured into a CUDA graph
-replayed with new inputs; torch.compile(fullgraph=True) of calls with torchcomms' async Work (N >= 2) or of
+replayed with new inputs, all-gather, reduce-scatter and all-to-all against dist.*; torch.compile(fullgraph=True) of calls with torchcomms' async Work (N >= 2) or of
 a scatter (N = 1). Exits non-zero on any mismatch.
 """
 import ctypes
@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 import relaycc
+from torch_shim_check import place_rank  # beside this file: rank r on GPU r % GPUs
 
 
 def c_environ():
@@ -32,7 +33,7 @@ def c_environ():
 
 def main():
   rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-  torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+  place_rank(rank, world)
   dist.init_process_group("nccl")
   env0, py0 = c_environ(), dict(os.environ)
   comm = relaycc.Comm.from_process_group()
@@ -80,6 +81,29 @@ def main():
           print(f"rank {rank} {str(dtype):15s} {size:>10d} B eager wrong {bad} graph wrong {gbad}", flush=True)
         wrong += bad + gbad
         size *= 8
+
+    # The other layout collectives against torch's own on the same data (fp32 and bf16, 1 MiB per rank).
+    for dtype in (torch.float32, torch.bfloat16):
+      n = (1 << 20) // torch.tensor([], dtype=dtype).element_size() // world * world
+      idx = torch.arange(n, device="cuda", dtype=torch.float32)
+      x = ((idx % 11) + 3 * rank + 1).to(dtype)  # encodes rank and index; exact small integers
+      ag, ag_ref = torch.empty(n * world, device="cuda", dtype=dtype), torch.empty(n * world, device="cuda",
+                                                                                   dtype=dtype)
+      relaycc.all_gather(x, ag, layout, comm=comm)
+      dist.all_gather_into_tensor(ag_ref, x)
+      rs, rs_ref = torch.empty(n // world, device="cuda", dtype=dtype), torch.empty(n // world, device="cuda",
+                                                                                    dtype=dtype)
+      relaycc.reduce_scatter(x, rs, layout, comm=comm)
+      dist.reduce_scatter_tensor(rs_ref, x)
+      a2, a2_ref = torch.empty_like(x), torch.empty_like(x)
+      relaycc.all_to_all(x, a2, layout, comm=comm)
+      dist.all_to_all_single(a2_ref, x)
+      torch.cuda.synchronize()
+      obad = int((ag != ag_ref).sum()) + int((rs != rs_ref).sum()) + int((a2 != a2_ref).sum())
+      if rank == 0 or obad:
+        print(f"rank {rank} {str(dtype):15s} all_gather / reduce_scatter / all_to_all vs dist.*: wrong {obad}",
+              flush=True)
+      wrong += obad
 
     def step(t):
       u = t * 2

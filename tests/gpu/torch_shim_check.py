@@ -13,9 +13,23 @@ import torch
 import torch.distributed as dist
 
 
+def place_rank(rank, world):
+  """This rank's GPU, LOCAL_RANK % GPUs. Where ranks share a GPU (the 8-ranks-on-one-GPU harness,
+  docs/gpu-harness.md), give this process what NCCL 2.28 needs to accept that, before NCCL starts: its own
+  NCCL_HOSTID, with loopback sockets (NCCL 2.30's NCCL_MULTI_RANK_GPU_ENABLE=1, where set, needs none)."""
+  ndev = torch.cuda.device_count()
+  if world > ndev and os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE") != "1":
+    os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID', 'relaycc-torch')}.r{rank}"
+    os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    os.environ.setdefault("NCCL_IB_DISABLE", "1")
+    if rank == 0:
+      print(f"{world} ranks on {ndev} GPU(s): not performance: ranks share one GPU", flush=True)
+  torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % ndev)
+
+
 def main():
   rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-  torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+  place_rank(rank, world)
   dist.init_process_group("nccl")
   wrong = 0
   for dtype in (torch.bfloat16, torch.float32):
