@@ -218,9 +218,70 @@ static int runTransport(void) {
   return 0;
 }
 
-/* The transport's ops, lanes, scratch and a captured graph (one GPU). */
+/* Two ranks on GPU 0. Without a NCCL_HOSTID of their own NCCL 2.28 would refuse them ("Duplicate GPU"), so
+ * relaycc's init must fail first, on both ranks, naming both and the way out; with their own host ids
+ * (what rank_device.c gives) the same comm must come up and move data. */
+static int sharedRank(int rank, int nranks, void* arg) {
+  const char* job = arg;
+  g_logRank = rank;
+  G_CUDA(cudaSetDevice(0));
+  char name[200];
+  snprintf(name, sizeof name, "%s-refused", job);
+  unsetenv("NCCL_HOSTID");
+  unsetenv("NCCL_MULTI_RANK_GPU_ENABLE");
+  relayComm_t comm = NULL;
+  relayResult_t r = relayCommInitNcclShm(&comm, nranks, rank, name, 0, NULL);
+  const char* err = relayGetLastError(NULL);
+  G_CHECK(r == relayInvalidArgument && comm == NULL, "two ranks on one GPU, no NCCL_HOSTID: init -> %s: %s",
+          relayGetErrorString(r), err);
+  G_CHECK(strstr(err, "ranks 0 and 1 both use GPU") && strstr(err, "NCCL_HOSTID"),
+          "the error must name both ranks and NCCL_HOSTID: %s", err);
+  gpuLog("ok: refused without host ids: %s", err);
+  relayRankDevice(rank, nranks, 1, job); /* sets this rank's own NCCL_HOSTID */
+  snprintf(name, sizeof name, "%s-accepted", job);
+  G_RELAY(NULL, relayCommInitNcclShm(&comm, nranks, rank, name, 0, NULL));
+  float* d;
+  G_CUDA(cudaMalloc((void**)&d, 2 * sizeof(float)));
+  float h[2] = {(float)(rank + 1), -1.0f};
+  G_CUDA(cudaMemcpy(d, h, sizeof(float), cudaMemcpyHostToDevice));
+  int ranks[2] = {0, 1};
+  relayLayout_t L = {1, 2, ranks};
+  size_t counts[1] = {1};
+  cudaStream_t s;
+  G_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  G_RELAY(comm, relayAllReduce(d, d + 1, counts, relayFloat32, relaySum, &L, comm, s));
+  gpuWait(s, 60, "all-reduce of two ranks on one GPU");
+  G_CUDA(cudaMemcpy(h, d, 2 * sizeof(float), cudaMemcpyDeviceToHost));
+  G_CHECK(h[1] == 3.0f, "all-reduce of two ranks on one GPU: %g, want 3", (double)h[1]);
+  G_RELAY(comm, relayCommDestroy(comm));
+  G_CUDA(cudaStreamDestroy(s));
+  G_CUDA(cudaFree(d));
+  gpuLog("ok: accepted with a NCCL_HOSTID per rank, all-reduce right");
+  return 0;
+}
+
+static int runShared(void) {
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  gpuLogOpen("gputest_transport-shared");
+  if (gpuProbeCount() < 1) {
+    gpuLog("SKIP: no GPU");
+    return GPU_SKIP;
+  }
+  char job[128];
+  relayLaunchJobName("gts", job, sizeof job);
+  relayLaunchResult res;
+  if (relayLaunchRanks(2, sharedRank, job, 240000, 5000, &res, NULL) != 0) {
+    gpuLog("FAIL: %s", res.message);
+    return 1;
+  }
+  return 0;
+}
+
+/* The transport's ops, lanes, scratch and a captured graph (one GPU); two ranks sharing GPU 0. */
 static const tCase kCases[] = {
     {.name = "all", .fn = runTransport, .ctest = "gpu_transport", .labels = "gpu", .timeoutS = 300,
+     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "shared", .fn = runShared, .ctest = "gpu_transport_shared_gpu", .labels = "gpu", .timeoutS = 300,
      .skipCode = GPU_SKIP, .serial = 1},
 };
 
