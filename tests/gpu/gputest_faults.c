@@ -4,15 +4,17 @@
  * relaycc error naming it within the comm's deadline, never hang, and destroying the comm must return.
  *
  *   helper_killed_relay   A = 2 (ranks 0 and 5), six helpers, the relay route forced at pipeline depth 4,
- *                         all-gather and all-reduce of 2^22 fp32 alternating; helper 3 dies (SIGKILL) right
- *                         after it enqueued call 3, while its relay steps are in flight.
- *   active_killed_oneshot A = 8, the one-shot route forced, all-reduce of 4096 fp32; active 5 dies right
- *                         after it enqueued call 20.
+ *                         all-gather and all-reduce of 2^22 fp32 alternating; helper 3 dies (SIGKILL) 10 ms
+ *                         into call 3, while its relay steps are in flight.
+ *   active_killed_oneshot A = 8, the one-shot route forced, all-reduce of 4096 fp32; active 5 dies in
+ *                         call 20, as soon as every rank has enqueued it.
  *
- * How the kill is injected: the victim enqueues its call (inputs, the collective) and raises SIGKILL from its
- * host thread at once, having noted in a page shared by all ranks (mapped before the fork) when it died and
- * whether its stream was still busy (it nearly always is: the call's copies alone take longer than the
- * query). Its peers are then inside that call or the next one, waiting on it.
+ * How the kill is injected: every rank notes in a page shared by all ranks (mapped before the fork) the last
+ * call it enqueued; the victim enqueues the kill call, waits until every rank has enqueued it too (their
+ * kernels are launched and wait on each other), lets it run killDelayMs, and raises SIGKILL from its host
+ * thread, having noted when it died and whether its stream was still busy (logged: a kill between two calls
+ * would still be a valid death, only a less interesting one). Its peers are then inside that call or the next
+ * one, waiting on it.
  *
  * What a survivor does is what a user with a deadline does: each call, then a poll of its stream with
  * relayCommAsyncError (the watchdog's query: a kernel's error word) until the stream is idle. The first
@@ -58,7 +60,8 @@ typedef struct {
   int A;
   int actives[NRANKS];
   int victim;
-  int killCall;     /* the victim dies right after enqueueing this call (calls before it are verified) */
+  int killCall;     /* the victim dies in this call (calls before it are verified) */
+  int killDelayMs;  /* ... this long after every rank enqueued it (its data flowing) */
   size_t count;     /* per active: all-gather send count, all-reduce count */
   int timeoutMs;    /* the comm's deadline once it is up (init runs on 60 s) */
   int colls[2];     /* alternated */
@@ -83,6 +86,7 @@ typedef struct {
   int64_t killAtNs;  /* the victim's CLOCK_MONOTONIC at its death; 0 before */
   int killCall;
   int inFlight;      /* the victim's stream was busy when it died */
+  int entered[NRANKS]; /* the last call each rank enqueued */
   rankVerdict v[NRANKS];
 } faultShared;
 
@@ -99,13 +103,29 @@ static double killAt(const faultShared* sh) {
   return k ? (double)k / 1e9 : 0;
 }
 
-static void die(ccRank* R, faultShared* sh, int call) {
+/* The victim, having enqueued call `call`: waits until every rank enqueued it too, lets the call run
+ * killDelayMs, and dies. */
+static void die(ccRank* R, const faultCfg* F, faultShared* sh, int call) {
+  double t0 = gpuNow();
+  int all = 1;
+  for (int r = 0; r < R->nranks; r++)
+    while (__atomic_load_n(&sh->entered[r], __ATOMIC_ACQUIRE) < call) {
+      if (gpuNow() - t0 > 60.0) { /* a peer stuck before it: die anyway, the survivors still must see it */
+        all = 0;
+        break;
+      }
+      struct timespec ts = {0, 100000};
+      nanosleep(&ts, NULL);
+    }
+  struct timespec d = {F->killDelayMs / 1000, (long)(F->killDelayMs % 1000) * 1000000L};
+  nanosleep(&d, NULL);
   cudaError_t q = cudaStreamQuery(R->s);
   int busy = q == cudaErrorNotReady;
   sh->killCall = call;
   sh->inFlight = busy;
   __atomic_store_n(&sh->killAtNs, (int64_t)(gpuNow() * 1e9), __ATOMIC_RELEASE);
-  gpuLog("killing myself (SIGKILL) right after enqueueing call %d; my stream is %s", call,
+  gpuLog("killing myself (SIGKILL) in call %d, %.3f s after enqueueing it (%s); my stream is %s", call,
+         gpuNow() - t0, all ? "every rank had enqueued it" : "not every rank had enqueued it within 60 s",
          busy ? "busy (kernels in flight)" : "idle");
   raise(SIGKILL);
   for (;;) pause(); /* SIGKILL cannot be caught: never here */
@@ -256,7 +276,8 @@ static int faultRank(int rank, int nranks, void* arg) {
     void *send = NULL, *recv = NULL;
     double t0 = gpuNow();
     relayResult_t r = ccLaunch(&R, &L, &c, &P, &send, &recv);
-    if (rank == F->victim && call == F->killCall) die(&R, sh, call);
+    __atomic_store_n(&sh->entered[rank], call, __ATOMIC_RELEASE);
+    if (rank == F->victim && call == F->killCall) die(&R, F, sh, call);
     if (r != relaySuccess) {
       res = r;
       errAt = gpuNow();
@@ -287,6 +308,8 @@ static int faultRank(int rank, int nranks, void* arg) {
       relayResult_t b = relayCommBarrier(R.comm);
       gpuLog("probe: relayCommBarrier (the control plane) -> %s: %s", relayGetErrorString(b),
              b == relaySuccess ? "" : relayGetLastError(R.comm));
+      snprintf(V->text, sizeof V->text, "HANG in call %d; the control plane's barrier then said: %s: %s",
+               call, relayGetErrorString(b), b == relaySuccess ? "" : relayGetLastError(R.comm));
       double sa = 0;
       relayResult_t ra = abortBounded(R.comm, &sa);
       gpuLog("relayCommAbort -> %s after %.2f s", relayGetErrorString(ra), sa);
@@ -407,7 +430,7 @@ static int runFault(void* arg) {
   for (int r = 0; r < n; r++)
     if (r != F->victim && !leads[r]) {
       gpuLog("FAIL: rank %d's error does not lead to rank %d: %s", r, F->victim,
-             sh->v[r].done ? sh->v[r].text : "(no verdict)");
+             sh->v[r].text[0] ? sh->v[r].text : "(no verdict)");
       bad = 1;
     }
   if (!direct) {
@@ -423,6 +446,7 @@ static int runFault(void* arg) {
 
 static const faultCfg kHelperRelay = {.name = "helper_killed_relay", .route = relayRouteRelay, .depth = 4,
                                       .A = 2, .actives = {0, 5}, .victim = 3, .killCall = 3,
+                                      .killDelayMs = 10,
                                       .count = (size_t)1 << 22, .timeoutMs = 4000,
                                       .colls = {CC_AG, CC_AR}, .nColls = 2, .needStep = 1};
 static const faultCfg kActiveOneShot = {.name = "active_killed_oneshot", .route = relayRouteOneShot,
