@@ -8,10 +8,10 @@
  * Every collective (all-gather, reduce-scatter, all-reduce, all-to-all, scatter, gather) on layouts:
  * all eight active (4 per node), A = 4 spanning both nodes (0,1,4,5: 2 per node, helpers 2,3,6,7), fused
  * quads spanning both nodes, fused pairs spanning both nodes (r, r + 4), fused quads one per node (each
- * group inside its node), and A = 4 with unequal actives per node (0,1,2,4: NCCL's own collective over the
- * group); scatter and gather on the single-group sets with a root in the set and one outside it; fp32 and
- * bf16, sum, counts 1, 7, 1000, 2^20+3, in place and out of place, against the serial reference of
- * colls_check.h.
+ * group inside its node), A = 4 with unequal actives per node (0,1,2,4: NCCL's own collective over the
+ * group) and A = 4 spanning in scrambled order (5,1,0,6); scatter and gather on the single-group sets
+ * with a root in the set and one outside it; fp32 and bf16, sum, counts 1, 7, 1000, 2^20+3, in place and
+ * out of place, against the serial reference of colls_check.h.
  *
  * Asserted besides the data: the comm sees 2 nodes, rank r on node r / 4, 4 ranks a node; the route each
  * call ran (relayCommLastRoute) is never one that maps peers' memory (one-shot, bw: README "Across nodes"),
@@ -41,7 +41,7 @@ typedef struct {
   char job[128];
 } nodesOpts;
 
-enum { MAX_LAYOUTS = 6 };
+enum { MAX_LAYOUTS = 7 };
 
 static void setRanks(ccLayout* L, const char* name, int G, int A, const int* ranks) {
   L->name = name;
@@ -59,6 +59,7 @@ static int nodeLayouts(ccLayout* out) {
   static const int pairsSpan[8] = {0, 4, 1, 5, 2, 6, 3, 7};
   static const int quadsNode[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   static const int uneven[4] = {0, 1, 2, 4};
+  static const int scrambled[4] = {5, 1, 0, 6};
   int k = 0;
   setRanks(&out[k++], "all-active", 1, 8, all);
   setRanks(&out[k++], "A4-span", 1, 4, span4);
@@ -66,6 +67,7 @@ static int nodeLayouts(ccLayout* out) {
   setRanks(&out[k++], "fused-pairs-span", 4, 2, pairsSpan);
   setRanks(&out[k++], "fused-quads-node", 2, 4, quadsNode);
   setRanks(&out[k++], "A4-uneven", 1, 4, uneven);
+  setRanks(&out[k++], "A4-scrambled", 1, 4, scrambled);
   return k;
 }
 
@@ -208,12 +210,13 @@ static int runNodes(void* arg) {
   return 0;
 }
 
-/* One row per route (a budget each; the launcher's own deadline is 560 s); shm_nodes: the same split by
- * the agreed test hook instead of each rank's node id. */
+/* One row per route (a budget each; the launcher's own deadline is 560 s); shm_nodes_oneshot: the same
+ * split by the agreed test hook instead of each rank's node id, with the one-shot forced (it maps peers'
+ * memory, so no call may run it on this comm: each runs as direct, or its legs do). */
 static const nodesOpts kAuto = {.route = relayRouteAuto, .nodeIdEnv = 1};
 static const nodesOpts kDirect = {.route = relayRouteDirect, .nodeIdEnv = 1};
 static const nodesOpts kRelay = {.route = relayRouteRelay, .nodeIdEnv = 1};
-static const nodesOpts kShmNodes = {.route = relayRouteAuto, .nodeIdEnv = 0};
+static const nodesOpts kShmNodes = {.route = relayRouteOneShot, .nodeIdEnv = 0};
 static const tCase kCases[] = {
     {.name = "auto", .run = runNodes, .arg = (void*)&kAuto, .ctest = "gpu_nodes_auto", .labels = "gpu",
      .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
@@ -221,8 +224,9 @@ static const tCase kCases[] = {
      .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
     {.name = "relay", .run = runNodes, .arg = (void*)&kRelay, .ctest = "gpu_nodes_relay", .labels = "gpu",
      .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "shm_nodes", .run = runNodes, .arg = (void*)&kShmNodes, .ctest = "gpu_nodes_shm_nodes",
-     .labels = "gpu", .env = "RELAYCC_SHM_NODES=2", .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "shm_nodes_oneshot", .run = runNodes, .arg = (void*)&kShmNodes,
+     .ctest = "gpu_nodes_shm_nodes_oneshot", .labels = "gpu", .env = "RELAYCC_SHM_NODES=2", .timeoutS = 600,
+     .skipCode = GPU_SKIP, .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }
