@@ -17,15 +17,17 @@
  * one, waiting on it.
  *
  * What a survivor does is what a user with a deadline does: each call, then a poll of its stream with
- * relayCommAsyncError (the watchdog's query: a kernel's error word) until the stream is idle. The first
- * error, from a call's return or from the poll, is the one judged: relayRemoteError or relayTimeout, within
- * twice the comm's deadline plus a margin of the kill (a survivor may wait a deadline on a peer that itself
- * waited one on the dead rank), its text (relayGetLastError: after an error from the poll, the next call's,
- * which must fail) naming a rank. A call whose stream finished without an error must have the right data:
- * no success after wrong data. Then relayCommAbort must return within 30 s and the stream must be idle
- * within 30 s of it (the comm's kernels ended). A survivor that sees no error by the kill + the limit + 5 s
- * reports the hang (and what relayCommBarrier, the control plane, says then) and fails; the launcher's
- * deadline (270 s) is the backstop.
+ * relayCommAsyncError (the watchdog's query: a kernel's error word) until the stream is idle; a call still
+ * running a deadline + 1 s after the death gets the next call made behind it (on the same buffers), as a
+ * host that runs ahead would. The first error, from a call's return, the poll or that next call, is the one
+ * judged: relayRemoteError or relayTimeout, within twice the comm's deadline plus a margin of the kill (a
+ * survivor may wait a deadline on a peer that itself waited one on the dead rank), its text
+ * (relayGetLastError: after an error from the poll, the next call's, which must fail) naming a rank and the
+ * call (helper_killed_relay: and the step). A call whose stream finished without an error must have the
+ * right data: no success after wrong data. Then relayCommAbort must return within 30 s and the stream must
+ * be idle within 30 s of it (the comm's kernels ended). A survivor that sees no error by the kill + the
+ * limit + 5 s reports the hang (and what relayCommBarrier, the control plane, says then) and fails; the
+ * launcher's deadline (270 s) is the backstop.
  * The parent asserts the exit codes (the victim -SIGKILL, every survivor 0) and that every survivor's error
  * leads to the victim: it names the victim, or a survivor whose error does (rank 0 may learn of a dead
  * helper from the active that waited on it); at least one names it directly.
@@ -73,7 +75,7 @@ typedef struct {
 typedef struct {
   int done;           /* 1: filled in */
   int res;            /* the first error */
-  int via;            /* 0 the call's return, 1 relayCommAsyncError */
+  int via;            /* 0 the call's return, 1 relayCommAsyncError, 2 the next call while one still ran */
   int call;           /* the call it came in */
   double detectS;     /* from the victim's death */
   double abortS;      /* relayCommAbort */
@@ -95,6 +97,8 @@ typedef struct {
   faultShared* sh;
   char job[128];
 } faultArg;
+
+static const char* const kVia[3] = {"the call", "relayCommAsyncError", "the next call"};
 
 static double limitS(const faultCfg* F) { return 2.0 * F->timeoutMs / 1000.0 + MARGIN_S; }
 
@@ -161,8 +165,10 @@ static relayResult_t abortBounded(relayComm_t comm, double* seconds) {
 }
 
 /* Wait for the stream like a watchdog: 0 idle (no error), 1 relayCommAsyncError reported (*res, why),
- * 2 no end and no error by the limit. A CUDA error fails the rank (the comm's kernels faulted). */
-static int watchWait(ccRank* R, const faultCfg* F, const faultShared* sh, double callStart,
+ * 2 no end and no error by the limit, 3 (once: !probed) the stream still busy a deadline + 1 s after the
+ * victim's death, time for the caller's next call (a host that runs ahead, as eager PyTorch does, makes
+ * it then). A CUDA error fails the rank (the comm's kernels faulted). */
+static int watchWait(ccRank* R, const faultCfg* F, const faultShared* sh, double callStart, int probed,
                      relayResult_t* res, char* why, size_t whyLen) {
   for (;;) {
     cudaError_t e = cudaStreamQuery(R->s);
@@ -179,6 +185,7 @@ static int watchWait(ccRank* R, const faultCfg* F, const faultShared* sh, double
     double k = killAt(sh);
     double cap = k > 0 ? k + limitS(F) + SLACK_S : callStart + CC_WAIT_S;
     if (gpuNow() > cap) return 2;
+    if (!probed && k > 0 && gpuNow() > k + F->timeoutMs / 1000.0 + 1.0) return 3;
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
   }
@@ -284,7 +291,24 @@ static int faultRank(int rank, int nranks, void* arg) {
       snprintf(text, sizeof text, "%s", relayGetLastError(R.comm));
       break;
     }
-    int w = watchWait(&R, F, sh, t0, &r, why, sizeof why);
+    int w, probed = 0;
+    relayResult_t rp = relaySuccess;
+    while ((w = watchWait(&R, F, sh, t0, probed, &r, why, sizeof why)) == 3) {
+      /* The next call on the same buffers (nothing else onto a stream that may never drain: a copy from
+       * pageable memory there may block the host). */
+      probed = 1;
+      gpuLog("call %d still runs %.1f s after rank %d died: making the next call", call,
+             gpuNow() - killAt(sh), F->victim);
+      rp = ccCall(&R, &L, &c, send, recv);
+      if (rp != relaySuccess) break;
+    }
+    if (rp != relaySuccess) {
+      res = rp;
+      via = 2;
+      errAt = gpuNow();
+      snprintf(text, sizeof text, "%s", relayGetLastError(R.comm));
+      break;
+    }
     if (w == 1) {
       res = r;
       via = 1;
@@ -331,7 +355,7 @@ static int faultRank(int rank, int nranks, void* arg) {
   V->detectS = k > 0 ? errAt - k : -1;
   snprintf(V->text, sizeof V->text, "%s", text);
   gpuLog("error after %.2f s (call %d, from %s): %s: %s", V->detectS, call,
-         via ? "relayCommAsyncError" : "the call", relayGetErrorString(res), text);
+         kVia[via], relayGetErrorString(res), text);
 
   /* Destroying the comm must return, and its kernels must end. */
   V->abortRes = abortBounded(R.comm, &V->abortS);
@@ -347,7 +371,7 @@ static int faultRank(int rank, int nranks, void* arg) {
 
   G_CHECK(k > 0, "an error (%s) before rank %d died: %s", relayGetErrorString(res), F->victim, text);
   G_CHECK(res == relayRemoteError || res == relayTimeout, "got %s, want relayRemoteError or relayTimeout: %s",
-          relayGetErrorString(res), via ? why : text);
+          relayGetErrorString(res), via == 1 ? why : text);
   G_CHECK(V->detectS <= limitS(F), "the error came %.2f s after rank %d died (limit %.0f s: twice the %d ms "
           "deadline + %.0f s)", V->detectS, F->victim, limitS(F), F->timeoutMs, MARGIN_S);
   int named[NRANKS];
@@ -407,7 +431,7 @@ static int runFault(void* arg) {
     }
     gpuLog("rank %d: exit %d; %s after %.2f s (call %d, from %s); abort %s in %.2f s: %s", r, codes[r],
            V->done ? relayGetErrorString((relayResult_t)V->res) : "no verdict", V->detectS, V->call,
-           V->via ? "relayCommAsyncError" : "the call", relayGetErrorString((relayResult_t)V->abortRes),
+           kVia[V->via], relayGetErrorString((relayResult_t)V->abortRes),
            V->abortS, V->text);
     if (codes[r] != 0) {
       gpuLog("FAIL: survivor rank %d exit %d (its log says why; -1000: killed by the launcher's deadline)", r,
