@@ -34,7 +34,8 @@ nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 for s in $steps; do
   case $s in
     build)
-      run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc)" || exit 1 ;;
+      # BUILD_TARGETS: only these targets (a call that runs a few tests)
+      run build 400 bash -c "cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build -j $(nproc) ${BUILD_TARGETS:+--target $BUILD_TARGETS}" || exit 1 ;;
     cputest)
       # The CPU tests that only a CUDA build has (the interposer's, against a fake libnccl) and the packaging ones.
       run cputest 300 bash -c "cd build && ctest -LE gpu -R '${CPUTEST_R:-shim|symbols|install|example}' --output-on-failure --timeout 200" ;;
