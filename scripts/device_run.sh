@@ -67,12 +67,12 @@ for s in $steps; do
         for g in 0 5; do
           RELAY_PRELOAD= run nt${nr}_${t}_G${g}_plain 150 $mpi bash scripts/mpi_rank_gpu.sh /tmp/nt/${t}_perf \
             -b 4K -e 4M -f 8 -g 1 -c 1 -n 3 -w 1 -G $g
-          RELAYCC_DEBUG=1 RELAY_PRELOAD=$PWD/build/librelaycc_shim.so run nt${nr}_${t}_G${g}_shim 150 $mpi \
+          RELAYCC_DEBUG=2 RELAY_PRELOAD=$PWD/build/librelaycc_shim.so run nt${nr}_${t}_G${g}_shim 150 $mpi \
             bash scripts/mpi_rank_gpu.sh /tmp/nt/${t}_perf -b 4K -e 4M -f 8 -g 1 -c 1 -n 3 -w 1 -G $g
         done
       done
       tr="torchrun --standalone --nproc-per-node $nr"
-      run torch${nr}_shim 240 env RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr tests/gpu/torch_shim_check.py
+      run torch${nr}_shim 240 env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr tests/gpu/torch_shim_check.py
       run torch${nr}_shim_async 120 env PYTHONPATH=$PWD/tests/gpu RELAYCC_TIMEOUT_MS=2000 RELAYCC_ROUTE=oneshot \
         TORCH_NCCL_ASYNC_ERROR_HANDLING=0 RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr \
         tests/gpu/torch_shim_async_check.py

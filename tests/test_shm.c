@@ -638,6 +638,30 @@ static int rankKilled(int rank, int nranks, void* arg) {
   return 2;
 }
 
+/* The transport's deadPeer op (what core asks the control plane of an NCCL comm when a call fails or a
+ * poll runs: transport.h): nothing while every rank lives, then rank 2, gone without a word (no destroy,
+ * no abort), named with its pid within a second. */
+static int rankDeadPeer(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = tCfg(20000, 4096);
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  T_OK(c->tp->barrier(c));
+  char why[160] = "x";
+  T_CHECK(c->tp->deadPeer != NULL, "the shm transport has no deadPeer op");
+  if (rank != 2) T_CHECK(c->tp->deadPeer(c, why, sizeof why) == relaySuccess && !why[0], "alive: %s", why);
+  T_OK(c->tp->barrier(c));
+  if (rank == 2) _exit(0); /* as a killed rank: its slot says nothing */
+  uint64_t t0 = relayNowNs();
+  relayResult_t r = relaySuccess;
+  while ((r = c->tp->deadPeer(c, why, sizeof why)) == relaySuccess && tSec(t0) < 5) tSleepMs(5);
+  T_CHECK(r == relayRemoteError && strstr(why, "rank 2 (pid "), "rank %d: deadPeer -> %s: %s", rank,
+          relayGetErrorString(r), why);
+  T_CHECK(tSec(t0) < 1, "rank %d: %.2f s to see rank 2 gone", rank, tSec(t0));
+  tSleepMs(1500); /* the other survivor's look must find rank 2, not this rank gone after its abort */
+  T_OK(relayCommAbort(c)); /* a peer is gone: no collective teardown (abort frees the comm) */
+  return 0;
+}
+
 /* ----------------------------------------------------------- abort */
 
 typedef struct {
@@ -1354,6 +1378,7 @@ static const tCase kCases[] = {
     SHM_RANKS("badargs", 1, rankBadArgs),
     SHM_RANKS("local", 1, rankLocal),
     SHM_CASE("killed", runKilled),
+    SHM_RANKS("dead_peer", 3, rankDeadPeer),
     SHM_CASE("abort", runAbort),
     SHM_RANKS("reject", 3, rankReject),
     SHM_RANKS("gone", 2, rankGone),

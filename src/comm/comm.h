@@ -68,6 +68,12 @@ struct relayComm {
    * route. */
   int guest, forwardDeclined, callDeclined;
   atomic_int aborted; /* set by relayCommAbort, read by waits */
+  /* A failure relayCommAsyncError found (a kernel gave up, a peer is known dead: core/comm.c), latched so
+   * the next call fails with it at once: 0 none, 1 being written (a poller on another thread claimed it),
+   * 2 set (asyncRes and asyncWhy final). */
+  atomic_int asyncLatch;
+  relayResult_t asyncRes;
+  char asyncWhy[256];
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
   uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; tests read it) */

@@ -305,6 +305,17 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   return relaySuccess;
 }
 
+/* A call failed in the transport: where the control plane knows a peer died, the error names it first
+ * (NCCL's own says "remote process exited" or "Connection closed by remote peer", no rank; seen when a
+ * helper was killed during a pipelined relay on 8 ranks, 2026-12-04). Failure path only: a syscall or two
+ * per peer. */
+static relayResult_t namingDeadPeer(struct relayComm* c, relayResult_t res) {
+  char dead[160], was[sizeof c->lastError];
+  if (relayCommDeadPeer(c, dead, sizeof dead) == relaySuccess) return res;
+  relayErrorQuote(c, c->lastError, was, sizeof was);
+  return relaySetError(c, relayRemoteError, "%s (this rank saw: %s)", dead, was);
+}
+
 /* Runs the call on the first candidate (route/route.h) that can serve it:
  * its row's capability present on the transport, its plan (if it has one)
  * built, its prepare (if any: core/route_steps.c) accepted. Every rank
@@ -352,7 +363,10 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
                                          relayRouteName(key->route));
     }
     relayPlanFree(owned);
-    if (res != relaySuccess) c->failed = 1;
+    if (res != relaySuccess) {
+      c->failed = 1;
+      res = namingDeadPeer(c, res);
+    }
     return res;
   }
   /* The list ends in direct, which needs no capability and no prepare: only
@@ -417,6 +431,8 @@ int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* cou
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
+  relayResult_t latched = c->failed ? relaySuccess : relayCommLatched(c); /* one atomic load when none */
+  if (latched != relaySuccess) return latched;
   if (c->failed) {
     char earlier[sizeof c->lastError];
     return relaySetError(c, relayInvalidUsage, "the comm failed in an earlier call; destroy it (%s)",

@@ -51,8 +51,34 @@ void relayCommLastRoute(struct relayComm* comm, int* route, int* depth) {
   if (depth) *depth = comm ? comm->lastDepth : 1;
 }
 
+relayResult_t relayCommDeadPeer(struct relayComm* comm, char* why, size_t whyLen) {
+  if (whyLen) why[0] = 0;
+  struct relayComm* ctrl = comm ? comm->ctrl : NULL;
+  if (!ctrl || !ctrl->tp || !ctrl->tp->deadPeer || ctrl->nranks != comm->nranks) return relaySuccess;
+  return ctrl->tp->deadPeer(ctrl, why, whyLen);
+}
+
 relayResult_t relayCommAsyncError(struct relayComm* comm, char* why, size_t whyLen) {
   if (whyLen) why[0] = 0;
-  if (!comm || !comm->tp || !comm->tp->asyncError) return relaySuccess;
-  return comm->tp->asyncError(comm, why, whyLen);
+  if (!comm || !comm->tp) return relaySuccess;
+  if (atomic_load_explicit(&comm->asyncLatch, memory_order_acquire) == 2) {
+    snprintf(why, whyLen, "%s", comm->asyncWhy);
+    return comm->asyncRes;
+  }
+  relayResult_t r = comm->tp->asyncError ? comm->tp->asyncError(comm, why, whyLen) : relaySuccess;
+  if (r == relaySuccess) r = relayCommDeadPeer(comm, why, whyLen);
+  int none = 0;
+  /* The first poller to find a failure writes it; a concurrent one returns its own reading. */
+  if (r != relaySuccess && atomic_compare_exchange_strong(&comm->asyncLatch, &none, 1)) {
+    comm->asyncRes = r;
+    snprintf(comm->asyncWhy, sizeof comm->asyncWhy, "%s", why);
+    atomic_store_explicit(&comm->asyncLatch, 2, memory_order_release);
+  }
+  return r;
+}
+
+relayResult_t relayCommLatched(struct relayComm* comm) {
+  if (atomic_load_explicit(&comm->asyncLatch, memory_order_acquire) != 2) return relaySuccess;
+  comm->failed = 1;
+  return relaySetError(comm, comm->asyncRes, "%s (found after an earlier call returned)", comm->asyncWhy);
 }

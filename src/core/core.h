@@ -46,9 +46,15 @@ int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* 
  * and the transport wakes every wait (host and kernel); nothing is freed. */
 void relayCommAbortFlags(struct relayComm* comm);
 /* A failure the transport met after a call returned (a GPU kernel's error word: transport.h's
- * asyncError), else relaySuccess; why says what. Safe from another thread while a call runs (the
- * interposer's ncclCommGetAsyncError, a watchdog's poll). */
+ * asyncError), or a peer the comm's control plane knows is dead (transport.h's deadPeer: work enqueued
+ * with it may wait forever, as relay steps through a killed helper did on the H200), else relaySuccess;
+ * why says what. The first found is latched: the comm's next call fails with it (relayCommLatched). Safe
+ * from another thread while a call runs (the interposer's ncclCommGetAsyncError, a watchdog's poll). */
 relayResult_t relayCommAsyncError(struct relayComm* comm, char* why, size_t whyLen);
+/* The peer the comm's control plane knows is dead (relayRemoteError, why naming it), else relaySuccess. */
+relayResult_t relayCommDeadPeer(struct relayComm* comm, char* why, size_t whyLen);
+/* The latched async failure as this call's error (the comm is then failed), else relaySuccess. */
+relayResult_t relayCommLatched(struct relayComm* comm);
 /* The route and depth the last call on this comm ran (after fallbacks). */
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth);
 

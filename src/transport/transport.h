@@ -198,6 +198,12 @@ typedef struct relayTransportOps {
    * kernels' error word), as the result it will be reported as, why written (may be NULL: a transport
    * whose calls end in their host call). Reads only: safe from another thread while a call runs. */
   relayResult_t (*asyncError)(struct relayComm* comm, char* why, size_t whyLen);
+  /* The first peer whose process this transport knows is gone, as relayRemoteError with why naming it
+   * ("rank 3 (pid 1234) died"); relaySuccess when none is (may be NULL: a transport that cannot tell).
+   * A syscall or two per peer: for failure paths and polls, never per call. Reads only. Core asks a
+   * comm's control plane (the shm comm under an NCCL one), whose ranks are the comm's: NCCL names no
+   * rank when a peer's sockets close, and a rank whose kernels wait on a dead one learns nothing. */
+  relayResult_t (*deadPeer)(struct relayComm* comm, char* why, size_t whyLen);
 } relayTransportOps;
 
 #ifdef __cplusplus

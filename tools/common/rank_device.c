@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+int relayRanksShareGpus(int nranks, int ndev) { return ndev > 0 && nranks > ndev; }
+
 int relayRankDevice(int rank, int nranks, int ndev, const char* job) {
   if (ndev < 1) ndev = 1;
   if (!relayRanksShareGpus(nranks, ndev)) return rank % ndev;

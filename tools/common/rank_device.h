@@ -20,7 +20,7 @@ extern "C" {
 int relayRankDevice(int rank, int nranks, int ndev, const char* job);
 
 /* 1 when nranks ranks on ndev GPUs share them. */
-static inline int relayRanksShareGpus(int nranks, int ndev) { return ndev > 0 && nranks > ndev; }
+int relayRanksShareGpus(int nranks, int ndev);
 
 #ifdef __cplusplus
 }

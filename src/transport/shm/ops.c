@@ -282,6 +282,7 @@ static const relayTransportOps relayShmOps = {
     .bw = relayShmBw,
     .winRegister = relayShmWinRegister,
     .winDeregister = relayShmWinDeregister,
+    .deadPeer = shmDeadPeer,
 };
 
 /* ---------------------------------------------------------------- attach */

@@ -270,6 +270,8 @@ void shmNap(int ms);
 int shmPidAlive(int32_t pid);
 uint64_t shmPidNamespace(void);
 int shmPeerDead(const shmState* st, int q);
+/* The transport's deadPeer op (transport.h): the first peer known dead, named in why. */
+relayResult_t shmDeadPeer(struct relayComm* comm, char* why, size_t whyLen);
 relayResult_t shmFail(struct relayComm* comm, relayResult_t res);
 int shmAborted(struct relayComm* comm, shmState* st);
 int shmPeerState(struct relayComm* comm, shmState* st, int q);

@@ -82,6 +82,17 @@ uint64_t shmPidNamespace(void) {
  * still bounds the wait. */
 int shmPeerDead(const shmState* st, int q) { return st->pids[q] > 0 && !shmPidAlive(st->pids[q]); }
 
+relayResult_t shmDeadPeer(struct relayComm* comm, char* why, size_t whyLen) {
+  shmState* st = shmStateOf(comm);
+  if (whyLen) why[0] = 0;
+  for (int q = 0; st && q < comm->nranks; q++)
+    if (q != comm->rank && shmPeerDead(st, q)) {
+      snprintf(why, whyLen, "rank %d (pid %d) died", q, (int)st->pids[q]);
+      return relayRemoteError;
+    }
+  return relaySuccess;
+}
+
 /* Record this rank's failure in its slot once, so peers waiting on it return
  * at once (with our message) instead of at their deadline. */
 static void shmPublishStatus(shmState* st, int me, uint32_t status, const struct relayComm* comm) {
