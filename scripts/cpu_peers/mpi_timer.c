@@ -111,8 +111,9 @@ int main(int argc, char** argv) {
       MPI_Allreduce(&bad, &anyBad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       if (!rank) {
         qsort(tMax, (size_t)iters, sizeof(double), cmpDouble);
-        printf("{\"peer\": \"openmpi\", \"ranks\": %d, \"coll\": \"%s\", \"dtype\": \"float\", \"bytes\": %ld, "
-               "\"rep\": %ld, \"iters\": %ld, \"time_min_us\": %.3f, \"time_med_us\": %.3f, \"wrong\": %d}\n",
+        printf("{\"peer\": \"openmpi\", \"ranks\": %d, \"coll\": \"%s\", \"dtype\": \"float\", "
+               "\"bytes\": %ld, \"rep\": %ld, \"iters\": %ld, \"time_min_us\": %.3f, \"time_med_us\": %.3f, "
+               "\"wrong\": %d}\n",
                nranks, c, size, rep, iters, tMax[0], tMax[iters / 2], anyBad);
         fflush(stdout);
       }

@@ -1,6 +1,6 @@
 """Tables for scripts/cpu_peers_bench.sh (standard library only).
 
-  report.py ingest BENCH_JSON REP >> results.jsonl   relaycc-bench's --json rows as result lines
+  report.py ingest BENCH_JSON REP [PEER] >> results.jsonl   relaycc-bench's --json rows as result lines
   report.py table results.jsonl [--stat med|min]     the markdown table of ratios
 
 A result line: {"peer", "ranks", "coll", "dtype", "bytes", "rep", "time_min_us", "time_med_us", "wrong"}
@@ -12,7 +12,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-PEERS = ("openmpi", "gloo", "deepspeed")
+PEERS = ("openmpi", "gloo", "deepspeed", "relaycc-base")
 BEHIND = 0.97
 
 
@@ -23,10 +23,10 @@ def size_name(b):
     return str(b)
 
 
-def ingest(path, rep):
+def ingest(path, rep, peer="relaycc"):
     d = json.load(open(path))
     for row in d.get("rows", []):
-        print(json.dumps({"peer": "relaycc", "ranks": d["nranks"], "coll": row["coll"], "dtype": row["dtype"],
+        print(json.dumps({"peer": peer, "ranks": d["nranks"], "coll": row["coll"], "dtype": row["dtype"],
                           "bytes": row["bytes"], "rep": int(rep), "route": row.get("route"),
                           "time_min_us": row["time_min_us"], "time_med_us": row["time_med_us"],
                           "wrong": row["wrong"]}))
@@ -52,6 +52,8 @@ def table(path, stat):
         times[cell].append(r[key])
         if r.get("route"):
             routes[cell].add(r["route"])
+            if r["peer"] != "relaycc":
+                routes[cell[:4] + ("relaycc",)].add(r["peer"].replace("relaycc-", "") + ":" + r["route"])
 
     def med(cell):
         v = times.get(cell)
@@ -59,11 +61,9 @@ def table(path, stat):
             return None, None, 0
         return statistics.median(v), max(v) / min(v) if min(v) > 0 else float("inf"), len(v)
 
-    rows = sorted({c[:4] for c in times}, key=lambda c: (c[0], ["allreduce", "allgather", "reducescatter",
-                                                                 "alltoall", "broadcast"].index(c[1])
-                                                          if c[1] in ("allreduce", "allgather", "reducescatter",
-                                                                      "alltoall", "broadcast") else 9,
-                                                          c[2] != "float", c[3]))
+    order = ["allreduce", "allgather", "reducescatter", "alltoall", "broadcast"]
+    rows = sorted({c[:4] for c in times},
+                  key=lambda c: (c[0], order.index(c[1]) if c[1] in order else 9, c[2] != "float", c[3]))
     peers = [p for p in PEERS if any(c[4] == p for c in times)]
     out = []
     out.append(f"statistic per repetition: {stat} over iterations of the slowest rank's call; cell = median "
@@ -90,7 +90,8 @@ def table(path, stat):
                 cells.append((f"**{txt}**" if ratio < BEHIND else txt) + f" ({ps:.2f})")
         rel = f"{rt:.1f} ({rs:.2f}, {rn})" if rt is not None else "missing"
         route = "/".join(sorted(routes.get(c + ("relaycc",), ())))
-        out.append(f"| {c[0]} | {c[1]} | {c[2]} | {size_name(c[3])} | {rel} | {route} | " + " | ".join(cells) + " |")
+        out.append(f"| {c[0]} | {c[1]} | {c[2]} | {size_name(c[3])} | {rel} | {route} | "
+                   + " | ".join(cells) + " |")
     out.append("")
     for p in peers:
         v = ratios[p]
@@ -109,7 +110,7 @@ def table(path, stat):
 
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "ingest":
-        ingest(sys.argv[2], sys.argv[3])
+        ingest(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else "relaycc")
     elif len(sys.argv) >= 3 and sys.argv[1] == "table":
         stat = sys.argv[sys.argv.index("--stat") + 1] if "--stat" in sys.argv else "med"
         table(sys.argv[2], stat)

@@ -35,8 +35,8 @@ def parse():
     p.add_argument("--iter-min", type=int, default=5)
     p.add_argument("--iter-max", type=int, default=200)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--cell-seconds", type=float, default=1.0,
-                   help="fewer iterations (not below --iter-min) where the warm-up says a cell would take longer")
+    p.add_argument("--cell-seconds", type=float, default=0.25,
+                   help="fewer iterations (not below --iter-min) where the warm-up says a cell takes longer")
     p.add_argument("--rep", type=int, default=0)
     p.add_argument("--bind", type=int, default=1)
     p.add_argument("--timeout", type=float, default=600)
