@@ -432,23 +432,13 @@ static int rankKill(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* capset(2) without libcap: drop CAP_SYS_PTRACE, which lets root attach to anything. */
-static void dropPtraceCap(void) {
-  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct d[2];
-  T_CHECK(syscall(SYS_capget, &h, d) == 0, "capget: %s", strerror(errno));
-  d[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
-  d[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
-  T_CHECK(syscall(SYS_capset, &h, d) == 0, "capset: %s", strerror(errno));
-}
-
 /* Rank 1 refuses cross-memory attach (not dumpable, peers without
  * CAP_SYS_PTRACE): the window is staged-only on every rank, and calls on it
  * are right, on the staged path. */
 static int rankStagedOnly(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  dropPtraceCap();
+  t_drop_ptrace_cap();
   if (rank == 1) T_CHECK(prctl(PR_SET_DUMPABLE, 0) == 0, "prctl: %s", strerror(errno));
   char* buf;
   relayComm_t comm = winComm(rank, 0, &buf);
