@@ -42,7 +42,10 @@ def table(path, stat):
         line = line.strip()
         if not line.startswith("{"):
             continue
-        r = json.loads(line)
+        try:
+            r = json.loads(line)
+        except ValueError:  # a line a killed launch left half written
+            continue
         cell = (r["ranks"], r["coll"], r["dtype"], r["bytes"], r["peer"])
         if "unsupported" in r:
             notes[cell] = r["unsupported"]
@@ -99,6 +102,30 @@ def table(path, stat):
             behind = sum(1 for x in v if x < BEHIND)
             out.append(f"- {p}: {len(v)} cells, median ratio {statistics.median(v):.2f}, min {min(v):.2f}, "
                        f"{behind} behind (< {BEHIND})")
+    base = [c for c in rows if times.get(c + ("relaycc-base",))]
+    if base:
+        # The same cells for the base build: each peer's ratio against it, then against this build.
+        out.append("")
+        out.append("relaycc-base (another build, timed in the same turns) against the same peers: "
+                   "peer / base -> peer / relaycc")
+        out.append("")
+        others = [p for p in peers if p != "relaycc-base"]
+        out.append("| ranks | coll | dtype | size | base us | relaycc us | " +
+                   " | ".join(f"{p} before -> after" for p in others) + " |")
+        out.append("|" + "---|" * (6 + len(others)))
+        for c in base:
+            bt, rt = med(c + ("relaycc-base",))[0], med(c + ("relaycc",))[0]
+            cells = []
+            for p in others:
+                pt = med(c + (p,))[0]
+                if pt is None or bt is None or rt is None:
+                    cells.append("")
+                    continue
+                b, a = pt / bt, pt / rt
+                fmt = lambda x: f"**{x:.2f}**" if x < BEHIND else f"{x:.2f}"
+                cells.append(f"{fmt(b)} -> {fmt(a)}")
+            out.append(f"| {c[0]} | {c[1]} | {c[2]} | {size_name(c[3])} | {bt:.1f} | "
+                       f"{rt:.1f} | " + " | ".join(cells) + " |")
     if notes:
         out.append("- not measured (the peer rejected the call): " +
                    "; ".join(sorted({f'{c[4]} {c[1]} {c[2]}: {w}' for c, w in notes.items()})))
