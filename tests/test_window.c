@@ -465,7 +465,9 @@ static int runKill(void) {
 }
 
 /* 1 KiB tiles, 3 slots: reduces pull many tiles, counts are not multiples of one, the staged ring wraps. */
-#define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3"
+/* The one-copy path for buffers in no window off (RELAYCC_SHM_CMA_BYTES=0): "staged" here is the staging
+ * ring, what a window's direct path replaces; test_oneshot's bwcma cases cover the one-copy path. */
+#define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=0"
 #define WIN(nm, fnc, sec) {.name = nm, .rank = fnc, .ranks = NRANKS, .deadlineS = sec, .timeoutS = 600, .env = W_ENV}
 
 static const tCase kCases[] = {
@@ -475,6 +477,10 @@ static const tCase kCases[] = {
     WIN("badargs", rankBadArgs, 200),
     WIN("checkoffset", rankCheckOffset, 200),
     WIN("mismatch", rankMismatch, 200),
+    /* The same with the one-copy path on: active 1, outside the window, posts its own addresses where the
+     * others post the window, so every active still meets the mismatch and takes the staging ring. */
+    {.name = "mismatch-cma", .rank = rankMismatch, .ranks = NRANKS, .deadlineS = 200, .timeoutS = 600,
+     .env = "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=64"},
     {.name = "kill", .fn = runKill, .timeoutS = 600, .env = W_ENV},
     WIN("stagedonly", rankStagedOnly, 200),
 };
