@@ -25,13 +25,14 @@
 #   $RELAYCC_TORCH_PYTHON, python3 that imports torch; else, when --wheels holds a torch
 #   wheel, a venv made here from that folder alone; else gloo and DeepSpeed are left out).
 # --budget: seconds for the whole run, setup included: a launch that would start past it
-#   is skipped and the table says which (default 540, so one 10-minute device call fits).
+#   is skipped and run.log says which (default 540, so one 10-minute device call fits).
 # --build: relaycc's build folder with relaycc-bench (default build-cpu-peers, configured
 #   here with -DRELAY_WITH_CUDA=OFF when it has none).
 # --base-build: another build's relaycc-bench (say, main's) timed as one more peer,
 #   "relaycc-base", in the same turns: its ratio is the speedup of --build over it.
 # Results: $OUT (or ./cpu-peers-out): results.jsonl (every repetition of every cell),
-#   table.md (ratios), run.log; work files (venvs, binaries) in $OUT/../ or $TMPDIR.
+#   table.md (ratios), run.log; work files (venvs, binaries, DeepSpeed's build) in
+#   $CPU_PEERS_WORK, else ${TMPDIR:-/tmp}/relaycc-cpu-peers-UID (kept: a rerun reuses them).
 set -u
 start=$(date +%s)
 args="$*"
