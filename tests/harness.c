@@ -1,6 +1,10 @@
 #include "harness.h"
 
+#include <errno.h>
+#include <linux/capability.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static char t_jobName[128];
 
@@ -186,4 +190,14 @@ int t_main(int argc, char** argv, const char* prefix, const tCase* cases, int n)
   for (int i = 0; i < n; i++) fprintf(stderr, " %s", cases[i].name);
   fprintf(stderr, " (--list: the table as CTest registers it)\n");
   return 2;
+}
+
+/* capset(2) without libcap: drop CAP_SYS_PTRACE, which lets root attach to anything. */
+void t_drop_ptrace_cap(void) {
+  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+  struct __user_cap_data_struct d[2];
+  T_CHECK(syscall(SYS_capget, &h, d) == 0, "capget: %s", strerror(errno));
+  d[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
+  d[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
+  T_CHECK(syscall(SYS_capset, &h, d) == 0, "capset: %s", strerror(errno));
 }

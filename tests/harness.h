@@ -42,6 +42,10 @@ int t_launch(int nranks, relayRankFn fn, void* arg, int timeoutSec, int graceMs,
 relayComm_t t_comm(int rank, int nranks, const relayConfig_t* cfg);
 const char* t_job(void);
 
+/* Drops CAP_SYS_PTRACE (which lets root attach to anything), so that a peer that made itself not dumpable
+ * (prctl PR_SET_DUMPABLE 0) refuses this process's process_vm_readv, as Yama or a container would. */
+void t_drop_ptrace_cap(void);
+
 /* One case of a test program: what runs, and what CTest needs to register it. Exactly one of fn, run,
  * rank and main is set. A row is written with designated initializers; what it leaves out is 0 / NULL. */
 typedef struct tCase {

@@ -14,7 +14,10 @@
  * Usage: test_oneshot <case>   (cases: kCases at the bottom; --list prints them)
  */
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -33,8 +36,12 @@
 
 #define NRANKS 8
 
-/* The route under test: relayRouteOneShot, or relayRouteBw for "bw-" cases. */
+/* The route under test: relayRouteOneShot, or relayRouteBw for "bw-" and "bwcma-" cases. */
 static int gRoute = relayRouteOneShot;
+/* "bwcma-" cases (RELAYCC_SHM_CMA_BYTES=64): 1 when a bw call of at least 64 bytes of input per rank must
+ * take the one-copy path (comm->lastWindow UINT32_MAX) and a smaller one the staged path; 0 when every call
+ * must be staged (a rank refused cross-memory attach); -1: not checked. */
+static int gCmaWant = -1;
 
 /* Input of active `src` at element e of call `call`: small integers (exact in
  * bf16 and in fp32 sums of 8) that change with every call and every rank. */
@@ -254,6 +261,12 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     relayCommLastRoute(comm, &route, NULL);
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call, relayRouteName(route),
             relayRouteName(expectRoute));
+    if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
+      int want = gCmaWant && in * es >= 64;
+      T_CHECK((comm->lastWindow == UINT32_MAX) == want,
+              "rank %d call %d %s of %zu bytes: %s path, expected %s", rank, call, relayCollName(a->coll),
+              in * es, comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
+    }
     if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
       expected(a->coll, a->dt, a->op, call, A, me, c, want);
       if (memcmp(recvp, want, out * es) != 0) {
@@ -549,6 +562,87 @@ static int runBwOff(void) {
   return 0;
 }
 
+/* ---- the one-copy path (bwcma- cases: RELAYCC_SHM_CMA_BYTES=64) ---- */
+
+/* Rank 1 refuses cross-memory attach (not dumpable, and no rank has CAP_SYS_PTRACE): the setup's vote
+ * keeps every rank staged (RELAYCC_DEBUG=1 prints why), and the calls are right. */
+static int rankCmaRefused(int rank, int nranks, void* arg) {
+  t_drop_ptrace_cap();
+  if (rank == 1) T_CHECK(prctl(PR_SET_DUMPABLE, 0) == 0, "prctl: %s", strerror(errno));
+  return rankRun(rank, nranks, arg);
+}
+
+static int runCmaRefused(void) {
+  setenv("RELAYCC_DEBUG", "1", 1);
+  gCmaWant = 0;
+  runArg a = {4, 4, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 30011, relayRouteOneShot};
+  launch("bwcma refused by rank 1: every rank staged", rankCmaRefused, &a, 240);
+  a.coll = RELAY_COLL_ALLGATHER, a.A = 8;
+  launch("bwcma refused by rank 1: all-gather staged", rankCmaRefused, &a, 240);
+  return 0;
+}
+
+/* Ranks 7 and 3 run one-copy all-reduces of 4 MiB back to back; rank 3 is killed 300 ms in: rank 7's
+ * call ends within 3 s (deadline 60 s), its error naming rank 3, whether it was copying from the dead
+ * process or waiting for it. */
+static void* killSoon(void* p) {
+  (void)p;
+  struct timespec ts = {0, 300 * 1000000L};
+  nanosleep(&ts, NULL);
+  raise(SIGKILL);
+  return NULL;
+}
+
+static int rankCmaKill(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayComm_t comm = oneshotComm(rank);
+  int ranks[2] = {7, 3};
+  relayLayout_t L = {1, 2, ranks};
+  size_t c = 1 << 20;
+  float* sb = malloc(c * sizeof(float));
+  float* rb = malloc(c * sizeof(float));
+  T_CHECK(sb && rb, "oom");
+  fillInput(relayFloat32, 1, rank, c, sb);
+  /* Every rank: the first call sets the route up, collectively. */
+  T_OK(relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL));
+  if (rank == 7 || rank == 3) {
+    T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
+    pthread_t th;
+    if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
+    relayResult_t r = relaySuccess;
+    double dt = 0;
+    for (uint64_t t0 = relayNowNs(); r == relaySuccess && relayNowNs() - t0 < 10000000000ull;) {
+      uint64_t t1 = relayNowNs();
+      r = relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL);
+      dt = (double)(relayNowNs() - t1) / 1e9;
+    }
+    if (rank == 7)
+      T_CHECK(r != relaySuccess && strstr(relayGetLastError(comm), "rank 3") && dt < 3.0,
+              "rank 7: one-copy call with a killed peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
+              relayGetLastError(comm));
+  }
+  relayCommDestroy(comm); /* rank 7's comm is failed: no T_OK */
+  free(sb);
+  free(rb);
+  return 0;
+}
+
+static int runCmaKill(void) {
+  int codes[NRANKS];
+  int rc = t_launch(NRANKS, rankCmaKill, NULL, 60, 15000, codes);
+  T_CHECK(rc != 0 && codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
+  for (int r = 0; r < NRANKS; r++) T_CHECK(r == 3 || codes[r] == 0, "rank %d exited %d", r, codes[r]);
+  printf("bwcma kill: ok\n");
+  return 0;
+}
+
+/* RELAYCC_CHECK=1: the one-copy path under check mode's agreement round. */
+static int runCmaCheck(void) {
+  setenv("RELAYCC_CHECK", "1", 1);
+  return runSkew();
+}
+
 /* The bw route's cases: 1 KiB tiles, 3 slots (where the environment does not set them): the counts above
  * span 1 to ~1000 tiles, and the ring wraps within a call. */
 static void bwSetup(void) {
@@ -575,6 +669,24 @@ BW_OF(runBwAbort)
 BW_OF(runBwDisagree)
 BW_OF(runBwOff)
 
+/* The bw cases again with every call of 64 bytes or more on the one-copy path. */
+#define CMA_OF(f)                             \
+  static int cma_##f(void) {                  \
+    bwSetup();                                \
+    setenv("RELAYCC_SHM_CMA_BYTES", "64", 1); \
+    if (gCmaWant < 0) gCmaWant = 1;           \
+    return f();                               \
+  }
+CMA_OF(runSkew)
+CMA_OF(runBackToBack)
+CMA_OF(runTwoComms)
+CMA_OF(runSweep)
+CMA_OF(runBwTiles)
+CMA_OF(runBwAbort)
+CMA_OF(runCmaRefused)
+CMA_OF(runCmaKill)
+CMA_OF(runCmaCheck)
+
 /* At the default settings, before the tests' own. */
 static int bw_caseRoute(void) {
   gRoute = relayRouteBw;
@@ -583,6 +695,8 @@ static int bw_caseRoute(void) {
 
 #define OS(nm, f) {.name = nm, .fn = f, .timeoutS = 600}
 #define BW(nm, f) {.name = "bw-" nm, .fn = bw_##f, .timeoutS = 600, .ctest = "bw_" nm}
+#define CMA(nm, f) \
+  { .name = "bwcma-" nm, .fn = cma_##f, .timeoutS = 600, .ctest = "bwcma_" nm }
 static const tCase kCases[] = {
     OS("plan", casePlan),
     OS("skew", runSkew),
@@ -605,6 +719,15 @@ static const tCase kCases[] = {
     BW("disagree", runBwDisagree),
     BW("route", caseRoute),
     BW("off", runBwOff),
+    CMA("skew", runSkew),
+    CMA("backtoback", runBackToBack),
+    CMA("twocomms", runTwoComms),
+    CMA("sweep", runSweep),
+    CMA("tiles", runBwTiles),
+    CMA("abort", runBwAbort),
+    CMA("refused", runCmaRefused),
+    CMA("kill", runCmaKill),
+    CMA("check", runCmaCheck),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "oneshot", kCases, T_NCASES(kCases)); }

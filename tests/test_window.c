@@ -432,23 +432,13 @@ static int rankKill(int rank, int nranks, void* arg) {
   return 0;
 }
 
-/* capset(2) without libcap: drop CAP_SYS_PTRACE, which lets root attach to anything. */
-static void dropPtraceCap(void) {
-  struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
-  struct __user_cap_data_struct d[2];
-  T_CHECK(syscall(SYS_capget, &h, d) == 0, "capget: %s", strerror(errno));
-  d[CAP_SYS_PTRACE / 32].effective &= ~(1u << (CAP_SYS_PTRACE % 32));
-  d[CAP_SYS_PTRACE / 32].permitted &= ~(1u << (CAP_SYS_PTRACE % 32));
-  T_CHECK(syscall(SYS_capset, &h, d) == 0, "capset: %s", strerror(errno));
-}
-
 /* Rank 1 refuses cross-memory attach (not dumpable, peers without
  * CAP_SYS_PTRACE): the window is staged-only on every rank, and calls on it
  * are right, on the staged path. */
 static int rankStagedOnly(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
-  dropPtraceCap();
+  t_drop_ptrace_cap();
   if (rank == 1) T_CHECK(prctl(PR_SET_DUMPABLE, 0) == 0, "prctl: %s", strerror(errno));
   char* buf;
   relayComm_t comm = winComm(rank, 0, &buf);
@@ -475,7 +465,9 @@ static int runKill(void) {
 }
 
 /* 1 KiB tiles, 3 slots: reduces pull many tiles, counts are not multiples of one, the staged ring wraps. */
-#define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3"
+/* The one-copy path for buffers in no window off (RELAYCC_SHM_CMA_BYTES=0): "staged" here is the staging
+ * ring, what a window's direct path replaces; test_oneshot's bwcma cases cover the one-copy path. */
+#define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=0"
 #define WIN(nm, fnc, sec) {.name = nm, .rank = fnc, .ranks = NRANKS, .deadlineS = sec, .timeoutS = 600, .env = W_ENV}
 
 static const tCase kCases[] = {
@@ -485,6 +477,10 @@ static const tCase kCases[] = {
     WIN("badargs", rankBadArgs, 200),
     WIN("checkoffset", rankCheckOffset, 200),
     WIN("mismatch", rankMismatch, 200),
+    /* The same with the one-copy path on: active 1, outside the window, posts its own addresses where the
+     * others post the window, so every active still meets the mismatch and takes the staging ring. */
+    {.name = "mismatch-cma", .rank = rankMismatch, .ranks = NRANKS, .deadlineS = 200, .timeoutS = 600,
+     .env = "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=64"},
     {.name = "kill", .fn = runKill, .timeoutS = 600, .env = W_ENV},
     WIN("stagedonly", rankStagedOnly, 200),
 };

@@ -76,7 +76,9 @@ struct relayComm {
   char asyncWhy[256];
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
-  uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; tests read it) */
+  uint32_t
+      lastWindow; /* the window whose direct path the last call took (0: none; UINT32_MAX: the shm one-copy
+                        * path of buffers in no window, transport/shm/bw.c; tests read it) */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
    * 0..nNodes-1 in order of each node's lowest rank; localRank is this

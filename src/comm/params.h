@@ -127,6 +127,16 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(BW_RING, "RELAYCC_BW_RING", INT, AGREED, 16, 0, 64, -1, "16",                                            \
     "bandwidth route: staging slots per source (staging is tile x ring per source, 2 MiB at the defaults); 0 " \
     "turns the route off")                                                                                      \
+  /* 64 KiB: 2 ranks of a 2-core EPYC, median of 300 calls: all-gather 64 KiB 9.8-11.9 us one-copy against \
+   * 22-32 us direct, all-to-all 6.8 against 18.6 one-shot, all-reduce 12.9 against 10.6 one-shot (a wash); \
+   * at 16 KiB the one-shot's all-reduce took half the one-copy's time. The router still prices each route \
+   * (sim.c bwOneCopySeconds); this is where the transport may take the path at all.                       \
+   */                                                                                                        \
+  X(SHM_CMA_BYTES, "RELAYCC_SHM_CMA_BYTES", BYTES, AGREED, 64 << 10, 0, 1LL << 40, -1, "64 KiB",             \
+    "shm bandwidth route: from this many bytes of each rank's input on, ranks read and write each "          \
+    "other's buffers in one copy (process_vm_readv / writev, probed and voted when the route is set up; "    \
+    "where a peer cannot be reached every rank stays staged, `RELAYCC_DEBUG=1` says why) instead of "        \
+    "through the staging ring; 0: never")                                                                   \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;     \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).   \
    */                                                                                                        \

@@ -296,6 +296,9 @@ relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* j
   if (guest) relayInitGuest(c);
   relayResult_t res = relayShmAttach(c, job);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
+  /* The router prices the shm transport's one-copy path (topo.h oneCopyBytes; bw.c unsets it where the
+   * ranks cannot reach each other's memory). */
+  if (res == relaySuccess && c->topo) c->topo->oneCopyBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_BYTES);
   return relayInitEnd(c, res, out);
 }
 

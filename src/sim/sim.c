@@ -553,10 +553,33 @@ static double bwTileLocal(const simState* S, const planOp* op, double b) {
   return l;
 }
 
+/* The shm one-copy path (transport/shm/bw.c) of rank r: an entry and an exit barrier (a hop for both: a
+ * 4 KiB all-gather took ~2 us more on it than on the one-shot, 2 ranks of a 2-core EPYC) around direct
+ * copies between processes at the pair rate, no staging copy: all-gather and all-to-all write their block
+ * into each peer; reduce-scatter reads its block of every peer, then reduces it; all-reduce does that for
+ * its shard, then writes the shard into each peer. Copy and reduce take turns per tile (one thread), so
+ * they add. */
+static double bwOneCopySeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const struct relayTopo* T = S->topo;
+  int A = P->nActive;
+  double es = (double)P->elemSize, rbw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  double fixed = T->launchS + T->hopS;
+  if (relayCollGathers(P->coll)) return fixed + pushSeconds(S, r, op, (double)op->count * es);
+  int allReduce = !op->srcStride; /* all-reduce: a shard, whatever the staged form; reduce-scatter: a block */
+  uint64_t n = allReduce ? planBwShard(op->count, A) : op->count;
+  double span = (double)(n < op->count ? n : op->count) * es;
+  double t = fixed + pushSeconds(S, r, op, span) + (double)(A + 1) * span / rbw;
+  return allReduce ? t + pushSeconds(S, r, op, span) : t;
+}
+
 static double bwSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   const struct relayTopo* T = S->topo;
   double es = (double)P->elemSize;
+  /* Each rank's input: the transport takes the one-copy path from oneCopyBytes on. */
+  double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
+  if (T->oneCopyBytes > 0 && input >= T->oneCopyBytes) return bwOneCopySeconds(S, r, op);
   uint64_t tile = op->tile ? op->tile : 1;
   uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, P->nActive) : op->count;
   if (span > op->count) span = op->count; /* a shard rounded up past a tiny count */

@@ -241,10 +241,11 @@ static void presetCpu(struct relayTopo* t) {
   t->callS = 1 * US;
   t->launchS = 0.2 * US; /* a local op is a function call */
   /* memcpy: one core copies ~23 GB/s (64 MiB, read + written = 46 GB/s). The
-   * bf16 reduce is compute-bound: a 2-rank all-reduce of 16 MiB spent ~9 ms
-   * reducing 3 x 16 MiB (~5 GB/s; float ~10 GB/s). */
+   * reduce, vectorized since 2026-12-04 (reduce_host.c), reduced 2 x 32 MiB into
+   * one (3 streams counted) at 22 GB/s in bf16 and 11 GB/s in float (64 MiB,
+   * 2 cores at load ~12), 31 and 69 GB/s in cache; it was ~5 GB/s in bf16. */
   t->memBw = 2 * 23 * GBS;
-  t->reduceBw = 6 * GBS;
+  t->reduceBw = 16 * GBS;
   t->hopS = 2 * US;
 }
 

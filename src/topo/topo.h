@@ -106,6 +106,12 @@ struct relayTopo {
    * costs are callS + boundaryS (one kernel per collective). */
   double hopS;
 
+  /* The shm transport's one-copy path (transport/shm/bw.c): from this many bytes of each rank's input on,
+   * the bandwidth route reads and writes the peers' buffers directly (process_vm_readv / writev) instead
+   * of through staging. 0: none (every GPU model; a CPU comm whose ranks cannot reach each other's
+   * memory). Set from RELAYCC_SHM_CMA_BYTES when a shm comm loads its model. */
+  double oneCopyBytes;
+
   /* ---- calibration against the library's measured kernels (docs/model.md) ----
    * The links carry linkBw; the library's kernels move less, by an amount
    * that depends on the bytes a transfer carries (its protocol, chunking and

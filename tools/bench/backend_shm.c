@@ -1,6 +1,7 @@
 /* The shm backend: relaycc's shared-memory transport, one process per rank,
  * buffers in ordinary host memory, the host monotonic clock. Calls are
  * synchronous, so sync is a no-op and a timer brackets the call itself. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "backend.h"
 #include "comm/comm.h"
 #include "comm/common.h"
+#include "tool_env.h"
 #include "core/core.h"
 
 typedef struct {
@@ -28,7 +30,26 @@ static int libError(benchRank* r, const char* call, relayResult_t res, relayComm
   return 1;
 }
 
+/* RELAYCC_BENCH_BIND=1: rank r runs on the r-th CPU (mod count) of the set the bench
+ * inherited, the rule scripts/cpu_peers_bench.sh gives every peer it compares, so
+ * relaycc and the peers run on the same cores. Unset: the scheduler places ranks. */
+static void shmBindToRank(int rank) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set)) return;
+  int n = CPU_COUNT(&set), want = rank % (n > 0 ? n : 1), seen = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (CPU_ISSET(c, &set) && seen++ == want) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      (void)sched_setaffinity(0, sizeof one, &one);
+      return;
+    }
+  }
+}
+
 static int shmInit(benchRank* r) {
+  if (relayEnvLong("RELAYCC_BENCH_BIND", 0) == 1) shmBindToRank(r->rank);
   shmState* s = calloc(1, sizeof *s);
   if (!s) {
     snprintf(r->err, sizeof r->err, "out of memory");

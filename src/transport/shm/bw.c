@@ -43,16 +43,20 @@
  * behind the push is the pipelining the GPU kernel does. Waits are the
  * transport's (relayShmWaitWord: deadline, abort, dead and failed peers).
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "comm/vote.h"
 #include "plan/plan.h"
 #include "reduce_host.h"
+#include "topo/topo.h"
 #include "transport/shm/shm_transport.h"
 
 typedef struct {
@@ -62,6 +66,10 @@ typedef struct {
   relayShmRegion reg;
   uint32_t* sent; /* [n] tiles pushed to each peer */
   uint32_t* got;  /* [n] tiles consumed from each peer */
+  /* The one-copy path for any buffers (below "windows"): voted at setup, every rank alike. */
+  int cma;
+  uint64_t cmaToken; /* what a peer's probe must read here */
+  char* pull;        /* (min(n, 8) - 1) tiles of tileBytes: what a reduce reads of its peers at once */
 } bwState;
 
 static bwState bwDeclined = {.tried = 1}; /* out of memory before the vote: declined for good */
@@ -110,9 +118,60 @@ void relayShmBwFree(struct relayComm* comm) {
   comm->bw = NULL;
   if (!s || s == &bwDeclined) return;
   relayShmRegionUnmap(&s->reg);
+  free(s->pull);
   free(s->sent);
   free(s->got);
   free(s);
+}
+
+/* The one-copy path's setup, COLLECTIVE (every rank of a ready region, RELAYCC_SHM_CMA_BYTES agreed):
+ * each rank publishes the address of a token only it holds; every rank reads every peer's with
+ * process_vm_readv from the pid the transport checked in (0 where the peer is in another PID namespace:
+ * a pid there may name another process) and compares it, so a read that reaches the wrong process, or
+ * none (Yama's ptrace_scope, containers, seccomp), votes no and every rank stays staged;
+ * RELAYCC_DEBUG=1 names the rank, the peer and the reason. A no is not an error. */
+static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
+  int n = comm->nranks, r = comm->rank;
+  shmState* st = shmStateOf(comm);
+  int peers = (n < RELAY_TP_ONESHOT_MAX ? n : RELAY_TP_ONESHOT_MAX) - 1;
+  s->pull = malloc((size_t)(peers > 0 ? peers : 1) * s->tileBytes);
+  s->cmaToken = relayShmCommHash(comm) * 0x100000001b3ull + (uint64_t)r + 1;
+  uint64_t mine[2] = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken};
+  const void* got;
+  relayResult_t res = relayAgree(comm, mine, sizeof mine, &got);
+  if (res != relaySuccess) return res;
+  char why[160] = "";
+  int ok = s->pull != NULL;
+  if (!ok) snprintf(why, sizeof why, "it is out of memory for the pull buffer");
+  for (int q = 0; q < n && ok; q++) {
+    if (q == r) continue;
+    const uint64_t* rec = (const uint64_t*)got + 2 * (size_t)q;
+    uint64_t token = 0;
+    struct iovec l = {&token, sizeof token}, rv = {(void*)(uintptr_t)rec[0], sizeof token};
+    int32_t pid = st ? st->pids[q] : 0;
+    if (!pid) {
+      snprintf(why, sizeof why, "rank %d's pid is not in this PID namespace", q);
+      ok = 0;
+    } else if (process_vm_readv(pid, &l, 1, &rv, 1, 0) != (ssize_t)sizeof token) {
+      snprintf(why, sizeof why, "it cannot read rank %d's memory with process_vm_readv (%s)", q,
+               strerror(errno));
+      ok = 0;
+    } else if (token != rec[1]) {
+      snprintf(why, sizeof why, "process_vm_readv of rank %d (pid %d) read another process's memory", q,
+               (int)pid);
+      ok = 0;
+    }
+  }
+  relayVerdict v;
+  res = relayVote(comm, ok, why, &v);
+  if (res != relaySuccess) return res;
+  s->cma = v.yes;
+  if (!v.yes && comm->topo) comm->topo->oneCopyBytes = 0; /* the router stops pricing it (topo.h) */
+  if (!v.yes && relayDebugLevel() >= 1)
+    fprintf(stderr,
+            "relaycc: rank %d: shm bandwidth route stays staged (no one-copy path): rank %d voted no: %s\n",
+            r, v.rank, v.why);
+  return relaySuccess;
 }
 
 /* What the vote compares: ranks whose tile or ring differ decline together. */
@@ -149,6 +208,7 @@ relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ri
   relayResult_t res = relayShmRegionSetup(comm, &s->reg, "bw", bwParam(tb, ring), bytes,
                                           (int)relayParamInt(comm, RELAY_P_BW_FAULT_RANK));
   s->ready = res == relaySuccess;
+  if (s->ready && relayParamInt(comm, RELAY_P_SHM_CMA_BYTES) > 0) res = bwCmaSetup(comm, s);
   return res;
 }
 
@@ -301,16 +361,36 @@ static uint64_t bwEntry64(const bwState* s, unsigned char* base, int lo, int p) 
          (uint64_t)atomic_load_explicit(bwEntryInfo(s, base, lo + 1, p), memory_order_relaxed) << 32;
 }
 
-/* *direct = 1 when every active posted my window and offsets, else 0: every
- * active then sees the same A entries, so all of them fall back to the
+/* Window id of an entry whose offsets are the poster's own send and recv addresses: the one-copy path for
+ * buffers in no window (bwCmaSetup). Window ids count from 1 and never reach it. */
+#define BW_WIN_ADDRS UINT32_MAX
+
+/* Where the direct path reaches each active (by active index): its process, the start of its send and
+ * recv, and for messages the window's base (0: buffers in no window). */
+typedef struct {
+  int32_t pid[RELAY_TP_ONESHOT_MAX];
+  uint64_t send[RELAY_TP_ONESHOT_MAX], recv[RELAY_TP_ONESHOT_MAX], winBase[RELAY_TP_ONESHOT_MAX];
+  char* pull;      /* (A - 1) tiles */
+  size_t pullTile; /* bytes per peer in pull */
+} bwReach;
+
+static relayResult_t bwReachCopy(struct relayComm* comm, const relayOneShotDesc* d, const bwReach* at, int i,
+                                 int write, void* local, uint64_t remote, size_t len) {
+  uint64_t base = at->winBase[i] ? at->winBase[i] : write ? at->recv[i] : at->send[i];
+  const char* where = at->winBase[i] ? "window" : write ? "recv buffer" : "send buffer";
+  return relayShmCmaCopy(comm, at->pid[i], d->ranks[i], write, local, remote, len, base, where);
+}
+
+/* *direct = 1 when every active posted my window (BW_WIN_ADDRS: its own addresses, into at) and, in a
+ * window, my offsets, else 0: every active then sees the same A entries, so all of them fall back to the
  * staged path together (the entries of a staged rank carry window 0). */
-static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayBwDesc* w, int* direct) {
-  const relayOneShotDesc* d = &w->c;
+static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d,
+                                   uint32_t myWin, uint64_t soff, uint64_t roff, bwReach* at, int* direct) {
   unsigned char* mine = s->reg.base[comm->rank];
-  bwPostEntry(comm, s, d, w->win->id, w->sendOff, w->recvOff);
+  bwPostEntry(comm, s, d, myWin, (size_t)soff, (size_t)roff);
   *direct = 1;
   for (int k = 1; k < d->nActive; k++) {
-    int p = d->ranks[(d->me + k) % d->nActive];
+    int i = (d->me + k) % d->nActive, p = d->ranks[i];
     relayResult_t res = relayShmRegionWait(comm, bwEntry(s, mine, p), (uint32_t)comm->callSeq, p, "bw direct",
                                            "entry into the call");
     if (res == relaySuccess)
@@ -319,14 +399,18 @@ static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const rel
     if (res != relaySuccess) return res;
     uint32_t win = atomic_load_explicit(bwEntryInfo(s, mine, BW_ENT_WIN, p), memory_order_relaxed);
     uint64_t so = bwEntry64(s, mine, BW_ENT_SOFF_LO, p), ro = bwEntry64(s, mine, BW_ENT_ROFF_LO, p);
-    if (*direct && (win != w->win->id || so != w->sendOff || ro != w->recvOff)) {
+    at->send[i] = so;
+    at->recv[i] = ro;
+    if (*direct && (win != myWin || (win != BW_WIN_ADDRS && (so != soff || ro != roff)))) {
       *direct = 0;
       if (relayDebugLevel() >= 1)
         fprintf(stderr,
-                "relaycc: rank %d: call #%llu: rank %d's buffers lie in window %u at send offset %llu, recv offset "
-                "%llu, this rank's in window %u at %zu, %zu (0: none): every active takes the staged path\n",
+                "relaycc: rank %d: call #%llu: rank %d's buffers lie in window %u at send offset %llu, "
+                "recv offset %llu, this rank's in window %u at %llu, %llu (0: none, %u: one copy of any "
+                "buffers): every active takes the staged path\n",
                 comm->rank, (unsigned long long)comm->callSeq, p, win, (unsigned long long)so,
-                (unsigned long long)ro, w->win->id, w->sendOff, w->recvOff);
+                (unsigned long long)ro, myWin, (unsigned long long)soff, (unsigned long long)roff,
+                BW_WIN_ADDRS);
     }
   }
   return relaySuccess;
@@ -348,12 +432,12 @@ static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const rela
   return relaySuccess;
 }
 
-/* Reduce elements [off, off + len) of every active's send (the peers' read
- * into the pull buffer) into dst, in tiles of the pull buffer. */
-static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x,
+/* Reduce elements [off, off + len) of every active's send (the peers' read into the pull buffer) into dst,
+ * in tiles of the pull buffer. */
+static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w, const bwReach* at,
                                     size_t es, uint64_t off, uint64_t len, char* dst) {
   const relayOneShotDesc* d = &w->c;
-  size_t tile = x->pullTile / es;
+  size_t tile = at->pullTile / es;
   if (w->tileElems < tile) tile = w->tileElems;
   for (uint64_t t = 0; t < len; t += tile) {
     size_t n = len - t < tile ? (size_t)(len - t) : tile;
@@ -363,9 +447,8 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
         srcs[i] = (const char*)d->src + (off + t) * es;
         continue;
       }
-      char* into = x->pull + (size_t)slot++ * x->pullTile;
-      int p = d->ranks[i];
-      RELAY_CHECK(relayShmWinCopy(comm, x, p, 0, into, x->bases[p] + w->sendOff + (off + t) * es, n * es));
+      char* into = at->pull + (size_t)slot++ * at->pullTile;
+      RELAY_CHECK(bwReachCopy(comm, d, at, i, 0, into, at->send[i] + (off + t) * es, n * es));
       srcs[i] = into;
     }
     relayHostReduce(dst + t * es, srcs, d->nActive, n, d->dtype, d->op, d->divisor);
@@ -373,7 +456,7 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
   return relaySuccess;
 }
 
-static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const relayShmWin* x,
+static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const bwReach* at,
                                   size_t es) {
   const relayOneShotDesc* d = &w->c;
   int A = d->nActive, me = d->me;
@@ -382,38 +465,74 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
     /* All-gather (stride 0) and all-to-all (stride count): my block for
      * active i into its recv block me; mine to my own recv unless in place. */
     for (int k = 1; k < A; k++) {
-      int i = (me + k) % A, p = d->ranks[i];
+      int i = (me + k) % A;
       const char* from = (const char*)d->src + (size_t)i * d->srcStride * es;
-      uint64_t at = x->bases[p] + w->recvOff + (uint64_t)me * c * es;
-      RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (void*)from, at, c * es));
+      RELAY_CHECK(bwReachCopy(comm, d, at, i, 1, (void*)from, at->recv[i] + (uint64_t)me * c * es, c * es));
     }
     const char* own = (const char*)d->src + (size_t)me * d->srcStride * es;
-    char* at = (char*)d->dst + (size_t)me * c * es;
-    if (own != at) memcpy(at, own, c * es);
+    char* to = (char*)d->dst + (size_t)me * c * es;
+    if (own != to) memcpy(to, own, c * es);
     return relaySuccess;
   }
   if (d->srcStride) /* reduce-scatter: block me of every active */
-    return bwDirectReduce(comm, w, x, es, (uint64_t)me * c, c, (char*)d->dst);
+    return bwDirectReduce(comm, w, at, es, (uint64_t)me * c, c, (char*)d->dst);
   /* All-reduce: shard me, reduced into my recv, then into every peer's. */
   uint64_t shard = planBwShard(c, A), lo = (uint64_t)me * shard, hi = lo + shard;
   if (lo > c) lo = c;
   if (hi > c) hi = c;
   if (hi == lo) return relaySuccess;
-  RELAY_CHECK(bwDirectReduce(comm, w, x, es, lo, hi - lo, (char*)d->dst + lo * es));
+  RELAY_CHECK(bwDirectReduce(comm, w, at, es, lo, hi - lo, (char*)d->dst + lo * es));
   for (int k = 1; k < A; k++) {
-    int p = d->ranks[(me + k) % A];
-    uint64_t at = x->bases[p] + w->recvOff + lo * es;
-    RELAY_CHECK(relayShmWinCopy(comm, x, p, 1, (char*)d->dst + lo * es, at, (hi - lo) * es));
+    int i = (me + k) % A;
+    RELAY_CHECK(
+        bwReachCopy(comm, d, at, i, 1, (char*)d->dst + lo * es, at->recv[i] + lo * es, (hi - lo) * es));
   }
   return relaySuccess;
 }
 
-static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwDesc* w, size_t es) {
-  const relayShmWin* x = w->win->tp;
-  if (!x || !w->win->direct)
-    return relaySetError(comm, relayInternalError, "bw direct: window %u is staged-only", w->win->id);
-  RELAY_CHECK(bwDirectMove(comm, w, x, es));
-  return bwDirectExit(comm, s, &w->c);
+/* One call on the direct path: entry, move, exit. *direct = 0: a peer is elsewhere, nothing moved, the
+ * caller runs the staged path (on every active alike). */
+static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwDesc* w, size_t es,
+                              int* direct) {
+  const relayOneShotDesc* d = &w->c;
+  bwReach at;
+  memset(&at, 0, sizeof at);
+  relayResult_t res;
+  if (w->win) {
+    const relayShmWin* x = w->win->tp;
+    if (!x || !w->win->direct)
+      return relaySetError(comm, relayInternalError, "bw direct: window %u is staged-only", w->win->id);
+    res = bwDirectEntry(comm, s, d, w->win->id, w->sendOff, w->recvOff, &at, direct);
+    for (int i = 0; i < d->nActive; i++) {
+      int p = d->ranks[i];
+      at.pid[i] = x->pids[p];
+      at.winBase[i] = x->bases[p];
+      at.send[i] = x->bases[p] + w->sendOff;
+      at.recv[i] = x->bases[p] + w->recvOff;
+    }
+    at.pull = x->pull;
+    at.pullTile = x->pullTile;
+  } else {
+    res = bwDirectEntry(comm, s, d, BW_WIN_ADDRS, (uint64_t)(uintptr_t)d->src, (uint64_t)(uintptr_t)d->dst,
+                        &at, direct);
+    for (int i = 0; i < d->nActive; i++) at.pid[i] = shmStateOf(comm)->pids[d->ranks[i]];
+    at.pull = s->pull;
+    at.pullTile = s->tileBytes;
+  }
+  if (res != relaySuccess || !*direct) return res;
+  RELAY_CHECK(bwDirectMove(comm, w, &at, es));
+  if (!w->win) comm->lastWindow = BW_WIN_ADDRS; /* tests tell the one-copy path from the staged one */
+  return bwDirectExit(comm, s, d);
+}
+
+/* The one-copy path for buffers in no window: voted at setup, and the call big enough that the copy it
+ * saves outweighs its entry and exit barriers (RELAYCC_SHM_CMA_BYTES, agreed: every rank of a call with
+ * one count decides alike; counts that differ meet at the entry, whose shape digests differ). */
+static int bwCmaWanted(struct relayComm* comm, const bwState* s, const relayBwDesc* w, size_t es) {
+  const relayOneShotDesc* d = &w->c;
+  if (!s->cma) return 0;
+  uint64_t in = d->count * es * (d->srcStride ? (uint64_t)d->nActive : 1); /* each rank's input */
+  return in >= (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES);
 }
 
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStream_t stream) {
@@ -429,14 +548,13 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
                          s && s->ready ? "ready" : "absent", A, me, w->tileElems, es, s ? s->tileBytes : 0,
                          w->ring, s ? s->ring : 0);
   relayResult_t res = relaySuccess;
-  if (w->win) {
+  if (w->win || bwCmaWanted(comm, s, w, es)) {
     int direct = 0;
-    res = bwDirectEntry(comm, s, w, &direct);
-    if (res == relaySuccess && direct) res = bwDirect(comm, s, w, es);
+    res = bwDirect(comm, s, w, es, &direct);
     if (res != relaySuccess) comm->tp->fail(comm); /* peers waiting on this rank end now */
     if (res != relaySuccess || direct) return res;
     comm->lastWindow = 0; /* a peer's buffers are elsewhere: the staged path, on every active */
-  } else if (comm->directWindows) {
+  } else if (comm->directWindows || s->cma) {
     /* Tell the actives this rank takes the staged path: one that meant the
      * direct one sees window 0 and joins it here. */
     bwPostEntry(comm, s, d, 0, 0, 0);

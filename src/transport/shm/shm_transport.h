@@ -350,11 +350,11 @@ typedef struct {
 } relayShmWin;
 relayResult_t relayShmWinRegister(struct relayComm* comm, struct relayWindow* w, const uint64_t* bases);
 void relayShmWinDeregister(struct relayComm* comm, struct relayWindow* w, int collective);
-/* One copy of len bytes between this rank's local memory and rank p's at address remote (inside p's
- * window buffer): write 1 from local into p, 0 from p into local. An error names the peer and the window
- * offset (relayRemoteError when it died). */
-relayResult_t relayShmWinCopy(struct relayComm* comm, const relayShmWin* x, int p, int write, void* local,
-                              uint64_t remote, size_t len);
+/* One copy of len bytes between this rank's local memory and rank p's (process pid) at address remote:
+ * write 1 from local into p, 0 from p into local (process_vm_writev / readv). An error names the peer and
+ * remote's offset from base in `where` ("window", "buffer"; relayRemoteError when it died). */
+relayResult_t relayShmCmaCopy(struct relayComm* comm, int32_t pid, int p, int write, void* local,
+                              uint64_t remote, size_t len, uint64_t base, const char* where);
 
 /* segment.c */
 uint64_t relayShmCommHash(struct relayComm* comm);

@@ -35,19 +35,19 @@ static void winFree(relayShmWin* x) {
 }
 
 /* In as many syscalls as the kernel takes: it may move less than asked. */
-relayResult_t relayShmWinCopy(struct relayComm* comm, const relayShmWin* x, int p, int write, void* local,
-                              uint64_t remote, size_t len) {
+relayResult_t relayShmCmaCopy(struct relayComm* comm, int32_t pid, int p, int write, void* local,
+                              uint64_t remote, size_t len, uint64_t base, const char* where) {
   size_t done = 0;
   while (done < len) {
     struct iovec l = {(char*)local + done, len - done}, r = {(void*)(uintptr_t)(remote + done), len - done};
-    ssize_t n = write ? process_vm_writev(x->pids[p], &l, 1, &r, 1, 0) : process_vm_readv(x->pids[p], &l, 1, &r, 1, 0);
+    ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
       return relaySetError(comm, errno == ESRCH ? relayRemoteError : relaySystemError,
-                           "bw direct: %s %zu bytes %s rank %d (pid %d) at window offset %llu: %s%s",
-                           write ? "writing" : "reading", len - done, write ? "into" : "from", p, (int)x->pids[p],
-                           (unsigned long long)(remote + done - x->bases[p]), n == 0 ? "no progress" : strerror(errno),
-                           errno == ESRCH ? " (it died)" : "");
+                           "bw direct: %s %zu bytes %s rank %d (pid %d) at %s offset %llu: %s%s",
+                           write ? "writing" : "reading", len - done, write ? "into" : "from", p, (int)pid,
+                           where, (unsigned long long)(remote + done - base),
+                           n == 0 ? "no progress" : strerror(errno), errno == ESRCH ? " (it died)" : "");
     done += (size_t)n;
   }
   return relaySuccess;
