@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 WERROR ?=
 PREFIX ?= /usr/local
 
-.PHONY: all build run test asan tsan warnings hipcheck install gputest gpubench clean deps
+.PHONY: all build run test asan tsan warnings hipcheck install gputest gpubench clean deps format format-check
 
 all: build
 
@@ -64,6 +64,15 @@ hipcheck: deps
 	@cmake -S . -B $(HIP_BUILD) -DRELAY_WITH_HIP=ON -DRELAY_WERROR=ON "-DRELAY_HIP_ARCHITECTURES=$(HIP_ARCHS)" \
 	  >/dev/null
 	@cmake --build $(HIP_BUILD) -j $(JOBS)
+
+# The formatter (.clang-format; clang-format 14.0.6, pinned: scripts/format.sh says where it comes from).
+# `make format` rewrites the tracked C/CUDA sources; `make format-check` (CI) changes nothing and fails
+# listing the files that are not formatted.
+format:
+	scripts/format.sh $(BUILD)
+
+format-check:
+	scripts/format.sh --check $(BUILD)
 
 # Headers, librelaycc.so/.a, the tools, relaycc.pc and the CMake package under PREFIX.
 install: build

@@ -539,7 +539,7 @@ static uint64_t critical(relayColl_t coll, int n, int A, int G, size_t count, re
   return b;
 }
 
-/* The reference's two-group schedule (rcclx-relay.md section 3), written
+/* The reference's two-group schedule (docs/design.md, "Sources and figures"), written
  * here from its description and not from the builder: the bytes each
  * directed link carries in step s of one group of actives 0..A-1 with
  * helpers A..n-1 in order. u = alignDown(m/(A+H), 128) through each helper;

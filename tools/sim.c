@@ -43,7 +43,7 @@
 #define MB (1024ull * 1024)
 #define MAX_SIZES 256
 
-/* The reference benchmark's size axis (rcclx-relay.md section 10). */
+/* The reference benchmark's size axis (docs/design.md, "Sources and figures"). */
 static const unsigned long long kDefaultSizes[] = {
     4 * KB,    9 * KB,   18 * KB,  36 * KB,           72 * KB,  144 * KB, 288 * KB, 576 * KB,
     9 * MB / 2, 9 * MB,  27 * MB / 2, 27 * MB,        63 * MB / 2, 36 * MB, 63 * MB, 135 * MB / 2,

@@ -1,5 +1,5 @@
 /*
- * The one vote, and the one agreement round under it (DESIGN.md "Invariants" 4 and 10).
+ * The one vote, and the one agreement round under it (docs/design.md, "Invariants" 4 and 10).
  *
  * relayVote: every rank of the comm says yes or no, with a reason, at a point every rank reaches; every
  * rank learns the same verdict: yes when all said yes, else the FIRST no (the lowest rank that said no),

@@ -1,4 +1,4 @@
-/* Node discovery: which node each comm rank runs on (DESIGN "Beyond one node"). */
+/* Node discovery: which node each comm rank runs on (docs/design.md, "Beyond one node"). */
 #ifndef RELAY_NODES_H_
 #define RELAY_NODES_H_
 

@@ -1,5 +1,5 @@
 /*
- * Layout collectives on a comm that spans nodes (DESIGN "Beyond one node").
+ * Layout collectives on a comm that spans nodes (docs/design.md, "Beyond one node").
  *
  * A group inside one node runs the key's route on that node alone: its
  * sub-plan is built for a comm of that node's ranks, so its helpers are that

@@ -32,8 +32,8 @@
  * keeps its selector: on h200 it picks depth 4 at 1 GB, which takes the
  * relay from 0.83x of NCCL at depth 1 to 1.08x (relaycc-sim; the direct
  * plan is 0.92x). Every other shape stays at depth
- * 1 on a switch, which keeps the router at direct where DESIGN.md says the
- * relay cannot pay.
+ * 1 on a switch, which keeps the router at direct where the relay cannot
+ * pay (docs/design.md, "The physical picture").
  */
 #include "route/depth.h"
 

@@ -1,9 +1,9 @@
 /*
  * Topology presets, the text format and the queries. docs/model.md documents
  * the format and what each figure means; every preset figure below says where
- * it comes from. "seed" is ../shared/seeds/000_c8877875f29eedb7.txt (the
- * sharded-relay commits measured on MI350X, 8 GPUs, bf16, best-of-100);
- * "reference" is ../shared/reference/rcclx-relay.md.
+ * it comes from. "seed" is seed 000 and "reference" the public relay
+ * implementation it describes (docs/design.md, "Sources and figures": the
+ * sharded-relay commits measured on MI350X, 8 GPUs, bf16, best-of-100).
  */
 #include "topo/topo.h"
 
@@ -102,7 +102,7 @@ static void setAllPorts(struct relayTopo* t, double inj, double ej) {
 static void presetAmdMesh(struct relayTopo* t) {
   /* Fully connected: 7 XGMI links per GPU, one to each peer. 51.6 GB/s per
    * direction is the seed's "measured 51.6 GB/s per-link ceiling" (the 2-active
-   * reduce-scatter overlap commit); the reference (section 12) rounds it to
+   * reduce-scatter overlap commit); the reference's comments round it to
    * "one XGMI link carries about 50 GB/s". It also fits the RCCL baseline: a
    * 2-rank all-gather of 9 MiB measured 0.225 ms (0.111 ms relay at 2.03x),
    * and 41 us + 9 MiB / 51.6 GB/s = 0.224 ms. */

@@ -1,6 +1,6 @@
 /*
- * Host overhead per call of relaycc over raw NCCL (issue 6, DESIGN invariant
- * 7: target under 2 us). Two ranks, one per GPU. For each route that runs on
+ * Host overhead per call of relaycc over raw NCCL (issue 6, docs/design.md
+ * "Invariants" 7: target under 2 us). Two ranks, one per GPU. For each route that runs on
  * the GPU without helpers (native: NCCL's collective on the group's
  * sub-communicator; direct: relaycc's send/recv plan), time the host side of
  * N enqueues of a 4 KB all-reduce, against N enqueues of ncclAllReduce on a

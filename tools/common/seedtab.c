@@ -1,5 +1,5 @@
 /*
- * The seed's measured tables (shared/seeds/000_c8877875f29eedb7.txt: the
+ * The seed's measured tables (seed 000, docs/design.md "Sources and figures": the
  * sharded relay on RCCL, MI350X, 8 GPUs, bf16, best-of-100, single group,
  * speedup = A-rank RCCL with the other ranks idle / relay), kept as data so
  * the model can be checked against them (test_sim seedtables, relaycc-sim
