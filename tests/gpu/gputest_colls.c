@@ -31,6 +31,7 @@
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "core/core.h"
+#include "gpu/colls_check.h"
 #include "gpu/gpu_util.h"
 #include "reduce_host.h"
 #include "relaycc_nccl.h"
@@ -72,98 +73,7 @@ typedef struct {
   long cases;
 } rank_t;
 
-/* ---- patterns ---------------------------------------------------------- */
-
-static uint64_t patHash(int g, int src, int dst, size_t i) {
-  return gpuMix(((uint64_t)(unsigned)g << 56) ^ ((uint64_t)(unsigned)src << 48) ^ ((uint64_t)(unsigned)dst << 40) ^
-                (uint64_t)i);
-}
-
-/* Raw bits for data movement. */
-static void movePattern(void* out, relayDataType_t dt, int g, int src, int dst, size_t i) {
-  uint64_t h = patHash(g, src, dst, i);
-  memcpy(out, &h, relayTypeSize(dt));
-}
-
-/* A small integer in the type's exact range for reductions. */
-static int reduceValue(relayDataType_t dt, int g, int src, int dst, size_t i) {
-  uint64_t h = patHash(g, src, dst, i);
-  switch (dt) {
-    case relayBfloat16: return (int)(h % 33) - 16;    /* 8 ranks: |sum| <= 128 < 2^8 */
-    case relayFloat16: return (int)(h % 257) - 128;   /* |sum| <= 1024 < 2^11 */
-    case relayFloat32: return (int)(h % 65537) - 32768; /* |sum| <= 2^18 < 2^24 */
-    default: return (int)(uint32_t)h;                 /* int32: full range, sums wrap */
-  }
-}
-
-static void storeValue(void* out, relayDataType_t dt, double v) {
-  switch (dt) {
-    case relayBfloat16: {
-      unsigned short b = relayFloatToBf16((float)v);
-      memcpy(out, &b, 2);
-      break;
-    }
-    case relayFloat16: {
-      unsigned short b = relayFloatToHalf((float)v);
-      memcpy(out, &b, 2);
-      break;
-    }
-    case relayFloat32: {
-      float f = (float)v;
-      memcpy(out, &f, 4);
-      break;
-    }
-    default: {
-      int32_t x = (int32_t)(int64_t)v;
-      memcpy(out, &x, 4);
-      break;
-    }
-  }
-}
-
-static double loadValue(const void* in, relayDataType_t dt) {
-  unsigned short b;
-  switch (dt) {
-    case relayBfloat16: memcpy(&b, in, 2); return relayBf16ToFloat(b);
-    case relayFloat16: memcpy(&b, in, 2); return relayHalfToFloat(b);
-    case relayFloat32: {
-      float f;
-      memcpy(&f, in, 4);
-      return f;
-    }
-    default: {
-      int32_t x;
-      memcpy(&x, in, 4);
-      return x;
-    }
-  }
-}
-
-/* The reference of one reduced element over the A contributions. Integers
- * wrap like the kernels (sum in uint32) and avg truncates; floats are exact
- * for sum and max, and avg is the exact sum divided once in fp32. */
-static void reduceRef(void* out, relayDataType_t dt, relayRedOp_t op, int A, int g, int dst, size_t i) {
-  if (dt == relayInt32) {
-    uint32_t s = 0;
-    int32_t m = 0;
-    for (int x = 0; x < A; x++) {
-      int32_t v = (int32_t)reduceValue(dt, g, x, dst, i);
-      s += (uint32_t)v;
-      if (x == 0 || v > m) m = v;
-    }
-    int32_t r = op == relayMax ? m : op == relayAvg ? (int32_t)s / A : (int32_t)s;
-    memcpy(out, &r, 4);
-    return;
-  }
-  long sum = 0, mx = 0;
-  for (int x = 0; x < A; x++) {
-    long v = reduceValue(dt, g, x, dst, i);
-    sum += v;
-    if (x == 0 || v > mx) mx = v;
-  }
-  double r = op == relayMax ? (double)mx : op == relayAvg ? (double)((float)sum / (float)A) : (double)sum;
-  storeValue(out, dt, r);
-}
+/* ---- patterns: colls_check.h's (salt 0), shared with gputest_nodes and gputest_faults ---------- */
 
 /* ---- one case ---------------------------------------------------------- */
 
@@ -193,18 +103,6 @@ static void describe(char* buf, size_t n, const rank_t* R, const layout_t* L, co
   snprintf(buf, n, "%s %s route=%s %s %s count=%zu %s off=%d", kCollNames[c->coll], L->name, R->routeName,
            relayTypeName(c->dt), isReduce(c->coll) ? relayOpName(c->op) : "-", c->count,
            c->inPlace ? "in-place" : "out-of-place", c->offElems);
-}
-
-/* Tolerance of avg in floats: the result is one rounding of an exact
- * quotient, give or take one more rounding where a plan divides in another
- * place; one unit in the last place of the type covers both. */
-static int closeEnough(relayDataType_t dt, double got, double want) {
-  double eps = dt == relayBfloat16 ? 1.0 / 128 : dt == relayFloat16 ? 1.0 / 1024 : 1.0 / 8388608;
-  double mag = want < 0 ? -want : want;
-  if (mag < 1) mag = 1;
-  double d = got - want;
-  if (d < 0) d = -d;
-  return d <= eps * mag;
 }
 
 static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
@@ -238,10 +136,10 @@ static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
     for (size_t e = 0; e < sendElems; e++) {
       unsigned char* p = pat + e * es;
       switch (c->coll) {
-        case AG: movePattern(p, c->dt, g, idx, 0, e); break;
-        case A2A: movePattern(p, c->dt, g, idx, (int)(e / count), e % count); break;
-        case RS: storeValue(p, c->dt, reduceValue(c->dt, g, idx, (int)(e / count), e % count)); break;
-        default: storeValue(p, c->dt, reduceValue(c->dt, g, idx, 0, e)); break;
+        case AG: ccMovePattern(p, c->dt, g, idx, 0, e, 0); break;
+        case A2A: ccMovePattern(p, c->dt, g, idx, (int)(e / count), e % count, 0); break;
+        case RS: ccStoreValue(p, c->dt, ccReduceValue(c->dt, g, idx, (int)(e / count), e % count, 0)); break;
+        default: ccStoreValue(p, c->dt, ccReduceValue(c->dt, g, idx, 0, e, 0)); break;
       }
     }
     char* region = R->dRecv + GUARD + off;
@@ -291,13 +189,13 @@ static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
     const unsigned char* p = got + e * es;
     int ok;
     switch (c->coll) {
-      case AG: movePattern(want, c->dt, g, (int)(e / count), 0, e % count); ok = !memcmp(p, want, es); break;
-      case A2A: movePattern(want, c->dt, g, (int)(e / count), idx, e % count); ok = !memcmp(p, want, es); break;
+      case AG: ccMovePattern(want, c->dt, g, (int)(e / count), 0, e % count, 0); ok = !memcmp(p, want, es); break;
+      case A2A: ccMovePattern(want, c->dt, g, (int)(e / count), idx, e % count, 0); ok = !memcmp(p, want, es); break;
       default: {
-        reduceRef(want, c->dt, c->op, A, g, c->coll == RS ? idx : 0, e);
+        ccReduceRef(want, c->dt, c->op, A, g, c->coll == RS ? idx : 0, e, 0);
         ok = !memcmp(p, want, es);
         if (!ok && c->op == relayAvg && c->dt != relayInt32)
-          ok = closeEnough(c->dt, loadValue(p, c->dt), loadValue(want, c->dt));
+          ok = ccCloseEnough(c->dt, ccLoadValue(p, c->dt), ccLoadValue(want, c->dt));
         break;
       }
     }
