@@ -74,7 +74,7 @@ static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const
 
 static int tSegmentExists(const char* job) {
   char name[300], path[320];
-  relayShmSegmentName(job, name, sizeof name);
+  relayShmSegmentName(job, 0, name, sizeof name);
   snprintf(path, sizeof path, "/dev/shm%s", name);
   return access(path, F_OK) == 0;
 }
@@ -819,7 +819,7 @@ static void caseStale(void) {
   /* 2: garbage of the wrong size under the name. */
   relayLaunchJobName("stale", gJob, sizeof gJob);
   char name[300];
-  relayShmSegmentName(gJob, name, sizeof name);
+  relayShmSegmentName(gJob, 0, name, sizeof name);
   int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
   T_CHECK(fd >= 0, "shm_open: %s", strerror(errno));
   T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64, "write");
