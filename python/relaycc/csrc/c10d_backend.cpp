@@ -245,7 +245,13 @@ class RelayBackend : public c10d::Backend {
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
     bool compose = tensors.size() == 1 && relayable(tensors[0]) && reducible(tensors[0], opts.reduceOp) &&
                    (opts.reduceOp.op_ == ReduceOp::AVG || opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-    if (!compose) return forward(inner_->reduce(tensors, opts));
+    if (!compose) {
+      // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
+      // so gloo gets a copy there.
+      if (rank_ == opts.rootRank || tensors.size() != 1) return forward(inner_->reduce(tensors, opts));
+      std::vector<at::Tensor> scratch{tensors[0].clone()};
+      return forward(inner_->reduce(scratch, opts));
+    }
     return run(OpType::REDUCE, "reduce", tensors, [&] {
       at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
       reduceInPlace(tmp, opts.reduceOp);
@@ -270,8 +276,13 @@ class RelayBackend : public c10d::Backend {
     at::Tensor in = at::cat(flatViews(inputs));
     at::Tensor out = at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t(0))},
                                outputs[0].options());
-    WorkPtr w = inner_->alltoall_base(out, in, outSplits, inSplits, opts);
-    w->wait();
+    // Synchronous: torch 2.15's gloo returns no Work for a call that is not async (it waited itself).
+    c10d::AllToAllOptions sync = opts;
+    sync.asyncOp = false;
+    // gloo takes the split vectors by reference and may move them away: pass copies.
+    std::vector<int64_t> outArg = outSplits, inArg = inSplits;
+    WorkPtr w = inner_->alltoall_base(out, in, outArg, inArg, sync);
+    if (w) w->wait();
     int64_t off = 0;
     for (size_t i = 0; i < outputs.size(); i++) {
       outputs[i].view(-1).copy_(out.narrow(0, off, outSplits[i]));
@@ -283,14 +294,16 @@ class RelayBackend : public c10d::Backend {
                               const c10d::AllgatherOptions& opts) override {
     return forward(inner_->allgather_coalesced(outputs, inputs, opts));
   }
+  // Point-to-point Works are not remembered: gloo's can be waited on once only (a second wait blocks for
+  // ever), and a send/recv pair is ordered by its tag, not by the group's sequence of collectives.
   WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
-    return forward(inner_->send(tensors, dstRank, tag));
+    return inner_->send(tensors, dstRank, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
-    return forward(inner_->recv(tensors, srcRank, tag));
+    return inner_->recv(tensors, srcRank, tag);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    return forward(inner_->recvAnysource(tensors, tag));
+    return inner_->recvAnysource(tensors, tag);
   }
   // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return.
   WorkPtr barrier(const c10d::BarrierOptions& opts) override { return forward(inner_->barrier(opts)); }
