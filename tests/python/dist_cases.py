@@ -307,6 +307,18 @@ def case_async(g, k):
   else:
     _check(bad, "future value", val[0], ref_reduce(n, 0, k, "sum", torch.float32), torch.float32)
   _check(bad, "async all_reduce", t, ref_reduce(n, 0, k, "sum", torch.float32), torch.float32)
+  # Async returns before the data moves: rank 0 calls while the last rank sleeps; its Work is not
+  # completed until the last rank comes, and wait() then gives the sum.
+  t = _inp(me, 5, k, "sum", torch.float32)
+  if me == n - 1:
+    time.sleep(1.0)
+  t0 = time.monotonic()
+  w = dist.all_reduce(t, async_op=True)
+  secs, early = time.monotonic() - t0, w.is_completed()
+  w.wait()
+  if me == 0 and (secs > 0.5 or early):
+    bad.append(f"async all_reduce returned after {secs:.2f} s, completed before the peer came: {early}")
+  _check(bad, "async all_reduce with a late peer", t, ref_reduce(n, 5, k, "sum", torch.float32), torch.float32)
   # A forwarded async call (gloo) followed by a relaycc call without a wait in between: program order.
   b = value(me, 1, k).float() if me == 0 else _poison(k, torch.float32)
   w1 = dist.broadcast(b, 0, async_op=True)

@@ -25,8 +25,12 @@
 #include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <mutex>
 #include <numeric>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -38,22 +42,27 @@ using c10d::OpType;
 using c10d::ReduceOp;
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 
-// A finished call: its Future holds the outputs (or the error, which wait() and the Future rethrow).
-class DoneWork : public c10d::Work {
+// A relaycc call's Work: completed by the worker thread (async calls) or by the caller (sync ones); its
+// Future holds the outputs (DDP's comm hook reads them) or the error, which wait() and the Future rethrow.
+class RelayWork : public c10d::Work {
  public:
-  DoneWork(int rank, OpType type, std::vector<at::Tensor> outputs, std::exception_ptr err)
+  RelayWork(int rank, OpType type, std::vector<at::Tensor> outputs)
       : c10d::Work(rank, type),
-        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+  void complete(std::exception_ptr err) {
     if (err) {
       future_->setError(err);
     } else {
-      future_->markCompleted(c10::IValue(outputs));
+      future_->markCompleted(c10::IValue(outputs_));
     }
     finish(err);
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
 
  private:
+  std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -139,32 +148,32 @@ class RelayBackend : public c10d::Backend {
 
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     if (tensors.size() != 1 || !relayable(tensors[0]) || !reducible(tensors[0], opts.reduceOp))
-      return forward(inner_->allreduce(tensors, opts));
-    return run(OpType::ALLREDUCE, "all_reduce", tensors, [&] { reduceInPlace(tensors[0], opts.reduceOp); });
+      return forward([&] { return inner_->allreduce(tensors, opts); });
+    return run(OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable { reduceInPlace(tensors[0], opts.reduceOp); }, opts.asyncOp);
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
                               const c10d::AllreduceCoalescedOptions& opts) override {
     bool ok = !tensors.empty();
     for (auto& t : tensors) ok = ok && relayable(t) && reducible(t, opts.reduceOp);
-    if (!ok) return forward(inner_->allreduce_coalesced(tensors, opts));
-    return run(OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, [&] {
+    if (!ok) return forward([&] { return inner_->allreduce_coalesced(tensors, opts); });
+    return run(OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, [=]() mutable {
       for (auto& t : tensors) reduceInPlace(t, opts.reduceOp);
-    });
+    }, opts.asyncOp);
   }
 
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                     const c10d::AllgatherOptions& opts) override {
     if (inputs.size() != 1 || outputs.size() != 1 || !relayable(inputs[0]) || !sameKind(outputs[0], inputs[0]))
-      return forward(inner_->allgather(outputs, inputs, opts));
-    return run(OpType::ALLGATHER, "all_gather", outputs[0], [&] { gatherList(outputs[0], inputs[0]); });
+      return forward([&] { return inner_->allgather(outputs, inputs, opts); });
+    return run(OpType::ALLGATHER, "all_gather", outputs[0], [=]() mutable { gatherList(outputs[0], inputs[0]); }, opts.asyncOp);
   }
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
     if (!relayable(input) || !relayable(output) || output.scalar_type() != input.scalar_type())
-      return forward(inner_->_allgather_base(output, input, opts));
+      return forward([&] { return inner_->_allgather_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
-    return run(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [&] { gatherFlat(output, input); });
+    return run(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [=]() mutable { gatherFlat(output, input); }, opts.asyncOp);
   }
 
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -172,33 +181,33 @@ class RelayBackend : public c10d::Backend {
     bool ok = outputs.size() == inputs.size();
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) && outputs[i].scalar_type() == inputs[i].scalar_type();
-    if (!ok) return forward(inner_->allgather_into_tensor_coalesced(outputs, inputs, opts));
-    return run(OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs, [&] {
+    if (!ok) return forward([&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
+    return run(OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs, [=]() mutable {
       for (size_t i = 0; i < inputs.size(); i++) gatherFlat(outputs[i], inputs[i]);
-    });
+    }, opts.asyncOp);
   }
 
   WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                          const c10d::ReduceScatterOptions& opts) override {
     if (outputs.size() != 1 || inputs.size() != 1 || !relayable(outputs[0]) ||
         !reducible(outputs[0], opts.reduceOp) || !sameKind(inputs[0], outputs[0]))
-      return forward(inner_->reduce_scatter(outputs, inputs, opts));
-    return run(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [&] {
+      return forward([&] { return inner_->reduce_scatter(outputs, inputs, opts); });
+    return run(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [=]() mutable {
       // The blocks back to back: gloo's list call is one all-reduce per rank (pytorch PR #149869).
       at::Tensor flat = at::cat(flatViews(inputs[0]));
       at::Tensor out = outputs[0].view(-1);
       scatterReduce(out, flat, opts.reduceOp, true);
-    });
+    }, opts.asyncOp);
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                const c10d::ReduceScatterOptions& opts) override {
     if (!relayable(output) || !relayable(input) || output.scalar_type() != input.scalar_type() ||
         !reducible(input, opts.reduceOp))
-      return forward(inner_->_reduce_scatter_base(output, input, opts));
+      return forward([&] { return inner_->_reduce_scatter_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
     return run(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", outs,
-               [&] { scatterReduce(output, input, opts.reduceOp, false); });
+               [=]() mutable { scatterReduce(output, input, opts.reduceOp, false); }, opts.asyncOp);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -207,10 +216,10 @@ class RelayBackend : public c10d::Backend {
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type() && reducible(inputs[i], opts.reduceOp);
-    if (!ok) return forward(inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts));
-    return run(OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs, [&] {
+    if (!ok) return forward([&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+    return run(OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs, [=]() mutable {
       for (size_t i = 0; i < inputs.size(); i++) scatterReduce(outputs[i], inputs[i], opts.reduceOp, false);
-    });
+    }, opts.asyncOp);
   }
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
@@ -219,25 +228,25 @@ class RelayBackend : public c10d::Backend {
     // part of the call's form (all_to_all_single with or without splits), the same on every rank.
     if (!outputSplits.empty() || !inputSplits.empty() || !relayable(input) || !relayable(output) ||
         input.scalar_type() != output.scalar_type())
-      return forward(inner_->alltoall_base(output, input, outputSplits, inputSplits, opts));
+      return forward([&] { return inner_->alltoall_base(output, input, outputSplits, inputSplits, opts); });
     std::vector<at::Tensor> outs{output};
-    return run(OpType::ALLTOALL_BASE, "all_to_all_single", outs, [&] { allToAll(output, input); });
+    return run(OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); }, opts.asyncOp);
   }
 
   WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                  const c10d::GatherOptions& opts) override {
-    if (inputs.size() != 1 || !relayable(inputs[0])) return forward(inner_->gather(outputs, inputs, opts));
+    if (inputs.size() != 1 || !relayable(inputs[0])) return forward([&] { return inner_->gather(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> outs = rank_ == root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
-    return run(OpType::GATHER, "gather", outs, [&] { rooted(true, root, outs, inputs[0]); });
+    return run(OpType::GATHER, "gather", outs, [=]() mutable { rooted(true, root, outs, inputs[0]); }, opts.asyncOp);
   }
 
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                   const c10d::ScatterOptions& opts) override {
-    if (outputs.size() != 1 || !relayable(outputs[0])) return forward(inner_->scatter(outputs, inputs, opts));
+    if (outputs.size() != 1 || !relayable(outputs[0])) return forward([&] { return inner_->scatter(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> ins = rank_ == root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
-    return run(OpType::SCATTER, "scatter", outputs, [&] { rooted(false, root, ins, outputs[0]); });
+    return run(OpType::SCATTER, "scatter", outputs, [=]() mutable { rooted(false, root, ins, outputs[0]); }, opts.asyncOp);
   }
 
   // reduce: the C core has no reduce yet; gloo has no AVG or PREMUL_SUM reduce, so those two are an
@@ -248,21 +257,21 @@ class RelayBackend : public c10d::Backend {
     if (!compose) {
       // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
       // so gloo gets a copy there.
-      if (rank_ == opts.rootRank || tensors.size() != 1) return forward(inner_->reduce(tensors, opts));
+      if (rank_ == opts.rootRank || tensors.size() != 1) return forward([&] { return inner_->reduce(tensors, opts); });
       std::vector<at::Tensor> scratch{tensors[0].clone()};
-      return forward(inner_->reduce(scratch, opts));
+      return forward([&] { return inner_->reduce(scratch, opts); });
     }
-    return run(OpType::REDUCE, "reduce", tensors, [&] {
+    return run(OpType::REDUCE, "reduce", tensors, [=]() mutable {
       at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
       reduceInPlace(tmp, opts.reduceOp);
       if (rank_ == opts.rootRank) tensors[0].copy_(tmp);
-    });
+    }, opts.asyncOp);
   }
 
   // ---- forwarded until the C core has them ---------------------------------------------------------
 
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    return forward(inner_->broadcast(tensors, opts));
+    return forward([&] { return inner_->broadcast(tensors, opts); });
   }
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts) override {
@@ -279,6 +288,8 @@ class RelayBackend : public c10d::Backend {
     // Synchronous: torch 2.15's gloo returns no Work for a call that is not async (it waited itself).
     c10d::AllToAllOptions sync = opts;
     sync.asyncOp = false;
+    drainRelay();
+    drainForwarded();
     // gloo takes the split vectors by reference and may move them away: pass copies.
     std::vector<int64_t> outArg = outSplits, inArg = inSplits;
     WorkPtr w = inner_->alltoall_base(out, in, outArg, inArg, sync);
@@ -288,26 +299,32 @@ class RelayBackend : public c10d::Backend {
       outputs[i].view(-1).copy_(out.narrow(0, off, outSplits[i]));
       off += outSplits[i];
     }
-    return c10::make_intrusive<DoneWork>(rank_, OpType::ALLTOALL, outputs, nullptr);
+    auto done = c10::make_intrusive<RelayWork>(rank_, OpType::ALLTOALL, outputs);
+    done->complete(nullptr);
+    return done;
   }
   WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                               const c10d::AllgatherOptions& opts) override {
-    return forward(inner_->allgather_coalesced(outputs, inputs, opts));
+    return forward([&] { return inner_->allgather_coalesced(outputs, inputs, opts); });
   }
   // Point-to-point Works are not remembered: gloo's can be waited on once only (a second wait blocks for
   // ever), and a send/recv pair is ordered by its tag, not by the group's sequence of collectives.
   WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
+    drainRelay();
     return inner_->send(tensors, dstRank, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
+    drainRelay();
     return inner_->recv(tensors, srcRank, tag);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    drainRelay();
     return inner_->recvAnysource(tensors, tag);
   }
   // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return.
-  WorkPtr barrier(const c10d::BarrierOptions& opts) override { return forward(inner_->barrier(opts)); }
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override { return forward([&] { return inner_->barrier(opts); }); }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
+    drainRelay();
     inner_->monitoredBarrier(opts, waitAllRanks);
   }
 
@@ -348,8 +365,11 @@ class RelayBackend : public c10d::Backend {
     return v;
   }
 
-  // Remember a forwarded Work so the next relaycc call waits for it (program order across both comms).
-  WorkPtr forward(WorkPtr w) {
+  // A forwarded call: after the queued relaycc calls (program order), and remembered so that the next
+  // relaycc call waits for it.
+  WorkPtr forward(const std::function<WorkPtr()>& call) {
+    drainRelay();
+    WorkPtr w = call();
     std::lock_guard<std::mutex> g(pendingMu_);
     if (w) pending_.push_back(w);
     return w;
@@ -371,27 +391,88 @@ class RelayBackend : public c10d::Backend {
     }
   }
 
-  // One relaycc call (or a few) under the comm's lock; the result is a completed Work, or one carrying a
-  // DistBackendError that names this rank, the op and relaycc's own text.
-  template <typename F>
-  WorkPtr run(OpType type, const char* what, std::vector<at::Tensor>& outputs, F body) {
+  // One relaycc call (or a few). Async (opts.asyncOp: DDP's buckets, async_op=True) goes to the worker
+  // thread and returns before the data moves, so backward overlaps it; sync runs on the caller's thread
+  // after the queued calls (program order). The Work carries a DistBackendError that names this rank, the
+  // op and relaycc's own text.
+  WorkPtr run(OpType type, const char* what, const std::vector<at::Tensor>& outputs, std::function<void()> body,
+              bool async) {
     drainForwarded();
-    std::exception_ptr err;
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      curOp_ = what;
-      try {
-        ensureComm();
-        body();
-      } catch (const c10::DistBackendError&) {
-        err = std::current_exception();
-      } catch (const std::exception& e) {
-        err = std::make_exception_ptr(c10::DistBackendError(
-            {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-            "relaycc: rank " + std::to_string(rank_) + ": " + what + ": " + e.what()));
-      }
+    auto work = c10::make_intrusive<RelayWork>(rank_, type, outputs);
+    auto task = [this, work, what, body = std::move(body)]() mutable { work->complete(execute(what, body)); };
+    if (async) {
+      enqueue(std::move(task));
+    } else {
+      drainRelay();
+      task();
     }
-    return c10::make_intrusive<DoneWork>(rank_, type, outputs, err);
+    return work;
+  }
+
+  std::exception_ptr execute(const char* what, std::function<void()>& body) {
+    std::lock_guard<std::mutex> g(mu_);
+    curOp_ = what;
+    try {
+      ensureComm();
+      body();
+    } catch (const c10::DistBackendError&) {
+      return std::current_exception();
+    } catch (const std::exception& e) {
+      return std::make_exception_ptr(c10::DistBackendError(
+          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+          "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + what + ": " +
+              e.what()));
+    }
+    return nullptr;
+  }
+
+  // The worker: one thread per group, started at the first async call, FIFO (relaycc's calls on one comm
+  // never race, and they keep the group's order). It never touches Python; a Future callback that does
+  // takes the GIL itself.
+  void enqueue(std::function<void()> task) {
+    std::lock_guard<std::mutex> g(qmu_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+    queue_.push_back(std::move(task));
+    queued_++;
+    qcv_.notify_all();
+  }
+
+  void workerLoop() {
+    std::unique_lock<std::mutex> lk(qmu_);
+    for (;;) {
+      qcv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and nothing left
+      auto task = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      task();
+      lk.lock();
+      done_++;
+      qcv_.notify_all();
+    }
+  }
+
+  // Wait until every queued relaycc call has run (a sync call or a forwarded one keeps program order).
+  void drainRelay() {
+    std::unique_lock<std::mutex> lk(qmu_);
+    if (std::this_thread::get_id() == worker_.get_id()) return;  // a Future callback on the worker
+    uint64_t upTo = queued_;
+    qcv_.wait(lk, [&] { return done_ >= upTo; });
+  }
+
+  void stopWorker() {
+    {
+      std::lock_guard<std::mutex> g(qmu_);
+      stop_ = true;
+      qcv_.notify_all();
+    }
+    if (!worker_.joinable()) return;
+    // The last reference dropped by a Future callback on the worker itself: it cannot join itself.
+    if (std::this_thread::get_id() == worker_.get_id()) {
+      worker_.detach();
+    } else {
+      worker_.join();
+    }
   }
 
   [[noreturn]] void fail(relayResult_t res) {
@@ -541,18 +622,21 @@ class RelayBackend : public c10d::Backend {
     }
   }
 
+  // abort: relayCommAbort first (it wakes a call in flight on the worker, which then fails; the queued
+  // ones fail at once), then the worker ends. Not under mu_: a call in flight holds it. shutdown and the
+  // destructor: the queued calls finish, then the comm is destroyed.
   void release(bool abort) {
-    relayComm_t c = nullptr;
     if (abort) {
-      // Not under mu_: a call in flight holds it, and abort is what wakes that call.
-      c = comm_.exchange(nullptr);
       released_ = true;
+      relayComm_t c = comm_.exchange(nullptr);
       if (c) relayCommAbort(c);
+      stopWorker();
       return;
     }
+    stopWorker();
     std::lock_guard<std::mutex> g(mu_);
     released_ = true;
-    c = comm_.exchange(nullptr);
+    relayComm_t c = comm_.exchange(nullptr);
     if (c) relayCommDestroy(c);
   }
 
@@ -567,6 +651,12 @@ class RelayBackend : public c10d::Backend {
   const char* curOp_ = "init";
   std::mutex pendingMu_;
   std::vector<WorkPtr> pending_;
+  std::mutex qmu_;  // the worker's queue
+  std::condition_variable qcv_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t queued_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
 };
 
 }  // namespace
