@@ -1349,7 +1349,8 @@ static int rankUnique(int rank, int nranks, void* arg) {
   relayLayout_t L = {1, nranks, ranks};
   size_t n = 5;
   T_OK(relayAllReduce(v, v, &n, relayFloat32, relaySum, &L, c, NULL));
-  for (int i = 0; i < 5; i++) T_CHECK(v[i] == want[i], "rank %d: element %d is %g, want %g", rank, i, v[i], want[i]);
+  for (int i = 0; i < 5; i++)
+    T_CHECK(v[i] == want[i], "rank %d: element %d is %g, want %g", rank, i, v[i], want[i]);
   T_OK(relayCommDestroy(c));
   char name[300];
   relayShmSegmentName(job, 1, name, sizeof name);

@@ -154,7 +154,8 @@ def main(argv=None):
     else:
       print(f"# relaycc backend vs gloo, {world} ranks, torch {torch.__version__}, float32, median of "
             f"{a.reps} x {a.iters} calls (spread = max/min over repetitions)")
-      print(f"{'op':<15}{'bytes':>10}{'relaycc us':>12}{'spread':>8}{'gloo us':>12}{'spread':>8}{'gloo/relaycc':>14}")
+      print(f"{'op':<15}{'bytes':>10}{'relaycc us':>12}{'spread':>8}{'gloo us':>12}{'spread':>8}"
+            f"{'gloo/relaycc':>14}")
       for r in rows:
         print(f"{r['op']:<15}{r['bytes']:>10}{r['relaycc_us']:>12.1f}{r['relaycc_spread']:>8.2f}"
               f"{r['gloo_us']:>12.1f}{r['gloo_spread']:>8.2f}{r['ratio']:>14.2f}")

@@ -302,8 +302,8 @@ static relayResult_t initShm(const char* fn, relayComm_t* out, int nranks, int r
   return relayInitEnd(c, res, out);
 }
 
-relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
-                           int guest) {
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                           const relayConfig_t* config, int guest) {
   return initShm("relayCommInitShm", out, nranks, rank, jobName, config, guest, 0);
 }
 

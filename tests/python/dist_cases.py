@@ -98,7 +98,8 @@ def case_all_reduce(g, dtypes, sizes):
       if dt.is_floating_point:
         t = _inp(me, 0, k, "sum", dt)
         dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
-        _check(bad, f"all_reduce {dn} premul_sum k={k}", t, ref_reduce(n, 0, k, "premul_sum", dt, 0.5), dt, True)
+        _check(bad, f"all_reduce {dn} premul_sum k={k}", t, ref_reduce(n, 0, k, "premul_sum", dt, 0.5), dt,
+               True)
   # Forwarded to gloo: a bitwise op; a non-contiguous tensor is served through a copy.
   t = _inp(me, 0, 9, "sum", torch.int64)
   dist.all_reduce(t, op=R.BOR)
@@ -150,7 +151,8 @@ def case_all_gather(g, dtypes, sizes):
     dist.all_gather_into_tensor(outs[1], value(me, 5, 3).bfloat16(), async_op=True)
   cm.wait()
   _check(bad, "all_gather coalesced 0", outs[0], torch.cat([value(s, 4, 5) for s in range(n)]), torch.float32)
-  _check(bad, "all_gather coalesced 1", outs[1], torch.cat([value(s, 5, 3) for s in range(n)]), torch.bfloat16)
+  _check(bad, "all_gather coalesced 1", outs[1], torch.cat([value(s, 5, 3) for s in range(n)]),
+         torch.bfloat16)
   return bad
 
 
@@ -206,8 +208,8 @@ def case_all_to_all(g, dtypes, sizes):
       inp = torch.cat([_a2a_block(me, d, k, dt) for d in range(n)])
       out = _poison(n * k, dt)
       dist.all_to_all_single(out, inp)
-      _check(bad, f"all_to_all_single {dn} k={k}", out, torch.cat([_a2a_block(s, me, k, dt) for s in range(n)]),
-             dt)
+      want = torch.cat([_a2a_block(s, me, k, dt) for s in range(n)])
+      _check(bad, f"all_to_all_single {dn} k={k}", out, want, dt)
   # Uneven splits: src sends (src + dst) % 3 + 1 elements to dst.
   cnt = lambda s, d: (s + d) % 3 + 1  # noqa: E731
   inp = torch.cat([_a2a_block(me, d, cnt(me, d), torch.float32) for d in range(n)])
@@ -318,7 +320,8 @@ def case_async(g, k):
   w.wait()
   if me == 0 and (secs > 0.5 or early):
     bad.append(f"async all_reduce returned after {secs:.2f} s, completed before the peer came: {early}")
-  _check(bad, "async all_reduce with a late peer", t, ref_reduce(n, 5, k, "sum", torch.float32), torch.float32)
+  _check(bad, "async all_reduce with a late peer", t, ref_reduce(n, 5, k, "sum", torch.float32),
+         torch.float32)
   # A forwarded async call (gloo) followed by a relaycc call without a wait in between: program order.
   b = value(me, 1, k).float() if me == 0 else _poison(k, torch.float32)
   w1 = dist.broadcast(b, 0, async_op=True)
@@ -414,8 +417,8 @@ def case_disjoint_subgroups(g, k):
 
 def _model():
   torch.manual_seed(0)
-  return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 16), torch.nn.ReLU(),
-                             torch.nn.Linear(16, 4))
+  nn = torch.nn
+  return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
 
 
 def _batches(n, steps, per_rank=4):

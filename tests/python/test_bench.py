@@ -46,8 +46,8 @@ def test_bench_torch_backend_smoke(tmp_path):
   from relaycc import torch_backend
   torch_backend.extension()  # compiled here once, not by both ranks under torchrun's clock
   cmd = [
-      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "relaycc.bench",
-      "--torch", "-b", "4K", "-e", "64K", "-f", "16", "-n", "3", "--reps", "2", "-w", "1", "--ddp-steps", "3",
+      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
+      "relaycc.bench", "--torch", "-b", "4K", "-e", "64K", "-f", "16", "-n", "3", "--reps", "2", "-w", "1", "--ddp-steps", "3",
       "--json"
   ]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))

@@ -33,8 +33,8 @@ def test_doc_example(name):
     path = os.path.join(d, f"{name}.py")
     with open(path, "w") as f:
       f.write(code)
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        path], capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", path]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
   out = p.stdout + p.stderr
   assert p.returncode == 0, out[-4000:]
   assert f"{name} ok" in out, out[-4000:]

@@ -10,10 +10,12 @@
 // both comms. An op that moves to the C core when its call lands (broadcast, reduce, send/recv,
 // all-to-all-v) changes its route in one place: the `forward` line of that method.
 //
-// Execution: relaycc calls run inline on the caller's thread (CPU: the data is in place when the call
-// returns) and return a completed Work whose Future holds the output tensors (DDP's comm hook reads
-// them). Forwarded calls return gloo's own Work; a relaycc call first waits for the forwarded Works still
-// in flight, so the two comms never run calls of one group out of the program's order.
+// Execution: a synchronous relaycc call runs on the caller's thread (CPU: the data is in place when it
+// returns); an asynchronous one (asyncOp: DDP's buckets, async_op=True) runs on the group's worker thread,
+// FIFO, and its Work completes there; the Work's Future holds the output tensors (DDP's comm hook reads
+// them). Forwarded calls return gloo's own Work. A relaycc call first waits for the forwarded Works still
+// in flight, and a forwarded call for the queued relaycc calls, so the two comms never run calls of one
+// group out of the program's order.
 //
 // The relaycc comm is created at the group's first relaycc call (every rank reaches it in the same
 // order: it is a collective), not in the creator, so that hundreds of new_group calls hold no shared
@@ -21,17 +23,16 @@
 // creator), its deadline the group's timeout.
 #include <torch/extension.h>
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Types.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <numeric>
-#include <thread>
 #include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "relaycc.h"
@@ -69,43 +70,69 @@ class RelayWork : public c10d::Work {
 // The relaycc datatype of a dtype the reducing calls serve; -1: none (such a call is forwarded).
 int relayDtype(at::ScalarType t) {
   switch (t) {
-    case at::kChar: return relayInt8;
-    case at::kByte: return relayUint8;
-    case at::kInt: return relayInt32;
-    case at::kLong: return relayInt64;
-    case at::kHalf: return relayFloat16;
-    case at::kFloat: return relayFloat32;
-    case at::kDouble: return relayFloat64;
-    case at::kBFloat16: return relayBfloat16;
-    default: return -1;
+    case at::kChar:
+      return relayInt8;
+    case at::kByte:
+      return relayUint8;
+    case at::kInt:
+      return relayInt32;
+    case at::kLong:
+      return relayInt64;
+    case at::kHalf:
+      return relayFloat16;
+    case at::kFloat:
+      return relayFloat32;
+    case at::kDouble:
+      return relayFloat64;
+    case at::kBFloat16:
+      return relayBfloat16;
+    default:
+      return -1;
   }
 }
 
 // The relaycc op of a torch reduce op; -1: none. PREMUL_SUM is SUM after the input is scaled.
 int relayOp(const ReduceOp& op) {
   switch (op.op_) {
-    case ReduceOp::SUM: return relaySum;
-    case ReduceOp::AVG: return relayAvg;
-    case ReduceOp::PRODUCT: return relayProd;
-    case ReduceOp::MIN: return relayMin;
-    case ReduceOp::MAX: return relayMax;
-    case ReduceOp::PREMUL_SUM: return relaySum;
-    default: return -1;
+    case ReduceOp::SUM:
+      return relaySum;
+    case ReduceOp::AVG:
+      return relayAvg;
+    case ReduceOp::PRODUCT:
+      return relayProd;
+    case ReduceOp::MIN:
+      return relayMin;
+    case ReduceOp::MAX:
+      return relayMax;
+    case ReduceOp::PREMUL_SUM:
+      return relaySum;
+    default:
+      return -1;
   }
 }
 
 const char* opName(const ReduceOp& op) {
   switch (op.op_) {
-    case ReduceOp::SUM: return "SUM";
-    case ReduceOp::AVG: return "AVG";
-    case ReduceOp::PRODUCT: return "PRODUCT";
-    case ReduceOp::MIN: return "MIN";
-    case ReduceOp::MAX: return "MAX";
-    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-    case ReduceOp::BAND: return "BAND";
-    case ReduceOp::BOR: return "BOR";
-    case ReduceOp::BXOR: return "BXOR";
-    default: return "UNUSED";
+    case ReduceOp::SUM:
+      return "SUM";
+    case ReduceOp::AVG:
+      return "AVG";
+    case ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case ReduceOp::MIN:
+      return "MIN";
+    case ReduceOp::MAX:
+      return "MAX";
+    case ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    case ReduceOp::BAND:
+      return "BAND";
+    case ReduceOp::BOR:
+      return "BOR";
+    case ReduceOp::BXOR:
+      return "BXOR";
+    default:
+      return "UNUSED";
   }
 }
 
@@ -149,7 +176,9 @@ class RelayBackend : public c10d::Backend {
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
     if (tensors.size() != 1 || !relayable(tensors[0]) || !reducible(tensors[0], opts.reduceOp))
       return forward([&] { return inner_->allreduce(tensors, opts); });
-    return run(OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable { reduceInPlace(tensors[0], opts.reduceOp); }, opts.asyncOp);
+    return run(
+        OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable { reduceInPlace(tensors[0], opts.reduceOp); },
+        opts.asyncOp);
   }
 
   WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -157,34 +186,47 @@ class RelayBackend : public c10d::Backend {
     bool ok = !tensors.empty();
     for (auto& t : tensors) ok = ok && relayable(t) && reducible(t, opts.reduceOp);
     if (!ok) return forward([&] { return inner_->allreduce_coalesced(tensors, opts); });
-    return run(OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors, [=]() mutable {
-      for (auto& t : tensors) reduceInPlace(t, opts.reduceOp);
-    }, opts.asyncOp);
+    return run(
+        OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors,
+        [=]() mutable {
+          for (auto& t : tensors) reduceInPlace(t, opts.reduceOp);
+        },
+        opts.asyncOp);
   }
 
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                     const c10d::AllgatherOptions& opts) override {
-    if (inputs.size() != 1 || outputs.size() != 1 || !relayable(inputs[0]) || !sameKind(outputs[0], inputs[0]))
+    if (inputs.size() != 1 || outputs.size() != 1 || !relayable(inputs[0]) ||
+        !sameKind(outputs[0], inputs[0]))
       return forward([&] { return inner_->allgather(outputs, inputs, opts); });
-    return run(OpType::ALLGATHER, "all_gather", outputs[0], [=]() mutable { gatherList(outputs[0], inputs[0]); }, opts.asyncOp);
+    return run(
+        OpType::ALLGATHER, "all_gather", outputs[0], [=]() mutable { gatherList(outputs[0], inputs[0]); },
+        opts.asyncOp);
   }
 
-  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) override {
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
+                          const c10d::AllgatherOptions& opts) override {
     if (!relayable(input) || !relayable(output) || output.scalar_type() != input.scalar_type())
       return forward([&] { return inner_->_allgather_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
-    return run(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [=]() mutable { gatherFlat(output, input); }, opts.asyncOp);
+    return run(
+        OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [=]() mutable { gatherFlat(output, input); },
+        opts.asyncOp);
   }
 
   WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                           const c10d::AllgatherOptions& opts) override {
     bool ok = outputs.size() == inputs.size();
     for (size_t i = 0; ok && i < inputs.size(); i++)
-      ok = relayable(inputs[i]) && relayable(outputs[i]) && outputs[i].scalar_type() == inputs[i].scalar_type();
+      ok = relayable(inputs[i]) && relayable(outputs[i]) &&
+           outputs[i].scalar_type() == inputs[i].scalar_type();
     if (!ok) return forward([&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
-    return run(OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs, [=]() mutable {
-      for (size_t i = 0; i < inputs.size(); i++) gatherFlat(outputs[i], inputs[i]);
-    }, opts.asyncOp);
+    return run(
+        OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
+        [=]() mutable {
+          for (size_t i = 0; i < inputs.size(); i++) gatherFlat(outputs[i], inputs[i]);
+        },
+        opts.asyncOp);
   }
 
   WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -192,12 +234,15 @@ class RelayBackend : public c10d::Backend {
     if (outputs.size() != 1 || inputs.size() != 1 || !relayable(outputs[0]) ||
         !reducible(outputs[0], opts.reduceOp) || !sameKind(inputs[0], outputs[0]))
       return forward([&] { return inner_->reduce_scatter(outputs, inputs, opts); });
-    return run(OpType::REDUCE_SCATTER, "reduce_scatter", outputs, [=]() mutable {
-      // The blocks back to back: gloo's list call is one all-reduce per rank (pytorch PR #149869).
-      at::Tensor flat = at::cat(flatViews(inputs[0]));
-      at::Tensor out = outputs[0].view(-1);
-      scatterReduce(out, flat, opts.reduceOp, true);
-    }, opts.asyncOp);
+    return run(
+        OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
+        [=]() mutable {
+          // The blocks back to back: gloo's list call is one all-reduce per rank (pytorch PR #149869).
+          at::Tensor flat = at::cat(flatViews(inputs[0]));
+          at::Tensor out = outputs[0].view(-1);
+          scatterReduce(out, flat, opts.reduceOp, true);
+        },
+        opts.asyncOp);
   }
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -206,8 +251,9 @@ class RelayBackend : public c10d::Backend {
         !reducible(input, opts.reduceOp))
       return forward([&] { return inner_->_reduce_scatter_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
-    return run(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", outs,
-               [=]() mutable { scatterReduce(output, input, opts.reduceOp, false); }, opts.asyncOp);
+    return run(
+        OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", outs,
+        [=]() mutable { scatterReduce(output, input, opts.reduceOp, false); }, opts.asyncOp);
   }
 
   WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -217,9 +263,13 @@ class RelayBackend : public c10d::Backend {
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type() && reducible(inputs[i], opts.reduceOp);
     if (!ok) return forward([&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
-    return run(OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs, [=]() mutable {
-      for (size_t i = 0; i < inputs.size(); i++) scatterReduce(outputs[i], inputs[i], opts.reduceOp, false);
-    }, opts.asyncOp);
+    return run(
+        OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
+        [=]() mutable {
+          for (size_t i = 0; i < inputs.size(); i++)
+            scatterReduce(outputs[i], inputs[i], opts.reduceOp, false);
+        },
+        opts.asyncOp);
   }
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
@@ -230,23 +280,30 @@ class RelayBackend : public c10d::Backend {
         input.scalar_type() != output.scalar_type())
       return forward([&] { return inner_->alltoall_base(output, input, outputSplits, inputSplits, opts); });
     std::vector<at::Tensor> outs{output};
-    return run(OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); }, opts.asyncOp);
+    return run(
+        OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); },
+        opts.asyncOp);
   }
 
   WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                  const c10d::GatherOptions& opts) override {
-    if (inputs.size() != 1 || !relayable(inputs[0])) return forward([&] { return inner_->gather(outputs, inputs, opts); });
+    if (inputs.size() != 1 || !relayable(inputs[0]))
+      return forward([&] { return inner_->gather(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> outs = rank_ == root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
-    return run(OpType::GATHER, "gather", outs, [=]() mutable { rooted(true, root, outs, inputs[0]); }, opts.asyncOp);
+    return run(
+        OpType::GATHER, "gather", outs, [=]() mutable { rooted(true, root, outs, inputs[0]); }, opts.asyncOp);
   }
 
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                   const c10d::ScatterOptions& opts) override {
-    if (outputs.size() != 1 || !relayable(outputs[0])) return forward([&] { return inner_->scatter(outputs, inputs, opts); });
+    if (outputs.size() != 1 || !relayable(outputs[0]))
+      return forward([&] { return inner_->scatter(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> ins = rank_ == root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
-    return run(OpType::SCATTER, "scatter", outputs, [=]() mutable { rooted(false, root, ins, outputs[0]); }, opts.asyncOp);
+    return run(
+        OpType::SCATTER, "scatter", outputs, [=]() mutable { rooted(false, root, ins, outputs[0]); },
+        opts.asyncOp);
   }
 
   // reduce: the C core has no reduce yet; gloo has no AVG or PREMUL_SUM reduce, so those two are an
@@ -257,15 +314,19 @@ class RelayBackend : public c10d::Backend {
     if (!compose) {
       // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
       // so gloo gets a copy there.
-      if (rank_ == opts.rootRank || tensors.size() != 1) return forward([&] { return inner_->reduce(tensors, opts); });
+      if (rank_ == opts.rootRank || tensors.size() != 1)
+        return forward([&] { return inner_->reduce(tensors, opts); });
       std::vector<at::Tensor> scratch{tensors[0].clone()};
       return forward([&] { return inner_->reduce(scratch, opts); });
     }
-    return run(OpType::REDUCE, "reduce", tensors, [=]() mutable {
-      at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
-      reduceInPlace(tmp, opts.reduceOp);
-      if (rank_ == opts.rootRank) tensors[0].copy_(tmp);
-    }, opts.asyncOp);
+    return run(
+        OpType::REDUCE, "reduce", tensors,
+        [=]() mutable {
+          at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
+          reduceInPlace(tmp, opts.reduceOp);
+          if (rank_ == opts.rootRank) tensors[0].copy_(tmp);
+        },
+        opts.asyncOp);
   }
 
   // ---- forwarded until the C core has them ---------------------------------------------------------
@@ -283,8 +344,8 @@ class RelayBackend : public c10d::Backend {
     for (auto& t : inputs) inSplits.push_back(t.numel());
     for (auto& t : outputs) outSplits.push_back(t.numel());
     at::Tensor in = at::cat(flatViews(inputs));
-    at::Tensor out = at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t(0))},
-                               outputs[0].options());
+    at::Tensor out =
+        at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t(0))}, outputs[0].options());
     // Synchronous: torch 2.15's gloo returns no Work for a call that is not async (it waited itself).
     c10d::AllToAllOptions sync = opts;
     sync.asyncOp = false;
@@ -322,7 +383,9 @@ class RelayBackend : public c10d::Backend {
     return inner_->recvAnysource(tensors, tag);
   }
   // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return.
-  WorkPtr barrier(const c10d::BarrierOptions& opts) override { return forward([&] { return inner_->barrier(opts); }); }
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    return forward([&] { return inner_->barrier(opts); });
+  }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
     drainRelay();
     inner_->monitoredBarrier(opts, waitAllRanks);
@@ -395,8 +458,8 @@ class RelayBackend : public c10d::Backend {
   // thread and returns before the data moves, so backward overlaps it; sync runs on the caller's thread
   // after the queued calls (program order). The Work carries a DistBackendError that names this rank, the
   // op and relaycc's own text.
-  WorkPtr run(OpType type, const char* what, const std::vector<at::Tensor>& outputs, std::function<void()> body,
-              bool async) {
+  WorkPtr run(OpType type, const char* what, const std::vector<at::Tensor>& outputs,
+              std::function<void()> body, bool async) {
     drainForwarded();
     auto work = c10::make_intrusive<RelayWork>(rank_, type, outputs);
     auto task = [this, work, what, body = std::move(body)]() mutable { work->complete(execute(what, body)); };
@@ -419,9 +482,9 @@ class RelayBackend : public c10d::Backend {
       return std::current_exception();
     } catch (const std::exception& e) {
       return std::make_exception_ptr(c10::DistBackendError(
-          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
-          "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + what + ": " +
-              e.what()));
+          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "relaycc: rank " + std::to_string(rank_) +
+                                                                     " of " + std::to_string(size_) + ": " +
+                                                                     what + ": " + e.what()));
     }
     return nullptr;
   }
@@ -549,8 +612,7 @@ class RelayBackend : public c10d::Backend {
       relayLayout_t L = layout();
       check(relayAllGather(in.data_ptr(), flat.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
     }
-    for (int i = 0; i < size_; i++)
-      outputs[i].view(-1).copy_(flat.narrow(0, i * block, outputs[i].numel()));
+    for (int i = 0; i < size_; i++) outputs[i].view(-1).copy_(flat.narrow(0, i * block, outputs[i].numel()));
   }
 
   // input holds size_ blocks of output's size; `fresh` says input is already a scratch copy.
@@ -566,8 +628,9 @@ class RelayBackend : public c10d::Backend {
     }
     if (n > 0) {
       relayLayout_t L = layout();
-      check(relayReduceScatter(in.data_ptr(), out.data_ptr(), &n, (relayDataType_t)relayDtype(in.scalar_type()),
-                               (relayRedOp_t)relayOp(op), &L, comm_, nullptr));
+      check(relayReduceScatter(in.data_ptr(), out.data_ptr(), &n,
+                               (relayDataType_t)relayDtype(in.scalar_type()), (relayRedOp_t)relayOp(op), &L,
+                               comm_, nullptr));
     }
     back(output, out);
   }
@@ -601,7 +664,8 @@ class RelayBackend : public c10d::Backend {
         if (bytesOf(list[i]) != n || list[i].scalar_type() != mine.scalar_type())
           bad = "the root's tensor " + std::to_string(i) + " differs from this rank's in size or dtype";
       if (!bad.empty())
-        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), comm_, nullptr));
+        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), comm_,
+                              nullptr));
       flat = isGather ? at::empty({static_cast<int64_t>(n) * size_}, mine.options().dtype(at::kByte))
                       : at::cat(flatViews(list)).view(at::kByte);
     }
@@ -612,8 +676,8 @@ class RelayBackend : public c10d::Backend {
         check(relayGather(d.data_ptr(), rootBuf, counts.data(), relayUint8, root, ranks_.data(), size_, comm_,
                           nullptr));
       else
-        check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_, comm_,
-                           nullptr));
+        check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_,
+                           comm_, nullptr));
     }
     if (!isGather) back(mine, d);
     if (isGather && rank_ == root && n > 0) {
@@ -664,13 +728,14 @@ class RelayBackend : public c10d::Backend {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   auto base = py::module::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<RelayBackend, c10::intrusive_ptr<RelayBackend>>(m, "RelayBackend", base)
-      .def(py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay) {
-             auto* raw = inner.cast<c10d::Backend*>();
-             auto ptr = c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(raw);
-             return c10::make_intrusive<RelayBackend>(ptr, rank, size, std::move(token), timeoutMs, useRelay);
-           }),
-           py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
-           py::arg("use_relay"))
+      .def(
+          py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay) {
+            auto* raw = inner.cast<c10d::Backend*>();
+            auto ptr = c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(raw);
+            return c10::make_intrusive<RelayBackend>(ptr, rank, size, std::move(token), timeoutMs, useRelay);
+          }),
+          py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
+          py::arg("use_relay"))
       .def_property_readonly("relay_active", &RelayBackend::relayActive)
       .def_property_readonly("comm_created", &RelayBackend::commCreated);
 }
