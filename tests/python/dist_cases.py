@@ -536,3 +536,19 @@ def case_abort(g):
   from relaycc import torch_backend
   torch_backend.get_backend(grp).abort()
   return _timed(lambda: dist.all_reduce(t, group=grp))
+
+
+def case_reject(g, timeout_s):
+  """Rank 0's all_to_all_single breaks the contract (4n + 1 elements at n ranks): it rejects the call through
+  the C core, so it raises at once and its peers raise too, not at their deadline. Its shape differs from
+  the peers' (a shape error: README "After a rejected call"), so the group's comm is failed after it: the
+  next call raises on every rank at once too, and never computes a wrong result."""
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=timeout_s))
+  dist.all_reduce(torch.ones(2), group=grp)
+  k = 4 * n + 1 if me == 0 else 4 * n
+  out = _poison(k, torch.float32)
+  first = _timed(lambda: dist.all_to_all_single(out, torch.ones(k), group=grp))
+  t = value(me, 0, 6).float()
+  second = _timed(lambda: dist.all_reduce(t, group=grp))
+  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n)))

@@ -109,3 +109,17 @@ def test_unrelated_parents_meet():
   for r, (p, out) in enumerate(zip(procs, outs)):
     assert p.returncode == 0, f"rank {r}:\n{out}"
     assert f"RESULT {want}" in out, f"rank {r}:\n{out}"
+
+
+def test_rejected_call_fails_every_rank(pool4):
+  res = pool4.run(dc.case_reject, 60, timeout=300)
+  for r, ((kind, secs, msg), (kind2, secs2, msg2), right) in enumerate(res):
+    assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
+    assert f"rank {r}" in msg and "all_to_all_single" in msg, f"rank {r}: {msg}"
+    # Rank 0's text is the C core's: its reason, or the shape disagreement the core met first.
+    if r == 0:
+      assert "divisible" in msg or "another shape" in msg, msg
+    assert secs < 30, f"rank {r}: raised after {secs:.1f} s (the deadline is 60 s): {msg}"
+    # The next call: right, or an error at once; never a wrong result or a wait for the deadline.
+    assert right or kind2 == "DistBackendError", f"rank {r}: {kind2} {msg2}, result right: {right}"
+    assert secs2 < 30, f"rank {r}: the next call took {secs2:.1f} s: {msg2}"

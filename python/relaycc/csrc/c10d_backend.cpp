@@ -580,14 +580,26 @@ class RelayBackend : public c10d::Backend {
     back(t, d);
   }
 
+  // This rank cannot make the call (a size that breaks c10d's contract): it rejects it through the C core
+  // (relayCallReject, with the shape a valid call here would pass), so its peers fail the call too instead
+  // of waiting for it until the deadline; never a local throw alone.
+  [[noreturn]] void rejectCall(relayCollective_t coll, size_t count, int dtype, int op,
+                               const std::string& why) {
+    relayLayout_t L = layout();
+    fail(relayCallReject(coll, &count, (relayDataType_t)dtype, (relayRedOp_t)op, &L, 0, why.c_str(), comm_,
+                         nullptr));
+  }
+
   // Non-reducing calls move bytes: any dtype (bool, int16, complex) is served as uint8.
   static size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
 
   void gatherFlat(at::Tensor& output, const at::Tensor& input) {
     at::Tensor in = dense(input), out = dense(output);
     size_t n = bytesOf(in);
-    TORCH_CHECK(bytesOf(out) == n * size_, "relaycc: all_gather_into_tensor: output has ", out.numel(),
-                " elements, not ", size_, " x ", in.numel());
+    if (bytesOf(out) != n * size_)
+      rejectCall(relayCollectiveAllGather, n, relayUint8, relaySum,
+                 "output has " + std::to_string(out.numel()) + " elements, not " + std::to_string(size_) +
+                     " x " + std::to_string(in.numel()));
     if (n > 0) {
       relayLayout_t L = layout();
       check(relayAllGather(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
@@ -600,8 +612,11 @@ class RelayBackend : public c10d::Backend {
   void gatherList(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
     int64_t block = 0;
     for (auto& t : outputs) block = std::max<int64_t>(block, t.numel());
-    TORCH_CHECK(outputs[rank_].numel() == input.numel(), "relaycc: all_gather: output ", rank_, " has ",
-                outputs[rank_].numel(), " elements, the input ", input.numel());
+    if (outputs[rank_].numel() != input.numel())
+      rejectCall(relayCollectiveAllGather, static_cast<size_t>(block) * input.element_size(), relayUint8,
+                 relaySum,
+                 "output " + std::to_string(rank_) + " has " + std::to_string(outputs[rank_].numel()) +
+                     " elements, the input " + std::to_string(input.numel()));
     bool even = true;
     for (auto& t : outputs) even = even && t.numel() == block;
     at::Tensor in = dense(input).view(-1);
@@ -619,8 +634,10 @@ class RelayBackend : public c10d::Backend {
   void scatterReduce(at::Tensor& output, const at::Tensor& input, const ReduceOp& op, bool fresh) {
     at::Tensor in = dense(input), out = dense(output);
     size_t n = static_cast<size_t>(out.numel());
-    TORCH_CHECK(static_cast<size_t>(in.numel()) == n * size_, "relaycc: reduce_scatter: input has ",
-                in.numel(), " elements, not ", size_, " x ", out.numel());
+    if (static_cast<size_t>(in.numel()) != n * size_)
+      rejectCall(relayCollectiveReduceScatter, n, relayDtype(in.scalar_type()), relayOp(op),
+                 "input has " + std::to_string(in.numel()) + " elements, not " + std::to_string(size_) +
+                     " x " + std::to_string(out.numel()));
     if (op.op_ == ReduceOp::PREMUL_SUM) {
       // The input is the caller's and stays unchanged: scale a copy.
       if (!fresh && in.is_same(input)) in = in.clone();
@@ -637,9 +654,11 @@ class RelayBackend : public c10d::Backend {
 
   void allToAll(at::Tensor& output, const at::Tensor& input) {
     at::Tensor in = dense(input), out = dense(output);
-    TORCH_CHECK(in.numel() == out.numel() && in.numel() % size_ == 0, "relaycc: all_to_all_single: input ",
-                in.numel(), " and output ", out.numel(), " elements must be equal and divisible by ", size_);
     size_t n = bytesOf(in) / size_;
+    if (in.numel() != out.numel() || in.numel() % size_ != 0)
+      rejectCall(relayCollectiveAllToAll, n, relayUint8, relaySum,
+                 "input " + std::to_string(in.numel()) + " and output " + std::to_string(out.numel()) +
+                     " elements must be equal and divisible by " + std::to_string(size_));
     if (n > 0) {
       relayLayout_t L = layout();
       check(relayAllToAll(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
