@@ -229,6 +229,13 @@ RELAYCC_API const char* relayGetEnumName(relayEnum_t which, int value);
  */
 RELAYCC_API relayResult_t relayCommInitShm(relayComm_t* comm, int nranks, int rank, const char* jobName,
                                            const relayConfig_t* config);
+/* relayCommInitShm for a caller that agreed a name unique to this comm through a channel of its own (the
+ * torch backend: rank 0's random token in the process group's store): the rendezvous is uniqueName
+ * alone, nothing of the launch (TORCHELASTIC_RUN_ID, MASTER_*, the parent pid) enters it, so ranks
+ * started by unrelated parents meet. uniqueName: 1-200 characters without '/', never NULL. Two comms
+ * alive at once need two names; the segment's name is unlinked once every rank arrived. */
+RELAYCC_API relayResult_t relayCommInitShmUnique(relayComm_t* comm, int nranks, int rank,
+                                                 const char* uniqueName, const relayConfig_t* config);
 
 /* Release everything the comm owns. Must not race a call on the same comm. */
 RELAYCC_API relayResult_t relayCommDestroy(relayComm_t comm);

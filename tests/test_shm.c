@@ -74,7 +74,7 @@ static relayResult_t tGroup(relayComm_t c, const relayXferDesc* s, int ns, const
 
 static int tSegmentExists(const char* job) {
   char name[300], path[320];
-  relayShmSegmentName(job, name, sizeof name);
+  relayShmSegmentName(job, 0, name, sizeof name);
   snprintf(path, sizeof path, "/dev/shm%s", name);
   return access(path, F_OK) == 0;
 }
@@ -843,7 +843,7 @@ static void caseStale(void) {
   /* 2: garbage of the wrong size under the name. */
   relayLaunchJobName("stale", gJob, sizeof gJob);
   char name[300];
-  relayShmSegmentName(gJob, name, sizeof name);
+  relayShmSegmentName(gJob, 0, name, sizeof name);
   int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
   T_CHECK(fd >= 0, "shm_open: %s", strerror(errno));
   T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64, "write");
@@ -1345,6 +1345,44 @@ static int rankGuest(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* relayCommInitShmUnique: the name alone is the rendezvous. Each rank runs as if under a launch of its
+ * own (a different MASTER_PORT, as ranks of a torch store started apart would), so relayCommInitShm's
+ * launch identity would keep them apart; the unique name meets, moves data and leaves nothing behind. A
+ * NULL name is an argument error, never RELAYCC_JOB's. */
+static int rankUnique(int rank, int nranks, void* arg) {
+  (void)arg;
+  char port[16];
+  snprintf(port, sizeof port, "%d", 31000 + rank);
+  setenv("MASTER_PORT", port, 1);
+  relayComm_t c = NULL;
+  relayConfig_t cfg = tCfg(20000, 1 << 16);
+  relayResult_t res = relayCommInitShmUnique(&c, nranks, rank, NULL, &cfg);
+  T_CHECK(res == relayInvalidArgument && c == NULL && strstr(relayGetLastError(NULL), "uniqueName"),
+          "rank %d: a NULL unique name -> %s (%s)", rank, relayGetErrorString(res), relayGetLastError(NULL));
+  char job[160];
+  snprintf(job, sizeof job, "%s-unique", t_job());
+  T_OK(relayCommInitShmUnique(&c, nranks, rank, job, &cfg));
+  float v[5], want[5];
+  for (int i = 0; i < 5; i++) {
+    v[i] = (float)(rank * 10 + i + 1);
+    want[i] = 0;
+    for (int r = 0; r < nranks; r++) want[i] += (float)(r * 10 + i + 1);
+  }
+  int ranks[8];
+  for (int r = 0; r < nranks; r++) ranks[r] = r;
+  relayLayout_t L = {1, nranks, ranks};
+  size_t n = 5;
+  T_OK(relayAllReduce(v, v, &n, relayFloat32, relaySum, &L, c, NULL));
+  for (int i = 0; i < 5; i++)
+    T_CHECK(v[i] == want[i], "rank %d: element %d is %g, want %g", rank, i, v[i], want[i]);
+  T_OK(relayCommDestroy(c));
+  char name[300];
+  relayShmSegmentName(job, 1, name, sizeof name);
+  int fd = shm_open(name, O_RDONLY, 0);
+  T_CHECK(fd < 0, "rank %d: segment %s left behind", rank, name);
+  return 0;
+}
+
 #define SHM_RANKS(nm, n, fn) \
   {.name = nm, .rank = fn, .ranks = n, .deadlineS = 60, .timeoutS = 120, .skipCode = 77}
 #define SHM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
@@ -1371,6 +1409,7 @@ static const tCase kCases[] = {
     SHM_RANKS("timeout", 3, rankTimeout),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
+    SHM_RANKS("unique_name", 3, rankUnique),
     SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),
     SHM_CASE("init_killed", runInitKilled),
     SHM_CASE("init_creator_killed", runCreatorKilled),

@@ -15,6 +15,12 @@ ops, routes, collectives, result codes) is read from the library.
 from ._lib import RelayccArgumentError, RelayccError, library_path, version
 from .collectives import all_gather, all_reduce, all_to_all, gather, reduce_scatter, scatter
 from .comm import Comm, Work, nccl_libraries
+from . import torch_backend
+
+# "relaycc" as a torch.distributed backend (CPU tensors): init_process_group("relaycc"), new_group(...,
+# backend="relaycc"); compiled against this torch on first use (torch_backend.py).
+if torch_backend.dist.is_available():
+  torch_backend.register()
 
 # The C library's version (project(relaycc VERSION ...) is the one source; the wheel's metadata reads it too).
 __version__ = "%d.%d.%d" % (version() // 10000, version() // 100 % 100, version() % 100)

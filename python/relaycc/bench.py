@@ -2,6 +2,7 @@
 
     torchrun --nproc-per-node 8 -m relaycc.bench -c all_reduce -A 2 -b 8K -e 256M [--graph] [--json]
              [--plot speedup.png]
+    torchrun --nproc-per-node 4 -m relaycc.bench --torch     # the torch backend vs gloo (bench_torch.py)
 
 Every rank joins relaycc's call (the idle ranks as helpers); the baseline is the same collective in
 torch.distributed on a group of just the A active ranks (the other ranks idle), which is what a user would
@@ -113,7 +114,14 @@ def graphed(fn, iters):
 
 
 def main(argv=None):
-  a = args_parse(sys.argv[1:] if argv is None else argv)
+  argv = sys.argv[1:] if argv is None else argv
+  if "--torch" in argv:
+    # The "relaycc" torch.distributed backend against gloo (bench_torch.py).
+    from . import bench_torch
+    rc = bench_torch.main([x for x in argv if x != "--torch"])
+    gc.collect()
+    return rc
+  a = args_parse(argv)
   rc = _bench(a)
   # What the run made is unreferenced now: free it (gloo's threads joined) while the interpreter is whole. A
   # process group left to the interpreter's teardown ended ~1 run in 30 under torchrun with "terminate called

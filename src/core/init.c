@@ -286,15 +286,18 @@ void relayInitGuest(struct relayComm* c) {
   fillConfig(c);
 }
 
-relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
-                           int guest) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitShm: comm (argument 1) is NULL");
+static relayResult_t initShm(const char* fn, relayComm_t* out, int nranks, int rank, const char* jobName,
+                             const relayConfig_t* config, int guest, int unique) {
+  if (!out) return relaySetError(NULL, relayInvalidArgument, "%s: comm (argument 1) is NULL", fn);
   *out = NULL;
+  /* A unique name never comes from the environment: RELAYCC_JOB is one launch's name, not a token. */
+  if (unique && !jobName)
+    return relaySetError(NULL, relayInvalidArgument, "%s: uniqueName (argument 4) is NULL", fn);
   const char* job = jobName;
   struct relayComm* c;
-  RELAY_CHECK(relayInitBegin("relayCommInitShm", nranks, rank, &job, config, &c));
+  RELAY_CHECK(relayInitBegin(fn, nranks, rank, &job, config, &c));
   if (guest) relayInitGuest(c);
-  relayResult_t res = relayShmAttach(c, job);
+  relayResult_t res = relayShmAttach(c, job, unique);
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
   /* The router prices the shm transport's one-copy path (topo.h oneCopyBytes; bw.c unsets it where the
    * ranks cannot reach each other's memory). */
@@ -302,9 +305,19 @@ relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* j
   return relayInitEnd(c, res, out);
 }
 
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                           const relayConfig_t* config, int guest) {
+  return initShm("relayCommInitShm", out, nranks, rank, jobName, config, guest, 0);
+}
+
 relayResult_t relayCommInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
                                const relayConfig_t* config) {
-  return relayInitShm(out, nranks, rank, jobName, config, 0);
+  return initShm("relayCommInitShm", out, nranks, rank, jobName, config, 0, 0);
+}
+
+relayResult_t relayCommInitShmUnique(relayComm_t* out, int nranks, int rank, const char* uniqueName,
+                                     const relayConfig_t* config) {
+  return initShm("relayCommInitShmUnique", out, nranks, rank, uniqueName, config, 0, 1);
 }
 
 relayResult_t relayCommDestroy(relayComm_t comm) {

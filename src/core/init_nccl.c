@@ -56,7 +56,7 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
   if (res != relaySuccess) return relayInitFail(c, res);
   c->ctrl = ctrl;
   if (ctrl->params.src[RELAY_P_SHM_RING_BYTES] == RELAY_PSRC_DEFAULT) ctrl->cfg.shmRingBytes = 64 << 10;
-  res = relayShmAttach(ctrl, ctrlName);
+  res = relayShmAttach(ctrl, ctrlName, 0);
   if (res != relaySuccess) {
     char why[sizeof ctrl->lastError];
     relaySetError(c, res, "rendezvous: %s", relayErrorQuote(c, ctrl->lastError, why, sizeof why));

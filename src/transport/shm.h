@@ -19,7 +19,8 @@ struct relayComm;
  * (comm->tp, comm->tpState). Blocks until all ranks arrived or
  * comm->cfg.timeoutMs passes (relayTimeout naming the missing ranks).
  *
- * The segment is relayShmSegmentName(jobName) (jobName: 1-200 characters, no '/'),
+ * The segment is relayShmSegmentName(jobName, unique) (jobName: 1-200 characters, no '/'; unique:
+ * the name alone is the rendezvous, relayCommInitShmUnique),
  * sized from nranks and rank 0's cfg.shmRingBytes (>= 1024; rounded up to
  * 64) and RELAYCC_NCHANNELS: per directed pair, the ring bytes split into one
  * ring per channel, plus a 1 KiB control ring. When /dev/shm has no room,
@@ -35,7 +36,7 @@ struct relayComm;
  * differ between ranks; the comm was aborted or failed before). Any of them
  * leaves the comm failed and tells the peers. Dead peers are found with
  * kill(pid, 0) and /proc, so ranks must share a PID namespace. */
-relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
+relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName, int unique);
 
 /* Point-to-point data runs through the P2P channel layer (src/p2p): each
  * transfer is split into parts on channels of a pool, and channels connect
@@ -57,8 +58,9 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName);
 
 /* The segment name of jobName for this process's launch: "/relaycc-<job>.<h>",
  * h a hash of the launch identity (TORCHELASTIC_RUN_ID, MASTER_ADDR,
- * MASTER_PORT where any is set, else the parent pid; shm/segment.c says why). */
-void relayShmSegmentName(const char* jobName, char* buf, size_t len);
+ * MASTER_PORT where any is set, else the parent pid; shm/segment.c says why),
+ * or of nothing when unique is 1 (the caller made jobName unique). */
+void relayShmSegmentName(const char* jobName, int unique, char* buf, size_t len);
 
 /* Internal views for tests and tools (not part of the API). */
 /* The layer's comm-wide facts on this rank (built on first use). */

@@ -22,16 +22,21 @@ COLLS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", 
 # ---- the pool -------------------------------------------------------------------------------------
 
 
-def _worker(rank, n, job, env, inq, outq):
+def shm_comm(rank, n, job):
+  import relaycc
+  return relaycc.Comm.shm(rank=rank, world_size=n, job=job)
+
+
+def _worker(rank, n, job, env, inq, outq, init):
   os.environ.update(env)
   torch.set_num_threads(1)
-  import relaycc
+  import relaycc  # noqa: F401
   # Init only when every rank has imported torch (seconds apart on a loaded machine), so that a short
   # RELAYCC_TIMEOUT_MS bounds the calls, not the imports.
   outq.put((rank, True, "imported"))
   inq.get()
   try:
-    comm = relaycc.Comm.shm(rank=rank, world_size=n, job=job)
+    comm = init(rank, n, job)
   except Exception:
     outq.put((rank, False, traceback.format_exc()))
     return
@@ -57,11 +62,12 @@ def _worker(rank, n, job, env, inq, outq):
 
 
 class Pool:
-  """n spawned processes, each rank `r` of one shm comm. run(fn, *args) calls fn(comm, *args) on every
-  rank (fn: a module-level function) and returns the n results, or raises with the failing ranks'
-  tracebacks; every wait has a deadline."""
+  """n spawned processes, each rank `r` of one shm comm (or of what `init(rank, n, job)`, a module-level
+  function, returns: an object with destroy()). run(fn, *args) calls fn(comm, *args) on every rank (fn: a
+  module-level function) and returns the n results, or raises with the failing ranks' tracebacks; every
+  wait has a deadline."""
 
-  def __init__(self, n=NRANKS, env=None, timeout=300):
+  def __init__(self, n=NRANKS, env=None, timeout=300, init=shm_comm):
     ctx = mp.get_context("spawn")
     self.n = n
     self.job = f"pytest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -70,7 +76,7 @@ class Pool:
     env = dict(env or {})
     env.setdefault("OMP_NUM_THREADS", "1")
     self.procs = [
-        ctx.Process(target=_worker, args=(r, n, self.job, env, self.inqs[r], self.outq), daemon=True)
+        ctx.Process(target=_worker, args=(r, n, self.job, env, self.inqs[r], self.outq, init), daemon=True)
         for r in range(n)
     ]
     for p in self.procs:

@@ -39,3 +39,21 @@ def test_installed_package_runs_two_ranks():
   for r, p in enumerate(procs):
     out, _ = p.communicate(timeout=300)
     assert p.returncode == 0 and f"rank {r} ok" in out, out
+
+
+AUTOLOAD = """
+import sys, torch, torch.distributed as dist
+assert "relaycc" in dist.Backend.backend_list, dist.Backend.backend_list
+assert "relaycc" not in sys.modules, "the autoload imported the package"
+print("autoload ok")
+"""
+
+
+def test_installed_package_registers_backend_through_torch_autoload():
+  """`import torch` alone registers "relaycc" (entry point torch.backends), without importing relaycc;
+  the headers the backend compiles against are shipped."""
+  p = subprocess.run([sys.executable, "-c", AUTOLOAD], capture_output=True, text=True, cwd="/", timeout=300)
+  assert p.returncode == 0 and "autoload ok" in p.stdout, p.stdout + p.stderr
+  here = os.path.dirname(os.path.abspath(relaycc.__file__))
+  for h in ("relaycc.h", "relaycc_version.h"):
+    assert os.path.exists(os.path.join(here, "include", h)), h

@@ -20,8 +20,10 @@ pytest)
   venv=$1 lib=$2 file=$3
   src=$(cd "$(dirname "$0")/../.." && pwd)
   # The package from the source tree, the library from the build. One thread per process: the suites run
-  # 8 ranks on a 2-core machine.
+  # 8 ranks on a 2-core machine. The torch backend's extension is compiled once per build folder (the
+  # modules that need it share it; torch's build lock serializes a first compile they race for).
   PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" RELAYCC_LIBRARY=$lib OMP_NUM_THREADS=1 \
+    TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-$(dirname "$lib")/torch_extensions}" \
     exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$file"
   ;;
 install)

@@ -287,7 +287,7 @@ static const relayTransportOps relayShmOps = {
 
 /* ---------------------------------------------------------------- attach */
 
-relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
+relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName, int unique) {
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "relayShmAttach: comm is NULL");
   int n = comm->nranks, me = comm->rank;
   if (n < 1 || n > SHM_MAX_RANKS)
@@ -308,8 +308,9 @@ relayResult_t relayShmAttach(struct relayComm* comm, const char* jobName) {
   shmState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(comm, relaySystemError, "out of memory for the shm transport");
   snprintf(st->job, sizeof st->job, "%s", jobName);
-  shmLaunchIdentity(st->launch, sizeof st->launch);
-  relayShmSegmentName(jobName, st->name, sizeof st->name);
+  if (unique) snprintf(st->launch, sizeof st->launch, "none: the name is unique");
+  else shmLaunchIdentity(st->launch, sizeof st->launch);
+  relayShmSegmentName(jobName, unique, st->name, sizeof st->name);
   /* Ring sizes in whole cache lines keep every ring's data line-aligned. */
   st->ringBytes = shmAlignUp((size_t)ring, SHM_LINE);
   st->wantChannels = (int)chans;

@@ -637,9 +637,12 @@ void shmLaunchIdentity(char* out, size_t len) {
   if (!o) snprintf(out, len, "parent pid %d", (int)getppid());
 }
 
-void relayShmSegmentName(const char* jobName, char* buf, size_t len) {
+void relayShmSegmentName(const char* jobName, int unique, char* buf, size_t len) {
   char launch[160];
   shmLaunchIdentity(launch, sizeof launch);
+  /* A unique name (relayCommInitShmUnique) is the whole rendezvous: its ranks may be of different
+   * launches (a torch store's ranks started apart), so no launch identity enters it. */
+  if (unique) snprintf(launch, sizeof launch, "unique name");
   uint64_t h = relayHash64(RELAY_HASH_SEED, launch, strlen(launch));
   snprintf(buf, len, "/relaycc-%s.%016llx", jobName, (unsigned long long)h);
 }

@@ -1,0 +1,760 @@
+// relaycc as a torch.distributed backend (CPU tensors): a c10d::Backend subclass. C++ only because torch's
+// API requires it (a Python ProcessGroup replaces the whole group and breaks "cpu:relaycc,cuda:nccl",
+// DeviceMesh and FSDP2). Compiled against the user's installed torch by relaycc/torch_backend.py.
+//
+// Shape: relaycc serves what its C core serves on a whole-comm layout (all-reduce, all-gather,
+// reduce-scatter, even all-to-all, gather, scatter); every other call is forwarded to an inner gloo
+// backend created from the same store. Every routing decision reads only facts that are equal on every
+// rank of a correct torch program (the op, the reduce op, the dtype, the agreed sizes of a collective's
+// outputs, whether split sizes were given), never a rank-local fact, so the ranks stay in one lockstep on
+// both comms. An op that moves to the C core when its call lands (broadcast, reduce, send/recv,
+// all-to-all-v) changes its route in one place: the `forward` line of that method.
+//
+// Execution: a synchronous relaycc call runs on the caller's thread (CPU: the data is in place when it
+// returns); an asynchronous one (asyncOp: DDP's buckets, async_op=True) runs on the group's worker thread,
+// FIFO, and its Work completes there; the Work's Future holds the output tensors (DDP's comm hook reads
+// them). Forwarded calls return gloo's own Work. A relaycc call first waits for the forwarded Works still
+// in flight, and a forwarded call for the queued relaycc calls, so the two comms never run calls of one
+// group out of the program's order.
+//
+// The relaycc comm is created at the group's first relaycc call (every rank reaches it in the same
+// order: it is a collective), not in the creator, so that hundreds of new_group calls hold no shared
+// memory until they run a collective. Its name is the token rank 0 put in the group's store (the
+// creator), its deadline the group's timeout.
+#include <torch/extension.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+#include <vector>
+
+#include "relaycc.h"
+
+namespace {
+
+using c10d::OpType;
+using c10d::ReduceOp;
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+// A relaycc call's Work: completed by the worker thread (async calls) or by the caller (sync ones); its
+// Future holds the outputs (DDP's comm hook reads them) or the error, which wait() and the Future rethrow.
+class RelayWork : public c10d::Work {
+ public:
+  RelayWork(int rank, OpType type, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, type),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+  void complete(std::exception_ptr err) {
+    if (err) {
+      future_->setError(err);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+    finish(err);
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::vector<at::Tensor> result() override { return outputs_; }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The relaycc datatype of a dtype the reducing calls serve; -1: none (such a call is forwarded).
+int relayDtype(at::ScalarType t) {
+  switch (t) {
+    case at::kChar:
+      return relayInt8;
+    case at::kByte:
+      return relayUint8;
+    case at::kInt:
+      return relayInt32;
+    case at::kLong:
+      return relayInt64;
+    case at::kHalf:
+      return relayFloat16;
+    case at::kFloat:
+      return relayFloat32;
+    case at::kDouble:
+      return relayFloat64;
+    case at::kBFloat16:
+      return relayBfloat16;
+    default:
+      return -1;
+  }
+}
+
+// The relaycc op of a torch reduce op; -1: none. PREMUL_SUM is SUM after the input is scaled.
+int relayOp(const ReduceOp& op) {
+  switch (op.op_) {
+    case ReduceOp::SUM:
+      return relaySum;
+    case ReduceOp::AVG:
+      return relayAvg;
+    case ReduceOp::PRODUCT:
+      return relayProd;
+    case ReduceOp::MIN:
+      return relayMin;
+    case ReduceOp::MAX:
+      return relayMax;
+    case ReduceOp::PREMUL_SUM:
+      return relaySum;
+    default:
+      return -1;
+  }
+}
+
+const char* opName(const ReduceOp& op) {
+  switch (op.op_) {
+    case ReduceOp::SUM:
+      return "SUM";
+    case ReduceOp::AVG:
+      return "AVG";
+    case ReduceOp::PRODUCT:
+      return "PRODUCT";
+    case ReduceOp::MIN:
+      return "MIN";
+    case ReduceOp::MAX:
+      return "MAX";
+    case ReduceOp::PREMUL_SUM:
+      return "PREMUL_SUM";
+    case ReduceOp::BAND:
+      return "BAND";
+    case ReduceOp::BOR:
+      return "BOR";
+    case ReduceOp::BXOR:
+      return "BXOR";
+    default:
+      return "UNUSED";
+  }
+}
+
+// PREMUL_SUM's factor times t, in t's dtype (a tensor factor or a double one, as
+// dist._make_nccl_premul_sum makes them).
+void premultiply(at::Tensor& t, const ReduceOp& op) {
+  auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(sup != nullptr, "relaycc: PREMUL_SUM without its factor");
+  if (sup->tensor_factor.defined()) {
+    t.mul_(sup->tensor_factor.to(t.device()));
+  } else {
+    t.mul_(sup->double_factor);
+  }
+}
+
+bool reducible(const at::Tensor& t, const ReduceOp& op) {
+  if (relayDtype(t.scalar_type()) < 0 || relayOp(op) < 0) return false;
+  // PREMUL_SUM on integers has no meaning torch defines (NCCL: floating types only).
+  return op.op_ != ReduceOp::PREMUL_SUM || at::isFloatingType(t.scalar_type());
+}
+
+class RelayBackend : public c10d::Backend {
+ public:
+  RelayBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size, std::string token, int timeoutMs,
+               bool useRelay)
+      : c10d::Backend(rank, size),
+        inner_(std::move(inner)),
+        token_(std::move(token)),
+        timeoutMs_(timeoutMs),
+        useRelay_(useRelay) {
+    ranks_.resize(size);
+    std::iota(ranks_.begin(), ranks_.end(), 0);
+  }
+
+  ~RelayBackend() override { release(false); }
+
+  const std::string getBackendName() const override { return "relaycc"; }
+
+  // ---- what relaycc serves ---------------------------------------------------------------------
+
+  WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    if (tensors.size() != 1 || !relayable(tensors[0]) || !reducible(tensors[0], opts.reduceOp))
+      return forward([&] { return inner_->allreduce(tensors, opts); });
+    return run(
+        OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable { reduceInPlace(tensors[0], opts.reduceOp); },
+        opts.asyncOp);
+  }
+
+  WorkPtr allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                              const c10d::AllreduceCoalescedOptions& opts) override {
+    bool ok = !tensors.empty();
+    for (auto& t : tensors) ok = ok && relayable(t) && reducible(t, opts.reduceOp);
+    if (!ok) return forward([&] { return inner_->allreduce_coalesced(tensors, opts); });
+    return run(
+        OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors,
+        [=]() mutable {
+          for (auto& t : tensors) reduceInPlace(t, opts.reduceOp);
+        },
+        opts.asyncOp);
+  }
+
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                    const c10d::AllgatherOptions& opts) override {
+    if (inputs.size() != 1 || outputs.size() != 1 || !relayable(inputs[0]) ||
+        !sameKind(outputs[0], inputs[0]))
+      return forward([&] { return inner_->allgather(outputs, inputs, opts); });
+    return run(
+        OpType::ALLGATHER, "all_gather", outputs[0], [=]() mutable { gatherList(outputs[0], inputs[0]); },
+        opts.asyncOp);
+  }
+
+  WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
+                          const c10d::AllgatherOptions& opts) override {
+    if (!relayable(input) || !relayable(output) || output.scalar_type() != input.scalar_type())
+      return forward([&] { return inner_->_allgather_base(output, input, opts); });
+    std::vector<at::Tensor> outs{output};
+    return run(
+        OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [=]() mutable { gatherFlat(output, input); },
+        opts.asyncOp);
+  }
+
+  WorkPtr allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllgatherOptions& opts) override {
+    bool ok = outputs.size() == inputs.size();
+    for (size_t i = 0; ok && i < inputs.size(); i++)
+      ok = relayable(inputs[i]) && relayable(outputs[i]) &&
+           outputs[i].scalar_type() == inputs[i].scalar_type();
+    if (!ok) return forward([&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
+    return run(
+        OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
+        [=]() mutable {
+          for (size_t i = 0; i < inputs.size(); i++) gatherFlat(outputs[i], inputs[i]);
+        },
+        opts.asyncOp);
+  }
+
+  WorkPtr reduce_scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                         const c10d::ReduceScatterOptions& opts) override {
+    if (outputs.size() != 1 || inputs.size() != 1 || !relayable(outputs[0]) ||
+        !reducible(outputs[0], opts.reduceOp) || !sameKind(inputs[0], outputs[0]))
+      return forward([&] { return inner_->reduce_scatter(outputs, inputs, opts); });
+    return run(
+        OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
+        [=]() mutable {
+          // The blocks back to back: gloo's list call is one all-reduce per rank (pytorch PR #149869).
+          at::Tensor flat = at::cat(flatViews(inputs[0]));
+          at::Tensor out = outputs[0].view(-1);
+          scatterReduce(out, flat, opts.reduceOp, true);
+        },
+        opts.asyncOp);
+  }
+
+  WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                               const c10d::ReduceScatterOptions& opts) override {
+    if (!relayable(output) || !relayable(input) || output.scalar_type() != input.scalar_type() ||
+        !reducible(input, opts.reduceOp))
+      return forward([&] { return inner_->_reduce_scatter_base(output, input, opts); });
+    std::vector<at::Tensor> outs{output};
+    return run(
+        OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", outs,
+        [=]() mutable { scatterReduce(output, input, opts.reduceOp, false); }, opts.asyncOp);
+  }
+
+  WorkPtr reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) override {
+    bool ok = outputs.size() == inputs.size();
+    for (size_t i = 0; ok && i < inputs.size(); i++)
+      ok = relayable(inputs[i]) && relayable(outputs[i]) &&
+           outputs[i].scalar_type() == inputs[i].scalar_type() && reducible(inputs[i], opts.reduceOp);
+    if (!ok) return forward([&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+    return run(
+        OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
+        [=]() mutable {
+          for (size_t i = 0; i < inputs.size(); i++)
+            scatterReduce(outputs[i], inputs[i], opts.reduceOp, false);
+        },
+        opts.asyncOp);
+  }
+
+  WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
+                        std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) override {
+    // Split sizes given: all-to-all-v, which the C core lacks today (forwarded). Whether they are given is
+    // part of the call's form (all_to_all_single with or without splits), the same on every rank.
+    if (!outputSplits.empty() || !inputSplits.empty() || !relayable(input) || !relayable(output) ||
+        input.scalar_type() != output.scalar_type())
+      return forward([&] { return inner_->alltoall_base(output, input, outputSplits, inputSplits, opts); });
+    std::vector<at::Tensor> outs{output};
+    return run(
+        OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); },
+        opts.asyncOp);
+  }
+
+  WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                 const c10d::GatherOptions& opts) override {
+    if (inputs.size() != 1 || !relayable(inputs[0]))
+      return forward([&] { return inner_->gather(outputs, inputs, opts); });
+    int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> outs = rank_ == root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
+    return run(
+        OpType::GATHER, "gather", outs, [=]() mutable { rooted(true, root, outs, inputs[0]); }, opts.asyncOp);
+  }
+
+  WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                  const c10d::ScatterOptions& opts) override {
+    if (outputs.size() != 1 || !relayable(outputs[0]))
+      return forward([&] { return inner_->scatter(outputs, inputs, opts); });
+    int root = static_cast<int>(opts.rootRank);
+    std::vector<at::Tensor> ins = rank_ == root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
+    return run(
+        OpType::SCATTER, "scatter", outputs, [=]() mutable { rooted(false, root, ins, outputs[0]); },
+        opts.asyncOp);
+  }
+
+  // reduce: the C core has no reduce yet; gloo has no AVG or PREMUL_SUM reduce, so those two are an
+  // all-reduce of a copy here (every rank computes the result, the root keeps it).
+  WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
+    bool compose = tensors.size() == 1 && relayable(tensors[0]) && reducible(tensors[0], opts.reduceOp) &&
+                   (opts.reduceOp.op_ == ReduceOp::AVG || opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
+    if (!compose) {
+      // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
+      // so gloo gets a copy there.
+      if (rank_ == opts.rootRank || tensors.size() != 1)
+        return forward([&] { return inner_->reduce(tensors, opts); });
+      std::vector<at::Tensor> scratch{tensors[0].clone()};
+      return forward([&] { return inner_->reduce(scratch, opts); });
+    }
+    return run(
+        OpType::REDUCE, "reduce", tensors,
+        [=]() mutable {
+          at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
+          reduceInPlace(tmp, opts.reduceOp);
+          if (rank_ == opts.rootRank) tensors[0].copy_(tmp);
+        },
+        opts.asyncOp);
+  }
+
+  // ---- forwarded until the C core has them ---------------------------------------------------------
+
+  WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
+    return forward([&] { return inner_->broadcast(tensors, opts); });
+  }
+  WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                   const c10d::AllToAllOptions& opts) override {
+    // Lists of any sizes (each rank's own): one all-to-all-v of the flattened lists on the inner backend
+    // (gloo has no list all-to-all).
+    TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
+                "relaycc: all_to_all needs ", size_, " input and output tensors");
+    std::vector<int64_t> inSplits, outSplits;
+    for (auto& t : inputs) inSplits.push_back(t.numel());
+    for (auto& t : outputs) outSplits.push_back(t.numel());
+    at::Tensor in = at::cat(flatViews(inputs));
+    at::Tensor out =
+        at::empty({std::accumulate(outSplits.begin(), outSplits.end(), int64_t(0))}, outputs[0].options());
+    // Synchronous: torch 2.15's gloo returns no Work for a call that is not async (it waited itself).
+    c10d::AllToAllOptions sync = opts;
+    sync.asyncOp = false;
+    drainRelay();
+    drainForwarded();
+    // gloo takes the split vectors by reference and may move them away: pass copies.
+    std::vector<int64_t> outArg = outSplits, inArg = inSplits;
+    WorkPtr w = inner_->alltoall_base(out, in, outArg, inArg, sync);
+    if (w) w->wait();
+    int64_t off = 0;
+    for (size_t i = 0; i < outputs.size(); i++) {
+      outputs[i].view(-1).copy_(out.narrow(0, off, outSplits[i]));
+      off += outSplits[i];
+    }
+    auto done = c10::make_intrusive<RelayWork>(rank_, OpType::ALLTOALL, outputs);
+    done->complete(nullptr);
+    return done;
+  }
+  WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                              const c10d::AllgatherOptions& opts) override {
+    return forward([&] { return inner_->allgather_coalesced(outputs, inputs, opts); });
+  }
+  // Point-to-point Works are not remembered: gloo's can be waited on once only (a second wait blocks for
+  // ever), and a send/recv pair is ordered by its tag, not by the group's sequence of collectives.
+  WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
+    drainRelay();
+    return inner_->send(tensors, dstRank, tag);
+  }
+  WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
+    drainRelay();
+    return inner_->recv(tensors, srcRank, tag);
+  }
+  WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
+    drainRelay();
+    return inner_->recvAnysource(tensors, tag);
+  }
+  // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return.
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    return forward([&] { return inner_->barrier(opts); });
+  }
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
+    drainRelay();
+    inner_->monitoredBarrier(opts, waitAllRanks);
+  }
+
+  // ---- lifecycle ---------------------------------------------------------------------------------
+
+  // relayCommAbort is safe while a call is in flight on another thread: it wakes that call, which then
+  // fails, and tells the peers. So no lock here.
+  void abort() override {
+    release(true);
+    inner_->abort();
+  }
+  void shutdown() override {
+    release(false);
+    inner_->shutdown();
+  }
+
+  bool relayActive() const { return useRelay_; }
+  bool commCreated() {
+    std::lock_guard<std::mutex> g(mu_);
+    return comm_ != nullptr;
+  }
+
+ private:
+  // CPU tensors only; a non-contiguous tensor is served through a contiguous copy (contiguity is a rank's
+  // own fact, so it never decides a route).
+  bool relayable(const at::Tensor& t) const { return useRelay_ && t.device().is_cpu() && !t.is_sparse(); }
+
+  bool sameKind(const std::vector<at::Tensor>& list, const at::Tensor& like) const {
+    if (list.size() != static_cast<size_t>(size_)) return false;
+    for (auto& t : list)
+      if (!relayable(t) || t.scalar_type() != like.scalar_type()) return false;
+    return true;
+  }
+
+  static std::vector<at::Tensor> flatViews(const std::vector<at::Tensor>& list) {
+    std::vector<at::Tensor> v;
+    for (auto& t : list) v.push_back(t.reshape(-1));
+    return v;
+  }
+
+  // A forwarded call: after the queued relaycc calls (program order), and remembered so that the next
+  // relaycc call waits for it.
+  WorkPtr forward(const std::function<WorkPtr()>& call) {
+    drainRelay();
+    WorkPtr w = call();
+    std::lock_guard<std::mutex> g(pendingMu_);
+    if (w) pending_.push_back(w);
+    return w;
+  }
+
+  void drainForwarded() {
+    std::vector<WorkPtr> ws;
+    {
+      std::lock_guard<std::mutex> g(pendingMu_);
+      ws.swap(pending_);
+    }
+    for (auto& w : ws) {
+      // A forwarded call's failure is its own Work's to report (the caller waits on it); here only the
+      // order matters.
+      try {
+        w->wait();
+      } catch (...) {
+      }
+    }
+  }
+
+  // One relaycc call (or a few). Async (opts.asyncOp: DDP's buckets, async_op=True) goes to the worker
+  // thread and returns before the data moves, so backward overlaps it; sync runs on the caller's thread
+  // after the queued calls (program order). The Work carries a DistBackendError that names this rank, the
+  // op and relaycc's own text.
+  WorkPtr run(OpType type, const char* what, const std::vector<at::Tensor>& outputs,
+              std::function<void()> body, bool async) {
+    drainForwarded();
+    auto work = c10::make_intrusive<RelayWork>(rank_, type, outputs);
+    auto task = [this, work, what, body = std::move(body)]() mutable { work->complete(execute(what, body)); };
+    if (async) {
+      enqueue(std::move(task));
+    } else {
+      drainRelay();
+      task();
+    }
+    return work;
+  }
+
+  std::exception_ptr execute(const char* what, std::function<void()>& body) {
+    std::lock_guard<std::mutex> g(mu_);
+    curOp_ = what;
+    try {
+      ensureComm();
+      body();
+    } catch (const c10::DistBackendError&) {
+      return std::current_exception();
+    } catch (const std::exception& e) {
+      return std::make_exception_ptr(c10::DistBackendError(
+          {__func__, __FILE__, static_cast<uint32_t>(__LINE__)}, "relaycc: rank " + std::to_string(rank_) +
+                                                                     " of " + std::to_string(size_) + ": " +
+                                                                     what + ": " + e.what()));
+    }
+    return nullptr;
+  }
+
+  // The worker: one thread per group, started at the first async call, FIFO (relaycc's calls on one comm
+  // never race, and they keep the group's order). It never touches Python; a Future callback that does
+  // takes the GIL itself.
+  void enqueue(std::function<void()> task) {
+    std::lock_guard<std::mutex> g(qmu_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { workerLoop(); });
+    queue_.push_back(std::move(task));
+    queued_++;
+    qcv_.notify_all();
+  }
+
+  void workerLoop() {
+    std::unique_lock<std::mutex> lk(qmu_);
+    for (;;) {
+      qcv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and nothing left
+      auto task = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      task();
+      lk.lock();
+      done_++;
+      qcv_.notify_all();
+    }
+  }
+
+  // Wait until every queued relaycc call has run (a sync call or a forwarded one keeps program order).
+  void drainRelay() {
+    std::unique_lock<std::mutex> lk(qmu_);
+    if (std::this_thread::get_id() == worker_.get_id()) return;  // a Future callback on the worker
+    uint64_t upTo = queued_;
+    qcv_.wait(lk, [&] { return done_ >= upTo; });
+  }
+
+  void stopWorker() {
+    {
+      std::lock_guard<std::mutex> g(qmu_);
+      stop_ = true;
+      qcv_.notify_all();
+    }
+    if (!worker_.joinable()) return;
+    // The last reference dropped by a Future callback on the worker itself: it cannot join itself.
+    if (std::this_thread::get_id() == worker_.get_id()) {
+      worker_.detach();
+    } else {
+      worker_.join();
+    }
+  }
+
+  [[noreturn]] void fail(relayResult_t res) {
+    const char* text = comm_ ? relayGetLastError(comm_) : relayGetLastError(nullptr);
+    std::string msg = "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
+                      curOp_ + " failed: " + relayGetErrorString(res) + (text && *text ? ": " : "") +
+                      (text ? text : "");
+    C10_THROW_ERROR(DistBackendError, msg);
+  }
+
+  void check(relayResult_t res) {
+    if (res != relaySuccess) fail(res);
+  }
+
+  void ensureComm() {
+    TORCH_CHECK(!released_, "relaycc: the group was shut down or aborted");
+    if (comm_) return;
+    relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+    cfg.timeoutMs = timeoutMs_;
+    relayComm_t c = nullptr;
+    check(relayCommInitShmUnique(&c, size_, rank_, token_.c_str(), &cfg));
+    comm_ = c;
+  }
+
+  relayLayout_t layout() const { return relayLayout_t{1, size_, ranks_.data()}; }
+
+  // A contiguous tensor for t: t itself, or a copy that `back` copies into t afterwards.
+  static at::Tensor dense(const at::Tensor& t) { return t.is_contiguous() ? t : t.contiguous(); }
+  static void back(at::Tensor& t, const at::Tensor& d) {
+    if (!d.is_same(t)) t.copy_(d);
+  }
+
+  void reduceInPlace(at::Tensor& t, const ReduceOp& op) {
+    at::Tensor d = dense(t);
+    size_t n = static_cast<size_t>(d.numel());
+    if (op.op_ == ReduceOp::PREMUL_SUM) premultiply(d, op);
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayAllReduce(d.data_ptr(), d.data_ptr(), &n, (relayDataType_t)relayDtype(d.scalar_type()),
+                           (relayRedOp_t)relayOp(op), &L, comm_, nullptr));
+    }
+    back(t, d);
+  }
+
+  // This rank cannot make the call (a size that breaks c10d's contract): it rejects it through the C core
+  // (relayCallReject, with the shape a valid call here would pass), so its peers fail the call too instead
+  // of waiting for it until the deadline; never a local throw alone.
+  [[noreturn]] void rejectCall(relayCollective_t coll, size_t count, int dtype, int op,
+                               const std::string& why) {
+    relayLayout_t L = layout();
+    fail(relayCallReject(coll, &count, (relayDataType_t)dtype, (relayRedOp_t)op, &L, 0, why.c_str(), comm_,
+                         nullptr));
+  }
+
+  // Non-reducing calls move bytes: any dtype (bool, int16, complex) is served as uint8.
+  static size_t bytesOf(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+  void gatherFlat(at::Tensor& output, const at::Tensor& input) {
+    at::Tensor in = dense(input), out = dense(output);
+    size_t n = bytesOf(in);
+    if (bytesOf(out) != n * size_)
+      rejectCall(relayCollectiveAllGather, n, relayUint8, relaySum,
+                 "output has " + std::to_string(out.numel()) + " elements, not " + std::to_string(size_) +
+                     " x " + std::to_string(in.numel()));
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayAllGather(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+    }
+    back(output, out);
+  }
+
+  // The list all-gather. The outputs' sizes are the same list on every rank (c10d's contract), so the
+  // padded block, max(sizes), is agreed too: uneven sizes go through one all-gather of padded blocks.
+  void gatherList(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+    int64_t block = 0;
+    for (auto& t : outputs) block = std::max<int64_t>(block, t.numel());
+    if (outputs[rank_].numel() != input.numel())
+      rejectCall(relayCollectiveAllGather, static_cast<size_t>(block) * input.element_size(), relayUint8,
+                 relaySum,
+                 "output " + std::to_string(rank_) + " has " + std::to_string(outputs[rank_].numel()) +
+                     " elements, the input " + std::to_string(input.numel()));
+    bool even = true;
+    for (auto& t : outputs) even = even && t.numel() == block;
+    at::Tensor in = dense(input).view(-1);
+    if (!even) in = at::cat({in, at::zeros({block - in.numel()}, in.options())});
+    at::Tensor flat = at::empty({block * size_}, input.options());
+    size_t n = static_cast<size_t>(block) * input.element_size();
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayAllGather(in.data_ptr(), flat.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+    }
+    for (int i = 0; i < size_; i++) outputs[i].view(-1).copy_(flat.narrow(0, i * block, outputs[i].numel()));
+  }
+
+  // input holds size_ blocks of output's size; `fresh` says input is already a scratch copy.
+  void scatterReduce(at::Tensor& output, const at::Tensor& input, const ReduceOp& op, bool fresh) {
+    at::Tensor in = dense(input), out = dense(output);
+    size_t n = static_cast<size_t>(out.numel());
+    if (static_cast<size_t>(in.numel()) != n * size_)
+      rejectCall(relayCollectiveReduceScatter, n, relayDtype(in.scalar_type()), relayOp(op),
+                 "input has " + std::to_string(in.numel()) + " elements, not " + std::to_string(size_) +
+                     " x " + std::to_string(out.numel()));
+    if (op.op_ == ReduceOp::PREMUL_SUM) {
+      // The input is the caller's and stays unchanged: scale a copy.
+      if (!fresh && in.is_same(input)) in = in.clone();
+      premultiply(in, op);
+    }
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayReduceScatter(in.data_ptr(), out.data_ptr(), &n,
+                               (relayDataType_t)relayDtype(in.scalar_type()), (relayRedOp_t)relayOp(op), &L,
+                               comm_, nullptr));
+    }
+    back(output, out);
+  }
+
+  void allToAll(at::Tensor& output, const at::Tensor& input) {
+    at::Tensor in = dense(input), out = dense(output);
+    size_t n = bytesOf(in) / size_;
+    if (in.numel() != out.numel() || in.numel() % size_ != 0)
+      rejectCall(relayCollectiveAllToAll, n, relayUint8, relaySum,
+                 "input " + std::to_string(in.numel()) + " and output " + std::to_string(out.numel()) +
+                     " elements must be equal and divisible by " + std::to_string(size_));
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayAllToAll(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+    }
+    back(output, out);
+  }
+
+  // gather (isGather) or scatter over the whole group, root's list of size_ blocks of `mine`'s size
+  // (c10d's contract: every rank's tensor has the same size). A root whose list breaks it rejects the call
+  // through the C core (relayCallReject), so the peers fail too instead of waiting out the deadline.
+  void rooted(bool isGather, int root, std::vector<at::Tensor>& list, at::Tensor& mine) {
+    size_t n = bytesOf(mine);
+    std::vector<size_t> counts(size_, n);
+    relayCollective_t coll = isGather ? relayCollectiveGather : relayCollectiveScatter;
+    relayLayout_t L = layout();
+    at::Tensor flat;
+    if (rank_ == root) {
+      std::string bad;
+      if (list.size() != static_cast<size_t>(size_))
+        bad = "the root's list has " + std::to_string(list.size()) + " tensors, not " + std::to_string(size_);
+      for (size_t i = 0; bad.empty() && i < list.size(); i++)
+        if (bytesOf(list[i]) != n || list[i].scalar_type() != mine.scalar_type())
+          bad = "the root's tensor " + std::to_string(i) + " differs from this rank's in size or dtype";
+      if (!bad.empty())
+        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), comm_,
+                              nullptr));
+      flat = isGather ? at::empty({static_cast<int64_t>(n) * size_}, mine.options().dtype(at::kByte))
+                      : at::cat(flatViews(list)).view(at::kByte);
+    }
+    at::Tensor d = dense(mine);
+    if (n > 0) {
+      void* rootBuf = rank_ == root ? flat.data_ptr() : nullptr;
+      if (isGather)
+        check(relayGather(d.data_ptr(), rootBuf, counts.data(), relayUint8, root, ranks_.data(), size_, comm_,
+                          nullptr));
+      else
+        check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_,
+                           comm_, nullptr));
+    }
+    if (!isGather) back(mine, d);
+    if (isGather && rank_ == root && n > 0) {
+      int64_t b = static_cast<int64_t>(n);
+      for (int i = 0; i < size_; i++) list[i].view(-1).view(at::kByte).copy_(flat.narrow(0, i * b, b));
+    }
+  }
+
+  // abort: relayCommAbort first (it wakes a call in flight on the worker, which then fails; the queued
+  // ones fail at once), then the worker ends. Not under mu_: a call in flight holds it. shutdown and the
+  // destructor: the queued calls finish, then the comm is destroyed.
+  void release(bool abort) {
+    if (abort) {
+      released_ = true;
+      relayComm_t c = comm_.exchange(nullptr);
+      if (c) relayCommAbort(c);
+      stopWorker();
+      return;
+    }
+    stopWorker();
+    std::lock_guard<std::mutex> g(mu_);
+    released_ = true;
+    relayComm_t c = comm_.exchange(nullptr);
+    if (c) relayCommDestroy(c);
+  }
+
+  c10::intrusive_ptr<c10d::Backend> inner_;
+  std::string token_;
+  int timeoutMs_;
+  bool useRelay_;
+  std::vector<int> ranks_;
+  std::mutex mu_;  // one relaycc call at a time (relaycc.h: calls on one comm must not race)
+  std::atomic<relayComm_t> comm_{nullptr};
+  std::atomic<bool> released_{false};
+  const char* curOp_ = "init";
+  std::mutex pendingMu_;
+  std::vector<WorkPtr> pending_;
+  std::mutex qmu_;  // the worker's queue
+  std::condition_variable qcv_;
+  std::deque<std::function<void()>> queue_;
+  uint64_t queued_ = 0, done_ = 0;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  auto base = py::module::import("torch._C._distributed_c10d").attr("Backend");
+  py::class_<RelayBackend, c10::intrusive_ptr<RelayBackend>>(m, "RelayBackend", base)
+      .def(
+          py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay) {
+            auto* raw = inner.cast<c10d::Backend*>();
+            auto ptr = c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(raw);
+            return c10::make_intrusive<RelayBackend>(ptr, rank, size, std::move(token), timeoutMs, useRelay);
+          }),
+          py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
+          py::arg("use_relay"))
+      .def_property_readonly("relay_active", &RelayBackend::relayActive)
+      .def_property_readonly("comm_created", &RelayBackend::commCreated);
+}
