@@ -82,37 +82,49 @@ int relayParseRoute(const char* s, int* out) {
   return -1;
 }
 
-static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
-                                                            "alltoall",  "scatter",       "gather"};
+#define RELAY_COLL_ROW_(id, name, call, kind, reduces, counts, sendBlocks, recvBlocks, nccl, tc, aliases) \
+  [id] = {name, call, kind, reduces, sendBlocks, recvBlocks, counts, nccl, tc, aliases},
+const relayCollRow relayCollRows[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_COLL_ROW_)};
+#undef RELAY_COLL_ROW_
+/* Every relayCollective_t has its row, at its own value, and the layout rows come first. */
+#define RELAY_COLL_COUNT_(...) +1
+_Static_assert(0 RELAY_COLL_TABLE(RELAY_COLL_COUNT_) == relayNumCollectives, "a row per relayCollective_t");
+#undef RELAY_COLL_COUNT_
+#define RELAY_COLL_ORDER_(id, name, call, kind, ...)                                   \
+  _Static_assert(((kind) == relayKindLayout) == ((int)(id) < RELAY_NUM_LAYOUT_COLLS), \
+                 #id ": layout rows first");
+RELAY_COLL_TABLE(RELAY_COLL_ORDER_)
+#undef RELAY_COLL_ORDER_
 
-const char* relayCollName(relayColl_t coll) {
-  return ((unsigned)coll < RELAY_NUM_COLLS_ALL) ? kCollNames[coll] : "?";
+const char* relayCollName(relayCollective_t coll) {
+  const relayCollRow* row = relayCollRowOf(coll);
+  return row ? row->name : "?";
 }
 
-int relayParseCollAll(const char* s, relayColl_t* out) {
-  static const struct {
-    const char* alias;
-    relayColl_t coll;
-  } aliases[] = {{"all_gather", RELAY_COLL_ALLGATHER},         {"ag", RELAY_COLL_ALLGATHER},
-                 {"reduce_scatter", RELAY_COLL_REDUCESCATTER}, {"rs", RELAY_COLL_REDUCESCATTER},
-                 {"all_reduce", RELAY_COLL_ALLREDUCE},         {"ar", RELAY_COLL_ALLREDUCE},
-                 {"all_to_all", RELAY_COLL_ALLTOALL},          {"a2a", RELAY_COLL_ALLTOALL}};
-  for (size_t i = 0; s && i < sizeof aliases / sizeof aliases[0]; i++)
-    if (strcasecmp(s, aliases[i].alias) == 0) {
-      *out = aliases[i].coll;
-      return 0;
-    }
-  for (int i = 0; s && i < RELAY_NUM_COLLS_ALL; i++)
-    if (strcasecmp(s, kCollNames[i]) == 0) {
-      *out = (relayColl_t)i;
+/* word is one of the space-separated words of list */
+static int wordIn(const char* list, const char* word) {
+  size_t n = strlen(word);
+  for (const char* p = list; *p;) {
+    size_t len = strcspn(p, " ");
+    if (len == n && strncasecmp(p, word, n) == 0) return 1;
+    p += len;
+    p += strspn(p, " ");
+  }
+  return 0;
+}
+
+int relayParseCollAll(const char* s, relayCollective_t* out) {
+  for (int i = 0; s && *s && i < relayNumCollectives; i++)
+    if (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s)) {
+      *out = (relayCollective_t)i;
       return 0;
     }
   return -1;
 }
 
-int relayParseColl(const char* s, relayColl_t* out) {
-  relayColl_t c;
-  if (relayParseCollAll(s, &c) != 0 || (unsigned)c >= RELAY_NUM_COLLS) return -1;
+int relayParseColl(const char* s, relayCollective_t* out) {
+  relayCollective_t c;
+  if (relayParseCollAll(s, &c) != 0 || !relayCollIsLayout(c)) return -1;
   *out = c;
   return 0;
 }

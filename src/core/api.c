@@ -37,9 +37,6 @@
 #include "route/table.h"
 #include "topo/topo.h"
 
-static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
-                                                      "relayAllToAll",  "relayScatter",       "relayGather"};
-
 /* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
 void relayCommAbortFlags(struct relayComm* comm) {
@@ -79,7 +76,7 @@ relayResult_t relayCommUserRank(const relayComm_t comm, int* rank) {
 /* ---- validation -------------------------------------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   const void* send;
   void* recv;
   const size_t* counts;
@@ -169,7 +166,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
     if (!a->recv)
       return relaySetError(c, relayInvalidArgument, "recvbuff is NULL (active rank, group %d, count %zu)",
                            *myGroup, a->counts[*myGroup]);
-    if (a->coll == RELAY_COLL_ALLTOALL && a->send == a->recv)
+    if (a->coll == relayCollectiveAllToAll && a->send == a->recv)
       return relaySetError(c, relayInvalidArgument,
                            "in-place all-to-all (sendbuff == recvbuff) is not supported");
     *bufErr = 0;
@@ -223,7 +220,8 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.root = relayCollRooted(a->coll) ? a->root : 0;
     mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
-        relayHash64(RELAY_HASH_SEED, a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
+        relayHash64(RELAY_HASH_SEED, a->counts,
+                    (size_t)relayCollNumCounts(a->coll, mine.nGroups, mine.nActive) * sizeof(size_t));
     mine.win = c->callWin ? c->callWin->id : 0;
     mine.winSendOff = c->callSendOff;
     mine.winRecvOff = c->callRecvOff;
@@ -370,8 +368,9 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 /* The call's shape as every rank of a valid call has it (comm->callShape):
  * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
 static uint64_t callShapeDigest(const planKey* k) {
-  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
+  int32_t head[PLAN_KEY_WORDS];
+  planKeyHead(k, head); /* route and depth 0: callKey sets neither */
+  return planKeyHash(head, k) | 1;
 }
 
 /* What the router may use for this key on this comm: the transport's caps,
@@ -405,7 +404,7 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
   relayCommKeySettings(c, key);
 }
 
-int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
+int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
@@ -429,7 +428,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->callSendOff = c->callRecvOff = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
-  relayResult_t local = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? validate(c, a, &myGroup, &myIndex, &bufErr)
+  relayResult_t local = relayCollRowOf(a->coll) ? validate(c, a, &myGroup, &myIndex, &bufErr)
                                                                 : relayInvalidArgument;
   if (a->reject) {
     /* A binding's rejection (relayCallReject): what C makes of the shape
@@ -469,7 +468,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
    * read otherwise (a member naming another root waits for a root that never sends). Where the agree is
    * cheap (RELAY_TP_CAP_SHAPES: shm) such a call compares its shape, root included, before it moves
    * anything, so a disagreement fails every rank at once and the comm stays usable (issue 25.3). */
-  int agree = c->cfg.checkMode || ((unsigned)a->coll < RELAY_NUM_COLLS_ALL && relayCollRooted(a->coll) &&
+  int agree = c->cfg.checkMode || (relayCollRowOf(a->coll) && relayCollRooted(a->coll) &&
                                    (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
@@ -506,7 +505,8 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
     c->lastDepth = list->depth[0];
     return relaySuccess;
   }
-  relayRouteCall rc = {key, a->send, a->recv, !relayCollRooted(a->coll) && myGroup >= 0 ? a->counts[myGroup] : 0,
+  int perGroup = relayCollRows[a->coll].counts == RELAY_COUNTS_PER_GROUP;
+  relayRouteCall rc = {key, a->send, a->recv, perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
                        stream};
   return runRoutes(c, key, list, &rc);
 }
@@ -552,7 +552,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
-  const char* name = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? kCallNames[a->coll] : "relayCallReject";
+  const char* name = relayCollRowOf(a->coll) ? relayCollRowOf(a->coll)->call : "relayCallReject";
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", name);
   /* Every call counts on every rank, rejected ones too, so that a notice or
    * a message of call k names k on every rank and is never read by call k+1;
@@ -572,30 +572,37 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
   return res;
 }
 
+relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
+                            const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
+                            const relayLayout_t* layout, int root, relayStream_t stream) {
+  callArgs a = {coll, send, recv, counts, dtype, op, layout, root, NULL};
+  return call(&a, comm, stream);
+}
+
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0, NULL};
+  callArgs a = {relayCollectiveAllGather, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0, NULL};
+  callArgs a = {relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout, 0, NULL};
+  callArgs a = {relayCollectiveAllReduce, sendbuff, recvbuff, counts, datatype, op, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0, NULL};
+  callArgs a = {relayCollectiveAllToAll, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0, NULL};
   return call(&a, comm, stream);
 }
 
@@ -606,7 +613,7 @@ relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* 
  * back in set order. A rank names only the buffers its role uses. */
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
                                     int* bufErr) {
-  int r = c->rank, scatter = a->coll == RELAY_COLL_SCATTER;
+  int r = c->rank, scatter = relayCollSendsBlocks(a->coll); /* the root's send holds the blocks */
   const relayLayout_t* L = a->layout;
   *myGroup = -1;
   *myIndex = -1;
@@ -644,26 +651,18 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
 relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                            int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_SCATTER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
+  callArgs a = {relayCollectiveScatter, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_GATHER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
+  callArgs a = {relayCollectiveGather, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
   return call(&a, comm, stream);
 }
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
-
-_Static_assert((int)relayCollectiveAllGather == RELAY_COLL_ALLGATHER &&
-                   (int)relayCollectiveReduceScatter == RELAY_COLL_REDUCESCATTER &&
-                   (int)relayCollectiveAllReduce == RELAY_COLL_ALLREDUCE &&
-                   (int)relayCollectiveAllToAll == RELAY_COLL_ALLTOALL &&
-                   (int)relayCollectiveScatter == RELAY_COLL_SCATTER &&
-                   (int)relayCollectiveGather == RELAY_COLL_GATHER && (int)relayNumCollectives == RELAY_NUM_COLLS_ALL,
-               "relayCollective_t numbers the collectives as relayColl_t does");
 
 /* The call through runCall like any other, with no buffer and the binding's
  * reason: validate judges the shape, runCall takes the path of a C caller's
@@ -671,7 +670,7 @@ _Static_assert((int)relayCollectiveAllGather == RELAY_COLL_ALLGATHER &&
 relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype, relayRedOp_t op,
                               const relayLayout_t* layout, int root, const char* reason, relayComm_t comm,
                               relayStream_t stream) {
-  relayColl_t cl = (relayColl_t)coll;
+  relayCollective_t cl = coll;
   /* A rooted call's rank set: a layout of one group; none, or another
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0, layout ? layout->ranks : NULL};
@@ -699,11 +698,15 @@ static const char* const kRouteNames[relayNumRoutes] = {
     RELAY_ENUM_NAME_(relayRouteOneShot), RELAY_ENUM_NAME_(relayRouteNative), RELAY_ENUM_NAME_(relayRouteBw)};
 static const char* const kEnumNames[relayNumEnums] = {
     RELAY_ENUM_NAME_(relayEnumEnum),   RELAY_ENUM_NAME_(relayEnumResult), RELAY_ENUM_NAME_(relayEnumDataType),
-    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),  RELAY_ENUM_NAME_(relayEnumCollective)};
-static const char* const kCollectiveNames[relayNumCollectives] = {
-    RELAY_ENUM_NAME_(relayCollectiveAllGather), RELAY_ENUM_NAME_(relayCollectiveReduceScatter),
-    RELAY_ENUM_NAME_(relayCollectiveAllReduce), RELAY_ENUM_NAME_(relayCollectiveAllToAll),
-    RELAY_ENUM_NAME_(relayCollectiveScatter),   RELAY_ENUM_NAME_(relayCollectiveGather)};
+    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),
+    RELAY_ENUM_NAME_(relayEnumCollective), RELAY_ENUM_NAME_(relayEnumCollectiveKind)};
+#define RELAY_COLL_ENUM_NAME_(id, ...) RELAY_ENUM_NAME_(id),
+static const char* const kCollectiveNames[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_COLL_ENUM_NAME_)};
+#undef RELAY_COLL_ENUM_NAME_
+static const char* const kKindNames[relayNumCollectiveKinds] = {
+    RELAY_ENUM_NAME_(relayKindLayout), RELAY_ENUM_NAME_(relayKindRootedRank),
+    RELAY_ENUM_NAME_(relayKindRootedPosition), RELAY_ENUM_NAME_(relayKindPointToPoint),
+    RELAY_ENUM_NAME_(relayKindPerPeer)};
 #undef RELAY_ENUM_NAME_
 
 /* Each table is indexed by the enum's own identifiers, so a name cannot sit
@@ -719,7 +722,18 @@ const char* relayGetEnumName(relayEnum_t which, int value) {
       [relayEnumDataType] = {kTypeNames, relayNumTypes},
       [relayEnumRedOp] = {kOpNames, relayNumOps},
       [relayEnumRoute] = {kRouteNames, relayNumRoutes},
-      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives}};
+      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives},
+      [relayEnumCollectiveKind] = {kKindNames, relayNumCollectiveKinds}};
   if ((unsigned)which >= relayNumEnums || value < 0 || value >= kEnums[which].n) return NULL;
   return kEnums[which].names[value];
+}
+
+relayResult_t relayGetCollectiveInfo(relayCollective_t coll, relayCollectiveInfo_t* info) {
+  const relayCollRow* row = relayCollRowOf(coll);
+  if (!row || !info)
+    return relaySetError(NULL, relayInvalidArgument, "relayGetCollectiveInfo: %s",
+                         info ? "coll is not a relayCollective_t" : "info is NULL");
+  *info = (relayCollectiveInfo_t){row->name,       row->call,       row->kind,     row->reduces,
+                                  row->sendBlocks, row->recvBlocks, row->ncclName, row->torchcommsName};
+  return relaySuccess;
 }

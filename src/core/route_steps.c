@@ -29,8 +29,8 @@ static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, 
 /* The sub-communicators of the call's groups (cached by the transport). */
 static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
   const planKey* k = call->key;
-  /* The row's gate: every rank alike, the key says. */
-  if (!relayRouteRowOf(relayRouteNative)->priced(k, 0)) return relayNotSupported;
+  /* The row's kinds: every rank alike, the key says. */
+  if (!relayRouteRowServes(relayRouteRowOf(relayRouteNative), k->coll)) return relayNotSupported;
   return c->tp->nativePrepare(c, k->nGroups, k->nActive, k->ranks, call->stream, handle);
 }
 

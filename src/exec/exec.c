@@ -67,7 +67,7 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
   const int32_t* members = p->subRanks + sc->rankBase;
   for (int i = 0; i < n; i++)
     if (members[i] == comm->rank) me = i;
-  relayColl_t coll = (relayColl_t)sc->coll;
+  relayCollective_t coll = (relayCollective_t)sc->coll;
   size_t blk = sc->count * p->elemSize;
   int reduces = relayCollReduces(coll), blocks = relayCollSendsBlocks(coll);
   if (me < 0 || (reduces && n > PLAN_MAX_SRCS))
@@ -104,8 +104,8 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
                                        const planOp* o, void* h, void* dst, const void* src,
                                        relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
-  RELAY_CHECK(comm->tp->native(comm, h, (relayColl_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
-  if (!relayCollReduces((relayColl_t)sc->coll) || o->divisor <= 1) return relaySuccess;
+  RELAY_CHECK(comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
+  if (!relayCollReduces((relayCollective_t)sc->coll) || o->divisor <= 1) return relaySuccess;
   const void* one[1] = {dst};
   return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);
 }

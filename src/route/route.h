@@ -39,7 +39,8 @@ typedef struct {
  * key->route and key->depth are ignored; route and depth are the comm's
  * configured ones (relayRouteAuto asks the model; another route is forced,
  * then direct; depth 0 = the depth model's for a pipelined route, else 1,
- * and > 0 forces the first candidate's). Rooted calls list direct alone. */
+ * and > 0 forces the first candidate's). A call of another kind than layout lists the plan rows
+ * that serve its kind (comm/coll.h; rooted: direct alone). */
 void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
                           relayRouteList out[2]);
 

@@ -39,24 +39,25 @@ static int oneShotPriced(const planKey* k, int caps) {
 /* The transport library's fused collective on each group's sub-communicator
  * (NCCL): one launch where a send/recv plan needs a group plus a reduce
  * (measured 0.67-0.86x of NCCL on 2 x H200 for all-reduce and
- * reduce-scatter). The layout collectives only. */
-static int nativePriced(const planKey* k, int caps) {
-  (void)caps;
-  return (unsigned)k->coll < RELAY_NUM_COLLS;
-}
+ * reduce-scatter). The layout collectives only (its row's kinds). */
 
 /* ---- the table --------------------------------------------------------- */
 
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
+/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c), the one
+ * schedule they have; the other routes serve the layout collectives. */
+#define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
-    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, 0, NULL},
-    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, RELAY_ROW_PIPELINED, NULL},
-    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT,
+    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedRank),
+                          0, NULL},
+    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT, RELAY_ROW_PIPELINED, NULL},
+    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced},
-    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH, nativePriced},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, RELAY_ROW_ONE_LAUNCH, NULL},
+    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL},
 };
+#undef LAYOUT
 
 const relayRouteRow* relayRouteRowOf(int route) {
   /* A route without a row here reads a zeroed slot (route 0): none. */
@@ -66,17 +67,14 @@ const relayRouteRow* relayRouteRowOf(int route) {
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   *out = NULL;
   const relayRouteRow* row = relayRouteRowOf(key->route);
-  /* One schedule serves the rooted collectives, root to each member
-   * (direct's builder: plan_direct.c): no helper route for them yet, so any
-   * other route answers "not supported" and the caller falls back. */
-  if (!row || !row->build || (relayCollRooted(key->coll) && key->route != relayRouteDirect))
-    return relayNotSupported;
+  /* A route that does not serve the collective's kind answers "not supported" and the caller falls back. */
+  if (!row || !row->build || !relayRouteRowServes(row, key->coll)) return relayNotSupported;
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
   /* A layout collective on a comm of several nodes: the hierarchical plan
    * (plan_hier.c), whose node legs are one-node plans of this row's route
    * (direct or relay; core never hands a one-shot key across nodes). */
-  int hier = !relayCollRooted(key->coll) && planKeyMultiNode(key);
+  int hier = relayCollIsLayout(key->coll) && planKeyMultiNode(key);
   relayResult_t res = hier ? planBuildHier(b, relayPlanBuild) : row->build(b);
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);

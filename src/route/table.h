@@ -38,12 +38,19 @@ typedef struct {
    * baseline model and keeps as the incumbent. */
   relayResult_t (*build)(planBuilder* b);
   unsigned caps; /* RELAY_TP_CAP_* the transport must have (0: any) */
+  unsigned kinds; /* RELAY_ROW_KIND(relayCollectiveKind_t) of the collectives it serves */
   int flags;     /* RELAY_ROW_* */
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
   int (*priced)(const planKey* key, int caps); /* caps: as the router's (RELAY_ROUTE_CAP_GATED) */
 } relayRouteRow;
+
+#define RELAY_ROW_KIND(kind) (1u << (kind))
+/* 1 when row serves collective coll's kind (comm/coll.h: the collective's row says its kind). */
+static inline int relayRouteRowServes(const relayRouteRow* row, relayCollective_t coll) {
+  return row && (row->kinds & RELAY_ROW_KIND(relayCollKind(coll))) != 0;
+}
 
 /* The row of route (a relayRoute_t), NULL for auto and out-of-range values. */
 const relayRouteRow* relayRouteRowOf(int route);

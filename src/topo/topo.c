@@ -414,7 +414,7 @@ double relayTopoPairRate(const struct relayTopo* t, int s, int d) {
   return r;
 }
 
-/* The text format's names of the curves: p2p, then relayColl_t 0..3. */
+/* The text format's names of the curves: p2p, then relayCollective_t 0..3. */
 static const char* const kCurveNames[RELAY_TOPO_NCOLLS + 1] = {"p2p", "allgather", "reducescatter", "allreduce",
                                                                "alltoall"};
 
@@ -760,7 +760,7 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
           t->ejBw[a] = ej * GBS;
         }
     } else if (strcmp(k, "eff") == 0) {
-      int c = -2; /* -1: p2p, else the relayColl_t */
+      int c = -2; /* -1: p2p, else the relayCollective_t */
       for (int i = 0; nt >= 2 && i <= RELAY_TOPO_NCOLLS; i++)
         if (strcmp(tok[1], kCurveNames[i]) == 0) c = i - 1;
       if (nt < 3 || nt - 2 > RELAY_TOPO_CURVE_MAX || c == -2) {

@@ -69,7 +69,7 @@ typedef struct relayNcclState {
 
 relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActive, const int* ranks,
                                      relayStream_t stream, void** handle);
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective_t coll, const void* send,
                               void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
                               relayStream_t stream);
 void relayNcclNativeFree(relayNcclState* st, int drained);
