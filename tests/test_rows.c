@@ -15,7 +15,6 @@
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "core/core.h"
-#include "core/route_steps.h"
 #include "harness.h"
 #include "route/depth.h"
 #include "route/route.h"
@@ -35,9 +34,6 @@ static int caseTable(void) {
   T_CHECK(relayRouteRowOf(relayRouteAuto) == NULL && relayRouteRowOf(relayNumRoutes) == NULL &&
               relayRouteRowOf(-1) == NULL,
           "auto and out-of-range values have no row");
-  T_CHECK(!relayRouteStepsOf(relayRouteAuto)->prepare && !relayRouteStepsOf(relayNumRoutes)->run &&
-              !relayRouteStepsOf(-1)->prepare,
-          "auto and out-of-range values have no core steps");
   for (int r = 0; r <= relayNumRoutes; r++) {
     /* One list of names (RELAYCC_ROUTE's choices are this list): the public enum's, the parser and
      * relayRouteName agree with it. */
@@ -57,14 +53,14 @@ static int caseTable(void) {
   for (int r = 1; r < relayNumRoutes; r++) {
     const relayRouteRow* row = relayRouteRowOf(r);
     T_CHECK(row && row->route == r, "route %d: row %p at the wrong index", r, (const void*)row);
-    /* A row without a plan is run by core (its steps' run). */
-    T_CHECK(row->build || relayRouteStepsOf(r)->run, "route %s runs nothing", relayRouteName(r));
-    T_CHECK(!(row->build && relayRouteStepsOf(r)->run), "route %s has a plan and a run of its own",
+    /* A row without a plan is run by its own run. */
+    T_CHECK(row->build || row->run, "route %s runs nothing", relayRouteName(r));
+    T_CHECK(!(row->build && row->run), "route %s has a plan and a run of its own",
             relayRouteName(r));
   }
   const relayRouteRow* d = relayRouteRowOf(relayRouteDirect);
   /* Lists end in direct, which core must be able to run on any transport. */
-  T_CHECK(d->build && d->caps == 0 && !relayRouteStepsOf(relayRouteDirect)->prepare,
+  T_CHECK(d->build && d->caps == 0 && !d->prepare,
           "direct needs a capability or a prepare");
   int x = -1;
   T_CHECK(relayParseRoute("auto", &x) == 0 && x == relayRouteAuto, "auto");

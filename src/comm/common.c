@@ -61,11 +61,14 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 
-/* In relayRoute_t order (relayRouteAuto = 0): a route added to the enum without its name here fails the
- * assertion below, rather than leaving a NULL inside RELAYCC_ROUTE's choices. */
-const char* const relayRouteNames[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
-_Static_assert(sizeof relayRouteNames / sizeof relayRouteNames[0] == relayNumRoutes + 1,
-               "a name per relayRoute_t");
+/* A route added to the enum without its row in RELAY_ROUTE_TABLE fails the assertion below, rather than
+ * leaving a NULL inside RELAYCC_ROUTE's choices. */
+#define RELAY_ROUTE_NAME_(id, name) [id] = name,
+const char* const relayRouteNames[] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_NAME_)[relayNumRoutes] = NULL};
+#undef RELAY_ROUTE_NAME_
+#define RELAY_ROUTE_COUNT_(id, name) +1
+_Static_assert(0 RELAY_ROUTE_TABLE(RELAY_ROUTE_COUNT_) == relayNumRoutes, "a name per relayRoute_t");
+#undef RELAY_ROUTE_COUNT_
 
 const char* relayRouteName(int route) {
   return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?";

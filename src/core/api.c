@@ -31,7 +31,6 @@
 #include "core/core.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
-#include "core/route_steps.h"
 #include "exec/exec.h"
 #include "route/route.h"
 #include "route/table.h"
@@ -85,6 +84,10 @@ typedef struct {
   const relayLayout_t* layout; /* rooted collectives: one group, the rank set */
   int root;                    /* rooted collectives only */
   const char* reject;          /* relayCallReject: the binding's reason (NULL: a call to make) */
+  /* The direct window this rank's buffers lie in (core/window.c; NULL: the staged path) and the offsets
+   * peers use: set by runCall, passed down to the executor and the digest. */
+  const struct relayWindow* win;
+  size_t winSendOff, winRecvOff;
 } callArgs;
 
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr);
@@ -222,9 +225,9 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.countsHash =
         relayHash64(RELAY_HASH_SEED, a->counts,
                     (size_t)relayCollNumCounts(a->coll, mine.nGroups, mine.nActive) * sizeof(size_t));
-    mine.win = c->callWin ? c->callWin->id : 0;
-    mine.winSendOff = c->callSendOff;
-    mine.winRecvOff = c->callRecvOff;
+    mine.win = a->win ? a->win->id : 0;
+    mine.winSendOff = a->winSendOff;
+    mine.winRecvOff = a->winRecvOff;
   }
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
@@ -305,7 +308,7 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
 
 /* Runs the call on the first candidate (route/route.h) that can serve it:
  * its row's capability present on the transport, its plan (if it has one)
- * built, its prepare (if any: core/route_steps.c) accepted. Every rank
+ * built, its prepare (if any: the row's) accepted. Every rank
  * walks the same list to the same row: the list and the plans are pure
  * functions of the key, the config and the topology the ranks agreed at
  * init; capabilities are the transport's; and a prepare is collective and
@@ -315,7 +318,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
                                const relayRouteCall* call) {
   for (int i = 0; i < list->n; i++) {
     const relayRouteRow* row = relayRouteRowOf(list->route[i]);
-    if (!row || (row->caps & ~c->tp->caps)) continue;
+    if (!row || (row->caps & ~c->tp->caps) || !relayRouteRowServes(row, key->coll)) continue;
     key->route = list->route[i];
     key->depth = list->depth[i];
     const relayPlan* plan = NULL;
@@ -325,9 +328,8 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       if (res == relayNotSupported) continue; /* a normal answer */
       if (res != relaySuccess) return res;
     }
-    const relayRouteSteps* steps = relayRouteStepsOf(row->route);
     void* handle = NULL;
-    relayResult_t res = steps->prepare ? steps->prepare(c, call, &handle) : relaySuccess;
+    relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
     if (res == relayNotSupported) {
       relayPlanFree(owned);
       /* The interposer's comm: the route that beat NCCL's own collective is refused (IPC in a container,
@@ -343,9 +345,9 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
-      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream)
-            : steps->run ? steps->run(c, handle, call)
+      c->lastWindow = key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
+      res = plan ? relayExecRun(c, plan, &call->exec)
+            : row->run ? row->run(c, handle, call)
                          : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
                                          relayRouteName(key->route));
     }
@@ -373,17 +375,12 @@ static uint64_t callShapeDigest(const planKey* k) {
   return planKeyHash(head, k) | 1;
 }
 
-/* What the router may use for this key on this comm: the transport's caps,
- * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
- * auto (CAP_GATED: the router then does not apply its own default gate), and
- * less the one-shot on a comm of several nodes. The interposer asks the same
+/* What the router may use for this key on this comm: the transport's caps, less the one-shot on a comm
+ * of several nodes (the one-shot's gate is the key's: relayCommKeySettings). The interposer asks the same
  * question (shim.c), so it routes as core does. */
 int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
-  int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
-  if (c->cfg.route == relayRouteAuto &&
-      !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
-    caps &= ~RELAY_TP_CAP_ONESHOT;
-  return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
+  (void)key;
+  return relayNodesCaps(c, (int)c->tp->caps); /* across nodes, no one-shot (core/nodes.c) */
 }
 
 /* The key of a call whose shape is valid, as every peer builds it: the call's fields, the comm's agreed
@@ -415,7 +412,8 @@ int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_
   return relayRouteBeatsNative(&key, c->topo, caps);
 }
 
-static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
+static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStream_t stream) {
+  callArgs call = *args, *a = &call; /* the window fields are this call's (below) */
   if (c->failed) {
     char earlier[sizeof c->lastError];
     return relaySetError(c, relayInvalidUsage, "the comm failed in an earlier call; destroy it (%s)",
@@ -424,8 +422,6 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->callMark = -1;
   c->callShape = 0;
   c->callDeclined = 0;
-  c->callWin = NULL;
-  c->callSendOff = c->callRecvOff = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
   relayResult_t local = relayCollRowOf(a->coll) ? validate(c, a, &myGroup, &myIndex, &bufErr)
@@ -446,9 +442,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     callKey(c, a, &key);
     c->callShape = callShapeDigest(&key);
     /* The direct path: decided from this rank's own pointers (window.c). */
-    c->callWin = local == relaySuccess && c->directWindows
-                     ? relayWindowMatch(c, &key, a->send, a->recv, &c->callSendOff, &c->callRecvOff)
-                     : NULL;
+    a->win = local == relaySuccess && c->directWindows
+                 ? relayWindowMatch(c, &key, a->send, a->recv, &a->winSendOff, &a->winRecvOff)
+                 : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
                          c->cfg.depth, lists);
@@ -506,8 +502,8 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
     return relaySuccess;
   }
   int perGroup = relayCollRows[a->coll].counts == RELAY_COUNTS_PER_GROUP;
-  relayRouteCall rc = {key, a->send, a->recv, perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
-                       stream};
+  relayRouteCall rc = {key, perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
+                       {a->send, a->recv, a->win, a->winSendOff, a->winRecvOff, stream}};
   return runRoutes(c, key, list, &rc);
 }
 
@@ -544,7 +540,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   run.send = send;
   run.recv = recv;
   c->callMark = c->rank;
-  c->callWin = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
+  run.win = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
   res = runPlan(c, &run, key, myGroup, list, stream);
   if (res != relaySuccess) return res;
   memcpy(c->lastError, saved, sizeof saved);
@@ -566,7 +562,6 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
-  comm->callWin = NULL;
   comm->callShape = 0; /* what runs outside calls (a window's rounds) has no shape */
   atomic_store(&comm->inCall, 0);
   return res;
@@ -575,35 +570,36 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
 relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
                             const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
                             const relayLayout_t* layout, int root, relayStream_t stream) {
-  callArgs a = {coll, send, recv, counts, dtype, op, layout, root, NULL};
+  callArgs a = {.coll = coll, .send = send, .recv = recv, .counts = counts, .dtype = dtype, .op = op,
+                .layout = layout, .root = root};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  callArgs a = {relayCollectiveAllGather, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllGather, sendbuff, recvbuff, sendcounts,
+                       datatype, relaySum, layout, 0, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  callArgs a = {relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts,
+                       datatype, op, layout, 0, stream);
 }
 
 relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  callArgs a = {relayCollectiveAllReduce, sendbuff, recvbuff, counts, datatype, op, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllReduce, sendbuff, recvbuff, counts,
+                       datatype, op, layout, 0, stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  callArgs a = {relayCollectiveAllToAll, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllToAll, sendbuff, recvbuff, segcounts,
+                       datatype, relaySum, layout, 0, stream);
 }
 
 /* ---- rooted collectives: scatter, gather -------------------------------- */
@@ -651,15 +647,15 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
 relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                            int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {relayCollectiveScatter, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveScatter, sendbuff, recvbuff, counts,
+                       datatype, relaySum, &set, root, stream);
 }
 
 relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {relayCollectiveGather, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveGather, sendbuff, recvbuff, counts,
+                       datatype, relaySum, &set, root, stream);
 }
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
@@ -675,7 +671,8 @@ relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, rela
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0, layout ? layout->ranks : NULL};
   if (relayCollRooted(cl)) layout = &set;
-  callArgs a = {cl, NULL, NULL, counts, datatype, op, layout, root, reason ? reason : "rejected by the binding"};
+  callArgs a = {.coll = cl, .counts = counts, .dtype = datatype, .op = op, .layout = layout, .root = root,
+                .reject = reason ? reason : "rejected by the binding"};
   return call(&a, comm, stream);
 }
 
@@ -693,9 +690,9 @@ static const char* const kTypeNames[relayNumTypes] = {
 static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RELAY_ENUM_NAME_(relayProd),
                                                   RELAY_ENUM_NAME_(relayMax), RELAY_ENUM_NAME_(relayMin),
                                                   RELAY_ENUM_NAME_(relayAvg)};
-static const char* const kRouteNames[relayNumRoutes] = {
-    RELAY_ENUM_NAME_(relayRouteAuto),    RELAY_ENUM_NAME_(relayRouteDirect), RELAY_ENUM_NAME_(relayRouteRelay),
-    RELAY_ENUM_NAME_(relayRouteOneShot), RELAY_ENUM_NAME_(relayRouteNative), RELAY_ENUM_NAME_(relayRouteBw)};
+#define RELAY_ROUTE_ENUM_NAME_(id, name) RELAY_ENUM_NAME_(id),
+static const char* const kRouteNames[relayNumRoutes] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_ENUM_NAME_)};
+#undef RELAY_ROUTE_ENUM_NAME_
 static const char* const kEnumNames[relayNumEnums] = {
     RELAY_ENUM_NAME_(relayEnumEnum),   RELAY_ENUM_NAME_(relayEnumResult), RELAY_ENUM_NAME_(relayEnumDataType),
     RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),

@@ -38,6 +38,7 @@ void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]) {
   head[8] = k->root;
   head[9] = (int32_t)k->bwTileBytes;
   head[10] = k->bwRing;
+  head[11] = k->oneShotGate;
 }
 
 uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k) {

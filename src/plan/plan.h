@@ -221,6 +221,10 @@ typedef struct planKey {
    * plan and route caches with the rest of the key. */
   uint32_t bwTileBytes;
   int bwRing;
+  /* The one-shot route's gate, RELAYCC_ONESHOT_MAX_BYTES as the comm agreed it, set by core with the
+   * bandwidth settings (0: RELAY_ONESHOT_DEFAULT_MAX_BYTES; below 0: the route is off): the one value
+   * the router's pricing and the route's prepare read (planOneShotGate). */
+  int oneShotGate;
 } planKey;
 
 /* A key of the call's shape, every other field 0 (op sum, route 0 = auto, one node, root 0, the bw route's
@@ -244,6 +248,8 @@ int planKeyMultiNode(const planKey* k);
  * only for calls that fit, so a plan stays a pure function of its key. */
 int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
 int relayOneShotFits(const planKey* k, uint64_t gateBytes);
+/* The key's one-shot gate in bytes (0: off). */
+uint64_t planOneShotGate(const planKey* k);
 /* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
 size_t planBwTileBytes(const planKey* k);
 int planBwRing(const planKey* k);
@@ -259,7 +265,7 @@ static inline int planKeyNumCounts(const planKey* k) {
 /* The one writer of a key's fixed fields, in one order: the plan cache (core/plancache.c), the route
  * cache (route/route.c: caps in the route's word, no depth) and the call's shape digest (core/api.c) all
  * compare and hash these words, then the arrays (planKeyHash). */
-enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 11 };
+enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 12 };
 void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]);
 /* The head and the key's arrays hashed in place (no serialized copy per call). */
 uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k);

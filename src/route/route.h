@@ -16,10 +16,6 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
  * passes its transport's; tools and tests say what they model), plus: */
 #define RELAY_ROUTE_CAP_PERCALL (1 << 30) /* the call is not captured into a graph: plans pay
                                            * topo->hostStepS per step (ranks capture alike) */
-#define RELAY_ROUTE_CAP_GATED (1 << 29)   /* the caller checked the one-shot against its own gate (core:
-                                           * the comm's agreed RELAYCC_ONESHOT_MAX_BYTES, dropping
-                                           * RELAY_TP_CAP_ONESHOT above it); without it the router applies
-                                           * RELAY_ONESHOT_DEFAULT_MAX_BYTES */
 
 /* The routes a call may take, in the order core tries them (api.c): the
  * first whose transport capability is present and whose prepare succeeds on
