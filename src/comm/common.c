@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm/coll.h"
 #include "comm/comm.h"
@@ -130,6 +131,23 @@ int relayParseColl(const char* s, relayCollective_t* out) {
   if (relayParseCollAll(s, &c) != 0 || !relayCollIsLayout(c)) return -1;
   *out = c;
   return 0;
+}
+
+/* hostname + boot id: two containers on one host share the boot id but may
+ * differ in hostname (and then are two nodes to us, which is safe: IPC is
+ * only ever attempted within one); two hosts cloned from one image share a
+ * hostname, never a boot id. */
+uint64_t relayHostIdentity(void) {
+  char buf[512];
+  memset(buf, 0, sizeof buf);
+  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
+  buf[255] = 0;
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
+    fclose(f);
+  }
+  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
 }
 
 double relayTypeTolerance(relayDataType_t dt) {

@@ -22,23 +22,6 @@ typedef struct {
   uint64_t id;
 } nodeRecord;
 
-/* hostname + boot id: two containers on one host share the boot id but may
- * differ in hostname (and then are two nodes to us, which is safe: IPC is
- * only ever attempted within one); two hosts cloned from one image share a
- * hostname, never a boot id. */
-static uint64_t hostIdentity(void) {
-  char buf[512];
-  memset(buf, 0, sizeof buf);
-  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
-  buf[255] = 0;
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
-    fclose(f);
-  }
-  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
-}
-
 /* This rank's record: RELAYCC_NODE_ID (its own), else the test hook
  * RELAYCC_SHM_NODES (the agreed value, checked at init to divide nranks),
  * else the host. Both rows were resolved and validated by the parameter
@@ -55,7 +38,7 @@ static void localRecord(const struct relayComm* c, nodeRecord* rec) {
     rec->id = (uint64_t)(c->rank / (c->nranks / nodes));
   } else {
     rec->source = 1;
-    rec->id = hostIdentity();
+    rec->id = relayHostIdentity();
   }
 }
 

@@ -357,18 +357,6 @@ typedef struct {
   char why[96]; /* why this rank cannot, when !ok: RELAYCC_SHIM=0, the library, the device */
 } shimVoteRecord;
 
-static uint64_t hostIdentity(void) {
-  char id[512] = "";
-  gethostname(id, 255);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    size_t n = strlen(id);
-    if (!fgets(id + n, (int)(sizeof id - n), f)) id[n] = 0;
-    fclose(f);
-  }
-  return relayHash64(RELAY_HASH_SEED, id, strlen(id));
-}
-
 /* This rank's half of the eligibility test. */
 static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   memset(me, 0, sizeof *me);
@@ -376,7 +364,7 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   me->rank = rank;
   me->nranks = nranks;
   me->pid = (int64_t)getpid();
-  me->host = hostIdentity();
+  me->host = relayHostIdentity(); /* core/nodes.c asks the same */
   me->colls = gSet.colls;
   me->ok = gRoute;
   if (!gSet.on)
