@@ -8,7 +8,7 @@
 
 #include "comm/params.h"
 #include "relaycc.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,7 +4,7 @@
 #define RELAY_ROUTE_H_
 
 #include "plan/plan.h"
-#include "transport/transport.h" /* RELAY_TP_CAP_* */
+#include "comm/transport.h" /* RELAY_TP_CAP_* */
 
 #ifdef __cplusplus
 extern "C" {

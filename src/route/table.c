@@ -11,7 +11,7 @@
 #include "comm/params.h"
 #include "plan/routes.h"
 #include "route/route.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 /* ---- one-shot ---------------------------------------------------------- */
 

@@ -12,7 +12,7 @@
 
 #include "relaycc.h"
 #include "transport/nccl/nccl_api.h" /* every NCCL call goes through relayNccl */
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -59,7 +59,7 @@
 #include "gpu_port.h"
 
 #include "relaycc.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {

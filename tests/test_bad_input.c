@@ -29,7 +29,7 @@
  *    member, itself, or the root naming another rank; issue 25.3): every rank returns relayInvalidUsage
  *    at once, nothing is written, and the next good scatter is right on every rank (both modes).
  *
- * Usage: test_nosilent <case>
+ * Usage: test_bad_input <case>
  */
 #include <signal.h>
 #include <stdint.h>
@@ -843,5 +843,5 @@ static const tCase kCases[] = {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  return t_main(argc, argv, "nosilent", kCases, T_NCASES(kCases));
+  return t_main(argc, argv, "bad_input", kCases, T_NCASES(kCases));
 }
