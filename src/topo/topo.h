@@ -234,6 +234,10 @@ static inline double relayTopoLinkCap(const struct relayTopo* t, int src, int ds
 double relayTopoPairRate(const struct relayTopo* topo, int src, int dst);
 /* Structural sanity (counts, bandwidths, costs); 0 when sound. */
 int relayTopoCheck(const struct relayTopo* topo, char* err, size_t errlen);
+/* The check's and the parser's message writer (topo.c): err gets the text; returns -1. */
+/* A curve's name in the text format: "p2p" (c = -1), else the layout collective's (comm/coll.h). */
+const char* relayTopoCurveName(int c);
+int relayTopoErrf(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The efficiency of curve c for a transfer of `bytes` (1 when c is empty). */
 double relayTopoCurveAt(const relayTopoCurve* c, double bytes);
 /* A hash of everything the text format carries (the topology's content):
