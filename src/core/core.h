@@ -1,4 +1,4 @@
-/* Core's entry points on a comm (core/: api.c, comm.c, init.c, window.c), for core's own files, the
+/* Core's entry points on a comm (core/: api.c, init.c, internal_api.c, window.c), for core's own files, the
  * interposer, tools and tests: what the floor below (comm/comm.h) must not offer, since only core may
  * call it. */
 #ifndef RELAY_CORE_H_
