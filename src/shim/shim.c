@@ -383,7 +383,7 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
  * says no (local: voted again). */
 static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, unsigned* colls, char* why,
                  size_t whyLen) {
-  *colls = SHIM_ALL_COLLS;
+  *colls = shimAllColls();
   for (int q = 0; q < nranks; q++) {
     const shimVoteRecord* r = &all[q];
     if (r->magic != 0x7368696du || r->rank != q || r->nranks != nranks) {
