@@ -51,6 +51,7 @@
 #include "relaycc_nccl.h"
 #include "route/route.h"
 #include "topo/topo.h"
+#include "transport/nccl.h"
 #include "transport/nccl/nccl_api.h"
 
 #define TIMEOUT_S 120

@@ -1,19 +1,9 @@
 /*
- * The one-shot path on the NCCL transport, host half: the IPC region, its
- * collective creation and vote, the launch, and the reporting of kernel
- * failures. The kernel and the region's layout: oneshot.cu, oneshot.h. The
- * CPU twin of the same protocol: ../shm/oneshot.c.
- *
- * Protocols (oneshot.h): LL at or below RELAYCC_ONESHOT_LL_BYTES per
- * destination (default 256 KiB, 0 = never), LL128 in place of LL from
- * RELAYCC_ONESHOT_LL128_BYTES per destination (0 = never), the flag
- * protocol above the LL threshold.
- * Tuning: RELAYCC_ONESHOT_BLOCKS (default 64: 16 and 32 measured no faster at
- * 4-32 KiB and up to 2x slower at 1 MiB on H200), RELAYCC_ONESHOT_THREADS
- * (256 or 512; default by size, oneshot.h). The block count and the LL
- * thresholds are rank 0's on every rank. RELAYCC_ONESHOT_WIDE=1 runs the
- * kernels compiled for 8 actives at A = 2 too (oneshot.cu: the pair
- * kernels are the default there; the knob measures the difference).
+ * The IPC region of the NCCL transport, which the one-shot (oneshot.c) and
+ * the bandwidth route (bw.c) share: its collective creation and vote, the
+ * arguments and launch shape its kernels get, and the reporting of kernel
+ * failures. The region's layout: oneshot.h. The CPU twin of the same
+ * protocol: ../shm/oneshot.c.
  *
  * Creation (oneshotPrepare, COLLECTIVE over all comm ranks, helpers too, on
  * the same call; the seed measured ~1.7 ms once per comm for 8 ranks):
@@ -428,25 +418,18 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
   return relaySuccess;
 }
 
-relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, relayStream_t stream) {
+void relayNcclOsShape(struct relayComm* c, size_t bytes, size_t count, int elemSize, relayOsArgs* a,
+                      int* threads) {
   osState* s = c->oneshot;
-  size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
-  if (s && s->ready && bytes > s->L.slotBytes)
-    return relaySetError(c, relayInternalError, "one-shot of %zu bytes (slot %llu)", bytes,
-                         (unsigned long long)s->L.slotBytes);
-  relayOsArgs a;
-  RELAY_CHECK(relayNcclOsArgs(c, d, "one-shot", &a));
-  if (d->count == 0) return relaySuccess; /* every rank has the same count: none launches */
   /* LL: every block of the agreed grid runs every LL call (per-block epochs). */
-  a.ll = bytes <= s->llBytes;
+  a->ll = bytes <= s->llBytes;
   /* LL128 where it fits the LL slot (it does up to the LL cap at any grid
    * the block cap allows); every rank computes the same from the count. */
-  if (a.ll && s->ll128Bytes && bytes >= s->ll128Bytes &&
-      relayOsLL128Bytes(d->count, s->blocks, (int)es) <= s->L.llSlotBytes)
-    a.ll = 2;
-  a.grid = a.ll ? s->blocks : relayOsGrid(bytes, s->blocks);
-  int threads = s->threads ? s->threads : bytes > RELAY_OS_T512_BYTES ? 512 : 256;
-  return relayNcclOsLaunched(c, relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream), "one-shot");
+  if (a->ll && s->ll128Bytes && bytes >= s->ll128Bytes &&
+      relayOsLL128Bytes(count, s->blocks, elemSize) <= s->L.llSlotBytes)
+    a->ll = 2;
+  a->grid = a->ll ? s->blocks : relayOsGrid(bytes, s->blocks);
+  *threads = s->threads ? s->threads : bytes > RELAY_OS_T512_BYTES ? 512 : 256;
 }
 
 relayResult_t relayNcclOsLaunched(struct relayComm* c, cudaError_t e, const char* what) {
