@@ -19,10 +19,10 @@ set(RELAY_FLOORS
     "shim/=5"
     "core/=4"
     "route/=3" "exec/=3"
-    "transport/shm/=2" "transport/nccl/=2" "transport/shm.h=2"
+    "transport/shm/=2" "transport/nccl/=2" "transport/shm.h=2" "transport/nccl.h=2"
     "sim/=2" "ref/=2"
     "plan/=1" "topo/=1" "p2p/=1"
-    "comm/=0" "transport/transport.h=0" "reduce_host.=0" "float16.h=0" "gpu_port.h=0")
+    "comm/=0" "reduce_host.=0" "float16.h=0" "gpu_port.h=0")
 
 function(floor_of path out)
   foreach(rule ${RELAY_FLOORS})

@@ -161,6 +161,28 @@ typedef enum {
   relayNumCollectives = 6
 } relayCollective_t;
 
+/* How a collective names its ranks and reads its counts (relayGetCollectiveInfo). */
+typedef enum {
+  relayKindLayout = 0,         /* groups of nActive ranks (relayLayout_t), a count per group, helpers */
+  relayKindRootedRank = 1,     /* one rank set and a root given as a comm rank, in the set or not */
+  relayKindRootedPosition = 2, /* one rank set and a root given as its position in the set */
+  relayKindPointToPoint = 3,   /* one peer, one count */
+  relayKindPerPeer = 4,        /* one rank set, a count per peer of it */
+  relayNumCollectiveKinds = 5
+} relayCollectiveKind_t;
+
+/* One collective's facts, as the library's table of collectives has them (names are static strings). */
+typedef struct {
+  const char* name;                 /* "allgather": the spelling of RELAYCC_SHIM_COLLS and the tools */
+  const char* call;                 /* "relayAllGather": the function that makes the call */
+  relayCollectiveKind_t kind;
+  int reduces;                      /* 1: contributions are combined with a relayRedOp_t */
+  int sendBlocks;                   /* 1: the send buffer holds a block per active (rooted: the root's) */
+  int recvBlocks;                   /* 1: the recv buffer holds a block per active (rooted: the root's) */
+  const char* ncclName;             /* "ncclAllGather"; NULL where NCCL has none */
+  const char* torchcommsName;       /* "all_gather_single"; NULL where torchcomms has none */
+} relayCollectiveInfo_t;
+
 /* The public enums by name, for a binding that must keep no copy of them (the Python package reads its
  * dtypes, ops, routes, collectives and result codes here). relayEnumEnum is this enum itself, so that a
  * binding learns from enum 0 which number reads which enum. */
@@ -171,7 +193,8 @@ typedef enum {
   relayEnumRedOp = 3,      /* relayRedOp_t */
   relayEnumRoute = 4,      /* relayRoute_t */
   relayEnumCollective = 5, /* relayCollective_t */
-  relayNumEnums = 6
+  relayEnumCollectiveKind = 6, /* relayCollectiveKind_t */
+  relayNumEnums = 7
 } relayEnum_t;
 
 /*
@@ -216,6 +239,10 @@ RELAYCC_API relayResult_t relayGetVersion(int* version);
  * enum's values. The values of each run 0, 1, ... up to its relayNum* count: a binding reads an enum by
  * counting up to the first NULL. */
 RELAYCC_API const char* relayGetEnumName(relayEnum_t which, int value);
+/* The facts of collective coll (NULL-free except ncclName, torchcommsName); relayInvalidArgument
+ * for a value outside relayCollective_t. A binding reads which calls reduce, which are rooted, and
+ * their names here, never from a copy. */
+RELAYCC_API relayResult_t relayGetCollectiveInfo(relayCollective_t coll, relayCollectiveInfo_t* info);
 
 /*
  * Shared-memory transport (CPU, one process per rank on one host).

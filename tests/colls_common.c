@@ -58,30 +58,30 @@ void tc_value(relayDataType_t dt, relayRedOp_t op, int src, int dst, size_t e, v
   store(dt, v, out);
 }
 
-size_t tc_send_elems(relayColl_t coll, int A, size_t count) {
-  return (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) ? (size_t)A * count : count;
+size_t tc_send_elems(relayCollective_t coll, int A, size_t count) {
+  return (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) ? (size_t)A * count : count;
 }
-size_t tc_recv_elems(relayColl_t coll, int A, size_t count) {
-  return (coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL) ? (size_t)A * count : count;
+size_t tc_recv_elems(relayCollective_t coll, int A, size_t count) {
+  return (coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll) ? (size_t)A * count : count;
 }
 
-void tc_fill_input(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf) {
+void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf) {
   size_t es = relayTypeSize(dt);
-  int blocks = (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) ? A : 1;
+  int blocks = (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) ? A : 1;
   for (int b = 0; b < blocks; b++)
     for (size_t e = 0; e < count; e++) tc_value(dt, op, me, b, e, (char*)buf + ((size_t)b * count + e) * es);
 }
 
-void tc_expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out) {
+void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out) {
   size_t es = relayTypeSize(dt);
   if (count == 0) return;
-  if (coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL) {
+  if (coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll) {
     for (int i = 0; i < A; i++)
       for (size_t e = 0; e < count; e++)
-        tc_value(dt, op, i, coll == RELAY_COLL_ALLTOALL ? me : 0, e, (char*)out + ((size_t)i * count + e) * es);
+        tc_value(dt, op, i, coll == relayCollectiveAllToAll ? me : 0, e, (char*)out + ((size_t)i * count + e) * es);
     return;
   }
-  int dst = coll == RELAY_COLL_REDUCESCATTER ? me : 0;
+  int dst = coll == relayCollectiveReduceScatter ? me : 0;
   char* in = malloc((size_t)A * count * es);
   const void* srcs[PLAN_MAX_SRCS];
   for (int i = 0; i < A; i++) {
@@ -108,7 +108,7 @@ size_t tc_compare(relayDataType_t dt, const void* got, const void* want, size_t 
   return bad;
 }
 
-size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, const int* ranks,
+size_t tc_one_call(relayComm_t comm, int rank, relayCollective_t coll, int A, int G, const int* ranks,
                    const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag) {
   relayLayout_t L = {G, A, ranks};
   int g = -1, me = -1;
@@ -139,11 +139,11 @@ size_t tc_one_call(relayComm_t comm, int rank, relayColl_t coll, int A, int G, c
       tc_fill_input(coll, dt, op, A, me, c, sbuf);
       sendp = sbuf;
       recvp = rbuf;
-    } else if (coll == RELAY_COLL_ALLGATHER) {
+    } else if (coll == relayCollectiveAllGather) {
       recvp = rbuf;
       sendp = rbuf + (size_t)me * c * es;
       tc_fill_input(coll, dt, op, A, me, c, (void*)sendp);
-    } else if (coll == RELAY_COLL_REDUCESCATTER) {
+    } else if (coll == relayCollectiveReduceScatter) {
       sendp = sbuf;
       recvp = sbuf + (size_t)me * c * es;
       tc_fill_input(coll, dt, op, A, me, c, sbuf);
@@ -200,18 +200,18 @@ relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs
   return c;
 }
 
-relayResult_t tc_run(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+relayResult_t tc_run(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                      relayRedOp_t op, const relayLayout_t* L, relayComm_t comm) {
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: return relayAllGather(s, r, counts, dt, L, comm, NULL);
-    case RELAY_COLL_REDUCESCATTER: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
-    case RELAY_COLL_ALLREDUCE: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
+    case relayCollectiveAllGather: return relayAllGather(s, r, counts, dt, L, comm, NULL);
+    case relayCollectiveReduceScatter: return relayReduceScatter(s, r, counts, dt, op, L, comm, NULL);
+    case relayCollectiveAllReduce: return relayAllReduce(s, r, counts, dt, op, L, comm, NULL);
     default: return relayAllToAll(s, r, counts, dt, L, comm, NULL);
   }
 }
 
-relayResult_t tc_run_rooted(relayColl_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
+relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                             int root, const int* set, int n, relayComm_t comm) {
-  return coll == RELAY_COLL_SCATTER ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
+  return coll == relayCollectiveScatter ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
                                     : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
 }

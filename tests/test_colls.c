@@ -26,7 +26,7 @@
 #define POISON TC_POISON
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   int full; /* all dtypes/ops instead of the usual three */
 } sweepArg;
 
@@ -40,7 +40,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
   relayDataType_t dtypesAll[] = {relayInt8, relayUint8, relayInt32, relayUint32, relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
   relayRedOp_t opsAll[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
-  int isRed = sa->coll == RELAY_COLL_REDUCESCATTER || sa->coll == RELAY_COLL_ALLREDUCE;
+  int isRed = sa->coll == relayCollectiveReduceScatter || sa->coll == relayCollectiveAllReduce;
   const size_t countsList[] = {0, 1, 7, 1000, (1u << 20) + 3};
   size_t wrong = 0;
   int nCalls = 0;
@@ -64,7 +64,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
             size_t counts[NRANKS];
             for (int g = 0; g < G; g++) counts[g] = countsList[ci] + (size_t)(g % 2) * (ci ? 3 : 0);
             for (int inPlace = 0; inPlace < 2; inPlace++) {
-              if (inPlace && sa->coll == RELAY_COLL_ALLTOALL) continue;
+              if (inPlace && sa->coll == relayCollectiveAllToAll) continue;
               for (int r = 0; r < 3; r++) {
                 if (ci == 4 && r == 2) continue; /* auto == one of the other two */
                 char tag[200];
@@ -95,7 +95,7 @@ static void expectAll(relayComm_t comm, int rank, relayResult_t got, relayResult
 static void validCallStillWorks(relayComm_t comm, int rank) {
   int ranks[2] = {0, 1};
   size_t counts[1] = {1000};
-  T_CHECK(tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, 2, 1, ranks, counts, relayFloat32, relaySum, 0,
+  T_CHECK(tc_one_call(comm, rank, relayCollectiveAllReduce, 2, 1, ranks, counts, relayFloat32, relaySum, 0,
                       "after bad input") == 0,
           "comm unusable after a rejected call");
 }
@@ -256,22 +256,22 @@ static int runKilled(void) {
    .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test}
 
 static const tCase kCases[] = {
-    SWEEP("allgather", RELAY_COLL_ALLGATHER, 0),
-    SWEEP("reducescatter", RELAY_COLL_REDUCESCATTER, 0),
-    SWEEP("allreduce", RELAY_COLL_ALLREDUCE, 0),
-    SWEEP("alltoall", RELAY_COLL_ALLTOALL, 0),
-    SWEEP("full-allgather", RELAY_COLL_ALLGATHER, 1),
-    SWEEP("full-reducescatter", RELAY_COLL_REDUCESCATTER, 1),
-    SWEEP("full-allreduce", RELAY_COLL_ALLREDUCE, 1),
-    SWEEP("full-alltoall", RELAY_COLL_ALLTOALL, 1),
+    SWEEP("allgather", relayCollectiveAllGather, 0),
+    SWEEP("reducescatter", relayCollectiveReduceScatter, 0),
+    SWEEP("allreduce", relayCollectiveAllReduce, 0),
+    SWEEP("alltoall", relayCollectiveAllToAll, 0),
+    SWEEP("full-allgather", relayCollectiveAllGather, 1),
+    SWEEP("full-reducescatter", relayCollectiveReduceScatter, 1),
+    SWEEP("full-allreduce", relayCollectiveAllReduce, 1),
+    SWEEP("full-alltoall", relayCollectiveAllToAll, 1),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
     {.name = "mismatch-nocheck", .rank = mismatchNoCheckRank, .ranks = NRANKS, .deadlineS = 60,
      .timeoutS = 600},
     {.name = "killed", .fn = runKilled, .timeoutS = 600},
-    SWEEP_DEPTH8("depth8-allgather", RELAY_COLL_ALLGATHER, "depth_colls_depth8_allgather"),
-    SWEEP_DEPTH8("depth8-reducescatter", RELAY_COLL_REDUCESCATTER, "depth_colls_depth8_reducescatter"),
-    SWEEP_DEPTH8("depth8-allreduce", RELAY_COLL_ALLREDUCE, "depth_colls_depth8_allreduce"),
-    SWEEP_DEPTH8("depth8-alltoall", RELAY_COLL_ALLTOALL, "depth_colls_depth8_alltoall"),
+    SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),
+    SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),
+    SWEEP_DEPTH8("depth8-allreduce", relayCollectiveAllReduce, "depth_colls_depth8_allreduce"),
+    SWEEP_DEPTH8("depth8-alltoall", relayCollectiveAllToAll, "depth_colls_depth8_alltoall"),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "colls", kCases, T_NCASES(kCases)); }

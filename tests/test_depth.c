@@ -30,9 +30,9 @@ static int kRanks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 /* A key of one group of A actives on 8 ranks; count from the per-active-rank
  * input in bytes of bf16, as the seed's "Msg Size" (reduce-scatter and
  * all-to-all take a block of it: recvcount, segment). */
-static planKey key8(relayColl_t coll, int A, int G, size_t* counts, double msgBytes) {
+static planKey key8(relayCollective_t coll, int A, int G, size_t* counts, double msgBytes) {
   uint64_t elems = (uint64_t)(msgBytes / 2);
-  if (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) elems /= (uint64_t)A;
+  if (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) elems /= (uint64_t)A;
   for (int g = 0; g < G; g++) counts[g] = (size_t)elems;
   planKey k = planKeyInit(coll, 8, G, A, kRanks, counts, relayBfloat16);
   k.op = relaySum;
@@ -44,7 +44,7 @@ static planKey key8(relayColl_t coll, int A, int G, size_t* counts, double msgBy
 /* ---- the seed's depths ---------------------------------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   int A;
   double mib; /* the seed's Msg Size (per-active-rank input, bf16) */
   int depth;
@@ -55,62 +55,62 @@ static const seedDepth kSeed[] = {
     /* 2-active all-gather (D117629684, cap 8 D117629691): 9 and 13.5 MB
      * unchanged at depth 1; at or below 144 MB depth 4 (135 MB: 0.708 ms at
      * 4 vs 0.725 at 8); the cap changes the depth only from 256 MB. */
-    {RELAY_COLL_ALLGATHER, 2, 9, 1, "AG A=2 9 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLGATHER, 2, 13.5, 1, "AG A=2 13.5 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLGATHER, 2, 63, 4, "AG A=2 <= 144 MB keeps depth 4"},
-    {RELAY_COLL_ALLGATHER, 2, 135, 4, "AG A=2 135 MB: depth 4 beat 8"},
-    {RELAY_COLL_ALLGATHER, 2, 144, 4, "AG A=2 <= 144 MB keeps depth 4"},
-    {RELAY_COLL_ALLGATHER, 2, 256, 8, "cap 8 changes 2-active depths from 256 MB"},
-    {RELAY_COLL_ALLGATHER, 2, 512, 8, "AG A=2 512 MB 2.346 -> 2.249 ms at depth 8"},
-    {RELAY_COLL_ALLGATHER, 2, 1024, 8, "AG A=2 1 GB 4.584 -> 4.372 ms at depth 8"},
+    {relayCollectiveAllGather, 2, 9, 1, "AG A=2 9 MB depth 1, unchanged"},
+    {relayCollectiveAllGather, 2, 13.5, 1, "AG A=2 13.5 MB depth 1, unchanged"},
+    {relayCollectiveAllGather, 2, 63, 4, "AG A=2 <= 144 MB keeps depth 4"},
+    {relayCollectiveAllGather, 2, 135, 4, "AG A=2 135 MB: depth 4 beat 8"},
+    {relayCollectiveAllGather, 2, 144, 4, "AG A=2 <= 144 MB keeps depth 4"},
+    {relayCollectiveAllGather, 2, 256, 8, "cap 8 changes 2-active depths from 256 MB"},
+    {relayCollectiveAllGather, 2, 512, 8, "AG A=2 512 MB 2.346 -> 2.249 ms at depth 8"},
+    {relayCollectiveAllGather, 2, 1024, 8, "AG A=2 1 GB 4.584 -> 4.372 ms at depth 8"},
     /* 2-active all-reduce (D117629686): 9 and 13.5 MB depth 1 */
-    {RELAY_COLL_ALLREDUCE, 2, 9, 1, "AR A=2 9 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLREDUCE, 2, 13.5, 1, "AR A=2 13.5 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLREDUCE, 2, 135, 4, "AR A=2 <= 144 MB keeps depth 4"},
-    {RELAY_COLL_ALLREDUCE, 2, 512, 8, "AR A=2 512 MB 2.315 -> 2.212 ms at depth 8"},
-    {RELAY_COLL_ALLREDUCE, 2, 1024, 8, "AR A=2 1 GB 4.457 -> 4.250 ms at depth 8"},
+    {relayCollectiveAllReduce, 2, 9, 1, "AR A=2 9 MB depth 1, unchanged"},
+    {relayCollectiveAllReduce, 2, 13.5, 1, "AR A=2 13.5 MB depth 1, unchanged"},
+    {relayCollectiveAllReduce, 2, 135, 4, "AR A=2 <= 144 MB keeps depth 4"},
+    {relayCollectiveAllReduce, 2, 512, 8, "AR A=2 512 MB 2.315 -> 2.212 ms at depth 8"},
+    {relayCollectiveAllReduce, 2, 1024, 8, "AR A=2 1 GB 4.457 -> 4.250 ms at depth 8"},
     /* 2-active all-to-all (D117629685): relays the segment, half the message */
-    {RELAY_COLL_ALLTOALL, 2, 13.5, 1, "A2A A=2 13.5 MB depth 1"},
-    {RELAY_COLL_ALLTOALL, 2, 1024, 8, "A2A A=2 1 GB 2.338 -> 2.249 ms at depth 8"},
+    {relayCollectiveAllToAll, 2, 13.5, 1, "A2A A=2 13.5 MB depth 1"},
+    {relayCollectiveAllToAll, 2, 1024, 8, "A2A A=2 1 GB 2.338 -> 2.249 ms at depth 8"},
     /* 2-active reduce-scatter (D117629687): relays recvcount, half the message */
-    {RELAY_COLL_REDUCESCATTER, 2, 13.5, 1, "RS A=2 13.5 MB depth 1, unchanged"},
-    {RELAY_COLL_REDUCESCATTER, 2, 27, 1, "RS A=2 27 MB depth 1, unchanged"},
-    {RELAY_COLL_REDUCESCATTER, 2, 1024, 8, "RS A=2 1 GB 2.695 -> 2.595 ms at depth 8"},
+    {relayCollectiveReduceScatter, 2, 13.5, 1, "RS A=2 13.5 MB depth 1, unchanged"},
+    {relayCollectiveReduceScatter, 2, 27, 1, "RS A=2 27 MB depth 1, unchanged"},
+    {relayCollectiveReduceScatter, 2, 1024, 8, "RS A=2 1 GB 2.695 -> 2.595 ms at depth 8"},
     /* 4-active all-to-all (D117629688): relays the segment, a quarter of the
      * message; tiles from ~63 MB; depth 8 only from 512 MB (cap commit). */
-    {RELAY_COLL_ALLTOALL, 4, 13.5, 1, "A2A A=4 13.5 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLTOALL, 4, 27, 1, "A2A A=4 27 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLTOALL, 4, 36, 1, "A2A A=4 36 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLTOALL, 4, 63, 2, "A2A A=4 tiles from ~63 MB"},
-    {RELAY_COLL_ALLTOALL, 4, 256, 4, "cap 8 changes 4-active depths only from 512 MB"},
-    {RELAY_COLL_ALLTOALL, 4, 512, 8, "A2A A=4 512 MB at depth 8"},
-    {RELAY_COLL_ALLTOALL, 4, 1024, 8, "A2A A=4 1 GB 3.611 -> 3.505 ms at depth 8"},
+    {relayCollectiveAllToAll, 4, 13.5, 1, "A2A A=4 13.5 MB depth 1, unchanged"},
+    {relayCollectiveAllToAll, 4, 27, 1, "A2A A=4 27 MB depth 1, unchanged"},
+    {relayCollectiveAllToAll, 4, 36, 1, "A2A A=4 36 MB depth 1, unchanged"},
+    {relayCollectiveAllToAll, 4, 63, 2, "A2A A=4 tiles from ~63 MB"},
+    {relayCollectiveAllToAll, 4, 256, 4, "cap 8 changes 4-active depths only from 512 MB"},
+    {relayCollectiveAllToAll, 4, 512, 8, "A2A A=4 512 MB at depth 8"},
+    {relayCollectiveAllToAll, 4, 1024, 8, "A2A A=4 1 GB 3.611 -> 3.505 ms at depth 8"},
     /* 4-active all-gather (D117629690, cap D117629691) */
-    {RELAY_COLL_ALLGATHER, 4, 9, 1, "AG A=4 9 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLGATHER, 4, 13.5, 1, "AG A=4 13.5 MB depth 1, unchanged"},
-    {RELAY_COLL_ALLGATHER, 4, 256, 4, "cap 8 changes 4-active depths only from 512 MB"},
-    {RELAY_COLL_ALLGATHER, 4, 512, 8, "AG A=4 512 MB 5.583 -> 5.511 ms at depth 8"},
-    {RELAY_COLL_ALLGATHER, 4, 1024, 8, "AG A=4 1 GB 12.127 -> 10.929 ms at depth 8"},
+    {relayCollectiveAllGather, 4, 9, 1, "AG A=4 9 MB depth 1, unchanged"},
+    {relayCollectiveAllGather, 4, 13.5, 1, "AG A=4 13.5 MB depth 1, unchanged"},
+    {relayCollectiveAllGather, 4, 256, 4, "cap 8 changes 4-active depths only from 512 MB"},
+    {relayCollectiveAllGather, 4, 512, 8, "AG A=4 512 MB 5.583 -> 5.511 ms at depth 8"},
+    {relayCollectiveAllGather, 4, 1024, 8, "AG A=4 1 GB 12.127 -> 10.929 ms at depth 8"},
     /* 4-active reduce-scatter (D117629692): relays recvcount, a quarter of
      * the message; 27-36 MB depth 1, 72 MB depth 1, 144 MB depth 2; the cap
      * raise left 512 MB and 1 GB unchanged (depth 4). */
-    {RELAY_COLL_REDUCESCATTER, 4, 27, 1, "RS A=4 27 MB depth 1, unchanged"},
-    {RELAY_COLL_REDUCESCATTER, 4, 31.5, 1, "RS A=4 31.5 MB depth 1, unchanged"},
-    {RELAY_COLL_REDUCESCATTER, 4, 36, 1, "RS A=4 36 MB depth 1, unchanged"},
-    {RELAY_COLL_REDUCESCATTER, 4, 72, 1, "RS A=4 72 MB is depth 1 or 2"},
-    {RELAY_COLL_REDUCESCATTER, 4, 144, 2, "RS A=4 144 MB is depth 1 or 2"},
-    {RELAY_COLL_REDUCESCATTER, 4, 512, 4, "RS A=4 512 MB unchanged by the cap (2.365 -> 2.369 ms)"},
-    {RELAY_COLL_REDUCESCATTER, 4, 1024, 4, "RS A=4 1 GB unchanged by the cap (4.703 -> 4.709 ms)"},
+    {relayCollectiveReduceScatter, 4, 27, 1, "RS A=4 27 MB depth 1, unchanged"},
+    {relayCollectiveReduceScatter, 4, 31.5, 1, "RS A=4 31.5 MB depth 1, unchanged"},
+    {relayCollectiveReduceScatter, 4, 36, 1, "RS A=4 36 MB depth 1, unchanged"},
+    {relayCollectiveReduceScatter, 4, 72, 1, "RS A=4 72 MB is depth 1 or 2"},
+    {relayCollectiveReduceScatter, 4, 144, 2, "RS A=4 144 MB is depth 1 or 2"},
+    {relayCollectiveReduceScatter, 4, 512, 4, "RS A=4 512 MB unchanged by the cap (2.365 -> 2.369 ms)"},
+    {relayCollectiveReduceScatter, 4, 1024, 4, "RS A=4 1 GB unchanged by the cap (4.703 -> 4.709 ms)"},
     /* 4-active all-reduce, own selector (D117629693): two-group to 72 MB,
      * depth 4 from 135 MB to 256 MB, depth 8 from 512 MB. */
-    {RELAY_COLL_ALLREDUCE, 4, 27, 1, "AR A=4 27 MB two-group"},
-    {RELAY_COLL_ALLREDUCE, 4, 63, 1, "AR A=4 63 MB two-group (0.441 vs 0.483 at 4)"},
-    {RELAY_COLL_ALLREDUCE, 4, 72, 1, "AR A=4 72 MB two-group (0.488 vs 0.532 at 4)"},
-    {RELAY_COLL_ALLREDUCE, 4, 135, 4, "AR A=4 135 MB depth 4 (0.843 vs 0.874)"},
-    {RELAY_COLL_ALLREDUCE, 4, 144, 4, "AR A=4 144 MB depth 4 (0.886 vs 0.927)"},
-    {RELAY_COLL_ALLREDUCE, 4, 256, 4, "AR A=4 256 MB depth 4 (1.477 vs 1.520 at 8)"},
-    {RELAY_COLL_ALLREDUCE, 4, 512, 8, "AR A=4 512 MB depth 8 (2.766 vs 2.825 at 4)"},
-    {RELAY_COLL_ALLREDUCE, 4, 1024, 8, "AR A=4 1 GB depth 8 (5.284 vs 5.578 at 4)"},
+    {relayCollectiveAllReduce, 4, 27, 1, "AR A=4 27 MB two-group"},
+    {relayCollectiveAllReduce, 4, 63, 1, "AR A=4 63 MB two-group (0.441 vs 0.483 at 4)"},
+    {relayCollectiveAllReduce, 4, 72, 1, "AR A=4 72 MB two-group (0.488 vs 0.532 at 4)"},
+    {relayCollectiveAllReduce, 4, 135, 4, "AR A=4 135 MB depth 4 (0.843 vs 0.874)"},
+    {relayCollectiveAllReduce, 4, 144, 4, "AR A=4 144 MB depth 4 (0.886 vs 0.927)"},
+    {relayCollectiveAllReduce, 4, 256, 4, "AR A=4 256 MB depth 4 (1.477 vs 1.520 at 8)"},
+    {relayCollectiveAllReduce, 4, 512, 8, "AR A=4 512 MB depth 8 (2.766 vs 2.825 at 4)"},
+    {relayCollectiveAllReduce, 4, 1024, 8, "AR A=4 1 GB depth 8 (5.284 vs 5.578 at 4)"},
 };
 
 static int caseSeed(void) {
@@ -140,11 +140,11 @@ static int caseSeed(void) {
 
 static int caseShapes(void) {
   int checked = 0;
-  for (int c = 0; c < RELAY_NUM_COLLS; c++)
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int A = 2; A <= 4; A += 2)
       for (int T = 1; T <= 8; T *= 2) {
         size_t counts[1] = {0};
-        planKey k = key8((relayColl_t)c, A, 1, counts, 0);
+        planKey k = key8((relayCollective_t)c, A, 1, counts, 0);
         relayPipeShape s;
         T_CHECK(planRelayPipeShape(&k, &s) == 0, "%s A=%d: no shape", relayCollName(k.coll), A);
         if (s.ownForm && T == 1) continue; /* depth 1 is the two-group form */
@@ -174,7 +174,7 @@ static int caseModel(void) {
   struct relayTopo* t;
   T_OK(relayTopoLoad("mi350x", &t));
   size_t counts[4];
-  planKey k = key8(RELAY_COLL_ALLGATHER, 2, 1, counts, 1024 * MIB);
+  planKey k = key8(relayCollectiveAllGather, 2, 1, counts, 1024 * MIB);
   relayDepthModel m;
   T_CHECK(relayDepthModelOf(t, &k, &m) == 0, "mi350x model");
   T_CHECK(fabs(m.boundaryBytes - 786432.0) < 1e-6 && m.cap == 8, "mi350x: %.3f bytes, cap %d (want 768 KiB, 8)",
@@ -186,14 +186,14 @@ static int caseModel(void) {
     int depth;
   } a2[] = {{14.9, 1}, {15.1, 2}, {54.3, 2}, {54.5, 4}, {206.5, 4}, {206.7, 8}, {4096, 8}};
   for (size_t i = 0; i < sizeof a2 / sizeof a2[0]; i++) {
-    k = key8(RELAY_COLL_ALLGATHER, 2, 1, counts, a2[i].mib * MIB);
+    k = key8(relayCollectiveAllGather, 2, 1, counts, a2[i].mib * MIB);
     T_CHECK(relayDepthChoose(&k, t) == a2[i].depth, "A=2 %.1f MiB: depth %d, want %d", a2[i].mib,
             relayDepthChoose(&k, t), a2[i].depth);
   }
   /* Depth stops before a unit would fall under 128 elements: a count of
    * 57*128 - 1 cannot tile 8 ways at A=2 (units 57), even with no boundary. */
   relayPipeShape s;
-  k = key8(RELAY_COLL_ALLGATHER, 2, 1, counts, 0);
+  k = key8(relayCollectiveAllGather, 2, 1, counts, 0);
   T_CHECK(planRelayPipeShape(&k, &s) == 0, "shape");
   relayDepthModel free0 = {0, 8, 0};
   T_CHECK(relayDepthPick(&s, 57 * 128, 2, 2, 6, &free0) == 8, "57*128 elements: depth 8 when stages are free");
@@ -203,15 +203,15 @@ static int caseModel(void) {
   struct relayTopo* t4;
   T_OK(relayTopoClone(t, &t4));
   t4->maxDepth = 4;
-  k = key8(RELAY_COLL_ALLGATHER, 2, 1, counts, 1024 * MIB);
+  k = key8(relayCollectiveAllGather, 2, 1, counts, 1024 * MIB);
   T_CHECK(relayDepthChoose(&k, t4) == 4, "max_depth 4: depth %d", relayDepthChoose(&k, t4));
   /* no stage price of its own: boundaryS x link, 25 us x 51.6 GB/s */
   t4->stageS = 0;
   T_CHECK(relayDepthModelOf(t4, &k, &m) == 0 && fabs(m.boundaryBytes - 25e-6 * 51.6e9) < 1e-3, "stage from boundary");
   relayTopoFree(t4);
   /* Fused calls keep depth 1, in the model and in the plans. */
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-    k = key8((relayColl_t)c, 2, 4, counts, 1024 * MIB);
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+    k = key8((relayCollective_t)c, 2, 4, counts, 1024 * MIB);
     T_CHECK(relayDepthChoose(&k, t) == 1, "%s fused: depth %d", relayCollName(k.coll), relayDepthChoose(&k, t));
     k.depth = 8;
     relayPlan* p = NULL;
@@ -224,15 +224,15 @@ static int caseModel(void) {
    * egress there); the others stay at depth 1. */
   struct relayTopo* h;
   T_OK(relayTopoLoad("h200", &h));
-  for (int c = 0; c < RELAY_NUM_COLLS; c++)
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int A = 2; A <= 4; A += 2) {
-      k = key8((relayColl_t)c, A, 1, counts, 1024 * MIB);
-      int d = relayDepthChoose(&k, h), ar4 = c == RELAY_COLL_ALLREDUCE && A == 4;
+      k = key8((relayCollective_t)c, A, 1, counts, 1024 * MIB);
+      int d = relayDepthChoose(&k, h), ar4 = c == relayCollectiveAllReduce && A == 4;
       T_CHECK(ar4 ? d > 1 : d == 1, "h200 %s A=%d 1 GiB: depth %d", relayCollName(k.coll), A, d);
     }
   relayTopoFree(h);
   /* No topology, or a relay that cannot serve the key: depth 1. */
-  k = key8(RELAY_COLL_ALLGATHER, 2, 1, counts, 1024 * MIB);
+  k = key8(relayCollectiveAllGather, 2, 1, counts, 1024 * MIB);
   T_CHECK(relayDepthChoose(&k, NULL) == 1, "no topology");
   relayTopoFree(t);
   printf("model: passed\n");
@@ -245,14 +245,14 @@ static int caseRouter(void) {
   struct relayTopo* t;
   T_OK(relayTopoLoad("mi350x", &t));
   static const struct {
-    relayColl_t coll;
+    relayCollective_t coll;
     int A;
     double mib;
     int depth;
   } want[] = {
-      {RELAY_COLL_ALLGATHER, 2, 1024, 8},      {RELAY_COLL_ALLGATHER, 2, 256, 8},  {RELAY_COLL_ALLREDUCE, 2, 512, 8},
-      {RELAY_COLL_REDUCESCATTER, 2, 1024, 8}, {RELAY_COLL_ALLTOALL, 4, 1024, 8},  {RELAY_COLL_ALLGATHER, 4, 1024, 8},
-      {RELAY_COLL_REDUCESCATTER, 4, 1024, 4}, {RELAY_COLL_ALLREDUCE, 4, 1024, 8}, {RELAY_COLL_ALLREDUCE, 4, 256, 4},
+      {relayCollectiveAllGather, 2, 1024, 8},      {relayCollectiveAllGather, 2, 256, 8},  {relayCollectiveAllReduce, 2, 512, 8},
+      {relayCollectiveReduceScatter, 2, 1024, 8}, {relayCollectiveAllToAll, 4, 1024, 8},  {relayCollectiveAllGather, 4, 1024, 8},
+      {relayCollectiveReduceScatter, 4, 1024, 4}, {relayCollectiveAllReduce, 4, 1024, 8}, {relayCollectiveAllReduce, 4, 256, 4},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     size_t counts[1];

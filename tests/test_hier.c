@@ -181,18 +181,18 @@ static int casePlans(void) {
     for (int li = 0; li < maps[mi].nCases; li++) {
       const layoutCase* lc = &maps[mi].cases[li];
       mapLayout(lc, maps[mi].n, maps[mi].nodes, maps[mi].interleave, ranks);
-      for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+      for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
         for (size_t ri = 0; ri < sizeof routes / sizeof routes[0]; ri++)
           for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
             size_t counts[8];
             for (int g = 0; g < lc->nGroups; g++) counts[g] = sizes[si] + (size_t)g * 3; /* groups differ */
             /* Every dtype with sum; every op on int32 and float32 (reductions only). */
             int nTypes = (int)(sizeof kAllTypes / sizeof kAllTypes[0]);
-            int nOps = relayCollReduces((relayColl_t)coll) ? (int)(sizeof kAllOps / sizeof kAllOps[0]) : 1;
+            int nOps = relayCollReduces((relayCollective_t)coll) ? (int)(sizeof kAllOps / sizeof kAllOps[0]) : 1;
             for (int t = 0; t < nTypes + 2 * (nOps - 1); t++) {
               relayDataType_t dt = t < nTypes ? kAllTypes[t] : ((t - nTypes) % 2 ? relayFloat32 : relayInt32);
               relayRedOp_t op = t < nTypes ? relaySum : kAllOps[1 + (t - nTypes) / 2];
-              planKey k = planKeyInit((relayColl_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks, counts,
+              planKey k = planKeyInit((relayCollective_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks, counts,
                   dt);
               k.op = op;
               k.route = routes[ri];
@@ -201,7 +201,7 @@ static int casePlans(void) {
               char tag[256];
               snprintf(tag, sizeof tag, "%d ranks / %d nodes%s, %s, %s %s %s %s count %zu", maps[mi].n,
                        maps[mi].nodes, maps[mi].interleave ? " interleaved" : "", lc->name,
-                       relayCollName((relayColl_t)coll), relayRouteName(routes[ri]), relayTypeName(dt),
+                       relayCollName((relayCollective_t)coll), relayRouteName(routes[ri]), relayTypeName(dt),
                        relayOpName(op), sizes[si]);
               wrong += planOne(&k, tag);
               plans++;
@@ -227,11 +227,11 @@ static int caseRouter(void) {
   int nodeOf[16], ranks[4] = {0, 1, 8, 9};
   nodeMap(16, 2, 0, nodeOf);
   struct {
-    relayColl_t coll;
+    relayCollective_t coll;
     size_t count;
     int wantNative;
   } cases[] = {
-      {RELAY_COLL_ALLTOALL, 1024, 1}, {RELAY_COLL_ALLTOALL, 1 << 24, 1}, {RELAY_COLL_ALLREDUCE, 1 << 29, 0}};
+      {relayCollectiveAllToAll, 1024, 1}, {relayCollectiveAllToAll, 1 << 24, 1}, {relayCollectiveAllReduce, 1 << 29, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     planKey k = planKeyInit(cases[i].coll, 16, 1, 4, ranks, &cases[i].count, relayBfloat16);
     k.op = relaySum;
@@ -293,20 +293,20 @@ static int shmRank(int rank, int nranks, void* argp) {
       const layoutCase* lc = &arg->cases[li];
       int ranks[16];
       mapLayout(lc, nranks, arg->nodes, arg->interleave, ranks);
-      for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+      for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
         for (int si = 0; si < arg->nSizes; si++) {
           /* float32 sum, int32 max (avg on all-reduce), bfloat16 sum. */
           const relayDataType_t dts[] = {relayFloat32, relayInt32, relayBfloat16};
           for (int t = 0; t < 3; t++) {
-            relayRedOp_t op = t != 1 ? relaySum : coll == RELAY_COLL_ALLREDUCE ? relayAvg : relayMax;
+            relayRedOp_t op = t != 1 ? relaySum : coll == relayCollectiveAllReduce ? relayAvg : relayMax;
             size_t counts[8];
             for (int g = 0; g < lc->nGroups; g++) counts[g] = arg->sizes[si] + (size_t)g;
             char tag[256];
             snprintf(tag, sizeof tag, "%s, %s, %s %s %s count %zu", lc->name, kRoutes[ri],
-                     relayCollName((relayColl_t)coll), relayTypeName(dts[t]), relayOpName(op), counts[0]);
+                     relayCollName((relayCollective_t)coll), relayTypeName(dts[t]), relayOpName(op), counts[0]);
             /* In place too (all-to-all has no in-place form), on the first dtype. */
-            for (int inPlace = 0; inPlace < (t == 0 && coll != RELAY_COLL_ALLTOALL ? 2 : 1); inPlace++)
-              wrong += tc_one_call(c, rank, (relayColl_t)coll, lc->nActive, lc->nGroups, ranks, counts,
+            for (int inPlace = 0; inPlace < (t == 0 && coll != relayCollectiveAllToAll ? 2 : 1); inPlace++)
+              wrong += tc_one_call(c, rank, (relayCollective_t)coll, lc->nActive, lc->nGroups, ranks, counts,
                                    dts[t], op, inPlace, tag);
             int route, depth;
             relayCommLastRoute(c, &route, &depth);

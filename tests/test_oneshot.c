@@ -67,10 +67,10 @@ static void fillInput(relayDataType_t dt, int call, int src, size_t n, void* buf
 
 /* Expected output of active `me`: reduce of every active's contribution
  * (all-gather, all-to-all: the contributions side by side). */
-static void expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me, size_t c,
+static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me, size_t c,
                      void* out) {
-  int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
-  int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+  int blocked = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
+  int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
   size_t es = relayTypeSize(dt), in = blocked ? (size_t)A * c : c;
   char* ins[RELAY_ONESHOT_MAX_ACTIVE];
   const void* srcs[RELAY_ONESHOT_MAX_ACTIVE];
@@ -91,15 +91,15 @@ static void expected(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, int 
 
 static int casePlan(void) {
   int ranks[8] = {5, 2, 7, 0, 1, 3, 4, 6};
-  relayColl_t colls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLGATHER, RELAY_COLL_ALLTOALL};
+  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather, relayCollectiveAllToAll};
   for (int ai = 0; ai < 3; ai++)
     for (int ci = 0; ci < 4; ci++)
       for (int inPlace = 0; inPlace < 2; inPlace++) {
         int A = 2 << ai;
-        relayColl_t coll = colls[ci];
-        if (coll == RELAY_COLL_ALLTOALL && inPlace) continue; /* rejected by the API */
-        int blocked = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
-        int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+        relayCollective_t coll = colls[ci];
+        if (coll == relayCollectiveAllToAll && inPlace) continue; /* rejected by the API */
+        int blocked = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
+        int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
         size_t c = 1000, es = 4;
         planKey k = planKeyInit(coll, NRANKS, 1, A, ranks, &c, relayFloat32);
         k.op = relaySum, k.route = gRoute, k.depth = 1;
@@ -141,11 +141,11 @@ static int casePlan(void) {
   /* Not served: rooted collectives, fused layouts, sizes above the slot (the
    * one-shot only: the bandwidth route takes any count). */
   size_t c2[2] = {16, 16}, big = RELAY_ONESHOT_GATE_MAX / 4 + 1;
-  planKey k = planKeyInit(RELAY_COLL_SCATTER, NRANKS, 1, 2, ranks, c2, relayFloat32);
+  planKey k = planKeyInit(relayCollectiveScatter, NRANKS, 1, 2, ranks, c2, relayFloat32);
   k.op = relaySum, k.route = gRoute, k.depth = 1;
   relayPlan* p = NULL;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "scatter must be declined");
-  k.coll = RELAY_COLL_ALLREDUCE;
+  k.coll = relayCollectiveAllReduce;
   k.nGroups = 2;
   T_CHECK(relayPlanBuild(&k, &p) == relayNotSupported, "nGroups 2 must be declined");
   k.nGroups = 1;
@@ -173,14 +173,14 @@ static int caseRoute(void) {
     int coll;
     size_t bytes; /* per-rank input */
     int want;
-  } rows[] = {{RELAY_COLL_ALLREDUCE, 256 << 10, relayRouteOneShot}, {RELAY_COLL_ALLREDUCE, 1 << 20, relayRouteBw},
-              {RELAY_COLL_ALLREDUCE, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLREDUCE, 1 << 30, relayRouteBw},
-              {RELAY_COLL_ALLGATHER, 16 << 20, relayRouteBw},       {RELAY_COLL_ALLGATHER, 1 << 30, relayRouteBw},
-              {RELAY_COLL_REDUCESCATTER, 16 << 20, relayRouteBw},   {RELAY_COLL_REDUCESCATTER, 1 << 30, relayRouteBw},
-              {RELAY_COLL_ALLTOALL, 16 << 20, relayRouteBw},        {RELAY_COLL_ALLTOALL, 1 << 30, relayRouteBw}};
+  } rows[] = {{relayCollectiveAllReduce, 256 << 10, relayRouteOneShot}, {relayCollectiveAllReduce, 1 << 20, relayRouteBw},
+              {relayCollectiveAllReduce, 16 << 20, relayRouteBw},       {relayCollectiveAllReduce, 1 << 30, relayRouteBw},
+              {relayCollectiveAllGather, 16 << 20, relayRouteBw},       {relayCollectiveAllGather, 1 << 30, relayRouteBw},
+              {relayCollectiveReduceScatter, 16 << 20, relayRouteBw},   {relayCollectiveReduceScatter, 1 << 30, relayRouteBw},
+              {relayCollectiveAllToAll, 16 << 20, relayRouteBw},        {relayCollectiveAllToAll, 1 << 30, relayRouteBw}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayColl_t)rows[i].coll) ? 2 : 1);
-    planKey k = planKeyInit((relayColl_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16);
+    size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayCollective_t)rows[i].coll) ? 2 : 1);
+    planKey k = planKeyInit((relayCollective_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16);
     k.op = relaySum, k.route = relayRouteAuto, k.depth = 1;
     int route = -1, depth = 0;
     relayRouteChoose(&k, t, caps, &route, &depth);
@@ -198,7 +198,7 @@ static int caseRoute(void) {
 
 typedef struct {
   int A, calls, skew, checkEvery;
-  relayColl_t coll;
+  relayCollective_t coll;
   relayDataType_t dt;
   relayRedOp_t op;
   int inPlace;
@@ -223,8 +223,8 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
   }
   relayLayout_t L = {1, A, ranks};
   size_t es = relayTypeSize(a->dt), c = a->count;
-  int blocked = a->coll == RELAY_COLL_REDUCESCATTER || a->coll == RELAY_COLL_ALLTOALL;
-  int gather = a->coll == RELAY_COLL_ALLGATHER || a->coll == RELAY_COLL_ALLTOALL;
+  int blocked = a->coll == relayCollectiveReduceScatter || a->coll == relayCollectiveAllToAll;
+  int gather = a->coll == relayCollectiveAllGather || a->coll == relayCollectiveAllToAll;
   size_t in = blocked ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
   char* sbuf = malloc(in * es + 64);
   char* rbuf = malloc(out * es + 64);
@@ -250,10 +250,10 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       struct timespec ts = {0, (long)a->skew * 1000000L};
       nanosleep(&ts, NULL);
     }
-    relayResult_t r = a->coll == RELAY_COLL_ALLREDUCE ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
-                      : a->coll == RELAY_COLL_REDUCESCATTER
+    relayResult_t r = a->coll == relayCollectiveAllReduce ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+                      : a->coll == relayCollectiveReduceScatter
                           ? relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
-                      : a->coll == RELAY_COLL_ALLGATHER ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
+                      : a->coll == relayCollectiveAllGather ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
                                                         : relayAllToAll(sendp, recvp, &c, a->dt, &L, comm, NULL);
     T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
             relayGetLastError(comm));
@@ -294,7 +294,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  relayColl_t colls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLGATHER, RELAY_COLL_ALLTOALL};
+  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather, relayCollectiveAllToAll};
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
   size_t counts[3] = {1, 37, 4099};
@@ -309,7 +309,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
           for (int ip = 0; ip < 2; ip++) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
             if (ci >= 2 && oi > 0) continue;                            /* a gather has no op */
-            if (colls[ci] == RELAY_COLL_ALLTOALL && ip) continue;       /* in-place all-to-all: rejected */
+            if (colls[ci] == relayCollectiveAllToAll && ip) continue;       /* in-place all-to-all: rejected */
             int A = gRoute == relayRouteBw ? 2 + ai : 2 << ai;
             runArg a = {A, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
             runCalls(comm, rank, &a, call++);
@@ -344,7 +344,7 @@ static int rankCycles(int rank, int nranks, void* arg) {
   int maps1 = 0, fds1 = 0;
   for (int cyc = 0; cyc < 100; cyc++) {
     relayComm_t comm = oneshotComm(rank);
-    runArg a = {2, 1, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 64, relayRouteOneShot};
+    runArg a = {2, 1, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 64, relayRouteOneShot};
     runCalls(comm, rank, &a, cyc);
     T_OK(relayCommDestroy(comm));
     /* Next comm on the same job name only after everyone left this one. */
@@ -374,10 +374,10 @@ static int rankTwo(int rank, int nranks, void* arg) {
   relayResult_t r = relayCommInitShm(&c2, NRANKS, rank, job2, &cfg);
   T_CHECK(r == relaySuccess, "second comm: %s", relayGetLastError(NULL));
   for (int k = 0; k < 50; k++) {
-    runArg a = {4, 1, k % 3 == 0 ? 2 : 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 513, relayRouteOneShot};
+    runArg a = {4, 1, k % 3 == 0 ? 2 : 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 513, relayRouteOneShot};
     runCalls(c1, rank, &a, 2 * k);
     a.A = 2;
-    a.coll = RELAY_COLL_REDUCESCATTER;
+    a.coll = relayCollectiveReduceScatter;
     runCalls(c2, rank, &a, 2 * k + 1);
   }
   T_OK(relayCommDestroy(c1));
@@ -400,7 +400,7 @@ static int rankAbort(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  runArg a = {2, 1, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 5000, relayRouteOneShot};
+  runArg a = {2, 1, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 5000, relayRouteOneShot};
   runCalls(comm, rank, &a, 0); /* the region exists: the next call goes straight to the tiles */
   int ranks[2] = {7, 3};
   relayLayout_t L = {1, 2, ranks};
@@ -456,18 +456,18 @@ static void launch(const char* what, relayRankFn fn, void* arg, int sec) {
 /* Both ways: odd ranks late on even calls' collectives, then the same with the roles of the groups swapped
  * (A=4 takes ranks 7,5,3,1 then A=2 7,3). */
 static int runSkew(void) {
-  runArg a = {4, 40, 3, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1031, relayRouteOneShot};
+  runArg a = {4, 40, 3, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 1031, relayRouteOneShot};
   launch("skew allreduce A=4", rankRun, &a, 240);
-  a.coll = RELAY_COLL_REDUCESCATTER;
+  a.coll = relayCollectiveReduceScatter;
   a.A = 8;
   launch("skew reducescatter A=8", rankRun, &a, 240);
   a.A = 2;
   a.inPlace = 1;
   launch("skew reducescatter A=2 in place", rankRun, &a, 240);
-  a.coll = RELAY_COLL_ALLGATHER;
+  a.coll = relayCollectiveAllGather;
   a.A = 4;
   launch("skew allgather A=4 in place", rankRun, &a, 240);
-  a.coll = RELAY_COLL_ALLTOALL;
+  a.coll = relayCollectiveAllToAll;
   a.A = 8;
   a.inPlace = 0;
   launch("skew alltoall A=8", rankRun, &a, 240);
@@ -475,9 +475,9 @@ static int runSkew(void) {
 }
 
 static int runBackToBack(void) {
-  runArg a = {2, 10000, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 256, relayRouteOneShot};
+  runArg a = {2, 10000, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 256, relayRouteOneShot};
   launch("10^4 back-to-back all-reduce A=2", rankRun, &a, 500);
-  runArg b = {8, 2000, 0, 1, RELAY_COLL_REDUCESCATTER, relayBfloat16, relaySum, 1, 33, relayRouteOneShot};
+  runArg b = {8, 2000, 0, 1, relayCollectiveReduceScatter, relayBfloat16, relaySum, 1, 33, relayRouteOneShot};
   launch("2000 back-to-back reduce-scatter A=8", rankRun, &b, 500);
   return 0;
 }
@@ -495,7 +495,7 @@ static int runTwoComms(void) {
 /* Rank 3 fails to open: every rank declines and runs direct, correctly. */
 static int runFault(void) {
   setenv(gRoute == relayRouteBw ? "RELAYCC_BW_FAULT_RANK" : "RELAYCC_ONESHOT_FAULT_RANK", "3", 1);
-  runArg a = {4, 20, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
+  runArg a = {4, 20, 1, 1, relayCollectiveAllReduce, relayFloat32, relayAvg, 1, 999, relayRouteDirect};
   launch("fault on rank 3: all ranks direct", rankRun, &a, 240);
   return 0;
 }
@@ -503,7 +503,7 @@ static int runFault(void) {
 /* Above the slot: the plan is declined and direct runs on every rank (the one-shot's gate only). */
 static int runOversize(void) {
   setenv("RELAYCC_ONESHOT_MAX_BYTES", "4096", 1);
-  runArg a = {2, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 1025, relayRouteDirect};
+  runArg a = {2, 3, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 1025, relayRouteDirect};
   launch("oversize: direct", rankRun, &a, 240);
   return 0;
 }
@@ -517,17 +517,17 @@ static int runSweep(void) {
 
 /* Many tiles, every form: two-shot A=8 and A=5, push A=2, gathers. */
 static int runBwTiles(void) {
-  runArg a = {8, 3, 2, 1, RELAY_COLL_ALLREDUCE, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
+  runArg a = {8, 3, 2, 1, relayCollectiveAllReduce, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
   launch("bw tiles: two-shot all-reduce A=8 in place, 196 tiles", rankRun, &a, 400);
   a.A = 5, a.dt = relayFloat32, a.op = relayAvg, a.inPlace = 0, a.count = 77777;
   launch("bw tiles: two-shot all-reduce A=5 avg", rankRun, &a, 400);
   a.A = 2, a.count = 300001, a.op = relaySum;
   launch("bw tiles: push all-reduce A=2, 1172 tiles", rankRun, &a, 400);
-  a.coll = RELAY_COLL_ALLGATHER, a.A = 6, a.dt = relayInt32, a.count = 20011;
+  a.coll = relayCollectiveAllGather, a.A = 6, a.dt = relayInt32, a.count = 20011;
   launch("bw tiles: all-gather A=6", rankRun, &a, 400);
-  a.coll = RELAY_COLL_ALLTOALL, a.A = 7, a.count = 9001;
+  a.coll = relayCollectiveAllToAll, a.A = 7, a.count = 9001;
   launch("bw tiles: all-to-all A=7", rankRun, &a, 400);
-  a.coll = RELAY_COLL_REDUCESCATTER, a.A = 3, a.count = 30011, a.op = relayMax;
+  a.coll = relayCollectiveReduceScatter, a.A = 3, a.count = 30011, a.op = relayMax;
   launch("bw tiles: reduce-scatter A=3 max", rankRun, &a, 400);
   return 0;
 }
@@ -536,9 +536,9 @@ static int runBwTiles(void) {
 static int runBwRing1(void) {
   setenv("RELAYCC_BW_TILE_BYTES", "64", 1);
   setenv("RELAYCC_BW_RING", "1", 1);
-  runArg a = {4, 20, 2, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteOneShot};
+  runArg a = {4, 20, 2, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 3001, relayRouteOneShot};
   launch("bw ring 1: two-shot all-reduce A=4 skewed", rankRun, &a, 400);
-  a.coll = RELAY_COLL_ALLTOALL, a.A = 8, a.count = 333;
+  a.coll = relayCollectiveAllToAll, a.A = 8, a.count = 333;
   launch("bw ring 1: all-to-all A=8 skewed", rankRun, &a, 400);
   return 0;
 }
@@ -549,7 +549,7 @@ static int runBwAbort(void) {
 }
 
 static int runBwDisagree(void) {
-  runArg a = {4, 5, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteBw};
+  runArg a = {4, 5, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 3001, relayRouteBw};
   launch("bw settings differ between ranks: rank 0's agreed, all bw", rankDisagree, &a, 240);
   return 0;
 }
@@ -557,7 +557,7 @@ static int runBwDisagree(void) {
 /* RELAYCC_BW_RING=0: no plan, a forced bw runs direct, correctly. */
 static int runBwOff(void) {
   setenv("RELAYCC_BW_RING", "0", 1);
-  runArg a = {4, 3, 0, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
+  runArg a = {4, 3, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 3001, relayRouteDirect};
   launch("bw off: all direct", rankRun, &a, 240);
   return 0;
 }
@@ -575,9 +575,9 @@ static int rankCmaRefused(int rank, int nranks, void* arg) {
 static int runCmaRefused(void) {
   setenv("RELAYCC_DEBUG", "1", 1);
   gCmaWant = 0;
-  runArg a = {4, 4, 1, 1, RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 0, 30011, relayRouteOneShot};
+  runArg a = {4, 4, 1, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 30011, relayRouteOneShot};
   launch("bwcma refused by rank 1: every rank staged", rankCmaRefused, &a, 240);
-  a.coll = RELAY_COLL_ALLGATHER, a.A = 8;
+  a.coll = relayCollectiveAllGather, a.A = 8;
   launch("bwcma refused by rank 1: all-gather staged", rankCmaRefused, &a, 240);
   return 0;
 }

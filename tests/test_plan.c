@@ -31,7 +31,7 @@
 
 typedef struct {
   uint64_t seed;
-  relayColl_t coll;
+  relayCollective_t coll;
   int n, A, G;
   int ranks[MAXR];
   size_t counts[MAXR];
@@ -40,7 +40,7 @@ typedef struct {
   int route, depth, inPlace;
 } cfg;
 
-static int isReduce(relayColl_t c) { return c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLREDUCE; }
+static int isReduce(relayCollective_t c) { return c == relayCollectiveReduceScatter || c == relayCollectiveAllReduce; }
 static int isUnsigned(relayDataType_t d) { return d == relayUint8 || d == relayUint32 || d == relayUint64; }
 
 static void describe(const cfg* f, char* out, size_t len) {
@@ -110,17 +110,17 @@ static int isFloat(relayDataType_t d) {
   return d == relayFloat16 || d == relayBfloat16 || d == relayFloat32 || d == relayFloat64;
 }
 
-static size_t sendElems(relayColl_t c, int A, size_t n) {
-  return c == RELAY_COLL_ALLGATHER || c == RELAY_COLL_ALLREDUCE ? n : (size_t)A * n;
+static size_t sendElems(relayCollective_t c, int A, size_t n) {
+  return c == relayCollectiveAllGather || c == relayCollectiveAllReduce ? n : (size_t)A * n;
 }
-static size_t recvElems(relayColl_t c, int A, size_t n) {
-  return c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLREDUCE ? n : (size_t)A * n;
+static size_t recvElems(relayCollective_t c, int A, size_t n) {
+  return c == relayCollectiveReduceScatter || c == relayCollectiveAllReduce ? n : (size_t)A * n;
 }
 
 /* Input of active j of group g. */
 static void fillSend(const cfg* f, int g, int j, void* send) {
   size_t c = f->counts[g];
-  int blocks = f->coll == RELAY_COLL_ALLTOALL || f->coll == RELAY_COLL_REDUCESCATTER ? f->A : 1;
+  int blocks = f->coll == relayCollectiveAllToAll || f->coll == relayCollectiveReduceScatter ? f->A : 1;
   for (int d = 0; d < blocks; d++)
     for (size_t e = 0; e < c; e++) store(f->dtype, send, (size_t)d * c + e, code(f, g, j, d, e));
 }
@@ -131,15 +131,15 @@ static void expected(const cfg* f, int g, int j, void* out, void* tmp /* A*count
   size_t c = f->counts[g], es = relayTypeSize(f->dtype);
   int A = f->A;
   switch (f->coll) {
-    case RELAY_COLL_ALLGATHER:
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllGather:
+    case relayCollectiveAllToAll:
       for (int i = 0; i < A; i++)
         for (size_t e = 0; e < c; e++)
-          store(f->dtype, out, (size_t)i * c + e, code(f, g, i, f->coll == RELAY_COLL_ALLGATHER ? 0 : j, e));
+          store(f->dtype, out, (size_t)i * c + e, code(f, g, i, f->coll == relayCollectiveAllGather ? 0 : j, e));
       break;
     default: {
       const void* srcs[PLAN_MAX_SRCS];
-      int dst = f->coll == RELAY_COLL_REDUCESCATTER ? j : 0;
+      int dst = f->coll == relayCollectiveReduceScatter ? j : 0;
       for (int i = 0; i < A; i++) {
         for (size_t e = 0; e < c; e++) store(f->dtype, tmp, (size_t)i * c + e, code(f, g, i, dst, e));
         srcs[i] = (const char*)tmp + (size_t)i * c * es;
@@ -182,15 +182,15 @@ typedef struct {
 static phys physOf(const cfg* f, size_t c, int j, planRef r, uint64_t n) {
   phys p = {r.buf == PLAN_BUF_SCRATCH ? 2 + r.slot : r.buf, r.off, r.off + n};
   if (!f->inPlace) return p;
-  if (f->coll == RELAY_COLL_ALLGATHER && r.buf == PLAN_BUF_SEND) {
+  if (f->coll == relayCollectiveAllGather && r.buf == PLAN_BUF_SEND) {
     p.buf = PLAN_BUF_RECV;
     p.lo += (uint64_t)j * c;
     p.hi += (uint64_t)j * c;
-  } else if (f->coll == RELAY_COLL_REDUCESCATTER && r.buf == PLAN_BUF_RECV) {
+  } else if (f->coll == relayCollectiveReduceScatter && r.buf == PLAN_BUF_RECV) {
     p.buf = PLAN_BUF_SEND;
     p.lo += (uint64_t)j * c;
     p.hi += (uint64_t)j * c;
-  } else if (f->coll == RELAY_COLL_ALLREDUCE && r.buf == PLAN_BUF_SEND) {
+  } else if (f->coll == relayCollectiveAllReduce && r.buf == PLAN_BUF_SEND) {
     p.buf = PLAN_BUF_RECV;
   }
   return p;
@@ -252,7 +252,7 @@ static const char* aliasHazard(const cfg* f, const relayPlan* p) {
 static int relayCovers(const cfg* f) {
   int H = f->n - f->A;
   if (H < 1) return 0;
-  if (f->coll == RELAY_COLL_ALLTOALL && f->A > 2) return H >= f->A - 1;
+  if (f->coll == relayCollectiveAllToAll && f->A > 2) return H >= f->A - 1;
   return 1;
 }
 
@@ -319,13 +319,13 @@ static int runConfig(const cfg* f, char* why, size_t whyLen, int* relay, int* de
     size_t c = f->counts[g];
     size_t sb = sendElems(f->coll, f->A, c) * es, rb = recvElems(f->coll, f->A, c) * es;
     if (f->inPlace) {
-      int sendIsBase = f->coll == RELAY_COLL_REDUCESCATTER;
+      int sendIsBase = f->coll == relayCollectiveReduceScatter;
       baseBytes[r] = sendIsBase ? sb : rb;
       base[r] = malloc(baseBytes[r] + 2 * GUARD);
       T_CHECK(base[r], "out of memory");
       memset(base[r], 0x5A, baseBytes[r] + 2 * GUARD);
       char* b0 = base[r] + GUARD;
-      if (f->coll == RELAY_COLL_ALLGATHER) {
+      if (f->coll == relayCollectiveAllGather) {
         memset(b0, 0xC3, rb);
         sendp[r] = b0 + (size_t)j * c * es;
         recvp[r] = b0;
@@ -386,7 +386,7 @@ static int runConfig(const cfg* f, char* why, size_t whyLen, int* relay, int* de
     }
   }
   /* all-reduce: every active of a group holds the same bits */
-  for (int g = 0; g < f->G && !rc && f->coll == RELAY_COLL_ALLREDUCE; g++)
+  for (int g = 0; g < f->G && !rc && f->coll == relayCollectiveAllReduce; g++)
     for (int i = 1; i < f->A && !rc; i++)
       if (memcmp(recvp[f->ranks[g * f->A]], recvp[f->ranks[g * f->A + i]], f->counts[g] * es) != 0) {
         snprintf(why, whyLen, "all-reduce: active %d of group %d differs bitwise from active 0", i, g);
@@ -436,7 +436,7 @@ static void drawConfig(uint64_t seed, cfg* f) {
     perm[k] = t;
   }
   for (int i = 0; i < f->A * f->G; i++) f->ranks[i] = perm[i];
-  f->coll = (relayColl_t)(t_rand(&s) % RELAY_NUM_COLLS);
+  f->coll = (relayCollective_t)(t_rand(&s) % RELAY_NUM_LAYOUT_COLLS);
   f->dtype = (relayDataType_t)(t_rand(&s) % relayNumTypes);
   f->op = isReduce(f->coll) ? (relayRedOp_t)(t_rand(&s) % relayNumOps) : relaySum;
   f->route = t_rand(&s) % 4 ? relayRouteRelay : relayRouteDirect;
@@ -445,7 +445,7 @@ static void drawConfig(uint64_t seed, cfg* f) {
    * message is clamped by the builder, so small counts test that too). */
   static const int depths[] = {1, 1, 2, 4, 8, 8};
   f->depth = depths[t_rand(&s) % 6];
-  f->inPlace = f->coll != RELAY_COLL_ALLTOALL && t_rand(&s) % 2;
+  f->inPlace = f->coll != relayCollectiveAllToAll && t_rand(&s) % 2;
   int same = t_rand(&s) % 4 != 0;
   for (int g = 0; g < f->G; g++) f->counts[g] = same && g ? f->counts[0] : (size_t)drawCount(&s);
   /* Keep one configuration under ~8 MB of caller buffers. */
@@ -475,7 +475,7 @@ static int cmdSweep(uint64_t seed, long count) {
          seed, count);
   fflush(stdout);
   unsigned long long s = seed;
-  uint64_t relayPlans = 0, byColl[RELAY_NUM_COLLS] = {0}, fused = 0, inPlace = 0, a2 = 0, a4 = 0, byDepth[4] = {0};
+  uint64_t relayPlans = 0, byColl[RELAY_NUM_LAYOUT_COLLS] = {0}, fused = 0, inPlace = 0, a2 = 0, a4 = 0, byDepth[4] = {0};
   int fails = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -508,7 +508,7 @@ static int cmdSweep(uint64_t seed, long count) {
 
 /* ---- critical-path bytes ----------------------------------------------------- */
 
-static relayPlan* buildPlan(relayColl_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
+static relayPlan* buildPlan(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
                             int depth) {
   cfg f;
   memset(&f, 0, sizeof f);
@@ -531,7 +531,7 @@ static relayPlan* buildPlan(relayColl_t coll, int n, int A, int G, size_t count,
   return p;
 }
 
-static uint64_t critical(relayColl_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
+static uint64_t critical(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
                          int depth) {
   relayPlan* p = buildPlan(coll, n, A, G, count, dt, route, depth);
   uint64_t b = relayPlanCriticalPathBytes(p);
@@ -554,11 +554,11 @@ static int latinRef(int A, int H, int s, int d) {
   return ((d - s - 1) % A + A) % A;
 }
 
-static void twoGroupTraffic(relayColl_t coll, int n, int A, uint64_t m, uint64_t es, int step, uint64_t* out) {
+static void twoGroupTraffic(relayCollective_t coll, int n, int A, uint64_t m, uint64_t es, int step, uint64_t* out) {
   int H = n - A;
   memset(out, 0, (size_t)n * (size_t)n * sizeof *out);
 #define ADD(a, b, x) out[(size_t)(a) * (size_t)n + (size_t)(b)] += (uint64_t)(x) * es
-  if (coll == RELAY_COLL_ALLTOALL && A > 2) {
+  if (coll == relayCollectiveAllToAll && A > 2) {
     uint64_t L = m / 3 / 128 * 128, d1 = L ? L : m / 2, d2 = m - d1 - L;
     for (int s = 0; s < A; s++)
       for (int d = 0; d < A; d++) {
@@ -573,10 +573,10 @@ static void twoGroupTraffic(relayColl_t coll, int n, int A, uint64_t m, uint64_t
   uint64_t u = m / (uint64_t)(A + H) / 128 * 128, direct = m - (uint64_t)H * u;
   for (int i = 0; i < A; i++)
     for (int h = A; h < n; h++) {
-      if (step == 0) ADD(i, h, coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)(A - 1) * u : u);
-      else ADD(h, i, coll == RELAY_COLL_ALLGATHER ? (uint64_t)(A - 1) * u : u);
+      if (step == 0) ADD(i, h, coll == relayCollectiveReduceScatter ? (uint64_t)(A - 1) * u : u);
+      else ADD(h, i, coll == relayCollectiveAllGather ? (uint64_t)(A - 1) * u : u);
     }
-  if (coll == RELAY_COLL_ALLREDUCE && A > 2) {
+  if (coll == relayCollectiveAllReduce && A > 2) {
     for (int j = 0; j < A; j++)
       for (int i = 0; i < A; i++) {
         uint64_t off, len;
@@ -587,7 +587,7 @@ static void twoGroupTraffic(relayColl_t coll, int n, int A, uint64_t m, uint64_t
       }
     return;
   }
-  uint64_t d1 = u ? (coll == RELAY_COLL_REDUCESCATTER ? (uint64_t)(A - 1) : 1) * u : m / 2;
+  uint64_t d1 = u ? (coll == relayCollectiveReduceScatter ? (uint64_t)(A - 1) : 1) * u : m / 2;
   for (int i = 0; i < A; i++)
     for (int j = 0; j < A; j++)
       if (i != j) ADD(i, j, step ? direct - d1 : d1);
@@ -599,39 +599,39 @@ static void twoGroupTraffic(relayColl_t coll, int n, int A, uint64_t m, uint64_t
 static void checkTwoGroup(void) {
   static const size_t counts[] = {1, 127, 1000, 1021, 4093, 65537, 1000003, 1u << 20};
   int checked = 0;
-  for (int c = 0; c < RELAY_NUM_COLLS; c++)
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int n = 3; n <= 16; n++)
       for (int A = 2; A < n; A++) {
-        if (c == RELAY_COLL_ALLTOALL && A > 2 && n - A < A - 1) continue; /* not supported */
+        if (c == relayCollectiveAllToAll && A > 2 && n - A < A - 1) continue; /* not supported */
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           if (n != 8 && counts[ci] > 100000) continue;
-          relayPlan* p = buildPlan((relayColl_t)c, n, A, 1, counts[ci], relayBfloat16, relayRouteRelay, 1);
+          relayPlan* p = buildPlan((relayCollective_t)c, n, A, 1, counts[ci], relayBfloat16, relayRouteRelay, 1);
           T_CHECK(p->nSteps == 2 && p->depth == 1, "depth 1: %d steps", p->nSteps);
           uint64_t got[MAXR * MAXR], want[MAXR * MAXR];
           for (int s = 0; s < 2; s++) {
             relayPlanStepTraffic(p, s, got);
-            twoGroupTraffic((relayColl_t)c, n, A, counts[ci], 2, s, want);
+            twoGroupTraffic((relayCollective_t)c, n, A, counts[ci], 2, s, want);
             for (int q = 0; q < n * n; q++)
               T_CHECK(got[q] == want[q], "%s n=%d A=%d count=%zu depth 1 step %d: link %d -> %d carries %" PRIu64
                       " bytes, the two-group schedule %" PRIu64,
-                      relayCollName((relayColl_t)c), n, A, counts[ci], s, q / n, q % n, got[q], want[q]);
+                      relayCollName((relayCollective_t)c), n, A, counts[ci], s, q / n, q % n, got[q], want[q]);
           }
           relayPlanFree(p);
           checked++;
         }
       }
   /* fused: the same plan traffic at depth 8 as at depth 1 */
-  for (int c = 0; c < RELAY_NUM_COLLS; c++)
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int A = 2; A <= 4; A += 2) {
-      relayPlan* p1 = buildPlan((relayColl_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 1);
-      relayPlan* p8 = buildPlan((relayColl_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 8);
-      T_CHECK(p8->depth == 1 && p8->nSteps == 2, "%s A=%d fused at depth 8: depth %d", relayCollName((relayColl_t)c), A,
+      relayPlan* p1 = buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 1);
+      relayPlan* p8 = buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 8);
+      T_CHECK(p8->depth == 1 && p8->nSteps == 2, "%s A=%d fused at depth 8: depth %d", relayCollName((relayCollective_t)c), A,
               p8->depth);
       uint64_t a[64], b[64];
       for (int s = 0; s < 2; s++) {
         relayPlanStepTraffic(p1, s, a);
         relayPlanStepTraffic(p8, s, b);
-        T_CHECK(memcmp(a, b, sizeof a) == 0, "%s A=%d fused: depth 8 differs from depth 1", relayCollName((relayColl_t)c),
+        T_CHECK(memcmp(a, b, sizeof a) == 0, "%s A=%d fused: depth 8 differs from depth 1", relayCollName((relayCollective_t)c),
                 A);
       }
       relayPlanFree(p1);
@@ -650,24 +650,24 @@ static void checkClosedForms(void) {
     for (int T = 1; T <= 8; T *= 2) {
       uint64_t m = odd[ci];
       /* 2 active, H = 6, all four: (T+1)u, u = align(m/(7T+1)); towards m/7 */
-      for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+      for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
         uint64_t units = 7u * (uint64_t)T + 1, u = m / units / 128 * 128, rem = m - units * u;
-        uint64_t b = critical((relayColl_t)c, 8, 2, 1, m, relayBfloat16, relayRouteRelay, T) / es;
+        uint64_t b = critical((relayCollective_t)c, 8, 2, 1, m, relayBfloat16, relayRouteRelay, T) / es;
         T_CHECK(b == (uint64_t)(T + 1) * u + rem, "%s A=2 T=%d m=%" PRIu64 ": %" PRIu64 " elements, want (T+1)u + %" PRIu64,
-                relayCollName((relayColl_t)c), T, m, b, rem);
+                relayCollName((relayCollective_t)c), T, m, b, rem);
         double ideal = (double)(T + 1) / (double)units * (double)m;
         T_CHECK(fabs((double)b - ideal) <= (double)units * 128, "%s A=2 T=%d: %" PRIu64 " vs (T+1)/(7T+1) = %.0f",
-                relayCollName((relayColl_t)c), T, b, ideal);
+                relayCollName((relayCollective_t)c), T, b, ideal);
       }
       /* 4-active all-to-all: (T+1)u, u = align(sc/(2T+1)) */
       uint64_t units = 2u * (uint64_t)T + 1, u = m / units / 128 * 128;
-      uint64_t b = critical(RELAY_COLL_ALLTOALL, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
+      uint64_t b = critical(relayCollectiveAllToAll, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
       T_CHECK(b == (uint64_t)(T + 1) * u + (m - units * u), "alltoall A=4 T=%d: %" PRIu64, T, b);
       /* all-gather and reduce-scatter at 4 active: (3T+1)v, v = align(sc/(7T+1)) */
       units = 7u * (uint64_t)T + 1;
       uint64_t v = m / units / 128 * 128;
       for (int c = 0; c < 2; c++) {
-        relayColl_t coll = c ? RELAY_COLL_REDUCESCATTER : RELAY_COLL_ALLGATHER;
+        relayCollective_t coll = c ? relayCollectiveReduceScatter : relayCollectiveAllGather;
         b = critical(coll, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
         T_CHECK(b == (3u * (uint64_t)T + 1) * v + (m - units * v), "%s A=4 T=%d: %" PRIu64 ", want (3T+1)v + rest",
                 relayCollName(coll), T, b);
@@ -675,7 +675,7 @@ static void checkClosedForms(void) {
       /* 4-active all-reduce: 2(T+1)y, y = align(count/(12T)) from depth 2 (depth
        * 1 is the two-group count/4); the last shard tile also carries the
        * rest, split over the 4 owners */
-      b = critical(RELAY_COLL_ALLREDUCE, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
+      b = critical(relayCollectiveAllReduce, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
       if (T == 1) {
         /* two-group: u per cross link and the largest shard per intra link,
          * twice: ~count/4 */
@@ -698,12 +698,12 @@ static void checkClosedForms(void) {
  * reduce-scatter at every size. */
 static void checkGranularity(void) {
   static const struct {
-    relayColl_t coll;
+    relayCollective_t coll;
     size_t count;
     int uniform;
   } cases[] = {
-      {RELAY_COLL_REDUCESCATTER, 1000003, 1}, {RELAY_COLL_ALLGATHER, 1000003, 0}, {RELAY_COLL_ALLREDUCE, 1000003, 0},
-      {RELAY_COLL_ALLGATHER, 150000001, 1},   {RELAY_COLL_ALLREDUCE, 150000001, 1},
+      {relayCollectiveReduceScatter, 1000003, 1}, {relayCollectiveAllGather, 1000003, 0}, {relayCollectiveAllReduce, 1000003, 0},
+      {relayCollectiveAllGather, 150000001, 1},   {relayCollectiveAllReduce, 150000001, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     relayPlan* p = buildPlan(cases[i].coll, 8, 4, 1, cases[i].count, relayBfloat16, relayRouteRelay, 4);
@@ -733,7 +733,7 @@ static void checkGranularity(void) {
 static void checkSideLane(void) {
   for (int T = 1; T <= 8; T *= 2) {
     size_t m = 1000003;
-    relayPlan* p = buildPlan(RELAY_COLL_REDUCESCATTER, 8, 2, 1, m, relayFloat32, relayRouteRelay, T);
+    relayPlan* p = buildPlan(relayCollectiveReduceScatter, 8, 2, 1, m, relayFloat32, relayRouteRelay, T);
     for (int r = 0; r < 2; r++) {
       uint64_t covered = 0;
       int side = 0, main = 0;
@@ -762,8 +762,8 @@ static void checkSideLane(void) {
 static int cmdTraffic(void) {
   const relayDataType_t bf = relayBfloat16;
   const uint64_t es = 2;
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-    relayColl_t coll = (relayColl_t)c;
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+    relayCollective_t coll = (relayCollective_t)c;
     /* 2 active, 6 helpers: two groups of one chunk per link each, 2m/(H+2) =
      * m/4 of the per-rank message; independent and fused (4 groups of 2). */
     size_t m = 1u << 20; /* a multiple of 8*128: exact */
@@ -787,27 +787,27 @@ static int cmdTraffic(void) {
   /* 4 active on 8 ranks, independent and fused (2 groups of 4). */
   size_t sc = 3u << 18; /* all-to-all: a multiple of 3*128; others: of 8*128 */
   for (int G = 1; G <= 2; G++) {
-    uint64_t b = critical(RELAY_COLL_ALLTOALL, 8, 4, G, sc, bf, relayRouteRelay, 1);
+    uint64_t b = critical(relayCollectiveAllToAll, 8, 4, G, sc, bf, relayRouteRelay, 1);
     T_CHECK(b == 2 * sc / 3 * es, "alltoall A=4 G=%d: %" PRIu64 ", want 2/3 of a segment = %zu", G, b, 2 * sc / 3 * es);
-    b = critical(RELAY_COLL_ALLGATHER, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    b = critical(relayCollectiveAllGather, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
     T_CHECK(b == (1u << 19) * es, "allgather A=4 G=%d: %" PRIu64 ", want sendcount/2", G, b);
-    b = critical(RELAY_COLL_REDUCESCATTER, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    b = critical(relayCollectiveReduceScatter, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
     T_CHECK(b == (1u << 19) * es, "reducescatter A=4 G=%d: %" PRIu64 ", want recvcount/2", G, b);
-    b = critical(RELAY_COLL_ALLREDUCE, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
+    b = critical(relayCollectiveAllReduce, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
     T_CHECK(b == (1u << 18) * es, "allreduce A=4 G=%d: %" PRIu64 ", want count/4", G, b);
   }
   /* all-to-all at an unaligned segment: directB absorbs the rest, so the path
    * is the segment minus the relay region */
   size_t seg = (1u << 20) + 5;
-  uint64_t b = critical(RELAY_COLL_ALLTOALL, 8, 4, 1, seg, bf, relayRouteRelay, 1);
+  uint64_t b = critical(relayCollectiveAllToAll, 8, 4, 1, seg, bf, relayRouteRelay, 1);
   T_CHECK(b == (seg - seg / 3 / 128 * 128) * es, "alltoall A=4 unaligned: %" PRIu64, b);
   /* Latin relays at other A: one region per link per step, 2/3 of a segment */
   for (int A = 3; A <= 8; A++) {
-    b = critical(RELAY_COLL_ALLTOALL, 16, A, 1, sc, bf, relayRouteRelay, 1);
+    b = critical(relayCollectiveAllToAll, 16, A, 1, sc, bf, relayRouteRelay, 1);
     T_CHECK(b == 2 * sc / 3 * es, "alltoall A=%d n=16: %" PRIu64, A, b);
   }
   /* A >= 3 all-reduce: ~2m/(A+H); the direct two-step form moves 2m/A */
-  b = critical(RELAY_COLL_ALLREDUCE, 12, 3, 1, 12u << 14, bf, relayRouteRelay, 1);
+  b = critical(relayCollectiveAllReduce, 12, 3, 1, 12u << 14, bf, relayRouteRelay, 1);
   T_CHECK(b == 2 * (12u << 14) / 12 * es, "allreduce A=3 n=12: %" PRIu64, b);
   checkTwoGroup();
   checkClosedForms();
@@ -819,7 +819,7 @@ static int cmdTraffic(void) {
 
 /* ---- not supported ------------------------------------------------------------- */
 
-static void expectUnsupported(relayColl_t coll, int n, int A, int G, int route) {
+static void expectUnsupported(relayCollective_t coll, int n, int A, int G, int route) {
   cfg f;
   memset(&f, 0, sizeof f);
   f.coll = coll;
@@ -840,22 +840,22 @@ static void expectUnsupported(relayColl_t coll, int n, int A, int G, int route) 
 
 static int cmdUnsupported(void) {
   /* all-to-all with more actives than the Latin relay has helpers for */
-  expectUnsupported(RELAY_COLL_ALLTOALL, 6, 4, 1, relayRouteRelay); /* H = 2 < A-1 */
-  expectUnsupported(RELAY_COLL_ALLTOALL, 4, 3, 1, relayRouteRelay); /* H = 1 */
-  expectUnsupported(RELAY_COLL_ALLTOALL, 12, 8, 1, relayRouteRelay);
+  expectUnsupported(relayCollectiveAllToAll, 6, 4, 1, relayRouteRelay); /* H = 2 < A-1 */
+  expectUnsupported(relayCollectiveAllToAll, 4, 3, 1, relayRouteRelay); /* H = 1 */
+  expectUnsupported(relayCollectiveAllToAll, 12, 8, 1, relayRouteRelay);
   /* no helpers at all */
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-    expectUnsupported((relayColl_t)c, 2, 2, 1, relayRouteRelay);
-    expectUnsupported((relayColl_t)c, 5, 5, 1, relayRouteRelay);
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+    expectUnsupported((relayCollective_t)c, 2, 2, 1, relayRouteRelay);
+    expectUnsupported((relayCollective_t)c, 5, 5, 1, relayRouteRelay);
     /* one-shot serves one group only */
-    expectUnsupported((relayColl_t)c, 8, 2, 2, relayRouteOneShot);
+    expectUnsupported((relayCollective_t)c, 8, 2, 2, relayRouteOneShot);
   }
   /* and the edges that are served */
   static const struct {
-    relayColl_t c;
+    relayCollective_t c;
     int n, A;
-  } ok[] = {{RELAY_COLL_ALLTOALL, 7, 4}, {RELAY_COLL_ALLTOALL, 9, 5}, {RELAY_COLL_ALLTOALL, 3, 2},
-            {RELAY_COLL_ALLGATHER, 3, 2}, {RELAY_COLL_REDUCESCATTER, 16, 15}, {RELAY_COLL_ALLREDUCE, 16, 15}};
+  } ok[] = {{relayCollectiveAllToAll, 7, 4}, {relayCollectiveAllToAll, 9, 5}, {relayCollectiveAllToAll, 3, 2},
+            {relayCollectiveAllGather, 3, 2}, {relayCollectiveReduceScatter, 16, 15}, {relayCollectiveAllReduce, 16, 15}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     uint64_t b = critical(ok[i].c, ok[i].n, ok[i].A, 1, 3000, relayFloat32, relayRouteRelay, 1);
     T_CHECK(b > 0, "%s n=%d A=%d: empty plan", relayCollName(ok[i].c), ok[i].n, ok[i].A);

@@ -20,7 +20,7 @@
 #include "topo/topo.h"
 
 static planKey mkKey(int coll, int G, int A, const int* ranks, const size_t* counts, relayDataType_t dt) {
-  planKey k = planKeyInit((relayColl_t)coll, 8, G, A, ranks, counts, dt);
+  planKey k = planKeyInit((relayCollective_t)coll, 8, G, A, ranks, counts, dt);
   k.op = relaySum;
   k.depth = 1;
   return k;
@@ -46,7 +46,7 @@ static void sweep(const char* preset, double factor, int* checked) {
   struct relayTopo* t = NULL;
   T_CHECK(relayTopoLoad(preset, &t) == relaySuccess, "load %s", preset);
   int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
     for (int A = 2; A <= 4; A += 2)
       for (int G = 1; G <= 8 / A; G = G == 1 ? 8 / A : 99) {
         size_t counts[8];
@@ -55,7 +55,7 @@ static void sweep(const char* preset, double factor, int* checked) {
         for (double bytes = 4096; bytes <= (double)(1u << 30); bytes *= factor) {
           /* per-active-rank input bytes, bf16 */
           size_t c = (size_t)(bytes / 2);
-          if (coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL) c /= (size_t)A;
+          if (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) c /= (size_t)A;
           if (c == 0) continue;
           for (int g = 0; g < G; g++) counts[g] = c;
           planKey k = mkKey(coll, G, A, ranks, counts, relayBfloat16);
@@ -66,7 +66,7 @@ static void sweep(const char* preset, double factor, int* checked) {
           T_CHECK(chosen <= direct * (1 + 1e-12), "%s %s A=%d G=%d %.0f B: chose %s/%d at %.3g s, direct %.3g s", preset,
                   relayCollName(k.coll), A, G, bytes, relayRouteName(route), depth, chosen, direct);
           if (!strcmp(preset, "h200") && route == relayRouteRelay)
-            T_CHECK(coll == RELAY_COLL_ALLREDUCE && A >= 3, "h200: relay chosen for %s A=%d G=%d at %.0f B",
+            T_CHECK(coll == relayCollectiveAllReduce && A >= 3, "h200: relay chosen for %s A=%d G=%d at %.0f B",
                     relayCollName(k.coll), A, G, bytes);
           if (prevRoute >= 0 && (route != prevRoute || depth != prevDepth)) {
             /* At the first size of the new choice, the old choice must still
@@ -93,7 +93,7 @@ static int sameOnAllRanks(int rank, int nranks, void* arg) {
   T_CHECK(relayTopoLoad("mi350x", &t) == relaySuccess, "load");
   int ranks[8] = {3, 1, 4, 0, 5, 2, 7, 6};
   uint64_t h = 1469598103934665603ull;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
     for (size_t c = 1000; c < (1u << 28); c *= 3) {
       size_t counts[2] = {c, c + 1};
       planKey k = mkKey(coll, 2, 4, ranks, counts, relayFloat32);

@@ -37,7 +37,7 @@ static const double kSizes[NS] = {4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 
 static const int kP2pAt[NP] = {0, 2, 4, 6, 8}; /* 4K, 64K, 1M, 16M, 256M */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   double ncclGraph[NS];   /* auto_graph_*: nccl column */
   double nativeGraph[NS]; /* auto_graph_*: time-min of route auto (relaycc's native route) */
   double p2pGraph[NP];    /* p2p_graph.log: time-min of route direct */
@@ -46,29 +46,29 @@ typedef struct {
   double p2pCall[NP];     /* p2p_percall.log: time-min */
 } measured;
 
-static const measured kMeasured[RELAY_NUM_COLLS] = {
-    {RELAY_COLL_ALLGATHER,
+static const measured kMeasured[RELAY_NUM_LAYOUT_COLLS] = {
+    {relayCollectiveAllGather,
      {6.17, 6.44, 6.62, 8.14, 16.33, 35.11, 89.46, 288.24, 1041.83, 3677.79},
      {6.05, 6.41, 6.61, 8.18, 16.30, 35.13, 89.34, 289.79, 1042.82, 3669.68},
      {7.05, 8.12, 14.91, 79.05, 907.18},
      {6.09, 6.60, 16.40, 89.56, 1041.81},
      {14.18, 14.43, 15.01, 17.66, 25.38, 44.29, 99.20, 299.74, 1057.15, 3680.06},
      {15.10, 17.86, 25.57, 88.48, 915.78}},
-    {RELAY_COLL_REDUCESCATTER,
+    {relayCollectiveReduceScatter,
      {5.57, 6.07, 6.33, 7.03, 10.02, 22.51, 49.32, 164.44, 584.69, 1982.00},
      {5.52, 6.03, 6.25, 7.01, 9.88, 22.60, 49.38, 164.73, 585.52, 1986.20},
      {8.40, 9.68, 14.78, 54.96, 578.62},
      {5.47, 6.33, 9.94, 49.76, 586.70},
      {12.70, 13.76, 14.24, 16.00, 18.56, 32.22, 56.51, 174.11, 594.21, 1940.48},
      {17.89, 19.49, 24.54, 64.64, 593.25}},
-    {RELAY_COLL_ALLREDUCE,
+    {relayCollectiveAllReduce,
      {6.41, 6.98, 7.34, 8.54, 13.73, 32.14, 77.01, 245.43, 885.48, 3210.86},
      {6.33, 6.90, 7.36, 8.54, 13.80, 32.11, 75.82, 246.42, 886.22, 3210.78},
      {8.86, 9.98, 17.05, 96.32, 1109.87},
      {6.31, 7.36, 13.75, 76.23, 884.38},
      {14.40, 15.04, 16.06, 17.60, 22.37, 41.50, 86.08, 255.14, 892.99, 3207.20},
      {19.26, 20.64, 28.48, 107.04, 1122.69}},
-    {RELAY_COLL_ALLTOALL,
+    {relayCollectiveAllToAll,
      {6.51, 7.61, 7.88, 8.17, 12.57, 19.37, 48.28, 135.42, 473.34, 1620.25},
      {6.46, 7.52, 7.82, 8.14, 12.49, 19.49, 48.38, 135.47, 473.68, 1618.49},
      {6.59, 7.93, 12.59, 48.31, 468.75},
@@ -96,7 +96,7 @@ static const char* kH200x2Before =
 
 static const int kRanks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-static planKey mkKey(relayColl_t coll, int nranks, int A, double inputBytes, size_t* counts) {
+static planKey mkKey(relayCollective_t coll, int nranks, int A, double inputBytes, size_t* counts) {
   planKey k;
   memset(&k, 0, sizeof k);
   k.coll = coll;
@@ -106,7 +106,7 @@ static planKey mkKey(relayColl_t coll, int nranks, int A, double inputBytes, siz
   k.ranks = kRanks;
   /* Sizes are bytes of per-active-rank input (the bench's axis), bf16. */
   size_t elems = (size_t)(inputBytes / 2);
-  counts[0] = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL ? elems / (size_t)A : elems;
+  counts[0] = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll ? elems / (size_t)A : elems;
   k.counts = counts;
   k.dtype = relayBfloat16;
   k.op = relaySum;
@@ -197,8 +197,8 @@ static void compare(const struct relayTopo* t, const measured* m, errStat st[NSE
   }
 }
 
-static void report(const char* what, const struct relayTopo* t, errStat all[RELAY_NUM_COLLS][NSERIES], int verbose) {
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+static void report(const char* what, const struct relayTopo* t, errStat all[RELAY_NUM_LAYOUT_COLLS][NSERIES], int verbose) {
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
     memset(all[c], 0, sizeof(errStat) * NSERIES);
     compare(t, &kMeasured[c], all[c], verbose);
   }
@@ -206,7 +206,7 @@ static void report(const char* what, const struct relayTopo* t, errStat all[RELA
   printf("  %-24s %18s %18s %18s %18s\n", "", "all-gather", "reduce-scatter", "all-reduce", "all-to-all");
   for (int s = 0; s < NSERIES; s++) {
     printf("  %-24s", kSeries[s]);
-    for (int c = 0; c < RELAY_NUM_COLLS; c++)
+    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
       printf("    %6.1f%% / %5.1f%%", 100 * all[c][s].sumAbs / all[c][s].n, 100 * all[c][s].maxAbs);
     printf("\n");
   }
@@ -215,7 +215,7 @@ static void report(const char* what, const struct relayTopo* t, errStat all[RELA
 /* The calibrated preset reproduces every logged graph-replay time within the
  * documented errors; the preset before calibration is printed beside it. */
 static int caseCalibration(void) {
-  errStat before[RELAY_NUM_COLLS][NSERIES], after[RELAY_NUM_COLLS][NSERIES];
+  errStat before[RELAY_NUM_LAYOUT_COLLS][NSERIES], after[RELAY_NUM_LAYOUT_COLLS][NSERIES];
   struct relayTopo* old = NULL;
   char e[256];
   T_CHECK(relayTopoParse(kH200x2Before, &old, e, sizeof e) == relaySuccess, "%s", e);
@@ -224,8 +224,8 @@ static int caseCalibration(void) {
   T_OK(relayTopoLoad("h200x2", &t));
   printf("\n");
   report("after calibration", t, after, 1);
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-    const char* cn = relayCollName((relayColl_t)c);
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+    const char* cn = relayCollName((relayCollective_t)c);
     T_CHECK(after[c][0].maxAbs <= ERR_BASE, "%s: baseline vs NCCL %.2f%%", cn, 100 * after[c][0].maxAbs);
     T_CHECK(after[c][1].maxAbs <= ERR_NATIVE, "%s: baseline vs native %.2f%%", cn, 100 * after[c][1].maxAbs);
     T_CHECK(after[c][2].maxAbs <= ERR_NCCL2, "%s: baseline vs NCCL 2nd run %.2f%%", cn, 100 * after[c][2].maxAbs);
@@ -236,7 +236,7 @@ static int caseCalibration(void) {
       T_CHECK(after[c][s].maxAbs <= before[c][s].maxAbs, "%s: %s got worse", cn, kSeries[s]);
   }
   /* The stated model error covers every graph-replay series. */
-  for (int c = 0; c < RELAY_NUM_COLLS; c++)
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int s = 0; s < 5; s++) T_CHECK(after[c][s].maxAbs <= t->modelErr, "modelErr %.3f", t->modelErr);
   relayTopoFree(old);
   relayTopoFree(t);
@@ -290,22 +290,22 @@ static int caseChoices(void) {
          pass ? " and one-shot" : " only");
   for (double s = 4 * KB; s <= 1024 * MB * 1.01; s *= 2) {
     printf("  %10.0f", s);
-    for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-      planKey k = mkKey((relayColl_t)c, 2, 2, s, counts);
+    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+      planKey k = mkKey((relayCollective_t)c, 2, 2, s, counts);
       double nat = 0, ch = 0;
       int route = chooseChecked(t, k, caps, NULL, &nat, &ch);
       printf(" | %-7s %8.2f %8.2f", relayRouteName(route), nat, ch);
-      if (c == RELAY_COLL_ALLREDUCE || c == RELAY_COLL_REDUCESCATTER)
+      if (c == relayCollectiveAllReduce || c == relayCollectiveReduceScatter)
         T_CHECK(route == relayRouteNative || (pass && route == relayRouteOneShot), "%s at %.0f B: %s",
-                relayCollName((relayColl_t)c), s, relayRouteName(route));
+                relayCollName((relayCollective_t)c), s, relayRouteName(route));
       /* All-gather and all-to-all may take the one-shot (no reduce) below
        * its gate, 1 MiB per rank. */
       int os = pass && route == relayRouteOneShot && s <= 1 * MB;
-      if (c == RELAY_COLL_ALLGATHER && s >= 1 * MB)
+      if (c == relayCollectiveAllGather && s >= 1 * MB)
         T_CHECK(route == relayRouteDirect || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
-      if (c == RELAY_COLL_ALLGATHER && s <= 256 * KB)
+      if (c == relayCollectiveAllGather && s <= 256 * KB)
         T_CHECK(route == relayRouteNative || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
-      if (c == RELAY_COLL_ALLTOALL)
+      if (c == relayCollectiveAllToAll)
         T_CHECK(route == relayRouteNative || route == relayRouteDirect || os, "all-to-all: %s", relayRouteName(route));
     }
     printf("\n");
@@ -328,7 +328,7 @@ static int casePerCall(void) {
   T_OK(relayTopoLoad("h200x2", &t));
   size_t counts[1];
   int base = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT;
-  planKey k1 = mkKey(RELAY_COLL_ALLGATHER, 2, 2, 1 * MB, counts);
+  planKey k1 = mkKey(relayCollectiveAllGather, 2, 2, 1 * MB, counts);
   /* Without the one-shot (its gather form may take 1 MB: one kernel too). */
   int r = chooseChecked(t, k1, RELAY_TP_CAP_NATIVE | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteNative, "all-gather 1 MB per call: %s, want native", relayRouteName(r));
@@ -344,12 +344,12 @@ static int casePerCall(void) {
   T_CHECK(r == relayRouteNative || r == relayRouteOneShot, "all-gather 1 MB per call with the one-shot: %s",
           relayRouteName(r));
   size_t counts4[1];
-  planKey k4 = mkKey(RELAY_COLL_ALLGATHER, 2, 2, 16 * MB, counts4);
+  planKey k4 = mkKey(relayCollectiveAllGather, 2, 2, 16 * MB, counts4);
   r = chooseChecked(t, k4, base | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteDirect, "all-gather 16 MB per call: %s, want direct", relayRouteName(r));
   /* The one-shot is one kernel like native: per call it stays chosen. */
   size_t countsA[1];
-  planKey ka = mkKey(RELAY_COLL_ALLREDUCE, 2, 2, 64 * KB, countsA);
+  planKey ka = mkKey(relayCollectiveAllReduce, 2, 2, 64 * KB, countsA);
   r = chooseChecked(t, ka, base | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteOneShot, "all-reduce 64 KB per call: %s, want oneshot", relayRouteName(r));
   relayTopoFree(t);
@@ -366,12 +366,12 @@ static int caseNeverSlowerThanNative(void) {
   for (size_t pi = 0; pi < sizeof presets / sizeof presets[0]; pi++) {
     struct relayTopo* t = NULL;
     T_OK(relayTopoLoad(presets[pi], &t));
-    for (int c = 0; c < RELAY_NUM_COLLS; c++)
+    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
       for (int A = 2; A <= 4 && A <= t->nGPUs; A += 2)
         for (int G = 1; G <= t->nGPUs / A; G = G == 1 && t->nGPUs / A > 1 ? t->nGPUs / A : t->nGPUs + 1)
           for (double s = 4 * KB; s <= 1024 * MB * 1.01; s *= 4) {
             size_t counts[8];
-            planKey k = mkKey((relayColl_t)c, t->nGPUs, A, s, counts);
+            planKey k = mkKey((relayCollective_t)c, t->nGPUs, A, s, counts);
             for (int g = 1; g < G; g++) counts[g] = counts[0];
             k.nGroups = G;
             int capsList[] = {RELAY_TP_CAP_NATIVE, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT,
@@ -385,13 +385,13 @@ static int caseNeverSlowerThanNative(void) {
   }
   /* No model: native where the transport has it (no one-shot), else direct. */
   size_t counts[1];
-  planKey k = mkKey(RELAY_COLL_ALLGATHER, 2, 2, 16 * MB, counts);
+  planKey k = mkKey(relayCollectiveAllGather, 2, 2, 16 * MB, counts);
   int route, depth;
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE, &route, &depth);
   T_CHECK(route == relayRouteNative, "no model, native: %s", relayRouteName(route));
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_ONESHOT, &route, &depth);
   T_CHECK(route == relayRouteDirect, "no model, no native: %s", relayRouteName(route));
-  k = mkKey(RELAY_COLL_ALLREDUCE, 2, 2, 64 * KB, counts);
+  k = mkKey(relayCollectiveAllReduce, 2, 2, 64 * KB, counts);
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE, &route, &depth);
   T_CHECK(route == relayRouteNative, "no model, native, no one-shot: %s", relayRouteName(route));
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, &route, &depth);
@@ -423,7 +423,7 @@ static int caseDetectMap(void) {
   /* Our machine: 2 x H200, NV18 -> the calibrated preset. */
   hopper(f, 2, "NVIDIA H200", 18, 0);
   T_OK(relayTopoFromFacts(f, &t));
-  T_CHECK(!strcmp(t->name, "h200x2") && t->modelErr > 0 && t->collEff[RELAY_COLL_ALLREDUCE].n > 0, "%s", t->name);
+  T_CHECK(!strcmp(t->name, "h200x2") && t->modelErr > 0 && t->collEff[relayCollectiveAllReduce].n > 0, "%s", t->name);
   relayTopoFree(t);
   /* Without NVML's count the pair could be PCIe: no preset, a generic model
    * with the (rough) PCIe rate, uncalibrated. */
@@ -581,11 +581,11 @@ static int caseHash(void) {
           "curves survive the text");
   for (int i = 0; i < a->p2pEff.n; i++)
     T_CHECK(c->p2pEff.bytes[i] == a->p2pEff.bytes[i] && c->p2pEff.eff[i] == a->p2pEff.eff[i], "point %d", i);
-  b->collEff[RELAY_COLL_ALLGATHER].eff[3] *= 1.01;
+  b->collEff[relayCollectiveAllGather].eff[3] *= 1.01;
   T_CHECK(relayTopoHash(a) != relayTopoHash(b), "a curve point changes the hash");
   T_CHECK(relayTopoHash(NULL) == 0, "none hashes 0");
   /* Curve queries: the points, a power law between them, held at the ends. */
-  const relayTopoCurve* cv = &a->collEff[RELAY_COLL_ALLREDUCE];
+  const relayTopoCurve* cv = &a->collEff[relayCollectiveAllReduce];
   T_CHECK(relayTopoCurveAt(cv, cv->bytes[4]) == cv->eff[4], "at a point");
   double mid = sqrt(cv->bytes[4] * cv->bytes[5]);
   T_CHECK(fabs(relayTopoCurveAt(cv, mid) - sqrt(cv->eff[4] * cv->eff[5])) < 1e-12, "geometric middle");
@@ -662,7 +662,7 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gNativeCalls;
   return relaySuccess;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, relayColl_t coll, const void* send, void* recv,
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send, void* recv,
                                 size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
   (void)c, (void)h, (void)coll, (void)send, (void)recv, (void)count, (void)dt, (void)op, (void)stream;
   gNativeCalls++;

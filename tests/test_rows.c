@@ -15,14 +15,13 @@
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "core/core.h"
-#include "core/route_steps.h"
 #include "harness.h"
 #include "route/depth.h"
 #include "route/route.h"
 #include "route/table.h"
 #include "topo/topo.h"
 
-static planKey mkKey(relayColl_t coll, int A, const int* ranks, const size_t* counts) {
+static planKey mkKey(relayCollective_t coll, int A, const int* ranks, const size_t* counts) {
   planKey k = planKeyInit(coll, 8, 1, A, ranks, counts, relayFloat32);
   k.op = relaySum;
   k.depth = 1;
@@ -35,9 +34,6 @@ static int caseTable(void) {
   T_CHECK(relayRouteRowOf(relayRouteAuto) == NULL && relayRouteRowOf(relayNumRoutes) == NULL &&
               relayRouteRowOf(-1) == NULL,
           "auto and out-of-range values have no row");
-  T_CHECK(!relayRouteStepsOf(relayRouteAuto)->prepare && !relayRouteStepsOf(relayNumRoutes)->run &&
-              !relayRouteStepsOf(-1)->prepare,
-          "auto and out-of-range values have no core steps");
   for (int r = 0; r <= relayNumRoutes; r++) {
     /* One list of names (RELAYCC_ROUTE's choices are this list): the public enum's, the parser and
      * relayRouteName agree with it. */
@@ -57,14 +53,14 @@ static int caseTable(void) {
   for (int r = 1; r < relayNumRoutes; r++) {
     const relayRouteRow* row = relayRouteRowOf(r);
     T_CHECK(row && row->route == r, "route %d: row %p at the wrong index", r, (const void*)row);
-    /* A row without a plan is run by core (its steps' run). */
-    T_CHECK(row->build || relayRouteStepsOf(r)->run, "route %s runs nothing", relayRouteName(r));
-    T_CHECK(!(row->build && relayRouteStepsOf(r)->run), "route %s has a plan and a run of its own",
+    /* A row without a plan is run by its own run. */
+    T_CHECK(row->build || row->run, "route %s runs nothing", relayRouteName(r));
+    T_CHECK(!(row->build && row->run), "route %s has a plan and a run of its own",
             relayRouteName(r));
   }
   const relayRouteRow* d = relayRouteRowOf(relayRouteDirect);
   /* Lists end in direct, which core must be able to run on any transport. */
-  T_CHECK(d->build && d->caps == 0 && !relayRouteStepsOf(relayRouteDirect)->prepare,
+  T_CHECK(d->build && d->caps == 0 && !d->prepare,
           "direct needs a capability or a prepare");
   int x = -1;
   T_CHECK(relayParseRoute("auto", &x) == 0 && x == relayRouteAuto, "auto");
@@ -96,11 +92,11 @@ static int caseCandidates(void) {
   for (size_t p = 0; p < sizeof presets / sizeof presets[0]; p++) {
     struct relayTopo* t = NULL;
     if (presets[p]) T_OK(relayTopoLoad(presets[p], &t));
-    for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+    for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
       for (size_t ci = 0; ci < sizeof capsList / sizeof capsList[0]; ci++)
         for (size_t n = 0; n < 12; n++) {
           size_t count = (size_t)64 << (2 * (n / 2)), counts[1] = {count}; /* 256 B to 256 MiB of fp32 */
-          planKey k = mkKey((relayColl_t)coll, n % 2 ? 4 : 2, ranks, counts);
+          planKey k = mkKey((relayCollective_t)coll, n % 2 ? 4 : 2, ranks, counts);
           relayRouteList l[2];
           relayRouteCandidates(&k, t, capsList[ci], relayRouteAuto, 0, l);
           char what[160];
@@ -130,7 +126,7 @@ static int caseCandidates(void) {
   struct relayTopo* t = NULL;
   T_OK(relayTopoLoad("mi350x", &t));
   size_t big[1] = {64u << 20};
-  planKey k = mkKey(RELAY_COLL_ALLREDUCE, 2, ranks, big);
+  planKey k = mkKey(relayCollectiveAllReduce, 2, ranks, big);
   relayRouteList l[2];
   relayRouteCandidates(&k, t, 0, relayRouteRelay, 0, l);
   T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteRelay && l[0].depth[0] == relayDepthChoose(&k, t) &&
@@ -149,7 +145,7 @@ static int caseCandidates(void) {
   relayRouteCandidates(&k, t, RELAY_TP_CAP_ONESHOT, relayRouteAuto, 5, l);
   T_CHECK(l[0].depth[0] == 5 && l[1].depth[0] == 5, "auto with a forced depth: %d", l[0].depth[0]);
   size_t rc[3] = {10, 20, 30};
-  planKey kr = mkKey(RELAY_COLL_SCATTER, 3, ranks, rc);
+  planKey kr = mkKey(relayCollectiveScatter, 3, ranks, rc);
   relayRouteCandidates(&kr, t, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteRelay, 0, l);
   T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect && l[1].n == 1, "rooted, relay forced: %d, %s",
           l[0].n, relayRouteName(l[0].route[0]));
@@ -162,7 +158,7 @@ static int caseCandidates(void) {
 
 typedef struct {
   int oneshotPrepares, nativePrepares, nativeRuns;
-  relayColl_t nativeColl;
+  relayCollective_t nativeColl;
   size_t nativeCount;
   const void* nativeSend;
 } fakeCounts;
@@ -181,7 +177,7 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gFake;
   return gNativeAnswer;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, relayColl_t coll, const void* send, void* recv,
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send, void* recv,
                                 size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
   (void)c, (void)recv, (void)dt, (void)op, (void)stream;
   T_CHECK(h == &gFake, "native got handle %p", h);
@@ -198,7 +194,7 @@ static int allReduce(relayComm_t comm, int rank, size_t count, float* send, floa
   int ranks[2] = {0, 1};
   relayLayout_t L = {1, 2, ranks};
   size_t counts[1] = {count};
-  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 2, rank, count, send);
+  tc_fill_input(relayCollectiveAllReduce, relayFloat32, relaySum, 2, rank, count, send);
   memset(recv, 0xff, count * sizeof *recv); /* NaN: never a sum of the inputs */
   T_OK(relayAllReduce(send, recv, counts, relayFloat32, relaySum, &L, comm, NULL));
   int route, depth;
@@ -206,7 +202,7 @@ static int allReduce(relayComm_t comm, int rank, size_t count, float* send, floa
   if (route != relayRouteNative) {
     float* want = malloc(count * sizeof *want);
     T_CHECK(want, "malloc");
-    tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 2, rank, count, want);
+    tc_expected(relayCollectiveAllReduce, relayFloat32, relaySum, 2, rank, count, want);
     size_t bad = 0, n = tc_compare(relayFloat32, recv, want, count, &bad);
     T_CHECK(n == 0, "rank %d, route %s: %zu elements differ, first %zu: %g, want %g", rank,
             relayRouteName(route), n, bad, (double)recv[bad], (double)want[bad]);
@@ -234,7 +230,7 @@ static int walkRank(int rank, int nranks, void* arg) {
   T_CHECK(send && recv, "malloc");
   int ranks[2] = {0, 1};
   size_t counts[1] = {count};
-  planKey k = mkKey(RELAY_COLL_ALLREDUCE, 2, ranks, counts);
+  planKey k = mkKey(relayCollectiveAllReduce, 2, ranks, counts);
   k.nranks = nranks;
   relayRouteList l[2];
   relayRouteCandidates(&k, comm->topo, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteAuto, 0, l);
@@ -251,7 +247,7 @@ static int walkRank(int rank, int nranks, void* arg) {
               gFake.nativeRuns == 1,
           "declined one-shot: ran %s; %d one-shot prepares, %d native prepares, %d native runs",
           relayRouteName(route), gFake.oneshotPrepares, gFake.nativePrepares, gFake.nativeRuns);
-  T_CHECK(gFake.nativeColl == RELAY_COLL_ALLREDUCE && gFake.nativeCount == count && gFake.nativeSend == send,
+  T_CHECK(gFake.nativeColl == relayCollectiveAllReduce && gFake.nativeCount == count && gFake.nativeSend == send,
           "native got %s, count %zu", relayCollName(gFake.nativeColl), gFake.nativeCount);
 
   /* 2. Both declined: the direct plan runs it (data checked). */

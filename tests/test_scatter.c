@@ -61,7 +61,7 @@ static int casePlans(void) {
       unsigned long long x = t_rand(&st) % 4;
       counts[i] = x == 0 ? 0 : x == 1 ? 1 : (size_t)(t_rand(&st) % 3000);
     }
-    relayColl_t coll = (it & 1) ? RELAY_COLL_GATHER : RELAY_COLL_SCATTER;
+    relayCollective_t coll = (it & 1) ? relayCollectiveGather : relayCollectiveScatter;
     relayDataType_t dt = (it % 3) == 0 ? relayInt8 : (it % 3) == 1 ? relayFloat32 : relayFloat64;
     size_t es = relayTypeSize(dt), total = 0;
     for (int i = 0; i < A; i++) total += counts[i];
@@ -101,7 +101,7 @@ static int casePlans(void) {
         member[i] = malloc(counts[i] * es + 1);
         T_CHECK(member[i], "oom");
       }
-      if (coll == RELAY_COLL_SCATTER) {
+      if (coll == relayCollectiveScatter) {
         for (int i = 0; i < A; i++) fillBlock(rootBuf + off[i] * es, i, counts[i] * es);
         send[root] = rootBuf;
         for (int i = 0; i < A; i++) {
@@ -123,11 +123,11 @@ static int casePlans(void) {
       }
       T_CHECK(relayRefRun(p, send, recv, err, sizeof err) == 0, "it %d: ref: %s", it, err);
       for (int i = 0; i < A; i++) {
-        const unsigned char* got = coll == RELAY_COLL_SCATTER ? (const unsigned char*)recv[perm[i]] : rootBuf + off[i] * es;
+        const unsigned char* got = coll == relayCollectiveScatter ? (const unsigned char*)recv[perm[i]] : rootBuf + off[i] * es;
         T_CHECK(checkBlock(got, i, counts[i] * es) == 0, "it %d %s n=%d A=%d root=%d in-place=%d: block %d wrong", it,
                 relayCollName(coll), n, A, root, inPlace, i);
       }
-      if (coll == RELAY_COLL_SCATTER) /* the root's send buffer is read only, in place too */
+      if (coll == relayCollectiveScatter) /* the root's send buffer is read only, in place too */
         for (int i = 0; i < A; i++)
           T_CHECK(checkBlock(rootBuf + off[i] * es, i, counts[i] * es) == 0, "it %d: the root's send block %d changed", it, i);
       for (int i = 0; i < A; i++) free(member[i]);
@@ -140,7 +140,7 @@ static int casePlans(void) {
   /* Other routes are "not supported" (the API falls back to direct). */
   int set[3] = {2, 0, 1};
   size_t cs[3] = {4, 0, 9};
-  planKey k = planKeyInit(RELAY_COLL_SCATTER, 4, 1, 3, set, cs, relayFloat32);
+  planKey k = planKeyInit(relayCollectiveScatter, 4, 1, 3, set, cs, relayFloat32);
   k.route = relayRouteRelay;
   k.depth = 1;
   k.root = 3;
@@ -160,7 +160,7 @@ static int casePlans(void) {
   k2.counts = cs2;
   T_CHECK(relayPlanCacheFind(cache, &k2) == NULL, "cache hit for another counts[2]");
   k2 = k;
-  k2.coll = RELAY_COLL_GATHER;
+  k2.coll = relayCollectiveGather;
   T_CHECK(relayPlanCacheFind(cache, &k2) == NULL, "cache hit for gather");
   int set2[3] = {set[1], set[0], set[2]};
   k2 = k;
@@ -188,9 +188,9 @@ static int casePlans(void) {
   T_CHECK(relayPlanCacheFind(cache, &k2) != NULL, "the newest key was evicted");
   relayPlanCacheFree(cache);
   /* Names. */
-  relayColl_t c;
-  T_CHECK(relayParseCollAll("scatter", &c) == 0 && c == RELAY_COLL_SCATTER && relayParseCollAll("Gather", &c) == 0 &&
-              c == RELAY_COLL_GATHER && !strcmp(relayCollName(RELAY_COLL_GATHER), "gather"),
+  relayCollective_t c;
+  T_CHECK(relayParseCollAll("scatter", &c) == 0 && c == relayCollectiveScatter && relayParseCollAll("Gather", &c) == 0 &&
+              c == relayCollectiveGather && !strcmp(relayCollName(relayCollectiveGather), "gather"),
           "names");
   T_CHECK(relayParseColl("scatter", &c) != 0, "relayParseColl takes layout collectives only");
   printf("%d plans checked and run on the reference executor\n", built);
@@ -200,13 +200,13 @@ static int casePlans(void) {
 /* ---- 8 shm ranks -------------------------------------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
 } rankArg;
 
 /* One call on every rank; returns this rank's wrong bytes. Ranks name only
  * the buffers their role uses; the others pass NULL, or (sentinel) a buffer
  * that must come back untouched. */
-static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int root, const int* set, int n,
+static size_t oneCall(relayComm_t comm, int rank, relayCollective_t coll, int root, const int* set, int n,
                       const size_t* counts, relayDataType_t dt, int inPlace, int sentinel, const char* tag) {
   size_t es = relayTypeSize(dt), off[NRANKS + 1], total;
   off[0] = 0;
@@ -215,7 +215,7 @@ static size_t oneCall(relayComm_t comm, int rank, relayColl_t coll, int root, co
   int me = -1;
   for (int i = 0; i < n; i++)
     if (set[i] == rank) me = i;
-  int isRoot = rank == root, scatter = coll == RELAY_COLL_SCATTER;
+  int isRoot = rank == root, scatter = relayCollSendsBlocks(coll); /* the root sends the blocks */
   size_t mine = me >= 0 ? counts[me] : 0;
   unsigned char* rootBuf = malloc(total * es + 64);
   unsigned char* memberBuf = malloc(mine * es + 64);
@@ -429,11 +429,11 @@ static int badInputRank(int rank, int nranks, void* arg) {
 
 static const tCase kCases[] = {
     {.name = "plans", .fn = casePlans, .timeoutS = 300},
-    SWEEP("scatter", RELAY_COLL_SCATTER),
-    SWEEP("gather", RELAY_COLL_GATHER),
+    SWEEP("scatter", relayCollectiveScatter),
+    SWEEP("gather", relayCollectiveGather),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 300},
-    SWEEP_4X2("scatter-4x2", RELAY_COLL_SCATTER, "shm_p2p_4x2_scatter"),
-    SWEEP_4X2("gather-4x2", RELAY_COLL_GATHER, "shm_p2p_4x2_gather"),
+    SWEEP_4X2("scatter-4x2", relayCollectiveScatter, "shm_p2p_4x2_scatter"),
+    SWEEP_4X2("gather-4x2", relayCollectiveGather, "shm_p2p_4x2_gather"),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "scatter", kCases, T_NCASES(kCases)); }

@@ -31,7 +31,7 @@ static int near(double got, double want, double rel) { return fabs(got - want) <
 static planBuilder* handNew(int nranks) {
   int ranks[1] = {0};
   size_t counts[1] = {1};
-  planKey k = planKeyInit(RELAY_COLL_ALLGATHER, nranks, 1, 1, ranks, counts, relayUint8);
+  planKey k = planKeyInit(relayCollectiveAllGather, nranks, 1, 1, ranks, counts, relayUint8);
   k.op = relaySum;
   k.route = relayRouteDirect;
   k.depth = 1;
@@ -458,10 +458,10 @@ static int caseDeterminism(void) {
     relaySimResultFree(&b);
     relayPlanFree(p);
     /* Built plans (direct route), fused, odd counts. */
-    for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
       int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
       size_t counts[2] = {1000003, 1000003};
-      planKey k = planKeyInit((relayColl_t)c, 8, 2, 4, ranks, counts, relayBfloat16);
+      planKey k = planKeyInit((relayCollective_t)c, 8, 2, 4, ranks, counts, relayBfloat16);
       k.op = relaySum;
       k.route = relayRouteDirect;
       k.depth = 1;
@@ -508,11 +508,11 @@ static int caseSpeed(void) {
   /* The router's real inputs: relay plans of 1 GiB at depth 8, every
    * collective, A = 2 and 4. */
   for (int A = 2; A <= 4; A += 2)
-    for (int c = 0; c < RELAY_NUM_COLLS; c++) {
+    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
       int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
       uint64_t elems = (1ull << 30) / 2;
-      size_t counts[1] = {(size_t)(c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLTOALL ? elems / A : elems)};
-      planKey k = planKeyInit((relayColl_t)c, 8, 1, A, ranks, counts, relayBfloat16);
+      size_t counts[1] = {(size_t)(c == relayCollectiveReduceScatter || c == relayCollectiveAllToAll ? elems / A : elems)};
+      planKey k = planKeyInit((relayCollective_t)c, 8, 1, A, ranks, counts, relayBfloat16);
       k.op = relaySum;
       k.route = relayRouteRelay;
       k.depth = 8;
@@ -525,7 +525,7 @@ static int caseSpeed(void) {
       }
       ms = (double)(relayNowNs() - t0) / 1e6 / reps;
       printf("speed: %s A=%d relay 1 GiB, %d steps, %u transfers, %d events: %.3f ms per run\n",
-             relayCollName((relayColl_t)c), A, p->nSteps, p->nSends, events, ms);
+             relayCollName((relayCollective_t)c), A, p->nSteps, p->nSends, events, ms);
       T_CHECK(ms < limit, "%.3f ms per run (limit %.0f ms)", ms, limit);
       relayPlanFree(p);
     }
@@ -533,7 +533,7 @@ static int caseSpeed(void) {
   return 0;
 }
 
-static relayBaselineResult baseline(const char* topoName, relayColl_t coll, int A, int G, size_t count) {
+static relayBaselineResult baseline(const char* topoName, relayCollective_t coll, int A, int G, size_t count) {
   struct relayTopo* t;
   T_OK(relayTopoLoad(topoName, &t));
   int ranks[64];
@@ -551,38 +551,38 @@ static int caseBaseline(void) {
   const double GiB = 1073741824.0, bw = 51.6e9, fixed = 13e-6 + 25e-6, hop = 3e-6;
   size_t c = 1u << 29; /* bf16 elements: 1 GiB */
   /* 2-rank all-gather of 1 GiB on MI350X: one link, one hop. */
-  relayBaselineResult r = baseline("mi350x", RELAY_COLL_ALLGATHER, 2, 1, c);
+  relayBaselineResult r = baseline("mi350x", relayCollectiveAllGather, 2, 1, c);
   T_NEAR(r.totalS, fixed + hop + GiB / bw, 1e-9);
   /* 4 ranks: each receives 3 GiB over its 3 links among the actives (the
    * seed measured ~20 ms). Ring and direct move the same bytes; direct has
    * one hop, the ring three. */
-  r = baseline("mi350x", RELAY_COLL_ALLGATHER, 4, 1, c);
+  r = baseline("mi350x", relayCollectiveAllGather, 4, 1, c);
   T_NEAR(r.totalS, fixed + hop + GiB / bw, 1e-9);
   T_NEAR(r.ringS, fixed + 3 * hop + GiB / bw, 1e-9);
   T_CHECK(r.totalS > 19e-3 && r.totalS < 22e-3, "4-rank all-gather of 1 GiB: %g s", r.totalS);
   /* All-reduce: the ring (2(A-1)/A of the buffer per rank) wins when large,
    * the one-shot direct (one hop) when small. */
-  r = baseline("mi350x", RELAY_COLL_ALLREDUCE, 4, 1, c);
+  r = baseline("mi350x", relayCollectiveAllReduce, 4, 1, c);
   T_CHECK(r.algo == RELAY_BASE_RING, "large all-reduce: ring");
   T_NEAR(r.totalS, fixed + 6 * hop + (2 * GiB / 4) / bw, 1e-9);
-  r = baseline("mi350x", RELAY_COLL_ALLREDUCE, 4, 1, 2048);
+  r = baseline("mi350x", relayCollectiveAllReduce, 4, 1, 2048);
   T_CHECK(r.algo == RELAY_BASE_DIRECT, "small all-reduce: direct");
   /* All-to-all: per-pair segments. */
-  r = baseline("mi350x", RELAY_COLL_ALLTOALL, 4, 1, c / 4);
+  r = baseline("mi350x", relayCollectiveAllToAll, 4, 1, c / 4);
   T_NEAR(r.totalS, fixed + hop + GiB / 4 / bw, 1e-9);
   /* Fused groups on a mesh use disjoint links: as fast as one group. */
-  relayBaselineResult one = baseline("mi350x", RELAY_COLL_ALLGATHER, 2, 1, c);
-  relayBaselineResult four = baseline("mi350x", RELAY_COLL_ALLGATHER, 2, 4, c);
+  relayBaselineResult one = baseline("mi350x", relayCollectiveAllGather, 2, 1, c);
+  relayBaselineResult four = baseline("mi350x", relayCollectiveAllGather, 2, 4, c);
   T_NEAR(four.totalS, one.totalS, 1e-12);
   /* On the CPU model the ranks share one memory bus: four groups are slower. */
-  one = baseline("cpu", RELAY_COLL_ALLGATHER, 2, 1, 1u << 20);
-  four = baseline("cpu", RELAY_COLL_ALLGATHER, 2, 4, 1u << 20);
+  one = baseline("cpu", relayCollectiveAllGather, 2, 1, 1u << 20);
+  four = baseline("cpu", relayCollectiveAllGather, 2, 4, 1u << 20);
   T_CHECK(four.totalS > 1.5 * one.totalS, "cpu fused %g vs %g", four.totalS, one.totalS);
   /* H200: a switch port of 478.125 GB/s bounds a 2-rank all-gather. */
-  r = baseline("h200", RELAY_COLL_ALLGATHER, 2, 1, c);
+  r = baseline("h200", relayCollectiveAllGather, 2, 1, c);
   T_NEAR(r.totalS, 10e-6 + 6e-6 + 1.5e-6 + GiB / 478.125e9, 1e-9);
   /* The seed's small-size anchor: 2-rank all-gather at 4 KB ~ 0.041 ms. */
-  r = baseline("mi350x", RELAY_COLL_ALLGATHER, 2, 1, 2048);
+  r = baseline("mi350x", relayCollectiveAllGather, 2, 1, 2048);
   T_CHECK(r.totalS > 38e-6 && r.totalS < 44e-6, "4 KB all-gather %g", r.totalS);
   return 0;
 }
@@ -603,13 +603,13 @@ static struct relayTopo* linkTermTopo(const char* preset) {
 /* Predicted speedup of (route, depth) over the baseline, for bytes of
  * per-active-rank input; 0 when the route cannot build that plan or does not
  * build that depth. */
-static double linkSpeedup(const struct relayTopo* t, relayColl_t coll, int A, int G, uint64_t bytes, int route,
+static double linkSpeedup(const struct relayTopo* t, relayCollective_t coll, int A, int G, uint64_t bytes, int route,
                           int depth) {
   int ranks[64];
   size_t counts[64];
   for (int i = 0; i < A * G; i++) ranks[i] = i;
   uint64_t elems = bytes / 2;
-  int perActive = coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL;
+  int perActive = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
   for (int g = 0; g < G; g++) counts[g] = (size_t)(perActive ? elems / (uint64_t)A : elems);
   planKey k = planKeyInit(coll, t->nGPUs, G, A, ranks, counts, relayBfloat16);
   k.op = relaySum;
@@ -649,9 +649,9 @@ static int caseSeedLinkModel(void) {
   int checked = 0;
   /* 2 active: the two-group relay is 4x on the link term, all collectives
    * (reduce-scatter and all-to-all relay half the message, same ratio). */
-  for (int c = 0; c < RELAY_NUM_COLLS; c++) {
-    const char* name = relayCollName((relayColl_t)c);
-    double s = linkSpeedup(t, (relayColl_t)c, 2, 1, GiB, relayRouteRelay, 1);
+  for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+    const char* name = relayCollName((relayCollective_t)c);
+    double s = linkSpeedup(t, (relayCollective_t)c, 2, 1, GiB, relayRouteRelay, 1);
     T_CHECK(s > 0, "%s A=2: no two-group relay plan", name);
     T_CHECK(near(s, seedA2Speedup(6, 1), 0.02), "%s A=2 two-group: %.3fx, seed 4x", name, s);
     checked++;
@@ -659,7 +659,7 @@ static int caseSeedLinkModel(void) {
      * floor: an active moves its buffer out over its 7 links once). */
     double prev = s;
     for (int T = 2; T <= 64; T *= 2) {
-      double sT = linkSpeedup(t, (relayColl_t)c, 2, 1, GiB, relayRouteRelay, T);
+      double sT = linkSpeedup(t, (relayCollective_t)c, 2, 1, GiB, relayRouteRelay, T);
       T_CHECK(sT > 0, "%s A=2: no depth-%d plan", name, T);
       T_CHECK(near(sT, seedA2Speedup(6, T), 0.03), "%s A=2 depth %d: %.3fx, seed %.3fx", name, T, sT,
               seedA2Speedup(6, T));
@@ -673,7 +673,7 @@ static int caseSeedLinkModel(void) {
   /* 4-active all-to-all, single helper per pair: capped at 1.5x; pipelined
    * (2T+1)/(T+1), towards 2x. */
   for (int T = 1; T <= 8; T *= 2) {
-    double s = linkSpeedup(t, RELAY_COLL_ALLTOALL, 4, 1, GiB, relayRouteRelay, T);
+    double s = linkSpeedup(t, relayCollectiveAllToAll, 4, 1, GiB, relayRouteRelay, T);
     T_CHECK(s > 0, "A=4 all-to-all: no depth-%d plan", T);
     T_CHECK(near(s, seedA4AllToAllSpeedup(T), 0.03), "A=4 all-to-all depth %d: %.3fx, seed %.3fx", T, s,
             seedA4AllToAllSpeedup(T));
@@ -684,7 +684,7 @@ static int caseSeedLinkModel(void) {
    * carries one unit for every three down, so merging gains little): the
    * all-gather and its mirror, the reduce-scatter. */
   for (int c = 0; c < 2; c++) {
-    relayColl_t coll = c ? RELAY_COLL_REDUCESCATTER : RELAY_COLL_ALLGATHER;
+    relayCollective_t coll = c ? relayCollectiveReduceScatter : relayCollectiveAllGather;
     double two = linkSpeedup(t, coll, 4, 1, GiB, relayRouteRelay, 1);
     double four = linkSpeedup(t, coll, 4, 1, GiB, relayRouteRelay, 4);
     T_CHECK(two > 0 && four > 0, "%s A=4: no plans", relayCollName(coll));
@@ -705,20 +705,20 @@ static int caseSeedLinkModel(void) {
  * worse fails here. The single-group tables also hold the relay and RCCL
  * times. */
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   int nActive, nGroups;
   double mean, max; /* the speedup error bounds this table is held to instead */
   const char* why;
 } seedMiss;
 
 static const seedMiss kSeedMisses[] = {
-    {RELAY_COLL_REDUCESCATTER, 2, 1, 0.100, 0.140,
+    {relayCollectiveReduceScatter, 2, 1, 0.100, 0.140,
      "RCCL's 2-rank reduce-scatter measured 12% below the link up to 144 MB (three sweeps agree)"},
-    {RELAY_COLL_REDUCESCATTER, 2, 4, 0.102, 0.145, "the same RCCL reduce-scatter, 4 groups at once"},
-    {RELAY_COLL_ALLTOALL, 4, 1, 0.080, 0.166,
+    {relayCollectiveReduceScatter, 2, 4, 0.102, 0.145, "the same RCCL reduce-scatter, 4 groups at once"},
+    {relayCollectiveAllToAll, 4, 1, 0.080, 0.166,
      "RCCL's 4-rank all-to-all measured 14% below the link at 13.5 MB (the mean is inside)"},
-    {RELAY_COLL_ALLTOALL, 4, 2, 0.099, 0.126, "the same RCCL all-to-all at 27-36 MB"},
-    {RELAY_COLL_ALLGATHER, 4, 1, 0.105, 0.362, "helper staging spilled out of cache from 256 MB (seed)"},
+    {relayCollectiveAllToAll, 4, 2, 0.099, 0.126, "the same RCCL all-to-all at 27-36 MB"},
+    {relayCollectiveAllGather, 4, 1, 0.105, 0.362, "helper staging spilled out of cache from 256 MB (seed)"},
 };
 
 static int caseSeedTables(void) {
@@ -755,7 +755,7 @@ static int caseSeedTables(void) {
       T_CHECK(c.meanBaseErr < 0.10 && c.maxBaseErr < 0.15, "baseline drifted from the measured RCCL column");
       /* The relay time: within 10% on average everywhere, 15% at every row
        * but the 4-active all-gather's cache-bound 1 GB (23%). */
-      double relayMax = s->coll == RELAY_COLL_ALLGATHER && s->nActive == 4 ? 0.24 : 0.15;
+      double relayMax = s->coll == relayCollectiveAllGather && s->nActive == 4 ? 0.24 : 0.15;
       T_CHECK(c.meanRelayErr < 0.10 && c.maxRelayErr < relayMax, "relay time drifted from the measurements");
     }
     checked++;

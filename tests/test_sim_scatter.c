@@ -48,7 +48,7 @@ static struct relayTopo* net(int nodes) {
 }
 
 /* A rooted plan over every rank of topo, count elements (bf16) per rank. */
-static relayPlan* rootedPlan(relayColl_t coll, int n, int root, size_t count) {
+static relayPlan* rootedPlan(relayCollective_t coll, int n, int root, size_t count) {
   static int ranks[RELAY_TOPO_MAX_GPUS];
   static size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < n; i++) ranks[i] = i, counts[i] = count;
@@ -217,7 +217,7 @@ static int caseOccupancy(void) {
     int n = t->nGPUs;
     p2pComm pc;
     T_OK(relaySimP2pComm(t, 0, &pc));
-    relayPlan* p = rootedPlan(RELAY_COLL_SCATTER, n, 0, 1u << 20); /* 2 MiB per peer: every part non-empty */
+    relayPlan* p = rootedPlan(relayCollectiveScatter, n, 0, 1u << 20); /* 2 MiB per peer: every part non-empty */
     const int parts[3] = {r->perPeer, r->first, 0};
     const char* names[3] = {"per-peer", "first", "rule"};
     for (int k = 0; k < 3; k++) {
@@ -272,7 +272,7 @@ static int caseRules(void) {
     int n = t->nGPUs;
     p2pComm pc;
     T_OK(relaySimP2pComm(t, 0, &pc));
-    relayPlan* p = rootedPlan(RELAY_COLL_SCATTER, n, 0, (size_t)(1ull << 30) / 2 / (size_t)n);
+    relayPlan* p = rootedPlan(relayCollectiveScatter, n, 0, (size_t)(1ull << 30) / 2 / (size_t)n);
     double none = simParts(p, t, &pc, r->perPeer, 0, NULL);
     double first = simParts(p, t, &pc, r->first, 0, NULL);
     double rule = simParts(p, t, &pc, 0, 0, NULL);
@@ -308,9 +308,9 @@ static int caseSplit(void) {
   T_OK(relaySimP2pComm(t, 0, &o.comm));
   t->chanBw = 1e18;
   int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++) {
     size_t counts[1] = {3u << 20};
-    planKey k = planKeyInit((relayColl_t)coll, 8, 1, 4, ranks, counts, relayBfloat16);
+    planKey k = planKeyInit((relayCollective_t)coll, 8, 1, 4, ranks, counts, relayBfloat16);
     k.op = relaySum;
     k.route = relayRouteDirect;
     k.depth = 1;
@@ -319,9 +319,9 @@ static int caseSplit(void) {
     relaySimResult a, b;
     T_OK(relaySimRunP2p(p, t, NULL, &a));
     T_OK(relaySimRunP2p(p, t, &o, &b));
-    T_CHECK(fabs(a.totalS / b.totalS - 1) < 1e-9, "%s: %.9g s as flows, %.9g s as parts", relayCollName((relayColl_t)coll),
+    T_CHECK(fabs(a.totalS / b.totalS - 1) < 1e-9, "%s: %.9g s as flows, %.9g s as parts", relayCollName((relayCollective_t)coll),
             a.totalS, b.totalS);
-    T_CHECK(b.partsMax == o.comm.perPeer && !a.chanFlows, "%s: %d parts", relayCollName((relayColl_t)coll), b.partsMax);
+    T_CHECK(b.partsMax == o.comm.perPeer && !a.chanFlows, "%s: %d parts", relayCollName((relayCollective_t)coll), b.partsMax);
     relaySimResultFree(&a);
     relaySimResultFree(&b);
     relayPlanFree(p);
@@ -329,7 +329,7 @@ static int caseSplit(void) {
   /* relaySimRun takes the channel model from a topology that has one. */
   relayTopoFree(t);
   t = net(2);
-  relayPlan* p = rootedPlan(RELAY_COLL_SCATTER, 16, 0, 1u << 20);
+  relayPlan* p = rootedPlan(relayCollectiveScatter, 16, 0, 1u << 20);
   relaySimResult a;
   T_OK(relaySimRun(p, t, &a));
   T_CHECK(a.chanFlows && a.partsMax == 2, "relaySimRun on a channel topology: %d parts", a.partsMax);
@@ -346,16 +346,16 @@ static int caseRoots(void) {
   int n = t->nGPUs;
   p2pComm pc;
   T_OK(relaySimP2pComm(t, 0, &pc));
-  for (int coll = RELAY_COLL_SCATTER; coll <= RELAY_COLL_GATHER; coll++)
+  for (int coll = relayCollectiveScatter; coll <= relayCollectiveGather; coll++)
     for (int root = 0; root < n; root++) {
-      relayPlan* p = rootedPlan((relayColl_t)coll, n, root, 1u << 18);
+      relayPlan* p = rootedPlan((relayCollective_t)coll, n, root, 1u << 18);
       relaySimResult sr;
       double s = simParts(p, t, &pc, 0, 0, &sr);
       int flows, used, most;
-      rootOccupancy(&sr, root, coll == RELAY_COLL_GATHER, &flows, &used, &most);
-      int parts = p2pTaskParts(&pc, coll == RELAY_COLL_SCATTER ? P2P_OP_SCATTER : P2P_OP_GATHER);
+      rootOccupancy(&sr, root, coll == relayCollectiveGather, &flows, &used, &most);
+      int parts = p2pTaskParts(&pc, coll == relayCollectiveScatter ? P2P_OP_SCATTER : P2P_OP_GATHER);
       T_CHECK(s > 0 && flows == (n - 1) * parts, "%s root %d: %.3g s, %d flows at the root",
-              relayCollName((relayColl_t)coll), root, s, flows);
+              relayCollName((relayCollective_t)coll), root, s, flows);
       relaySimResultFree(&sr);
       relayPlanFree(p);
     }

@@ -37,7 +37,7 @@
 #define W_SOFF 328u /* nonzero, a multiple of 8, not of a tile */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   relayDataType_t dt;
   relayRedOp_t op;
   int A, inPlace;
@@ -62,9 +62,9 @@ static void place(const shape* s, int me, char* buf, char** send, char** recv, s
   size_t in = tc_send_elems(s->coll, s->A, c) * es;
   char* sp = buf + W_SOFF;
   char* rp = buf + alignUp(W_SOFF + in + 200) + delta;
-  if (s->inPlace && s->coll == RELAY_COLL_ALLGATHER) sp = rp + (size_t)me * c * es;
-  if (s->inPlace && s->coll == RELAY_COLL_REDUCESCATTER) rp = sp + (size_t)me * c * es;
-  if (s->inPlace && s->coll == RELAY_COLL_ALLREDUCE) rp = sp;
+  if (s->inPlace && s->coll == relayCollectiveAllGather) sp = rp + (size_t)me * c * es;
+  if (s->inPlace && s->coll == relayCollectiveReduceScatter) rp = sp + (size_t)me * c * es;
+  if (s->inPlace && s->coll == relayCollectiveAllReduce) rp = sp;
   *send = sp;
   *recv = rp;
 }
@@ -81,7 +81,7 @@ static relayResult_t callPrepared(relayComm_t comm, int rank, const shape* s, ch
     size_t es = relayTypeSize(s->dt);
     memset(buf, TC_SENTINEL, W_BYTES);
     place(s, me, buf, &send, &recv, delta);
-    if (!(s->inPlace && s->coll != RELAY_COLL_ALLGATHER))
+    if (!(s->inPlace && s->coll != relayCollectiveAllGather))
       memset(recv, TC_POISON, tc_recv_elems(s->coll, s->A, s->count) * es);
     tc_fill_input(s->coll, s->dt, s->op, s->A, me, s->count, send);
   }
@@ -164,8 +164,8 @@ static void sleepMs(int ms) {
 
 /* ---- cases ---------------------------------------------------------------- */
 
-static const relayColl_t kColls[4] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLGATHER,
-                                      RELAY_COLL_ALLTOALL};
+static const relayCollective_t kColls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather,
+                                      relayCollectiveAllToAll};
 
 /* Every collective at A = 2..8, dtypes x ops x in place, counts 1, 37, 4099. */
 static int rankSweep(int rank, int nranks, void* arg) {
@@ -185,7 +185,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
           for (int ip = 0; ip < 2; ip++) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue;
             if (ci >= 2 && oi > 0) continue;
-            if (kColls[ci] == RELAY_COLL_ALLTOALL && ip) continue;
+            if (kColls[ci] == relayCollectiveAllToAll && ip) continue;
             shape s = {kColls[ci], dts[di], ops[oi], A, ip, counts[k++ % 3]};
             oneCall(comm, rank, &s, buf, w->id, "sweep");
           }
@@ -274,7 +274,7 @@ static int rankBadArgs(int rank, int nranks, void* arg) {
             "rank %d: no buffers anywhere: %s (%s)", rank, relayGetErrorString(r), relayGetLastError(comm));
   }
   /* The comm is usable: a staged call. */
-  shape s = {RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 4, 0, 999};
+  shape s = {relayCollectiveAllReduce, relayFloat32, relaySum, 4, 0, 999};
   oneCall(comm, rank, &s, buf, 0, "after bad registrations");
   /* Helpers may pass NULL, 0: the ranks that are not active at A = 4 here. */
   relayWindow_t hw = NULL;
@@ -341,7 +341,7 @@ static int rankCheckOffset(int rank, int nranks, void* arg) {
     size_t delta = rank == ranks[1] ? 8 : 0;
     /* The recv offset is what peers use, except in a reduce-scatter (they read the send): there it may differ. */
     relayResult_t r = callPrepared(comm, rank, &s, buf, delta, &send, &recv);
-    if (kColls[ci] == RELAY_COLL_REDUCESCATTER) {
+    if (kColls[ci] == relayCollectiveReduceScatter) {
       T_CHECK(r == relaySuccess, "rank %d: reduce-scatter with recv offsets that peers never use: %s (%s)", rank,
               relayGetErrorString(r), relayGetLastError(comm));
       continue;
@@ -381,7 +381,7 @@ static int rankMismatch(int rank, int nranks, void* arg) {
   for (int ci = 0; ci < 4; ci++) {
     shape s = {kColls[ci], relayFloat32, relaySum, 4, 0, 5000};
     oneCall(comm, rank, &s, me == 1 ? staged : buf, 0, "active 1 outside the window");
-    if (kColls[ci] != RELAY_COLL_REDUCESCATTER) { /* its recv offset is not one peers use */
+    if (kColls[ci] != relayCollectiveReduceScatter) { /* its recv offset is not one peers use */
       char *send, *recv;
       relayResult_t r = callPrepared(comm, rank, &s, buf, me == 2 ? 8 : 0, &send, &recv);
       T_CHECK(r == relaySuccess && comm->lastWindow == 0, "rank %d: %s with active 2's recv shifted: %s, window %u (%s)",
@@ -413,7 +413,7 @@ static int rankKill(int rank, int nranks, void* arg) {
   char* buf;
   relayComm_t comm = winComm(rank, 0, &buf);
   relayWindow_t w = reg(comm, buf);
-  shape s = {RELAY_COLL_ALLGATHER, relayInt32, relaySum, 2, 0, 20000};
+  shape s = {relayCollectiveAllGather, relayInt32, relaySum, 2, 0, 20000};
   oneCall(comm, rank, &s, buf, w->id, "before the kill"); /* the region exists */
   if (rank == 3) {
     sleepMs(300);

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
       {"depth", required_argument, 0, O_DEPTH}, {"rank", required_argument, 0, O_RANK},
       {"layout", required_argument, 0, O_LAYOUT}, {"traffic", no_argument, 0, O_TRAFFIC},
       {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
-  relayColl_t coll = RELAY_NUM_COLLS;
+  relayCollective_t coll = relayNumCollectives; /* none yet */
   int A = 0, G = 1, nranks = 0, depth = 1, rank = -1, traffic = 0, route = relayRouteRelay;
   long long count = -1;
   relayDataType_t dtype = relayFloat32;
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     }
   }
   if (optind < argc) die(argv[optind], "unexpected argument%s", "");
-  if (coll == RELAY_NUM_COLLS) die("-c", "a collective is required%s", "");
+  if (coll == relayNumCollectives) die("-c", "a collective is required%s", "");
   if (A == 0) die("-A", "the number of active ranks per group is required%s", "");
   if (nranks == 0) die("--ranks", "the comm size is required%s", "");
   if (count < 0) die("--count", "the per-group count is required%s", "");
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
     die("--ranks", "%s ranks cannot hold -A x -G active ranks", v);
   }
   if (rank >= nranks) die("--rank", "'%s' is not a rank of the comm", rankArg);
-  if (coll != RELAY_COLL_REDUCESCATTER && coll != RELAY_COLL_ALLREDUCE) op = relaySum;
+  if (coll != relayCollectiveReduceScatter && coll != relayCollectiveAllReduce) op = relaySum;
 
   int nr = A * G;
   int* ranks = malloc((size_t)nr * sizeof *ranks);

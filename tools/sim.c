@@ -52,7 +52,7 @@ static const unsigned long long kDefaultSizes[] = {
 
 typedef struct {
   const char* topo;
-  int colls[RELAY_NUM_COLLS_ALL];
+  int colls[relayNumCollectives];
   int nColls;
   int A, G;
   unsigned long long sizes[MAX_SIZES];
@@ -250,14 +250,14 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     return 1;
   }
   if (strcmp(coll, "all") == 0) {
-    for (int i = 0; i < RELAY_NUM_COLLS; i++) o->colls[o->nColls++] = i;
+    for (int i = 0; i < RELAY_NUM_LAYOUT_COLLS; i++) o->colls[o->nColls++] = i;
   } else {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", coll);
     int nRooted = 0;
     for (char* t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-      relayColl_t cc;
-      if (relayParseCollAll(t, &cc) || o->nColls == RELAY_NUM_COLLS_ALL) {
+      relayCollective_t cc;
+      if (relayParseCollAll(t, &cc) || o->nColls == relayNumCollectives) {
         fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, scatter, "
                         "gather, a comma list of them, or all\n", coll);
         return 1;
@@ -332,7 +332,7 @@ static int ruleParts(int rule, const p2pComm* c) {
 }
 
 /* One rooted call: every comm rank in the set, root's blocks of `count`. */
-static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, relayColl_t coll, const p2pComm* pc,
+static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll, const p2pComm* pc,
                                int parts, size_t count, relaySimResult* sr) {
   int n = topo->nGPUs;
   int ranks[RELAY_TOPO_MAX_GPUS];
@@ -407,8 +407,8 @@ static int runRooted(const simOpts* o) {
          pc.pool, pc.perPeer, pc.perPeerUserSet ? " (user-set)" : "", o->root, relayTypeName(o->dtype),
          o->scheduleBase ? "schedule-round" : "node-major scatter");
   for (int ci = 0; ci < o->nColls; ci++) {
-    relayColl_t coll = (relayColl_t)o->colls[ci];
-    int scatter = coll == RELAY_COLL_SCATTER;
+    relayCollective_t coll = (relayCollective_t)o->colls[ci];
+    int scatter = relayCollSendsBlocks(coll);
     /* Gather has no rule of its own: every rule gives it the per-peer count. */
     int rules[NUM_RULES], nRules = 0, parts[NUM_RULES];
     if (scatter) {
@@ -492,7 +492,7 @@ typedef struct {
 } row;
 
 /* One size of one collective: the baseline and relaycc's plan on the model. */
-static row simulate(const simOpts* o, const struct relayTopo* topo, relayColl_t coll, unsigned long long bytes,
+static row simulate(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll, unsigned long long bytes,
                     int* ranks, size_t* counts, int showSteps) {
   row r;
   memset(&r, 0, sizeof r);
@@ -657,7 +657,7 @@ static int runNodes(const simOpts* o) {
   int failed = 0;
   size_t es = relayTypeSize(o->dtype);
   for (int ci = 0; ci < o->nColls; ci++) {
-    relayColl_t coll = (relayColl_t)o->colls[ci];
+    relayCollective_t coll = (relayCollective_t)o->colls[ci];
     printf("\n%s, %d nodes x %d actives\n", relayCollName(coll), N, o->A);
     printf("  Msg Size |   flat(ms)   hier(ms)   Speedup | node legs (the faster of direct and relay%s)\n",
            o->routeGiven ? ", as --route says" : "");
@@ -743,13 +743,13 @@ int main(int argc, char** argv) {
   size_t counts[RELAY_TOPO_MAX_GPUS];
   for (int i = 0; i < o.A * o.G; i++) ranks[i] = i;
 
-  static row rows[RELAY_NUM_COLLS_ALL][MAX_SIZES];
+  static row rows[relayNumCollectives][MAX_SIZES];
   int anyFallback = 0, anyFailed = 0;
   printf("# relaycc-sim: topology %s (%d GPUs, %s), A=%d, G=%d (%s), %s, per-active-rank input\n", topo->name,
          topo->nGPUs, topoKind(topo), o.A, o.G, o.G > 1 ? "fused" : "independent", relayTypeName(o.dtype));
   printf("# predicted times; baseline = NCCL/RCCL on the %d active ranks only (docs/model.md)\n", o.A);
   for (int ci = 0; ci < o.nColls; ci++) {
-    relayColl_t coll = (relayColl_t)o.colls[ci];
+    relayCollective_t coll = (relayCollective_t)o.colls[ci];
     printf("\n%s-group %s, A=%d (model: %s)\n", o.G > 1 ? "Fused" : "Single", relayCollName(coll), o.A,
            topo->name);
     if (o.G > 1) printf("%d groups in one call vs %d concurrent %d-rank baseline calls\n", o.G, o.G, o.A);
@@ -784,7 +784,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "relaycc-sim: --plot: cannot write %s: %s\n", dat, strerror(errno));
     } else {
       for (int ci = 0; ci < o.nColls; ci++) {
-        fprintf(f, "# %s\n", relayCollName((relayColl_t)o.colls[ci]));
+        fprintf(f, "# %s\n", relayCollName((relayCollective_t)o.colls[ci]));
         for (int si = 0; si < o.nSizes; si++)
           if (rows[ci][si].ok)
             fprintf(f, "%llu %.6g %.6g %.6g\n", o.sizes[si], rows[ci][si].base * 1e3, rows[ci][si].relay * 1e3,
@@ -811,7 +811,7 @@ int main(int argc, char** argv) {
           fprintf(g, "plot 1 with lines dt 2 lc rgb 'gray' notitle");
           for (int ci = 0; ci < o.nColls; ci++)
             fprintf(g, ", '%s' index %d using 1:4 with linespoints title '%s'", dat, ci,
-                    relayCollName((relayColl_t)o.colls[ci]));
+                    relayCollName((relayCollective_t)o.colls[ci]));
           fprintf(g, "\n");
           fclose(g);
           char cmd[2400];

@@ -4,6 +4,7 @@ Everything here calls librelaycc.so; nothing re-implements the library. The libr
 this file (the wheel ships it there); RELAYCC_LIBRARY names another one (the in-tree tests point it at the
 build folder).
 """
+import collections
 import ctypes
 import os
 import re
@@ -66,6 +67,18 @@ class RelayLayout(ctypes.Structure):
   _fields_ = [("nGroups", ctypes.c_int), ("nActive", ctypes.c_int), ("ranks", ctypes.POINTER(ctypes.c_int))]
 
 
+class RelayCollectiveInfo(ctypes.Structure):
+  """relayCollectiveInfo_t (relaycc.h)."""
+  _fields_ = [("name", ctypes.c_char_p), ("call", ctypes.c_char_p), ("kind", ctypes.c_int),
+              ("reduces", ctypes.c_int), ("sendBlocks", ctypes.c_int), ("recvBlocks", ctypes.c_int),
+              ("ncclName", ctypes.c_char_p), ("torchcommsName", ctypes.c_char_p)]
+
+
+# One collective's facts as the package uses them; kind is relayCollectiveKind_t's identifier.
+CollectiveInfo = collections.namedtuple("CollectiveInfo",
+                                        "name call kind reduces send_blocks recv_blocks nccl_name torchcomms_name")
+
+
 class RelayNcclUniqueId(ctypes.Structure):
   _fields_ = [("internal", ctypes.c_char * RELAY_NCCL_UNIQUE_ID_BYTES)]
 
@@ -94,18 +107,13 @@ def _load():
       "relayGetLastError": (ctypes.c_char_p, [P]),
       "relayGetVersion": (R, [ctypes.POINTER(I)]),
       "relayGetEnumName": (ctypes.c_char_p, [I, I]),
+      "relayGetCollectiveInfo": (R, [I, ctypes.POINTER(RelayCollectiveInfo)]),
       "relayCommInitShm": (R, [ctypes.POINTER(P), I, I, ctypes.c_char_p,
                                ctypes.POINTER(RelayConfig)]),
       "relayCommDestroy": (R, [P]),
       "relayCommAbort": (R, [P]),
       "relayCommCount": (R, [P, ctypes.POINTER(I)]),
       "relayCommUserRank": (R, [P, ctypes.POINTER(I)]),
-      "relayAllGather": (R, [P, P, S, I, ctypes.POINTER(RelayLayout), P, P]),
-      "relayReduceScatter": (R, [P, P, S, I, I, ctypes.POINTER(RelayLayout), P, P]),
-      "relayAllReduce": (R, [P, P, S, I, I, ctypes.POINTER(RelayLayout), P, P]),
-      "relayAllToAll": (R, [P, P, S, I, ctypes.POINTER(RelayLayout), P, P]),
-      "relayScatter": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
-      "relayGather": (R, [P, P, S, I, I, ctypes.POINTER(I), I, P, P]),
       "relayCallReject": (R, [I, S, I, I, ctypes.POINTER(RelayLayout), I, ctypes.c_char_p, P, P]),
   }
   for name, (res, args) in sigs.items():
@@ -160,6 +168,38 @@ DTYPES = {
 OPS = {n[len("relay"):].lower(): v for n, v in _enum(ENUMS["RedOp"]).items()}
 ROUTES = {n[len("relayRoute"):].lower(): v for n, v in _enum(ENUMS["Route"]).items()}
 COLLECTIVES = {_snake(n[len("relayCollective"):]): v for n, v in _enum(ENUMS["Collective"]).items()}
+KINDS = {n: v for n, v in _enum(ENUMS["CollectiveKind"]).items()}
+
+
+def _coll_info(value):
+  info = RelayCollectiveInfo()
+  if lib.relayGetCollectiveInfo(value, ctypes.byref(info)) != 0:
+    raise RuntimeError(f"relayGetCollectiveInfo({value}) failed")
+  return info
+
+
+# Each collective's facts from the library's table of collectives (its kind, whether it reduces, its
+# names in NCCL and torchcomms), never a copy: {"all_reduce": CollectiveInfo(...), ...}.
+COLLECTIVE_INFO = {}
+for _name, _v in COLLECTIVES.items():
+  _i = _coll_info(_v)
+  COLLECTIVE_INFO[_name] = CollectiveInfo(
+      _i.name.decode(), _i.call.decode(), {v: k for k, v in KINDS.items()}[_i.kind], bool(_i.reduces),
+      bool(_i.sendBlocks), bool(_i.recvBlocks),
+      _i.ncclName.decode() if _i.ncclName else None,
+      _i.torchcommsName.decode() if _i.torchcommsName else None)
+
+# Each collective's C function, its arguments as its kind and its row say (relaycc.h): a rooted call takes
+# (send, recv, counts, dtype, root, ranks, nRanks, comm, stream), a layout call (send, recv, counts, dtype,
+# [op,] layout, comm, stream), op where it reduces.
+_P, _I, _S = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)
+for _i in COLLECTIVE_INFO.values():
+  _fn = getattr(lib, _i.call)
+  _fn.restype = ctypes.c_int
+  if _i.kind in ("relayKindRootedRank", "relayKindRootedPosition"):
+    _fn.argtypes = [_P, _P, _S, _I, _I, ctypes.POINTER(_I), _I, _P, _P]
+  else:
+    _fn.argtypes = [_P, _P, _S, _I] + ([_I] if _i.reduces else []) + [ctypes.POINTER(RelayLayout), _P, _P]
 
 
 def _result_name(code):

@@ -36,8 +36,10 @@ from . import _lib
 from ._lib import COLLECTIVES, DTYPES, OPS, bad_argument
 
 Tensor = torch.Tensor
-REDUCING = ("all_reduce", "reduce_scatter")
-ROOTED = ("scatter", "gather")
+# Which calls reduce and which are rooted: the library's table of collectives says (relayGetCollectiveInfo).
+REDUCING = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.reduces)
+ROOTED = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind in ("relayKindRootedRank",
+                                                                          "relayKindRootedPosition"))
 OP_NAMES = tuple(COLLECTIVES)  # the torch ops, one per collective, in relayCollective_t's order
 
 # handle -> Comm: an op gets the handle as an int; from it, the comm's device and its call count.
@@ -108,17 +110,16 @@ def _c_call(name, send, recv, handle, ranks, n_groups, counts, dtype, op, root):
   """One C collective (relayAllReduce, ...) on these buffers (None: NULL); raises its error."""
   _counted(handle)
   L, s, r, cnt, st = _lib.lib, _ptr(send), _ptr(recv), _c_counts(counts), _stream(handle)
-  if name == "all_reduce":
-    res = L.relayAllReduce(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
-  elif name == "reduce_scatter":
-    res = L.relayReduceScatter(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
-  elif name == "all_gather":
-    res = L.relayAllGather(s, r, cnt, dtype, _c_layout(ranks, n_groups), handle, st)
-  elif name == "all_to_all":
-    res = L.relayAllToAll(s, r, cnt, dtype, _c_layout(ranks, n_groups), handle, st)
-  else:
-    fn = L.relayScatter if name == "scatter" else L.relayGather
+  # The C function and its argument list follow from the collective's row: its name, its kind, whether it
+  # reduces (an op argument).
+  info = _lib.COLLECTIVE_INFO[name]
+  fn = getattr(L, info.call)
+  if name in ROOTED:
     res = fn(s, r, cnt, dtype, root, _c_ranks(ranks), len(ranks), handle, st)
+  elif info.reduces:
+    res = fn(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
+  else:
+    res = fn(s, r, cnt, dtype, _c_layout(ranks, n_groups), handle, st)
   _lib.check(res, handle)
 
 
@@ -481,7 +482,7 @@ def _rooted(fn, name, input, output, root, ranks, counts, comm, dtype):
   # Which tensors this rank's role uses (relaycc.h "Rooted collectives"): the root's sum(counts) buffer
   # (a scatter's input, a gather's output) and a member's own block.
   pairs = _tensors(chk, [("input", input), ("output", output)])
-  big, small = (0, 1) if name == "scatter" else (1, 0)
+  big, small = (0, 1) if _lib.COLLECTIVE_INFO[name].send_blocks else (1, 0)  # the root sends the blocks
   uses = [False, False]
   uses[big] = r is not None and me == r
   uses[small] = idx >= 0

@@ -8,7 +8,7 @@
 
 #include "comm/params.h"
 #include "relaycc.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,13 +90,10 @@ struct relayComm {
   void* bw;       /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   /* Registered windows (core/window.c): the table, the registrations so far
-   * (window ids), how many are direct, and the call's match (set per call by
-   * core, NULL: staged; offsets as relayBwDesc's). */
+   * (window ids) and how many are direct (a call's match is an argument: exec/exec.h relayExecCall). */
   struct relayWindow** windows;
   int nWindows, capWindows, directWindows;
   uint32_t windowSeq;
-  const struct relayWindow* callWin;
-  size_t callSendOff, callRecvOff;
   /* Per comm rank: (check stamp << 32) | (index + 1) of the rank in the
    * rank list being validated, so a duplicate is found in O(n) (api.c). */
   uint64_t* rankSeen;

@@ -62,11 +62,14 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 
-/* In relayRoute_t order (relayRouteAuto = 0): a route added to the enum without its name here fails the
- * assertion below, rather than leaving a NULL inside RELAYCC_ROUTE's choices. */
-const char* const relayRouteNames[] = {"auto", "direct", "relay", "oneshot", "native", "bw", NULL};
-_Static_assert(sizeof relayRouteNames / sizeof relayRouteNames[0] == relayNumRoutes + 1,
-               "a name per relayRoute_t");
+/* A route added to the enum without its row in RELAY_ROUTE_TABLE fails the assertion below, rather than
+ * leaving a NULL inside RELAYCC_ROUTE's choices. */
+#define RELAY_ROUTE_NAME_(id, name) [id] = name,
+const char* const relayRouteNames[] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_NAME_)[relayNumRoutes] = NULL};
+#undef RELAY_ROUTE_NAME_
+#define RELAY_ROUTE_COUNT_(id, name) +1
+_Static_assert(0 RELAY_ROUTE_TABLE(RELAY_ROUTE_COUNT_) == relayNumRoutes, "a name per relayRoute_t");
+#undef RELAY_ROUTE_COUNT_
 
 const char* relayRouteName(int route) {
   return (unsigned)route < relayNumRoutes ? relayRouteNames[route] : "?";
@@ -83,39 +86,68 @@ int relayParseRoute(const char* s, int* out) {
   return -1;
 }
 
-static const char* const kCollNames[RELAY_NUM_COLLS_ALL] = {"allgather", "reducescatter", "allreduce",
-                                                            "alltoall",  "scatter",       "gather"};
+#define RELAY_COLL_ROW_(id, name, call, kind, reduces, counts, sendBlocks, recvBlocks, nccl, tc, aliases) \
+  [id] = {name, call, kind, reduces, sendBlocks, recvBlocks, counts, nccl, tc, aliases},
+const relayCollRow relayCollRows[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_COLL_ROW_)};
+#undef RELAY_COLL_ROW_
+/* Every relayCollective_t has its row, at its own value, and the layout rows come first. */
+#define RELAY_COLL_COUNT_(...) +1
+_Static_assert(0 RELAY_COLL_TABLE(RELAY_COLL_COUNT_) == relayNumCollectives, "a row per relayCollective_t");
+#undef RELAY_COLL_COUNT_
+#define RELAY_COLL_ORDER_(id, name, call, kind, ...)                                   \
+  _Static_assert(((kind) == relayKindLayout) == ((int)(id) < RELAY_NUM_LAYOUT_COLLS), \
+                 #id ": layout rows first");
+RELAY_COLL_TABLE(RELAY_COLL_ORDER_)
+#undef RELAY_COLL_ORDER_
 
-const char* relayCollName(relayColl_t coll) {
-  return ((unsigned)coll < RELAY_NUM_COLLS_ALL) ? kCollNames[coll] : "?";
+const char* relayCollName(relayCollective_t coll) {
+  const relayCollRow* row = relayCollRowOf(coll);
+  return row ? row->name : "?";
 }
 
-int relayParseCollAll(const char* s, relayColl_t* out) {
-  static const struct {
-    const char* alias;
-    relayColl_t coll;
-  } aliases[] = {{"all_gather", RELAY_COLL_ALLGATHER},         {"ag", RELAY_COLL_ALLGATHER},
-                 {"reduce_scatter", RELAY_COLL_REDUCESCATTER}, {"rs", RELAY_COLL_REDUCESCATTER},
-                 {"all_reduce", RELAY_COLL_ALLREDUCE},         {"ar", RELAY_COLL_ALLREDUCE},
-                 {"all_to_all", RELAY_COLL_ALLTOALL},          {"a2a", RELAY_COLL_ALLTOALL}};
-  for (size_t i = 0; s && i < sizeof aliases / sizeof aliases[0]; i++)
-    if (strcasecmp(s, aliases[i].alias) == 0) {
-      *out = aliases[i].coll;
-      return 0;
-    }
-  for (int i = 0; s && i < RELAY_NUM_COLLS_ALL; i++)
-    if (strcasecmp(s, kCollNames[i]) == 0) {
-      *out = (relayColl_t)i;
+/* word is one of the space-separated words of list */
+static int wordIn(const char* list, const char* word) {
+  size_t n = strlen(word);
+  for (const char* p = list; *p;) {
+    size_t len = strcspn(p, " ");
+    if (len == n && strncasecmp(p, word, n) == 0) return 1;
+    p += len;
+    p += strspn(p, " ");
+  }
+  return 0;
+}
+
+int relayParseCollAll(const char* s, relayCollective_t* out) {
+  for (int i = 0; s && *s && i < relayNumCollectives; i++)
+    if (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s)) {
+      *out = (relayCollective_t)i;
       return 0;
     }
   return -1;
 }
 
-int relayParseColl(const char* s, relayColl_t* out) {
-  relayColl_t c;
-  if (relayParseCollAll(s, &c) != 0 || (unsigned)c >= RELAY_NUM_COLLS) return -1;
+int relayParseColl(const char* s, relayCollective_t* out) {
+  relayCollective_t c;
+  if (relayParseCollAll(s, &c) != 0 || !relayCollIsLayout(c)) return -1;
   *out = c;
   return 0;
+}
+
+/* hostname + boot id: two containers on one host share the boot id but may
+ * differ in hostname (and then are two nodes to us, which is safe: IPC is
+ * only ever attempted within one); two hosts cloned from one image share a
+ * hostname, never a boot id. */
+uint64_t relayHostIdentity(void) {
+  char buf[512];
+  memset(buf, 0, sizeof buf);
+  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
+  buf[255] = 0;
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
+    fclose(f);
+  }
+  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
 }
 
 double relayTypeTolerance(relayDataType_t dt) {

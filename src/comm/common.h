@@ -19,8 +19,13 @@ const char* relayTypeName(relayDataType_t dt);
 const char* relayOpName(relayRedOp_t op);
 int relayParseType(const char* s, relayDataType_t* out); /* 0 on success */
 int relayParseOp(const char* s, relayRedOp_t* out);
-/* The routes' names, indexed by relayRoute_t ("auto" first) and NULL-terminated: the one list that
- * relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices (params.c) and the tools read. */
+/* The routes by name, one row each in relayRoute_t order ("auto" first): X(id, name). The one list that
+ * relayRouteNames (so relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices in params.c and the tools)
+ * and relayGetEnumName's route names (api.c) are made from; a route's row is route/table.c's. */
+#define RELAY_ROUTE_TABLE(X)                                                                       \
+  X(relayRouteAuto, "auto") X(relayRouteDirect, "direct") X(relayRouteRelay, "relay")            \
+  X(relayRouteOneShot, "oneshot") X(relayRouteNative, "native") X(relayRouteBw, "bw")
+/* The routes' names, indexed by relayRoute_t and NULL-terminated. */
 extern const char* const relayRouteNames[];
 const char* relayRouteName(int route); /* "?" outside relayRoute_t */
 int relayParseRoute(const char* s, int* out); /* a name of relayRouteNames, or "one-shot"; 0 on success */
@@ -49,6 +54,9 @@ void relayErrorContext(const struct relayComm* comm, char* buf, size_t len);
 const char* relayErrorQuote(const struct relayComm* comm, const char* text, char* buf, size_t len);
 
 uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
+/* This host, as a hash of its name and boot id: the one answer to "same node?" in a process (core's node
+ * map, core/nodes.c, and the interposer's vote, shim.c). */
+uint64_t relayHostIdentity(void);
 
 /* A byte count: 4096, 4K, 1.5M, 2GiB, 64KB (binary units); 0 on success. */
 int relayParseBytes(const char* s, uint64_t* out);

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "relaycc.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {

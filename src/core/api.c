@@ -31,14 +31,10 @@
 #include "core/core.h"
 #include "core/nodes.h"
 #include "core/plancache.h"
-#include "core/route_steps.h"
 #include "exec/exec.h"
 #include "route/route.h"
 #include "route/table.h"
 #include "topo/topo.h"
-
-static const char* kCallNames[RELAY_NUM_COLLS_ALL] = {"relayAllGather", "relayReduceScatter", "relayAllReduce",
-                                                      "relayAllToAll",  "relayScatter",       "relayGather"};
 
 /* ---- abort and queries (init and destroy: init.c) ---------------------- */
 
@@ -79,7 +75,7 @@ relayResult_t relayCommUserRank(const relayComm_t comm, int* rank) {
 /* ---- validation -------------------------------------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   const void* send;
   void* recv;
   const size_t* counts;
@@ -88,6 +84,10 @@ typedef struct {
   const relayLayout_t* layout; /* rooted collectives: one group, the rank set */
   int root;                    /* rooted collectives only */
   const char* reject;          /* relayCallReject: the binding's reason (NULL: a call to make) */
+  /* The direct window this rank's buffers lie in (core/window.c; NULL: the staged path) and the offsets
+   * peers use: set by runCall, passed down to the executor and the digest. */
+  const struct relayWindow* win;
+  size_t winSendOff, winRecvOff;
 } callArgs;
 
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr);
@@ -169,7 +169,7 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
     if (!a->recv)
       return relaySetError(c, relayInvalidArgument, "recvbuff is NULL (active rank, group %d, count %zu)",
                            *myGroup, a->counts[*myGroup]);
-    if (a->coll == RELAY_COLL_ALLTOALL && a->send == a->recv)
+    if (a->coll == relayCollectiveAllToAll && a->send == a->recv)
       return relaySetError(c, relayInvalidArgument,
                            "in-place all-to-all (sendbuff == recvbuff) is not supported");
     *bufErr = 0;
@@ -223,10 +223,11 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.root = relayCollRooted(a->coll) ? a->root : 0;
     mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
-        relayHash64(RELAY_HASH_SEED, a->counts, (size_t)(relayCollRooted(a->coll) ? mine.nActive : mine.nGroups) * sizeof(size_t));
-    mine.win = c->callWin ? c->callWin->id : 0;
-    mine.winSendOff = c->callSendOff;
-    mine.winRecvOff = c->callRecvOff;
+        relayHash64(RELAY_HASH_SEED, a->counts,
+                    (size_t)relayCollNumCounts(a->coll, mine.nGroups, mine.nActive) * sizeof(size_t));
+    mine.win = a->win ? a->win->id : 0;
+    mine.winSendOff = a->winSendOff;
+    mine.winRecvOff = a->winRecvOff;
   }
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
@@ -318,7 +319,7 @@ static relayResult_t namingDeadPeer(struct relayComm* c, relayResult_t res) {
 
 /* Runs the call on the first candidate (route/route.h) that can serve it:
  * its row's capability present on the transport, its plan (if it has one)
- * built, its prepare (if any: core/route_steps.c) accepted. Every rank
+ * built, its prepare (if any: the row's) accepted. Every rank
  * walks the same list to the same row: the list and the plans are pure
  * functions of the key, the config and the topology the ranks agreed at
  * init; capabilities are the transport's; and a prepare is collective and
@@ -328,7 +329,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
                                const relayRouteCall* call) {
   for (int i = 0; i < list->n; i++) {
     const relayRouteRow* row = relayRouteRowOf(list->route[i]);
-    if (!row || (row->caps & ~c->tp->caps)) continue;
+    if (!row || (row->caps & ~c->tp->caps) || !relayRouteRowServes(row, key->coll)) continue;
     key->route = list->route[i];
     key->depth = list->depth[i];
     const relayPlan* plan = NULL;
@@ -338,9 +339,8 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       if (res == relayNotSupported) continue; /* a normal answer */
       if (res != relaySuccess) return res;
     }
-    const relayRouteSteps* steps = relayRouteStepsOf(row->route);
     void* handle = NULL;
-    relayResult_t res = steps->prepare ? steps->prepare(c, call, &handle) : relaySuccess;
+    relayResult_t res = row->prepare ? row->prepare(c, call, &handle) : relaySuccess;
     if (res == relayNotSupported) {
       relayPlanFree(owned);
       /* The interposer's comm: the route that beat NCCL's own collective is refused (IPC in a container,
@@ -356,9 +356,9 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow = key->route == relayRouteBw && c->callWin ? c->callWin->id : 0; /* the direct path's */
-      res = plan ? relayExecRun(c, plan, call->send, call->recv, call->stream)
-            : steps->run ? steps->run(c, handle, call)
+      c->lastWindow = key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
+      res = plan ? relayExecRun(c, plan, &call->exec)
+            : row->run ? row->run(c, handle, call)
                          : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
                                          relayRouteName(key->route));
     }
@@ -384,21 +384,17 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 /* The call's shape as every rank of a valid call has it (comm->callShape):
  * never 0, which marks "outside a call". ~30 ns at 2 x 4 ranks. */
 static uint64_t callShapeDigest(const planKey* k) {
-  int32_t f[7] = {(int32_t)k->coll, k->nranks, k->nGroups, k->nActive, (int32_t)k->dtype, (int32_t)k->op, k->root};
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, f, sizeof f), k) | 1;
+  int32_t head[PLAN_KEY_WORDS];
+  planKeyHead(k, head); /* route and depth 0: callKey sets neither */
+  return planKeyHash(head, k) | 1;
 }
 
-/* What the router may use for this key on this comm: the transport's caps,
- * less the one-shot above the comm's agreed RELAYCC_ONESHOT_MAX_BYTES under
- * auto (CAP_GATED: the router then does not apply its own default gate), and
- * less the one-shot on a comm of several nodes. The interposer asks the same
+/* What the router may use for this key on this comm: the transport's caps, less the one-shot on a comm
+ * of several nodes (the one-shot's gate is the key's: relayCommKeySettings). The interposer asks the same
  * question (shim.c), so it routes as core does. */
 int relayCommRouteCaps(const struct relayComm* c, const planKey* key) {
-  int caps = (int)c->tp->caps | RELAY_ROUTE_CAP_GATED;
-  if (c->cfg.route == relayRouteAuto &&
-      !relayOneShotFits(key, (uint64_t)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES)))
-    caps &= ~RELAY_TP_CAP_ONESHOT;
-  return relayNodesCaps(c, caps); /* across nodes, no one-shot (core/nodes.c) */
+  (void)key;
+  return relayNodesCaps(c, (int)c->tp->caps); /* across nodes, no one-shot (core/nodes.c) */
 }
 
 /* The key of a call whose shape is valid, as every peer builds it: the call's fields, the comm's agreed
@@ -419,7 +415,7 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
   relayCommKeySettings(c, key);
 }
 
-int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
+int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
@@ -430,7 +426,8 @@ int relayCommRoutesCall(struct relayComm* c, relayColl_t coll, const size_t* cou
   return relayRouteBeatsNative(&key, c->topo, caps);
 }
 
-static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream_t stream) {
+static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStream_t stream) {
+  callArgs call = *args, *a = &call; /* the window fields are this call's (below) */
   relayResult_t latched = c->failed ? relaySuccess : relayCommLatched(c); /* one atomic load when none */
   if (latched != relaySuccess) return latched;
   if (c->failed) {
@@ -441,11 +438,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
   c->callMark = -1;
   c->callShape = 0;
   c->callDeclined = 0;
-  c->callWin = NULL;
-  c->callSendOff = c->callRecvOff = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
-  relayResult_t local = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? validate(c, a, &myGroup, &myIndex, &bufErr)
+  relayResult_t local = relayCollRowOf(a->coll) ? validate(c, a, &myGroup, &myIndex, &bufErr)
                                                                 : relayInvalidArgument;
   if (a->reject) {
     /* A binding's rejection (relayCallReject): what C makes of the shape
@@ -463,9 +458,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
     callKey(c, a, &key);
     c->callShape = callShapeDigest(&key);
     /* The direct path: decided from this rank's own pointers (window.c). */
-    c->callWin = local == relaySuccess && c->directWindows
-                     ? relayWindowMatch(c, &key, a->send, a->recv, &c->callSendOff, &c->callRecvOff)
-                     : NULL;
+    a->win = local == relaySuccess && c->directWindows
+                 ? relayWindowMatch(c, &key, a->send, a->recv, &a->winSendOff, &a->winRecvOff)
+                 : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
                          c->cfg.depth, lists);
@@ -485,7 +480,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* a, relayStream
    * read otherwise (a member naming another root waits for a root that never sends). Where the agree is
    * cheap (RELAY_TP_CAP_SHAPES: shm) such a call compares its shape, root included, before it moves
    * anything, so a disagreement fails every rank at once and the comm stays usable (issue 25.3). */
-  int agree = c->cfg.checkMode || ((unsigned)a->coll < RELAY_NUM_COLLS_ALL && relayCollRooted(a->coll) &&
+  int agree = c->cfg.checkMode || (relayCollRowOf(a->coll) && relayCollRooted(a->coll) &&
                                    (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
@@ -522,8 +517,9 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
     c->lastDepth = list->depth[0];
     return relaySuccess;
   }
-  relayRouteCall rc = {key, a->send, a->recv, !relayCollRooted(a->coll) && myGroup >= 0 ? a->counts[myGroup] : 0,
-                       stream};
+  int perGroup = relayCollRows[a->coll].counts == RELAY_COUNTS_PER_GROUP;
+  relayRouteCall rc = {key, perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
+                       {a->send, a->recv, a->win, a->winSendOff, a->winRecvOff, stream}};
   return runRoutes(c, key, list, &rc);
 }
 
@@ -560,7 +556,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   run.send = send;
   run.recv = recv;
   c->callMark = c->rank;
-  c->callWin = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
+  run.win = NULL; /* scratch is in no window: the staged path, whose marks tell the peers */
   res = runPlan(c, &run, key, myGroup, list, stream);
   if (res != relaySuccess) return res;
   memcpy(c->lastError, saved, sizeof saved);
@@ -568,7 +564,7 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
 }
 
 static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t stream) {
-  const char* name = (unsigned)a->coll < RELAY_NUM_COLLS_ALL ? kCallNames[a->coll] : "relayCallReject";
+  const char* name = relayCollRowOf(a->coll) ? relayCollRowOf(a->coll)->call : "relayCallReject";
   if (!comm) return relaySetError(NULL, relayInvalidArgument, "%s: comm is NULL", name);
   /* Every call counts on every rank, rejected ones too, so that a notice or
    * a message of call k names k on every rank and is never read by call k+1;
@@ -582,37 +578,44 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
-  comm->callWin = NULL;
   comm->callShape = 0; /* what runs outside calls (a window's rounds) has no shape */
   atomic_store(&comm->inCall, 0);
   return res;
 }
 
+relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
+                            const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
+                            const relayLayout_t* layout, int root, relayStream_t stream) {
+  callArgs a = {.coll = coll, .send = send, .recv = recv, .counts = counts, .dtype = dtype, .op = op,
+                .layout = layout, .root = root};
+  return call(&a, comm, stream);
+}
+
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcounts, datatype, relaySum, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllGather, sendbuff, recvbuff, sendcounts,
+                       datatype, relaySum, layout, 0, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcounts, datatype, op, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts,
+                       datatype, op, layout, 0, stream);
 }
 
 relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, counts, datatype, op, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllReduce, sendbuff, recvbuff, counts,
+                       datatype, op, layout, 0, stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  callArgs a = {RELAY_COLL_ALLTOALL, sendbuff, recvbuff, segcounts, datatype, relaySum, layout, 0, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveAllToAll, sendbuff, recvbuff, segcounts,
+                       datatype, relaySum, layout, 0, stream);
 }
 
 /* ---- rooted collectives: scatter, gather -------------------------------- */
@@ -622,7 +625,7 @@ relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* 
  * back in set order. A rank names only the buffers its role uses. */
 static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
                                     int* bufErr) {
-  int r = c->rank, scatter = a->coll == RELAY_COLL_SCATTER;
+  int r = c->rank, scatter = relayCollSendsBlocks(a->coll); /* the root's send holds the blocks */
   const relayLayout_t* L = a->layout;
   *myGroup = -1;
   *myIndex = -1;
@@ -660,26 +663,18 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
 relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                            int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_SCATTER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveScatter, sendbuff, recvbuff, counts,
+                       datatype, relaySum, &set, root, stream);
 }
 
 relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  callArgs a = {RELAY_COLL_GATHER, sendbuff, recvbuff, counts, datatype, relaySum, &set, root, NULL};
-  return call(&a, comm, stream);
+  return relayCommCall(comm, relayCollectiveGather, sendbuff, recvbuff, counts,
+                       datatype, relaySum, &set, root, stream);
 }
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
-
-_Static_assert((int)relayCollectiveAllGather == RELAY_COLL_ALLGATHER &&
-                   (int)relayCollectiveReduceScatter == RELAY_COLL_REDUCESCATTER &&
-                   (int)relayCollectiveAllReduce == RELAY_COLL_ALLREDUCE &&
-                   (int)relayCollectiveAllToAll == RELAY_COLL_ALLTOALL &&
-                   (int)relayCollectiveScatter == RELAY_COLL_SCATTER &&
-                   (int)relayCollectiveGather == RELAY_COLL_GATHER && (int)relayNumCollectives == RELAY_NUM_COLLS_ALL,
-               "relayCollective_t numbers the collectives as relayColl_t does");
 
 /* The call through runCall like any other, with no buffer and the binding's
  * reason: validate judges the shape, runCall takes the path of a C caller's
@@ -687,12 +682,13 @@ _Static_assert((int)relayCollectiveAllGather == RELAY_COLL_ALLGATHER &&
 relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype, relayRedOp_t op,
                               const relayLayout_t* layout, int root, const char* reason, relayComm_t comm,
                               relayStream_t stream) {
-  relayColl_t cl = (relayColl_t)coll;
+  relayCollective_t cl = coll;
   /* A rooted call's rank set: a layout of one group; none, or another
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0, layout ? layout->ranks : NULL};
   if (relayCollRooted(cl)) layout = &set;
-  callArgs a = {cl, NULL, NULL, counts, datatype, op, layout, root, reason ? reason : "rejected by the binding"};
+  callArgs a = {.coll = cl, .counts = counts, .dtype = datatype, .op = op, .layout = layout, .root = root,
+                .reject = reason ? reason : "rejected by the binding"};
   return call(&a, comm, stream);
 }
 
@@ -710,16 +706,20 @@ static const char* const kTypeNames[relayNumTypes] = {
 static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RELAY_ENUM_NAME_(relayProd),
                                                   RELAY_ENUM_NAME_(relayMax), RELAY_ENUM_NAME_(relayMin),
                                                   RELAY_ENUM_NAME_(relayAvg)};
-static const char* const kRouteNames[relayNumRoutes] = {
-    RELAY_ENUM_NAME_(relayRouteAuto),    RELAY_ENUM_NAME_(relayRouteDirect), RELAY_ENUM_NAME_(relayRouteRelay),
-    RELAY_ENUM_NAME_(relayRouteOneShot), RELAY_ENUM_NAME_(relayRouteNative), RELAY_ENUM_NAME_(relayRouteBw)};
+#define RELAY_ROUTE_ENUM_NAME_(id, name) RELAY_ENUM_NAME_(id),
+static const char* const kRouteNames[relayNumRoutes] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_ENUM_NAME_)};
+#undef RELAY_ROUTE_ENUM_NAME_
 static const char* const kEnumNames[relayNumEnums] = {
     RELAY_ENUM_NAME_(relayEnumEnum),   RELAY_ENUM_NAME_(relayEnumResult), RELAY_ENUM_NAME_(relayEnumDataType),
-    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),  RELAY_ENUM_NAME_(relayEnumCollective)};
-static const char* const kCollectiveNames[relayNumCollectives] = {
-    RELAY_ENUM_NAME_(relayCollectiveAllGather), RELAY_ENUM_NAME_(relayCollectiveReduceScatter),
-    RELAY_ENUM_NAME_(relayCollectiveAllReduce), RELAY_ENUM_NAME_(relayCollectiveAllToAll),
-    RELAY_ENUM_NAME_(relayCollectiveScatter),   RELAY_ENUM_NAME_(relayCollectiveGather)};
+    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),
+    RELAY_ENUM_NAME_(relayEnumCollective), RELAY_ENUM_NAME_(relayEnumCollectiveKind)};
+#define RELAY_COLL_ENUM_NAME_(id, ...) RELAY_ENUM_NAME_(id),
+static const char* const kCollectiveNames[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_COLL_ENUM_NAME_)};
+#undef RELAY_COLL_ENUM_NAME_
+static const char* const kKindNames[relayNumCollectiveKinds] = {
+    RELAY_ENUM_NAME_(relayKindLayout), RELAY_ENUM_NAME_(relayKindRootedRank),
+    RELAY_ENUM_NAME_(relayKindRootedPosition), RELAY_ENUM_NAME_(relayKindPointToPoint),
+    RELAY_ENUM_NAME_(relayKindPerPeer)};
 #undef RELAY_ENUM_NAME_
 
 /* Each table is indexed by the enum's own identifiers, so a name cannot sit
@@ -735,7 +735,18 @@ const char* relayGetEnumName(relayEnum_t which, int value) {
       [relayEnumDataType] = {kTypeNames, relayNumTypes},
       [relayEnumRedOp] = {kOpNames, relayNumOps},
       [relayEnumRoute] = {kRouteNames, relayNumRoutes},
-      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives}};
+      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives},
+      [relayEnumCollectiveKind] = {kKindNames, relayNumCollectiveKinds}};
   if ((unsigned)which >= relayNumEnums || value < 0 || value >= kEnums[which].n) return NULL;
   return kEnums[which].names[value];
+}
+
+relayResult_t relayGetCollectiveInfo(relayCollective_t coll, relayCollectiveInfo_t* info) {
+  const relayCollRow* row = relayCollRowOf(coll);
+  if (!row || !info)
+    return relaySetError(NULL, relayInvalidArgument, "relayGetCollectiveInfo: %s",
+                         info ? "coll is not a relayCollective_t" : "info is NULL");
+  *info = (relayCollectiveInfo_t){row->name,       row->call,       row->kind,     row->reduces,
+                                  row->sendBlocks, row->recvBlocks, row->ncclName, row->torchcommsName};
+  return relaySuccess;
 }

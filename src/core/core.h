@@ -1,4 +1,4 @@
-/* Core's entry points on a comm (core/: api.c, comm.c, init.c, window.c), for core's own files, the
+/* Core's entry points on a comm (core/: api.c, init.c, internal_api.c, window.c), for core's own files, the
  * interposer, tools and tests: what the floor below (comm/comm.h) must not offer, since only core may
  * call it. */
 #ifndef RELAY_CORE_H_
@@ -40,8 +40,14 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
  * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
  * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
  * to NCCL alone). */
-int relayCommRoutesCall(struct relayComm* comm, relayColl_t coll, const size_t* counts, relayDataType_t dtype,
+int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const size_t* counts, relayDataType_t dtype,
                         relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
+/* A call of any collective by its row (comm/coll.h), as the API's functions make it: the interposer's
+ * one way in, whatever NCCL call it took. layout: a rooted call's set is its one group; root: rooted
+ * calls only; op: reducing calls only. */
+relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
+                            const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
+                            const relayLayout_t* layout, int root, relayStream_t stream);
 /* relayCommAbort's first half, safe from another thread while a call runs: the comm is marked aborted
  * and the transport wakes every wait (host and kernel); nothing is freed. */
 void relayCommAbortFlags(struct relayComm* comm);

@@ -27,6 +27,17 @@
  * --ranks 8 -A 2 --route relay, shm, 2 cores). */
 #define RELAY_AUTO_SPIN 200
 
+/* The comm's own memory, after its transport and windows are gone. */
+void relayCommFree(struct relayComm* comm) {
+  if (!comm) return;
+  relayPlanCacheFree(comm->plans);
+  free(comm->execBuf);
+  free(comm->rankSeen);
+  free(comm->nodeOf);
+  free(comm->agreeBuf);
+  free(comm);
+}
+
 /* The hot path's copy of the table (comm->cfg). */
 static void fillConfig(struct relayComm* c) {
   relayResolvedConfig* o = &c->cfg;

@@ -9,8 +9,9 @@
 
 #include "comm/common.h"
 #include "core/init.h"
+#include "gpu_port.h" /* cudaGetDevice */
 #include "relaycc_nccl.h"
-#include "transport/nccl/nccl_transport.h"
+#include "transport/nccl.h"
 #include "transport/shm.h"
 
 /* Attach over nccl, agree, start; one cleanup. owns: the comm destroys nccl
@@ -21,7 +22,7 @@ static relayResult_t attachAndFinish(struct relayComm* c, ncclComm_t nccl, int o
   if (res == relaySuccess) res = relayInitFinish(c, NULL, relayNcclDetectTopo);
   if (res == relaySuccess) res = relayNcclStart(c);
   /* Attach failed before the transport took ownership of nccl. */
-  if (res != relaySuccess && owns && !c->tpState) relayNccl.ncclCommAbort(nccl);
+  if (res != relaySuccess && owns && !c->tpState) relayNcclAbortComm(nccl);
   return relayInitEnd(c, res, out);
 }
 

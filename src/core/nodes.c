@@ -11,7 +11,7 @@
 #include "comm/vote.h"
 #include "route/route.h"
 #include "topo/topo.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 /* One rank's contribution to the init exchange (the transport's agree takes
  * records of at most 256 bytes). source: 1 host identity, 2 RELAYCC_NODE_ID

@@ -15,7 +15,7 @@
 typedef struct {
   uint64_t hash;
   uint64_t lastUse;
-  int32_t head[11];
+  int32_t head[PLAN_KEY_WORDS];
   unsigned char* arrays;
   relayPlan* plan;
 } cacheEntry;
@@ -24,25 +24,6 @@ struct relayPlanCache {
   cacheEntry e[PLAN_CACHE_ENTRIES];
   uint64_t clock;
 };
-
-static void keyHead(const planKey* k, int32_t head[11]) {
-  head[0] = (int32_t)k->coll;
-  head[1] = k->nranks;
-  head[2] = k->nGroups;
-  head[3] = k->nActive;
-  head[4] = (int32_t)k->dtype;
-  head[5] = (int32_t)k->op;
-  head[6] = k->route;
-  head[7] = k->depth;
-  head[8] = k->root;
-  head[9] = (int32_t)k->bwTileBytes;
-  head[10] = k->bwRing;
-}
-
-/* The key hashed in place (no serialized copy per call). */
-static uint64_t keyHash(const int32_t head[11], const planKey* k) {
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 11 * sizeof(int32_t)), k);
-}
 
 struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
 
@@ -56,9 +37,9 @@ void relayPlanCacheFree(struct relayPlanCache* c) {
 }
 
 const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key) {
-  int32_t head[11];
-  keyHead(key, head);
-  const uint64_t h = keyHash(head, key);
+  int32_t head[PLAN_KEY_WORDS];
+  planKeyHead(key, head);
+  const uint64_t h = planKeyHash(head, key);
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     cacheEntry* e = &c->e[i];
     /* Equal heads fix the arrays' lengths. */
@@ -84,9 +65,9 @@ int relayPlanCacheAdd(struct relayPlanCache* c, const planKey* key, relayPlan* p
   cacheEntry* e = &c->e[victim];
   free(e->arrays);
   relayPlanFree(e->plan);
-  keyHead(key, e->head);
+  planKeyHead(key, e->head);
   e->arrays = arrays;
-  e->hash = keyHash(e->head, key);
+  e->hash = planKeyHash(e->head, key);
   e->plan = plan;
   e->lastUse = ++c->clock;
   return 0;

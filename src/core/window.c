@@ -206,14 +206,14 @@ static int winHolds(const struct relayWindow* w, const void* p, size_t bytes, si
 const struct relayWindow* relayWindowMatch(const struct relayComm* c, const planKey* key, const void* send,
                                            const void* recv, size_t* sendOff, size_t* recvOff) {
   *sendOff = *recvOff = 0;
-  if (!c->directWindows || key->nGroups != 1 || (unsigned)key->coll >= RELAY_NUM_COLLS) return NULL;
+  if (!c->directWindows || key->nGroups != 1 || !relayCollIsLayout(key->coll)) return NULL;
   uint64_t se, re;
   planCallerExtents(key, c->rank, &se, &re);
   if (!se || !re) return NULL; /* a helper, or nothing to move */
   size_t es = relayTypeSize(key->dtype);
   /* What peers access (relaycc.h): gathers write my recv, reduce-scatter reads my send, all-reduce both. */
-  int needSend = key->coll == RELAY_COLL_REDUCESCATTER || key->coll == RELAY_COLL_ALLREDUCE;
-  int needRecv = key->coll != RELAY_COLL_REDUCESCATTER;
+  int needSend = key->coll == relayCollectiveReduceScatter || key->coll == relayCollectiveAllReduce;
+  int needRecv = key->coll != relayCollectiveReduceScatter;
   for (int i = 0; i < c->nWindows; i++) {
     const struct relayWindow* w = c->windows[i];
     size_t so = 0, ro = 0;

@@ -22,7 +22,8 @@ _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank 
 
 /* A one-shot or bandwidth op: one collective transport call among the group's actives. */
 static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
-                                 relayStream_t stream) {
+                                 const relayExecCall* call) {
+  relayStream_t stream = call->stream;
   int bw = o->kind == PLAN_OP_BW;
   if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "the %s transport has no %s op", comm->tp->name,
@@ -45,9 +46,9 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   w.tileElems = o->tile;
   w.ring = o->ring;
   w.twoShot = o->form == PLAN_BW_TWOSHOT;
-  w.win = comm->callWin; /* core's match of this rank's caller buffers (core/window.c) */
-  w.sendOff = comm->callSendOff;
-  w.recvOff = comm->callRecvOff;
+  w.win = call->win; /* core's match of this rank's caller buffers (core/window.c) */
+  w.sendOff = call->sendOff;
+  w.recvOff = call->recvOff;
   return comm->tp->bw(comm, &w, stream);
 }
 
@@ -67,7 +68,7 @@ static relayResult_t execSubCollDirect(struct relayComm* comm, const relayPlan* 
   const int32_t* members = p->subRanks + sc->rankBase;
   for (int i = 0; i < n; i++)
     if (members[i] == comm->rank) me = i;
-  relayColl_t coll = (relayColl_t)sc->coll;
+  relayCollective_t coll = (relayCollective_t)sc->coll;
   size_t blk = sc->count * p->elemSize;
   int reduces = relayCollReduces(coll), blocks = relayCollSendsBlocks(coll);
   if (me < 0 || (reduces && n > PLAN_MAX_SRCS))
@@ -104,8 +105,8 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
                                        const planOp* o, void* h, void* dst, const void* src,
                                        relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
-  RELAY_CHECK(comm->tp->native(comm, h, (relayColl_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
-  if (!relayCollReduces((relayColl_t)sc->coll) || o->divisor <= 1) return relaySuccess;
+  RELAY_CHECK(comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
+  if (!relayCollReduces((relayCollective_t)sc->coll) || o->divisor <= 1) return relaySuccess;
   const void* one[1] = {dst};
   return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);
 }
@@ -147,11 +148,11 @@ static relayResult_t execFailEarly(struct relayComm* comm, relayResult_t res) {
   return res;
 }
 
-relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const void* sendbuff,
-                           void* recvbuff, relayStream_t stream) {
+relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const relayExecCall* call) {
+  relayStream_t stream = call->stream;
   int r = comm->rank;
   const planRank* pr = &p->rank[r];
-  execBufs b = {(char*)sendbuff, (char*)recvbuff, {0}, p->elemSize};
+  execBufs b = {(char*)call->send, (char*)call->recv, {0}, p->elemSize};
   for (int s = 0; s < PLAN_MAX_SLOTS; s++) {
     if (!pr->scratchElems[s]) continue;
     void* ptr = NULL;
@@ -193,7 +194,7 @@ relayResult_t relayExecRun(struct relayComm* comm, const relayPlan* p, const voi
     for (uint32_t i = 0; i < st->nOp && res == relaySuccess; i++) {
       const planOp* o = &p->ops[st->opBase + i];
       if (planOpIsCollective(o->kind)) {
-        res = execOneShot(comm, p, o, &b, stream);
+        res = execOneShot(comm, p, o, &b, call);
       } else if (o->kind == PLAN_OP_SUBCOLL) {
         const planSubColl* sc = &p->subs[o->group];
         void* dst = resolve(&b, o->dst);

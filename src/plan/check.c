@@ -101,10 +101,10 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
   int A = p->nActive;
   if (o->kind == PLAN_OP_BW &&
       (o->tile == 0 || o->ring < 1 || o->ring > RELAY_BW_MAX_RING || o->form > PLAN_BW_TWOSHOT ||
-       (o->form == PLAN_BW_TWOSHOT && p->coll != RELAY_COLL_ALLREDUCE)))
+       (o->form == PLAN_BW_TWOSHOT && p->coll != relayCollectiveAllReduce)))
     return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s, o->tile,
                 o->ring, o->form, relayCollName(p->coll));
-  if ((unsigned)p->coll >= RELAY_NUM_COLLS)
+  if (!relayCollIsLayout(p->coll))
     return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
     return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
@@ -141,7 +141,7 @@ static int checkSubColl(const relayPlan* p, int r, int s, const planOp* o, char*
     return fail(err, errlen, "rank %d step %d: sub-collective %d out of range", r, s, o->group);
   const planSubColl* sc = &p->subs[o->group];
   const planStep* st = planRankStep(p, r, s);
-  if ((unsigned)sc->coll >= RELAY_NUM_COLLS || sc->nRanks < 1 ||
+  if (!relayCollIsLayout(sc->coll) || sc->nRanks < 1 ||
       sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
     return fail(err, errlen, "rank %d step %d: sub-collective %d is malformed", r, s, o->group);
   if (st->nOp != 1 || st->nSend || st->nRecv || o->lane || o->nsrc != 1)

@@ -26,6 +26,25 @@ uint64_t planKeyArraysHash(uint64_t h, const planKey* k) {
   return multi ? relayHash64(h, k->nodeOf, (size_t)k->nranks * sizeof(int)) : h;
 }
 
+void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]) {
+  head[0] = (int32_t)k->coll;
+  head[1] = k->nranks;
+  head[2] = k->nGroups;
+  head[3] = k->nActive;
+  head[4] = (int32_t)k->dtype;
+  head[5] = (int32_t)k->op;
+  head[PLAN_KEY_W_ROUTE] = k->route;
+  head[PLAN_KEY_W_DEPTH] = k->depth;
+  head[8] = k->root;
+  head[9] = (int32_t)k->bwTileBytes;
+  head[10] = k->bwRing;
+  head[11] = k->oneShotGate;
+}
+
+uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k) {
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, PLAN_KEY_WORDS * sizeof(int32_t)), k);
+}
+
 unsigned char* planKeyArraysDup(const planKey* k) {
   const size_t nr = keyRanksBytes(k), nc = keyCountsBytes(k), nn = keyNodesBytes(k);
   unsigned char* a = malloc(nr + nc + nn);
@@ -102,11 +121,11 @@ struct planBuilder {
 /* The P2P operation of a collective's transfers: only scatter has a part
  * rule of its own (src/p2p), but a transport may tell them all apart (shm
  * checks both ends agree). */
-static int planP2pOpOf(relayColl_t coll) {
+static int planP2pOpOf(relayCollective_t coll) {
   switch (coll) {
-    case RELAY_COLL_SCATTER: return P2P_OP_SCATTER;
-    case RELAY_COLL_GATHER: return P2P_OP_GATHER;
-    case RELAY_COLL_ALLTOALL: return P2P_OP_ALLTOALL;
+    case relayCollectiveScatter: return P2P_OP_SCATTER;
+    case relayCollectiveGather: return P2P_OP_GATHER;
+    case relayCollectiveAllToAll: return P2P_OP_ALLTOALL;
     default: return P2P_OP_SENDRECV;
   }
 }
@@ -116,7 +135,7 @@ static int planP2pOpOf(relayColl_t coll) {
  * order (send of a scatter, recv of a gather). The root counts as active in
  * group 0 even outside the set, since it names caller buffers. */
 static void planRootedRank(const planKey* k, uint64_t total, int r, planRank* pr) {
-  int scatter = k->coll == RELAY_COLL_SCATTER;
+  int scatter = relayCollSendsBlocks(k->coll); /* the root sends the blocks */
   pr->activeGroup = planActiveGroupOf(k, r, &pr->activeIndex);
   if (pr->activeGroup >= 0) {
     uint64_t c = k->counts[pr->activeIndex];
@@ -142,12 +161,9 @@ static void planLayoutRank(const planKey* k, int r, planRank* pr) {
   int g = pr->activeGroup;
   if (g < 0) return;
   uint64_t c = k->counts[g], A = (uint64_t)k->nActive;
-  switch (k->coll) {
-    case RELAY_COLL_ALLGATHER: pr->sendElems = c; pr->recvElems = A * c; break;
-    case RELAY_COLL_REDUCESCATTER: pr->sendElems = A * c; pr->recvElems = c; break;
-    case RELAY_COLL_ALLREDUCE: pr->sendElems = c; pr->recvElems = c; break;
-    default: pr->sendElems = A * c; pr->recvElems = A * c; break;
-  }
+  /* The collective's row says which buffer holds A blocks. */
+  pr->sendElems = relayCollSendsBlocks(k->coll) ? A * c : c;
+  pr->recvElems = relayCollGathers(k->coll) ? A * c : c;
 }
 
 void planCallerExtents(const planKey* k, int r, uint64_t* sendElems, uint64_t* recvElems) {
@@ -331,7 +347,7 @@ static int growArray(void** arr, size_t* cap, size_t need, size_t es) {
   return 0;
 }
 
-int planSubCollNew(planBuilder* b, relayColl_t coll, const int* ranks, int n, uint64_t count) {
+int planSubCollNew(planBuilder* b, relayCollective_t coll, const int* ranks, int n, uint64_t count) {
   if (n < 1 || growArray((void**)&b->subs, &b->capSubs, b->nSubs + 1, sizeof *b->subs) ||
       growArray((void**)&b->subRanks, &b->capSubRanks, b->nSubRanks + (size_t)n, sizeof *b->subRanks)) {
     b->oom = 1;
@@ -586,7 +602,7 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
         const planOp* o = &p->ops[st->opBase + i];
         if (o->kind == PLAN_OP_SUBCOLL) {
           const planSubColl* sc = &p->subs[o->group];
-          fprintf(f, "    subcoll %s of %llu among", relayCollName((relayColl_t)sc->coll),
+          fprintf(f, "    subcoll %s of %llu among", relayCollName((relayCollective_t)sc->coll),
                   (unsigned long long)sc->count);
           for (int k = 0; k < sc->nRanks; k++)
             fprintf(f, "%s%d", k ? "," : " ", p->subRanks[sc->rankBase + (uint32_t)k]);

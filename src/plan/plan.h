@@ -73,7 +73,7 @@ typedef struct {
  * as the only item of its step (no transfers, no other op), on lane 0. */
 
 typedef struct {
-  int32_t coll;      /* relayColl_t, one of the layout collectives */
+  int32_t coll;      /* relayCollective_t, one of the layout collectives */
   int32_t nRanks;    /* members, >= 1 */
   uint32_t rankBase; /* into plan->subRanks */
   uint32_t pad;
@@ -82,10 +82,10 @@ typedef struct {
 
 /* Elements member of sub-collective sc reads at src and writes at dst. */
 static inline uint64_t planSubCollIn(const planSubColl* sc) {
-  return relayCollSendsBlocks((relayColl_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
+  return relayCollSendsBlocks((relayCollective_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
 }
 static inline uint64_t planSubCollOut(const planSubColl* sc) {
-  return relayCollGathers((relayColl_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
+  return relayCollGathers((relayCollective_t)sc->coll) ? (uint64_t)sc->nRanks * sc->count : sc->count;
 }
 /* PLAN_OP_BW: the same contract as PLAN_OP_ONESHOT (what lands in dst), but
  * the transport moves the data in tiles of `tile` elements through a ring
@@ -199,7 +199,7 @@ typedef struct {
  * counts has one entry per rank of the set (what ranks[i] receives in a
  * scatter, sends in a gather), and root is a comm rank, in the set or not. */
 typedef struct planKey {
-  relayColl_t coll;
+  relayCollective_t coll;
   int nranks;
   int nGroups;
   int nActive;
@@ -221,12 +221,16 @@ typedef struct planKey {
    * plan and route caches with the rest of the key. */
   uint32_t bwTileBytes;
   int bwRing;
+  /* The one-shot route's gate, RELAYCC_ONESHOT_MAX_BYTES as the comm agreed it, set by core with the
+   * bandwidth settings (0: RELAY_ONESHOT_DEFAULT_MAX_BYTES; below 0: the route is off): the one value
+   * the router's pricing and the route's prepare read (planOneShotGate). */
+  int oneShotGate;
 } planKey;
 
 /* A key of the call's shape, every other field 0 (op sum, route 0 = auto, one node, root 0, the bw route's
  * defaults): what tools and tests start from before they set op, route and depth (depth 0 is not a valid
  * key: the builders want >= 1). */
-static inline planKey planKeyInit(relayColl_t coll, int nranks, int nGroups, int nActive, const int* ranks,
+static inline planKey planKeyInit(relayCollective_t coll, int nranks, int nGroups, int nActive, const int* ranks,
                                   const size_t* counts, relayDataType_t dtype) {
   return (planKey){.coll = coll, .nranks = nranks, .nGroups = nGroups, .nActive = nActive, .ranks = ranks,
                    .counts = counts, .dtype = dtype};
@@ -244,6 +248,8 @@ int planKeyMultiNode(const planKey* k);
  * only for calls that fit, so a plan stays a pure function of its key. */
 int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
 int relayOneShotFits(const planKey* k, uint64_t gateBytes);
+/* The key's one-shot gate in bytes (0: off). */
+uint64_t planOneShotGate(const planKey* k);
 /* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
 size_t planBwTileBytes(const planKey* k);
 int planBwRing(const planKey* k);
@@ -254,8 +260,15 @@ struct relayComm;
 void relayCommKeySettings(const struct relayComm* comm, planKey* key);
 
 static inline int planKeyNumCounts(const planKey* k) {
-  return relayCollRooted(k->coll) ? k->nActive : k->nGroups;
+  return relayCollNumCounts(k->coll, k->nGroups, k->nActive);
 }
+/* The one writer of a key's fixed fields, in one order: the plan cache (core/plancache.c), the route
+ * cache (route/route.c: caps in the route's word, no depth) and the call's shape digest (core/api.c) all
+ * compare and hash these words, then the arrays (planKeyHash). */
+enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 12 };
+void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]);
+/* The head and the key's arrays hashed in place (no serialized copy per call). */
+uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k);
 /* A key's ranks and counts (the route and plan caches keep a copy to compare
  * keys in full, after their fixed fields, which fix the lengths, matched):
  * hashed on from h, copied into one allocation (NULL: out of memory, free()
@@ -265,7 +278,7 @@ unsigned char* planKeyArraysDup(const planKey* k);
 int planKeyArraysEqual(const unsigned char* copy, const planKey* k);
 
 typedef struct relayPlan {
-  relayColl_t coll;
+  relayCollective_t coll;
   int nranks, nGroups, nActive;
   int* ranks;     /* copy, nGroups*nActive */
   size_t* counts; /* copy, planKeyNumCounts entries */
@@ -313,7 +326,7 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
                  int divisor);
 /* A sub-collective among ranks[0..n) (see PLAN_OP_SUBCOLL); returns its
  * index for planSubCollOp, -1 when out of memory (the plan then fails). */
-int planSubCollNew(planBuilder* b, relayColl_t coll, const int* ranks, int n, uint64_t count);
+int planSubCollNew(planBuilder* b, relayCollective_t coll, const int* ranks, int n, uint64_t count);
 /* Member `rank`'s op of sub-collective sc in step. */
 void planSubCollOp(planBuilder* b, int rank, int step, int sc, planRef dst, planRef src, int divisor);
 /* Copies every rank program of `sub` (a plan of a sub-comm) into b: sub's

@@ -47,11 +47,13 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
   key->bwTileBytes = (uint32_t)relayParamInt(c, RELAY_P_BW_TILE_BYTES);
   int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
   key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
+  int gate = (int)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES); /* <= RELAY_ONESHOT_GATE_MAX, 1 GiB */
+  key->oneShotGate = gate > 0 ? gate : -1;                   /* as the ring: 0 in the key is the default */
 }
 
 relayResult_t planBuildBw(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no collective op */
+  if (!relayCollIsLayout(k->coll)) return relayNotSupported; /* rooted: no collective op */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   size_t es = relayTypeSize(k->dtype);
   int ring = planBwRing(k);
@@ -59,7 +61,7 @@ relayResult_t planBuildBw(planBuilder* b) {
   int A = k->nActive;
   uint64_t c = k->counts[0];
   uint32_t tile = (uint32_t)(planBwTileBytes(k) / es);
-  int form = k->coll == RELAY_COLL_ALLREDUCE && A > 2 ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH;
+  int form = k->coll == relayCollectiveAllReduce && A > 2 ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH;
   int divisor = relayCollReduces(k->coll) && k->op == relayAvg ? A : 0;
   int s = planAddStep(b);
   for (int j = 0; j < A; j++)

@@ -156,16 +156,16 @@ relayResult_t planBuildDirect(planBuilder* b) {
   if (relayCollRooted(k->coll)) return planBuildScatter(b); /* the rooted calls' one schedule */
   int s = planAddStep(b);
   switch (k->coll) {
-    case RELAY_COLL_ALLGATHER:
+    case relayCollectiveAllGather:
       for (int g = 0; g < k->nGroups; g++) exchange(b, s, g, 0);
       break;
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllToAll:
       for (int g = 0; g < k->nGroups; g++) exchange(b, s, g, 1);
       break;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveReduceScatter:
       for (int g = 0; g < k->nGroups; g++) reduceBlocks(b, s, g, k->counts[g], 1, recvAtZero);
       break;
-    case RELAY_COLL_ALLREDUCE: {
+    case relayCollectiveAllReduce: {
       int s1 = -1;
       for (int g = 0; g < k->nGroups; g++) {
         uint64_t bytes = (uint64_t)k->counts[g] * relayTypeSize(k->dtype);

@@ -151,7 +151,7 @@ typedef struct {
   planRef* recvRef;
 } hierLeg;
 
-static relayResult_t legBuild(const hierCtx* h, int node, relayColl_t coll, int nGroups, int nActive,
+static relayResult_t legBuild(const hierCtx* h, int node, relayCollective_t coll, int nGroups, int nActive,
                               const int* localRanks, const size_t* counts, relayRedOp_t op, hierLeg* leg) {
   const planKey* k = h->k;
   planKey sk;
@@ -238,7 +238,7 @@ static relayResult_t phaseInside(hierCtx* h) {
 /* A node leg of the spanning groups with m actives per node: on each node,
  * the collective among each such group's m locals there, count countOf(g),
  * each local's SEND and RECV at the given slots' offset 0. */
-static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uint64_t* countOf,
+static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayCollective_t coll, const uint64_t* countOf,
                                   planRef sendRef, planRef recvRef, const uint64_t* tailAt) {
   const planKey* k = h->k;
   hierLeg* legs = calloc((size_t)h->nNodes, sizeof *legs);
@@ -281,7 +281,7 @@ static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayColl_t coll, const uin
 
 /* Every rail of every spanning group with m per node: sub-collective coll of
  * countOf(g) on the rail, src and dst at the given refs, in one step. */
-static relayResult_t phaseRails(hierCtx* h, int m, relayColl_t coll, const uint64_t* countOf, planRef src,
+static relayResult_t phaseRails(hierCtx* h, int m, relayCollective_t coll, const uint64_t* countOf, planRef src,
                                 planRef dst) {
   const planKey* k = h->k;
   int step = planAddStep(h->b);
@@ -358,13 +358,13 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
     uint64_t C = k->counts[g], S = (uint64_t)h->span[g];
     if (h->kind[g] != 1 || h->perNode[g] != m) continue;
     switch (k->coll) {
-      case RELAY_COLL_ALLREDUCE:
+      case relayCollectiveAllReduce:
         c1[g] = C / (uint64_t)m;
         break; /* shard */
-      case RELAY_COLL_ALLGATHER:
+      case relayCollectiveAllGather:
         c1[g] = C, c2[g] = S * C, c3[g] = C;
         break; /* rail, node, block */
-      case RELAY_COLL_REDUCESCATTER:
+      case relayCollectiveReduceScatter:
         c1[g] = C, c2[g] = S * C, c3[g] = C;
         break; /* block, node, rail */
       default:
@@ -373,9 +373,9 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
     }
   }
   switch (k->coll) {
-    case RELAY_COLL_ALLREDUCE: {
+    case relayCollectiveAllReduce: {
       if (m == 1) { /* one active per node: the rail is the group */
-        res = phaseRails(h, m, RELAY_COLL_ALLREDUCE, c1, planSendRef(0), planRecvRef(0));
+        res = phaseRails(h, m, relayCollectiveAllReduce, c1, planSendRef(0), planRecvRef(0));
         break;
       }
       /* count = m * b + t (t < m): the t tail elements are all-reduced in
@@ -387,10 +387,10 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       }
       needScratch(h, m, HIER_SLOT_A, c3);
       needScratch(h, m, HIER_SLOT_B, c3);
-      res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c1, planSendRef(0), sa, NULL);
-      if (res == relaySuccess) res = phaseNodeLeg(h, m, RELAY_COLL_ALLREDUCE, c2, planSendRef(0), sa, c1);
-      if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_ALLREDUCE, c3, sa, sb);
-      if (res == relaySuccess) res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c1, sb, planRecvRef(0), NULL);
+      res = phaseNodeLeg(h, m, relayCollectiveReduceScatter, c1, planSendRef(0), sa, NULL);
+      if (res == relaySuccess) res = phaseNodeLeg(h, m, relayCollectiveAllReduce, c2, planSendRef(0), sa, c1);
+      if (res == relaySuccess) res = phaseRails(h, m, relayCollectiveAllReduce, c3, sa, sb);
+      if (res == relaySuccess) res = phaseNodeLeg(h, m, relayCollectiveAllGather, c1, sb, planRecvRef(0), NULL);
       if (res == relaySuccess) {
         int step = planAddStep(h->b);
         for (int g = 0; g < G; g++)
@@ -401,32 +401,32 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       }
       break;
     }
-    case RELAY_COLL_ALLGATHER:
+    case relayCollectiveAllGather:
       /* rail all-gather -> A [kk] blocks; node all-gather -> B [l][kk]; into group order */
       needScratch(h, m, HIER_SLOT_A, c2);
       for (int g = 0; g < G; g++) c1[g] = c2[g] * (uint64_t)m; /* B: m * S * C */
       needScratch(h, m, HIER_SLOT_B, c1);
       for (int g = 0; g < G; g++) c1[g] = c3[g];
-      res = phaseRails(h, m, RELAY_COLL_ALLGATHER, c3, planSendRef(0), sa);
+      res = phaseRails(h, m, relayCollectiveAllGather, c3, planSendRef(0), sa);
       if (res == relaySuccess) {
         if (m > 1)
-          res = phaseNodeLeg(h, m, RELAY_COLL_ALLGATHER, c2, sa, sb, NULL);
+          res = phaseNodeLeg(h, m, relayCollectiveAllGather, c2, sa, sb, NULL);
         else
           phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       }
       if (res == relaySuccess) phaseReorder(h, m, c3, sb, ORDER_RAIL, planRecvRef(0), ORDER_GROUP);
       break;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveReduceScatter:
       /* SEND into rail-major A [l][kk]; node reduce-scatter -> B [kk]; rail reduce-scatter -> RECV */
       for (int g = 0; g < G; g++) c1[g] = c2[g] * (uint64_t)m;
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c2);
       phaseReorder(h, m, c3, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
       if (m > 1)
-        res = phaseNodeLeg(h, m, RELAY_COLL_REDUCESCATTER, c2, sa, sb, NULL);
+        res = phaseNodeLeg(h, m, relayCollectiveReduceScatter, c2, sa, sb, NULL);
       else
         phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
-      if (res == relaySuccess) res = phaseRails(h, m, RELAY_COLL_REDUCESCATTER, c3, sb, planRecvRef(0));
+      if (res == relaySuccess) res = phaseRails(h, m, relayCollectiveReduceScatter, c3, sb, planRecvRef(0));
       break;
     default: {
       /* SEND into rail-major A; node all-to-all -> B [l][kk] (from local l,
@@ -445,12 +445,12 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_B, c1);
       phaseReorder(h, m, blk, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
       if (m > 1)
-        res = phaseNodeLeg(h, m, RELAY_COLL_ALLTOALL, c2, sa, sb, NULL);
+        res = phaseNodeLeg(h, m, relayCollectiveAllToAll, c2, sa, sb, NULL);
       else
         phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) {
         phaseReorder(h, m, blk, sb, ORDER_RAIL, sa, ORDER_NODE);
-        res = phaseRails(h, m, RELAY_COLL_ALLTOALL, c3, sa, sb);
+        res = phaseRails(h, m, relayCollectiveAllToAll, c3, sa, sb);
       }
       if (res == relaySuccess) phaseReorder(h, m, blk, sb, ORDER_NODE, planRecvRef(0), ORDER_GROUP);
       free(blk);
@@ -484,7 +484,7 @@ static relayResult_t phaseIrregular(hierCtx* h) {
 
 relayResult_t planBuildHier(planBuilder* b, planKeyBuildFn buildLeg) {
   const planKey* k = planBuilderKey(b);
-  if ((unsigned)k->coll >= RELAY_NUM_COLLS || !k->nodeOf || !buildLeg) return relayNotSupported;
+  if (!relayCollIsLayout(k->coll) || !k->nodeOf || !buildLeg) return relayNotSupported;
   hierCtx h;
   relayResult_t res = hierInit(&h, k, b, buildLeg);
   if (res == relaySuccess) res = phaseInside(&h);

@@ -23,15 +23,19 @@ int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes) {
   return gateBytes > 0 && es != 0 && k->counts[0] <= gateBytes / es; /* a gate of 0: nothing fits, the route is off */
 }
 
+uint64_t planOneShotGate(const planKey* k) {
+  return k->oneShotGate == 0 ? RELAY_ONESHOT_DEFAULT_MAX_BYTES : k->oneShotGate < 0 ? 0 : (uint64_t)k->oneShotGate;
+}
+
 int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
-  if (k->nGroups != 1 || (unsigned)k->coll >= RELAY_NUM_COLLS) return 0;
+  if (k->nGroups != 1 || !relayCollIsLayout(k->coll)) return 0;
   uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype) * (relayCollSendsBlocks(k->coll) ? (uint64_t)k->nActive : 1);
   return gateBytes > 0 && bytes <= gateBytes; /* per-rank input */
 }
 
 relayResult_t planBuildOneShot(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayNotSupported; /* rooted: no one-shot */
+  if (!relayCollIsLayout(k->coll)) return relayNotSupported; /* rooted: no one-shot */
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   uint64_t c = k->counts[0];
   /* The gate is the caller's (core: the comm's; relayOneShotFits); this is

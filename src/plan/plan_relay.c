@@ -156,12 +156,12 @@ typedef struct {
 static pipeForm formOf(const planKey* k) {
   int A = k->nActive, H = k->nranks - A;
   pipeForm f = {H, 1, 1, 1, 0}; /* 2-active all-reduce and all-to-all */
-  if (k->coll == RELAY_COLL_ALLGATHER) { /* u up; then A-1 slices down per helper link */
+  if (k->coll == relayCollectiveAllGather) { /* u up; then A-1 slices down per helper link */
     f.dMid = f.dLast = A - 1;
-  } else if (k->coll == RELAY_COLL_REDUCESCATTER) { /* A-1 slices up; then one reduced down */
+  } else if (k->coll == relayCollectiveReduceScatter) { /* A-1 slices up; then one reduced down */
     f.dFirst = f.dMid = A - 1;
     f.stageMajor = A == 2; /* the owner reduces each step's arrivals as they land */
-  } else if (k->coll == RELAY_COLL_ALLTOALL && A > 2) { /* Latin: one tile per task */
+  } else if (k->coll == relayCollectiveAllToAll && A > 2) { /* Latin: one tile per task */
     f.P = 1;
     f.stageMajor = 1; /* T = 1 keeps the reference's [directA | relay | directB] */
   }
@@ -172,7 +172,7 @@ int planRelayPipeShape(const planKey* k, relayPipeShape* out) {
   if (relaySupported(k) != relaySuccess || k->nGroups != 1) return -1;
   int A = k->nActive, H = k->nranks - A;
   relayPipeShape s = {0, 0, 0, 0, 0};
-  if (k->coll == RELAY_COLL_ALLREDUCE && A > 2) {
+  if (k->coll == relayCollectiveAllReduce && A > 2) {
     /* A shards of y and H offload pieces of 2y per tile; 2y on each link in
      * each of the T+1 steps */
     s.linkPerTile = 2;
@@ -330,8 +330,8 @@ static void ownBlock(const grp* c, int step, int rank, planRef dst, planRef src,
 /* Staging slots helper h needs per tile. */
 static uint64_t helperSlots(const grp* c, int h) {
   uint64_t A = (uint64_t)c->A;
-  if (c->k->coll == RELAY_COLL_REDUCESCATTER) return A * (A - 1); /* A-1 inputs per owner */
-  if (c->k->coll == RELAY_COLL_ALLTOALL && c->A > 2) return (uint64_t)c->lt->tasks[h];
+  if (c->k->coll == relayCollectiveReduceScatter) return A * (A - 1); /* A-1 inputs per owner */
+  if (c->k->coll == relayCollectiveAllToAll && c->A > 2) return (uint64_t)c->lt->tasks[h];
   return A; /* one per source */
 }
 
@@ -354,7 +354,7 @@ static uint64_t directPieces(const grp* c, int k) { return c->piece ? dUnits(&c-
  * stages it once and sends it to the A-1 others. */
 
 static planRef fanSrc(const grp* c, int d) {
-  return c->k->coll == RELAY_COLL_ALLGATHER ? planSendRef(0) : planSendRef((uint64_t)d * c->m);
+  return c->k->coll == relayCollectiveAllGather ? planSendRef(0) : planSendRef((uint64_t)d * c->m);
 }
 
 /* The slice source of the relay: all-to-all fans out only at A = 2. */
@@ -670,7 +670,7 @@ static void groupGeometry(grp* c) {
   int A = c->A, H = c->H, T = c->T;
   uint64_t bytes = c->m * relayTypeSize(c->k->dtype);
   c->piece = 0;
-  if (c->k->coll == RELAY_COLL_ALLREDUCE && A > 2) {
+  if (c->k->coll == relayCollectiveAllReduce && A > 2) {
     /* offload pieces of 2y (T = 1: the two-group unit), then direct shards;
      * only the relay part of the geometry is used */
     pipeForm f = {H, 0, 0, 0, 0};
@@ -682,8 +682,8 @@ static void groupGeometry(grp* c) {
   } else {
     c->geo = geomMake(c->m, T, formOf(c->k));
     /* 4-active reduce-scatter always; all-gather from 256 MiB */
-    if (T > 1 && A > 2 && c->k->coll == RELAY_COLL_REDUCESCATTER) c->piece = c->geo.unit;
-    if (T > 1 && A > 2 && c->k->coll == RELAY_COLL_ALLGATHER && bytes >= RELAY_UNIFORM_OP_MIN_BYTES)
+    if (T > 1 && A > 2 && c->k->coll == relayCollectiveReduceScatter) c->piece = c->geo.unit;
+    if (T > 1 && A > 2 && c->k->coll == relayCollectiveAllGather && bytes >= RELAY_UNIFORM_OP_MIN_BYTES)
       c->piece = c->geo.unit;
   }
   c->tile = c->geo.unit;
@@ -693,10 +693,10 @@ static void groupGeometry(grp* c) {
 
 static relayResult_t relaySupported(const planKey* k) {
   int A = k->nActive, H = k->nranks - k->nActive;
-  if ((unsigned)k->coll >= RELAY_NUM_COLLS) return relayInvalidArgument;
+  if (!relayCollIsLayout(k->coll)) return relayInvalidArgument;
   /* no helper, nothing to relay through: direct is the whole answer */
   if (A < 2 || A > PLAN_MAX_SRCS || H < 1 || k->nGroups < 1) return relayNotSupported;
-  if (k->coll == RELAY_COLL_ALLTOALL && A > 2 && latinHelper(A, H, 0, 1) < 0) return relayNotSupported;
+  if (k->coll == relayCollectiveAllToAll && A > 2 && latinHelper(A, H, 0, 1) < 0) return relayNotSupported;
   return relaySuccess;
 }
 
@@ -709,7 +709,7 @@ relayResult_t planBuildRelay(planBuilder* b) {
   uint64_t* total = calloc((size_t)n, sizeof *total); /* staging used so far per rank */
   uint64_t* hbase = calloc((size_t)n, sizeof *hbase);
   char* inGroup = malloc((size_t)n);
-  int latin = k->coll == RELAY_COLL_ALLTOALL && A > 2;
+  int latin = k->coll == relayCollectiveAllToAll && A > 2;
   latinTable* lt = latin ? malloc(sizeof *lt) : NULL;
   if (!help || !total || !hbase || !inGroup || (latin && !lt)) {
     free(help);
@@ -753,9 +753,9 @@ relayResult_t planBuildRelay(planBuilder* b) {
       if (need) planNeedScratch(b, r, SLOT_HELP, total[r]);
     }
     switch (k->coll) {
-      case RELAY_COLL_ALLGATHER: buildFanout(&c); break;
-      case RELAY_COLL_REDUCESCATTER: buildReduceAtHelper(&c); break;
-      case RELAY_COLL_ALLREDUCE: buildAllReduce(&c); break;
+      case relayCollectiveAllGather: buildFanout(&c); break;
+      case relayCollectiveReduceScatter: buildReduceAtHelper(&c); break;
+      case relayCollectiveAllReduce: buildAllReduce(&c); break;
       default:
         if (A == 2)
           buildFanout(&c);

@@ -20,7 +20,7 @@ relayResult_t planBuildScatter(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
   if (!relayCollRooted(k->coll) || k->nGroups != 1 || k->nActive < 1 || k->root < 0 || k->root >= k->nranks)
     return relayInvalidArgument;
-  int scatter = k->coll == RELAY_COLL_SCATTER;
+  int scatter = relayCollSendsBlocks(k->coll); /* the root sends the blocks */
   int s = planAddStep(b), root = k->root;
   uint64_t off = 0;
   for (int i = 0; i < k->nActive; i++) {

@@ -103,7 +103,7 @@ static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank*
     if (members[i] == r) me = i;
   }
   size_t es = p->elemSize, blk = sc->count * es;
-  relayColl_t coll = (relayColl_t)sc->coll;
+  relayCollective_t coll = (relayCollective_t)sc->coll;
   size_t off = relayCollSendsBlocks(coll) ? (size_t)me * blk : 0; /* my block of each member's input */
   char* dst = resolve(p, &rr[r], o->dst);
   if (relayCollGathers(coll)) {

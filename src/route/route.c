@@ -50,24 +50,25 @@ typedef struct {
    * only would route that rank differently from its peers (a hang), so the
    * hash only finds the slot. The topology is compared by its content hash
    * (comms agree on it at init). */
-  int head[9]; /* coll, nranks, nGroups, nActive, dtype, op, caps without PERCALL, bw tile and ring */
+  int32_t head[PLAN_KEY_WORDS]; /* keyHead */
   unsigned char* arrays; /* ranks and counts (planKeyArraysDup) */
   relayRouteList list[2];
   int valid;
 } routeEntry;
 
-static void keyHead(const planKey* k, int caps, int head[9]) {
-  head[0] = (int)k->coll, head[1] = k->nranks, head[2] = k->nGroups, head[3] = k->nActive;
-  head[4] = (int)k->dtype, head[5] = (int)k->op, head[6] = caps & ~RELAY_ROUTE_CAP_PERCALL;
-  head[7] = (int)k->bwTileBytes, head[8] = k->bwRing;
+/* The key's head (planKeyHead) with caps where the route goes: the router's answer is for any route and
+ * depth, and caps (what the transport can run) changes it. */
+static void keyHead(const planKey* k, int caps, int32_t head[PLAN_KEY_WORDS]) {
+  planKeyHead(k, head);
+  head[PLAN_KEY_W_ROUTE] = caps & ~RELAY_ROUTE_CAP_PERCALL;
+  head[PLAN_KEY_W_DEPTH] = 0;
 }
 
 static routeEntry gCache[ROUTE_CACHE_ENTRIES];
 static pthread_mutex_t gCacheLock = PTHREAD_MUTEX_INITIALIZER;
 
-/* caps (what the transport can run) is in head: it changes the answer. */
-static uint64_t keyHash(const int head[9], const planKey* k, const struct relayTopo* t) {
-  uint64_t h = planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, 9 * sizeof(int)), k);
+static uint64_t keyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k, const struct relayTopo* t) {
+  uint64_t h = planKeyHash(head, k);
   /* The topology by content, not address: a comm's topology is freed with it
    * and a later one may reuse the address with other figures. Its part of
    * the hash (a few us: relayTopoHash prints it) is memoized per thread for
@@ -91,7 +92,8 @@ static uint64_t keyHash(const int head[9], const planKey* k, const struct relayT
 
 /* A row the transport can run (caps) and the router prices for key. */
 static int rowUsable(const relayRouteRow* row, const planKey* key, int caps) {
-  return row && !(row->caps & ~(unsigned)caps) && (!row->priced || row->priced(key, caps));
+  return row && !(row->caps & ~(unsigned)caps) && relayRouteRowServes(row, key->coll) &&
+         (!row->priced || row->priced(key, caps));
 }
 
 /* The transport's own collective where caps has it and it serves key (a row
@@ -134,7 +136,7 @@ static double predict(const planKey* key, const struct relayTopo* topo, int caps
 /* The native candidate: the library's collective on each group's actives,
  * as the baseline model prices it; negative when it cannot serve the key. */
 static double predictNative(const planKey* key, const struct relayTopo* topo) {
-  if ((unsigned)key->coll >= RELAY_NUM_COLLS) return -1; /* rooted: no native form */
+  if (!relayRouteRowServes(relayRouteRowOf(relayRouteNative), key->coll)) return -1; /* no native form */
   if (planKeyMultiNode(key) && topo->nNodes > 1) {
     /* Across nodes the library's collective is priced by the network model
      * the hierarchical plans' rail legs are (relaySimSubCollSeconds), per
@@ -237,7 +239,7 @@ static void choose(const planKey* key, const struct relayTopo* topo, int caps, r
 
 /* Both lists of an auto-routed layout call, cached. */
 static void chooseCached(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2]) {
-  int head[9];
+  int32_t head[PLAN_KEY_WORDS];
   keyHead(key, caps, head);
   uint64_t h = keyHash(head, key, topo);
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
@@ -247,7 +249,7 @@ static void chooseCached(const planKey* key, const struct relayTopo* topo, int c
   if (hit) memcpy(out, e->list, sizeof e->list);
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;
-  const int graphCaps = head[6];
+  const int graphCaps = head[PLAN_KEY_W_ROUTE];
   memset(out, 0, 2 * sizeof *out); /* callers compare lists whole */
   choose(key, topo, graphCaps | RELAY_ROUTE_CAP_PERCALL, &out[0]);
   if (topo && topo->hostStepS > 0) choose(key, topo, graphCaps, &out[1]);
@@ -267,12 +269,17 @@ static void chooseCached(const planKey* key, const struct relayTopo* topo, int c
 void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
                           relayRouteList out[2]) {
   memset(out, 0, 2 * sizeof *out);
-  if (relayCollRooted(key->coll)) {
-    /* The only schedule a rooted call has (plan_scatter.c), forced route or
-     * not: asking another builder would fail on every call. */
-    out[0].n = 1;
-    out[0].route[0] = relayRouteDirect;
-    out[0].depth[0] = depth > 0 ? depth : 1;
+  if (!relayCollIsLayout(key->coll)) {
+    /* The router prices layout calls only: another kind takes the plan rows that serve it, in table
+     * order (rooted: direct, its one schedule), forced route or not: asking another builder would fail
+     * on every call. */
+    for (int r = 0; r < relayNumRoutes && out[0].n < RELAY_ROUTE_MAX_CANDS; r++) {
+      const relayRouteRow* row = relayRouteRowOf(r);
+      if (row && row->build && relayRouteRowServes(row, key->coll)) {
+        out[0].route[out[0].n] = r;
+        out[0].depth[out[0].n++] = depth > 0 ? depth : 1;
+      }
+    }
   } else if (route != relayRouteAuto) {
     const relayRouteRow* row = relayRouteRowOf(route);
     /* A forced pipelined route still takes the depth model's depth. */

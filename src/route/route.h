@@ -4,7 +4,7 @@
 #define RELAY_ROUTE_H_
 
 #include "plan/plan.h"
-#include "transport/transport.h" /* RELAY_TP_CAP_* */
+#include "comm/transport.h" /* RELAY_TP_CAP_* */
 
 #ifdef __cplusplus
 extern "C" {
@@ -16,10 +16,6 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
  * passes its transport's; tools and tests say what they model), plus: */
 #define RELAY_ROUTE_CAP_PERCALL (1 << 30) /* the call is not captured into a graph: plans pay
                                            * topo->hostStepS per step (ranks capture alike) */
-#define RELAY_ROUTE_CAP_GATED (1 << 29)   /* the caller checked the one-shot against its own gate (core:
-                                           * the comm's agreed RELAYCC_ONESHOT_MAX_BYTES, dropping
-                                           * RELAY_TP_CAP_ONESHOT above it); without it the router applies
-                                           * RELAY_ONESHOT_DEFAULT_MAX_BYTES */
 
 /* The routes a call may take, in the order core tries them (api.c): the
  * first whose transport capability is present and whose prepare succeeds on
@@ -39,7 +35,8 @@ typedef struct {
  * key->route and key->depth are ignored; route and depth are the comm's
  * configured ones (relayRouteAuto asks the model; another route is forced,
  * then direct; depth 0 = the depth model's for a pipelined route, else 1,
- * and > 0 forces the first candidate's). Rooted calls list direct alone. */
+ * and > 0 forces the first candidate's). A call of another kind than layout lists the plan rows
+ * that serve its kind (comm/coll.h; rooted: direct alone). */
 void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
                           relayRouteList out[2]);
 

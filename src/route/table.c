@@ -1,14 +1,17 @@
 /*
  * The table of routes (route/table.h). A new route is a relayRoute_t value
  * (relaycc.h: users force it by name or number), its name
- * (comm/common.c), a row here and its builder, and where it needs the
- * transport readied, its prepare in core (core/route_steps.c).
+ * (comm/common.c), a row here with its prepare where it needs the transport
+ * readied, and its builder (src/plan/).
  */
 #include "route/table.h"
 
+#include "comm/comm.h"
 #include "comm/common.h"
+#include "comm/params.h"
 #include "plan/routes.h"
 #include "route/route.h"
+#include "comm/transport.h"
 
 /* ---- one-shot ---------------------------------------------------------- */
 
@@ -18,11 +21,21 @@
  * 1.26-1.60x (all-gather) and 1.25-1.90x (all-to-all) of NCCL in graph
  * replay from 4 KB to 1 MiB, 1.37-1.57x per call
  * (docs/perf/2026-11-30-h200x2.md, run 6). The gate is on the per-rank
- * input as the seed's 1 MiB was: the caller's (CAP_GATED: core checked the
- * comm's agreed one, and caps are part of the route cache key), else the
- * default. */
+ * input as the seed's 1 MiB was: the key's (the comm's agreed
+ * RELAYCC_ONESHOT_MAX_BYTES, else the default), which the prepare below
+ * reads too: one value, set in one place (relayCommKeySettings). */
 static int oneShotPriced(const planKey* k, int caps) {
-  return relayOneShotFits(k, (caps & RELAY_ROUTE_CAP_GATED) ? RELAY_ONESHOT_GATE_MAX : RELAY_ONESHOT_DEFAULT_MAX_BYTES);
+  (void)caps;
+  return relayOneShotFits(k, planOneShotGate(k));
+}
+
+/* A forced one-shot above the comm's gate (what one source stages per
+ * destination must fit the slot) is declined, on every rank alike. */
+static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
+  (void)handle;
+  uint64_t gate = planOneShotGate(call->key);
+  if (!relayOneShotSlotFits(call->key, gate)) return relayNotSupported;
+  return c->tp->oneshotPrepare(c, (size_t)gate, call->exec.stream);
 }
 
 /* ---- bandwidth ---------------------------------------------------------- */
@@ -34,29 +47,54 @@ static int oneShotPriced(const planKey* k, int caps) {
  * the one-shot's (one tile costs the one-shot plus one flag hop). No gate of
  * its own (its row's priced is NULL); its prepare is core's. */
 
+/* The region is sized by the key's tile and ring (the comm's agreed
+ * values); the transport's prepare votes on them, so ranks decline
+ * together. */
+static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
+  (void)handle;
+  int ring = planBwRing(call->key);
+  if (ring == 0) return relayNotSupported; /* the builder refused it already; every rank alike */
+  return c->tp->bwPrepare(c, planBwTileBytes(call->key), ring, call->exec.stream);
+}
+
 /* ---- native ------------------------------------------------------------ */
 
 /* The transport library's fused collective on each group's sub-communicator
  * (NCCL): one launch where a send/recv plan needs a group plus a reduce
  * (measured 0.67-0.86x of NCCL on 2 x H200 for all-reduce and
- * reduce-scatter). The layout collectives only. */
-static int nativePriced(const planKey* k, int caps) {
-  (void)caps;
-  return (unsigned)k->coll < RELAY_NUM_COLLS;
+ * reduce-scatter). The layout collectives only (its row's kinds). Its
+ * prepare: the sub-communicators of the call's groups (cached by the
+ * transport). */
+static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
+  const planKey* k = call->key;
+  return c->tp->nativePrepare(c, k->nGroups, k->nActive, k->ranks, call->exec.stream, handle);
+}
+
+static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRouteCall* call) {
+  const planKey* k = call->key;
+  return c->tp->native(c, handle, k->coll, call->exec.send, call->exec.recv, call->count, k->dtype, k->op,
+                       call->exec.stream);
 }
 
 /* ---- the table --------------------------------------------------------- */
 
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
+/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c), the one
+ * schedule they have; the other routes serve the layout collectives. */
+#define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
-    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, 0, NULL},
-    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, RELAY_ROW_PIPELINED, NULL},
-    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT,
-                           RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced},
-    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, RELAY_ROW_ONE_LAUNCH, nativePriced},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, RELAY_ROW_ONE_LAUNCH, NULL},
+    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedRank),
+                          0, NULL, NULL, NULL},
+    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
+    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
+                           RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
+    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
+                          nativePrepare, nativeRun},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL, bwPrepare,
+                      NULL},
 };
+#undef LAYOUT
 
 const relayRouteRow* relayRouteRowOf(int route) {
   /* A route without a row here reads a zeroed slot (route 0): none. */
@@ -66,17 +104,14 @@ const relayRouteRow* relayRouteRowOf(int route) {
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
   *out = NULL;
   const relayRouteRow* row = relayRouteRowOf(key->route);
-  /* One schedule serves the rooted collectives, root to each member
-   * (direct's builder: plan_direct.c): no helper route for them yet, so any
-   * other route answers "not supported" and the caller falls back. */
-  if (!row || !row->build || (relayCollRooted(key->coll) && key->route != relayRouteDirect))
-    return relayNotSupported;
+  /* A route that does not serve the collective's kind answers "not supported" and the caller falls back. */
+  if (!row || !row->build || !relayRouteRowServes(row, key->coll)) return relayNotSupported;
   planBuilder* b = planBuilderNew(key);
   if (!b) return relaySystemError;
   /* A layout collective on a comm of several nodes: the hierarchical plan
    * (plan_hier.c), whose node legs are one-node plans of this row's route
    * (direct or relay; core never hands a one-shot key across nodes). */
-  int hier = !relayCollRooted(key->coll) && planKeyMultiNode(key);
+  int hier = relayCollIsLayout(key->coll) && planKeyMultiNode(key);
   relayResult_t res = hier ? planBuildHier(b, relayPlanBuild) : row->build(b);
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);

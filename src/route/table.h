@@ -1,18 +1,18 @@
 /*
- * Routes as rows: one row per route says what the router and the plan layer
- * need to know of it (its builder, the transport capability it needs, how it
- * is priced), so that adding a route touches this table and its builder.
- * Rows are pure: nothing here needs a comm. The router (route.c) prices the
- * rows a call's transport can run and hands core an ordered list of
+ * Routes as rows: one row per route says all there is to know of it (its
+ * builder, the transport capability it needs, the collectives' kinds it
+ * serves, how it is priced, the prepare that readies the transport and the
+ * run of a row without a plan), so that adding a route touches this table
+ * and its builder. The router (route.c) prices the rows a call's transport
+ * can run, a pure function of the key, and hands core an ordered list of
  * candidates; core (api.c) walks it and runs the first whose capability is
- * present and whose prepare succeeds on every rank. What a route needs of a
- * comm (the prepare that readies the transport, the run of a row without a
- * plan) is core's half of the row (core/route_steps.c); a route's name is
- * the shared floor's (comm/common.h: relayRouteNames).
+ * present and whose prepare succeeds on every rank. A route's name is the
+ * shared floor's (comm/common.h: relayRouteNames).
  */
 #ifndef RELAY_ROUTE_TABLE_H_
 #define RELAY_ROUTE_TABLE_H_
 
+#include "exec/exec.h"
 #include "plan/plan.h"
 
 #ifdef __cplusplus
@@ -31,6 +31,15 @@ enum {
   RELAY_ROW_ONE_LAUNCH = 4,
 };
 
+struct relayComm;
+
+/* What a route's prepare and run see of the call. */
+typedef struct {
+  const planKey* key; /* route and depth: the candidate's */
+  size_t count;       /* this rank's group's count; 0 on a rank active in no group and in rooted calls */
+  relayExecCall exec; /* the buffers, their window, the stream */
+} relayRouteCall;
+
 typedef struct {
   int route; /* relayRoute_t: the row's index in the table */
   /* The plan builder; NULL: the route runs no plan but the transport's own
@@ -38,12 +47,27 @@ typedef struct {
    * baseline model and keeps as the incumbent. */
   relayResult_t (*build)(planBuilder* b);
   unsigned caps; /* RELAY_TP_CAP_* the transport must have (0: any) */
+  unsigned kinds; /* RELAY_ROW_KIND(relayCollectiveKind_t) of the collectives it serves */
   int flags;     /* RELAY_ROW_* */
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
-  int (*priced)(const planKey* key, int caps); /* caps: as the router's (RELAY_ROUTE_CAP_GATED) */
+  int (*priced)(const planKey* key, int caps); /* caps: as the router's */
+  /* COLLECTIVE over all comm ranks, on the same call, after the plan (if
+   * any) is built: readies the transport. relayNotSupported = declined, on
+   * every rank alike (voted, or derived from state all ranks share): core
+   * tries the next candidate. Any other error fails the comm. NULL: nothing
+   * to prepare. *handle goes to run. */
+  relayResult_t (*prepare)(struct relayComm* comm, const relayRouteCall* call, void** handle);
+  /* A row without a builder runs the call here (with its handle). */
+  relayResult_t (*run)(struct relayComm* comm, void* handle, const relayRouteCall* call);
 } relayRouteRow;
+
+#define RELAY_ROW_KIND(kind) (1u << (kind))
+/* 1 when row serves collective coll's kind (comm/coll.h: the collective's row says its kind). */
+static inline int relayRouteRowServes(const relayRouteRow* row, relayCollective_t coll) {
+  return row && (row->kinds & RELAY_ROW_KIND(relayCollKind(coll))) != 0;
+}
 
 /* The row of route (a relayRoute_t), NULL for auto and out-of-range values. */
 const relayRouteRow* relayRouteRowOf(int route);

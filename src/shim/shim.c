@@ -56,16 +56,20 @@
 /* Every setting of the shim, read once (relayShimReady) in readSettings. */
 typedef struct {
   int on;              /* RELAYCC_SHIM: 0 forwards every call (default 1) */
-  unsigned colls;      /* RELAYCC_SHIM_COLLS: bit per relayColl_t taken (default the four) */
+  unsigned colls;      /* RELAYCC_SHIM_COLLS: bit per relayCollective_t taken (default the four) */
   int debug;           /* RELAYCC_DEBUG: 1 one line per comm, 2 also each routed call */
   const char* lib;     /* RELAYCC_SHIM_NCCL: the real library's path (default: the loaded one) */
   const char* testShm; /* RELAYCC_SHIM_TEST_SHM: test hook, state over the shm transport (job name) */
   int testFailRank;    /* RELAYCC_SHIM_TEST_FAIL_RANK: test hook, this rank fails state creation */
 } shimSettings;
 
-#define SHIM_ALL_COLLS                                                                              \
-  ((1u << RELAY_COLL_ALLGATHER) | (1u << RELAY_COLL_REDUCESCATTER) | (1u << RELAY_COLL_ALLREDUCE) | \
-   (1u << RELAY_COLL_ALLTOALL))
+/* The collectives the shim can take: the layout rows of the table that NCCL has (comm/coll.h). */
+static unsigned shimAllColls(void) {
+  unsigned bits = 0;
+  for (int c = 0; c < relayNumCollectives; c++)
+    if (relayCollIsLayout((relayCollective_t)c) && relayCollRows[c].ncclName) bits |= 1u << c;
+  return bits;
+}
 
 static shimSettings gSet;
 
@@ -73,17 +77,17 @@ static shimSettings gSet;
  * allreduce, all_reduce, ar, ...); one unknown name takes none, so a typo
  * never routes more than asked. */
 static unsigned parseColls(const char* list) {
-  if (!list) return SHIM_ALL_COLLS;
+  if (!list) return shimAllColls();
   unsigned bits = 0;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", list);
   for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-    relayColl_t c;
-    if (relayParseColl(tok, &c) != 0) {
-      fprintf(stderr,
-              "relaycc shim: RELAYCC_SHIM_COLLS=\"%s\": \"%s\" is not allreduce, reducescatter, allgather or "
-              "alltoall; taking no collective\n",
-              list, tok);
+    relayCollective_t c;
+    if (relayParseColl(tok, &c) != 0 || !(shimAllColls() & (1u << c))) {
+      fprintf(stderr, "relaycc shim: RELAYCC_SHIM_COLLS=\"%s\": \"%s\" is not one of", list, tok);
+      for (int k = 0; k < relayNumCollectives; k++)
+        if (shimAllColls() & (1u << k)) fprintf(stderr, " %s", relayCollRows[k].name);
+      fprintf(stderr, "; taking no collective\n");
       return 0;
     }
     bits |= 1u << c;
@@ -360,7 +364,7 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   me->rank = rank;
   me->nranks = nranks;
   me->pid = (int64_t)getpid();
-  me->host = relayHostIdentity();
+  me->host = relayHostIdentity(); /* core/nodes.c asks the same */
   me->colls = gSet.colls;
   me->ok = gRoute;
   if (!gSet.on)
@@ -379,7 +383,7 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
  * says no (local: voted again). */
 static int judge(const shimVoteRecord* all, int nranks, int rank, int dev, unsigned* colls, char* why,
                  size_t whyLen) {
-  *colls = SHIM_ALL_COLLS;
+  *colls = shimAllColls();
   for (int q = 0; q < nranks; q++) {
     const shimVoteRecord* r = &all[q];
     if (r->magic != 0x7368696du || r->rank != q || r->nranks != nranks) {
@@ -694,7 +698,7 @@ SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResul
  * whatever the call. Every test after that reads only the call and what every rank agreed, and a
  * comm whose relaycc state failed keeps routing as its peers do (the call fails, reported by
  * ncclCommGetAsyncError): a rank that forwarded alone would meet its peers' relaycc call with NCCL's. */
-static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
+static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
                           cudaStream_t stream) {
   if (tDepth > 0 || !relayNccl.ncclAllGather) return NULL;
   shimComm* sc = holdComm(comm);
@@ -731,7 +735,7 @@ static shimComm* routeFor(relayColl_t coll, size_t count, ncclDataType_t dt, ncc
 
 /* 1 when relaycc ran the call (its result in *out); 0 when the call is NCCL's after all: relaycc's
  * route declined on every rank (core's vote), nothing moved. Unholds the slot. */
-static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv, size_t count,
+static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void* recv, size_t count,
                     ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, ncclResult_t* out) {
   relayComm_t rc = atomic_load(&sc->rc);
   relayLayout_t layout = {1, sc->nranks, sc->ranks};
@@ -740,19 +744,8 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
    * launches its kernels on the current device. */
   int prev = -1;
   if (!gSet.testShm && cudaGetDevice(&prev) == cudaSuccess && prev != sc->dev) cudaSetDevice(sc->dev);
-  relayResult_t r;
-  switch (coll) {
-    case RELAY_COLL_ALLGATHER:
-      r = relayAllGather(send, recv, &count, (relayDataType_t)dt, &layout, rc, s);
-      break;
-    case RELAY_COLL_REDUCESCATTER:
-      r = relayReduceScatter(send, recv, &count, (relayDataType_t)dt, (relayRedOp_t)op, &layout, rc, s);
-      break;
-    case RELAY_COLL_ALLREDUCE:
-      r = relayAllReduce(send, recv, &count, (relayDataType_t)dt, (relayRedOp_t)op, &layout, rc, s);
-      break;
-    default: r = relayAllToAll(send, recv, &count, (relayDataType_t)dt, &layout, rc, s); break;
-  }
+  relayResult_t r = relayCommCall(rc, coll, send, recv, &count, (relayDataType_t)dt,
+                                  relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, 0, s);
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
   int declined = r == relayNotSupported && rc->callDeclined;
   say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count, (int)dt,
@@ -774,7 +767,7 @@ static int runRelay(shimComm* sc, relayColl_t coll, const void* send, void* recv
 
 static ncclResult_t reduceLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                                    ncclComm_t, cudaStream_t),
-                               relayColl_t coll, const void* sendbuff, void* recvbuff, size_t count,
+                               relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   shimComm* sc = routeFor(coll, count, datatype, op, comm, stream);
   ncclResult_t r;
@@ -784,19 +777,19 @@ static ncclResult_t reduceLike(ncclResult_t (*fwd)(const void*, void*, size_t, n
 SHIM_TWINS(ncclAllReduce, reduceLike,
            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
             ncclComm_t comm, cudaStream_t stream),
-           RELAY_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, comm, stream)
+           relayCollectiveAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream)
 SHIM_TWINS(ncclReduceScatter, reduceLike,
            (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
             ncclComm_t comm, cudaStream_t stream),
-           RELAY_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
+           relayCollectiveReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream)
 
 /* All-gather and all-to-all: no op. In place all-to-all is NCCL's to refuse or do (relaycc rejects it). */
 static ncclResult_t gatherLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
                                                    cudaStream_t),
-                               relayColl_t coll, const void* sendbuff, void* recvbuff, size_t count,
+                               relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   shimComm* sc = routeFor(coll, count, datatype, ncclSum, comm, stream);
-  if (sc && coll == RELAY_COLL_ALLTOALL && sendbuff == recvbuff) {
+  if (sc && coll == relayCollectiveAllToAll && sendbuff == recvbuff) {
     unholdComm(sc);
     sc = NULL;
   }
@@ -807,8 +800,8 @@ static ncclResult_t gatherLike(ncclResult_t (*fwd)(const void*, void*, size_t, n
 SHIM_TWINS(ncclAllGather, gatherLike,
            (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
             cudaStream_t stream),
-           RELAY_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, comm, stream)
+           relayCollectiveAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream)
 SHIM_TWINS(ncclAlltoAll, gatherLike,
            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
             cudaStream_t stream),
-           RELAY_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, comm, stream)
+           relayCollectiveAllToAll, sendbuff, recvbuff, count, datatype, comm, stream)

@@ -90,13 +90,13 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
   for (int g = 0; g < G; g++) {
     double c = (double)key->counts[g] * (double)es;
     switch (key->coll) {
-      case RELAY_COLL_ALLGATHER:
-      case RELAY_COLL_REDUCESCATTER:
-      case RELAY_COLL_ALLTOALL:
+      case relayCollectiveAllGather:
+      case relayCollectiveReduceScatter:
+      case relayCollectiveAllToAll:
         /* blocks out of every rank either way. */
         ringPair[g] = directPair[g] = c;
         break;
-      case RELAY_COLL_ALLREDUCE:
+      case relayCollectiveAllReduce:
         /* Ring: reduce-scatter then all-gather of c/A blocks, 2(A-1)/A * c
          * out of every rank. One-shot: the whole buffer to each peer. */
         ringPair[g] = 2 * c / A;
@@ -126,23 +126,23 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
   if (r != relaySuccess) return r;
 
   double fixed = topo->callS + topo->boundaryS;
-  int ringHops = key->coll == RELAY_COLL_ALLREDUCE ? 2 * (A - 1) : A - 1;
+  int ringHops = key->coll == relayCollectiveAllReduce ? 2 * (A - 1) : A - 1;
   double ring = fixed + ringHops * topo->hopS + ringFlow;
   double direct = fixed + (A > 1 ? topo->hopS : 0) + directFlow;
-  if (key->coll == RELAY_COLL_ALLREDUCE && A > 1) /* one-shot reduce of A inputs */
+  if (key->coll == relayCollectiveAllReduce && A > 1) /* one-shot reduce of A inputs */
     direct += (A + 1) * maxBuf / (topo->reduceBw > 0 ? topo->reduceBw : topo->memBw);
   if (A == 1) {
     /* Nothing crosses a link: NCCL copies the rank's own block if out of place. */
     ring = direct = fixed + 2 * maxBuf / topo->memBw;
   }
-  if (key->coll == RELAY_COLL_ALLTOALL) ring = direct; /* NCCL's all-to-all is pairwise only */
+  if (key->coll == relayCollectiveAllToAll) ring = direct; /* NCCL's all-to-all is pairwise only */
   /* A measured curve is the library's own choice of algorithm at each size,
    * priced as the ring (all-to-all: pairwise) it was calibrated as: no
    * second guess. */
   int calibrated = eff->n > 0 && A > 1;
   out->ringS = ring;
   out->directS = direct;
-  if ((!calibrated && direct < ring) || key->coll == RELAY_COLL_ALLTOALL) {
+  if ((!calibrated && direct < ring) || key->coll == relayCollectiveAllToAll) {
     out->algo = RELAY_BASE_DIRECT;
     out->totalS = direct;
     out->egressBytes = egressDirect;

@@ -460,7 +460,7 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   return S->topo->launchS + push + local;
 }
 
-double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const int* members, int n,
+double relaySimSubCollSeconds(const struct relayTopo* t, relayCollective_t coll, const int* members, int n,
                               double blkBytes) {
   if (n <= 1)
     return t->launchS + (relayCollGathers(coll) || relayCollReduces(coll) ? 2 * blkBytes / t->memBw : 0);
@@ -480,12 +480,12 @@ double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const
   double edge, netOut;
   int steps;
   switch (coll) {
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       edge = 2.0 * (n - 1) / n * blkBytes;
       steps = 2 * (n - 1);
       netOut = edge;
       break;
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllToAll:
       edge = blkBytes;
       steps = 1;
       netOut = (double)perNode * (n - perNode) * blkBytes;
@@ -522,9 +522,9 @@ double relaySimSubCollSeconds(const struct relayTopo* t, relayColl_t coll, const
 static double subcollSeconds(const simState* S, const planOp* op) {
   const relayPlan* P = S->plan;
   const planSubColl* sc = &P->subs[op->group];
-  double t = relaySimSubCollSeconds(S->topo, (relayColl_t)sc->coll, P->subRanks + sc->rankBase, sc->nRanks,
+  double t = relaySimSubCollSeconds(S->topo, (relayCollective_t)sc->coll, P->subRanks + sc->rankBase, sc->nRanks,
                                     (double)sc->count * (double)P->elemSize);
-  if (relayCollReduces((relayColl_t)sc->coll) && op->divisor > 1) t += opSeconds(S, op); /* the divide */
+  if (relayCollReduces((relayCollective_t)sc->coll) && op->divisor > 1) t += opSeconds(S, op); /* the divide */
   return t;
 }
 

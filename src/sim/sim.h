@@ -103,7 +103,7 @@ relayResult_t relaySimRun(const relayPlan* plan, const struct relayTopo* topo, r
  * leaves a node, else hopS) + the slower of the ring edge inside a node and
  * each node's network egress over its members' NIC shares. blkBytes: the
  * collective's count in bytes. */
-double relaySimSubCollSeconds(const struct relayTopo* topo, relayColl_t coll, const int* members, int n,
+double relaySimSubCollSeconds(const struct relayTopo* topo, relayCollective_t coll, const int* members, int n,
                               double blkBytes);
 /* The same with the channel model's split given (p2p NULL: every transfer
  * one flow; relaySimRun passes the topology's, relaySimP2pComm, when it has

@@ -52,7 +52,7 @@ extern "C" {
 #define RELAY_TOPO_MAX_GPUS 512
 #define RELAY_TOPO_NAME_MAX 64
 #define RELAY_TOPO_CURVE_MAX 16 /* points of an efficiency curve */
-#define RELAY_TOPO_NCOLLS 4     /* the layout collectives: relayColl_t 0..3 (plan/plan.h) */
+#define RELAY_TOPO_NCOLLS 4     /* the layout collectives: relayCollective_t 0..3 (plan/plan.h) */
 
 /* An efficiency curve: at bytes[i] per transfer, eff[i] of the rate the
  * links give. Between points the efficiency follows a power law (linear in
@@ -122,7 +122,7 @@ struct relayTopo {
    * preset but the measured ones, and detected generic nodes) leave the link
    * model as it is. */
   relayTopoCurve p2pEff;                     /* relaycc's transfers (send/recv pairs of a plan step), by bytes */
-  relayTopoCurve collEff[RELAY_TOPO_NCOLLS]; /* the baseline's collective (relayColl_t), by bytes per peer */
+  relayTopoCurve collEff[RELAY_TOPO_NCOLLS]; /* the baseline's collective (relayCollective_t), by bytes per peer */
   /* The largest relative error of this topology's predictions against the
    * measurements it was calibrated on (docs/model.md); 0: not calibrated.
    * The router keeps the transport's native collective unless another route
@@ -240,6 +240,10 @@ static inline double relayTopoLinkCap(const struct relayTopo* t, int src, int ds
 double relayTopoPairRate(const struct relayTopo* topo, int src, int dst);
 /* Structural sanity (counts, bandwidths, costs); 0 when sound. */
 int relayTopoCheck(const struct relayTopo* topo, char* err, size_t errlen);
+/* The check's and the parser's message writer (topo.c): err gets the text; returns -1. */
+/* A curve's name in the text format: "p2p" (c = -1), else the layout collective's (comm/coll.h). */
+const char* relayTopoCurveName(int c);
+int relayTopoErrf(char* err, size_t errlen, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 /* The efficiency of curve c for a transfer of `bytes` (1 when c is empty). */
 double relayTopoCurveAt(const relayTopoCurve* c, double bytes);
 /* A hash of everything the text format carries (the topology's content):

@@ -41,8 +41,8 @@ static long g_cases;
 static int checkOut(const char* what, const bcase* k, const relayBwArgs* w, unsigned char* const* orig, int i,
                     unsigned char* exp) {
   const int A = k->A;
-  const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
-  const int gather = k->coll == RELAY_COLL_ALLGATHER || k->coll == RELAY_COLL_ALLTOALL;
+  const int rs = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll;
+  const int gather = k->coll == relayCollectiveAllGather || k->coll == relayCollectiveAllToAll;
   const size_t c = k->count, es = relayTypeSize(k->dt), out = gather ? (size_t)A * c : c;
   const void* srcs[RELAY_OS_MAX_ACTIVE];
   for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
@@ -60,8 +60,8 @@ static int checkOut(const char* what, const bcase* k, const relayBwArgs* w, unsi
 
 static int runCase(const bcase* k, int caseNo) {
   const int A = k->A;
-  const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
-  const int gather = k->coll == RELAY_COLL_ALLGATHER || k->coll == RELAY_COLL_ALLTOALL;
+  const int rs = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll;
+  const int gather = k->coll == relayCollectiveAllGather || k->coll == relayCollectiveAllToAll;
   const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
   relayOsLayout L;
   relayOsLayoutInit(&L, NR, 256);
@@ -102,7 +102,7 @@ static int runCase(const bcase* k, int caseNo) {
     a->vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a->srcStride * es) |
                (uintptr_t)(gather ? c * es : 0)) & 15u) == 0;
     a->gather = gather;
-    a->divisor = relayCollReduces((relayColl_t)k->coll) && k->op == relayAvg ? A : 0;
+    a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? A : 0;
     a->elemSize = (int)es;
     w[i].tile = k->tileBytes / es;
     if (k->twoShot) {
@@ -118,7 +118,7 @@ static int runCase(const bcase* k, int caseNo) {
   pick.pair = A == 2 && !k->wideAtPair;
   BwHostPhase run = visit(k->dt, gather ? relaySum : k->op, pick);
   char what[256];
-  static const char* const names[RELAY_NUM_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
   snprintf(what, sizeof what, "A=%d%s %s%s %s %s count=%zu tile=%zu B ring=%d %s mis=%d threads=%d", A,
            pick.pair ? " (pair kernels)" : "", names[k->coll], k->twoShot ? " two-shot" : "",
            relayTypeName(k->dt), relayOpName(k->op), c, k->tileBytes, k->ring, k->inPlace ? "in-place" : "out-of-place",
@@ -174,8 +174,8 @@ static long g_direct;
 
 static int runDirectCase(const bcase* k, int caseNo) {
   const int A = k->A;
-  const int rs = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLTOALL;
-  const int gather = k->coll == RELAY_COLL_ALLGATHER || k->coll == RELAY_COLL_ALLTOALL;
+  const int rs = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll;
+  const int gather = k->coll == relayCollectiveAllGather || k->coll == relayCollectiveAllToAll;
   const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
   const size_t G = EMUL_GUARD, mis = k->mis ? es : 0;
   const size_t sendOff = G + mis, recvOff = G + in * es + 16 + G + mis, W = recvOff + out * es + 16 + G;
@@ -212,7 +212,7 @@ static int runDirectCase(const bcase* k, int caseNo) {
     a->vec = ((w[i].sendOff | w[i].recvOff | (uint64_t)(a->srcStride * es) | (uint64_t)(gather ? c * es : 0)) &
               15u) == 0;
     a->gather = gather;
-    a->divisor = relayCollReduces((relayColl_t)k->coll) && k->op == relayAvg ? A : 0;
+    a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? A : 0;
     a->elemSize = (int)es;
   }
   PickBwDirectHost pick;
@@ -220,7 +220,7 @@ static int runDirectCase(const bcase* k, int caseNo) {
   pick.pair = A == 2 && !k->wideAtPair;
   BwDirectHostPart run = visit(k->dt, gather ? relaySum : k->op, pick);
   char what[256];
-  static const char* const names[RELAY_NUM_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
   snprintf(what, sizeof what, "direct A=%d%s %s %s %s count=%zu %s mis=%d threads=%d", A,
            pick.pair ? " (pair kernels)" : "", names[k->coll], relayTypeName(k->dt), relayOpName(k->op), c,
            k->inPlace ? "in-place" : "out-of-place", k->mis, k->threads);
@@ -272,7 +272,7 @@ int main() {
   unsigned long long rng = 42;
   int caseNo = 0;
   for (int ai = 0; ai < 4; ai++)
-    for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+    for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
       for (int di = 0; di < 4; di++)
         for (int ci = 0; ci < 4; ci++) {
           bcase k;
@@ -280,18 +280,18 @@ int main() {
           k.A = As[ai];
           k.coll = coll;
           k.dt = dts[di];
-          int gather = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
+          int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
           k.op = gather ? relaySum : ops[(ci + ai) % 3];
           if (k.op == relayAvg && (k.dt == relayInt8)) k.op = relayMax; /* avg of ints: not a relaycc op */
           /* The builder's form (two-shot for all-reduce at A > 2), and the
            * other one on every second all-reduce (the kernel serves both). */
-          k.twoShot = coll == RELAY_COLL_ALLREDUCE && ((k.A > 2) != (caseNo % 2 == 1));
+          k.twoShot = coll == relayCollectiveAllReduce && ((k.A > 2) != (caseNo % 2 == 1));
           k.count = counts[ci];
           rng = riMix(rng);
           /* 64-byte tiles only where they stay under ~160 tiles (host time). */
           k.tileBytes = rng % 3 == 0 && k.count * relayTypeSize(k.dt) <= 10240 ? 64 : rng % 3 == 1 ? 1024 : 4096;
           k.ring = 1 + (int)((rng >> 8) % 3);
-          k.inPlace = (rng >> 12) % 3 == 0 && coll != RELAY_COLL_ALLTOALL;
+          k.inPlace = (rng >> 12) % 3 == 0 && coll != relayCollectiveAllToAll;
           k.mis = (rng >> 16) % 4 == 0;
           k.threads = (rng >> 20) % 2 ? RELAY_GPU_WARP : 2 * RELAY_GPU_WARP;
           k.wideAtPair = k.A == 2 && (rng >> 24) % 2;

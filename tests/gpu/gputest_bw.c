@@ -93,8 +93,8 @@ typedef struct {
   size_t count;
 } case_t;
 
-static int isBlocked(int coll) { return coll == RELAY_COLL_REDUCESCATTER || coll == RELAY_COLL_ALLTOALL; }
-static int isGather(int coll) { return coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL; }
+static int isBlocked(int coll) { return coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll; }
+static int isGather(int coll) { return coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll; }
 
 /* The launch arguments of one call of rank R (buffers given). */
 static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint64_t timeoutNs, relayBwArgs* w) {
@@ -116,7 +116,7 @@ static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint6
   a->vec = (((uintptr_t)send | (uintptr_t)recv | (uintptr_t)(a->srcStride * es) |
              (uintptr_t)(isGather(k->coll) ? c * es : 0)) & 15u) == 0;
   a->gather = isGather(k->coll);
-  a->divisor = relayCollReduces((relayColl_t)k->coll) && k->op == relayAvg ? NR : 0;
+  a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? NR : 0;
   a->elemSize = (int)es;
   a->timeoutNs = timeoutNs;
   a->hostErr = (unsigned long long*)R->hostPageDev;
@@ -143,9 +143,9 @@ static void launch(rk_t* R, const case_t* k, const void* send, void* recv, cudaS
   w.win[1 - R->rank] = R->peerWin;
   w.winId = 1;
   /* The offsets peers use, as core/window.c sets them (an in-place gather's send differs per rank). */
-  int needSend = k->coll == RELAY_COLL_REDUCESCATTER || k->coll == RELAY_COLL_ALLREDUCE;
+  int needSend = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllReduce;
   w.sendOff = needSend ? (uint64_t)((const char*)send - R->dWin) : 0;
-  w.recvOff = k->coll != RELAY_COLL_REDUCESCATTER ? (uint64_t)((char*)recv - R->dWin) : 0;
+  w.recvOff = k->coll != relayCollectiveReduceScatter ? (uint64_t)((char*)recv - R->dWin) : 0;
   if ((w.sendOff | w.recvOff | (uint64_t)(k->count * relayTypeSize(k->dt))) % 16) w.os.vec = 0;
   G_CUDA(relayCudaBwDirectRun(&w, k->dt, op, 512, g_mode == 2, s));
 }
@@ -176,7 +176,7 @@ static void checkErrWord(rk_t* R, const char* what) {
 static void runCase(rk_t* R, const case_t* k, uint64_t call, int skewRank) {
   size_t es = relayTypeSize(k->dt), c = k->count, in = inElems(k), out = outElems(k);
   size_t off = (size_t)k->off * es;
-  static const char* const names[RELAY_NUM_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
   char what[256];
   snprintf(what, sizeof what, "call %llu %s%s %s %s count=%zu %s off=%d", (unsigned long long)call, names[k->coll],
            k->twoShot ? " two-shot" : "", relayTypeName(k->dt), relayOpName(k->op), c,
@@ -224,12 +224,12 @@ static void sweep(rk_t* R) {
   const relayDataType_t dts[] = {relayFloat32, relayBfloat16};
   const relayRedOp_t ops[] = {relaySum, relayAvg, relayMax};
   uint64_t call = 0;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
-    for (int ts = 0; ts < (coll == RELAY_COLL_ALLREDUCE ? 2 : 1); ts++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
+    for (int ts = 0; ts < (coll == relayCollectiveAllReduce ? 2 : 1); ts++)
       for (int di = 0; di < 2; di++)
         for (int ci = 0; ci < 6; ci++) {
           case_t k = {coll, ts, 0, 0, dts[di], isGather(coll) ? relaySum : ops[ci % 3], counts[ci]};
-          k.inPlace = ci % 2 == 1 && coll != RELAY_COLL_ALLTOALL;
+          k.inPlace = ci % 2 == 1 && coll != relayCollectiveAllToAll;
           k.off = ci == 2 ? 1 : 0;
           runCase(R, &k, call, (int)(call & 1));
           call++;
@@ -238,7 +238,7 @@ static void sweep(rk_t* R) {
 }
 
 static void backToBack(rk_t* R) {
-  case_t k = {RELAY_COLL_ALLREDUCE, 0, 0, 0, relayFloat32, relaySum, 5000};
+  case_t k = {relayCollectiveAllReduce, 0, 0, 0, relayFloat32, relaySum, 5000};
   size_t es = 4, c = k.count;
   /* 200 calls queued without a host wait: each rank's inputs are the same
    * buffer (constant), outputs rotate over 10 buffers checked at the end. */
@@ -256,7 +256,7 @@ static void backToBack(rk_t* R) {
 }
 
 static void graph(rk_t* R) {
-  case_t k = {RELAY_COLL_ALLREDUCE, 0, 0, 0, relayBfloat16, relaySum, 70001};
+  case_t k = {relayCollectiveAllReduce, 0, 0, 0, relayBfloat16, relaySum, 70001};
   size_t es = 2, c = k.count;
   unsigned char* pinned = NULL;
   G_CUDA(cudaHostAlloc((void**)&pinned, c * es, cudaHostAllocDefault));
@@ -290,7 +290,7 @@ static void graph(rk_t* R) {
 /* Rank 1 never launches: rank 0 ends by its deadline (abort = 0) or by the
  * host's abort word; either way its error word says why, naming rank 1. */
 static void stuck(rk_t* R, int viaAbort) {
-  case_t k = {RELAY_COLL_ALLREDUCE, 0, 0, 0, relayFloat32, relaySum, 20000};
+  case_t k = {relayCollectiveAllReduce, 0, 0, 0, relayFloat32, relaySum, 20000};
   const char* what = viaAbort ? "abort" : "deadline";
   if (R->rank == 0) {
     G_CUDA(cudaMemset(R->dSend, 0, 20000 * 4));
@@ -321,7 +321,7 @@ static void stuck(rk_t* R, int viaAbort) {
  * sees rank 0's failure (RELAY_OS_ERR_REMOTE) or, rank 0's push being in place, completes right. */
 #define GUEST_LATE_S 90
 static void guestLate(rk_t* R, const char* job) {
-  case_t k = {RELAY_COLL_ALLREDUCE, 0, 0, 0, relayFloat32, relaySum, 20000};
+  case_t k = {relayCollectiveAllReduce, 0, 0, 0, relayFloat32, relaySum, 20000};
   size_t es = 4, c = k.count;
   int set = getenv("RELAYCC_TIMEOUT_MS") != NULL;
   /* The barriers stay on R->host (its config's 120 s holds whatever the environment says). */
@@ -397,7 +397,7 @@ static void movers(rk_t* R) {
   cudaEvent_t e0, e1;
   G_CUDA(cudaEventCreate(&e0));
   G_CUDA(cudaEventCreate(&e1));
-  for (int coll = RELAY_COLL_ALLGATHER; coll <= RELAY_COLL_ALLTOALL; coll += RELAY_COLL_ALLTOALL) {
+  for (int coll = relayCollectiveAllGather; coll <= relayCollectiveAllToAll; coll += relayCollectiveAllToAll) {
     for (size_t mib = 1; mib <= 64; mib *= 4) {
       float best[3] = {1e30f, 1e30f, 1e30f};
       case_t k = {coll, 0, 0, 0, relayBfloat16, relaySum, mib * (1u << 20) / 2 / (isBlocked(coll) ? NR : 1)};
@@ -417,7 +417,7 @@ static void movers(rk_t* R) {
       }
       if (R->rank == 0)
         gpuLog("movers: %s bf16 %zu MiB per rank: sm %.1f us, ce %.1f us (ce/sm %.2f)",
-               coll == RELAY_COLL_ALLGATHER ? "all-gather" : "all-to-all", mib, best[1] * 1e3, best[2] * 1e3,
+               coll == relayCollectiveAllGather ? "all-gather" : "all-to-all", mib, best[1] * 1e3, best[2] * 1e3,
                best[2] / best[1]);
     }
   }

@@ -103,7 +103,8 @@ def test_constants_come_from_the_library():
   enums = _header_enums(text)
   assert _lib._enum(0) == enums["relayEnum_t"]
   kinds = {"Result": "relayResult_t", "DataType": "relayDataType_t", "RedOp": "relayRedOp_t",
-           "Route": "relayRoute_t", "Collective": "relayCollective_t", "Enum": "relayEnum_t"}
+           "Route": "relayRoute_t", "Collective": "relayCollective_t", "Enum": "relayEnum_t",
+           "CollectiveKind": "relayCollectiveKind_t"}
   assert set(_lib.ENUMS) == set(kinds)
   for kind, ctype in kinds.items():
     assert _lib._enum(_lib.ENUMS[kind]) == enums[ctype], kind

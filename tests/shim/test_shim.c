@@ -51,6 +51,7 @@
 #include "relaycc_nccl.h"
 #include "route/route.h"
 #include "topo/topo.h"
+#include "transport/nccl.h"
 #include "transport/nccl/nccl_api.h"
 
 #define TIMEOUT_S 120
@@ -252,7 +253,7 @@ static int rankForward(int rank, int nranks, void* arg) {
 
 /* The route relaycc's router picks for a one-group call on nranks with NCCL's collective among the
  * candidates (the shm comm's topology: RELAYCC_TOPO, else the "cpu" preset); relayRouteNative: NCCL's. */
-static int chosenRoute(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
   static struct relayTopo* topo;
   if (!topo) {
     const char* name = getenv("RELAYCC_TOPO");
@@ -274,20 +275,20 @@ static int chosenRoute(relayColl_t coll, int nranks, size_t count, relayDataType
 }
 
 /* What the shim decides for that call: relaycc's when its route beats NCCL's collective. */
-static int predicts(relayColl_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+static int predicts(relayCollective_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
   return chosenRoute(coll, nranks, count, dt, op) != relayRouteNative;
 }
 
 /* The stream the cases' calls pass (a value the fake never dereferences; the shm twin ignores it). */
 static cudaStream_t gStream;
 
-static ncclResult_t callNccl(relayColl_t coll, const void* s, void* r, size_t count, relayDataType_t dt,
+static ncclResult_t callNccl(relayCollective_t coll, const void* s, void* r, size_t count, relayDataType_t dt,
                              relayRedOp_t op, ncclComm_t comm) {
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: return ncclAllGather(s, r, count, (ncclDataType_t)dt, comm, gStream);
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveAllGather: return ncclAllGather(s, r, count, (ncclDataType_t)dt, comm, gStream);
+    case relayCollectiveReduceScatter:
       return ncclReduceScatter(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, gStream);
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       return ncclAllReduce(s, r, count, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, gStream);
     default: return ncclAlltoAll(s, r, count, (ncclDataType_t)dt, comm, gStream);
   }
@@ -298,7 +299,7 @@ static const char* kNcclNames[] = {"ncclAllGather", "ncclReduceScatter", "ncclAl
 /* One call through the shim, checked against the serial reference; returns
  * 1 when relaycc took it (it never reached the fake). inPlace: recv is send
  * (all-reduce only). */
-static int checkedCall(relayColl_t coll, relayDataType_t dt, relayRedOp_t op, size_t count, int rank,
+static int checkedCall(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, size_t count, int rank,
                        int nranks, ncclComm_t comm, int inPlace) {
   size_t es = relayTypeSize(dt), ns = tc_send_elems(coll, nranks, count),
          nr = tc_recv_elems(coll, nranks, count);
@@ -328,14 +329,14 @@ static int rankRouted(int rank, int nranks, void* arg) {
   const relayRedOp_t ops[] = {relaySum, relayMax, relayAvg, relayProd, relayMin};
   const size_t counts[] = {1, 5, 1024, 20000};
   int taken = 0, forwarded = 0;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         relayRedOp_t op = ops[(d + c) % (sizeof ops / sizeof ops[0])];
         /* Products of 3 ranks' patterns overflow the 16-bit floats' range: sum there. */
         if (op == relayProd && (dts[d] == relayFloat16 || dts[d] == relayBfloat16)) op = relaySum;
-        int want = predicts((relayColl_t)coll, nranks, counts[c], dts[d], op);
-        int got = checkedCall((relayColl_t)coll, dts[d], op, counts[c], rank, nranks, comm, 0);
+        int want = predicts((relayCollective_t)coll, nranks, counts[c], dts[d], op);
+        int got = checkedCall((relayCollective_t)coll, dts[d], op, counts[c], rank, nranks, comm, 0);
         T_CHECK(got == want, "rank %d: %s count %zu dtype %d op %d: %s, the router says %s", rank,
                 kNcclNames[coll], counts[c], (int)dts[d], (int)op, got ? "taken" : "forwarded",
                 want ? "relaycc wins" : "NCCL's");
@@ -343,7 +344,7 @@ static int rankRouted(int rank, int nranks, void* arg) {
         forwarded += !got;
       }
   /* In place, as PyTorch calls all-reduce. */
-  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, 1024, rank, nranks, comm, 1);
+  checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, 1024, rank, nranks, comm, 1);
   T_CHECK(taken > 0, "rank %d: relaycc took none of %d calls (the routed path is untested)", rank, forwarded);
   if (rank == 0)
     printf("routed: %d ranks, %d calls taken by relaycc, %d forwarded\n", nranks, taken, forwarded);
@@ -352,19 +353,19 @@ static int rankRouted(int rank, int nranks, void* arg) {
 }
 
 /* A size relaycc is predicted to win at, so that a forwarded call means a decline. */
-static size_t winningCountOf(relayColl_t coll, int nranks) {
+static size_t winningCountOf(relayCollective_t coll, int nranks) {
   for (size_t count = 1; count <= (1u << 16); count *= 2)
     if (predicts(coll, nranks, count, relayFloat32, relaySum)) return count;
   T_CHECK(0, "the router predicts no %s win on %d ranks up to 64 Ki elements", relayCollName(coll), nranks);
   return 0;
 }
 
-static size_t winningCount(int nranks) { return winningCountOf(RELAY_COLL_ALLREDUCE, nranks); }
+static size_t winningCount(int nranks) { return winningCountOf(relayCollectiveAllReduce, nranks); }
 
 static int rankDecline(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   size_t count = winningCount(nranks);
-  T_CHECK(!checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  T_CHECK(!checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: an all-reduce was taken although rank %s failed its state", rank,
           getenv("RELAYCC_SHIM_TEST_FAIL_RANK"));
   forwardAll(comm, rank, nranks);
@@ -376,7 +377,7 @@ static int rankGroup(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   size_t count = winningCount(nranks);
   T_CHECK(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
-  int inGroup = checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+  int inGroup = checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0);
   T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
   T_CHECK(!inGroup, "rank %d: an all-reduce inside a group was taken by relaycc", rank);
   T_CHECK(findCall("ncclGroupStart", 0) >= 0 && findCall("ncclGroupEnd", 0) >= 0,
@@ -384,10 +385,10 @@ static int rankGroup(int rank, int nranks, void* arg) {
   /* Nested groups: still inside until the outer end. */
   T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupStart() == ncclSuccess, "ncclGroupStart");
   T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
-  inGroup = checkedCall(RELAY_COLL_ALLGATHER, relayFloat32, relaySum, 3, rank, nranks, comm, 0);
+  inGroup = checkedCall(relayCollectiveAllGather, relayFloat32, relaySum, 3, rank, nranks, comm, 0);
   T_CHECK(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
   T_CHECK(!inGroup, "rank %d: an all-gather inside a nested group was taken by relaycc", rank);
-  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  T_CHECK(checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: the same all-reduce outside the group was not taken", rank);
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
   return 0;
@@ -399,8 +400,8 @@ static int rankDisabled(int rank, int nranks, void* arg) {
   T_CHECK(countCalls("ncclAllGather") == 0, "rank %d: %d all-gathers at init with RELAYCC_SHIM=0", rank,
           countCalls("ncclAllGather"));
   size_t count = winningCount(nranks);
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
-    T_CHECK(!checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
+    T_CHECK(!checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0),
             "rank %d: %s taken with RELAYCC_SHIM=0", rank, kNcclNames[coll]);
   forwardAll(comm, rank, nranks);
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
@@ -413,12 +414,12 @@ static int rankDisabled(int rank, int nranks, void* arg) {
 static int rankDeclined(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   int forwarded = 0, taken = 0;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
     for (size_t count = 1; count <= (1u << 15); count *= 8) {
-      int route = chosenRoute((relayColl_t)coll, nranks, count, relayFloat32, relaySum);
+      int route = chosenRoute((relayCollective_t)coll, nranks, count, relayFloat32, relaySum);
       if (route == relayRouteNative) continue;
       int declined = route == relayRouteOneShot || route == relayRouteBw;
-      int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+      int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
       T_CHECK(got == !declined, "rank %d: %s count %zu (route %s, its region declined): %s", rank, kNcclNames[coll],
               count, relayRouteName(route), got ? "taken by relaycc" : "forwarded");
       forwarded += !got;
@@ -437,19 +438,19 @@ static int rankStreams(int rank, int nranks, void* arg) {
   size_t count = winningCount(nranks);
   cudaStream_t a = (cudaStream_t)0x5a00, b = (cudaStream_t)0x5b00;
   gStream = a;
-  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  T_CHECK(checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: the first all-reduce (stream %p) was not taken", rank, (void*)a);
   gStream = b;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
-    size_t n = winningCountOf((relayColl_t)coll, nranks);
-    T_CHECK(!checkedCall((relayColl_t)coll, relayFloat32, relaySum, n, rank, nranks, comm, 0),
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++) {
+    size_t n = winningCountOf((relayCollective_t)coll, nranks);
+    T_CHECK(!checkedCall((relayCollective_t)coll, relayFloat32, relaySum, n, rank, nranks, comm, 0),
             "rank %d: %s on a second stream was taken by relaycc", rank, kNcclNames[coll]);
     const fakeNcclCall* last = fakeNcclGetCall(fakeNcclNumCalls() - 1);
     T_CHECK(last->a[6] == (uintptr_t)b, "rank %d: %s reached NCCL on stream %#lx, the caller's is %p", rank,
             kNcclNames[coll], (unsigned long)last->a[6], (void*)b);
   }
   gStream = a;
-  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  T_CHECK(checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: an all-reduce back on the first stream was not taken", rank);
   gStream = NULL;
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
@@ -471,12 +472,12 @@ static int rankLate(int rank, int nranks, void* arg) {
   float* recv = malloc(count * es);
   float* want = malloc(count * es);
   T_CHECK(send && keep && recv && want, "out of memory");
-  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, send);
+  tc_fill_input(relayCollectiveAllReduce, relayFloat32, relaySum, nranks, rank, count, send);
   memcpy(keep, send, count * es);
   memset(recv, 0xA5, count * es);
-  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, want);
+  tc_expected(relayCollectiveAllReduce, relayFloat32, relaySum, nranks, rank, count, want);
   /* The comm's first collective attaches it (its vote has no deadline whatever the setting). */
-  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+  checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0);
   if (rank == 1) sleep(3);
   ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
   T_CHECK(countCallsInto("ncclAllReduce", recv) == 0, "rank %d: the all-reduce was not relaycc's", rank);
@@ -532,10 +533,10 @@ static int rankSettings(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   int allgatherOnly = strcmp(name, "RELAYCC_SHIM_COLLS") == 0;
   for (int round = 0; round < 2; round++)
-    for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
-      size_t count = winningCountOf((relayColl_t)coll, nranks);
-      int want = allgatherOnly && coll == RELAY_COLL_ALLGATHER;
-      int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+    for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++) {
+      size_t count = winningCountOf((relayCollective_t)coll, nranks);
+      int want = allgatherOnly && coll == relayCollectiveAllGather;
+      int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
       T_CHECK(got == want, "rank %d: %s %s with rank 0's %s", rank, kNcclNames[coll], got ? "taken" : "forwarded",
               mine);
     }
@@ -552,8 +553,8 @@ static int rankTwins(int rank, int nranks, void* arg) {
   float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
   float* want = malloc(count * sizeof(float));
   T_CHECK(send && recv && want, "out of memory");
-  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, send);
-  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, nranks, rank, count, want);
+  tc_fill_input(relayCollectiveAllReduce, relayFloat32, relaySum, nranks, rank, count, send);
+  tc_expected(relayCollectiveAllReduce, relayFloat32, relaySum, nranks, rank, count, want);
   size_t bad = 0;
   for (int inGroup = 0; inGroup < 2; inGroup++) {
     memset(recv, 0xA5, count * sizeof(float));
@@ -569,7 +570,7 @@ static int rankTwins(int rank, int nranks, void* arg) {
   }
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
   T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
-  T_CHECK(checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0),
+  T_CHECK(checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: after ncclGroupSimulateEnd an all-reduce is still counted inside a group", rank);
   free(send);
   free(recv);
@@ -597,7 +598,7 @@ static void* revokeSoon(void* p) {
 static int rankRevoke(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   size_t count = winningCount(nranks);
-  checkedCall(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, count, rank, nranks, comm, 0); /* attach */
+  checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0); /* attach */
   float *send = calloc(count, sizeof(float)), *recv = calloc(count, sizeof(float));
   T_CHECK(send && recv, "out of memory");
   if (rank == 0) {
@@ -644,8 +645,8 @@ static void* thCaller(void* p) {
   float *send = malloc(count * sizeof(float)), *recv = malloc(count * sizeof(float));
   float* want = malloc(count * sizeof(float));
   T_CHECK(send && recv && want, "out of memory");
-  tc_fill_input(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, t->nranks, t->rank, count, send);
-  tc_expected(RELAY_COLL_ALLREDUCE, relayFloat32, relaySum, t->nranks, t->rank, count, want);
+  tc_fill_input(relayCollectiveAllReduce, relayFloat32, relaySum, t->nranks, t->rank, count, send);
+  tc_expected(relayCollectiveAllReduce, relayFloat32, relaySum, t->nranks, t->rank, count, want);
   for (int i = 0; i < TH_CALLS; i++) {
     memset(recv, 0xA5, count * sizeof(float));
     T_CHECK(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, t->comm, NULL) == ncclSuccess,
@@ -719,10 +720,10 @@ static int rankThreads(int rank, int nranks, void* arg) {
 /* RELAYCC_SHIM_COLLS=allgather,a2a: only those two are taken. */
 static int rankColls(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
-    int allowed = coll == RELAY_COLL_ALLGATHER || coll == RELAY_COLL_ALLTOALL;
-    size_t count = winningCountOf((relayColl_t)coll, nranks);
-    int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++) {
+    int allowed = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
+    size_t count = winningCountOf((relayCollective_t)coll, nranks);
+    int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
     T_CHECK(got == allowed, "rank %d: %s %s with RELAYCC_SHIM_COLLS=%s", rank, kNcclNames[coll],
             got ? "taken" : "forwarded", getenv("RELAYCC_SHIM_COLLS"));
   }
@@ -780,10 +781,10 @@ static int rankVersionOff(int rank, int nranks, void* arg) {
 static int rankVersionOn(int rank, int nranks, void* arg) {
   ncclComm_t comm = initComm(arg, rank);
   int code = libVersion(), usable = code >= 2700;
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++) {
-    if (coll == RELAY_COLL_ALLTOALL && code < 22800) continue; /* the release has no ncclAlltoAll */
-    size_t count = winningCountOf((relayColl_t)coll, nranks);
-    int got = checkedCall((relayColl_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++) {
+    if (coll == relayCollectiveAllToAll && code < 22800) continue; /* the release has no ncclAlltoAll */
+    size_t count = winningCountOf((relayCollective_t)coll, nranks);
+    int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
     T_CHECK(got == usable, "rank %d: NCCL %d: %s %s", rank, code, kNcclNames[coll],
             got ? "taken by relaycc from a library it cannot use" : "forwarded although relaycc wins");
   }

@@ -22,10 +22,10 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
   int ranks[64];
   for (int q = 0; q < nranks; q++) ranks[q] = q;
   const relayDataType_t dts[] = {relayFloat32, relayBfloat16};
-  for (int coll = 0; coll < RELAY_NUM_COLLS; coll++)
+  for (int coll = 0; coll < RELAY_NUM_LAYOUT_COLLS; coll++)
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
       for (size_t count = 1; count <= ((size_t)1 << 24); count *= 8) {
-        planKey key = planKeyInit((relayColl_t)coll, nranks, 1, nranks, ranks, &count, dts[d]);
+        planKey key = planKeyInit((relayCollective_t)coll, nranks, 1, nranks, ranks, &count, dts[d]);
         key.op = relaySum;
         key.route = relayRouteDirect;
         key.depth = 1;
@@ -34,10 +34,10 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
         int got = relayRouteBeatsNative(&key, topo, caps);
         T_CHECK(got == (route != relayRouteNative),
                 "%s, %d ranks, %s count %zu dtype %d caps %d: predicate %d, router %s",
-                topo ? topo->name : "no model", nranks, relayCollName((relayColl_t)coll), count, (int)dts[d],
+                topo ? topo->name : "no model", nranks, relayCollName((relayCollective_t)coll), count, (int)dts[d],
                 caps, got, relayRouteName(route));
         T_CHECK(relayRouteBeatsNative(&key, topo, caps) == got, "%s count %zu: a second answer differs",
-                relayCollName((relayColl_t)coll), count);
+                relayCollName((relayCollective_t)coll), count);
         *yes += got;
         *no += !got;
       }

@@ -84,7 +84,7 @@ void benchUsage(FILE* f) {
 static int parseType(const char* s, relayDataType_t* out) { return relayParseType(s, out) != 0; }
 static int parseOp(const char* s, relayRedOp_t* out) { return relayParseOp(s, out) != 0; }
 static int parseRoute(const char* s, int* out) { return relayParseRoute(s, out) != 0; }
-static int parseColl(const char* s, relayColl_t* out) { return relayParseCollAll(s, out) != 0; }
+static int parseColl(const char* s, relayCollective_t* out) { return relayParseCollAll(s, out) != 0; }
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
 static int parseLong(const char* s, long* out) {
@@ -197,7 +197,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
   int haveB = 0, haveE = 0, haveF = 0, haveI = 0, haveSizes = 0, haveA = 0, haveG = 0;
   const char* layoutArg = NULL;
   const char* sizesArg = NULL;
-  int collSeen[RELAY_NUM_COLLS_ALL] = {0};
+  int collSeen[relayNumCollectives] = {0};
 
   opterr = 0; /* our messages name the argument and the reason */
   optind = 1;
@@ -224,13 +224,13 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
         for (char* t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
           any = 1;
           if (!strcasecmp(t, "all")) {
-            static const relayColl_t all[] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_ALLGATHER,
-                                              RELAY_COLL_REDUCESCATTER, RELAY_COLL_ALLTOALL};
+            static const relayCollective_t all[] = {relayCollectiveAllReduce, relayCollectiveAllGather,
+                                              relayCollectiveReduceScatter, relayCollectiveAllToAll};
             for (int k = 0; k < 4; k++)
               if (!collSeen[all[k]]) collSeen[all[k]] = 1, o->colls[o->nColls++] = all[k];
             continue;
           }
-          relayColl_t cl;
+          relayCollective_t cl;
           if (parseColl(t, &cl))
             return fail(err, len,
                         "%s '%s': unknown collective (allreduce, allgather, reducescatter, alltoall, all, "
@@ -352,8 +352,8 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
     return fail(err, len, "-n %d x -r %d: more than 1e8 timed iterations per size", o->iters, o->reps);
 
   if (o->nColls == 0) {
-    static const relayColl_t all[] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_ALLGATHER, RELAY_COLL_REDUCESCATTER,
-                                      RELAY_COLL_ALLTOALL};
+    static const relayCollective_t all[] = {relayCollectiveAllReduce, relayCollectiveAllGather, relayCollectiveReduceScatter,
+                                      relayCollectiveAllToAll};
     for (int k = 0; k < 4; k++) o->colls[o->nColls++] = all[k];
   }
 

@@ -36,7 +36,7 @@ typedef enum { BENCH_TARGET_RELAY = 0, BENCH_TARGET_BASELINE = 1, BENCH_NUM_TARG
  * buffers (already offset for the in-place forms of relaycc.h), NULL on a rank
  * that is active in no group. */
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   relayDataType_t dtype;
   relayRedOp_t op;
   /* Rooted collectives (scatter, gather): one group, the rank set, and

@@ -128,40 +128,14 @@ static int shmRun(benchRank* r, const benchCall* c, benchTarget t) {
     snprintf(r->err, sizeof r->err, "the shm backend has no baseline");
     return 1;
   }
-  relayResult_t res;
-  const char* name;
-  switch (c->coll) {
-    case RELAY_COLL_ALLREDUCE:
-      name = "relayAllReduce";
-      res = relayAllReduce(c->send, c->recv, c->counts, c->dtype, c->op, c->layout, s->comm, NULL);
-      break;
-    case RELAY_COLL_ALLGATHER:
-      name = "relayAllGather";
-      res = relayAllGather(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, NULL);
-      break;
-    case RELAY_COLL_REDUCESCATTER:
-      name = "relayReduceScatter";
-      res = relayReduceScatter(c->send, c->recv, c->counts, c->dtype, c->op, c->layout, s->comm, NULL);
-      break;
-    case RELAY_COLL_ALLTOALL:
-      name = "relayAllToAll";
-      res = relayAllToAll(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, NULL);
-      break;
-    case RELAY_COLL_SCATTER:
-      name = "relayScatter";
-      res = relayScatter(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive,
-                         s->comm, NULL);
-      break;
-    case RELAY_COLL_GATHER:
-      name = "relayGather";
-      res = relayGather(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive,
-                        s->comm, NULL);
-      break;
-    default:
-      snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
-      return 1;
+  const relayCollRow* row = relayCollRowOf(c->coll);
+  if (!row) {
+    snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
+    return 1;
   }
-  return res == relaySuccess ? 0 : libError(r, name, res, s->comm);
+  relayResult_t res = relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout,
+                                    c->root, NULL);
+  return res == relaySuccess ? 0 : libError(r, row->call, res, s->comm);
 }
 
 static int shmSync(benchRank* r) {

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "plan/plan.h" /* relayColl_t */
+#include "plan/plan.h" /* relayCollective_t */
 #include "relaycc.h"
 
 #ifdef __cplusplus
@@ -16,14 +16,14 @@ extern "C" {
 
 #define BENCH_MAX_RANKS 256 /* more processes than this on one host is a mistake */
 #define BENCH_MAX_SIZES 256
-#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * RELAY_NUM_COLLS_ALL)
+#define BENCH_MAX_ROWS (BENCH_MAX_SIZES * relayNumCollectives)
 
 typedef struct {
   const char* backendName; /* shm|nccl|auto as given */
   int nranks;              /* resolved (--ranks or the backend's default) */
   int ranksGiven;
   int nColls;
-  relayColl_t colls[RELAY_NUM_COLLS_ALL]; /* in run order */
+  relayCollective_t colls[relayNumCollectives]; /* in run order */
   int nActive, nGroups;               /* -A, -G */
   int layout[BENCH_MAX_RANKS];        /* nGroups*nActive comm ranks, group-major */
   int nSizes;
@@ -95,16 +95,16 @@ int benchRankMain(int rank, int nranks, void* arg);
 /* Element counts for a size: the count argument of relaycc, and the
  * elements of the send and recv buffers of an active rank. 0 when the size
  * does not divide (the row is skipped). */
-int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
+int benchCounts(relayCollective_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
                 uint64_t* sendElems, uint64_t* recvElems);
 /* nccl-tests factors with n = A. algbw uses the collective's total data
  * (all-gather: A * per-rank input), busbw the per-link traffic. */
-double benchAlgBytes(relayColl_t coll, uint64_t bytes, int nActive);
-double benchBusFactor(relayColl_t coll, int nActive);
+double benchAlgBytes(relayCollective_t coll, uint64_t bytes, int nActive);
+double benchBusFactor(relayCollective_t coll, int nActive);
 
 /* check.c: pattern, sentinel and the serial reference. */
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   relayDataType_t dtype;
   relayRedOp_t op;
   int nActive;   /* rooted collectives: the size of the rank set */
@@ -135,9 +135,9 @@ long long benchCheckBlocks(const benchCheckKey* k, const void* buf, int first, i
 extern const char relayccGitCommit[];
 void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res);
 /* baseName: the baseline's column title ("nccl"), NULL without a baseline. */
-void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName);
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayCollective_t coll, const char* baseName);
 void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row);
-void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why);
+void benchPrintSkip(FILE* f, relayCollective_t coll, uint64_t bytes, const char* why);
 int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res, int exitCode,
                    const char* failure);
 const char* benchRouteLabel(int route, int depth, char* buf, size_t len);

@@ -132,8 +132,8 @@ void benchFillSentinel(relayDataType_t dt, void* buf, uint64_t elems) {
   }
 }
 
-static int blocksOfInput(relayColl_t c) {
-  return c == RELAY_COLL_REDUCESCATTER || c == RELAY_COLL_ALLTOALL;
+static int blocksOfInput(relayCollective_t c) {
+  return c == relayCollectiveReduceScatter || c == relayCollectiveAllToAll;
 }
 
 void benchFillInput(const benchCheckKey* k, void* buf) {
@@ -196,26 +196,26 @@ long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* 
   long long wrong = 0;
   const relayDataType_t dt = k->dtype;
   switch (k->coll) {
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       for (uint64_t i = 0; i < k->count; i++) {
         double want = roundTo(dt, reference(k, 0, i)), got = getElem(dt, out, i);
         if (!matches(k, got, want)) report(tag, wrong++, "output", i, got, want);
       }
       break;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveReduceScatter:
       for (uint64_t i = 0; i < k->count; i++) {
         double want = roundTo(dt, reference(k, k->me, i)), got = getElem(dt, out, i);
         if (!matches(k, got, want)) report(tag, wrong++, "output", i, got, want);
       }
       break;
-    case RELAY_COLL_ALLGATHER:
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllGather:
+    case relayCollectiveAllToAll:
       /* Block j comes from active j: its input (all-gather) or the segment
        * it addressed to this rank (all-to-all). Copies are bit exact. */
       for (int j = 0; j < k->nActive; j++)
         for (uint64_t i = 0; i < k->count; i++) {
           uint64_t idx = (uint64_t)j * k->count + i;
-          double want = roundTo(dt, patValue(k, j, k->coll == RELAY_COLL_ALLTOALL ? k->me : 0, i));
+          double want = roundTo(dt, patValue(k, j, k->coll == relayCollectiveAllToAll ? k->me : 0, i));
           double got = getElem(dt, out, idx);
           if (got != want) report(tag, wrong++, "output", idx, got, want);
         }

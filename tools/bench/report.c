@@ -57,7 +57,7 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
   fflush(f);
 }
 
-void benchPrintTableHead(FILE* f, const benchOpts* o, relayColl_t coll, const char* baseName) {
+void benchPrintTableHead(FILE* f, const benchOpts* o, relayCollective_t coll, const char* baseName) {
   fprintf(f, "#\n# %s\n", relayCollName(coll));
   if (relayCollRooted(coll)) {
     int n = o->nActive * o->nGroups;
@@ -85,14 +85,14 @@ void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row) {
   else
     snprintf(wrong, sizeof wrong, "%lld", w);
   fprintf(f, " %11llu %12llu %9s %6s %9s %10.2f %10.2f %7.2f %8.3f %8.3f", (unsigned long long)row->bytes,
-          (unsigned long long)row->count, relayTypeName(o->dtype), relayCollReduces((relayColl_t)row->coll) ? relayOpName(o->op) : "none",
+          (unsigned long long)row->count, relayTypeName(o->dtype), relayCollReduces((relayCollective_t)row->coll) ? relayOpName(o->op) : "none",
           route, row->tMin, row->tMed, row->spread, row->algbw, row->busbw);
   if (row->hasBase) fprintf(f, " %10.2f %8.3f", row->baseMin, row->speedup);
   fprintf(f, " %7s\n", wrong);
   fflush(f);
 }
 
-void benchPrintSkip(FILE* f, relayColl_t coll, uint64_t bytes, const char* why) {
+void benchPrintSkip(FILE* f, relayCollective_t coll, uint64_t bytes, const char* why) {
   fprintf(f, "# %s %llu bytes skipped: %s\n", relayCollName(coll), (unsigned long long)bytes, why);
   fflush(f);
 }
@@ -170,9 +170,9 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
     const benchRow* r = &res->rows[i];
     char route[32];
     fprintf(f, "%s\n    {\"coll\": \"%s\", \"bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": ",
-            i ? "," : "", relayCollName((relayColl_t)r->coll), (unsigned long long)r->bytes,
+            i ? "," : "", relayCollName((relayCollective_t)r->coll), (unsigned long long)r->bytes,
             (unsigned long long)r->count, relayTypeName(o->dtype));
-    if (relayCollReduces((relayColl_t)r->coll))
+    if (relayCollReduces((relayCollective_t)r->coll))
       fprintf(f, "\"%s\"", relayOpName(o->op));
     else
       fprintf(f, "null");

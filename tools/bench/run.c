@@ -13,28 +13,28 @@
 #include "bench.h"
 #include "comm/common.h"
 
-int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
+int benchCounts(relayCollective_t coll, uint64_t bytes, size_t esize, int nActive, uint64_t* count,
                 uint64_t* sendElems, uint64_t* recvElems) {
   uint64_t A = (uint64_t)nActive;
   switch (coll) {
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       if (bytes % esize) return 0;
       *count = bytes / esize;
       *sendElems = *recvElems = *count;
       return 1;
-    case RELAY_COLL_ALLGATHER:
+    case relayCollectiveAllGather:
       if (bytes % esize) return 0;
       *count = bytes / esize;
       *sendElems = *count;
       *recvElems = A * *count;
       return 1;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveReduceScatter:
       if (bytes % (esize * A)) return 0;
       *count = bytes / (esize * A);
       *sendElems = A * *count;
       *recvElems = *count;
       return 1;
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllToAll:
       if (bytes % (esize * A)) return 0;
       *count = bytes / (esize * A);
       *sendElems = *recvElems = A * *count;
@@ -44,16 +44,16 @@ int benchCounts(relayColl_t coll, uint64_t bytes, size_t esize, int nActive, uin
   }
 }
 
-double benchAlgBytes(relayColl_t coll, uint64_t bytes, int nActive) {
+double benchAlgBytes(relayCollective_t coll, uint64_t bytes, int nActive) {
   /* nccl-tests' algbw divides the collective's total data by the time: for
    * all-gather that is the gathered output, A inputs; for scatter and gather
    * the root's buffer, n blocks (ScatterGetBw: count * nranks * typesize). */
-  return coll == RELAY_COLL_ALLGATHER || relayCollRooted(coll) ? (double)bytes * nActive : (double)bytes;
+  return coll == relayCollectiveAllGather || relayCollRooted(coll) ? (double)bytes * nActive : (double)bytes;
 }
 
-double benchBusFactor(relayColl_t coll, int nActive) {
+double benchBusFactor(relayCollective_t coll, int nActive) {
   double n = nActive;
-  return coll == RELAY_COLL_ALLREDUCE ? 2.0 * (n - 1) / n : (n - 1) / n;
+  return coll == relayCollectiveAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
 
 typedef struct {
@@ -95,31 +95,31 @@ typedef struct {
 /* This rank's buffer elements for one size: relaycc's count argument and the
  * send and recv elements (0 for a buffer its role does not use). 0 when the
  * size does not divide (the row is skipped). */
-static int rankShape(const rankCtx* x, relayColl_t coll, uint64_t bytes, uint64_t* count, uint64_t* sendElems,
+static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, uint64_t* count, uint64_t* sendElems,
                      uint64_t* recvElems) {
   if (!relayCollRooted(coll)) return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
   /* size = one member's block, as the per-active-rank input elsewhere. */
   if (bytes % x->esize) return 0;
   *count = bytes / x->esize;
   uint64_t all = (uint64_t)x->nSet * *count, mine = x->member >= 0 ? *count : 0, root = x->isRoot ? all : 0;
-  int scatter = coll == RELAY_COLL_SCATTER;
+  int scatter = relayCollSendsBlocks(coll);
   *sendElems = scatter ? root : mine;
   *recvElems = scatter ? mine : root;
   return 1;
 }
 
 /* Takes part in coll: active in a group, or the root or a member of the set. */
-static int rankInvolved(const rankCtx* x, relayColl_t coll) {
+static int rankInvolved(const rankCtx* x, relayCollective_t coll) {
   return relayCollRooted(coll) ? x->isRoot || x->member >= 0 : x->me >= 0;
 }
 
 /* One buffer for send and recv: the in-place forms (relaycc.h); a rooted
  * call has one only on a root that is in the set. */
-static int rankOneBuffer(const rankCtx* x, relayColl_t coll) {
+static int rankOneBuffer(const rankCtx* x, relayCollective_t coll) {
   return x->o->inplace && (!relayCollRooted(coll) || (x->isRoot && x->member >= 0));
 }
 
-static int failRank(rankCtx* x, const char* what, relayColl_t coll, uint64_t bytes) {
+static int failRank(rankCtx* x, const char* what, relayCollective_t coll, uint64_t bytes) {
   fprintf(stderr, "relaycc-bench: rank %d: %s (%s, %llu bytes, backend %s): %s\n", x->r.rank, what,
           relayCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
   fflush(stderr);
@@ -214,7 +214,7 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
   char tag[160];
   snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s", r->rank,
            t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, relayCollName(c->coll),
-           (unsigned long long)(c->coll == RELAY_COLL_ALLGATHER || c->coll == RELAY_COLL_ALLREDUCE
+           (unsigned long long)(c->coll == relayCollectiveAllGather || c->coll == relayCollectiveAllReduce
                                     ? count * es
                                     : count * es * (uint64_t)o->nActive),
            o->inplace ? " in place" : "");
@@ -231,7 +231,7 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
     } else {
       /* In place: the input sits inside the output buffer (relaycc.h). */
       uint64_t bufElems = sendElems > recvElems ? sendElems : recvElems;
-      if (c->coll == RELAY_COLL_ALLGATHER) {
+      if (c->coll == relayCollectiveAllGather) {
         benchFillSentinel(o->dtype, in, bufElems);
         benchFillInput(&key, (char*)in + (uint64_t)x->me * count * es);
       } else {
@@ -276,7 +276,7 @@ static long long checkOnceRooted(rankCtx* x, const benchCall* c, benchTarget t, 
   const benchOpts* o = x->o;
   benchRank* r = &x->r;
   const benchBackend* be = x->be;
-  int scatter = c->coll == RELAY_COLL_SCATTER, n = x->nSet, m = x->member, root = x->isRoot;
+  int scatter = relayCollSendsBlocks(c->coll), n = x->nSet, m = x->member, root = x->isRoot;
   int one = rankOneBuffer(x, c->coll);
   uint64_t es = x->esize, total = (uint64_t)n * count;
   /* op plays no part; sum keeps the pattern's full range of values. */
@@ -334,14 +334,14 @@ static long long checkOnceRooted(rankCtx* x, const benchCall* c, benchTarget t, 
   return wrong;
 }
 
-static int runColl(rankCtx* x, relayColl_t coll) {
+static int runColl(rankCtx* x, relayCollective_t coll) {
   const benchOpts* o = x->o;
   const benchBackend* be = x->be;
   benchRank* r = &x->r;
   int printer = r->rank == 0;
   int nTargets = be->baselineName ? 2 : 1;
 
-  if (o->inplace && coll == RELAY_COLL_ALLTOALL) {
+  if (o->inplace && coll == relayCollectiveAllToAll) {
     if (printer) {
       fprintf(stdout, "#\n# %s: in place is rejected by relaycc (as in the reference); skipped\n",
               relayCollName(coll));
@@ -397,7 +397,7 @@ static int runColl(rankCtx* x, relayColl_t coll) {
     if (!rankShape(x, coll, bytes, &count, &sendElems, &recvElems)) {
       if (printer) {
         char why[96];
-        if (coll == RELAY_COLL_ALLREDUCE || coll == RELAY_COLL_ALLGATHER || rooted)
+        if (coll == relayCollectiveAllReduce || coll == relayCollectiveAllGather || rooted)
           snprintf(why, sizeof why, "not a multiple of the element size %zu", x->esize);
         else
           snprintf(why, sizeof why, "not a multiple of A x element size = %llu",
@@ -415,7 +415,7 @@ static int runColl(rankCtx* x, relayColl_t coll) {
       c.counts = x->setCounts;
       c.group = involved ? 0 : -1;
       c.activeIndex = x->member;
-      int scatter = coll == RELAY_COLL_SCATTER;
+      int scatter = relayCollSendsBlocks(coll);
       if (oneBuf) {
         /* In place: the member's block inside the root's buffer. */
         char* one = b.one;
@@ -438,8 +438,8 @@ static int runColl(rankCtx* x, relayColl_t coll) {
         char* one = b.one;
         c.send = one;
         c.recv = one;
-        if (coll == RELAY_COLL_ALLGATHER) c.send = one + (uint64_t)x->me * count * es;
-        if (coll == RELAY_COLL_REDUCESCATTER) c.recv = one + (uint64_t)x->me * count * es;
+        if (coll == relayCollectiveAllGather) c.send = one + (uint64_t)x->me * count * es;
+        if (coll == relayCollectiveReduceScatter) c.recv = one + (uint64_t)x->me * count * es;
       }
     }
     benchRecord rec;

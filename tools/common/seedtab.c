@@ -25,55 +25,55 @@
 #include "topo/topo.h"
 
 const relaySeedTable relaySeedTables[] = {
-    {RELAY_COLL_ALLGATHER, 2, 1, 1, "pipelined 2-active all-gather commit, before (two-group)", 13,
+    {relayCollectiveAllGather, 2, 1, 1, "pipelined 2-active all-gather commit, before (two-group)", 13,
      {9, 13.5, 27, 31.5, 36, 63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.111, 0.140, 0.223, 0.251, 0.277, 0.436, 0.463, 0.487, 0.872, 0.927, 1.596, 3.118, 6.181},
      {2.04, 2.29, 2.67, 2.76, 2.79, 3.02, 3.05, 3.05, 3.08, 3.06, 3.15, 3.21, 3.20}},
-    {RELAY_COLL_ALLTOALL, 2, 1, 1, "pipelined 2-active all-to-all commit, before (two-group; <27 MB was direct)", 11,
+    {relayCollectiveAllToAll, 2, 1, 1, "pipelined 2-active all-to-all commit, before (two-group; <27 MB was direct)", 11,
      {27, 31.5, 36, 63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.151, 0.167, 0.167, 0.248, 0.267, 0.276, 0.459, 0.486, 0.822, 1.591, 3.119},
      {2.08, 2.06, 2.43, 2.68, 2.56, 2.63, 2.93, 2.96, 3.05, 3.11, 3.16}},
-    {RELAY_COLL_ALLREDUCE, 2, 1, 1, "pipelined 2-active all-reduce commit, before (two-group)", 13,
+    {relayCollectiveAllReduce, 2, 1, 1, "pipelined 2-active all-reduce commit, before (two-group)", 13,
      {9, 13.5, 27, 31.5, 36, 63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.118, 0.144, 0.226, 0.252, 0.278, 0.437, 0.461, 0.485, 0.853, 0.902, 1.558, 3.081, 6.065},
      {1.91, 2.19, 2.56, 2.65, 2.70, 2.91, 2.94, 2.96, 3.09, 3.12, 3.18, 3.19, 3.24}},
-    {RELAY_COLL_REDUCESCATTER, 2, 1, 1, "pipelined 2-active reduce-scatter commit, before (two-group; <27 MB direct)",
+    {relayCollectiveReduceScatter, 2, 1, 1, "pipelined 2-active reduce-scatter commit, before (two-group; <27 MB direct)",
      11,
      {27, 31.5, 36, 63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.149, 0.166, 0.178, 0.266, 0.285, 0.297, 0.497, 0.524, 0.915, 1.777, 3.499},
      {2.38, 2.45, 2.59, 2.86, 2.90, 2.91, 3.21, 3.20, 3.00, 2.95, 2.88}},
-    {RELAY_COLL_ALLTOALL, 4, 1, 1, "pipelined 4-active all-to-all commit, before (two-group Latin relay)", 10,
+    {relayCollectiveAllToAll, 4, 1, 1, "pipelined 4-active all-to-all commit, before (two-group Latin relay)", 10,
      {13.5, 27, 36, 63, 72, 135, 144, 256, 512, 1024},
      {0.114, 0.167, 0.201, 0.304, 0.338, 0.576, 0.611, 1.045, 2.031, 4.012},
      {1.12, 1.20, 1.21, 1.28, 1.28, 1.20, 1.20, 1.24, 1.33, 1.32}},
-    {RELAY_COLL_ALLGATHER, 4, 1, 1, "pipelined 4-active all-gather commit, before (two-group fan-out)", 13,
+    {relayCollectiveAllGather, 4, 1, 1, "pipelined 4-active all-gather commit, before (two-group fan-out)", 13,
      {9, 13.5, 27, 31.5, 36, 63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.172, 0.222, 0.377, 0.428, 0.480, 0.792, 0.854, 0.907, 1.664, 1.770, 3.306, 7.114, 14.709},
      {1.34, 1.41, 1.58, 1.64, 1.60, 1.64, 1.64, 1.65, 1.64, 1.64, 1.55, 1.42, 1.36}},
-    {RELAY_COLL_REDUCESCATTER, 4, 1, 1, "pipelined 4-active reduce-scatter commit, before (two-group; <48 MB direct)", 8,
+    {relayCollectiveReduceScatter, 4, 1, 1, "pipelined 4-active reduce-scatter commit, before (two-group; <48 MB direct)", 8,
      {63, 67.5, 72, 135, 144, 256, 512, 1024},
      {0.356, 0.378, 0.378, 0.652, 0.651, 1.154, 2.369, 4.709},
      {1.09, 1.09, 1.20, 1.21, 1.29, 1.28, 1.17, 1.17}},
-    {RELAY_COLL_ALLREDUCE, 4, 1, 1, "pipelined 4-active all-reduce commit, before (two-group flat offload)", 9,
+    {relayCollectiveAllReduce, 4, 1, 1, "pipelined 4-active all-reduce commit, before (two-group flat offload)", 9,
      {27, 36, 63, 72, 135, 144, 256, 512, 1024},
      {0.227, 0.283, 0.441, 0.488, 0.874, 0.927, 1.601, 3.159, 6.280},
      {1.44, 1.46, 1.56, 1.58, 1.60, 1.59, 1.63, 1.65, 1.66}},
     /* Fused, 4 groups of 2: "re-measured to confirm no change" in the pipelining commits. */
-    {RELAY_COLL_ALLGATHER, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-gather commit", 4,
+    {relayCollectiveAllGather, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-gather commit", 4,
      {27, 63, 135, 1024}, {0}, {2.67, 3.02, 3.11, 3.22}},
-    {RELAY_COLL_ALLTOALL, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-to-all commit", 4,
+    {relayCollectiveAllToAll, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-to-all commit", 4,
      {27, 63, 135, 1024}, {0}, {2.35, 2.67, 2.82, 3.18}},
-    {RELAY_COLL_ALLREDUCE, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-reduce commit", 4,
+    {relayCollectiveAllReduce, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active all-reduce commit", 4,
      {27, 63, 135, 1024}, {0}, {2.43, 2.75, 2.93, 3.06}},
-    {RELAY_COLL_REDUCESCATTER, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active reduce-scatter commit", 4,
+    {relayCollectiveReduceScatter, 2, 4, 1, "fused sweep, quoted in the pipelined 2-active reduce-scatter commit", 4,
      {27, 63, 135, 1024}, {0}, {2.40, 2.77, 3.15, 2.91}},
     /* Fused, 2 groups of 4. */
-    {RELAY_COLL_ALLGATHER, 4, 2, 1, "fused sweep, quoted in the pipelined 4-active all-gather commit", 4,
+    {relayCollectiveAllGather, 4, 2, 1, "fused sweep, quoted in the pipelined 4-active all-gather commit", 4,
      {63, 135, 256, 1024}, {0}, {1.28, 1.31, 1.32, 1.31}},
-    {RELAY_COLL_ALLTOALL, 4, 2, 1, "fused, after the 4-active all-to-all alignment fix", 5,
+    {relayCollectiveAllToAll, 4, 2, 1, "fused, after the 4-active all-to-all alignment fix", 5,
      {27, 36, 256, 512, 1024}, {0}, {1.23, 1.24, 1.27, 1.24, 1.29}},
-    {RELAY_COLL_REDUCESCATTER, 4, 2, 1, "fused headline at 1 GB (reference section 12)", 1, {1024}, {0}, {1.22}},
-    {RELAY_COLL_ALLREDUCE, 4, 2, 1, "fused headline at 1 GB (reference section 12)", 1, {1024}, {0}, {1.68}},
+    {relayCollectiveReduceScatter, 4, 2, 1, "fused headline at 1 GB (reference section 12)", 1, {1024}, {0}, {1.22}},
+    {relayCollectiveAllReduce, 4, 2, 1, "fused headline at 1 GB (reference section 12)", 1, {1024}, {0}, {1.68}},
 };
 
 const int relayNumSeedTables = (int)(sizeof relaySeedTables / sizeof relaySeedTables[0]);
@@ -102,8 +102,8 @@ const int relayNumSeedTables = (int)(sizeof relaySeedTables / sizeof relaySeedTa
  *    the receive buffer in its steps, so it has no such copy. The 2-active
  *    path needs none either (its reduce writes the receive buffer). */
 static double seedCopySeconds(const relaySeedTable* t, const struct relayTopo* topo, size_t bytes) {
-  int ownBlock = t->nGroups == 1 && (t->coll == RELAY_COLL_ALLGATHER || t->coll == RELAY_COLL_ALLTOALL);
-  int stagingCopy = t->coll == RELAY_COLL_ALLREDUCE && t->nActive > 2;
+  int ownBlock = t->nGroups == 1 && (t->coll == relayCollectiveAllGather || t->coll == relayCollectiveAllToAll);
+  int stagingCopy = t->coll == relayCollectiveAllReduce && t->nActive > 2;
   if (!ownBlock && !stagingCopy) return 0;
   return topo->launchS + 2.0 * (double)bytes / topo->memBw; /* each byte read and written */
 }

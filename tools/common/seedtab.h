@@ -16,7 +16,7 @@ extern "C" {
 #define RELAY_SEED_MAX_ROWS 16
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   int nActive;
   int nGroups;        /* 1: independent call; > 1: fused, groups of consecutive ranks */
   int depth;          /* the relay's depth in these rows (1: the two-group schedule) */

@@ -1,7 +1,7 @@
 /*
  * The bandwidth route on the NCCL transport, host half: prepare (the
  * one-shot's region, which carries the bw ring: one creation, vote,
- * sentinel and error word per comm, oneshot.c) and the launch of bw.cu's
+ * sentinel and error word per comm, region.c) and the launch of bw.cu's
  * kernel. Its errors are the one-shot's: the kernel writes the packed word
  * the next prepare or call of this comm reports.
  */

@@ -143,7 +143,7 @@ static ncclResult_t groupedAllToAll(const void* send, void* recv, size_t count, 
   return r != ncclSuccess ? r : g;
 }
 
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective_t coll, const void* send,
                               void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
                               relayStream_t stream) {
   relayNcclState* st = c->tpState;
@@ -156,14 +156,14 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t col
   ncclDataType_t t = (ncclDataType_t)dt; /* same numbering by design (relaycc.h) */
   ncclResult_t r;
   switch (coll) {
-    case RELAY_COLL_ALLGATHER: r = relayNccl.ncclAllGather(send, recv, count, t, sub, s); break;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveAllGather: r = relayNccl.ncclAllGather(send, recv, count, t, sub, s); break;
+    case relayCollectiveReduceScatter:
       r = relayNccl.ncclReduceScatter(send, recv, count, t, (ncclRedOp_t)op, sub, s);
       break;
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       r = relayNccl.ncclAllReduce(send, recv, count, t, (ncclRedOp_t)op, sub, s);
       break;
-    case RELAY_COLL_ALLTOALL:
+    case relayCollectiveAllToAll:
       r = relayNccl.ncclAlltoAll ? relayNccl.ncclAlltoAll(send, recv, count, t, sub, s)
                                  : groupedAllToAll(send, recv, count, t, nSub, sub, s);
       break;

@@ -227,8 +227,7 @@ extern relayNcclLib relayNccl;
  * relaycc's own comms need). A failure is relaySystemError with a message
  * naming the library and the symbol (relayGetLastError(NULL) on this thread).
  */
-relayResult_t relayNcclOpen(const char* path);
-relayResult_t relayNcclLoad(const char* path);
+relayResult_t relayNcclOpen(const char* path); /* relayNcclLoad: the transport's door, transport/nccl.h */
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm/common.h"
+#include "transport/nccl.h"
 
 relayNcclLib relayNccl;
 
@@ -99,4 +100,8 @@ relayResult_t relayNcclLoad(const char* path) {
   RELAY_CHECK(relayNcclOpen(path));
   if (!relayNccl.usable) return relaySetError(NULL, relaySystemError, "relaycc: %s", relayNccl.unusable);
   return relaySuccess;
+}
+
+void relayNcclAbortComm(ncclComm_t nccl) {
+  if (nccl && relayNccl.ncclCommAbort) relayNccl.ncclCommAbort(nccl);
 }

@@ -12,7 +12,8 @@
 
 #include "relaycc.h"
 #include "transport/nccl/nccl_api.h" /* every NCCL call goes through relayNccl */
-#include "transport/transport.h"
+#include "comm/transport.h"
+#include "transport/nccl.h" /* the door: what core calls (init) */
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +70,7 @@ typedef struct relayNcclState {
 
 relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActive, const int* ranks,
                                      relayStream_t stream, void** handle);
-relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayColl_t coll, const void* send,
+relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective_t coll, const void* send,
                               void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
                               relayStream_t stream);
 void relayNcclNativeFree(relayNcclState* st, int drained);
@@ -101,28 +102,7 @@ relayResult_t relayCudaResult(cudaError_t e);
 relayResult_t relayNcclFail(struct relayComm* c, ncclResult_t r, const char* what);
 relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* what);
 
-/* ---- init (nccl_init.c): core creates the comm (src/core/init_nccl.c); these only attach ---- */
-struct relayTopo;
-/* Build the transport state over nccl on device and check that every rank
- * sees the same comm (COLLECTIVE); ctrl is a control-plane comm core owns,
- * or NULL. owns: destroy nccl with the comm. */
-relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device);
-/* COLLECTIVE, after core agreed the parameters: native on/off, preconnect,
- * the one-shot region at init (RELAYCC_NCCL_NATIVE / _PRECONNECT / RELAYCC_ONESHOT_PREPARE). */
-relayResult_t relayNcclStart(struct relayComm* c);
-/* COLLECTIVE: the ranks' GPUs by PCI bus id, as a detected topology (or NULL). */
-relayResult_t relayNcclDetectTopo(struct relayComm* c, struct relayTopo** out);
-/* The rank, size and device of a user's NCCL comm. */
-relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* device);
-/* COLLECTIVE over ctrl (a shm comm of the same ranks): pick and set this
- * rank's device (cudaDevice < 0: localRank, else rank modulo the device
- * count), share rank 0's ncclUniqueId, create the NCCL comm and vote on it.
- * badParam >= 0: this rank's setting is invalid (badWhy: its message), and
- * every rank fails here. Errors land on ctrl (its init's name and rank). */
-relayResult_t relayNcclCreateOverShm(struct relayComm* ctrl, int cudaDevice, int localRank, int badParam,
-                                     const char* badWhy, int* device, ncclComm_t* out);
-/* Create the NCCL comm from a unique id on cudaDevice (set current). */
-relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cudaDevice, ncclComm_t* out);
+/* The init entry points core calls are the transport's door, transport/nccl.h. */
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,6 @@
 /*
  * The one-shot push-reduce on the NCCL transport: what the host half
- * (oneshot.c: region, IPC, vote, launch, errors) and the kernel (oneshot.cu)
+ * (region.c: region, IPC, vote, errors; oneshot.c: the launch) and the kernel (oneshot.cu)
  * share. Internal to src/transport/nccl; C and CUDA C++ alike.
  *
  * Region: one plain cudaMalloc block per rank (mempool memory cannot be
@@ -59,7 +59,7 @@
 #include "gpu_port.h"
 
 #include "relaycc.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -388,7 +388,7 @@ cudaError_t relayCudaBwDirectRun(const relayBwArgs* a, relayDataType_t dt, relay
 cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                              cudaStream_t stream);
 
-/* oneshot.c: the transport ops and the destroy/abort hooks of nccl_transport.c. */
+/* region.c and oneshot.c: the transport ops and the destroy/abort hooks of nccl_transport.c. */
 struct relayComm;
 relayResult_t relayNcclOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
 relayResult_t relayNcclOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
@@ -402,12 +402,16 @@ relayResult_t relayNcclOneShotAsyncError(struct relayComm* comm, char* why, size
 void relayNcclOneShotFree(struct relayComm* comm, int drained);
 /* cudaIpcOpenMemHandle mappings of peer regions open in this process. */
 int relayNcclOneShotOpenMappings(void);
-/* For bw.c: the region's prepare without the slot check (collective when it
+/* region.c, for bw.c: the region's prepare without the slot check (collective when it
  * creates the region, as relayNcclOneShotPrepare), then its layout (NULL
  * when declined); and the launch arguments both kernels share, checked
  * (the comm's pending kernel error first). */
 relayResult_t relayNcclOsRegion(struct relayComm* comm, relayStream_t stream, const relayOsLayout** L);
 relayResult_t relayNcclOsArgs(struct relayComm* comm, const relayOneShotDesc* d, const char* what, relayOsArgs* a);
+/* region.c, for oneshot.c: a one-shot call's protocol (a->ll), grid and threads for `bytes` per
+ * destination, from what the ranks agreed when the region was created. */
+void relayNcclOsShape(struct relayComm* comm, size_t bytes, size_t count, int elemSize, relayOsArgs* a,
+                      int* threads);
 /* A launch's result: relaySuccess, or the comm failed and an error naming what. */
 relayResult_t relayNcclOsLaunched(struct relayComm* comm, cudaError_t e, const char* what);
 /* bw.c: the bandwidth route's transport ops. */

@@ -31,7 +31,7 @@
 #include "comm/comm.h"
 #include "p2p/p2p.h"
 #include "transport/shm.h"
-#include "transport/transport.h"
+#include "comm/transport.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -635,30 +635,23 @@ static int ncclToHost(benchRank* r, void* dst, const void* src, size_t bytes) {
 
 /* ---- calls ------------------------------------------------------------- */
 
-static const char* relayCallName(relayColl_t coll) {
-  switch (coll) {
-    case RELAY_COLL_ALLREDUCE: return "relayAllReduce";
-    case RELAY_COLL_ALLGATHER: return "relayAllGather";
-    case RELAY_COLL_REDUCESCATTER: return "relayReduceScatter";
-    case RELAY_COLL_ALLTOALL: return "relayAllToAll";
-    case RELAY_COLL_SCATTER: return "relayScatter";
-    case RELAY_COLL_GATHER: return "relayGather";
-    default: return "relaycc collective";
-  }
+static const char* relayCallName(relayCollective_t coll) {
+  const relayCollRow* row = relayCollRowOf(coll);
+  return row ? row->call : "relaycc collective";
 }
 
-static const char* ncclCallName(relayColl_t coll) {
+static const char* ncclCallName(relayCollective_t coll) {
   switch (coll) {
-    case RELAY_COLL_ALLREDUCE: return "ncclAllReduce";
-    case RELAY_COLL_ALLGATHER: return "ncclAllGather";
-    case RELAY_COLL_REDUCESCATTER: return "ncclReduceScatter";
+    case relayCollectiveAllReduce: return "ncclAllReduce";
+    case relayCollectiveAllGather: return "ncclAllGather";
+    case relayCollectiveReduceScatter: return "ncclReduceScatter";
 #if BENCH_NCCL_ALLTOALL
-    case RELAY_COLL_ALLTOALL: return "ncclAlltoAll";
+    case relayCollectiveAllToAll: return "ncclAlltoAll";
 #else
-    case RELAY_COLL_ALLTOALL: return "ncclSend/ncclRecv group (all-to-all)";
+    case relayCollectiveAllToAll: return "ncclSend/ncclRecv group (all-to-all)";
 #endif
-    case RELAY_COLL_SCATTER: return "ncclSend/ncclRecv group (scatter)";
-    case RELAY_COLL_GATHER: return "ncclSend/ncclRecv group (gather)";
+    case relayCollectiveScatter: return "ncclSend/ncclRecv group (scatter)";
+    case relayCollectiveGather: return "ncclSend/ncclRecv group (gather)";
     default: return "nccl collective";
   }
 }
@@ -666,32 +659,12 @@ static const char* ncclCallName(relayColl_t coll) {
 static int issueRelay(benchRank* r, const benchCall* c) {
   ncclState* s = r->state;
   relayStream_t st = (relayStream_t)s->stream;
-  relayResult_t res;
-  switch (c->coll) {
-    case RELAY_COLL_ALLREDUCE:
-      res = relayAllReduce(c->send, c->recv, c->counts, c->dtype, c->op, c->layout, s->comm, st);
-      break;
-    case RELAY_COLL_ALLGATHER:
-      res = relayAllGather(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, st);
-      break;
-    case RELAY_COLL_REDUCESCATTER:
-      res = relayReduceScatter(c->send, c->recv, c->counts, c->dtype, c->op, c->layout, s->comm, st);
-      break;
-    case RELAY_COLL_ALLTOALL:
-      res = relayAllToAll(c->send, c->recv, c->counts, c->dtype, c->layout, s->comm, st);
-      break;
-    case RELAY_COLL_SCATTER:
-      res = relayScatter(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive, s->comm,
-                         st);
-      break;
-    case RELAY_COLL_GATHER:
-      res = relayGather(c->send, c->recv, c->counts, c->dtype, c->root, c->layout->ranks, c->layout->nActive, s->comm,
-                        st);
-      break;
-    default:
-      snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
-      return 1;
+  if (!relayCollRowOf(c->coll)) {
+    snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
+    return 1;
   }
+  relayResult_t res =
+      relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout, c->root, st);
   return res == relaySuccess ? 0 : relayFailure(r, relayCallName(c->coll), res, s->comm);
 }
 
@@ -713,7 +686,7 @@ static int issueRootedBaseline(benchRank* r, const benchCall* c) {
   if (rr != relaySuccess) return relayFailure(r, "relayCommGetNcclComm", rr, s->comm);
   ncclDataType_t dt = (ncclDataType_t)c->dtype;
   size_t es = relayTypeSize(c->dtype), off = 0;
-  int scatter = c->coll == RELAY_COLL_SCATTER, isRoot = r->rank == c->root, n = c->layout->nActive;
+  int scatter = relayCollSendsBlocks(c->coll), isRoot = r->rank == c->root, n = c->layout->nActive;
   ncclResult_t nr = ncclGroupStart();
   for (int i = 0; i < n && nr == ncclSuccess; i++) {
     int member = c->layout->ranks[i];
@@ -748,16 +721,16 @@ static int issueBaseline(benchRank* r, const benchCall* c) {
   ncclRedOp_t op = (ncclRedOp_t)c->op;
   ncclResult_t nr;
   switch (c->coll) {
-    case RELAY_COLL_ALLREDUCE:
+    case relayCollectiveAllReduce:
       nr = ncclAllReduce(c->send, c->recv, count, dt, op, s->base, s->stream);
       break;
-    case RELAY_COLL_ALLGATHER:
+    case relayCollectiveAllGather:
       nr = ncclAllGather(c->send, c->recv, count, dt, s->base, s->stream);
       break;
-    case RELAY_COLL_REDUCESCATTER:
+    case relayCollectiveReduceScatter:
       nr = ncclReduceScatter(c->send, c->recv, count, dt, op, s->base, s->stream);
       break;
-    case RELAY_COLL_ALLTOALL: {
+    case relayCollectiveAllToAll: {
 #if BENCH_NCCL_ALLTOALL
       nr = ncclAlltoAll(c->send, c->recv, count, dt, s->base, s->stream);
 #else

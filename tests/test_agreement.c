@@ -1,5 +1,5 @@
 /*
- * Regression tests from a correctness review of the per-call path (shm
+ * Ranks agree on what they share, and a local failure fails every rank together (shm
  * transport, forked ranks).
  *
  *   topo-differ    ranks of one shm comm hold different topology models
@@ -13,7 +13,7 @@
  *                  they return relayRemoteError naming it at once, not at the
  *                  20 s deadline.
  *
- * Usage: test_review <case>
+ * Usage: test_agreement <case>
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -219,4 +219,4 @@ static const tCase kCases[] = {
      .timeoutS = 180},
 };
 
-int main(int argc, char** argv) { return t_main(argc, argv, "review", kCases, T_NCASES(kCases)); }
+int main(int argc, char** argv) { return t_main(argc, argv, "agreement", kCases, T_NCASES(kCases)); }

@@ -1,3 +1,6 @@
+/* Core's internal entry points (core/core.h) that are neither a call (api.c) nor an init or a destroy
+ * (init.c): the tools' and tests' barrier and agreement, and the queries the interposer and tools make of
+ * a comm (its last route, a failure the transport met after a call). */
 #include "comm/comm.h"
 #include "core/core.h"
 
@@ -7,17 +10,6 @@
 
 #include "comm/common.h"
 #include "comm/vote.h"
-#include "core/plancache.h"
-
-void relayCommFree(struct relayComm* comm) {
-  if (!comm) return;
-  relayPlanCacheFree(comm->plans);
-  free(comm->execBuf);
-  free(comm->rankSeen);
-  free(comm->nodeOf);
-  free(comm->agreeBuf);
-  free(comm);
-}
 
 /* The tools' entry points name themselves in their errors' prefix while
  * they run (a tool may call them inside nothing else: the name before is

@@ -29,7 +29,7 @@
  *    member, itself, or the root naming another rank; issue 25.3): every rank returns relayInvalidUsage
  *    at once, nothing is written, and the next good scatter is right on every rank (both modes).
  *
- * Usage: test_nosilent <case>
+ * Usage: test_bad_input <case>
  */
 #include <signal.h>
 #include <stdint.h>
@@ -120,7 +120,7 @@ static void scale(float* p, size_t n, int k) {
   for (size_t i = 0; i < n; i++) p[i] *= (float)k;
 }
 
-static relayResult_t layoutCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute, int k,
+static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad, int wantRoute, int k,
                                 const char* tag) {
   const relayDataType_t dt = relayFloat32;
   const relayRedOp_t op = relaySum;
@@ -214,9 +214,9 @@ static float rootedValue(int i, size_t e, int k) {
 
 /* One scatter / gather from root 0 to kSet, fault f when bad is set on this
  * rank; on success this rank's output is checked element by element. */
-static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int k,
+static relayResult_t rootedCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad, int k,
                                 const char* tag) {
-  int scatter = coll == RELAY_COLL_SCATTER, root = 0, idx = -1;
+  int scatter = coll == relayCollectiveScatter, root = 0, idx = -1;
   for (int i = 0; i < 3; i++)
     if (kSet[i] == rank) idx = i;
   size_t off[4] = {0};
@@ -286,7 +286,7 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayColl_t coll, fa
   return res;
 }
 
-static relayResult_t anyCall(relayComm_t comm, int rank, relayColl_t coll, fault f, int bad, int wantRoute, int k,
+static relayResult_t anyCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad, int wantRoute, int k,
                              const char* tag) {
   return relayCollRooted(coll) ? rootedCall(comm, rank, coll, f, bad, k, tag)
                                : layoutCall(comm, rank, coll, f, bad, wantRoute, k, tag);
@@ -295,31 +295,31 @@ static relayResult_t anyCall(relayComm_t comm, int rank, relayColl_t coll, fault
 /* ---- every rank passes the same bad argument ----------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   fault f;
 } allFault;
 
 static const allFault kAllFaults[] = {
-    {RELAY_COLL_ALLREDUCE, F_DTYPE},         {RELAY_COLL_ALLREDUCE, F_OP},
-    {RELAY_COLL_ALLREDUCE, F_LAYOUT_NULL},   {RELAY_COLL_ALLREDUCE, F_NGROUPS0},
-    {RELAY_COLL_ALLREDUCE, F_NACTIVE1},      {RELAY_COLL_ALLREDUCE, F_NACTIVE_BIG},
-    {RELAY_COLL_ALLREDUCE, F_TOO_MANY},      {RELAY_COLL_ALLREDUCE, F_RANKS_NULL},
-    {RELAY_COLL_ALLREDUCE, F_RANK_RANGE},    {RELAY_COLL_ALLREDUCE, F_RANK_DUP},
-    {RELAY_COLL_ALLREDUCE, F_COUNTS_NULL},   {RELAY_COLL_ALLREDUCE, F_COUNTS_OVERFLOW},
-    {RELAY_COLL_ALLREDUCE, F_SEND_NULL},     {RELAY_COLL_ALLREDUCE, F_RECV_NULL},
-    {RELAY_COLL_ALLGATHER, F_SEND_NULL},     {RELAY_COLL_REDUCESCATTER, F_RECV_NULL},
-    {RELAY_COLL_ALLTOALL, F_INPLACE_A2A},    {RELAY_COLL_SCATTER, F_DTYPE},
-    {RELAY_COLL_SCATTER, F_ROOT_RANGE},      {RELAY_COLL_GATHER, F_ROOT_NEG},
-    {RELAY_COLL_GATHER, F_NRANKS0},          {RELAY_COLL_SCATTER, F_NRANKS_BIG},
-    {RELAY_COLL_GATHER, F_RANKS_NULL},       {RELAY_COLL_SCATTER, F_RANK_RANGE},
-    {RELAY_COLL_GATHER, F_RANK_DUP},         {RELAY_COLL_SCATTER, F_COUNTS_NULL},
-    {RELAY_COLL_GATHER, F_COUNTS_OVERFLOW},  {RELAY_COLL_SCATTER, F_ROOT_NULL},
-    {RELAY_COLL_GATHER, F_ROOT_NULL},        {RELAY_COLL_SCATTER, F_MEMBER_NULL},
-    {RELAY_COLL_GATHER, F_MEMBER_NULL},
+    {relayCollectiveAllReduce, F_DTYPE},         {relayCollectiveAllReduce, F_OP},
+    {relayCollectiveAllReduce, F_LAYOUT_NULL},   {relayCollectiveAllReduce, F_NGROUPS0},
+    {relayCollectiveAllReduce, F_NACTIVE1},      {relayCollectiveAllReduce, F_NACTIVE_BIG},
+    {relayCollectiveAllReduce, F_TOO_MANY},      {relayCollectiveAllReduce, F_RANKS_NULL},
+    {relayCollectiveAllReduce, F_RANK_RANGE},    {relayCollectiveAllReduce, F_RANK_DUP},
+    {relayCollectiveAllReduce, F_COUNTS_NULL},   {relayCollectiveAllReduce, F_COUNTS_OVERFLOW},
+    {relayCollectiveAllReduce, F_SEND_NULL},     {relayCollectiveAllReduce, F_RECV_NULL},
+    {relayCollectiveAllGather, F_SEND_NULL},     {relayCollectiveReduceScatter, F_RECV_NULL},
+    {relayCollectiveAllToAll, F_INPLACE_A2A},    {relayCollectiveScatter, F_DTYPE},
+    {relayCollectiveScatter, F_ROOT_RANGE},      {relayCollectiveGather, F_ROOT_NEG},
+    {relayCollectiveGather, F_NRANKS0},          {relayCollectiveScatter, F_NRANKS_BIG},
+    {relayCollectiveGather, F_RANKS_NULL},       {relayCollectiveScatter, F_RANK_RANGE},
+    {relayCollectiveGather, F_RANK_DUP},         {relayCollectiveScatter, F_COUNTS_NULL},
+    {relayCollectiveGather, F_COUNTS_OVERFLOW},  {relayCollectiveScatter, F_ROOT_NULL},
+    {relayCollectiveGather, F_ROOT_NULL},        {relayCollectiveScatter, F_MEMBER_NULL},
+    {relayCollectiveGather, F_MEMBER_NULL},
 };
 
 /* Did this rank itself make fault f (its own argument is bad)? */
-static int makesFault(int rank, relayColl_t coll, fault f) {
+static int makesFault(int rank, relayCollective_t coll, fault f) {
   switch (f) {
     case F_SEND_NULL: case F_RECV_NULL: case F_INPLACE_A2A: return rank < 2;
     case F_ROOT_NULL: return rank == 0;
@@ -357,7 +357,7 @@ static int allRejectRank(int rank, int nranks, void* arg) {
 /* ---- one rank alone --------------------------------------------------------- */
 
 typedef struct {
-  relayColl_t coll;
+  relayCollective_t coll;
   fault f;
   int badRank;
   int route, depth;
@@ -407,7 +407,7 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
     /* A scatter root and a gather member only send: their eager sends
      * complete whatever the peers believe, and the peers that receive
      * return the error. */
-    int sendsOnly = (a->coll == RELAY_COLL_SCATTER && rank == 0) || (a->coll == RELAY_COLL_GATHER && rank != 0);
+    int sendsOnly = (a->coll == relayCollectiveScatter && rank == 0) || (a->coll == relayCollectiveGather && rank != 0);
     if (bad && !sendsOnly)
       T_CHECK(r1 != relaySuccess || r2 != relaySuccess, "rank %d: %s: no error on the bad rank", rank, tag);
   }
@@ -420,7 +420,7 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
 }
 
 static int gWindowed;
-static void runOne(relayColl_t coll, fault f, int badRank, int route, int depth) {
+static void runOne(relayCollective_t coll, fault f, int badRank, int route, int depth) {
   oneArg a = {coll, f, badRank, route, depth, gWindowed};
   t_run_ranks(NR, oneRejectRank, &a, 60);
 }
@@ -436,7 +436,7 @@ static void caseOne(const char* routeName, const char* kind) {
   int buffer = !strcmp(kind, "buffer");
   if (!strcmp(routeName, "rooted")) {
     for (int s = 0; s < 2; s++) {
-      relayColl_t coll = s ? RELAY_COLL_GATHER : RELAY_COLL_SCATTER;
+      relayCollective_t coll = s ? relayCollectiveGather : relayCollectiveScatter;
       if (buffer) {
         runOne(coll, F_ROOT_NULL, 0, relayRouteDirect, 1); /* the gather root's recvbuff NULL of the issue */
         runOne(coll, F_MEMBER_NULL, kSet[1], relayRouteDirect, 1);
@@ -449,11 +449,11 @@ static void caseOne(const char* routeName, const char* kind) {
     return;
   }
   for (int c = 0; c < 4; c++) {
-    relayColl_t coll = (relayColl_t)c;
+    relayCollective_t coll = (relayCollective_t)c;
     if (buffer) {
       runOne(coll, F_SEND_NULL, 0, route, depth);
       runOne(coll, F_RECV_NULL, 1, route, depth);
-      if (coll == RELAY_COLL_ALLTOALL) runOne(coll, F_INPLACE_A2A, 1, route, depth);
+      if (coll == relayCollectiveAllToAll) runOne(coll, F_INPLACE_A2A, 1, route, depth);
     } else {
       runOne(coll, F_DTYPE, 1, route, depth);
       runOne(coll, F_COUNTS_DIFFER, 0, route, depth);
@@ -640,12 +640,12 @@ static void expectDisagreed(int rank, relayComm_t comm, relayResult_t r, double 
 static void goodAllReduce(relayComm_t comm, int rank, size_t count, const char* tag) {
   size_t counts[1] = {count};
   int ranks[NR] = {0, 1, 2, 3};
-  size_t wrong = tc_one_call(comm, rank, RELAY_COLL_ALLREDUCE, NR, 1, ranks, counts, relayFloat32, relaySum, 0, tag);
+  size_t wrong = tc_one_call(comm, rank, relayCollectiveAllReduce, NR, 1, ranks, counts, relayFloat32, relaySum, 0, tag);
   T_CHECK(wrong == 0, "rank %d, %s: %zu wrong elements", rank, tag, wrong);
 }
 
 /* The route a good call of coll ran on comm (every rank runs it). */
-static int routeOf(relayComm_t comm, int rank, relayColl_t coll, size_t count) {
+static int routeOf(relayComm_t comm, int rank, relayCollective_t coll, size_t count) {
   int ranks[NR] = {0, 1, 2, 3}, route = -1;
   size_t counts[1] = {count};
   size_t wrong = tc_one_call(comm, rank, coll, NR, 1, ranks, counts, relayFloat32, relaySum, 0, "a probe");
@@ -656,12 +656,12 @@ static int routeOf(relayComm_t comm, int rank, relayColl_t coll, size_t count) {
 
 static int mixedRank(int rank, int nranks, void* arg) {
   int check = *(const int*)arg;
-  static const relayColl_t kOdd[] = {RELAY_COLL_ALLREDUCE, RELAY_COLL_ALLGATHER};
+  static const relayCollective_t kOdd[] = {relayCollectiveAllReduce, relayCollectiveAllGather};
   int ranks[NR] = {0, 1, 2, 3};
   relayLayout_t L = {1, NR, ranks};
   relayConfig_t cfg = cfgFor(check, relayRouteAuto, 0);
   for (int v = 0; v < 2; v++) {
-    relayColl_t odd = kOdd[v], coll = rank == 2 ? odd : RELAY_COLL_REDUCESCATTER;
+    relayCollective_t odd = kOdd[v], coll = rank == 2 ? odd : relayCollectiveReduceScatter;
     /* The issue's case: a count where the two collectives take different routes (the reduce-scatter the
      * one-shot, the all-reduce the bandwidth route at 1024 elements on 4 shm ranks), so rank 2 sets up a
      * region its peers never enter. */
@@ -672,7 +672,7 @@ static int mixedRank(int rank, int nranks, void* arg) {
     size_t count = 0;
     int rsRoute = -1, oddRoute = -1;
     for (size_t c = 1024; c <= 65536 && !count; c *= 2) {
-      rsRoute = routeOf(comm, rank, RELAY_COLL_REDUCESCATTER, c);
+      rsRoute = routeOf(comm, rank, relayCollectiveReduceScatter, c);
       oddRoute = routeOf(comm, rank, odd, c);
       if (rsRoute != oddRoute) count = c;
     }
@@ -684,7 +684,7 @@ static int mixedRank(int rank, int nranks, void* arg) {
     snprintf(job, sizeof job, "%s-mixed%d", t_job(), v);
     T_OK(relayCommInitShm(&comm, nranks, rank, job, &cfg));
     /* The reduce-scatter's region set up by a good call first, as in the issue. */
-    rsRoute = routeOf(comm, rank, RELAY_COLL_REDUCESCATTER, count);
+    rsRoute = routeOf(comm, rank, relayCollectiveReduceScatter, count);
     if (same) oddRoute = rsRoute;
     size_t counts[1] = {count};
     size_t sn = tc_send_elems(coll, NR, count), rn = tc_recv_elems(coll, NR, count);
@@ -697,7 +697,7 @@ static int mixedRank(int rank, int nranks, void* arg) {
     memset(rcv, POISON, rn * sizeof(float));
     char tag[160];
     snprintf(tag, sizeof tag, "%s (%s) on rank 2, reduce-scatter (%s) on the others, count %zu",
-             odd == RELAY_COLL_ALLREDUCE ? "all-reduce" : "all-gather", relayRouteName(oddRoute),
+             odd == relayCollectiveAllReduce ? "all-reduce" : "all-gather", relayRouteName(oddRoute),
              relayRouteName(rsRoute), count);
     double t0 = tNowSec();
     relayResult_t r = tc_run(coll, s, rcv, counts, relayFloat32, relaySum, &L, comm);
@@ -733,12 +733,12 @@ static int mixedRank(int rank, int nranks, void* arg) {
  * checks the data. */
 static const size_t kAllCounts[NR] = {50, 70, 90, 110};
 #define ALL_TOTAL 320
-static relayResult_t wholeSetCall(relayComm_t comm, int rank, relayColl_t coll, int root, int trueRoot,
+static relayResult_t wholeSetCall(relayComm_t comm, int rank, relayCollective_t coll, int root, int trueRoot,
                                 const char* tag) {
   static const int set[NR] = {0, 1, 2, 3};
   size_t off[NR + 1] = {0};
   for (int i = 0; i < NR; i++) off[i + 1] = off[i] + kAllCounts[i];
-  int scatter = coll == RELAY_COLL_SCATTER;
+  int scatter = coll == relayCollectiveScatter;
   float big[ALL_TOTAL], mine[110], bigIn[ALL_TOTAL], mineIn[110];
   for (size_t e = 0; e < ALL_TOTAL; e++) big[e] = (float)(1000 * (rank + 1) + (int)e); /* the root's blocks */
   for (size_t e = 0; e < kAllCounts[rank]; e++) mine[e] = (float)(100000 * (rank + 1) + (int)e);
@@ -771,20 +771,20 @@ static int rootedRank(int rank, int nranks, void* arg) {
   relayComm_t comm = t_comm(rank, nranks, &cfg);
   /* The odd rank and the root it names; every other rank names root 0. */
   static const struct {
-    relayColl_t coll;
+    relayCollective_t coll;
     int odd, root;
     const char* what;
-  } kCases[] = {{RELAY_COLL_SCATTER, 2, 1, "a member names another member"},
-                {RELAY_COLL_SCATTER, 2, 2, "a member names itself (it would only send)"},
-                {RELAY_COLL_SCATTER, 0, 3, "the root names another rank (it would wait as a member)"},
-                {RELAY_COLL_GATHER, 3, 1, "gather: a member names another member"},
-                {RELAY_COLL_GATHER, 0, 2, "gather: the root names another rank (it would only send)"}};
+  } kCases[] = {{relayCollectiveScatter, 2, 1, "a member names another member"},
+                {relayCollectiveScatter, 2, 2, "a member names itself (it would only send)"},
+                {relayCollectiveScatter, 0, 3, "the root names another rank (it would wait as a member)"},
+                {relayCollectiveGather, 3, 1, "gather: a member names another member"},
+                {relayCollectiveGather, 0, 2, "gather: the root names another rank (it would only send)"}};
   for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; k++) {
     double t0 = tNowSec();
     relayResult_t r = wholeSetCall(comm, rank, kCases[k].coll, rank == kCases[k].odd ? kCases[k].root : 0, 0,
                                  kCases[k].what);
     expectDisagreed(rank, comm, r, t0, 1, kCases[k].what);
-    r = wholeSetCall(comm, rank, RELAY_COLL_SCATTER, 0, 0, "the next scatter");
+    r = wholeSetCall(comm, rank, relayCollectiveScatter, 0, 0, "the next scatter");
     T_CHECK(r == relaySuccess, "rank %d, after \"%s\": the next scatter -> %s (%s)", rank, kCases[k].what,
             relayGetErrorString(r), relayGetLastError(comm));
   }
@@ -843,5 +843,5 @@ static const tCase kCases[] = {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  return t_main(argc, argv, "nosilent", kCases, T_NCASES(kCases));
+  return t_main(argc, argv, "bad_input", kCases, T_NCASES(kCases));
 }

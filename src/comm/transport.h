@@ -184,11 +184,11 @@ typedef struct relayTransportOps {
    * ranks on the same call (it may create sub-communicators); it returns a
    * handle for the layout, or relayNotSupported (every rank alike: e.g.
    * under capture with nothing prepared). coll is one of the four layout
-   * collectives (below RELAY_NUM_COLLS); count is the per-group count the API takes. Ranks
+   * collectives (kind relayKindLayout: comm/coll.h); count is the per-group count the API takes. Ranks
    * active in no group call native with their handle and return at once. */
   relayResult_t (*nativePrepare)(struct relayComm* comm, int nGroups, int nActive, const int* ranks,
                                  relayStream_t stream, void** handle);
-  relayResult_t (*native)(struct relayComm* comm, void* handle, relayColl_t coll, const void* send,
+  relayResult_t (*native)(struct relayComm* comm, void* handle, relayCollective_t coll, const void* send,
                           void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
                           relayStream_t stream);
   /* 1 when stream is being captured into a graph (may be NULL: never). The
