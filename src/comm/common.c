@@ -295,16 +295,3 @@ int relayNodesRegular(const int* nodeOf, int nranks, int nNodes) {
     if (nodeOf[r] != r / G) return 0;
   return 1;
 }
-
-uint64_t relayHostIdentity(void) {
-  char buf[512];
-  memset(buf, 0, sizeof buf); /* hashed whole: a fixed-size record, the same bytes on every rank of a host */
-  if (gethostname(buf, 255) != 0) snprintf(buf, 256, "unknown-host");
-  buf[255] = 0;
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    if (!fgets(buf + 256, 255, f)) buf[256] = 0;
-    fclose(f);
-  }
-  return relayHash64(RELAY_HASH_SEED, buf, sizeof buf);
-}

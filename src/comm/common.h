@@ -54,9 +54,6 @@ void relayErrorContext(const struct relayComm* comm, char* buf, size_t len);
 const char* relayErrorQuote(const struct relayComm* comm, const char* text, char* buf, size_t len);
 
 uint64_t relayNowNs(void); /* CLOCK_MONOTONIC */
-/* This host, as a hash of its name and boot id: the one answer to "same node?" in a process (core's node
- * map, core/nodes.c, and the interposer's vote, shim.c). */
-uint64_t relayHostIdentity(void);
 
 /* A byte count: 4096, 4K, 1.5M, 2GiB, 64KB (binary units); 0 on success. */
 int relayParseBytes(const char* s, uint64_t* out);
