@@ -45,6 +45,7 @@
 
 #include "colls_common.h"
 #include "comm/common.h"
+#include "comm/params.h"
 #include "fake_nccl.h"
 #include "harness.h"
 #include "launch.h"
@@ -258,6 +259,12 @@ static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDa
   if (!topo) {
     const char* name = getenv("RELAYCC_TOPO");
     T_OK(relayTopoLoad(name && *name ? name : "cpu", &topo));
+    /* As a shm comm's model (core/init.c): it prices the one-copy path from RELAYCC_SHM_CMA_BYTES. */
+    relayParams p;
+    int bad = -1;
+    char why[160];
+    T_OK(relayParamsResolve(&p, NULL, &bad, why, sizeof why));
+    topo->oneCopyBytes = (double)p.v[RELAY_P_SHM_CMA_BYTES];
   }
   int ranks[16];
   for (int q = 0; q < nranks; q++) ranks[q] = q;
