@@ -45,7 +45,7 @@ static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* c
  * count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
  * (sim.c bwSeconds), so where it wins is the model's answer, continuous with
  * the one-shot's (one tile costs the one-shot plus one flag hop). No gate of
- * its own (its row's priced is NULL); its prepare is core's. */
+ * its own (its row's priced is NULL); its prepare is its row's (below). */
 
 /* The region is sized by the key's tile and ring (the comm's agreed
  * values); the transport's prepare votes on them, so ranks decline
