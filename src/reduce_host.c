@@ -18,12 +18,13 @@ enum { kBlock = 1024 };
  * clone runs (no FMA: nothing here multiplies and adds in one step), a NaN's payload aside (which input
  * NaN an add returns follows an operand order compilers may swap; test_plan reduce_exact checks the rest
  * against the scalar conversions). */
-/* GCC 11 on (its x86-64-v3/v4 names; clang's -O2 vectorizes on its own), not under ASan (an ifunc resolves
- * before the sanitizer's runtime is up). The clones and the cost model CMake gives this file
+/* GCC 11 on (its x86-64-v3/v4 names; clang's -O2 vectorizes on its own), not under ASan or TSan (an ifunc
+ * resolves before the sanitizer's runtime is up: under TSan every program linking the library died at
+ * load, `test_shim --list` in `make tsan`). The clones and the cost model CMake gives this file
  * (-fvect-cost-model=dynamic: -O2's "very cheap" one left these loops scalar) took the 2-source reduce of
  * 512 KiB from 3.2 to 31 GB/s in bf16 and from 30 to 69 GB/s in float (2-core EPYC, AVX-512). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define REDUCE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 #ifndef REDUCE_CLONES
