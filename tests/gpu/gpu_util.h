@@ -150,6 +150,19 @@ static inline int gpuRankStart(int rank, int nranks, const char* job) {
   return dev;
 }
 
+/* Forks the n ranks of a GPU program (fn on each, arg shared) under the launcher's deadline and logs the
+ * verdict: 0 when every rank returned 0, else 1 with the first failure's message. */
+static inline int gpuLaunch(int n, relayRankFn fn, void* arg, int deadlineMs) {
+  double t0 = gpuNow();
+  relayLaunchResult res;
+  if (relayLaunchRanks(n, fn, arg, deadlineMs, 5000, &res, NULL) != 0) {
+    gpuLog("FAIL: %s", res.message);
+    return 1;
+  }
+  gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
+  return 0;
+}
+
 /* splitmix64: patterns and random data. */
 static inline uint64_t gpuMix(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;

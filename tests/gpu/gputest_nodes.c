@@ -198,16 +198,7 @@ static int runNodes(void* arg) {
   gpuLog("gputest_nodes: 2 nodes of 4 (%s), route %s",
          o.nodeIdEnv ? "RELAYCC_NODE_ID = rank / 4" : "RELAYCC_SHM_NODES=2", relayRouteName(o.route));
   relayLaunchJobName("gn", o.job, sizeof o.job);
-  double t0 = gpuNow();
-  relayLaunchResult res;
-  int codes[NRANKS];
-  int rc = relayLaunchRanks(n, rankMain, &o, 560000, 5000, &res, codes);
-  if (rc != 0) {
-    gpuLog("FAIL: %s", res.message);
-    return 1;
-  }
-  gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
-  return 0;
+  return gpuLaunch(n, rankMain, &o, 560000);
 }
 
 /* One row per route (a budget each; the launcher's own deadline is 560 s); shm_nodes_oneshot: the same

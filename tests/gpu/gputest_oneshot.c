@@ -726,16 +726,7 @@ static int runOneShot(void* arg) {
   opts_t o;
   memset(&o, 0, sizeof o);
   relayLaunchJobName("go", o.job, sizeof o.job);
-  double t0 = gpuNow();
-  relayLaunchResult res;
-  int codes[MAXR];
-  int rc = relayLaunchRanks(n, rankMain, &o, 560000, 5000, &res, codes);
-  if (rc != 0) {
-    gpuLog("FAIL: %s", res.message);
-    return 1;
-  }
-  gpuLog("PASS: %d ranks in %.1f s", n, gpuNow() - t0);
-  return 0;
+  return gpuLaunch(n, rankMain, &o, 560000);
 }
 
 /* Sweep, skew, 10^4 back-to-back calls, 1000 graph replays, capture before any region, region at init,
