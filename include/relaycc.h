@@ -84,23 +84,23 @@ typedef struct relayComm* relayComm_t;
 typedef void* relayStream_t;
 
 /* One table for codes, names and messages (libuv style). */
-#define RELAY_RESULT_TABLE(X)                                                              \
-  X(relaySuccess, 0, "no error")                                                           \
-  X(relayUnhandledCudaError, 1, "unhandled CUDA error")                                    \
-  X(relaySystemError, 2, "system call or allocation failed")                               \
-  X(relayInternalError, 3, "internal error")                                               \
-  X(relayInvalidArgument, 4, "invalid argument")                                           \
-  X(relayInvalidUsage, 5, "invalid usage (ranks disagree on a call, or a failed comm)")    \
-  X(relayRemoteError, 6, "a remote rank failed, rejected the call or died")               \
-  X(relayInProgress, 7, "operation in progress")                                           \
-  X(relayTimeout, 8, "a wait passed its deadline")                                         \
+#define RELAY_RESULT_TABLE(X)                                                           \
+  X(relaySuccess, 0, "no error")                                                        \
+  X(relayUnhandledCudaError, 1, "unhandled CUDA error")                                 \
+  X(relaySystemError, 2, "system call or allocation failed")                            \
+  X(relayInternalError, 3, "internal error")                                            \
+  X(relayInvalidArgument, 4, "invalid argument")                                        \
+  X(relayInvalidUsage, 5, "invalid usage (ranks disagree on a call, or a failed comm)") \
+  X(relayRemoteError, 6, "a remote rank failed, rejected the call or died")             \
+  X(relayInProgress, 7, "operation in progress")                                        \
+  X(relayTimeout, 8, "a wait passed its deadline")                                      \
   X(relayNotSupported, 9, "not supported")
 
 typedef enum {
 #define RELAY_RESULT_ENUM_(name, value, msg) name = value,
   RELAY_RESULT_TABLE(RELAY_RESULT_ENUM_)
 #undef RELAY_RESULT_ENUM_
-  relayNumResults = 10
+      relayNumResults = 10
 } relayResult_t;
 
 /* Same values as ncclDataType_t. */
@@ -173,26 +173,26 @@ typedef enum {
 
 /* One collective's facts, as the library's table of collectives has them (names are static strings). */
 typedef struct {
-  const char* name;                 /* "allgather": the spelling of RELAYCC_SHIM_COLLS and the tools */
-  const char* call;                 /* "relayAllGather": the function that makes the call */
+  const char* name; /* "allgather": the spelling of RELAYCC_SHIM_COLLS and the tools */
+  const char* call; /* "relayAllGather": the function that makes the call */
   relayCollectiveKind_t kind;
-  int reduces;                      /* 1: contributions are combined with a relayRedOp_t */
-  int sendBlocks;                   /* 1: the send buffer holds a block per active (rooted: the root's) */
-  int recvBlocks;                   /* 1: the recv buffer holds a block per active (rooted: the root's) */
-  const char* ncclName;             /* "ncclAllGather"; NULL where NCCL has none */
-  const char* torchcommsName;       /* "all_gather_single"; NULL where torchcomms has none */
+  int reduces;                /* 1: contributions are combined with a relayRedOp_t */
+  int sendBlocks;             /* 1: the send buffer holds a block per active (rooted: the root's) */
+  int recvBlocks;             /* 1: the recv buffer holds a block per active (rooted: the root's) */
+  const char* ncclName;       /* "ncclAllGather"; NULL where NCCL has none */
+  const char* torchcommsName; /* "all_gather_single"; NULL where torchcomms has none */
 } relayCollectiveInfo_t;
 
 /* The public enums by name, for a binding that must keep no copy of them (the Python package reads its
  * dtypes, ops, routes, collectives and result codes here). relayEnumEnum is this enum itself, so that a
  * binding learns from enum 0 which number reads which enum. */
 typedef enum {
-  relayEnumEnum = 0,       /* relayEnum_t */
-  relayEnumResult = 1,     /* relayResult_t */
-  relayEnumDataType = 2,   /* relayDataType_t */
-  relayEnumRedOp = 3,      /* relayRedOp_t */
-  relayEnumRoute = 4,      /* relayRoute_t */
-  relayEnumCollective = 5, /* relayCollective_t */
+  relayEnumEnum = 0,           /* relayEnum_t */
+  relayEnumResult = 1,         /* relayResult_t */
+  relayEnumDataType = 2,       /* relayDataType_t */
+  relayEnumRedOp = 3,          /* relayRedOp_t */
+  relayEnumRoute = 4,          /* relayRoute_t */
+  relayEnumCollective = 5,     /* relayCollective_t */
   relayEnumCollectiveKind = 6, /* relayCollectiveKind_t */
   relayNumEnums = 7
 } relayEnum_t;
@@ -205,17 +205,17 @@ typedef enum {
 #define RELAY_CONFIG_UNDEF_INT INT_MIN
 #define RELAY_CONFIG_MAGIC 0x72656c61u /* "rela" */
 typedef struct relayConfig {
-  size_t size;           /* sizeof(relayConfig_t), set by the initializer */
-  unsigned int magic;    /* RELAY_CONFIG_MAGIC */
-  unsigned int version;  /* RELAYCC_VERSION_CODE */
-  int timeoutMs;         /* RELAYCC_TIMEOUT_MS: deadline of every wait (default 120000) */
-  int checkMode;         /* RELAYCC_CHECK: 1 = ranks agree on each call's signature (default 0) */
-  int route;             /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native|bw (default auto) */
-  int depth;             /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
-  int shmRingBytes;      /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
-  int spinCount;         /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
-                          * has a CPU core of its own, else 0) */
-  const char* topo;      /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
+  size_t size;          /* sizeof(relayConfig_t), set by the initializer */
+  unsigned int magic;   /* RELAY_CONFIG_MAGIC */
+  unsigned int version; /* RELAYCC_VERSION_CODE */
+  int timeoutMs;        /* RELAYCC_TIMEOUT_MS: deadline of every wait (default 120000) */
+  int checkMode;        /* RELAYCC_CHECK: 1 = ranks agree on each call's signature (default 0) */
+  int route;            /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native|bw (default auto) */
+  int depth;            /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
+  int shmRingBytes;     /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
+  int spinCount;        /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
+                         * has a CPU core of its own, else 0) */
+  const char* topo;     /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
   /* A binding's reason that it could not build the config it was asked for (NULL: none), the init's
    * relayCallReject: a binding never fails an init on its own (its peers would wait for it until their
    * deadline); with a reason the rank still joins, and init fails on every rank, this one's error being
@@ -223,11 +223,11 @@ typedef struct relayConfig {
   const char* reject;
 } relayConfig_t;
 
-#define RELAY_CONFIG_INITIALIZER                                                          \
-  {                                                                                       \
-    sizeof(relayConfig_t), RELAY_CONFIG_MAGIC, RELAYCC_VERSION_CODE,                      \
-        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT,           \
-        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, NULL, NULL \
+#define RELAY_CONFIG_INITIALIZER                                                                        \
+  {                                                                                                     \
+    sizeof(relayConfig_t), RELAY_CONFIG_MAGIC, RELAYCC_VERSION_CODE, RELAY_CONFIG_UNDEF_INT,            \
+        RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, RELAY_CONFIG_UNDEF_INT, \
+        RELAY_CONFIG_UNDEF_INT, NULL, NULL                                                              \
   }
 
 RELAYCC_API const char* relayGetErrorString(relayResult_t result);
@@ -353,9 +353,10 @@ RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, cons
  * for the reducing collectives only, root for the rooted ones only. reason NULL: "rejected by the
  * binding". Never returns relaySuccess.
  */
-RELAYCC_API relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype,
-                                          relayRedOp_t op, const relayLayout_t* layout, int root,
-                                          const char* reason, relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts,
+                                          relayDataType_t datatype, relayRedOp_t op,
+                                          const relayLayout_t* layout, int root, const char* reason,
+                                          relayComm_t comm, relayStream_t stream);
 
 #ifdef __cplusplus
 }

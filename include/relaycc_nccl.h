@@ -75,8 +75,10 @@ RELAYCC_API relayResult_t relayCommInitNcclShm(relayComm_t* comm, int nranks, in
  * hands the id to every rank.
  */
 #define RELAY_NCCL_UNIQUE_ID_BYTES 128
-typedef struct { char internal[RELAY_NCCL_UNIQUE_ID_BYTES]; } relayNcclUniqueId;
-RELAYCC_API relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id);   /* wraps ncclGetUniqueId */
+typedef struct {
+  char internal[RELAY_NCCL_UNIQUE_ID_BYTES];
+} relayNcclUniqueId;
+RELAYCC_API relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id); /* wraps ncclGetUniqueId */
 /* Collective: creates its own NCCL comm of nranks from id (ncclCommInitRankConfig) on cudaDevice and
  * builds the relaycc comm over it (owned: destroyed with the comm). cudaDevice < 0 takes LOCAL_RANK,
  * else rank modulo the device count; sets the current device. */

@@ -63,7 +63,7 @@ RELAY_F16_FN unsigned short relayF16FloatToHalf(float f) {
   if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* >= 65520 rounds to inf */
   if (absx < 0x38800000u) { /* subnormal half or zero: nearest even of value * 2^24 */
     float scaled = relayF16BitsToFloat(absx) * 16777216.0f; /* exact: a power of two */
-    float r = rintf(scaled);                                 /* default mode: nearest even */
+    float r = rintf(scaled);                                /* default mode: nearest even */
     return (unsigned short)(sign | (uint32_t)r);
   }
   uint32_t mant = absx + 0xc8000000u; /* rebias the exponent: -(127-15) << 23 */

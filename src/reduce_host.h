@@ -14,8 +14,8 @@ extern "C" {
 /* dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) in that order, then / divisor
  * when divisor > 1. 16-bit floats accumulate in fp32 and round once (to
  * nearest even). dst may alias any source element-for-element. */
-void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
-                     relayDataType_t dt, relayRedOp_t op, int divisor);
+void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
+                     relayRedOp_t op, int divisor);
 
 /* Conversions used by tests and the bench for 16-bit floats. */
 float relayHalfToFloat(unsigned short h);

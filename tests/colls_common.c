@@ -51,34 +51,38 @@ void tc_value(relayDataType_t dt, relayRedOp_t op, int src, int dst, size_t e, v
     /* Integers and fp32/fp64: source in the tens, destination in the units. */
     v = 1 + src * 10 + dst + (double)(e % 5) * 0.0;
     v += (double)(e % 31);
-    if (dt != relayFloat32 && dt != relayFloat64 && dt != relayUint8 && dt != relayUint32 && dt != relayUint64 &&
-        (e & 1))
+    if (dt != relayFloat32 && dt != relayFloat64 && dt != relayUint8 && dt != relayUint32 &&
+        dt != relayUint64 && (e & 1))
       v = -v; /* negative values for signed types */
   }
   store(dt, v, out);
 }
 
 size_t tc_send_elems(relayCollective_t coll, int A, size_t count) {
-  return (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) ? (size_t)A * count : count;
+  return (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) ? (size_t)A * count
+                                                                                   : count;
 }
 size_t tc_recv_elems(relayCollective_t coll, int A, size_t count) {
   return (coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll) ? (size_t)A * count : count;
 }
 
-void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf) {
+void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count,
+                   void* buf) {
   size_t es = relayTypeSize(dt);
   int blocks = (coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll) ? A : 1;
   for (int b = 0; b < blocks; b++)
     for (size_t e = 0; e < count; e++) tc_value(dt, op, me, b, e, (char*)buf + ((size_t)b * count + e) * es);
 }
 
-void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out) {
+void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count,
+                 void* out) {
   size_t es = relayTypeSize(dt);
   if (count == 0) return;
   if (coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll) {
     for (int i = 0; i < A; i++)
       for (size_t e = 0; e < count; e++)
-        tc_value(dt, op, i, coll == relayCollectiveAllToAll ? me : 0, e, (char*)out + ((size_t)i * count + e) * es);
+        tc_value(dt, op, i, coll == relayCollectiveAllToAll ? me : 0, e,
+                 (char*)out + ((size_t)i * count + e) * es);
     return;
   }
   int dst = coll == relayCollectiveReduceScatter ? me : 0;
@@ -210,8 +214,8 @@ relayResult_t tc_run(relayCollective_t coll, const void* s, void* r, const size_
   }
 }
 
-relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                            int root, const int* set, int n, relayComm_t comm) {
+relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts,
+                            relayDataType_t dt, int root, const int* set, int n, relayComm_t comm) {
   return coll == relayCollectiveScatter ? relayScatter(s, r, counts, dt, root, set, n, comm, NULL)
-                                    : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
+                                        : relayGather(s, r, counts, dt, root, set, n, comm, NULL);
 }

@@ -13,10 +13,12 @@
  * block). Encodes source, destination and position, never zero, and small
  * enough that float sums of up to 64 inputs stay exact in fp32. */
 void tc_value(relayDataType_t dt, relayRedOp_t op, int src, int dst, size_t e, void* out);
-void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* buf);
+void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count,
+                   void* buf);
 /* Expected output of active `me`, computed serially (relayHostReduce over
  * the A inputs in active-index order). out holds the recv extent. */
-void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count, void* out);
+void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count,
+                 void* out);
 size_t tc_send_elems(relayCollective_t coll, int A, size_t count);
 size_t tc_recv_elems(relayCollective_t coll, int A, size_t count);
 /* Number of elements of got that differ from want (floats within tolerance). */
@@ -26,8 +28,8 @@ double tc_as_double(relayDataType_t dt, const void* p, size_t i);
  * of a rooted one (set, n, root), on the shm transport (stream NULL). */
 relayResult_t tc_run(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                      relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
-relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
-                            int root, const int* set, int n, relayComm_t comm);
+relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts,
+                            relayDataType_t dt, int root, const int* set, int n, relayComm_t comm);
 
 #define TC_POISON 0xCD   /* active outputs before every call */
 #define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */

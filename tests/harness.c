@@ -78,10 +78,8 @@ static const char* t_envNext(const char* e, size_t* len) {
 }
 
 static void t_ctestName(const char* prefix, const tCase* c, char* buf, size_t len) {
-  if (c->ctest)
-    snprintf(buf, len, "%s", c->ctest);
-  else
-    snprintf(buf, len, "%s_%s", prefix, c->name);
+  if (c->ctest) snprintf(buf, len, "%s", c->ctest);
+  else snprintf(buf, len, "%s_%s", prefix, c->name);
 }
 
 /* A table CMake can register: the first problem, or NULL. Checked on every --list, so a bad row fails the
@@ -98,10 +96,11 @@ static const char* t_tableError(const char* prefix, const tCase* cases, int n, c
     else if (bodies != 1)
       snprintf(msg, len, "case %s: %d of fn, run, rank, main set; want exactly 1", nm, bodies);
     else if (c->rank && (c->ranks < 1 || c->deadlineS < 1 || c->deadlineS > c->timeoutS))
-      snprintf(msg, len, "case %s: rank case with %d ranks, deadline %d s, timeout %d s (want ranks >= 1, "
-               "1 <= deadline <= timeout)", nm, c->ranks, c->deadlineS, c->timeoutS);
-    else if (!c->manual && c->timeoutS < 1)
-      snprintf(msg, len, "case %s: no timeout", nm);
+      snprintf(msg, len,
+               "case %s: rank case with %d ranks, deadline %d s, timeout %d s (want ranks >= 1, "
+               "1 <= deadline <= timeout)",
+               nm, c->ranks, c->deadlineS, c->timeoutS);
+    else if (!c->manual && c->timeoutS < 1) snprintf(msg, len, "case %s: no timeout", nm);
     else if (!t_wordOk(ct, strlen(ct)) || !t_wordsOk(c->args) || !t_wordsOk(c->wrap) ||
              (c->labels && !t_wordOk(c->labels, strlen(c->labels))))
       snprintf(msg, len, "case %s: its CTest name, args, wrap or labels hold a character CMake reads", nm);
@@ -175,14 +174,10 @@ int t_main(int argc, char** argv, const char* prefix, const tCase* cases, int n)
     if (strcmp(c->name, name)) continue;
     t_setEnv(c->env);
     int rc = 0;
-    if (c->fn)
-      rc = c->fn();
-    else if (c->run)
-      rc = c->run(c->arg);
-    else if (c->main)
-      rc = c->main(argc - 2, argv + 2);
-    else
-      t_run_ranks(c->ranks, c->rank, c->arg, c->deadlineS);
+    if (c->fn) rc = c->fn();
+    else if (c->run) rc = c->run(c->arg);
+    else if (c->main) rc = c->main(argc - 2, argv + 2);
+    else t_run_ranks(c->ranks, c->rank, c->arg, c->deadlineS);
     if (rc == 0) printf("PASS %s %s\n", prog, name);
     return rc;
   }

@@ -34,7 +34,8 @@ static int topoDifferRank(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.timeoutMs = 10000;
-  cfg.topo = rank == 0 ? "mi350x" : "cpu"; /* mi350x routes a 4 MiB all-gather at A=2 through the relay, cpu direct */
+  cfg.topo = rank == 0 ? "mi350x"
+                       : "cpu"; /* mi350x routes a 4 MiB all-gather at A=2 through the relay, cpu direct */
   relayComm_t comm = t_comm(rank, nranks, &cfg);
   int ranks[2] = {0, 1}, me = rank < 2 ? rank : -1;
   relayLayout_t L = {1, 2, ranks};
@@ -43,18 +44,21 @@ static int topoDifferRank(int rank, int nranks, void* arg) {
   float* recv = malloc(2 * count * sizeof(float));
   T_CHECK(send && recv, "oom");
   for (size_t i = 0; i < count; i++) send[i] = (float)(me * 1000 + (int)(i % 997));
-  relayResult_t r = relayAllGather(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayFloat32, &L, comm, NULL);
-  T_CHECK(r == relaySuccess, "rank %d: all-gather: %s (%s)", rank, relayGetErrorString(r), relayGetLastError(comm));
+  relayResult_t r =
+      relayAllGather(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayFloat32, &L, comm, NULL);
+  T_CHECK(r == relaySuccess, "rank %d: all-gather: %s (%s)", rank, relayGetErrorString(r),
+          relayGetLastError(comm));
   if (me >= 0)
     for (int j = 0; j < 2; j++)
       for (size_t i = 0; i < count; i++)
-        T_CHECK(recv[(size_t)j * count + i] == (float)(j * 1000 + (int)(i % 997)), "rank %d: block %d elem %zu", rank,
-                j, i);
+        T_CHECK(recv[(size_t)j * count + i] == (float)(j * 1000 + (int)(i % 997)),
+                "rank %d: block %d elem %zu", rank, j, i);
   int route = -1, *all = calloc((size_t)nranks, sizeof *all);
   T_CHECK(all, "oom");
   relayCommLastRoute(comm, &route, NULL);
   T_OK(relayCommAgree(comm, &route, all, sizeof route));
-  for (int q = 0; q < nranks; q++) T_CHECK(all[q] == route, "rank %d ran route %d, rank %d route %d", q, all[q], rank, route);
+  for (int q = 0; q < nranks; q++)
+    T_CHECK(all[q] == route, "rank %d ran route %d, rank %d route %d", q, all[q], rank, route);
   free(all);
   free(send);
   free(recv);
@@ -109,17 +113,18 @@ static int oneshotOomRank(int rank, int nranks, void* arg) {
     if (call == 0 && rank == 3) gFailNmemb = (size_t)nranks;
 #endif
     for (size_t i = 0; i < count; i++) send[i] = (int32_t)(me * 100 + call * 7 + (int)i);
-    relayResult_t r =
-        relayAllReduce(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayInt32, relaySum, &L, comm, NULL);
-    T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r), relayGetLastError(comm));
+    relayResult_t r = relayAllReduce(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayInt32,
+                                     relaySum, &L, comm, NULL);
+    T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
+            relayGetLastError(comm));
     int route = -1;
     relayCommLastRoute(comm, &route, NULL);
     T_CHECK(route == relayRouteDirect, "rank %d call %d: ran %s, expected the direct fallback", rank, call,
             relayRouteName(route));
     if (me >= 0)
       for (size_t i = 0; i < count; i++)
-        T_CHECK(recv[i] == (int32_t)(600 + 4 * (call * 7 + (int)i)), "rank %d call %d elem %zu: %d", rank, call, i,
-                (int)recv[i]);
+        T_CHECK(recv[i] == (int32_t)(600 + 4 * (call * 7 + (int)i)), "rank %d call %d elem %zu: %d", rank,
+                call, i, (int)recv[i]);
   }
   T_OK(relayCommDestroy(comm));
   return 0;
@@ -162,8 +167,8 @@ static int scratchOomRank(int rank, int nranks, void* arg) {
   if (rank == SO_FAILER) gFailAlignBytes = 4096;
 #endif
   uint64_t t0 = relayNowNs();
-  relayResult_t r = relayAllReduce(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayFloat32, relaySum, &L,
-                                   comm, NULL);
+  relayResult_t r = relayAllReduce(me >= 0 ? send : NULL, me >= 0 ? recv : NULL, &count, relayFloat32,
+                                   relaySum, &L, comm, NULL);
   double s = (double)(relayNowNs() - t0) * 1e-9;
   const char* err = relayGetLastError(comm);
   int route = -1;
@@ -175,11 +180,13 @@ static int scratchOomRank(int rank, int nranks, void* arg) {
             relayGetErrorString(r), err);
   } else {
     T_CHECK(r == relaySuccess || (r == relayRemoteError && strstr(err, "rank 3")),
-            "rank %d: %s: %s (want success or relayRemoteError naming rank 3)", rank, relayGetErrorString(r), err);
+            "rank %d: %s: %s (want success or relayRemoteError naming rank 3)", rank, relayGetErrorString(r),
+            err);
   }
   /* The actives need the half that went through rank 3. */
   if (me >= 0)
-    T_CHECK(r == relayRemoteError, "rank %d (active): %s after rank 3 failed (%s)", rank, relayGetErrorString(r), err);
+    T_CHECK(r == relayRemoteError, "rank %d (active): %s after rank 3 failed (%s)", rank,
+            relayGetErrorString(r), err);
   free(send);
   free(recv);
   /* The failer stays (its destroy would also end its peers' waits): only
@@ -211,11 +218,17 @@ static int runReview(void* arg) {
 }
 
 static const tCase kCases[] = {
-    {.name = "topo-differ", .run = runReview, .arg = &(reviewCase){TD_RANKS, topoDifferRank, 0},
+    {.name = "topo-differ",
+     .run = runReview,
+     .arg = &(reviewCase){TD_RANKS, topoDifferRank, 0},
      .timeoutS = 180},
-    {.name = "oneshot-oom", .run = runReview, .arg = &(reviewCase){OS_RANKS, oneshotOomRank, 1},
+    {.name = "oneshot-oom",
+     .run = runReview,
+     .arg = &(reviewCase){OS_RANKS, oneshotOomRank, 1},
      .timeoutS = 180},
-    {.name = "scratch-oom", .run = runReview, .arg = &(reviewCase){SO_RANKS, scratchOomRank, 1},
+    {.name = "scratch-oom",
+     .run = runReview,
+     .arg = &(reviewCase){SO_RANKS, scratchOomRank, 1},
      .timeoutS = 180},
 };
 

@@ -82,11 +82,29 @@ typedef enum {
   F_NRANKS_BIG,
 } fault;
 
-static const char* const kFaultNames[] = {
-    "none",        "sendbuff NULL", "recvbuff NULL", "in-place all-to-all", "root buffer NULL", "member buffer NULL",
-    "datatype 10", "op 7",          "layout NULL",   "nGroups 0",           "nActive 1",        "nActive 65",
-    "3 x 2 ranks", "ranks NULL",    "rank 9",        "rank twice",          "counts NULL",      "count overflow",
-    "counts differ", "root 4",      "root -1",       "nRanks 0",            "nRanks 5"};
+static const char* const kFaultNames[] = {"none",
+                                          "sendbuff NULL",
+                                          "recvbuff NULL",
+                                          "in-place all-to-all",
+                                          "root buffer NULL",
+                                          "member buffer NULL",
+                                          "datatype 10",
+                                          "op 7",
+                                          "layout NULL",
+                                          "nGroups 0",
+                                          "nActive 1",
+                                          "nActive 65",
+                                          "3 x 2 ranks",
+                                          "ranks NULL",
+                                          "rank 9",
+                                          "rank twice",
+                                          "counts NULL",
+                                          "count overflow",
+                                          "counts differ",
+                                          "root 4",
+                                          "root -1",
+                                          "nRanks 0",
+                                          "nRanks 5"};
 
 static int faultIsBuffer(fault f) { return f >= F_SEND_NULL && f <= F_MEMBER_NULL; }
 
@@ -120,8 +138,8 @@ static void scale(float* p, size_t n, int k) {
   for (size_t i = 0; i < n; i++) p[i] *= (float)k;
 }
 
-static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad, int wantRoute, int k,
-                                const char* tag) {
+static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad,
+                                int wantRoute, int k, const char* tag) {
   const relayDataType_t dt = relayFloat32;
   const relayRedOp_t op = relaySum;
   const int A = 2, me = rank < A ? rank : -1;
@@ -149,9 +167,15 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t co
   size_t countsOther[1] = {COUNT + 3}, countsHuge[1] = {SIZE_MAX / 2};
   if (bad) {
     switch (f) {
-      case F_SEND_NULL: if (me >= 0) sendp = NULL; break;
-      case F_RECV_NULL: if (me >= 0) recvp = NULL; break;
-      case F_INPLACE_A2A: if (me >= 0) sendp = recvp; break;
+      case F_SEND_NULL:
+        if (me >= 0) sendp = NULL;
+        break;
+      case F_RECV_NULL:
+        if (me >= 0) recvp = NULL;
+        break;
+      case F_INPLACE_A2A:
+        if (me >= 0) sendp = recvp;
+        break;
       case F_DTYPE: dtArg = (relayDataType_t)10; break;
       case F_OP: opArg = (relayRedOp_t)7; break;
       case F_LAYOUT_NULL: Lp = NULL; break;
@@ -183,16 +207,18 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t co
     if (wantRoute > 0) {
       int route, depth;
       relayCommLastRoute(comm, &route, &depth);
-      T_CHECK(route == wantRoute, "rank %d: %s: %s ran route %s, the case forces %s", rank, tag, relayCollName(coll),
-              relayRouteName(route), relayRouteName(wantRoute));
-      T_CHECK(!gWin || comm->lastWindow == (me >= 0 ? gWinId : 0), "rank %d: %s: %s: direct path of window %u, want %u",
-              rank, tag, relayCollName(coll), comm->lastWindow, me >= 0 ? gWinId : 0);
+      T_CHECK(route == wantRoute, "rank %d: %s: %s ran route %s, the case forces %s", rank, tag,
+              relayCollName(coll), relayRouteName(route), relayRouteName(wantRoute));
+      T_CHECK(!gWin || comm->lastWindow == (me >= 0 ? gWinId : 0),
+              "rank %d: %s: %s: direct path of window %u, want %u", rank, tag, relayCollName(coll),
+              comm->lastWindow, me >= 0 ? gWinId : 0);
     }
     if (me >= 0) {
       tc_expected(coll, dt, op, A, me, c, want);
       scale(want, rn, k);
       size_t first = 0, wrong = tc_compare(dt, rbuf, want, rn, &first);
-      T_CHECK(wrong == 0, "rank %d: %s: %s returned success with %zu of %zu elements wrong (first %zu: %g, want %g)",
+      T_CHECK(wrong == 0,
+              "rank %d: %s: %s returned success with %zu of %zu elements wrong (first %zu: %g, want %g)",
               rank, tag, relayCollName(coll), wrong, rn, first, tc_as_double(dt, rbuf, first),
               tc_as_double(dt, want, first));
     }
@@ -249,8 +275,18 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayCollective_t co
   const size_t* counts = kSetCounts;
   if (bad) {
     switch (f) {
-      case F_ROOT_NULL: if (rank == root) { if (scatter) sendp = NULL; else recvp = NULL; } break;
-      case F_MEMBER_NULL: if (idx == 1) { if (scatter) recvp = NULL; else sendp = NULL; } break;
+      case F_ROOT_NULL:
+        if (rank == root) {
+          if (scatter) sendp = NULL;
+          else recvp = NULL;
+        }
+        break;
+      case F_MEMBER_NULL:
+        if (idx == 1) {
+          if (scatter) recvp = NULL;
+          else sendp = NULL;
+        }
+        break;
       case F_DTYPE: dt = (relayDataType_t)10; break;
       case F_ROOT_RANGE: rootArg = NR; break;
       case F_ROOT_NEG: rootArg = -1; break;
@@ -271,23 +307,24 @@ static relayResult_t rootedCall(relayComm_t comm, int rank, relayCollective_t co
     float got = 0, exp = 0;
     if (scatter && idx >= 0) {
       for (size_t e = 0; e < kSetCounts[idx]; e++)
-        if (memberBuf[e] != rootedValue(idx, e, k) && !wrong++) first = e, got = memberBuf[e], exp = rootedValue(idx, e, k);
+        if (memberBuf[e] != rootedValue(idx, e, k) && !wrong++)
+          first = e, got = memberBuf[e], exp = rootedValue(idx, e, k);
     } else if (!scatter && rank == root) {
       for (int i = 0; i < 3; i++)
         for (size_t e = 0; e < kSetCounts[i]; e++)
           if (rootBuf[off[i] + e] != rootedValue(i, e, k) && !wrong++)
             first = off[i] + e, got = rootBuf[off[i] + e], exp = rootedValue(i, e, k);
     }
-    T_CHECK(wrong == 0, "rank %d: %s: %s returned success with %zu elements wrong (first %zu: %g, want %g)", rank, tag,
-            relayCollName(coll), wrong, first, (double)got, (double)exp);
+    T_CHECK(wrong == 0, "rank %d: %s: %s returned success with %zu elements wrong (first %zu: %g, want %g)",
+            rank, tag, relayCollName(coll), wrong, first, (double)got, (double)exp);
   }
   free(rootBuf);
   free(memberBuf);
   return res;
 }
 
-static relayResult_t anyCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad, int wantRoute, int k,
-                             const char* tag) {
+static relayResult_t anyCall(relayComm_t comm, int rank, relayCollective_t coll, fault f, int bad,
+                             int wantRoute, int k, const char* tag) {
   return relayCollRooted(coll) ? rootedCall(comm, rank, coll, f, bad, k, tag)
                                : layoutCall(comm, rank, coll, f, bad, wantRoute, k, tag);
 }
@@ -300,28 +337,30 @@ typedef struct {
 } allFault;
 
 static const allFault kAllFaults[] = {
-    {relayCollectiveAllReduce, F_DTYPE},         {relayCollectiveAllReduce, F_OP},
-    {relayCollectiveAllReduce, F_LAYOUT_NULL},   {relayCollectiveAllReduce, F_NGROUPS0},
-    {relayCollectiveAllReduce, F_NACTIVE1},      {relayCollectiveAllReduce, F_NACTIVE_BIG},
-    {relayCollectiveAllReduce, F_TOO_MANY},      {relayCollectiveAllReduce, F_RANKS_NULL},
-    {relayCollectiveAllReduce, F_RANK_RANGE},    {relayCollectiveAllReduce, F_RANK_DUP},
-    {relayCollectiveAllReduce, F_COUNTS_NULL},   {relayCollectiveAllReduce, F_COUNTS_OVERFLOW},
-    {relayCollectiveAllReduce, F_SEND_NULL},     {relayCollectiveAllReduce, F_RECV_NULL},
-    {relayCollectiveAllGather, F_SEND_NULL},     {relayCollectiveReduceScatter, F_RECV_NULL},
-    {relayCollectiveAllToAll, F_INPLACE_A2A},    {relayCollectiveScatter, F_DTYPE},
-    {relayCollectiveScatter, F_ROOT_RANGE},      {relayCollectiveGather, F_ROOT_NEG},
-    {relayCollectiveGather, F_NRANKS0},          {relayCollectiveScatter, F_NRANKS_BIG},
-    {relayCollectiveGather, F_RANKS_NULL},       {relayCollectiveScatter, F_RANK_RANGE},
-    {relayCollectiveGather, F_RANK_DUP},         {relayCollectiveScatter, F_COUNTS_NULL},
-    {relayCollectiveGather, F_COUNTS_OVERFLOW},  {relayCollectiveScatter, F_ROOT_NULL},
-    {relayCollectiveGather, F_ROOT_NULL},        {relayCollectiveScatter, F_MEMBER_NULL},
+    {relayCollectiveAllReduce, F_DTYPE},        {relayCollectiveAllReduce, F_OP},
+    {relayCollectiveAllReduce, F_LAYOUT_NULL},  {relayCollectiveAllReduce, F_NGROUPS0},
+    {relayCollectiveAllReduce, F_NACTIVE1},     {relayCollectiveAllReduce, F_NACTIVE_BIG},
+    {relayCollectiveAllReduce, F_TOO_MANY},     {relayCollectiveAllReduce, F_RANKS_NULL},
+    {relayCollectiveAllReduce, F_RANK_RANGE},   {relayCollectiveAllReduce, F_RANK_DUP},
+    {relayCollectiveAllReduce, F_COUNTS_NULL},  {relayCollectiveAllReduce, F_COUNTS_OVERFLOW},
+    {relayCollectiveAllReduce, F_SEND_NULL},    {relayCollectiveAllReduce, F_RECV_NULL},
+    {relayCollectiveAllGather, F_SEND_NULL},    {relayCollectiveReduceScatter, F_RECV_NULL},
+    {relayCollectiveAllToAll, F_INPLACE_A2A},   {relayCollectiveScatter, F_DTYPE},
+    {relayCollectiveScatter, F_ROOT_RANGE},     {relayCollectiveGather, F_ROOT_NEG},
+    {relayCollectiveGather, F_NRANKS0},         {relayCollectiveScatter, F_NRANKS_BIG},
+    {relayCollectiveGather, F_RANKS_NULL},      {relayCollectiveScatter, F_RANK_RANGE},
+    {relayCollectiveGather, F_RANK_DUP},        {relayCollectiveScatter, F_COUNTS_NULL},
+    {relayCollectiveGather, F_COUNTS_OVERFLOW}, {relayCollectiveScatter, F_ROOT_NULL},
+    {relayCollectiveGather, F_ROOT_NULL},       {relayCollectiveScatter, F_MEMBER_NULL},
     {relayCollectiveGather, F_MEMBER_NULL},
 };
 
 /* Did this rank itself make fault f (its own argument is bad)? */
 static int makesFault(int rank, relayCollective_t coll, fault f) {
   switch (f) {
-    case F_SEND_NULL: case F_RECV_NULL: case F_INPLACE_A2A: return rank < 2;
+    case F_SEND_NULL:
+    case F_RECV_NULL:
+    case F_INPLACE_A2A: return rank < 2;
     case F_ROOT_NULL: return rank == 0;
     case F_MEMBER_NULL: return rank == kSet[1];
     default: (void)coll; return 1;
@@ -335,20 +374,22 @@ static int allRejectRank(int rank, int nranks, void* arg) {
   char tag[160];
   for (size_t k = 0; k < sizeof kAllFaults / sizeof kAllFaults[0]; k++) {
     const allFault* af = &kAllFaults[k];
-    snprintf(tag, sizeof tag, "check mode %d, every rank: %s of %s, then a valid call", check, kFaultNames[af->f],
-             relayCollName(af->coll));
-    relayResult_t res = anyCall(comm, rank, af->coll, af->f, 1, 0, (int)(2 + 2 * (k % 2)), tag); /* 2 or 4: see layoutCall */
+    snprintf(tag, sizeof tag, "check mode %d, every rank: %s of %s, then a valid call", check,
+             kFaultNames[af->f], relayCollName(af->coll));
+    relayResult_t res =
+        anyCall(comm, rank, af->coll, af->f, 1, 0, (int)(2 + 2 * (k % 2)), tag); /* 2 or 4: see layoutCall */
     /* Scatter and gather take the call's agreement in check mode 0 too on shm (README): every rank returns
      * the rejection. */
     if (makesFault(rank, af->coll, af->f) || check || relayCollRooted(af->coll))
       T_CHECK(res == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(res), relayGetLastError(comm));
     else
-      T_CHECK(res == relaySuccess || res == relayRemoteError, "rank %d: %s: a good rank's part returned %s (%s)", rank,
-              tag, relayGetErrorString(res), relayGetLastError(comm));
+      T_CHECK(res == relaySuccess || res == relayRemoteError,
+              "rank %d: %s: a good rank's part returned %s (%s)", rank, tag, relayGetErrorString(res),
+              relayGetLastError(comm));
     res = anyCall(comm, rank, af->coll, F_NONE, 0, 0, (int)(3 + 2 * (k % 2)), tag);
-    T_CHECK(res == relaySuccess, "rank %d: %s: the valid call returned %s (%s)", rank, tag, relayGetErrorString(res),
-            relayGetLastError(comm));
+    T_CHECK(res == relaySuccess, "rank %d: %s: the valid call returned %s (%s)", rank, tag,
+            relayGetErrorString(res), relayGetLastError(comm));
   }
   T_OK(relayCommDestroy(comm));
   return 0;
@@ -377,8 +418,8 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
     gWinId = win->id;
   }
   char tag[200];
-  snprintf(tag, sizeof tag, "check mode 0, route %s depth %d: rank %d alone: %s of %s", relayRouteName(a->route),
-           a->depth, a->badRank, kFaultNames[a->f], relayCollName(a->coll));
+  snprintf(tag, sizeof tag, "check mode 0, route %s depth %d: rank %d alone: %s of %s",
+           relayRouteName(a->route), a->depth, a->badRank, kFaultNames[a->f], relayCollName(a->coll));
   /* One good call first: the route's state (one-shot region, connections)
    * exists, so the bad call meets a comm in use. */
   T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, 1, tag));
@@ -393,8 +434,8 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
       T_CHECK(r1 == relayInvalidArgument, "rank %d: %s: the bad call returned %s (%s)", rank, tag,
               relayGetErrorString(r1), relayGetLastError(comm));
     else
-      T_CHECK(r1 == relaySuccess || r1 == relayRemoteError, "rank %d: %s: a good rank returned %s (%s)", rank, tag,
-              relayGetErrorString(r1), relayGetLastError(comm));
+      T_CHECK(r1 == relaySuccess || r1 == relayRemoteError, "rank %d: %s: a good rank returned %s (%s)", rank,
+              tag, relayGetErrorString(r1), relayGetLastError(comm));
     T_CHECK(r2 == relaySuccess, "rank %d: %s: the next valid call returned %s (%s)", rank, tag,
             relayGetErrorString(r2), relayGetLastError(comm));
     T_OK(anyCall(comm, rank, a->coll, F_NONE, 0, a->route, 4, tag));
@@ -407,13 +448,15 @@ static int oneRejectRank(int rank, int nranks, void* argp) {
     /* A scatter root and a gather member only send: their eager sends
      * complete whatever the peers believe, and the peers that receive
      * return the error. */
-    int sendsOnly = (a->coll == relayCollectiveScatter && rank == 0) || (a->coll == relayCollectiveGather && rank != 0);
+    int sendsOnly =
+        (a->coll == relayCollectiveScatter && rank == 0) || (a->coll == relayCollectiveGather && rank != 0);
     if (bad && !sendsOnly)
       T_CHECK(r1 != relaySuccess || r2 != relaySuccess, "rank %d: %s: no error on the bad rank", rank, tag);
   }
-  T_CHECK(dt < 10.0, "rank %d: %s: took %.1f s (deadline 20 s): an error must end the calls at once", rank, tag, dt);
+  T_CHECK(dt < 10.0, "rank %d: %s: took %.1f s (deadline 20 s): an error must end the calls at once", rank,
+          tag, dt);
   if (win && faultIsBuffer(a->f)) T_OK(relayCommDeregister(comm, win)); /* in step: collective */
-  relayCommDestroy(comm); /* frees a window left registered */
+  relayCommDestroy(comm);                                               /* frees a window left registered */
   free(gWin);
   gWin = NULL;
   return 0;
@@ -485,8 +528,8 @@ static int rdzvRank(int rank, int nranks, void* arg) {
     T_OK(relayAllReduce(s, d, counts, relayInt64, relaySum, &L, comm, NULL));
     for (int e = 0; e < 16; e++) {
       int64_t want = 2 * ((int64_t)launch * 1000000 + it * 16 + e) + 3000;
-      T_CHECK(d[e] == want, "launch %d rank %d: element %d = %lld, want %lld: ranks of two launches met", launch,
-              rank, e, (long long)d[e], (long long)want);
+      T_CHECK(d[e] == want, "launch %d rank %d: element %d = %lld, want %lld: ranks of two launches met",
+              launch, rank, e, (long long)d[e], (long long)want);
     }
     struct timespec ts = {0, 10 * 1000000};
     nanosleep(&ts, NULL); /* stay up while the next launch starts */
@@ -562,7 +605,8 @@ static int dupRank(int rank, int nranks, void* arg) {
   int32_t s[8], d[8];
   for (int e = 0; e < 8; e++) s[e] = (rank + 1) * 100 + e;
   T_OK(relayAllReduce(s, d, counts, relayInt32, relaySum, &L, comm, NULL));
-  for (int e = 0; e < 8; e++) T_CHECK(d[e] == 600 + 3 * e, "rank %d: element %d = %d, want %d", rank, e, d[e], 600 + 3 * e);
+  for (int e = 0; e < 8; e++)
+    T_CHECK(d[e] == 600 + 3 * e, "rank %d: element %d = %d, want %d", rank, e, d[e], 600 + 3 * e);
   T_OK(relayCommDestroy(comm));
   return 0;
 }
@@ -591,8 +635,10 @@ static void caseDuplicate(int dup) {
    * rendezvous is still open when the duplicate arrives. */
   int st = 0;
   pid_t first = waitpid(-1, &st, 0);
-  T_CHECK(first == p[0] || first == p[1], "a rank other than the duplicated %d exited first (status %#x)", dup, st);
-  T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7, "the first rank %d to exit was not refused (status %#x)", dup, st);
+  T_CHECK(first == p[0] || first == p[1], "a rank other than the duplicated %d exited first (status %#x)",
+          dup, st);
+  T_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 7, "the first rank %d to exit was not refused (status %#x)",
+          dup, st);
   p[3] = forkRank(2);
   for (int i = 0; i < 4; i++) {
     if (p[i] == first) continue;
@@ -612,17 +658,17 @@ static int topoRank(int rank, int nranks, void* arg) {
   relayComm_t comm = NULL;
   relayResult_t r = relayCommInitShm(&comm, nranks, rank, t_job(), &cfg);
   const char* err = relayGetLastError(NULL);
-  T_CHECK(r == relayInvalidArgument && strstr(err, bad), "rank %d: init returned %s (%s): want its own value '%s'",
-          rank, relayGetErrorString(r), err, bad);
+  T_CHECK(r == relayInvalidArgument && strstr(err, bad),
+          "rank %d: init returned %s (%s): want its own value '%s'", rank, relayGetErrorString(r), err, bad);
   return 0;
 }
-
 
 /* ---- disagreements between ranks (issue 25.2 and 25.3) ---- */
 
 /* Every rank's error of a disagreement: well under the 20 s deadline, and about shapes (its own finding,
  * or quoted from the rank that found it). */
-static void expectDisagreed(int rank, relayComm_t comm, relayResult_t r, double t0, int check, const char* tag) {
+static void expectDisagreed(int rank, relayComm_t comm, relayResult_t r, double t0, int check,
+                            const char* tag) {
   const char* e = relayGetLastError(comm);
   double dt = tNowSec() - t0;
   printf("rank %d, %s: %s after %.3f s: %s\n", rank, tag, relayGetErrorString(r), dt, e);
@@ -640,7 +686,8 @@ static void expectDisagreed(int rank, relayComm_t comm, relayResult_t r, double 
 static void goodAllReduce(relayComm_t comm, int rank, size_t count, const char* tag) {
   size_t counts[1] = {count};
   int ranks[NR] = {0, 1, 2, 3};
-  size_t wrong = tc_one_call(comm, rank, relayCollectiveAllReduce, NR, 1, ranks, counts, relayFloat32, relaySum, 0, tag);
+  size_t wrong =
+      tc_one_call(comm, rank, relayCollectiveAllReduce, NR, 1, ranks, counts, relayFloat32, relaySum, 0, tag);
   T_CHECK(wrong == 0, "rank %d, %s: %zu wrong elements", rank, tag, wrong);
 }
 
@@ -712,7 +759,8 @@ static int mixedRank(int rank, int nranks, void* arg) {
       /* Check mode 0: data may have moved, so the comm is failed (README), on every rank. */
       r = tc_run(coll, s, rcv, counts, relayFloat32, relaySum, &L, comm);
       T_CHECK(r == relayInvalidUsage && strstr(relayGetLastError(comm), "failed in an earlier call"),
-              "rank %d, %s: the next call -> %s (%s)", rank, tag, relayGetErrorString(r), relayGetLastError(comm));
+              "rank %d, %s: the next call -> %s (%s)", rank, tag, relayGetErrorString(r),
+              relayGetLastError(comm));
     }
     relayCommDestroy(comm);
     if (!check) { /* a new comm is right */
@@ -734,7 +782,7 @@ static int mixedRank(int rank, int nranks, void* arg) {
 static const size_t kAllCounts[NR] = {50, 70, 90, 110};
 #define ALL_TOTAL 320
 static relayResult_t wholeSetCall(relayComm_t comm, int rank, relayCollective_t coll, int root, int trueRoot,
-                                const char* tag) {
+                                  const char* tag) {
   static const int set[NR] = {0, 1, 2, 3};
   size_t off[NR + 1] = {0};
   for (int i = 0; i < NR; i++) off[i + 1] = off[i] + kAllCounts[i];
@@ -755,13 +803,13 @@ static relayResult_t wholeSetCall(relayComm_t comm, int rank, relayCollective_t 
   }
   if (scatter)
     for (size_t e = 0; e < kAllCounts[rank]; e++)
-      T_CHECK(mine[e] == (float)(1000 * (trueRoot + 1) + (int)(off[rank] + e)), "rank %d, %s: element %zu = %g",
-              rank, tag, e, mine[e]);
+      T_CHECK(mine[e] == (float)(1000 * (trueRoot + 1) + (int)(off[rank] + e)),
+              "rank %d, %s: element %zu = %g", rank, tag, e, mine[e]);
   else if (rank == trueRoot)
     for (int q = 0; q < NR; q++)
       for (size_t e = 0; e < kAllCounts[q]; e++)
-        T_CHECK(big[off[q] + e] == (float)(100000 * (q + 1) + (int)e), "rank %d, %s: rank %d's element %zu = %g",
-                rank, tag, q, e, big[off[q] + e]);
+        T_CHECK(big[off[q] + e] == (float)(100000 * (q + 1) + (int)e),
+                "rank %d, %s: rank %d's element %zu = %g", rank, tag, q, e, big[off[q] + e]);
   return r;
 }
 
@@ -782,7 +830,7 @@ static int rootedRank(int rank, int nranks, void* arg) {
   for (size_t k = 0; k < sizeof kCases / sizeof kCases[0]; k++) {
     double t0 = tNowSec();
     relayResult_t r = wholeSetCall(comm, rank, kCases[k].coll, rank == kCases[k].odd ? kCases[k].root : 0, 0,
-                                 kCases[k].what);
+                                   kCases[k].what);
     expectDisagreed(rank, comm, r, t0, 1, kCases[k].what);
     r = wholeSetCall(comm, rank, relayCollectiveScatter, 0, 0, "the next scatter");
     T_CHECK(r == relaySuccess, "rank %d, after \"%s\": the next scatter -> %s (%s)", rank, kCases[k].what,
@@ -814,11 +862,12 @@ static int runDuplicate(void* arg) {
   return 0;
 }
 
-#define ONE(r, k) {.name = "one-" r "-" k, .run = runOneCase, .arg = &(oneCase){r, k}, .timeoutS = 120}
+#define ONE(r, k) \
+  { .name = "one-" r "-" k, .run = runOneCase, .arg = &(oneCase){r, k}, .timeoutS = 120 }
 #define ONE_BOTH(r) ONE(r, "buffer"), ONE(r, "shape")
 /* check = the comm's check mode 0 / 1 */
 #define ALL(nm, check) \
-  {.name = nm, .rank = allRejectRank, .arg = &(int){check}, .ranks = NR, .deadlineS = 120, .timeoutS = 120}
+  { .name = nm, .rank = allRejectRank, .arg = &(int){check}, .ranks = NR, .deadlineS = 120, .timeoutS = 120 }
 
 static const tCase kCases[] = {
     ALL("all-c0", 0),
@@ -830,8 +879,18 @@ static const tCase kCases[] = {
     {.name = "topo-own", .rank = topoRank, .ranks = 2, .deadlineS = 60, .timeoutS = 120},
     {.name = "mixed-c0", .rank = mixedRank, .arg = &(int){0}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
     {.name = "mixed-c1", .rank = mixedRank, .arg = &(int){1}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
-    {.name = "rooted-c0", .rank = rootedRank, .arg = &(int){0}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
-    {.name = "rooted-c1", .rank = rootedRank, .arg = &(int){1}, .ranks = NR, .deadlineS = 100, .timeoutS = 120},
+    {.name = "rooted-c0",
+     .rank = rootedRank,
+     .arg = &(int){0},
+     .ranks = NR,
+     .deadlineS = 100,
+     .timeoutS = 120},
+    {.name = "rooted-c1",
+     .rank = rootedRank,
+     .arg = &(int){1},
+     .ranks = NR,
+     .deadlineS = 100,
+     .timeoutS = 120},
     ONE_BOTH("direct"),
     ONE_BOTH("relay1"),
     ONE_BOTH("relay3"),

@@ -65,8 +65,7 @@ static const tCase kSample[] = {
     {.name = "seven", .fn = sevenCase, .timeoutS = 40, .labels = "gpu,slow", .skipCode = 77, .serial = 1},
     {.name = "env", .fn = envCase, .timeoutS = 50, .env = "T_CASES_A=1;T_CASES_B=x,y"},
     {.name = "args", .main = argsCase, .timeoutS = 60, .args = "p q", .ctest = "other_name"},
-    {.name = "ranks", .rank = rankOk, .ranks = 3, .deadlineS = 20, .timeoutS = 70,
-     .wrap = "@TOOL@ --flag"},
+    {.name = "ranks", .rank = rankOk, .ranks = 3, .deadlineS = 20, .timeoutS = 70, .wrap = "@TOOL@ --flag"},
     {.name = "byhand", .fn = okCase, .manual = 1},
 };
 
@@ -75,11 +74,12 @@ static int caseList(void) {
   char out[4096];
   const char* args[] = {"--list", NULL};
   int rc = runMain(kSample, T_NCASES(kSample), args, out, sizeof out);
-  const char* want = "case tc_plain plain\n  timeout 30\n  labels cpu\n"
-                     "case tc_seven seven\n  timeout 40\n  labels gpu,slow\n  skip 77\n  serial\n"
-                     "case tc_env env\n  timeout 50\n  labels cpu\n  env T_CASES_A=1\n  env T_CASES_B=x,y\n"
-                     "case other_name args\n  timeout 60\n  labels cpu\n  args p q\n"
-                     "case tc_ranks ranks\n  timeout 70\n  labels cpu\n  wrap @TOOL@ --flag\n";
+  const char* want =
+      "case tc_plain plain\n  timeout 30\n  labels cpu\n"
+      "case tc_seven seven\n  timeout 40\n  labels gpu,slow\n  skip 77\n  serial\n"
+      "case tc_env env\n  timeout 50\n  labels cpu\n  env T_CASES_A=1\n  env T_CASES_B=x,y\n"
+      "case other_name args\n  timeout 60\n  labels cpu\n  args p q\n"
+      "case tc_ranks ranks\n  timeout 70\n  labels cpu\n  wrap @TOOL@ --flag\n";
   T_CHECK(rc == 0 && !strcmp(out, want), "--list: rc %d, printed:\n%s\nwant:\n%s", rc, out, want);
   return 0;
 }
@@ -131,11 +131,13 @@ static int caseRejects(void) {
       {{{.name = "a", .fn = okCase}}, 1, "case a: no timeout"},
       {{{.name = "a b", .fn = okCase, .timeoutS = 10}}, 1, "not one word"},
       {{{.name = "-a", .fn = okCase, .timeoutS = 10}}, 1, "not one word"},
-      {{{.name = "a", .fn = okCase, .timeoutS = 10}, {.name = "a", .fn = okCase, .timeoutS = 10}}, 2,
+      {{{.name = "a", .fn = okCase, .timeoutS = 10}, {.name = "a", .fn = okCase, .timeoutS = 10}},
+       2,
        "the same name"},
       {{{.name = "a", .fn = okCase, .timeoutS = 10},
         {.name = "b", .fn = okCase, .timeoutS = 10, .ctest = "tc_a"}},
-       2, "the same name"},
+       2,
+       "the same name"},
       {{{.name = "a", .rank = rankOk, .ranks = 2, .deadlineS = 20, .timeoutS = 10}}, 1, "deadline 20 s"},
       {{{.name = "a", .rank = rankOk, .ranks = 0, .deadlineS = 5, .timeoutS = 10}}, 1, "with 0 ranks"},
       {{{.name = "a", .fn = okCase, .timeoutS = 10, .env = "NOVALUE"}}, 1, "env entry 'NOVALUE'"},

@@ -37,7 +37,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
   relayComm_t comms[3];
   for (int r = 0; r < 3; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
-  relayDataType_t dtypesAll[] = {relayInt8, relayUint8, relayInt32, relayUint32, relayInt64,
+  relayDataType_t dtypesAll[] = {relayInt8,   relayUint8,   relayInt32,   relayUint32,  relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
   relayRedOp_t opsAll[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
   int isRed = sa->coll == relayCollectiveReduceScatter || sa->coll == relayCollectiveAllReduce;
@@ -68,9 +68,9 @@ static int sweepRank(int rank, int nranks, void* arg) {
               for (int r = 0; r < 3; r++) {
                 if (ci == 4 && r == 2) continue; /* auto == one of the other two */
                 char tag[200];
-                snprintf(tag, sizeof tag, "%s A=%d G=%d %s %s count=%zu %s route=%s", relayCollName(sa->coll), A, G,
-                         relayTypeName(dt), relayOpName(op), countsList[ci], inPlace ? "in-place" : "out-of-place",
-                         kRoutes[r]);
+                snprintf(tag, sizeof tag, "%s A=%d G=%d %s %s count=%zu %s route=%s", relayCollName(sa->coll),
+                         A, G, relayTypeName(dt), relayOpName(op), countsList[ci],
+                         inPlace ? "in-place" : "out-of-place", kRoutes[r]);
                 wrong += tc_one_call(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, inPlace, tag);
                 nCalls++;
               }
@@ -102,14 +102,14 @@ static void validCallStillWorks(relayComm_t comm, int rank) {
 
 /* An all-reduce of 64 floats on the 4-rank layout `ranks` must fail on every
  * rank with relayInvalidArgument and an error that contains `text`. */
-static void badLayout(relayComm_t comm, int rank, const float* send, float* recv, const int ranks[4], const char* what,
-                      const char* text) {
+static void badLayout(relayComm_t comm, int rank, const float* send, float* recv, const int ranks[4],
+                      const char* what, const char* text) {
   relayLayout_t L = {1, 4, ranks};
   size_t counts[1] = {64};
   relayResult_t res = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &L, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, what);
-  T_CHECK(strstr(relayGetLastError(comm), text) != NULL, "rank %d, %s: the error does not say \"%s\": %s", rank, what,
-          text, relayGetLastError(comm));
+  T_CHECK(strstr(relayGetLastError(comm), text) != NULL, "rank %d, %s: the error does not say \"%s\": %s",
+          rank, what, text, relayGetLastError(comm));
 }
 
 static int badInputRank(int rank, int nranks, void* arg) {
@@ -129,17 +129,20 @@ static int badInputRank(int rank, int nranks, void* arg) {
   float* activeR = rank < 4 ? r : NULL;
 
   /* NULL send buffer on active rank 2 only. */
-  relayResult_t res = relayAllReduce(rank == 2 ? NULL : active, activeR, counts, relayFloat32, relaySum, &L, comm, NULL);
+  relayResult_t res =
+      relayAllReduce(rank == 2 ? NULL : active, activeR, counts, relayFloat32, relaySum, &L, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "NULL sendbuff on rank 2");
   T_CHECK(strstr(relayGetLastError(comm), "rank 2") != NULL, "rank %d: error does not name rank 2: %s", rank,
           relayGetLastError(comm));
-  if (rank == 2) T_CHECK(strstr(relayGetLastError(comm), "sendbuff") != NULL, "error does not name sendbuff: %s", relayGetLastError(comm));
+  if (rank == 2)
+    T_CHECK(strstr(relayGetLastError(comm), "sendbuff") != NULL, "error does not name sendbuff: %s",
+            relayGetLastError(comm));
   /* count * A * size overflow */
   size_t huge[1] = {SIZE_MAX / 2};
   res = relayAllGather(active, activeR, huge, relayFloat32, &L, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "count overflow");
-  T_CHECK(strstr(relayGetLastError(comm), "counts[0]") != NULL, "rank %d: overflow error does not name counts[0]: %s",
-          rank, relayGetLastError(comm));
+  T_CHECK(strstr(relayGetLastError(comm), "counts[0]") != NULL,
+          "rank %d: overflow error does not name counts[0]: %s", rank, relayGetLastError(comm));
   /* unknown dtype, unknown op */
   res = relayAllReduce(active, activeR, counts, (relayDataType_t)42, relaySum, &L, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "unknown dtype");
@@ -150,7 +153,8 @@ static int badInputRank(int rank, int nranks, void* arg) {
    * before must not count as repeats (a fresh stamp per check). */
   const int rep[4] = {0, 1, 1, 3}, rep2[4] = {3, 1, 2, 3}, oor[4] = {0, 1, 2, 8};
   badLayout(comm, rank, active, activeR, rep, "repeated rank", "layout.ranks[1] and [2] both name rank 1");
-  badLayout(comm, rank, active, activeR, rep2, "repeated rank (second layout)", "layout.ranks[0] and [3] both name rank 3");
+  badLayout(comm, rank, active, activeR, rep2, "repeated rank (second layout)",
+            "layout.ranks[0] and [3] both name rank 3");
   badLayout(comm, rank, active, activeR, oor, "rank out of range", "layout.ranks[3] = 8 is not in [0, ");
   /* counts that differ between ranks */
   size_t mine[1] = {rank == 5 ? 65 : 64};
@@ -184,7 +188,8 @@ static int mismatchNoCheckRank(int rank, int nranks, void* arg) {
   float* s = calloc(8000, sizeof(float));
   float* r = calloc(8000, sizeof(float));
   uint64_t t0 = relayNowNs();
-  relayResult_t res = relayAllReduce(rank < 2 ? s : NULL, rank < 2 ? r : NULL, counts, relayFloat32, relaySum, &L, comm, NULL);
+  relayResult_t res = relayAllReduce(rank < 2 ? s : NULL, rank < 2 ? r : NULL, counts, relayFloat32, relaySum,
+                                     &L, comm, NULL);
   double sec = (double)(relayNowNs() - t0) / 1e9;
   T_CHECK(sec < 10.0, "rank %d: mismatched call took %.1f s (deadline 3 s)", rank, sec);
   if (rank < 2) T_CHECK(res != relaySuccess, "rank %d: mismatched counts returned success", rank);
@@ -236,24 +241,26 @@ static int runKilled(void) {
   int codes[NRANKS];
   t_launch(NRANKS, killedRank, NULL, 60, 30000, codes);
   for (int r = 0; r < NRANKS; r++) {
-    if (r == 5)
-      T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
-    else
-      T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
+    if (r == 5) T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
+    else T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
   }
   return 0;
 }
 
 /* Every collective, A = 2 and 4, independent and fused, odd counts up to 2^20+3, in and out of place;
  * full: every dtype and op. */
-#define SWEEP(nm, c, full)                                                                              \
-  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, full}, .ranks = NRANKS, .deadlineS = 540,         \
-   .timeoutS = 600}
+#define SWEEP(nm, c, full)                                                                         \
+  {                                                                                                \
+    .name = nm, .rank = sweepRank, .arg = &(sweepArg){c, full}, .ranks = NRANKS, .deadlineS = 540, \
+    .timeoutS = 600                                                                                \
+  }
 /* The relay forced to depth 8: independent calls run 9-step pipelines where the count allows (2^20+3),
  * clamp where it does not (7, 1000), and fused calls keep the two-group form. */
-#define SWEEP_DEPTH8(nm, c, test)                                                                       \
-  {.name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540,            \
-   .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test}
+#define SWEEP_DEPTH8(nm, c, test)                                                               \
+  {                                                                                             \
+    .name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540, \
+    .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test                                    \
+  }
 
 static const tCase kCases[] = {
     SWEEP("allgather", relayCollectiveAllGather, 0),
@@ -265,7 +272,10 @@ static const tCase kCases[] = {
     SWEEP("full-allreduce", relayCollectiveAllReduce, 1),
     SWEEP("full-alltoall", relayCollectiveAllToAll, 1),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
-    {.name = "mismatch-nocheck", .rank = mismatchNoCheckRank, .ranks = NRANKS, .deadlineS = 60,
+    {.name = "mismatch-nocheck",
+     .rank = mismatchNoCheckRank,
+     .ranks = NRANKS,
+     .deadlineS = 60,
      .timeoutS = 600},
     {.name = "killed", .fn = runKilled, .timeoutS = 600},
     SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),

@@ -126,8 +126,8 @@ static int caseSeed(void) {
     printf("  %-14s  %d  %7.1f  %4d  %5d%s\n", relayCollName(e->coll), e->A, e->mib, e->depth, d,
            d == e->depth ? "" : "   <-- differs");
     if (d != e->depth) {
-      fprintf(stderr, "FAIL: %s A=%d %.1f MB: model depth %d, seed %d (%s)\n", relayCollName(e->coll), e->A, e->mib,
-              d, e->depth, e->why);
+      fprintf(stderr, "FAIL: %s A=%d %.1f MB: model depth %d, seed %d (%s)\n", relayCollName(e->coll), e->A,
+              e->mib, d, e->depth, e->why);
       bad++;
     }
   }
@@ -156,11 +156,11 @@ static int caseShapes(void) {
         T_OK(relayPlanBuild(&k, &p));
         char err[512];
         T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s", err);
-        T_CHECK(p->depth == T && p->nSteps == T + 1, "%s A=%d T=%d: plan depth %d, %d steps", relayCollName(k.coll), A,
-                T, p->depth, p->nSteps);
+        T_CHECK(p->depth == T && p->nSteps == T + 1, "%s A=%d T=%d: plan depth %d, %d steps",
+                relayCollName(k.coll), A, T, p->depth, p->nSteps);
         uint64_t want = relayPipeLinkUnits(&s, T) * unit * 2, got = relayPlanCriticalPathBytes(p);
-        T_CHECK(got == want, "%s A=%d T=%d: critical path %llu bytes, shape says %llu", relayCollName(k.coll), A, T,
-                (unsigned long long)got, (unsigned long long)want);
+        T_CHECK(got == want, "%s A=%d T=%d: critical path %llu bytes, shape says %llu", relayCollName(k.coll),
+                A, T, (unsigned long long)got, (unsigned long long)want);
         relayPlanFree(p);
         checked++;
       }
@@ -177,8 +177,8 @@ static int caseModel(void) {
   planKey k = key8(relayCollectiveAllGather, 2, 1, counts, 1024 * MIB);
   relayDepthModel m;
   T_CHECK(relayDepthModelOf(t, &k, &m) == 0, "mi350x model");
-  T_CHECK(fabs(m.boundaryBytes - 786432.0) < 1e-6 && m.cap == 8, "mi350x: %.3f bytes, cap %d (want 768 KiB, 8)",
-          m.boundaryBytes, m.cap);
+  T_CHECK(fabs(m.boundaryBytes - 786432.0) < 1e-6 && m.cap == 8,
+          "mi350x: %.3f bytes, cap %d (want 768 KiB, 8)", m.boundaryBytes, m.cap);
   /* 2 active, H = 6: the crossovers of (T+1)/(7T+1) against T+1 stages of
    * 768 KiB: 15, 54.4 and 206.6 MiB of relayed count. */
   static const struct {
@@ -196,7 +196,8 @@ static int caseModel(void) {
   k = key8(relayCollectiveAllGather, 2, 1, counts, 0);
   T_CHECK(planRelayPipeShape(&k, &s) == 0, "shape");
   relayDepthModel free0 = {0, 8, 0};
-  T_CHECK(relayDepthPick(&s, 57 * 128, 2, 2, 6, &free0) == 8, "57*128 elements: depth 8 when stages are free");
+  T_CHECK(relayDepthPick(&s, 57 * 128, 2, 2, 6, &free0) == 8,
+          "57*128 elements: depth 8 when stages are free");
   T_CHECK(relayDepthPick(&s, 57 * 128 - 1, 2, 2, 6, &free0) == 4, "57*128-1 elements: depth 4");
   T_CHECK(relayDepthPick(&s, 8 * 128 - 1, 2, 2, 6, &free0) == 1, "under one unit per chunk: depth 1");
   /* a cap from the topology */
@@ -207,17 +208,19 @@ static int caseModel(void) {
   T_CHECK(relayDepthChoose(&k, t4) == 4, "max_depth 4: depth %d", relayDepthChoose(&k, t4));
   /* no stage price of its own: boundaryS x link, 25 us x 51.6 GB/s */
   t4->stageS = 0;
-  T_CHECK(relayDepthModelOf(t4, &k, &m) == 0 && fabs(m.boundaryBytes - 25e-6 * 51.6e9) < 1e-3, "stage from boundary");
+  T_CHECK(relayDepthModelOf(t4, &k, &m) == 0 && fabs(m.boundaryBytes - 25e-6 * 51.6e9) < 1e-3,
+          "stage from boundary");
   relayTopoFree(t4);
   /* Fused calls keep depth 1, in the model and in the plans. */
   for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
     k = key8((relayCollective_t)c, 2, 4, counts, 1024 * MIB);
-    T_CHECK(relayDepthChoose(&k, t) == 1, "%s fused: depth %d", relayCollName(k.coll), relayDepthChoose(&k, t));
+    T_CHECK(relayDepthChoose(&k, t) == 1, "%s fused: depth %d", relayCollName(k.coll),
+            relayDepthChoose(&k, t));
     k.depth = 8;
     relayPlan* p = NULL;
     T_OK(relayPlanBuild(&k, &p));
-    T_CHECK(p->depth == 1 && p->nSteps == 2, "%s fused at depth 8: plan depth %d, %d steps", relayCollName(k.coll),
-            p->depth, p->nSteps);
+    T_CHECK(p->depth == 1 && p->nSteps == 2, "%s fused at depth 8: plan depth %d, %d steps",
+            relayCollName(k.coll), p->depth, p->nSteps);
     relayPlanFree(p);
   }
   /* Through a switch only the 4-active all-reduce pipelines (it alone cuts
@@ -250,19 +253,22 @@ static int caseRouter(void) {
     double mib;
     int depth;
   } want[] = {
-      {relayCollectiveAllGather, 2, 1024, 8},      {relayCollectiveAllGather, 2, 256, 8},  {relayCollectiveAllReduce, 2, 512, 8},
-      {relayCollectiveReduceScatter, 2, 1024, 8}, {relayCollectiveAllToAll, 4, 1024, 8},  {relayCollectiveAllGather, 4, 1024, 8},
-      {relayCollectiveReduceScatter, 4, 1024, 4}, {relayCollectiveAllReduce, 4, 1024, 8}, {relayCollectiveAllReduce, 4, 256, 4},
+      {relayCollectiveAllGather, 2, 1024, 8},     {relayCollectiveAllGather, 2, 256, 8},
+      {relayCollectiveAllReduce, 2, 512, 8},      {relayCollectiveReduceScatter, 2, 1024, 8},
+      {relayCollectiveAllToAll, 4, 1024, 8},      {relayCollectiveAllGather, 4, 1024, 8},
+      {relayCollectiveReduceScatter, 4, 1024, 4}, {relayCollectiveAllReduce, 4, 1024, 8},
+      {relayCollectiveAllReduce, 4, 256, 4},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     size_t counts[1];
     planKey k = key8(want[i].coll, want[i].A, 1, counts, want[i].mib * MIB);
     int route, depth;
     relayRouteChoose(&k, t, RELAY_TP_CAP_ONESHOT, &route, &depth);
-    printf("  %-14s A=%d %6.0f MiB: route %s depth %d (model %d)\n", relayCollName(k.coll), k.nActive, want[i].mib,
-           relayRouteName(route), depth, relayDepthChoose(&k, t));
-    T_CHECK(route == relayRouteRelay && depth == want[i].depth, "%s A=%d %.0f MiB: %s depth %d, want relay depth %d",
-            relayCollName(k.coll), k.nActive, want[i].mib, relayRouteName(route), depth, want[i].depth);
+    printf("  %-14s A=%d %6.0f MiB: route %s depth %d (model %d)\n", relayCollName(k.coll), k.nActive,
+           want[i].mib, relayRouteName(route), depth, relayDepthChoose(&k, t));
+    T_CHECK(route == relayRouteRelay && depth == want[i].depth,
+            "%s A=%d %.0f MiB: %s depth %d, want relay depth %d", relayCollName(k.coll), k.nActive,
+            want[i].mib, relayRouteName(route), depth, want[i].depth);
   }
   relayTopoFree(t);
   printf("router: passed\n");

@@ -37,15 +37,16 @@ static int countOf(const char* msg, const char* what) {
 
 /* The message starts with want (the whole prefix) and says this rank once. */
 static void expectPrefix(int rank, const char* tag, const char* msg, const char* want) {
-  T_CHECK(strncmp(msg, want, strlen(want)) == 0, "rank %d, %s: the message is\n  \"%s\"\nwant it to start with\n  \"%s\"",
-          rank, tag, msg, want);
+  T_CHECK(strncmp(msg, want, strlen(want)) == 0,
+          "rank %d, %s: the message is\n  \"%s\"\nwant it to start with\n  \"%s\"", rank, tag, msg, want);
   T_CHECK(ownRankCount(msg, rank) == 1, "rank %d, %s: the message gives this rank %d times: %s", rank, tag,
           ownRankCount(msg, rank), msg);
 }
 
 /* The whole message is want: one call number, the rank once (rank < 0: no comm, so no prefix). */
 static void expectExact(int rank, const char* tag, const char* msg, const char* want) {
-  T_CHECK(strcmp(msg, want) == 0, "rank %d, %s: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, tag, msg, want);
+  T_CHECK(strcmp(msg, want) == 0, "rank %d, %s: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, tag, msg,
+          want);
   T_CHECK(rank < 0 ? strstr(msg, "(rank") == NULL : ownRankCount(msg, rank) == 1,
           "rank %d, %s: the rank twice (or a rank without a comm): %s", rank, tag, msg);
   T_CHECK(countOf(msg, "call #") <= 1, "rank %d, %s: the call number twice: %s", rank, tag, msg);
@@ -79,8 +80,8 @@ static void argsInit(callArgs* a, int rank) {
 /* A rejected call writes nothing. */
 static void expectUntouched(int rank, const char* tag, const callArgs* a) {
   for (size_t i = 0; i < sizeof a->recv; i++)
-    T_CHECK(((const unsigned char*)a->recv)[i] == POISON, "rank %d, %s: a rejected call wrote recv byte %zu", rank,
-            tag, i);
+    T_CHECK(((const unsigned char*)a->recv)[i] == POISON, "rank %d, %s: a rejected call wrote recv byte %zu",
+            rank, tag, i);
 }
 
 /* A valid all-reduce over every rank: send[i] = (rank + 1) * 1000 + i % 251, so the sum is
@@ -95,8 +96,8 @@ static void validCall(relayComm_t c, int rank, const char* tag) {
   relayResult_t r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL);
   T_CHECK(r == relaySuccess, "rank %d, %s: %s (%s)", rank, tag, relayGetErrorString(r), relayGetLastError(c));
   for (int i = 0; i < COUNT; i++)
-    T_CHECK(recv[i] == (float)(10000 + NRANKS * (i % 251)), "rank %d, %s: element %d = %g, want %g", rank, tag, i,
-            recv[i], (double)(10000 + NRANKS * (i % 251)));
+    T_CHECK(recv[i] == (float)(10000 + NRANKS * (i % 251)), "rank %d, %s: element %d = %g, want %g", rank,
+            tag, i, recv[i], (double)(10000 + NRANKS * (i % 251)));
 }
 
 /* Argument errors on a shm comm (check mode 0, every rank alike): the call's name, the rank, the call
@@ -115,7 +116,8 @@ static int rankCalls(int rank, int nranks, void* arg) {
 
   r = relayAllReduce(a.send, a.recv, a.counts, (relayDataType_t)99, relaySum, &a.lay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: datatype 99 -> %s", rank, relayGetErrorString(r));
-  snprintf(want, sizeof want, "relayAllReduce (rank %d, call #2): datatype 99 is not a relayDataType_t", rank);
+  snprintf(want, sizeof want, "relayAllReduce (rank %d, call #2): datatype 99 is not a relayDataType_t",
+           rank);
   expectExact(rank, "call 2", relayGetLastError(c), want);
   expectUntouched(rank, "calls 1 and 2", &a);
 
@@ -133,10 +135,11 @@ static int rankCalls(int rank, int nranks, void* arg) {
   relayLayout_t dupLay = {1, NRANKS, dup};
   r = relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &dupLay, c, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: duplicate rank -> %s", rank, relayGetErrorString(r));
-  snprintf(want, sizeof want,
-           "relayAllReduce (rank %d, call #5): layout.ranks[1] and [2] both name rank 1 (a rank is active in at "
-           "most one group)",
-           rank);
+  snprintf(
+      want, sizeof want,
+      "relayAllReduce (rank %d, call #5): layout.ranks[1] and [2] both name rank 1 (a rank is active in at "
+      "most one group)",
+      rank);
   expectExact(rank, "call 5", relayGetLastError(c), want);
   expectUntouched(rank, "calls 4 and 5", &a);
   T_OK(relayCommDestroy(c));
@@ -152,13 +155,14 @@ static int rankCheck(int rank, int nranks, void* arg) {
   argsInit(&a, rank);
   relayResult_t r =
       relayAllReduce(a.send, a.recv, rank == 2 ? NULL : a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
-  T_CHECK(r == relayInvalidArgument, "rank %d: -> %s (%s)", rank, relayGetErrorString(r), relayGetLastError(c));
+  T_CHECK(r == relayInvalidArgument, "rank %d: -> %s (%s)", rank, relayGetErrorString(r),
+          relayGetLastError(c));
   char want[512];
-  if (rank == 2)
-    snprintf(want, sizeof want, "relayAllReduce (rank 2, call #1): counts is NULL");
+  if (rank == 2) snprintf(want, sizeof want, "relayAllReduce (rank 2, call #1): counts is NULL");
   else
-    snprintf(want, sizeof want, "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s): counts is NULL",
-             rank, relayGetErrorString(relayInvalidArgument)); /* its own text, quoted */
+    snprintf(want, sizeof want,
+             "relayAllReduce (rank %d, call #1): rank 2 rejected the call (%s): counts is NULL", rank,
+             relayGetErrorString(relayInvalidArgument)); /* its own text, quoted */
   expectExact(rank, "check mode", relayGetLastError(c), want);
   expectUntouched(rank, "check mode", &a);
   validCall(c, rank, "call 2");
@@ -193,14 +197,16 @@ static int rankStep(int rank, int nranks, void* arg) {
   if (c->failed) {
     r = relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL);
     T_CHECK(r == relayInvalidUsage, "rank %d: a call on a failed comm -> %s", rank, relayGetErrorString(r));
-    snprintf(want, sizeof want,
-             "relayAllReduce (rank %d, call #3): the comm failed in an earlier call; destroy it (relayAllReduce "
-             "(call #2, step 0): %s)",
-             rank, body2);
+    snprintf(
+        want, sizeof want,
+        "relayAllReduce (rank %d, call #3): the comm failed in an earlier call; destroy it (relayAllReduce "
+        "(call #2, step 0): %s)",
+        rank, body2);
     /* The quote keeps call #2's number: one prefix, the rank once. */
     const char* e3 = relayGetLastError(c);
     printf("rank %d, call 3: %s\n", rank, e3);
-    T_CHECK(strcmp(e3, want) == 0, "rank %d, call 3: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, e3, want);
+    T_CHECK(strcmp(e3, want) == 0, "rank %d, call 3: the message is\n  \"%s\"\nwant\n  \"%s\"", rank, e3,
+            want);
     T_CHECK(ownRankCount(e3, rank) == 1, "rank %d, call 3: the rank twice: %s", rank, e3);
   } else {
     validCall(c, rank, "call 3"); /* a rank the mismatch left usable runs the next call */
@@ -228,7 +234,8 @@ static int rankInit(int rank, int nranks, void* arg) {
   } else {
     snprintf(want, sizeof want,
              "relayCommInitShm (rank %d): rank 2 failed init: RELAYCC_DEPTH=99: expected an integer in "
-             "[0, 64]", rank);
+             "[0, 64]",
+             rank);
     expectExact(rank, "init", e, want);
   }
   return 0;
@@ -268,11 +275,12 @@ static int rankBadInit(int rank, int nranks, void* arg) {
             "rank %d: RELAYCC_NRANKS=7 on rank 2: %s", rank, e);
   } else if (rank == 2) {
     const char* own = "relayCommInitShm: RELAYCC_RANK=two: expected an integer in "; /* no rank to name */
-    T_CHECK(r == relayInvalidArgument && strncmp(e, own, strlen(own)) == 0, "rank 2: RELAYCC_RANK=two: %s", e);
+    T_CHECK(r == relayInvalidArgument && strncmp(e, own, strlen(own)) == 0, "rank 2: RELAYCC_RANK=two: %s",
+            e);
   } else {
     /* Rank 2 cannot take part: the others' deadline names it as the rank that never arrived. */
-    T_CHECK(r == relayTimeout && strstr(e, "waiting for rank 2 to arrive"), "rank %d: RELAYCC_RANK=two on rank 2: %s",
-            rank, e);
+    T_CHECK(r == relayTimeout && strstr(e, "waiting for rank 2 to arrive"),
+            "rank %d: RELAYCC_RANK=two on rank 2: %s", rank, e);
   }
   if (what != BADINIT_RANK) T_CHECK(ms < 5000, "rank %d: failed after %.0f ms (deadline 20000)", rank, ms);
   return 0;
@@ -315,8 +323,8 @@ static void caseQuote(void) {
       {"relaycc (rank 2): w", "w"},
       {"relayCommInitShm (rank 2): v", "relayCommInitShm: v"},
       {"relayAllReduce (rank 23, call #3): u", "relayAllReduce (rank 23, call #3): u"}, /* another rank */
-      {"rank 2 of 4: t", "rank 2 of 4: t"},                                               /* no prefix */
-      {"topology 'x' (rank 2): s", "topology 'x' (rank 2): s"}, /* not at the start */
+      {"rank 2 of 4: t", "rank 2 of 4: t"},                                             /* no prefix */
+      {"topology 'x' (rank 2): s", "topology 'x' (rank 2): s"},                         /* not at the start */
       {"", ""},
   };
   char buf[256];
@@ -353,9 +361,10 @@ static int rankBinding(int rank, int nranks, void* arg) {
   float sent[COUNT];
   memcpy(sent, a.send, sizeof sent);
   char want[512];
-  relayResult_t r = rank == 1 ? relayCallReject(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay,
-                                                0, BINDING_REASON, c, NULL)
-                              : relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
+  relayResult_t r = rank == 1
+                        ? relayCallReject(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay,
+                                          0, BINDING_REASON, c, NULL)
+                        : relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
   const char* e = relayGetLastError(c);
   if (rank == 1) {
     T_CHECK(r == relayInvalidArgument, "rank 1: the rejected call -> %s (%s)", relayGetErrorString(r), e);
@@ -380,10 +389,12 @@ static int rankBinding(int rank, int nranks, void* arg) {
     T_CHECK(r == relayInvalidArgument, "rank %d: call 3 -> %s (%s)", rank, relayGetErrorString(r),
             relayGetLastError(c));
     if (rank == 2)
-      snprintf(want, sizeof want, "relayAllReduce (rank 2, call #3): counts must be a list of 1 counts (one per group)");
+      snprintf(want, sizeof want,
+               "relayAllReduce (rank 2, call #3): counts must be a list of 1 counts (one per group)");
     else
       snprintf(want, sizeof want,
-               "relayAllReduce (rank %d, call #3): rank 2 rejected the call (%s): counts must be a list of 1 counts "
+               "relayAllReduce (rank %d, call #3): rank 2 rejected the call (%s): counts must be a list of 1 "
+               "counts "
                "(one per group)",
                rank, relayGetErrorString(relayInvalidArgument));
     expectExact(rank, "call 3", relayGetLastError(c), want);
@@ -397,19 +408,42 @@ static int rankBinding(int rank, int nranks, void* arg) {
 }
 
 /* The rank cases fork 4 shm ranks each. */
-#define ERR_RANKS(nm, f) {.name = nm, .rank = f, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120}
+#define ERR_RANKS(nm, f) \
+  { .name = nm, .rank = f, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120 }
 static const tCase kCases[] = {
     ERR_RANKS("calls", rankCalls),
     ERR_RANKS("check", rankCheck),
-    {.name = "binding-c0", .rank = rankBinding, .arg = &(int){0}, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120},
-    {.name = "binding-c1", .rank = rankBinding, .arg = &(int){1}, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 120},
+    {.name = "binding-c0",
+     .rank = rankBinding,
+     .arg = &(int){0},
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 120},
+    {.name = "binding-c1",
+     .rank = rankBinding,
+     .arg = &(int){1},
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 120},
     ERR_RANKS("step", rankStep),
     ERR_RANKS("init", rankInit),
-    {.name = "init-bad-config", .rank = rankBadInit, .arg = &(int){BADINIT_CONFIG}, .ranks = NRANKS, .deadlineS = 60,
+    {.name = "init-bad-config",
+     .rank = rankBadInit,
+     .arg = &(int){BADINIT_CONFIG},
+     .ranks = NRANKS,
+     .deadlineS = 60,
      .timeoutS = 120},
-    {.name = "init-bad-nranks", .rank = rankBadInit, .arg = &(int){BADINIT_NRANKS}, .ranks = NRANKS, .deadlineS = 60,
+    {.name = "init-bad-nranks",
+     .rank = rankBadInit,
+     .arg = &(int){BADINIT_NRANKS},
+     .ranks = NRANKS,
+     .deadlineS = 60,
      .timeoutS = 120},
-    {.name = "init-bad-rank", .rank = rankBadInit, .arg = &(int){BADINIT_RANK}, .ranks = NRANKS, .deadlineS = 60,
+    {.name = "init-bad-rank",
+     .rank = rankBadInit,
+     .arg = &(int){BADINIT_RANK},
+     .ranks = NRANKS,
+     .deadlineS = 60,
      .timeoutS = 120},
     {.name = "init-args", .fn = runInitArgs, .timeoutS = 120},
     {.name = "quote", .fn = runQuote, .timeoutS = 120},

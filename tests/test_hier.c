@@ -188,12 +188,13 @@ static int casePlans(void) {
             for (int g = 0; g < lc->nGroups; g++) counts[g] = sizes[si] + (size_t)g * 3; /* groups differ */
             /* Every dtype with sum; every op on int32 and float32 (reductions only). */
             int nTypes = (int)(sizeof kAllTypes / sizeof kAllTypes[0]);
-            int nOps = relayCollReduces((relayCollective_t)coll) ? (int)(sizeof kAllOps / sizeof kAllOps[0]) : 1;
+            int nOps =
+                relayCollReduces((relayCollective_t)coll) ? (int)(sizeof kAllOps / sizeof kAllOps[0]) : 1;
             for (int t = 0; t < nTypes + 2 * (nOps - 1); t++) {
               relayDataType_t dt = t < nTypes ? kAllTypes[t] : ((t - nTypes) % 2 ? relayFloat32 : relayInt32);
               relayRedOp_t op = t < nTypes ? relaySum : kAllOps[1 + (t - nTypes) / 2];
-              planKey k = planKeyInit((relayCollective_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks, counts,
-                  dt);
+              planKey k = planKeyInit((relayCollective_t)coll, maps[mi].n, lc->nGroups, lc->nActive, ranks,
+                                      counts, dt);
               k.op = op;
               k.route = routes[ri];
               k.depth = routes[ri] == relayRouteRelay && si == 2 ? 2 : 1;
@@ -230,8 +231,9 @@ static int caseRouter(void) {
     relayCollective_t coll;
     size_t count;
     int wantNative;
-  } cases[] = {
-      {relayCollectiveAllToAll, 1024, 1}, {relayCollectiveAllToAll, 1 << 24, 1}, {relayCollectiveAllReduce, 1 << 29, 0}};
+  } cases[] = {{relayCollectiveAllToAll, 1024, 1},
+               {relayCollectiveAllToAll, 1 << 24, 1},
+               {relayCollectiveAllReduce, 1 << 29, 0}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     planKey k = planKeyInit(cases[i].coll, 16, 1, 4, ranks, &cases[i].count, relayBfloat16);
     k.op = relaySum;
@@ -303,7 +305,8 @@ static int shmRank(int rank, int nranks, void* argp) {
             for (int g = 0; g < lc->nGroups; g++) counts[g] = arg->sizes[si] + (size_t)g;
             char tag[256];
             snprintf(tag, sizeof tag, "%s, %s, %s %s %s count %zu", lc->name, kRoutes[ri],
-                     relayCollName((relayCollective_t)coll), relayTypeName(dts[t]), relayOpName(op), counts[0]);
+                     relayCollName((relayCollective_t)coll), relayTypeName(dts[t]), relayOpName(op),
+                     counts[0]);
             /* In place too (all-to-all has no in-place form), on the first dtype. */
             for (int inPlace = 0; inPlace < (t == 0 && coll != relayCollectiveAllToAll ? 2 : 1); inPlace++)
               wrong += tc_one_call(c, rank, (relayCollective_t)coll, lc->nActive, lc->nGroups, ranks, counts,

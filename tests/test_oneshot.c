@@ -67,8 +67,8 @@ static void fillInput(relayDataType_t dt, int call, int src, size_t n, void* buf
 
 /* Expected output of active `me`: reduce of every active's contribution
  * (all-gather, all-to-all: the contributions side by side). */
-static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me, size_t c,
-                     void* out) {
+static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me,
+                     size_t c, void* out) {
   int blocked = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
   int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
   size_t es = relayTypeSize(dt), in = blocked ? (size_t)A * c : c;
@@ -82,8 +82,7 @@ static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op
   }
   if (gather)
     for (int i = 0; i < A; i++) memcpy((char*)out + (size_t)i * c * es, srcs[i], c * es);
-  else
-    relayHostReduce(out, srcs, A, c, dt, op, op == relayAvg ? A : 0);
+  else relayHostReduce(out, srcs, A, c, dt, op, op == relayAvg ? A : 0);
   for (int i = 0; i < A; i++) free(ins[i]);
 }
 
@@ -91,7 +90,8 @@ static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op
 
 static int casePlan(void) {
   int ranks[8] = {5, 2, 7, 0, 1, 3, 4, 6};
-  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather, relayCollectiveAllToAll};
+  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter,
+                                relayCollectiveAllGather, relayCollectiveAllToAll};
   for (int ai = 0; ai < 3; ai++)
     for (int ci = 0; ci < 4; ci++)
       for (int inPlace = 0; inPlace < 2; inPlace++) {
@@ -173,11 +173,16 @@ static int caseRoute(void) {
     int coll;
     size_t bytes; /* per-rank input */
     int want;
-  } rows[] = {{relayCollectiveAllReduce, 256 << 10, relayRouteOneShot}, {relayCollectiveAllReduce, 1 << 20, relayRouteBw},
-              {relayCollectiveAllReduce, 16 << 20, relayRouteBw},       {relayCollectiveAllReduce, 1 << 30, relayRouteBw},
-              {relayCollectiveAllGather, 16 << 20, relayRouteBw},       {relayCollectiveAllGather, 1 << 30, relayRouteBw},
-              {relayCollectiveReduceScatter, 16 << 20, relayRouteBw},   {relayCollectiveReduceScatter, 1 << 30, relayRouteBw},
-              {relayCollectiveAllToAll, 16 << 20, relayRouteBw},        {relayCollectiveAllToAll, 1 << 30, relayRouteBw}};
+  } rows[] = {{relayCollectiveAllReduce, 256 << 10, relayRouteOneShot},
+              {relayCollectiveAllReduce, 1 << 20, relayRouteBw},
+              {relayCollectiveAllReduce, 16 << 20, relayRouteBw},
+              {relayCollectiveAllReduce, 1 << 30, relayRouteBw},
+              {relayCollectiveAllGather, 16 << 20, relayRouteBw},
+              {relayCollectiveAllGather, 1 << 30, relayRouteBw},
+              {relayCollectiveReduceScatter, 16 << 20, relayRouteBw},
+              {relayCollectiveReduceScatter, 1 << 30, relayRouteBw},
+              {relayCollectiveAllToAll, 16 << 20, relayRouteBw},
+              {relayCollectiveAllToAll, 1 << 30, relayRouteBw}};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     size_t c = rows[i].bytes / 2 / (relayCollSendsBlocks((relayCollective_t)rows[i].coll) ? 2 : 1);
     planKey k = planKeyInit((relayCollective_t)rows[i].coll, 2, 1, 2, ranks, &c, relayBfloat16);
@@ -250,17 +255,18 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       struct timespec ts = {0, (long)a->skew * 1000000L};
       nanosleep(&ts, NULL);
     }
-    relayResult_t r = a->coll == relayCollectiveAllReduce ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
-                      : a->coll == relayCollectiveReduceScatter
-                          ? relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
-                      : a->coll == relayCollectiveAllGather ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
-                                                        : relayAllToAll(sendp, recvp, &c, a->dt, &L, comm, NULL);
+    relayResult_t r =
+        a->coll == relayCollectiveAllReduce ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+        : a->coll == relayCollectiveReduceScatter
+            ? relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+        : a->coll == relayCollectiveAllGather ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
+                                              : relayAllToAll(sendp, recvp, &c, a->dt, &L, comm, NULL);
     T_CHECK(r == relaySuccess, "rank %d call %d: %s (%s)", rank, call, relayGetErrorString(r),
             relayGetLastError(comm));
     int route = -1, expectRoute = a->expectRoute == relayRouteOneShot ? gRoute : a->expectRoute;
     relayCommLastRoute(comm, &route, NULL);
-    T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call, relayRouteName(route),
-            relayRouteName(expectRoute));
+    T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
+            relayRouteName(route), relayRouteName(expectRoute));
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
       int want = gCmaWant && in * es >= 64;
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
@@ -272,8 +278,9 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       if (memcmp(recvp, want, out * es) != 0) {
         size_t bad = 0;
         while (bad < out * es && ((char*)recvp)[bad] == want[bad]) bad++;
-        T_CHECK(0, "rank %d (active %d of %d) call %d %s %s %s inPlace=%d: first wrong byte %zu of %zu", rank, me,
-                A, call, relayCollName(a->coll), relayTypeName(a->dt), relayOpName(a->op), a->inPlace, bad, out * es);
+        T_CHECK(0, "rank %d (active %d of %d) call %d %s %s %s inPlace=%d: first wrong byte %zu of %zu", rank,
+                me, A, call, relayCollName(a->coll), relayTypeName(a->dt), relayOpName(a->op), a->inPlace,
+                bad, out * es);
       }
     }
   }
@@ -294,7 +301,8 @@ static int rankSweep(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather, relayCollectiveAllToAll};
+  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter,
+                                relayCollectiveAllGather, relayCollectiveAllToAll};
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
   size_t counts[3] = {1, 37, 4099};
@@ -309,7 +317,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
           for (int ip = 0; ip < 2; ip++) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
             if (ci >= 2 && oi > 0) continue;                            /* a gather has no op */
-            if (colls[ci] == relayCollectiveAllToAll && ip) continue;       /* in-place all-to-all: rejected */
+            if (colls[ci] == relayCollectiveAllToAll && ip) continue;   /* in-place all-to-all: rejected */
             int A = gRoute == relayRouteBw ? 2 + ai : 2 << ai;
             runArg a = {A, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
             runCalls(comm, rank, &a, call++);
@@ -356,8 +364,8 @@ static int rankCycles(int rank, int nranks, void* arg) {
   int maps = countLines("/proc/self/maps"), fds = countFds();
   /* A leaked region would add 8 mappings per cycle (800 here); allow 16 lines
    * of allocator growth (ASan's allocator maps new regions as it goes). */
-  T_CHECK(maps <= maps1 + 16 && fds <= fds1, "rank %d: after 100 cycles %d mappings, %d fds (after 1: %d, %d)", rank, maps,
-          fds, maps1, fds1);
+  T_CHECK(maps <= maps1 + 16 && fds <= fds1,
+          "rank %d: after 100 cycles %d mappings, %d fds (after 1: %d, %d)", rank, maps, fds, maps1, fds1);
   return 0;
 }
 
@@ -374,7 +382,8 @@ static int rankTwo(int rank, int nranks, void* arg) {
   relayResult_t r = relayCommInitShm(&c2, NRANKS, rank, job2, &cfg);
   T_CHECK(r == relaySuccess, "second comm: %s", relayGetLastError(NULL));
   for (int k = 0; k < 50; k++) {
-    runArg a = {4, 1, k % 3 == 0 ? 2 : 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 513, relayRouteOneShot};
+    runArg a = {4, 1,   k % 3 == 0 ? 2 : 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum,
+                0, 513, relayRouteOneShot};
     runCalls(c1, rank, &a, 2 * k);
     a.A = 2;
     a.coll = relayCollectiveReduceScatter;
@@ -414,7 +423,8 @@ static int rankAbort(int rank, int nranks, void* arg) {
     uint64_t t0 = relayNowNs();
     relayResult_t r = relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL);
     double dt = (double)(relayNowNs() - t0) / 1e9;
-    T_CHECK(r != relaySuccess && dt < 3.0, "rank 7: aborted bw call -> %s after %.2f s", relayGetErrorString(r), dt);
+    T_CHECK(r != relaySuccess && dt < 3.0, "rank 7: aborted bw call -> %s after %.2f s",
+            relayGetErrorString(r), dt);
     pthread_join(th, NULL);
     /* relayCommAbort freed the comm once the call left. Stay alive while
      * rank 3 looks: it must see "aborted", not "died". */
@@ -432,8 +442,7 @@ static int rankAbort(int rank, int nranks, void* arg) {
       T_CHECK(r == relayRemoteError && strstr(relayGetLastError(comm), "rank 7") && dt < 3.0,
               "rank 3: bw call with an aborted peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
               relayGetLastError(comm));
-    else
-      T_CHECK(r == relaySuccess, "helper %d: %s", rank, relayGetLastError(comm));
+    else T_CHECK(r == relaySuccess, "helper %d: %s", rank, relayGetLastError(comm));
     relayCommDestroy(comm);
   }
   free(x);
@@ -651,7 +660,7 @@ static void bwSetup(void) {
   setenv("RELAYCC_BW_RING", "3", 0);
 }
 
-#define BW_OF(f)          \
+#define BW_OF(f)            \
   static int bw_##f(void) { \
     bwSetup();              \
     return f();             \
@@ -693,8 +702,10 @@ static int bw_caseRoute(void) {
   return caseRoute();
 }
 
-#define OS(nm, f) {.name = nm, .fn = f, .timeoutS = 600}
-#define BW(nm, f) {.name = "bw-" nm, .fn = bw_##f, .timeoutS = 600, .ctest = "bw_" nm}
+#define OS(nm, f) \
+  { .name = nm, .fn = f, .timeoutS = 600 }
+#define BW(nm, f) \
+  { .name = "bw-" nm, .fn = bw_##f, .timeoutS = 600, .ctest = "bw_" nm }
 #define CMA(nm, f) \
   { .name = "bwcma-" nm, .fn = cma_##f, .timeoutS = 600, .ctest = "bwcma_" nm }
 static const tCase kCases[] = {

@@ -95,11 +95,11 @@ static int caseRule(void) {
     const ruleRow* r = &kRules[i];
     p2pComm c = commOf(r->nodes, r->local, r->pool, r->perPeer, r->user);
     int got = p2pTaskParts(&c, P2P_OP_SCATTER);
-    T_CHECK(got == r->want, "%s: %d x %d, pool %d, per-peer %d, user %d: scatter parts %d, want %d", r->why, r->nodes,
-            r->local, r->pool, r->perPeer, r->user, got, r->want);
+    T_CHECK(got == r->want, "%s: %d x %d, pool %d, per-peer %d, user %d: scatter parts %d, want %d", r->why,
+            r->nodes, r->local, r->pool, r->perPeer, r->user, got, r->want);
     /* The rule alone agrees with the comm-level call. */
-    T_CHECK(p2pScatterParts(c.nRanks, c.nNodes, c.pool, c.perPeer, c.perPeerUserSet) == got, "%s: rule vs comm",
-            r->why);
+    T_CHECK(p2pScatterParts(c.nRanks, c.nNodes, c.pool, c.perPeer, c.perPeerUserSet) == got,
+            "%s: rule vs comm", r->why);
     if (r->before >= 0) {
       int b = firstVersionParts(c.nRanks, c.nNodes, c.pool, c.perPeer);
       T_CHECK(b == r->before, "%s: first-version parts %d, table says %d", r->why, b, r->before);
@@ -110,10 +110,10 @@ static int caseRule(void) {
             r->why, got, c.perPeer);
     if (c.nNodes > 1 && !c.perPeerUserSet) {
       int peers = c.nRanks - 1;
-      T_CHECK((long long)peers * got <= c.pool || got == 1, "%s: %d x %d flows overflow %d", r->why, peers, got,
-              c.pool);
-      T_CHECK(got == c.perPeer || (long long)peers * got * 2 > c.pool, "%s: %d parts, but %d would fit", r->why, got,
-              got * 2);
+      T_CHECK((long long)peers * got <= c.pool || got == 1, "%s: %d x %d flows overflow %d", r->why, peers,
+              got, c.pool);
+      T_CHECK(got == c.perPeer || (long long)peers * got * 2 > c.pool, "%s: %d parts, but %d would fit",
+              r->why, got, got * 2);
     }
     /* Every other operation keeps the per-peer count. */
     for (int op = 0; op < P2P_NUM_OPS; op++) {
@@ -121,8 +121,8 @@ static int caseRule(void) {
       T_CHECK(p2pTaskParts(&c, (p2pOp)op) == c.perPeer, "%s: %s takes %d parts, want per-peer %d", r->why,
               p2pOpName((p2pOp)op), p2pTaskParts(&c, (p2pOp)op), c.perPeer);
     }
-    printf("%-44s %2d x %2d  pool %2d  per-peer %2d  user %3d -> parts %d\n", r->why, r->nodes, r->local, r->pool,
-           r->perPeer, r->user, got);
+    printf("%-44s %2d x %2d  pool %2d  per-peer %2d  user %3d -> parts %d\n", r->why, r->nodes, r->local,
+           r->pool, r->perPeer, r->user, got);
   }
   /* Exhaustive sweep of the rule's contract against a brute-force search. */
   for (int nodes = 1; nodes <= 20; nodes++)
@@ -136,7 +136,8 @@ static int caseRule(void) {
             for (int k = 1; k <= pp; k *= 2)
               if ((long long)k * (c.nRanks - 1) <= pool) want = k;
           }
-          T_CHECK(got == want, "%d x %d pool %d per-peer %d: %d, brute force %d", nodes, local, pool, pp, got, want);
+          T_CHECK(got == want, "%d x %d pool %d per-peer %d: %d, brute force %d", nodes, local, pool, pp, got,
+                  want);
         }
   return 0;
 }
@@ -152,29 +153,134 @@ typedef struct {
 static int caseTopo(void) {
   static const int links3[9] = {0, 3, 3, 3, 0, 1, 3, 1, 0}; /* the 1-link pair decides */
   const topoRow rows[] = {
-      {"MI300X node: 1 XGMI link per pair", {.nNodes = 1, .localRanks = 8, .defaultLinks = 1, .nChannels = 32}, 32, 2, 0, 2},
-      {"NVSwitch node: 18 links, 36 wanted, pool 32", {.nNodes = 1, .localRanks = 8, .defaultLinks = 18, .nChannels = 32}, 32, 32, 0, 2},
-      {"PCIe / shm: 2 per peer", {.nNodes = 1, .localRanks = 8, .defaultLinks = 0, .nChannels = 16}, 16, 2, 0, 2},
-      {"3 links: 6 wanted -> 8", {.nNodes = 1, .localRanks = 4, .defaultLinks = 3, .nChannels = 32}, 32, 8, 0, 2},
-      {"minimum over pairs", {.nNodes = 1, .localRanks = 3, .localLinks = links3, .nChannels = 32}, 32, 2, 0, 1},
+      {"MI300X node: 1 XGMI link per pair",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 1, .nChannels = 32},
+       32,
+       2,
+       0,
+       2},
+      {"NVSwitch node: 18 links, 36 wanted, pool 32",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 18, .nChannels = 32},
+       32,
+       32,
+       0,
+       2},
+      {"PCIe / shm: 2 per peer",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 0, .nChannels = 16},
+       16,
+       2,
+       0,
+       2},
+      {"3 links: 6 wanted -> 8",
+       {.nNodes = 1, .localRanks = 4, .defaultLinks = 3, .nChannels = 32},
+       32,
+       8,
+       0,
+       2},
+      {"minimum over pairs",
+       {.nNodes = 1, .localRanks = 3, .localLinks = links3, .nChannels = 32},
+       32,
+       2,
+       0,
+       1},
       {"pool 24 -> 32", {.nNodes = 1, .localRanks = 8, .defaultLinks = 8, .nChannels = 24}, 32, 16, 0, 2},
-      {"pool capped at 48 -> 32", {.nNodes = 1, .localRanks = 8, .defaultLinks = 8, .nChannels = 64, .poolCap = 48}, 32, 16, 0, 2},
-      {"max p2p channels 16", {.nNodes = 1, .localRanks = 8, .defaultLinks = 8, .nChannels = 64, .maxP2pChannels = 16}, 16, 16, 0, 2},
-      {"min p2p channels 8", {.nNodes = 1, .localRanks = 8, .defaultLinks = 1, .nChannels = 2, .minP2pChannels = 8}, 8, 2, 0, 2},
-      {"per-peer capped by the pool", {.nNodes = 1, .localRanks = 8, .defaultLinks = 18, .nChannels = 4}, 4, 4, 0, 2},
+      {"pool capped at 48 -> 32",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 8, .nChannels = 64, .poolCap = 48},
+       32,
+       16,
+       0,
+       2},
+      {"max p2p channels 16",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 8, .nChannels = 64, .maxP2pChannels = 16},
+       16,
+       16,
+       0,
+       2},
+      {"min p2p channels 8",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 1, .nChannels = 2, .minP2pChannels = 8},
+       8,
+       2,
+       0,
+       2},
+      {"per-peer capped by the pool",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 18, .nChannels = 4},
+       4,
+       4,
+       0,
+       2},
       /* Several nodes: the network peer wants 2, halved while k * nRanks > 4 * pool. */
-      {"4 x 8, pool 32: 64 <= 128, 2", {.nNodes = 4, .localRanks = 8, .defaultLinks = 4, .nChannels = 32}, 32, 2, 0, 2},
-      {"16 x 8, pool 32: 256 > 128, 1", {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32}, 32, 1, 0, 2},
-      {"16 x 8, pool 64: 256 <= 256, 2", {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 64}, 64, 2, 0, 2},
-      {"halving sees the unrounded pool (24)", {.nNodes = 8, .localRanks = 8, .defaultLinks = 4, .nChannels = 24}, 32, 1, 0, 2},
-      {"4 NICs by bandwidth beat the halving", {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .netsByBw = 4}, 32, 4, 0, 2},
-      {"NICs, but local pairs want 2", {.nNodes = 16, .localRanks = 8, .defaultLinks = 1, .nChannels = 32, .netsByBw = 4}, 32, 2, 0, 2},
-      {"user-set 4 per net peer", {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 4}, 32, 4, 1, 2},
-      {"user-set 3 -> 4", {.nNodes = 2, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 3}, 32, 4, 1, 2},
-      {"user-set on one node: nothing to set", {.nNodes = 1, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 1}, 32, 8, 0, 2},
-      {"sched group: gcd(2, 6) = 2", {.nNodes = 2, .localRanks = 6, .defaultLinks = 1, .nChannels = 32}, 32, 2, 0, 2},
-      {"sched group: gcd(2, 3) = 1", {.nNodes = 2, .localRanks = 3, .defaultLinks = 1, .nChannels = 32}, 32, 2, 0, 1},
-      {"sched group 8 (NCCL)", {.nNodes = 2, .localRanks = 8, .defaultLinks = 1, .nChannels = 32, .schedGroupSize = 8}, 32, 2, 0, 8},
+      {"4 x 8, pool 32: 64 <= 128, 2",
+       {.nNodes = 4, .localRanks = 8, .defaultLinks = 4, .nChannels = 32},
+       32,
+       2,
+       0,
+       2},
+      {"16 x 8, pool 32: 256 > 128, 1",
+       {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32},
+       32,
+       1,
+       0,
+       2},
+      {"16 x 8, pool 64: 256 <= 256, 2",
+       {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 64},
+       64,
+       2,
+       0,
+       2},
+      {"halving sees the unrounded pool (24)",
+       {.nNodes = 8, .localRanks = 8, .defaultLinks = 4, .nChannels = 24},
+       32,
+       1,
+       0,
+       2},
+      {"4 NICs by bandwidth beat the halving",
+       {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .netsByBw = 4},
+       32,
+       4,
+       0,
+       2},
+      {"NICs, but local pairs want 2",
+       {.nNodes = 16, .localRanks = 8, .defaultLinks = 1, .nChannels = 32, .netsByBw = 4},
+       32,
+       2,
+       0,
+       2},
+      {"user-set 4 per net peer",
+       {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 4},
+       32,
+       4,
+       1,
+       2},
+      {"user-set 3 -> 4",
+       {.nNodes = 2, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 3},
+       32,
+       4,
+       1,
+       2},
+      {"user-set on one node: nothing to set",
+       {.nNodes = 1, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 1},
+       32,
+       8,
+       0,
+       2},
+      {"sched group: gcd(2, 6) = 2",
+       {.nNodes = 2, .localRanks = 6, .defaultLinks = 1, .nChannels = 32},
+       32,
+       2,
+       0,
+       2},
+      {"sched group: gcd(2, 3) = 1",
+       {.nNodes = 2, .localRanks = 3, .defaultLinks = 1, .nChannels = 32},
+       32,
+       2,
+       0,
+       1},
+      {"sched group 8 (NCCL)",
+       {.nNodes = 2, .localRanks = 8, .defaultLinks = 1, .nChannels = 32, .schedGroupSize = 8},
+       32,
+       2,
+       0,
+       8},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     const topoRow* r = &rows[i];
@@ -186,19 +292,21 @@ static int caseTopo(void) {
             "%s: pool %d per-peer %d user-set %d sched %d, want %d %d %d %d", r->why, c.pool, c.perPeer,
             c.perPeerUserSet, c.schedGroupSize, r->pool, r->perPeer, r->userSet, r->sched);
     T_CHECK(c.nRanks == r->t.nNodes * r->t.localRanks, "%s: nRanks", r->why);
-    printf("%-42s pool %2d per-peer %2d%s\n", r->why, c.pool, c.perPeer, c.perPeerUserSet ? " (user-set)" : "");
+    printf("%-42s pool %2d per-peer %2d%s\n", r->why, c.pool, c.perPeer,
+           c.perPeerUserSet ? " (user-set)" : "");
   }
   /* The user-set count flows through to scatter: kept, where the rule would cut it. */
   p2pTopoDesc u = {.nNodes = 16, .localRanks = 8, .defaultLinks = 4, .nChannels = 32, .userPerNetPeer = 4};
   p2pComm cu;
   char err[256];
   T_OK(p2pCommFromTopo(&u, &cu, err, sizeof err));
-  T_CHECK(p2pTaskParts(&cu, P2P_OP_SCATTER) == 4, "user-set scatter parts %d, want 4", p2pTaskParts(&cu, P2P_OP_SCATTER));
+  T_CHECK(p2pTaskParts(&cu, P2P_OP_SCATTER) == 4, "user-set scatter parts %d, want 4",
+          p2pTaskParts(&cu, P2P_OP_SCATTER));
   u.userPerNetPeer = 0;
   u.netsByBw = 4;
   T_OK(p2pCommFromTopo(&u, &cu, err, sizeof err));
-  T_CHECK(cu.perPeer == 4 && p2pTaskParts(&cu, P2P_OP_SCATTER) == 1, "computed 4 per peer: scatter parts %d, want 1",
-          p2pTaskParts(&cu, P2P_OP_SCATTER));
+  T_CHECK(cu.perPeer == 4 && p2pTaskParts(&cu, P2P_OP_SCATTER) == 1,
+          "computed 4 per peer: scatter parts %d, want 1", p2pTaskParts(&cu, P2P_OP_SCATTER));
   /* Bad descriptions are errors that name the field. */
   const struct {
     p2pTopoDesc t;
@@ -221,7 +329,8 @@ static int caseTopo(void) {
           "pool 48 accepted: %s", err);
   T_CHECK(p2pCommSet(2, 8, 32, 3, 0, &cu, err, sizeof err) == relayInvalidArgument && strstr(err, "per-peer"),
           "per-peer 3 accepted: %s", err);
-  T_CHECK(p2pCommSet(2, 8, 32, 64, 0, &cu, err, sizeof err) == relayInvalidArgument, "per-peer > pool accepted");
+  T_CHECK(p2pCommSet(2, 8, 32, 64, 0, &cu, err, sizeof err) == relayInvalidArgument,
+          "per-peer > pool accepted");
   return 0;
 }
 
@@ -233,8 +342,8 @@ static int caseParts(void) {
   const size_t want[4][2] = {{0, 4096}, {4096, 4096}, {8192, 1808}, {10000, 0}};
   for (int p = 0; p < 4; p++) {
     p2pPartBounds(10000, 4, 0, p, &off, &len);
-    T_CHECK(off == want[p][0] && len == want[p][1], "10000/4 part %d: [%zu +%zu], want [%zu +%zu]", p, off, len,
-            want[p][0], want[p][1]);
+    T_CHECK(off == want[p][0] && len == want[p][1], "10000/4 part %d: [%zu +%zu], want [%zu +%zu]", p, off,
+            len, want[p][0], want[p][1]);
   }
   p2pPartBounds(1u << 20, 4, 0, 3, &off, &len);
   T_CHECK(off == 3u << 18 && len == 1u << 18, "1 MiB / 4 part 3: [%zu +%zu]", off, len);
@@ -252,10 +361,13 @@ static int caseParts(void) {
     size_t a = align ? align : P2P_PART_ALIGN, at = 0;
     for (int p = 0; p < n; p++) {
       p2pPartBounds(bytes, n, align, p, &off, &len);
-      T_CHECK(off == at, "bytes %zu n %d align %zu part %d: starts at %zu, want %zu", bytes, n, align, p, off, at);
-      T_CHECK(off % a == 0 || len == 0, "bytes %zu n %d part %d: boundary %zu not aligned to %zu", bytes, n, p, off, a);
+      T_CHECK(off == at, "bytes %zu n %d align %zu part %d: starts at %zu, want %zu", bytes, n, align, p, off,
+              at);
+      T_CHECK(off % a == 0 || len == 0, "bytes %zu n %d part %d: boundary %zu not aligned to %zu", bytes, n,
+              p, off, a);
       size_t share = (bytes + (size_t)n - 1) / (size_t)n;
-      T_CHECK(len <= share + a - 1, "bytes %zu n %d part %d: %zu bytes exceed the share %zu", bytes, n, p, len, share);
+      T_CHECK(len <= share + a - 1, "bytes %zu n %d part %d: %zu bytes exceed the share %zu", bytes, n, p,
+              len, share);
       at = off + len;
     }
     T_CHECK(at == bytes, "bytes %zu n %d: parts end at %zu", bytes, n, at);
@@ -314,8 +426,9 @@ static void checkBases(const p2pComm* sendView, const p2pComm* recvView, const c
     for (int dn = 0; dn < N; dn++)
       for (int dl = 0; dl < G; dl++, idx++) {
         int r = ((s / G + dn) % N) * G + (s % G + dl) % G;
-        T_CHECK(p2pNodeMajorIndex(sendView, s, r) == idx, "%s: node-major index of %d -> %d is %d, sender counts %d",
-                tag, s, r, p2pNodeMajorIndex(sendView, s, r), idx);
+        T_CHECK(p2pNodeMajorIndex(sendView, s, r) == idx,
+                "%s: node-major index of %d -> %d is %d, sender counts %d", tag, s, r,
+                p2pNodeMajorIndex(sendView, s, r), idx);
       }
   }
   for (int r = 0; r < n; r++) {
@@ -324,8 +437,9 @@ static void checkBases(const p2pComm* sendView, const p2pComm* recvView, const c
     for (int dn = 0; dn < N; dn++)
       for (int dl = 0; dl < G; dl++, idx++) {
         int s = ((r / G - dn + N) % N) * G + (r % G - dl + G) % G;
-        T_CHECK(p2pNodeMajorIndex(recvView, s, r) == idx, "%s: node-major index of %d -> %d is %d, receiver counts %d",
-                tag, s, r, p2pNodeMajorIndex(recvView, s, r), idx);
+        T_CHECK(p2pNodeMajorIndex(recvView, s, r) == idx,
+                "%s: node-major index of %d -> %d is %d, receiver counts %d", tag, s, r,
+                p2pNodeMajorIndex(recvView, s, r), idx);
       }
   }
   for (int s = 0; s < n; s++)
@@ -343,11 +457,12 @@ static void checkBases(const p2pComm* sendView, const p2pComm* recvView, const c
               p2pScheduleRound(recvView, s, r), rs);
       for (int op = 0; op < P2P_NUM_OPS; op++) {
         int bs = p2pChannelBase(sendView, (p2pOp)op, s, r), br = p2pChannelBase(recvView, (p2pOp)op, s, r);
-        T_CHECK(bs == br && bs >= 0 && bs < sendView->pool, "%s: %s %d -> %d: base %d on the sender, %d on the receiver",
-                tag, p2pOpName((p2pOp)op), s, r, bs, br);
+        T_CHECK(bs == br && bs >= 0 && bs < sendView->pool,
+                "%s: %s %d -> %d: base %d on the sender, %d on the receiver", tag, p2pOpName((p2pOp)op), s, r,
+                bs, br);
         uint64_t ms = p2pTaskMask(sendView, (p2pOp)op, s, r), mr = p2pTaskMask(recvView, (p2pOp)op, s, r);
-        T_CHECK(ms == mr && popcount64(ms) == p2pTaskParts(sendView, (p2pOp)op), "%s: %s %d -> %d: masks differ", tag,
-                p2pOpName((p2pOp)op), s, r);
+        T_CHECK(ms == mr && popcount64(ms) == p2pTaskParts(sendView, (p2pOp)op),
+                "%s: %s %d -> %d: masks differ", tag, p2pOpName((p2pOp)op), s, r);
       }
     }
   free(sendTo);
@@ -355,8 +470,9 @@ static void checkBases(const p2pComm* sendView, const p2pComm* recvView, const c
 }
 
 static int caseBase(void) {
-  const int cfg[][4] = {{1, 8, 32, 2}, {1, 8, 64, 32}, {2, 8, 32, 2}, {3, 8, 64, 4}, {4, 8, 32, 2}, {5, 8, 64, 2},
-                        {8, 8, 64, 2}, {16, 8, 64, 2}, {3, 4, 16, 4}, {17, 1, 32, 2}, {5, 6, 32, 8}, {3, 3, 8, 2}};
+  const int cfg[][4] = {{1, 8, 32, 2}, {1, 8, 64, 32}, {2, 8, 32, 2}, {3, 8, 64, 4},
+                        {4, 8, 32, 2}, {5, 8, 64, 2},  {8, 8, 64, 2}, {16, 8, 64, 2},
+                        {3, 4, 16, 4}, {17, 1, 32, 2}, {5, 6, 32, 8}, {3, 3, 8, 2}};
   for (size_t i = 0; i < sizeof cfg / sizeof cfg[0]; i++) {
     /* Each end builds its own view of the comm from the same comm-wide values. */
     p2pComm a = commOf(cfg[i][0], cfg[i][1], cfg[i][2], cfg[i][3], 0);
@@ -377,24 +493,26 @@ static int caseBase(void) {
       for (int ch = 0; ch < a.pool; ch++)
         if (per[ch] > busiest) busiest = per[ch];
       int want = (peers * parts + a.pool - 1) / a.pool;
-      T_CHECK(busiest == want, "%s: root %d: busiest channel carries %d flows, want %d", tag, root, busiest, want);
+      T_CHECK(busiest == want, "%s: root %d: busiest channel carries %d flows, want %d", tag, root, busiest,
+              want);
     }
-    printf("%-28s bases agree on both ends for all %d pairs x %d ops; scatter parts %d\n", tag, a.nRanks * a.nRanks,
-           P2P_NUM_OPS, parts);
+    printf("%-28s bases agree on both ends for all %d pairs x %d ops; scatter parts %d\n", tag,
+           a.nRanks * a.nRanks, P2P_NUM_OPS, parts);
   }
   /* Part p's channel does not depend on the part count: more parts only add. */
   for (int pool = 1; pool <= P2P_MAX_CHANNELS; pool *= 2)
     for (int base = 0; base < pool; base++)
       for (int k = 1; k < pool; k *= 2) {
         uint64_t m = p2pChannelMask(pool, base, k), m2 = p2pChannelMask(pool, base, 2 * k);
-        T_CHECK(popcount64(m) == k && popcount64(m2) == 2 * k && (m & m2) == m, "pool %d base %d: %d parts not a subset of %d",
-                pool, base, k, 2 * k);
+        T_CHECK(popcount64(m) == k && popcount64(m2) == 2 * k && (m & m2) == m,
+                "pool %d base %d: %d parts not a subset of %d", pool, base, k, 2 * k);
         T_CHECK(p2pChannelForPart(pool, base, 0) == base, "pool %d: part 0 is not on the base", pool);
       }
   /* The seed's 3-node example, in channels: parts on base and base + 32. */
   p2pComm c3 = commOf(3, 8, 64, 4, 0);
   T_CHECK(p2pTaskMask(&c3, P2P_OP_SCATTER, 0, 1) == ((1ull << 0) | (1ull << 32)), "3 nodes: 0 -> 1 channels");
-  T_CHECK(p2pTaskMask(&c3, P2P_OP_SCATTER, 0, 23) == ((1ull << 22) | (1ull << 54)), "3 nodes: 0 -> 23 channels");
+  T_CHECK(p2pTaskMask(&c3, P2P_OP_SCATTER, 0, 23) == ((1ull << 22) | (1ull << 54)),
+          "3 nodes: 0 -> 23 channels");
   T_CHECK(p2pTaskMask(&c3, P2P_OP_SCATTER, 9, 0) == ((1ull << 22) | (1ull << 54)),
           "3 nodes: 9 -> 0 is node delta 2, local delta 7: index 23");
   return 0;
@@ -453,17 +571,20 @@ static int caseLazy(void) {
     /* 1. A one-part scatter claims part 0 only and leaves the side unseen. */
     uint64_t now = runTask(&ranks[s], &ranks[r], p2pTaskMask(&c, P2P_OP_SCATTER, s, r),
                            p2pTaskMask(&c, P2P_OP_SCATTER, s, r), s, r, 0);
-    T_CHECK(now == part0, "%d -> %d: scatter connected {%s}, want part 0 {%s}", s, r, p2pMaskString(now, a, sizeof a),
-            p2pMaskString(part0, b, sizeof b));
-    T_CHECK(p2pConnMask(&ranks[s].t, r, P2P_DIR_SEND) == part0 && p2pConnMask(&ranks[r].t, s, P2P_DIR_RECV) == part0,
+    T_CHECK(now == part0, "%d -> %d: scatter connected {%s}, want part 0 {%s}", s, r,
+            p2pMaskString(now, a, sizeof a), p2pMaskString(part0, b, sizeof b));
+    T_CHECK(p2pConnMask(&ranks[s].t, r, P2P_DIR_SEND) == part0 &&
+                p2pConnMask(&ranks[r].t, s, P2P_DIR_RECV) == part0,
             "%d -> %d: send copy {%s}, recv copy {%s}", s, r,
             p2pMaskString(p2pConnMask(&ranks[s].t, r, P2P_DIR_SEND), a, sizeof a),
             p2pMaskString(p2pConnMask(&ranks[r].t, s, P2P_DIR_RECV), b, sizeof b));
-    T_CHECK(!p2pConnSeen(&ranks[s].t, &c, s, r, P2P_DIR_SEND) && !p2pConnSeen(&ranks[r].t, &c, r, s, P2P_DIR_RECV),
+    T_CHECK(!p2pConnSeen(&ranks[s].t, &c, s, r, P2P_DIR_SEND) &&
+                !p2pConnSeen(&ranks[r].t, &c, r, s, P2P_DIR_RECV),
             "%d -> %d: a partial scatter marked the pair seen", s, r);
     /* Nothing else was touched: no other peer, no other direction. */
     for (int q = 0; q < 32; q++) {
-      T_CHECK(q == r || p2pConnMask(&ranks[s].t, q, P2P_DIR_SEND) == 0 || pi == 1, "stray send channel to %d", q);
+      T_CHECK(q == r || p2pConnMask(&ranks[s].t, q, P2P_DIR_SEND) == 0 || pi == 1, "stray send channel to %d",
+              q);
       T_CHECK(p2pConnMask(&ranks[s].t, q, P2P_DIR_RECV) == 0 || (pi == 1 && q == 0),
               "rank %d: stray recv channels from %d", s, q);
     }
@@ -472,18 +593,21 @@ static int caseLazy(void) {
     T_CHECK(now == 0, "%d -> %d: a repeated scatter connected {%s}", s, r, p2pMaskString(now, a, sizeof a));
     /* 3. A later task on that base with all its parts adds just the missing channel. */
     now = runTask(&ranks[s], &ranks[r], full, full, s, r, 0);
-    T_CHECK(now == (full & ~part0) && popcount64(now) == 1, "%d -> %d: the full task connected {%s}, want {%s}", s, r,
-            p2pMaskString(now, a, sizeof a), p2pMaskString(full & ~part0, b, sizeof b));
-    T_CHECK(p2pConnMask(&ranks[s].t, r, P2P_DIR_SEND) == full && p2pConnMask(&ranks[r].t, s, P2P_DIR_RECV) == full,
+    T_CHECK(now == (full & ~part0) && popcount64(now) == 1,
+            "%d -> %d: the full task connected {%s}, want {%s}", s, r, p2pMaskString(now, a, sizeof a),
+            p2pMaskString(full & ~part0, b, sizeof b));
+    T_CHECK(p2pConnMask(&ranks[s].t, r, P2P_DIR_SEND) == full &&
+                p2pConnMask(&ranks[r].t, s, P2P_DIR_RECV) == full,
             "%d -> %d: both copies hold both parts", s, r);
     /* 4. A full send/recv task on its schedule base connects what it lacks,
      * after which both sides are seen. */
     uint64_t sr = p2pTaskMask(&c, P2P_OP_SENDRECV, s, r);
     now = runTask(&ranks[s], &ranks[r], sr, sr, s, r, 0);
-    T_CHECK(now == (sr & ~full), "%d -> %d: send/recv connected {%s}, want {%s}", s, r, p2pMaskString(now, a, sizeof a),
-            p2pMaskString(sr & ~full, b, sizeof b));
-    T_CHECK(p2pConnSeen(&ranks[s].t, &c, s, r, P2P_DIR_SEND) && p2pConnSeen(&ranks[r].t, &c, r, s, P2P_DIR_RECV),
-            "%d -> %d: a full task left a side unseen", s, r);
+    T_CHECK(now == (sr & ~full), "%d -> %d: send/recv connected {%s}, want {%s}", s, r,
+            p2pMaskString(now, a, sizeof a), p2pMaskString(sr & ~full, b, sizeof b));
+    T_CHECK(
+        p2pConnSeen(&ranks[s].t, &c, s, r, P2P_DIR_SEND) && p2pConnSeen(&ranks[r].t, &c, r, s, P2P_DIR_RECV),
+        "%d -> %d: a full task left a side unseen", s, r);
     printf("%d -> %d: scatter {%s}, then +{%s} for the full task on its base\n", s, r,
            p2pMaskString(part0, a, sizeof a), p2pMaskString(full & ~part0, b, sizeof b));
   }
@@ -505,7 +629,8 @@ static int caseLazy(void) {
   runTask(&x, &y, w, w, 3, 20, 1);
   T_CHECK(p2pConnMask(&x.t, 20, P2P_DIR_SEND) == 0, "the sender recorded a connection the receiver refused");
   /* p2pConnClaim is need + commit in one, for a side that connects alone. */
-  T_CHECK(p2pConnClaim(&x.t, 20, P2P_DIR_SEND, w) == w && p2pConnClaim(&x.t, 20, P2P_DIR_SEND, w) == 0, "claim");
+  T_CHECK(p2pConnClaim(&x.t, 20, P2P_DIR_SEND, w) == w && p2pConnClaim(&x.t, 20, P2P_DIR_SEND, w) == 0,
+          "claim");
   return 0;
 }
 
@@ -544,8 +669,9 @@ static int caseTool(void) {
     snprintf(a[2], 16, "%d", r->pool);
     snprintf(a[3], 16, "%d", r->perPeer);
     snprintf(a[4], 16, "%d", r->user);
-    char* argv[] = {"relaycc-plan", "--scatter-parts", "--nodes", a[0], "--local", a[1], "--pool", a[2],
-                    "--per-peer", a[3], "--user-per-peer", a[4]};
+    char* argv[] = {
+        "relaycc-plan", "--scatter-parts", "--nodes", a[0], "--local", a[1], "--pool", a[2], "--per-peer",
+        a[3],           "--user-per-peer", a[4]};
     char last[512], want[32];
     int rc = runTool(argv, r->user ? 12 : 10, last, sizeof last);
     snprintf(want, sizeof want, "parts %d\n", r->want);
@@ -557,7 +683,8 @@ static int caseTool(void) {
   T_CHECK(runTool(eq, 6, last, sizeof last) == 0 && !strcmp(last, "parts 2\n"), "--opt=value: '%s'", last);
   char* missing[] = {"relaycc-plan", "--scatter-parts", "--nodes", "3", "--local", "8", "--pool", "64"};
   T_CHECK(runTool(missing, 8, last, sizeof last) == 2, "missing --per-peer accepted");
-  char* badPool[] = {"relaycc-plan", "--scatter-parts", "--nodes", "3", "--local", "8", "--pool", "48", "--per-peer", "4"};
+  char* badPool[] = {"relaycc-plan", "--scatter-parts", "--nodes", "3", "--local", "8", "--pool",
+                     "48",           "--per-peer",      "4"};
   T_CHECK(runTool(badPool, 10, last, sizeof last) == 2, "pool 48 accepted");
   char* junk[] = {"relaycc-plan", "--scatter-parts", "--nodes", "x3"};
   T_CHECK(runTool(junk, 4, last, sizeof last) == 2, "--nodes x3 accepted");

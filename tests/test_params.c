@@ -48,11 +48,13 @@ static int rankAgreed(int rank, int nranks, void* arg) {
   relayResult_t r = relayCommInitShm(&c, nranks, rank, t_job(), &cfg);
   fflush(stderr);
   dup2(saved, 2);
-  T_CHECK(r == relaySuccess, "rank %d: init -> %s (%s)", rank, relayGetErrorString(r), relayGetLastError(NULL));
+  T_CHECK(r == relaySuccess, "rank %d: init -> %s (%s)", rank, relayGetErrorString(r),
+          relayGetLastError(NULL));
   for (int i = 0; i < RELAY_P_COUNT; i++)
     if (relayParamDefs[i].scope == RELAY_PSCOPE_AGREED)
-      T_CHECK(relayParamInt(c, (relayParamId)i) == relayParamDefs[i].def, "rank %d: %s = %lld, not rank 0's %lld",
-              rank, relayParamDefs[i].name, relayParamInt(c, (relayParamId)i), relayParamDefs[i].def);
+      T_CHECK(relayParamInt(c, (relayParamId)i) == relayParamDefs[i].def,
+              "rank %d: %s = %lld, not rank 0's %lld", rank, relayParamDefs[i].name,
+              relayParamInt(c, (relayParamId)i), relayParamDefs[i].def);
   /* The call every rank must plan alike (rank 1 alone had the one-shot off). */
   int ranks[NRANKS] = {0, 1, 2, 3};
   relayLayout_t lay = {1, NRANKS, ranks};
@@ -82,7 +84,8 @@ static int rankAgreed(int rank, int nranks, void* arg) {
     if (rank == 1) T_CHECK(!strstr(hit + 1, want), "rank 1: %s logged twice", relayParamDefs[i].name);
   }
   /* Rank 0 printed the resolved table. */
-  if (rank == 0) T_CHECK(strstr(text, "param RELAYCC_ONESHOT_MAX_BYTES = 1048576"), "rank 0: no table: %s", text);
+  if (rank == 0)
+    T_CHECK(strstr(text, "param RELAYCC_ONESHOT_MAX_BYTES = 1048576"), "rank 0: no table: %s", text);
   /* PROCESS rows as the process read them (main set them): STRING rows by their text, not "(unset)". */
   if (rank == 0)
     for (int i = 0; i < (int)(sizeof kProcessSet / sizeof kProcessSet[0]); i++) {
@@ -101,15 +104,15 @@ static int rankAgreed(int rank, int nranks, void* arg) {
 /* One rank's invalid setting: every rank fails init at once (well under the deadline), that rank naming
  * the variable, the value and what is allowed, the others quoting the same text after its rank. */
 typedef struct {
-  int rank;          /* the rank whose environment has it */
-  const char* var;   /* the variable, set to value on that rank */
+  int rank;        /* the rank whose environment has it */
+  const char* var; /* the variable, set to value on that rank */
   const char* value;
-  const char* own;   /* the text both that rank's error and the others' hold */
-  const char* lead;  /* what the others' error says before it */
+  const char* own;  /* the text both that rank's error and the others' hold */
+  const char* lead; /* what the others' error says before it */
 } badSetting;
 
-static const badSetting kDepth = {2, "RELAYCC_DEPTH", "99", "RELAYCC_DEPTH=99: expected an integer in [0, 64]",
-                                  "rank 2 failed init: "};
+static const badSetting kDepth = {2, "RELAYCC_DEPTH", "99",
+                                  "RELAYCC_DEPTH=99: expected an integer in [0, 64]", "rank 2 failed init: "};
 /* The row's range is [0, 512]; its set is what the kernels have (issue 25.4: 100 was accepted). */
 static const badSetting kThreads = {1, "RELAYCC_ONESHOT_THREADS", "100",
                                     "RELAYCC_ONESHOT_THREADS=100: expected one of 0, 128, 256, 512",
@@ -119,9 +122,9 @@ static const badSetting kShim = {3, "RELAYCC_SHIM", "maybe",
                                  "RELAYCC_SHIM=maybe: expected 0 or 1 (also true/false, yes/no, on/off)",
                                  "rank 3 failed init: "};
 /* A topology that does not load: the others quote the variable and the rank's reason. */
-static const badSetting kTopo = {2, "RELAYCC_TOPO", "/nonexistent/relaycc.topo",
-                                 "RELAYCC_TOPO / config.topo = \"/nonexistent/relaycc.topo\": ",
-                                 "rank 2 could not load its topology: "};
+static const badSetting kTopo = {
+    2, "RELAYCC_TOPO", "/nonexistent/relaycc.topo",
+    "RELAYCC_TOPO / config.topo = \"/nonexistent/relaycc.topo\": ", "rank 2 could not load its topology: "};
 
 static int rankInvalid(int rank, int nranks, void* arg) {
   const badSetting* b = arg;
@@ -134,12 +137,11 @@ static int rankInvalid(int rank, int nranks, void* arg) {
   const char* e = relayGetLastError(NULL);
   T_CHECK(c == NULL, "rank %d: a comm came back", rank);
   char want[512];
-  if (rank == b->rank)
-    snprintf(want, sizeof want, "relayCommInitShm (rank %d): %s", rank, b->own);
-  else
-    snprintf(want, sizeof want, "relayCommInitShm (rank %d): %s%s", rank, b->lead, b->own);
-  T_CHECK(r == (rank == b->rank ? relayInvalidArgument : relayRemoteError) && strncmp(e, want, strlen(want)) == 0,
-          "rank %d: %s (%s), want it to start with \"%s\"", rank, relayGetErrorString(r), e, want);
+  if (rank == b->rank) snprintf(want, sizeof want, "relayCommInitShm (rank %d): %s", rank, b->own);
+  else snprintf(want, sizeof want, "relayCommInitShm (rank %d): %s%s", rank, b->lead, b->own);
+  T_CHECK(
+      r == (rank == b->rank ? relayInvalidArgument : relayRemoteError) && strncmp(e, want, strlen(want)) == 0,
+      "rank %d: %s (%s), want it to start with \"%s\"", rank, relayGetErrorString(r), e, want);
   T_CHECK((relayNowNs() - t0) / 1000000 < 5000, "rank %d: the failure waited %llu ms (deadline 20000)", rank,
           (unsigned long long)((relayNowNs() - t0) / 1000000));
   printf("rank %d: %s\n", rank, e);
@@ -167,8 +169,11 @@ static int caseReadme(const char* path) {
   relayParamsMarkdown(m);
   fclose(m);
   int same = (size_t)(b - a) == genLen && memcmp(a, gen, genLen) == 0;
-  if (!same) fprintf(stderr, "README's table differs from the parameter table; regenerate it with "
-                             "`test_params markdown`:\n%s", gen);
+  if (!same)
+    fprintf(stderr,
+            "README's table differs from the parameter table; regenerate it with "
+            "`test_params markdown`:\n%s",
+            gen);
   T_CHECK(same, "README table is stale");
   free(gen);
   free(text);
@@ -203,12 +208,29 @@ static const tCase kCases[] = {
     {.name = "markdown", .fn = runMarkdown, .manual = 1},
     {.name = "readme", .main = runReadme, .args = "@SOURCE_DIR@/README.md", .timeoutS = 300},
     {.name = "agreed", .fn = runAgreed, .timeoutS = 300, .env = "RELAYCC_DEBUG=INFO"},
-    {.name = "invalid", .rank = rankInvalid, .arg = (void*)&kDepth, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 300},
-    {.name = "invalid-set", .rank = rankInvalid, .arg = (void*)&kThreads, .ranks = NRANKS, .deadlineS = 120,
+    {.name = "invalid",
+     .rank = rankInvalid,
+     .arg = (void*)&kDepth,
+     .ranks = NRANKS,
+     .deadlineS = 120,
      .timeoutS = 300},
-    {.name = "invalid-process", .rank = rankInvalid, .arg = (void*)&kShim, .ranks = NRANKS, .deadlineS = 120,
+    {.name = "invalid-set",
+     .rank = rankInvalid,
+     .arg = (void*)&kThreads,
+     .ranks = NRANKS,
+     .deadlineS = 120,
      .timeoutS = 300},
-    {.name = "invalid-topo", .rank = rankInvalid, .arg = (void*)&kTopo, .ranks = NRANKS, .deadlineS = 120,
+    {.name = "invalid-process",
+     .rank = rankInvalid,
+     .arg = (void*)&kShim,
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 300},
+    {.name = "invalid-topo",
+     .rank = rankInvalid,
+     .arg = (void*)&kTopo,
+     .ranks = NRANKS,
+     .deadlineS = 120,
      .timeoutS = 300},
 };
 

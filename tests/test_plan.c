@@ -40,13 +40,16 @@ typedef struct {
   int route, depth, inPlace;
 } cfg;
 
-static int isReduce(relayCollective_t c) { return c == relayCollectiveReduceScatter || c == relayCollectiveAllReduce; }
+static int isReduce(relayCollective_t c) {
+  return c == relayCollectiveReduceScatter || c == relayCollectiveAllReduce;
+}
 static int isUnsigned(relayDataType_t d) { return d == relayUint8 || d == relayUint32 || d == relayUint64; }
 
 static void describe(const cfg* f, char* out, size_t len) {
-  int w = snprintf(out, len, "%s n=%d A=%d G=%d %s op=%s route=%s depth=%d %s layout=", relayCollName(f->coll), f->n,
-                   f->A, f->G, relayTypeName(f->dtype), relayOpName(f->op), relayRouteName(f->route), f->depth,
-                   f->inPlace ? "in-place" : "out-of-place");
+  int w =
+      snprintf(out, len, "%s n=%d A=%d G=%d %s op=%s route=%s depth=%d %s layout=", relayCollName(f->coll),
+               f->n, f->A, f->G, relayTypeName(f->dtype), relayOpName(f->op), relayRouteName(f->route),
+               f->depth, f->inPlace ? "in-place" : "out-of-place");
   for (int i = 0; i < f->A * f->G && w > 0 && (size_t)w < len; i++)
     w += snprintf(out + w, len - (size_t)w, "%s%d", i ? "," : "", f->ranks[i]);
   for (int g = 0; g < f->G && w > 0 && (size_t)w < len; g++)
@@ -135,7 +138,8 @@ static void expected(const cfg* f, int g, int j, void* out, void* tmp /* A*count
     case relayCollectiveAllToAll:
       for (int i = 0; i < A; i++)
         for (size_t e = 0; e < c; e++)
-          store(f->dtype, out, (size_t)i * c + e, code(f, g, i, f->coll == relayCollectiveAllGather ? 0 : j, e));
+          store(f->dtype, out, (size_t)i * c + e,
+                code(f, g, i, f->coll == relayCollectiveAllGather ? 0 : j, e));
       break;
     default: {
       const void* srcs[PLAN_MAX_SRCS];
@@ -224,8 +228,9 @@ static const char* aliasHazard(const cfg* f, const relayPlan* p) {
         for (uint32_t b = 0; b < st->nSend; b++) {
           const planXfer* y = &p->sends[st->sendBase + b];
           if (physOverlap(px, physOf(f, c, j, y->ref, y->count))) {
-            snprintf(msg, sizeof msg, "rank %d step %d: in place, a receive from %d lands on what the step sends to %d",
-                     r, s, x->peer, y->peer);
+            snprintf(msg, sizeof msg,
+                     "rank %d step %d: in place, a receive from %d lands on what the step sends to %d", r, s,
+                     x->peer, y->peer);
             return msg;
           }
         }
@@ -366,8 +371,8 @@ static int runConfig(const cfg* f, char* why, size_t whyLen, int* relay, int* de
     expected(f, g, j, want, tmp);
     size_t first = 0, bad = compare(f, recvp[r], want, rn, &first);
     if (bad) {
-      snprintf(why, whyLen, "rank %d (group %d index %d): %zu of %zu elements wrong, first at %zu", r, g, j, bad, rn,
-               first);
+      snprintf(why, whyLen, "rank %d (group %d index %d): %zu of %zu elements wrong, first at %zu", r, g, j,
+               bad, rn, first);
       rc = 1;
     }
     free(want);
@@ -422,10 +427,8 @@ static void drawConfig(uint64_t seed, cfg* f) {
   f->n = 3 + (int)(t_rand(&s) % (MAXR - 2));
   /* Half the draws take the shapes the seed measured (A = 2, 4), the rest
    * any A the comm allows. */
-  if (t_rand(&s) % 2 && f->n >= 4)
-    f->A = t_rand(&s) % 2 ? 2 : 4;
-  else
-    f->A = 2 + (int)(t_rand(&s) % (uint64_t)(f->n - 1));
+  if (t_rand(&s) % 2 && f->n >= 4) f->A = t_rand(&s) % 2 ? 2 : 4;
+  else f->A = 2 + (int)(t_rand(&s) % (uint64_t)(f->n - 1));
   int gmax = f->n / f->A;
   f->G = t_rand(&s) % 3 == 0 ? 1 : 1 + (int)(t_rand(&s) % (uint64_t)gmax);
   int perm[MAXR];
@@ -471,11 +474,12 @@ static int runSeed(uint64_t seed, int* relay, int* depth, cfg* out) {
 
 static int cmdSweep(uint64_t seed, long count) {
   if (!seed) seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 32);
-  printf("plan sweep: seed %" PRIu64 ", %ld configurations (replay: test_plan sweep %" PRIu64 " %ld)\n", seed, count,
-         seed, count);
+  printf("plan sweep: seed %" PRIu64 ", %ld configurations (replay: test_plan sweep %" PRIu64 " %ld)\n", seed,
+         count, seed, count);
   fflush(stdout);
   unsigned long long s = seed;
-  uint64_t relayPlans = 0, byColl[RELAY_NUM_LAYOUT_COLLS] = {0}, fused = 0, inPlace = 0, a2 = 0, a4 = 0, byDepth[4] = {0};
+  uint64_t relayPlans = 0, byColl[RELAY_NUM_LAYOUT_COLLS] = {0}, fused = 0, inPlace = 0, a2 = 0, a4 = 0,
+           byDepth[4] = {0};
   int fails = 0;
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -495,11 +499,13 @@ static int cmdSweep(uint64_t seed, long count) {
     if (fails >= 5) break;
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  printf("plan sweep: relay plans %" PRIu64 " (allgather %" PRIu64 ", reducescatter %" PRIu64 ", allreduce %" PRIu64
-         ", alltoall %" PRIu64 "; A=2 %" PRIu64 ", A=4 %" PRIu64 ", other A %" PRIu64 "; fused %" PRIu64
-         ", in place %" PRIu64 ")\n",
-         relayPlans, byColl[0], byColl[1], byColl[2], byColl[3], a2, a4, relayPlans - a2 - a4, fused, inPlace);
-  printf("plan sweep: relay plans by depth built: 1: %" PRIu64 ", 2: %" PRIu64 ", 4: %" PRIu64 ", 8: %" PRIu64 "\n",
+  printf("plan sweep: relay plans %" PRIu64 " (allgather %" PRIu64 ", reducescatter %" PRIu64
+         ", allreduce %" PRIu64 ", alltoall %" PRIu64 "; A=2 %" PRIu64 ", A=4 %" PRIu64 ", other A %" PRIu64
+         "; fused %" PRIu64 ", in place %" PRIu64 ")\n",
+         relayPlans, byColl[0], byColl[1], byColl[2], byColl[3], a2, a4, relayPlans - a2 - a4, fused,
+         inPlace);
+  printf("plan sweep: relay plans by depth built: 1: %" PRIu64 ", 2: %" PRIu64 ", 4: %" PRIu64 ", 8: %" PRIu64
+         "\n",
          byDepth[0], byDepth[1], byDepth[2], byDepth[3]);
   printf("plan sweep: %s in %.2f s\n", fails ? "FAILED" : "passed",
          (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
@@ -508,8 +514,8 @@ static int cmdSweep(uint64_t seed, long count) {
 
 /* ---- critical-path bytes ----------------------------------------------------- */
 
-static relayPlan* buildPlan(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
-                            int depth) {
+static relayPlan* buildPlan(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt,
+                            int route, int depth) {
   cfg f;
   memset(&f, 0, sizeof f);
   f.coll = coll;
@@ -524,15 +530,15 @@ static relayPlan* buildPlan(relayCollective_t coll, int n, int A, int G, size_t 
   f.depth = depth;
   planKey k = keyOf(&f);
   relayPlan* p = NULL;
-  T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "%s A=%d G=%d n=%d: no %s plan", relayCollName(coll), A, G, n,
-          relayRouteName(route));
+  T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "%s A=%d G=%d n=%d: no %s plan", relayCollName(coll), A, G,
+          n, relayRouteName(route));
   char err[512];
   T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s", err);
   return p;
 }
 
-static uint64_t critical(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt, int route,
-                         int depth) {
+static uint64_t critical(relayCollective_t coll, int n, int A, int G, size_t count, relayDataType_t dt,
+                         int route, int depth) {
   relayPlan* p = buildPlan(coll, n, A, G, count, dt, route, depth);
   uint64_t b = relayPlanCriticalPathBytes(p);
   relayPlanFree(p);
@@ -554,10 +560,11 @@ static int latinRef(int A, int H, int s, int d) {
   return ((d - s - 1) % A + A) % A;
 }
 
-static void twoGroupTraffic(relayCollective_t coll, int n, int A, uint64_t m, uint64_t es, int step, uint64_t* out) {
+static void twoGroupTraffic(relayCollective_t coll, int n, int A, uint64_t m, uint64_t es, int step,
+                            uint64_t* out) {
   int H = n - A;
   memset(out, 0, (size_t)n * (size_t)n * sizeof *out);
-#define ADD(a, b, x) out[(size_t)(a) * (size_t)n + (size_t)(b)] += (uint64_t)(x) * es
+#define ADD(a, b, x) out[(size_t)(a) * (size_t)n + (size_t)(b)] += (uint64_t)(x)*es
   if (coll == relayCollectiveAllToAll && A > 2) {
     uint64_t L = m / 3 / 128 * 128, d1 = L ? L : m / 2, d2 = m - d1 - L;
     for (int s = 0; s < A; s++)
@@ -605,16 +612,19 @@ static void checkTwoGroup(void) {
         if (c == relayCollectiveAllToAll && A > 2 && n - A < A - 1) continue; /* not supported */
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
           if (n != 8 && counts[ci] > 100000) continue;
-          relayPlan* p = buildPlan((relayCollective_t)c, n, A, 1, counts[ci], relayBfloat16, relayRouteRelay, 1);
+          relayPlan* p =
+              buildPlan((relayCollective_t)c, n, A, 1, counts[ci], relayBfloat16, relayRouteRelay, 1);
           T_CHECK(p->nSteps == 2 && p->depth == 1, "depth 1: %d steps", p->nSteps);
           uint64_t got[MAXR * MAXR], want[MAXR * MAXR];
           for (int s = 0; s < 2; s++) {
             relayPlanStepTraffic(p, s, got);
             twoGroupTraffic((relayCollective_t)c, n, A, counts[ci], 2, s, want);
             for (int q = 0; q < n * n; q++)
-              T_CHECK(got[q] == want[q], "%s n=%d A=%d count=%zu depth 1 step %d: link %d -> %d carries %" PRIu64
+              T_CHECK(got[q] == want[q],
+                      "%s n=%d A=%d count=%zu depth 1 step %d: link %d -> %d carries %" PRIu64
                       " bytes, the two-group schedule %" PRIu64,
-                      relayCollName((relayCollective_t)c), n, A, counts[ci], s, q / n, q % n, got[q], want[q]);
+                      relayCollName((relayCollective_t)c), n, A, counts[ci], s, q / n, q % n, got[q],
+                      want[q]);
           }
           relayPlanFree(p);
           checked++;
@@ -623,16 +633,18 @@ static void checkTwoGroup(void) {
   /* fused: the same plan traffic at depth 8 as at depth 1 */
   for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++)
     for (int A = 2; A <= 4; A += 2) {
-      relayPlan* p1 = buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 1);
-      relayPlan* p8 = buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 8);
-      T_CHECK(p8->depth == 1 && p8->nSteps == 2, "%s A=%d fused at depth 8: depth %d", relayCollName((relayCollective_t)c), A,
-              p8->depth);
+      relayPlan* p1 =
+          buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 1);
+      relayPlan* p8 =
+          buildPlan((relayCollective_t)c, 8, A, 8 / A, 1000003, relayBfloat16, relayRouteRelay, 8);
+      T_CHECK(p8->depth == 1 && p8->nSteps == 2, "%s A=%d fused at depth 8: depth %d",
+              relayCollName((relayCollective_t)c), A, p8->depth);
       uint64_t a[64], b[64];
       for (int s = 0; s < 2; s++) {
         relayPlanStepTraffic(p1, s, a);
         relayPlanStepTraffic(p8, s, b);
-        T_CHECK(memcmp(a, b, sizeof a) == 0, "%s A=%d fused: depth 8 differs from depth 1", relayCollName((relayCollective_t)c),
-                A);
+        T_CHECK(memcmp(a, b, sizeof a) == 0, "%s A=%d fused: depth 8 differs from depth 1",
+                relayCollName((relayCollective_t)c), A);
       }
       relayPlanFree(p1);
       relayPlanFree(p8);
@@ -653,11 +665,13 @@ static void checkClosedForms(void) {
       for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
         uint64_t units = 7u * (uint64_t)T + 1, u = m / units / 128 * 128, rem = m - units * u;
         uint64_t b = critical((relayCollective_t)c, 8, 2, 1, m, relayBfloat16, relayRouteRelay, T) / es;
-        T_CHECK(b == (uint64_t)(T + 1) * u + rem, "%s A=2 T=%d m=%" PRIu64 ": %" PRIu64 " elements, want (T+1)u + %" PRIu64,
+        T_CHECK(b == (uint64_t)(T + 1) * u + rem,
+                "%s A=2 T=%d m=%" PRIu64 ": %" PRIu64 " elements, want (T+1)u + %" PRIu64,
                 relayCollName((relayCollective_t)c), T, m, b, rem);
         double ideal = (double)(T + 1) / (double)units * (double)m;
-        T_CHECK(fabs((double)b - ideal) <= (double)units * 128, "%s A=2 T=%d: %" PRIu64 " vs (T+1)/(7T+1) = %.0f",
-                relayCollName((relayCollective_t)c), T, b, ideal);
+        T_CHECK(fabs((double)b - ideal) <= (double)units * 128,
+                "%s A=2 T=%d: %" PRIu64 " vs (T+1)/(7T+1) = %.0f", relayCollName((relayCollective_t)c), T, b,
+                ideal);
       }
       /* 4-active all-to-all: (T+1)u, u = align(sc/(2T+1)) */
       uint64_t units = 2u * (uint64_t)T + 1, u = m / units / 128 * 128;
@@ -669,8 +683,8 @@ static void checkClosedForms(void) {
       for (int c = 0; c < 2; c++) {
         relayCollective_t coll = c ? relayCollectiveReduceScatter : relayCollectiveAllGather;
         b = critical(coll, 8, 4, 1, m, relayBfloat16, relayRouteRelay, T) / es;
-        T_CHECK(b == (3u * (uint64_t)T + 1) * v + (m - units * v), "%s A=4 T=%d: %" PRIu64 ", want (3T+1)v + rest",
-                relayCollName(coll), T, b);
+        T_CHECK(b == (3u * (uint64_t)T + 1) * v + (m - units * v),
+                "%s A=4 T=%d: %" PRIu64 ", want (3T+1)v + rest", relayCollName(coll), T, b);
       }
       /* 4-active all-reduce: 2(T+1)y, y = align(count/(12T)) from depth 2 (depth
        * 1 is the two-group count/4); the last shard tile also carries the
@@ -680,12 +694,14 @@ static void checkClosedForms(void) {
         /* two-group: u per cross link and the largest shard per intra link,
          * twice: ~count/4 */
         uint64_t u1 = m / 8 / 128 * 128, shard = (m - 4 * u1 + 3) / 4;
-        T_CHECK(b == 2 * (shard > u1 ? shard : u1), "allreduce A=4 T=1: %" PRIu64 ", want count/4 within alignment", b);
+        T_CHECK(b == 2 * (shard > u1 ? shard : u1),
+                "allreduce A=4 T=1: %" PRIu64 ", want count/4 within alignment", b);
       } else {
         uint64_t y = m / (12u * (uint64_t)T) / 128 * 128, rest = m - 12u * (uint64_t)T * y;
         T_CHECK(b >= 2u * (uint64_t)(T + 1) * y && b <= 2u * (uint64_t)(T + 1) * y + 2 * ((rest + 3) / 4),
-                "allreduce A=4 T=%d: %" PRIu64 " elements, want 2(T+1)y = %" PRIu64 " (+ the rest %" PRIu64 ")", T, b,
-                2u * (uint64_t)(T + 1) * y, rest);
+                "allreduce A=4 T=%d: %" PRIu64 " elements, want 2(T+1)y = %" PRIu64 " (+ the rest %" PRIu64
+                ")",
+                T, b, 2u * (uint64_t)(T + 1) * y, rest);
       }
     }
   printf("plan traffic: depths 1, 2, 4, 8 give the seed's closed forms on 8 ranks\n");
@@ -702,8 +718,9 @@ static void checkGranularity(void) {
     size_t count;
     int uniform;
   } cases[] = {
-      {relayCollectiveReduceScatter, 1000003, 1}, {relayCollectiveAllGather, 1000003, 0}, {relayCollectiveAllReduce, 1000003, 0},
-      {relayCollectiveAllGather, 150000001, 1},   {relayCollectiveAllReduce, 150000001, 1},
+      {relayCollectiveReduceScatter, 1000003, 1}, {relayCollectiveAllGather, 1000003, 0},
+      {relayCollectiveAllReduce, 1000003, 0},     {relayCollectiveAllGather, 150000001, 1},
+      {relayCollectiveAllReduce, 150000001, 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     relayPlan* p = buildPlan(cases[i].coll, 8, 4, 1, cases[i].count, relayBfloat16, relayRouteRelay, 4);
@@ -741,18 +758,22 @@ static void checkSideLane(void) {
         const planStep* st = planRankStep(p, r, s);
         for (uint32_t x = 0; x < st->nOp; x++) {
           const planOp* o = &p->ops[st->opBase + x];
-          T_CHECK(o->dst.buf == PLAN_BUF_RECV && o->dst.off == covered, "rank %d step %d: reduce at %llu, want %llu", r,
-                  s, (unsigned long long)o->dst.off, (unsigned long long)covered);
+          T_CHECK(o->dst.buf == PLAN_BUF_RECV && o->dst.off == covered,
+                  "rank %d step %d: reduce at %llu, want %llu", r, s, (unsigned long long)o->dst.off,
+                  (unsigned long long)covered);
           covered += o->count;
           side += o->lane == 1;
           main += o->lane == 0;
-          if (T > 1) T_CHECK(o->lane == 1 && x == 0, "rank %d step %d: the region's reduce belongs on the side lane", r, s);
+          if (T > 1)
+            T_CHECK(o->lane == 1 && x == 0, "rank %d step %d: the region's reduce belongs on the side lane",
+                    r, s);
         }
-        if (T > 1) T_CHECK(st->nOp == 1, "T=%d rank %d step %d: %u reduces, want one per step", T, r, s, st->nOp);
+        if (T > 1)
+          T_CHECK(st->nOp == 1, "T=%d rank %d step %d: %u reduces, want one per step", T, r, s, st->nOp);
       }
       T_CHECK(covered == m, "rank %d: reduces cover %llu of %zu", r, (unsigned long long)covered, m);
-      T_CHECK(T > 1 ? side == T + 1 && main == 0 : side == 0 && main == 1, "T=%d: %d side, %d main reduces", T, side,
-              main);
+      T_CHECK(T > 1 ? side == T + 1 && main == 0 : side == 0 && main == 1, "T=%d: %d side, %d main reduces",
+              T, side, main);
     }
     relayPlanFree(p);
   }
@@ -769,14 +790,14 @@ static int cmdTraffic(void) {
     size_t m = 1u << 20; /* a multiple of 8*128: exact */
     for (int G = 1; G <= 4; G *= 4) {
       uint64_t b = critical(coll, 8, 2, G, m, bf, relayRouteRelay, 1);
-      T_CHECK(b == m / 4 * es, "%s A=2 G=%d: critical path %" PRIu64 ", want m/4 = %zu", relayCollName(coll), G, b,
-              m / 4 * es);
+      T_CHECK(b == m / 4 * es, "%s A=2 G=%d: critical path %" PRIu64 ", want m/4 = %zu", relayCollName(coll),
+              G, b, m / 4 * es);
     }
     /* within alignment at an odd size: 2m/(H+2) <= path <= that + H*128 */
     size_t odd = 1000003;
     uint64_t b = critical(coll, 8, 2, 1, odd, bf, relayRouteRelay, 1) / es;
-    T_CHECK(b >= 2 * odd / 8 && b <= 2 * odd / 8 + 6 * 128, "%s A=2 odd: %" PRIu64 " elements on the critical path",
-            relayCollName(coll), b);
+    T_CHECK(b >= 2 * odd / 8 && b <= 2 * odd / 8 + 6 * 128,
+            "%s A=2 odd: %" PRIu64 " elements on the critical path", relayCollName(coll), b);
     /* 16 ranks: 14 helpers, 2m/16 */
     b = critical(coll, 16, 2, 1, m, bf, relayRouteRelay, 1);
     T_CHECK(b == m / 8 * es, "%s A=2 n=16: %" PRIu64, relayCollName(coll), b);
@@ -788,7 +809,8 @@ static int cmdTraffic(void) {
   size_t sc = 3u << 18; /* all-to-all: a multiple of 3*128; others: of 8*128 */
   for (int G = 1; G <= 2; G++) {
     uint64_t b = critical(relayCollectiveAllToAll, 8, 4, G, sc, bf, relayRouteRelay, 1);
-    T_CHECK(b == 2 * sc / 3 * es, "alltoall A=4 G=%d: %" PRIu64 ", want 2/3 of a segment = %zu", G, b, 2 * sc / 3 * es);
+    T_CHECK(b == 2 * sc / 3 * es, "alltoall A=4 G=%d: %" PRIu64 ", want 2/3 of a segment = %zu", G, b,
+            2 * sc / 3 * es);
     b = critical(relayCollectiveAllGather, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
     T_CHECK(b == (1u << 19) * es, "allgather A=4 G=%d: %" PRIu64 ", want sendcount/2", G, b);
     b = critical(relayCollectiveReduceScatter, 8, 4, G, 1u << 20, bf, relayRouteRelay, 1);
@@ -834,8 +856,8 @@ static void expectUnsupported(relayCollective_t coll, int n, int A, int G, int r
   planKey k = keyOf(&f);
   relayPlan* p = NULL;
   relayResult_t r = relayPlanBuild(&k, &p);
-  T_CHECK(r == relayNotSupported && p == NULL, "%s n=%d A=%d G=%d route %s: got %s", relayCollName(coll), n, A, G,
-          relayRouteName(route), relayGetErrorString(r));
+  T_CHECK(r == relayNotSupported && p == NULL, "%s n=%d A=%d G=%d route %s: got %s", relayCollName(coll), n,
+          A, G, relayRouteName(route), relayGetErrorString(r));
 }
 
 static int cmdUnsupported(void) {
@@ -854,8 +876,9 @@ static int cmdUnsupported(void) {
   static const struct {
     relayCollective_t c;
     int n, A;
-  } ok[] = {{relayCollectiveAllToAll, 7, 4}, {relayCollectiveAllToAll, 9, 5}, {relayCollectiveAllToAll, 3, 2},
-            {relayCollectiveAllGather, 3, 2}, {relayCollectiveReduceScatter, 16, 15}, {relayCollectiveAllReduce, 16, 15}};
+  } ok[] = {{relayCollectiveAllToAll, 7, 4},        {relayCollectiveAllToAll, 9, 5},
+            {relayCollectiveAllToAll, 3, 2},        {relayCollectiveAllGather, 3, 2},
+            {relayCollectiveReduceScatter, 16, 15}, {relayCollectiveAllReduce, 16, 15}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     uint64_t b = critical(ok[i].c, ok[i].n, ok[i].A, 1, 3000, relayFloat32, relayRouteRelay, 1);
     T_CHECK(b > 0, "%s n=%d A=%d: empty plan", relayCollName(ok[i].c), ok[i].n, ok[i].A);
@@ -886,9 +909,10 @@ static int runReplay(int argc, char** argv) {
 }
 
 /* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set: src/reduce_host.c)
- * against the scalar conversions, element by element, bit for bit (a NaN: a NaN): every bf16 / fp16 value as source 0,
- * against a sample of values as sources 1 and 2, each op, a count that leaves vector tails and sources
- * one element off alignment. Whatever clone this CPU runs, a rank with another CPU computes the same. */
+ * against the scalar conversions, element by element, bit for bit (a NaN: a NaN): every bf16 / fp16 value as
+ * source 0, against a sample of values as sources 1 and 2, each op, a count that leaves vector tails and
+ * sources one element off alignment. Whatever clone this CPU runs, a rank with another CPU computes the same.
+ */
 static float refLoad(relayDataType_t dt, unsigned short h) {
   return dt == relayBfloat16 ? relayBf16ToFloat(h) : relayHalfToFloat(h);
 }

@@ -32,7 +32,8 @@ static double predict(planKey k, const struct relayTopo* t, int route, int depth
   relayPlan* p = NULL;
   relayResult_t br = relayPlanBuild(&k, &p);
   if (br == relayNotSupported) return -1; /* e.g. past the one-shot gate */
-  T_CHECK(br == relaySuccess && p, "build %s %s A=%d G=%d count=%zu: %s", relayCollName(k.coll), relayRouteName(route), k.nActive, k.nGroups, k.counts[0], relayGetErrorString(br));
+  T_CHECK(br == relaySuccess && p, "build %s %s A=%d G=%d count=%zu: %s", relayCollName(k.coll),
+          relayRouteName(route), k.nActive, k.nGroups, k.counts[0], relayGetErrorString(br));
   relaySimResult r;
   memset(&r, 0, sizeof r);
   T_CHECK(relaySimRun(p, t, &r) == relaySuccess, "sim");
@@ -63,19 +64,21 @@ static void sweep(const char* preset, double factor, int* checked) {
           relayRouteChoose(&k, t, RELAY_TP_CAP_ONESHOT, &route, &depth);
           double direct = predict(k, t, relayRouteDirect, 1);
           double chosen = predict(k, t, route, depth);
-          T_CHECK(chosen <= direct * (1 + 1e-12), "%s %s A=%d G=%d %.0f B: chose %s/%d at %.3g s, direct %.3g s", preset,
+          T_CHECK(chosen <= direct * (1 + 1e-12),
+                  "%s %s A=%d G=%d %.0f B: chose %s/%d at %.3g s, direct %.3g s", preset,
                   relayCollName(k.coll), A, G, bytes, relayRouteName(route), depth, chosen, direct);
           if (!strcmp(preset, "h200") && route == relayRouteRelay)
-            T_CHECK(coll == relayCollectiveAllReduce && A >= 3, "h200: relay chosen for %s A=%d G=%d at %.0f B",
-                    relayCollName(k.coll), A, G, bytes);
+            T_CHECK(coll == relayCollectiveAllReduce && A >= 3,
+                    "h200: relay chosen for %s A=%d G=%d at %.0f B", relayCollName(k.coll), A, G, bytes);
           if (prevRoute >= 0 && (route != prevRoute || depth != prevDepth)) {
             /* At the first size of the new choice, the old choice must still
              * be close: a real crossover is where the curves meet. */
             double oldT = predict(k, t, prevRoute, prevDepth);
             T_CHECK(oldT < 0 || oldT / chosen < 1.0 + 2.5 * (factor - 1.0),
-                    "%s %s A=%d G=%d: choice jumps %s/%d -> %s/%d between %.0f and %.0f B (old %.3g s, new %.3g s)",
-                    preset, relayCollName(k.coll), A, G, relayRouteName(prevRoute), prevDepth, relayRouteName(route),
-                    depth, prevBytes, bytes, oldT, chosen);
+                    "%s %s A=%d G=%d: choice jumps %s/%d -> %s/%d between %.0f and %.0f B (old %.3g s, new "
+                    "%.3g s)",
+                    preset, relayCollName(k.coll), A, G, relayRouteName(prevRoute), prevDepth,
+                    relayRouteName(route), depth, prevBytes, bytes, oldT, chosen);
           }
           prevRoute = route;
           prevDepth = depth;

@@ -33,7 +33,8 @@
 #define NS 10 /* sizes of the auto logs */
 #define NP 5  /* sizes of the p2p logs: every other one of the auto logs' up to 256 MB */
 
-static const double kSizes[NS] = {4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1024 * MB};
+static const double kSizes[NS] = {4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB,
+                                  4 * MB, 16 * MB, 64 * MB, 256 * MB, 1024 * MB};
 static const int kP2pAt[NP] = {0, 2, 4, 6, 8}; /* 4K, 64K, 1M, 16M, 256M */
 
 typedef struct {
@@ -106,7 +107,8 @@ static planKey mkKey(relayCollective_t coll, int nranks, int A, double inputByte
   k.ranks = kRanks;
   /* Sizes are bytes of per-active-rank input (the bench's axis), bf16. */
   size_t elems = (size_t)(inputBytes / 2);
-  counts[0] = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll ? elems / (size_t)A : elems;
+  counts[0] =
+      coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll ? elems / (size_t)A : elems;
   k.counts = counts;
   k.dtype = relayBfloat16;
   k.op = relaySum;
@@ -132,7 +134,8 @@ static double planUs(const struct relayTopo* t, planKey k, int route, int depth)
     relayPlanFree(p);
     return -1;
   }
-  T_CHECK(r == relaySuccess && p, "build %s %s: %s", relayCollName(k.coll), relayRouteName(route), relayGetErrorString(r));
+  T_CHECK(r == relaySuccess && p, "build %s %s: %s", relayCollName(k.coll), relayRouteName(route),
+          relayGetErrorString(r));
   relaySimResult s;
   memset(&s, 0, sizeof s);
   T_OK(relaySimRun(p, t, &s));
@@ -160,15 +163,17 @@ static void addErr(errStat* s, double e) {
  * run), 3 direct/p2p, 4 speedup (same run), 5 baseline/nccl per call,
  * 6 direct/p2p per call. */
 #define NSERIES 7
-static const char* kSeries[NSERIES] = {"NCCL (graph)",        "native route (graph)", "NCCL, 2nd run (graph)",
-                                       "direct plan (graph)", "speedup (graph)",      "NCCL (per call)",
-                                       "direct plan (per call)"};
+static const char* kSeries[NSERIES] = {
+    "NCCL (graph)",    "native route (graph)", "NCCL, 2nd run (graph)", "direct plan (graph)",
+    "speedup (graph)", "NCCL (per call)",      "direct plan (per call)"};
 
 static void compare(const struct relayTopo* t, const measured* m, errStat st[NSERIES], int verbose) {
   size_t counts[1];
   if (verbose)
-    printf("%s on %s: size | nccl meas model err | native meas err | direct meas model err | speedup meas model\n",
-           relayCollName(m->coll), t->name);
+    printf(
+        "%s on %s: size | nccl meas model err | native meas err | direct meas model err | speedup meas "
+        "model\n",
+        relayCollName(m->coll), t->name);
   for (int i = 0; i < NS; i++) {
     planKey k = mkKey(m->coll, 2, 2, kSizes[i], counts);
     double b = baseUs(t, k);
@@ -197,7 +202,8 @@ static void compare(const struct relayTopo* t, const measured* m, errStat st[NSE
   }
 }
 
-static void report(const char* what, const struct relayTopo* t, errStat all[RELAY_NUM_LAYOUT_COLLS][NSERIES], int verbose) {
+static void report(const char* what, const struct relayTopo* t, errStat all[RELAY_NUM_LAYOUT_COLLS][NSERIES],
+                   int verbose) {
   for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
     memset(all[c], 0, sizeof(errStat) * NSERIES);
     compare(t, &kMeasured[c], all[c], verbose);
@@ -228,7 +234,8 @@ static int caseCalibration(void) {
     const char* cn = relayCollName((relayCollective_t)c);
     T_CHECK(after[c][0].maxAbs <= ERR_BASE, "%s: baseline vs NCCL %.2f%%", cn, 100 * after[c][0].maxAbs);
     T_CHECK(after[c][1].maxAbs <= ERR_NATIVE, "%s: baseline vs native %.2f%%", cn, 100 * after[c][1].maxAbs);
-    T_CHECK(after[c][2].maxAbs <= ERR_NCCL2, "%s: baseline vs NCCL 2nd run %.2f%%", cn, 100 * after[c][2].maxAbs);
+    T_CHECK(after[c][2].maxAbs <= ERR_NCCL2, "%s: baseline vs NCCL 2nd run %.2f%%", cn,
+            100 * after[c][2].maxAbs);
     T_CHECK(after[c][3].maxAbs <= ERR_P2P, "%s: direct plan %.2f%%", cn, 100 * after[c][3].maxAbs);
     T_CHECK(after[c][4].maxAbs <= ERR_SPEEDUP, "%s: speedup %.2f%%", cn, 100 * after[c][4].maxAbs);
     /* Calibration must not make any series worse than it was. */
@@ -263,8 +270,9 @@ static int chooseChecked(const struct relayTopo* t, planKey k, int caps, int* de
   }
   if (caps & RELAY_TP_CAP_NATIVE) {
     double nat = baseUs(t, k);
-    T_CHECK(chosen <= nat * (1 + 1e-12), "caps %d: %s %s A=%d G=%d count %zu: chose %s/%d at %.2f us, native %.2f us", caps,
-            t->name, relayCollName(k.coll), k.nActive, k.nGroups, k.counts[0], relayRouteName(route), depth, chosen,
+    T_CHECK(chosen <= nat * (1 + 1e-12),
+            "caps %d: %s %s A=%d G=%d count %zu: chose %s/%d at %.2f us, native %.2f us", caps, t->name,
+            relayCollName(k.coll), k.nActive, k.nGroups, k.counts[0], relayRouteName(route), depth, chosen,
             nat);
     if (nativeUs) *nativeUs = nat;
   }
@@ -285,31 +293,32 @@ static int caseChoices(void) {
   T_OK(relayTopoLoad("h200x2", &t));
   size_t counts[1];
   for (int pass = 0; pass < 2; pass++) {
-  int caps = RELAY_TP_CAP_NATIVE | (pass ? RELAY_TP_CAP_ONESHOT : 0);
-  printf("h200x2, native%s: size | route per collective (predicted us: native / chosen)\n",
-         pass ? " and one-shot" : " only");
-  for (double s = 4 * KB; s <= 1024 * MB * 1.01; s *= 2) {
-    printf("  %10.0f", s);
-    for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
-      planKey k = mkKey((relayCollective_t)c, 2, 2, s, counts);
-      double nat = 0, ch = 0;
-      int route = chooseChecked(t, k, caps, NULL, &nat, &ch);
-      printf(" | %-7s %8.2f %8.2f", relayRouteName(route), nat, ch);
-      if (c == relayCollectiveAllReduce || c == relayCollectiveReduceScatter)
-        T_CHECK(route == relayRouteNative || (pass && route == relayRouteOneShot), "%s at %.0f B: %s",
-                relayCollName((relayCollective_t)c), s, relayRouteName(route));
-      /* All-gather and all-to-all may take the one-shot (no reduce) below
-       * its gate, 1 MiB per rank. */
-      int os = pass && route == relayRouteOneShot && s <= 1 * MB;
-      if (c == relayCollectiveAllGather && s >= 1 * MB)
-        T_CHECK(route == relayRouteDirect || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
-      if (c == relayCollectiveAllGather && s <= 256 * KB)
-        T_CHECK(route == relayRouteNative || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
-      if (c == relayCollectiveAllToAll)
-        T_CHECK(route == relayRouteNative || route == relayRouteDirect || os, "all-to-all: %s", relayRouteName(route));
+    int caps = RELAY_TP_CAP_NATIVE | (pass ? RELAY_TP_CAP_ONESHOT : 0);
+    printf("h200x2, native%s: size | route per collective (predicted us: native / chosen)\n",
+           pass ? " and one-shot" : " only");
+    for (double s = 4 * KB; s <= 1024 * MB * 1.01; s *= 2) {
+      printf("  %10.0f", s);
+      for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
+        planKey k = mkKey((relayCollective_t)c, 2, 2, s, counts);
+        double nat = 0, ch = 0;
+        int route = chooseChecked(t, k, caps, NULL, &nat, &ch);
+        printf(" | %-7s %8.2f %8.2f", relayRouteName(route), nat, ch);
+        if (c == relayCollectiveAllReduce || c == relayCollectiveReduceScatter)
+          T_CHECK(route == relayRouteNative || (pass && route == relayRouteOneShot), "%s at %.0f B: %s",
+                  relayCollName((relayCollective_t)c), s, relayRouteName(route));
+        /* All-gather and all-to-all may take the one-shot (no reduce) below
+         * its gate, 1 MiB per rank. */
+        int os = pass && route == relayRouteOneShot && s <= 1 * MB;
+        if (c == relayCollectiveAllGather && s >= 1 * MB)
+          T_CHECK(route == relayRouteDirect || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
+        if (c == relayCollectiveAllGather && s <= 256 * KB)
+          T_CHECK(route == relayRouteNative || os, "all-gather at %.0f B: %s", s, relayRouteName(route));
+        if (c == relayCollectiveAllToAll)
+          T_CHECK(route == relayRouteNative || route == relayRouteDirect || os, "all-to-all: %s",
+                  relayRouteName(route));
+      }
+      printf("\n");
     }
-    printf("\n");
-  }
   }
   relayTopoFree(t);
   return 0;
@@ -338,8 +347,8 @@ static int casePerCall(void) {
   int pr[2], pd[2];
   relayRouteChoosePair(&k1, t, RELAY_TP_CAP_NATIVE, pr, pd);
   T_CHECK(pr[0] == relayRouteNative && pr[1] == relayRouteDirect && pd[0] == 1 && pd[1] == 1,
-          "all-gather 1 MB pair: per call %s/%d, captured %s/%d", relayRouteName(pr[0]), pd[0], relayRouteName(pr[1]),
-          pd[1]);
+          "all-gather 1 MB pair: per call %s/%d, captured %s/%d", relayRouteName(pr[0]), pd[0],
+          relayRouteName(pr[1]), pd[1]);
   r = chooseChecked(t, k1, base | RELAY_ROUTE_CAP_PERCALL, NULL, NULL, NULL);
   T_CHECK(r == relayRouteNative || r == relayRouteOneShot, "all-gather 1 MB per call with the one-shot: %s",
           relayRouteName(r));
@@ -395,7 +404,8 @@ static int caseNeverSlowerThanNative(void) {
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE, &route, &depth);
   T_CHECK(route == relayRouteNative, "no model, native, no one-shot: %s", relayRouteName(route));
   relayRouteChoose(&k, NULL, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, &route, &depth);
-  T_CHECK(route == relayRouteOneShot, "no model, small all-reduce with a one-shot: %s", relayRouteName(route));
+  T_CHECK(route == relayRouteOneShot, "no model, small all-reduce with a one-shot: %s",
+          relayRouteName(route));
   printf("%d choices checked\n", checked);
   return 0;
 }
@@ -423,7 +433,8 @@ static int caseDetectMap(void) {
   /* Our machine: 2 x H200, NV18 -> the calibrated preset. */
   hopper(f, 2, "NVIDIA H200", 18, 0);
   T_OK(relayTopoFromFacts(f, &t));
-  T_CHECK(!strcmp(t->name, "h200x2") && t->modelErr > 0 && t->collEff[relayCollectiveAllReduce].n > 0, "%s", t->name);
+  T_CHECK(!strcmp(t->name, "h200x2") && t->modelErr > 0 && t->collEff[relayCollectiveAllReduce].n > 0, "%s",
+          t->name);
   relayTopoFree(t);
   /* Without NVML's count the pair could be PCIe: no preset, a generic model
    * with the (rough) PCIe rate, uncalibrated. */
@@ -483,7 +494,8 @@ static int caseDetectMap(void) {
   relayTopoFree(t);
   const char* ids[2] = {"0000:19:00.0", "0000:2a:00.0"};
   r = relayTopoDetectGpus(2, ids, &t);
-  T_CHECK(r == relaySuccess || r == relayNotSupported || r == relayInvalidArgument, "detect gpus: %d", (int)r);
+  T_CHECK(r == relaySuccess || r == relayNotSupported || r == relayInvalidArgument, "detect gpus: %d",
+          (int)r);
   relayTopoFree(t);
   return 0;
 }
@@ -593,8 +605,8 @@ static int caseHash(void) {
   T_CHECK(relayTopoCurveAt(&a->collEff[0], 0) > 0 && relayTopoCurveAt(NULL, 5) == 1.0, "empty");
   /* Bad curves are refused with the line. */
   struct relayTopo* bad = NULL;
-  T_CHECK(relayTopoParse("gpus 2\nlink * * 1 10\nmem_gbs 1\neff p2p 4096:0.5 2048:0.6\n", &bad, e, sizeof e) ==
-                  relayInvalidArgument &&
+  T_CHECK(relayTopoParse("gpus 2\nlink * * 1 10\nmem_gbs 1\neff p2p 4096:0.5 2048:0.6\n", &bad, e,
+                         sizeof e) == relayInvalidArgument &&
               strstr(e, "increase"),
           "%s", e);
   T_CHECK(relayTopoParse("gpus 2\nlink * * 1 10\nmem_gbs 1\neff bogus 4096:0.5\n", &bad, e, sizeof e) ==
@@ -626,7 +638,8 @@ static int agreeRank(int rank, int nranks, void* argp) {
   comm->topo = NULL;
   T_OK(relayTopoLoad(a->mode == 1 && rank == 2 ? "mi300x" : "mi350x", &comm->topo));
   relayResult_t local = relaySuccess;
-  if (a->mode == 2 && rank == 1) local = relaySetError(comm, relayInvalidArgument, "rank 1: RELAYCC_TOPO = nonsense");
+  if (a->mode == 2 && rank == 1)
+    local = relaySetError(comm, relayInvalidArgument, "rank 1: RELAYCC_TOPO = nonsense");
   if (a->mode == 3 && rank == 3) {
     relayTopoFree(comm->topo);
     comm->topo = NULL;
@@ -662,8 +675,9 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gNativeCalls;
   return relaySuccess;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send, void* recv,
-                                size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send,
+                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                                relayStream_t stream) {
   (void)c, (void)h, (void)coll, (void)send, (void)recv, (void)count, (void)dt, (void)op, (void)stream;
   gNativeCalls++;
   return relaySuccess;

@@ -55,13 +55,11 @@ static int caseTable(void) {
     T_CHECK(row && row->route == r, "route %d: row %p at the wrong index", r, (const void*)row);
     /* A row without a plan is run by its own run. */
     T_CHECK(row->build || row->run, "route %s runs nothing", relayRouteName(r));
-    T_CHECK(!(row->build && row->run), "route %s has a plan and a run of its own",
-            relayRouteName(r));
+    T_CHECK(!(row->build && row->run), "route %s has a plan and a run of its own", relayRouteName(r));
   }
   const relayRouteRow* d = relayRouteRowOf(relayRouteDirect);
   /* Lists end in direct, which core must be able to run on any transport. */
-  T_CHECK(d->build && d->caps == 0 && !d->prepare,
-          "direct needs a capability or a prepare");
+  T_CHECK(d->build && d->caps == 0 && !d->prepare, "direct needs a capability or a prepare");
   int x = -1;
   T_CHECK(relayParseRoute("auto", &x) == 0 && x == relayRouteAuto, "auto");
   T_CHECK(relayParseRoute("one-shot", &x) == 0 && x == relayRouteOneShot, "one-shot alias");
@@ -177,8 +175,9 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   *handle = &gFake;
   return gNativeAnswer;
 }
-static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send, void* recv,
-                                size_t count, relayDataType_t dt, relayRedOp_t op, relayStream_t stream) {
+static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send,
+                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                                relayStream_t stream) {
   (void)c, (void)recv, (void)dt, (void)op, (void)stream;
   T_CHECK(h == &gFake, "native got handle %p", h);
   gFake.nativeRuns++;
@@ -247,8 +246,9 @@ static int walkRank(int rank, int nranks, void* arg) {
               gFake.nativeRuns == 1,
           "declined one-shot: ran %s; %d one-shot prepares, %d native prepares, %d native runs",
           relayRouteName(route), gFake.oneshotPrepares, gFake.nativePrepares, gFake.nativeRuns);
-  T_CHECK(gFake.nativeColl == relayCollectiveAllReduce && gFake.nativeCount == count && gFake.nativeSend == send,
-          "native got %s, count %zu", relayCollName(gFake.nativeColl), gFake.nativeCount);
+  T_CHECK(
+      gFake.nativeColl == relayCollectiveAllReduce && gFake.nativeCount == count && gFake.nativeSend == send,
+      "native got %s, count %zu", relayCollName(gFake.nativeColl), gFake.nativeCount);
 
   /* 2. Both declined: the direct plan runs it (data checked). */
   gNativeAnswer = relayNotSupported;

@@ -73,8 +73,8 @@ static int casePlans(void) {
     relayPlan* p = NULL;
     T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "it %d: build failed", it);
     char err[512];
-    T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "it %d %s n=%d A=%d root=%d: %s", it, relayCollName(coll), n, A,
-            root, err);
+    T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "it %d %s n=%d A=%d root=%d: %s", it,
+            relayCollName(coll), n, A, root, err);
     T_CHECK(p->nSteps == 1 && p->root == root, "it %d: %d steps, root %d", it, p->nSteps, p->root);
     /* Only the root and the set's members name caller buffers. */
     int rootIndex = -1;
@@ -123,13 +123,16 @@ static int casePlans(void) {
       }
       T_CHECK(relayRefRun(p, send, recv, err, sizeof err) == 0, "it %d: ref: %s", it, err);
       for (int i = 0; i < A; i++) {
-        const unsigned char* got = coll == relayCollectiveScatter ? (const unsigned char*)recv[perm[i]] : rootBuf + off[i] * es;
-        T_CHECK(checkBlock(got, i, counts[i] * es) == 0, "it %d %s n=%d A=%d root=%d in-place=%d: block %d wrong", it,
-                relayCollName(coll), n, A, root, inPlace, i);
+        const unsigned char* got =
+            coll == relayCollectiveScatter ? (const unsigned char*)recv[perm[i]] : rootBuf + off[i] * es;
+        T_CHECK(checkBlock(got, i, counts[i] * es) == 0,
+                "it %d %s n=%d A=%d root=%d in-place=%d: block %d wrong", it, relayCollName(coll), n, A, root,
+                inPlace, i);
       }
       if (coll == relayCollectiveScatter) /* the root's send buffer is read only, in place too */
         for (int i = 0; i < A; i++)
-          T_CHECK(checkBlock(rootBuf + off[i] * es, i, counts[i] * es) == 0, "it %d: the root's send block %d changed", it, i);
+          T_CHECK(checkBlock(rootBuf + off[i] * es, i, counts[i] * es) == 0,
+                  "it %d: the root's send block %d changed", it, i);
       for (int i = 0; i < A; i++) free(member[i]);
       free(rootBuf);
       free(rootOther);
@@ -189,8 +192,9 @@ static int casePlans(void) {
   relayPlanCacheFree(cache);
   /* Names. */
   relayCollective_t c;
-  T_CHECK(relayParseCollAll("scatter", &c) == 0 && c == relayCollectiveScatter && relayParseCollAll("Gather", &c) == 0 &&
-              c == relayCollectiveGather && !strcmp(relayCollName(relayCollectiveGather), "gather"),
+  T_CHECK(relayParseCollAll("scatter", &c) == 0 && c == relayCollectiveScatter &&
+              relayParseCollAll("Gather", &c) == 0 && c == relayCollectiveGather &&
+              !strcmp(relayCollName(relayCollectiveGather), "gather"),
           "names");
   T_CHECK(relayParseColl("scatter", &c) != 0, "relayParseColl takes layout collectives only");
   printf("%d plans checked and run on the reference executor\n", built);
@@ -246,14 +250,16 @@ static size_t oneCall(relayComm_t comm, int rank, relayCollective_t coll, int ro
     }
   }
   relayResult_t res = tc_run_rooted(coll, sendp, recvp, counts, dt, root, set, n, comm);
-  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res), relayGetLastError(comm));
+  T_CHECK(res == relaySuccess, "rank %d %s: %s (%s)", rank, tag, relayGetErrorString(res),
+          relayGetLastError(comm));
   size_t bad = 0;
   if (scatter) {
     if (me >= 0) {
       const unsigned char* got = recvp;
       bad += checkBlock(got, me, mine * es);
       if (!(inPlace && isRoot))
-        for (size_t b = mine * es; b < mine * es + 64; b++) bad += memberBuf[b] != POISON; /* nothing past the block */
+        for (size_t b = mine * es; b < mine * es + 64; b++)
+          bad += memberBuf[b] != POISON; /* nothing past the block */
     }
     if (isRoot) /* read only, in place too */
       for (int i = 0; i < n; i++) bad += checkBlock(rootBuf + off[i] * es, i, counts[i] * es);
@@ -326,8 +332,9 @@ static int sweepRank(int rank, int nranks, void* arg) {
             if (ci == 1 && di == 1) continue; /* the large block once per set */
             int m = (root + si + ci + inPlace) & 1;
             char tag[200];
-            snprintf(tag, sizeof tag, "%s root=%d set#%d n=%d counts#%d %s %s check=%d", relayCollName(ra->coll), root,
-                     si, n, ci, relayTypeName(dts[di]), inPlace ? "in-place" : "out-of-place", m);
+            snprintf(tag, sizeof tag, "%s root=%d set#%d n=%d counts#%d %s %s check=%d",
+                     relayCollName(ra->coll), root, si, n, ci, relayTypeName(dts[di]),
+                     inPlace ? "in-place" : "out-of-place", m);
             wrong += oneCall(comms[m], rank, ra->coll, root, sets[si], n, counts[ci], dts[di], inPlace,
                              (calls & 3) == 1, tag);
             calls++;
@@ -346,8 +353,8 @@ static void expectAll(relayComm_t comm, int rank, relayResult_t got, relayResult
   T_CHECK(got == want, "rank %d, %s: got %s, want %s (%s)", rank, what, relayGetErrorString(got),
           relayGetErrorString(want), relayGetLastError(comm));
   if (needle)
-    T_CHECK(strstr(relayGetLastError(comm), needle) != NULL, "rank %d, %s: error does not name '%s': %s", rank, what,
-            needle, relayGetLastError(comm));
+    T_CHECK(strstr(relayGetLastError(comm), needle) != NULL, "rank %d, %s: error does not name '%s': %s",
+            rank, what, needle, relayGetLastError(comm));
 }
 
 static int badInputRank(int rank, int nranks, void* arg) {
@@ -373,7 +380,8 @@ static int badInputRank(int rank, int nranks, void* arg) {
   expectAll(comm, rank, res, relayInvalidArgument, "negative root", NULL);
   int dup[4] = {1, 3, 3, 7};
   res = relayScatter(s, r, counts, relayFloat32, root, dup, 4, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank", rank == 0 ? "ranks[1] and [2] both name rank 3" : NULL);
+  expectAll(comm, rank, res, relayInvalidArgument, "repeated rank",
+            rank == 0 ? "ranks[1] and [2] both name rank 3" : NULL);
   int oor[4] = {1, 3, 9, 7};
   res = relayGather(r, s == NULL ? NULL : (void*)send, counts, relayFloat32, root, oor, 4, comm, NULL);
   expectAll(comm, rank, res, relayInvalidArgument, "rank out of range", rank == 0 ? "ranks[2] = 9" : NULL);
@@ -385,9 +393,11 @@ static int badInputRank(int rank, int nranks, void* arg) {
   expectAll(comm, rank, res, relayInvalidArgument, "unknown dtype", NULL);
   /* The root's buffer and a member's buffer missing. */
   res = relayScatter(NULL, r, counts, relayFloat32, root, set, 4, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "NULL sendbuff on the root", rank == root ? "sendbuff is NULL" : "rank 2");
+  expectAll(comm, rank, res, relayInvalidArgument, "NULL sendbuff on the root",
+            rank == root ? "sendbuff is NULL" : "rank 2");
   res = relayScatter(s, rank == 5 ? NULL : r, counts, relayFloat32, root, set, 4, comm, NULL);
-  expectAll(comm, rank, res, relayInvalidArgument, "NULL recvbuff on ranks[2]", rank == 5 ? "recvbuff is NULL" : "rank 5");
+  expectAll(comm, rank, res, relayInvalidArgument, "NULL recvbuff on ranks[2]",
+            rank == 5 ? "recvbuff is NULL" : "rank 5");
   /* A member with a zero count may pass NULL: that call is valid. */
   res = relayScatter(s, rank == 3 ? NULL : r, counts, relayFloat32, root, set, 4, comm, NULL);
   expectAll(comm, rank, res, relaySuccess, "NULL recvbuff with count 0", NULL);
@@ -413,19 +423,22 @@ static int badInputRank(int rank, int nranks, void* arg) {
     for (int i = 0; i < 16; i++) {
       size_t o = 0;
       for (int j = 0; j < me; j++) o += counts[j];
-      T_CHECK(recv[i] == want[o + (size_t)i], "rank %d: element %d = %g, want %g", rank, i, recv[i], want[o + (size_t)i]);
+      T_CHECK(recv[i] == want[o + (size_t)i], "rank %d: element %d = %g, want %g", rank, i, recv[i],
+              want[o + (size_t)i]);
     }
   T_OK(relayCommDestroy(comm));
   return 0;
 }
 
 #define SWEEP(nm, c) \
-  {.name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300}
+  { .name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300 }
 /* The multi-node part rule live: the ranks as 4 nodes x 2 on a pool of 8 channels, so a scatter takes 1
  * part per peer on the node-major base and a gather 2 on the schedule base (every root). */
 #define SWEEP_4X2(nm, c, test)                                                                               \
-  {.name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300, \
-   .env = "RELAYCC_SHM_NODES=4;RELAYCC_NCHANNELS=8", .ctest = test}
+  {                                                                                                          \
+    .name = nm, .rank = sweepRank, .arg = &(rankArg){c}, .ranks = NRANKS, .deadlineS = 300, .timeoutS = 300, \
+    .env = "RELAYCC_SHM_NODES=4;RELAYCC_NCHANNELS=8", .ctest = test                                          \
+  }
 
 static const tCase kCases[] = {
     {.name = "plans", .fn = casePlans, .timeoutS = 300},

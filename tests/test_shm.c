@@ -82,7 +82,8 @@ static int tSegmentExists(const char* job) {
 /* A byte that depends on source, destination, transfer index and offset, so
  * a misplaced, swapped or shifted byte shows. */
 static unsigned char tPat(int src, int dst, int k, size_t off, unsigned iter) {
-  uint64_t h = ((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)k << 32) ^ ((uint64_t)iter << 56) ^ off;
+  uint64_t h =
+      ((uint64_t)src << 48) ^ ((uint64_t)dst << 40) ^ ((uint64_t)k << 32) ^ ((uint64_t)iter << 56) ^ off;
   h *= 0x9E3779B97F4A7C15ull;
   return (unsigned char)(h >> 56);
 }
@@ -160,10 +161,10 @@ typedef struct {
 } bigArg;
 
 static size_t bigSize(const bigArg* a, int s, int d, int k, int iter) {
-  unsigned long long st = ((unsigned long long)s << 40) ^ ((unsigned long long)d << 24) ^ ((unsigned)k << 8) ^
-                          (unsigned)iter;
+  unsigned long long st =
+      ((unsigned long long)s << 40) ^ ((unsigned long long)d << 24) ^ ((unsigned)k << 8) ^ (unsigned)iter;
   unsigned long long r = t_rand(&st);
-  if (r % 11 == 0) return 0; /* zero-byte transfers still pair up in order */
+  if (r % 11 == 0) return 0;            /* zero-byte transfers still pair up in order */
   return (size_t)(r % a->maxBytes) | 1; /* odd sizes */
 }
 
@@ -196,7 +197,8 @@ static int rankBig(int rank, int nranks, void* argp) {
         x[i].ptr = malloc(bytes ? bytes : 1);
         T_CHECK(x[i].ptr, "oom");
         if (pass == 0) {
-          for (size_t o = 0; o < bytes; o++) ((unsigned char*)x[i].ptr)[o] = tPat(rank, p, k, o, (unsigned)it);
+          for (size_t o = 0; o < bytes; o++)
+            ((unsigned char*)x[i].ptr)[o] = tPat(rank, p, k, o, (unsigned)it);
           moved += bytes;
         } else {
           memset(x[i].ptr, 0xEE, bytes);
@@ -210,8 +212,8 @@ static int rankBig(int rank, int nranks, void* argp) {
       const unsigned char* b = recvs[i].ptr;
       for (size_t o = 0; o < recvs[i].bytes; o++)
         T_CHECK(b[o] == tPat(p, rank, k, o, (unsigned)it),
-                "rank %d iter %d: transfer %d from rank %d (%zu bytes): byte %zu is %#x, want %#x", rank, it, k, p,
-                recvs[i].bytes, o, b[o], tPat(p, rank, k, o, (unsigned)it));
+                "rank %d iter %d: transfer %d from rank %d (%zu bytes): byte %zu is %#x, want %#x", rank, it,
+                k, p, recvs[i].bytes, o, b[o], tPat(p, rank, k, o, (unsigned)it));
     }
     for (int i = 0; i < nx; i++) {
       free(sends[i].ptr);
@@ -219,8 +221,8 @@ static int rankBig(int rank, int nranks, void* argp) {
     }
   }
   if (rank == 0)
-    printf("%d ranks, ring %d: %d groups of %d sends each, %.1f MB sent by rank 0 in %.3f s\n", nranks, a->ring,
-           a->iters, nx, (double)moved / 1e6, tSec(t0));
+    printf("%d ranks, ring %d: %d groups of %d sends each, %.1f MB sent by rank 0 in %.3f s\n", nranks,
+           a->ring, a->iters, nx, (double)moved / 1e6, tSec(t0));
   free(sends);
   free(recvs);
   free(left);
@@ -239,15 +241,17 @@ static int rankSelf(int rank, int nranks, void* arg) {
   relayXferDesc s[3] = {{rank, a, 1000}, {rank, a + 1000, 2000}, {rank, z, 0}};
   relayXferDesc r[3] = {{rank, b + 2000, 1000}, {rank, b, 2000}, {rank, NULL, 0}};
   T_OK(tGroup(c, s, 3, r, 3));
-  T_CHECK(memcmp(b + 2000, a, 1000) == 0 && memcmp(b, a + 1000, 2000) == 0, "rank %d: self transfers misplaced",
-          rank);
+  T_CHECK(memcmp(b + 2000, a, 1000) == 0 && memcmp(b, a + 1000, 2000) == 0,
+          "rank %d: self transfers misplaced", rank);
   relayXferDesc si = {rank, a, sizeof a}, ri = {rank, a, sizeof a};
   T_OK(tGroup(c, &si, 1, &ri, 1));
-  for (size_t i = 0; i < sizeof a; i++) T_CHECK(a[i] == tPat(rank, rank, 0, i, 0), "in place changed byte %zu", i);
+  for (size_t i = 0; i < sizeof a; i++)
+    T_CHECK(a[i] == tPat(rank, rank, 0, i, 0), "in place changed byte %zu", i);
   /* Self count mismatch is a usage error (and fails the comm). */
   relayXferDesc s2[2] = {{rank, a, 10}, {rank, a, 10}};
   relayResult_t res = tGroup(c, s2, 2, r, 1);
-  T_CHECK(res == relayInvalidUsage, "rank %d: 2 self sends, 1 self recv -> %s", rank, relayGetErrorString(res));
+  T_CHECK(res == relayInvalidUsage, "rank %d: 2 self sends, 1 self recv -> %s", rank,
+          relayGetErrorString(res));
   T_CHECK(c->failed, "comm not failed");
   res = c->tp->barrier(c);
   T_CHECK(res == relayInvalidUsage, "barrier on a failed comm -> %s", relayGetErrorString(res));
@@ -304,8 +308,8 @@ static int rankAgree(int rank, int nranks, void* arg) {
     T_OK(c->tp->agree(c, mine, all, bytes));
     for (int q = 0; q < nranks; q++)
       for (size_t i = 0; i < bytes; i++)
-        T_CHECK(all[(size_t)q * bytes + i] == tPat(q, 0, round, i, 2), "rank %d round %d: record of %d byte %zu",
-                rank, round, q, i);
+        T_CHECK(all[(size_t)q * bytes + i] == tPat(q, 0, round, i, 2),
+                "rank %d round %d: record of %d byte %zu", rank, round, q, i);
     if (round % 50 == 0) T_OK(c->tp->barrier(c));
   }
   /* Too large a record is an argument error. */
@@ -324,7 +328,8 @@ static int rankAgreeMismatch(int rank, int nranks, void* arg) {
   unsigned char mine[16] = {0}, all[8 * 16];
   uint64_t t0 = relayNowNs();
   relayResult_t res = c->tp->agree(c, mine, all, rank == 1 ? 8 : 16);
-  T_CHECK(res == relayInvalidUsage || res == relayRemoteError, "rank %d: -> %s", rank, relayGetErrorString(res));
+  T_CHECK(res == relayInvalidUsage || res == relayRemoteError, "rank %d: -> %s", rank,
+          relayGetErrorString(res));
   T_CHECK(tSec(t0) < 5, "rank %d: took %.1f s", rank, tSec(t0));
   relayCommDestroy(c);
   return 0;
@@ -385,8 +390,8 @@ static int rankMismatch(int rank, int nranks, void* argp) {
   /* Whoever succeeded meets the failed rank 0 in the next call: fast error. */
   if (res == relaySuccess) {
     res = c->tp->barrier(c);
-    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0 failed"), "rank %d: barrier -> %s (%s)",
-            rank, relayGetErrorString(res), relayGetLastError(c));
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0 failed"),
+            "rank %d: barrier -> %s (%s)", rank, relayGetErrorString(res), relayGetLastError(c));
   }
   T_CHECK(tSec(t0) < 5, "rank %d: mismatch took %.1f s to surface", rank, tSec(t0));
   relayCommDestroy(c);
@@ -419,8 +424,8 @@ static int rankTimeout(int rank, int nranks, void* arg) {
   const char* msg = relayGetLastError(c);
   T_CHECK(res == relayTimeout, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
   T_CHECK(dt >= 1.45 && dt < 4.0, "rank %d: timed out after %.2f s, deadline 1.5 s", rank, dt);
-  T_CHECK(strstr(msg, "waiting for rank 2") && strstr(msg, "recv 0 of 8192 bytes") && strstr(msg, "1500 ms") &&
-              strstr(msg, "step 0"),
+  T_CHECK(strstr(msg, "waiting for rank 2") && strstr(msg, "recv 0 of 8192 bytes") &&
+              strstr(msg, "1500 ms") && strstr(msg, "step 0"),
           "rank %d: message: %s", rank, msg);
   printf("%s\n", msg);
   atomic_fetch_add(&gShared[0], 1);
@@ -524,8 +529,8 @@ static int rankCreatorKilled(int rank, int nranks, void* arg) {
   const char* msg = relayGetLastError(NULL);
   T_CHECK(res == relayRemoteError && !c, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), msg);
   T_CHECK(tSec(t0) < 3, "rank %d: took %.2f s (deadline 20 s)", rank, tSec(t0));
-  T_CHECK(strstr(msg, "rank 0 (pid") && strstr(msg, "died during init") && strstr(msg, "rank 3"), "rank %d: %s",
-          rank, msg);
+  T_CHECK(strstr(msg, "rank 0 (pid") && strstr(msg, "died during init") && strstr(msg, "rank 3"),
+          "rank %d: %s", rank, msg);
   T_CHECK(!tSegmentExists(t_job()), "rank %d: the dead creator's segment is left behind", rank);
   printf("%s\n", msg);
   return 0;
@@ -631,7 +636,8 @@ static int rankKilled(int rank, int nranks, void* arg) {
     fprintf(stderr, "rank %d, group %d, after %.3f s in it: %s\n", rank, it, tSec(t1), msg);
     T_CHECK(res == relayRemoteError || res == relayTimeout, "rank %d: -> %s", rank, relayGetErrorString(res));
     T_CHECK(tSec(t1) < 3, "rank %d: took %.1f s to notice", rank, tSec(t1));
-    T_CHECK(strstr(msg, "rank 3 (pid") || strstr(msg, "failed"), "rank %d: message does not say who: %s", rank, msg);
+    T_CHECK(strstr(msg, "rank 3 (pid") || strstr(msg, "failed"), "rank %d: message does not say who: %s",
+            rank, msg);
     relayCommDestroy(c);
     return 0;
   }
@@ -673,10 +679,8 @@ typedef struct {
 static void* tAbortSoon(void* p) {
   abortArg* a = p;
   tSleepMs(a->delayMs);
-  if (a->viaApi)
-    relayCommAbort(a->comm);
-  else
-    a->comm->tp->abort(a->comm);
+  if (a->viaApi) relayCommAbort(a->comm);
+  else a->comm->tp->abort(a->comm);
   return NULL;
 }
 
@@ -694,9 +698,9 @@ static int rankAbort(int rank, int nranks, void* argp) {
     tSleepMs(600);
     uint64_t t0 = relayNowNs();
     relayResult_t res = c->tp->barrier(c);
-    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0") && strstr(relayGetLastError(c), "abort"),
-            "rank 1: barrier -> %s (%s)",
-            relayGetErrorString(res), relayGetLastError(c));
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 0") &&
+                strstr(relayGetLastError(c), "abort"),
+            "rank 1: barrier -> %s (%s)", relayGetErrorString(res), relayGetLastError(c));
     T_CHECK(tSec(t0) < 3, "rank 1 took %.2f s to see the abort", tSec(t0));
     relayCommDestroy(c);
     return 0;
@@ -751,8 +755,8 @@ static int rankReject(int rank, int nranks, void* arg) {
   relayXferDesc s[2] = {{1 - rank, sb, 64}, {2, sb, 64}}, r[2] = {{1 - rank, rb[0], 64}, {2, rb[1], 64}};
   uint64_t t0 = relayNowNs();
   relayResult_t res = tGroup(c, s, 2, r, 2); /* callSeq becomes 5 */
-  T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 2 rejected call #5"), "rank %d: -> %s (%s)",
-          rank, relayGetErrorString(res), relayGetLastError(c));
+  T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "rank 2 rejected call #5"),
+          "rank %d: -> %s (%s)", rank, relayGetErrorString(res), relayGetLastError(c));
   T_CHECK(tSec(t0) < 3, "rank %d took %.2f s to see the rejection", rank, tSec(t0));
   relayCommDestroy(c);
   return 0;
@@ -846,7 +850,8 @@ static void caseStale(void) {
   relayShmSegmentName(gJob, 0, name, sizeof name);
   int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
   T_CHECK(fd >= 0, "shm_open: %s", strerror(errno));
-  T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64, "write");
+  T_CHECK(write(fd, "garbage garbage garbage garbage garbage garbage garbage garbage garbage", 64) == 64,
+          "write");
   close(fd);
   t_run_ranks(3, rankStaleInit, NULL, 60);
   /* 3: a crashed run's segment of the right size and a different nranks. */
@@ -872,12 +877,13 @@ static int rankSmallShm(int rank, int nranks, void* arg) {
       T_CHECK(res == relaySystemError && strstr(relayGetLastError(NULL), "no room"), "rank 0: -> %s (%s)",
               relayGetErrorString(res), relayGetLastError(NULL));
     else /* the others learn it from rank 0 at once, not at their deadline */
-      T_CHECK(res == relayRemoteError && strstr(relayGetLastError(NULL), "no room"), "rank %d: -> %s (%s)", rank,
-              relayGetErrorString(res), relayGetLastError(NULL));
+      T_CHECK(res == relayRemoteError && strstr(relayGetLastError(NULL), "no room"), "rank %d: -> %s (%s)",
+              rank, relayGetErrorString(res), relayGetLastError(NULL));
     T_CHECK(tSec(t0) < 5, "rank %d: took %.1f s", rank, tSec(t0));
     return 0;
   }
-  T_CHECK(res == relaySuccess, "rank %d: -> %s (%s)", rank, relayGetErrorString(res), relayGetLastError(NULL));
+  T_CHECK(res == relaySuccess, "rank %d: -> %s (%s)", rank, relayGetErrorString(res),
+          relayGetLastError(NULL));
   enum { B = 300000 };
   unsigned char* sb = malloc(B);
   unsigned char* rb = malloc((size_t)B * nranks);
@@ -949,11 +955,14 @@ static uint64_t lazyCheck(relayComm_t c, const p2pComm* pc, uint64_t (*sendWant)
     T_CHECK(r == recvWant[me][q], "rank %d %s: recv channels from %d {%s}, want {%s}", me, when, q,
             p2pMaskString(r, a, sizeof a), p2pMaskString(recvWant[me][q], b, sizeof b));
     /* The segment's flags: our side and the other end's, of both pairs. */
-    T_CHECK(relayShmP2pConnFlags(c, me, q, P2P_DIR_SEND) == s && relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV) == s,
+    T_CHECK(relayShmP2pConnFlags(c, me, q, P2P_DIR_SEND) == s &&
+                relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV) == s,
             "rank %d %s: flags of %d -> %d: sender {%s}, receiver {%s}, want {%s}", me, when, me, q,
             p2pMaskString(relayShmP2pConnFlags(c, me, q, P2P_DIR_SEND), a, sizeof a),
-            p2pMaskString(relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV), b, sizeof b), p2pMaskString(s, a, sizeof a));
-    T_CHECK(relayShmP2pConnFlags(c, q, me, P2P_DIR_SEND) == r && relayShmP2pConnFlags(c, q, me, P2P_DIR_RECV) == r,
+            p2pMaskString(relayShmP2pConnFlags(c, me, q, P2P_DIR_RECV), b, sizeof b),
+            p2pMaskString(s, a, sizeof a));
+    T_CHECK(relayShmP2pConnFlags(c, q, me, P2P_DIR_SEND) == r &&
+                relayShmP2pConnFlags(c, q, me, P2P_DIR_RECV) == r,
             "rank %d %s: flags of %d -> %d differ from this rank's table", me, when, q, me);
     total += (uint64_t)__builtin_popcountll(s) + (uint64_t)__builtin_popcountll(r);
   }
@@ -978,9 +987,11 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
   relayComm_t c = t_comm(rank, nranks, &cfg);
   p2pComm pc;
   T_OK(relayShmP2pInfo(c, &pc));
-  T_CHECK(pc.nNodes == 4 && pc.localRanks == 2 && pc.pool == 8 && pc.perPeer == 2, "rank %d: %d nodes x %d, pool %d, %d per peer", rank,
-          pc.nNodes, pc.localRanks, pc.pool, pc.perPeer);
-  T_CHECK(p2pTaskParts(&pc, P2P_OP_SCATTER) == 1 && p2pTaskParts(&pc, P2P_OP_ALLTOALL) == 2, "rank %d: parts", rank);
+  T_CHECK(pc.nNodes == 4 && pc.localRanks == 2 && pc.pool == 8 && pc.perPeer == 2,
+          "rank %d: %d nodes x %d, pool %d, %d per peer", rank, pc.nNodes, pc.localRanks, pc.pool,
+          pc.perPeer);
+  T_CHECK(p2pTaskParts(&pc, P2P_OP_SCATTER) == 1 && p2pTaskParts(&pc, P2P_OP_ALLTOALL) == 2, "rank %d: parts",
+          rank);
   static uint64_t sendWant[LAZY_N][LAZY_N], recvWant[LAZY_N][LAZY_N];
   memset(sendWant, 0, sizeof sendWant);
   memset(recvWant, 0, sizeof recvWant);
@@ -1005,16 +1016,18 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
     T_OK(relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL));
     for (int i = 0; i < LAZY_COUNT; i++)
       T_CHECK(blk[i] == (rank * LAZY_COUNT + i) * 7 + again, "rank %d: scatter element %d", rank, i);
-    uint64_t n1 = lazyCheck(c, &pc, sendWant, recvWant, again ? "after the second scatter" : "after a scatter");
+    uint64_t n1 =
+        lazyCheck(c, &pc, sendWant, recvWant, again ? "after the second scatter" : "after a scatter");
     T_CHECK(n1 == (uint64_t)(rank == 0 ? LAZY_N - 1 : 1), "rank %d: %llu channels after the scatter", rank,
             (unsigned long long)n1);
   }
   if (rank == 0)
     for (int q = 1; q < LAZY_N; q++)
-      T_CHECK(!lazySeen(relayShmP2pConnMask(c, q, P2P_DIR_SEND), &pc, 0, q), "a partial scatter marked 0 -> %d seen", q);
+      T_CHECK(!lazySeen(relayShmP2pConnMask(c, q, P2P_DIR_SEND), &pc, 0, q),
+              "a partial scatter marked 0 -> %d seen", q);
   else
-    T_CHECK(!lazySeen(relayShmP2pConnMask(c, 0, P2P_DIR_RECV), &pc, 0, rank), "a partial scatter marked 0 -> %d seen",
-            rank);
+    T_CHECK(!lazySeen(relayShmP2pConnMask(c, 0, P2P_DIR_RECV), &pc, 0, rank),
+            "a partial scatter marked 0 -> %d seen", rank);
 
   /* 3. All-to-all: every pair, 2 parts each, connects what it lacks. */
   uint64_t before = relayShmP2pConnected(c, P2P_DIR_SEND) + relayShmP2pConnected(c, P2P_DIR_RECV), added = 0;
@@ -1047,8 +1060,8 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
   c->curStep = -1;
   for (int j = 0; j < LAZY_N; j++)
     for (size_t e = 0; e < seg; e++)
-      T_CHECK(big2[j * seg + e] == j * 100000 + (int)(rank * seg + e), "rank %d: all-to-all from %d element %zu",
-              rank, j, e);
+      T_CHECK(big2[j * seg + e] == j * 100000 + (int)(rank * seg + e),
+              "rank %d: all-to-all from %d element %zu", rank, j, e);
   uint64_t after = lazyCheck(c, &pc, sendWant, recvWant, "after the all-to-all");
   T_CHECK(after - before == added, "rank %d: the all-to-all connected %llu channels, want %llu", rank,
           (unsigned long long)(after - before), (unsigned long long)added);
@@ -1072,14 +1085,15 @@ static int rankP2pLazy(int rank, int nranks, void* arg) {
       sendWant[q][3] |= lazyUnion(&pc, P2P_OP_GATHER, q, 3);
       recvWant[3][q] |= lazyUnion(&pc, P2P_OP_GATHER, q, 3);
     }
-  T_CHECK(lazyCheck(c, &pc, sendWant, recvWant, "after the gather") == after, "rank %d: the gather connected channels",
-          rank);
+  T_CHECK(lazyCheck(c, &pc, sendWant, recvWant, "after the gather") == after,
+          "rank %d: the gather connected channels", rank);
   if (rank == 0) {
     char a[128], b[128];
-    printf("4 nodes x 2, pool %d, %d parts per peer, scatter %d: 0 -> 1 scatter {%s}, +all-to-all {%s}\n", pc.pool,
-           pc.perPeer, p2pTaskParts(&pc, P2P_OP_SCATTER),
+    printf("4 nodes x 2, pool %d, %d parts per peer, scatter %d: 0 -> 1 scatter {%s}, +all-to-all {%s}\n",
+           pc.pool, pc.perPeer, p2pTaskParts(&pc, P2P_OP_SCATTER),
            p2pMaskString(lazyUnion(&pc, P2P_OP_SCATTER, 0, 1), a, sizeof a),
-           p2pMaskString(lazyUnion(&pc, P2P_OP_ALLTOALL, 0, 1) & ~lazyUnion(&pc, P2P_OP_SCATTER, 0, 1), b, sizeof b));
+           p2pMaskString(lazyUnion(&pc, P2P_OP_ALLTOALL, 0, 1) & ~lazyUnion(&pc, P2P_OP_SCATTER, 0, 1), b,
+                         sizeof b));
   }
   free(big);
   free(big2);
@@ -1104,7 +1118,8 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   relayConfig_t cfg = tCfg(30000, 1 << 16);
   cfg.route = relayRouteDirect;
   relayComm_t c = t_comm(rank, nranks, &cfg);
-  if (rank == 3) c->params.v[variant == 0 ? RELAY_P_NCHANNELS_PER_NET_PEER : RELAY_P_SHM_NODES] = variant == 0 ? 2 : 1;
+  if (rank == 3)
+    c->params.v[variant == 0 ? RELAY_P_NCHANNELS_PER_NET_PEER : RELAY_P_SHM_NODES] = variant == 0 ? 2 : 1;
   p2pComm pc;
   T_OK(relayShmP2pInfo(c, &pc));
   int all[LAZY_N];
@@ -1119,8 +1134,8 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   relayResult_t res = relayScatter(rank == 0 ? big : NULL, blk, counts, relayInt32, 0, all, LAZY_N, c, NULL);
   const char* msg = relayGetLastError(c);
   if (variant == 1) {
-    T_CHECK(res == relaySuccess, "rank %d: one rank's own node count -> %s (%s)", rank, relayGetErrorString(res),
-            msg);
+    T_CHECK(res == relaySuccess, "rank %d: one rank's own node count -> %s (%s)", rank,
+            relayGetErrorString(res), msg);
     for (int i = 0; i < LAZY_COUNT; i++)
       T_CHECK(blk[i] == rank * LAZY_COUNT + i, "rank %d: element %d = %d", rank, i, blk[i]);
     /* RELAYCC_SHM_NODES=4 (caseP2pEnv), agreed: 4 nodes of 2 on every rank, rank 3 with rank 2. */
@@ -1136,7 +1151,8 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
     T_CHECK(strstr(msg, "rank 0") && strstr(msg, "disagree") && strstr(msg, "only the receiver has") &&
                 strstr(msg, "step 0"),
             "rank 3: the message does not name the peer, the step and the channels: %s", msg);
-    for (int i = 0; i < LAZY_COUNT; i++) T_CHECK(blk[i] == (int32_t)0xEEEEEEEE, "rank 3: element %d written", i);
+    for (int i = 0; i < LAZY_COUNT; i++)
+      T_CHECK(blk[i] == (int32_t)0xEEEEEEEE, "rank 3: element %d written", i);
     printf("rank 3: %s\n", msg);
   } else if (res != relaySuccess) {
     /* Root 0 may be stuck sending to rank 3 (rings of 64 KiB / 8 channels
@@ -1146,8 +1162,8 @@ static int rankP2pMismatch(int rank, int nranks, void* arg) {
   }
   if (res == relaySuccess) {
     res = c->tp->barrier(c);
-    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "failed"), "rank %d: barrier -> %s (%s)", rank,
-            relayGetErrorString(res), relayGetLastError(c));
+    T_CHECK(res == relayRemoteError && strstr(relayGetLastError(c), "failed"), "rank %d: barrier -> %s (%s)",
+            rank, relayGetErrorString(res), relayGetLastError(c));
   }
   T_CHECK(tSec(t0) < 5, "rank %d: the mismatch took %.1f s to surface", rank, tSec(t0));
   free(big);
@@ -1191,14 +1207,14 @@ static void caseP2pEnv(void) {
 static int rankP2pBadEnv(int rank, int nranks, void* arg) {
   (void)arg;
   relayConfig_t cfg = tCfg(1000, 4096);
-  const char* bad[][2] = {{"RELAYCC_NCHANNELS", "65"}, {"RELAYCC_NCHANNELS", "0"},
-                          {"RELAYCC_NCHANNELS_PER_NET_PEER", "-1"}};
+  const char* bad[][2] = {
+      {"RELAYCC_NCHANNELS", "65"}, {"RELAYCC_NCHANNELS", "0"}, {"RELAYCC_NCHANNELS_PER_NET_PEER", "-1"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     setenv(bad[i][0], bad[i][1], 1);
     relayComm_t c = NULL;
     relayResult_t res = relayCommInitShm(&c, 4, rank, t_job(), &cfg);
-    T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), bad[i][0]), "%s=%s -> %s (%s)", bad[i][0],
-            bad[i][1], relayGetErrorString(res), relayGetLastError(NULL));
+    T_CHECK(res == relayInvalidArgument && strstr(relayGetLastError(NULL), bad[i][0]), "%s=%s -> %s (%s)",
+            bad[i][0], bad[i][1], relayGetErrorString(res), relayGetLastError(NULL));
     unsetenv(bad[i][0]);
   }
   (void)nranks;
@@ -1235,7 +1251,8 @@ static void caseKilled(void) {
   T_CHECK(rc != 0, "the launch should report rank 3's death");
   T_CHECK(codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
   for (int r = 0; r < 3; r++)
-    T_CHECK(codes[r] == 0, "survivor rank %d exited %d (0 = saw the error in time, 2 = never saw it)", r, codes[r]);
+    T_CHECK(codes[r] == 0, "survivor rank %d exited %d (0 = saw the error in time, 2 = never saw it)", r,
+            codes[r]);
 }
 
 static void caseInitKilled(void) {
@@ -1263,12 +1280,30 @@ static void caseAbort(void) {
 }
 
 /* The cases that are more than one launch of one rank body. */
-static int runMismatch(void) { caseMismatch(); return 0; }
-static int runInitKilled(void) { caseInitKilled(); return 0; }
-static int runCreatorKilled(void) { caseCreatorKilled(); return 0; }
-static int runKilled(void) { caseKilled(); return 0; }
-static int runAbort(void) { caseAbort(); return 0; }
-static int runStale(void) { caseStale(); return 0; }
+static int runMismatch(void) {
+  caseMismatch();
+  return 0;
+}
+static int runInitKilled(void) {
+  caseInitKilled();
+  return 0;
+}
+static int runCreatorKilled(void) {
+  caseCreatorKilled();
+  return 0;
+}
+static int runKilled(void) {
+  caseKilled();
+  return 0;
+}
+static int runAbort(void) {
+  caseAbort();
+  return 0;
+}
+static int runStale(void) {
+  caseStale();
+  return 0;
+}
 
 static int runP2pLazy(void) {
   caseP2pEnv();
@@ -1303,12 +1338,14 @@ static int rankGuest(int rank, int nranks, void* arg) {
   relayComm_t g = NULL, own = NULL, set = NULL;
   T_OK(relayInitShm(&g, nranks, rank, job, NULL, 1));
   T_CHECK(g->guest && g->cfg.timeoutMs == 0 && relayWaitLimitNs(g) == UINT64_MAX,
-          "rank %d: a guest comm with no RELAYCC_TIMEOUT_MS has deadline %d ms (want none)", rank, g->cfg.timeoutMs);
+          "rank %d: a guest comm with no RELAYCC_TIMEOUT_MS has deadline %d ms (want none)", rank,
+          g->cfg.timeoutMs);
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.timeoutMs = 700;
   snprintf(job, sizeof job, "%s-guestset", t_job());
   T_OK(relayInitShm(&set, nranks, rank, job, &cfg, 1));
-  T_CHECK(set->cfg.timeoutMs == 700, "rank %d: the user's 700 ms became %d ms on a guest", rank, set->cfg.timeoutMs);
+  T_CHECK(set->cfg.timeoutMs == 700, "rank %d: the user's 700 ms became %d ms on a guest", rank,
+          set->cfg.timeoutMs);
   snprintf(job, sizeof job, "%s-own", t_job());
   T_OK(relayInitShm(&own, nranks, rank, job, NULL, 0));
   T_CHECK(!own->guest && own->cfg.timeoutMs == 120000, "rank %d: relaycc's own comm has %d ms", rank,
@@ -1323,8 +1360,8 @@ static int rankGuest(int rank, int nranks, void* arg) {
   relayXferDesc sd = {1 - rank, sb, sizeof sb}, rd = {1 - rank, rb, sizeof rb};
   T_OK(tGroup(g, &sd, 1, &rd, 1));
   for (int i = 0; i < 256; i++)
-    T_CHECK(rb[i] == (unsigned char)((1 - rank) * 100 + i), "rank %d: byte %d from the late peer is %d", rank, i,
-            rb[i]);
+    T_CHECK(rb[i] == (unsigned char)((1 - rank) * 100 + i), "rank %d: byte %d from the late peer is %d", rank,
+            i, rb[i]);
   /* The user's abort: rank 1 never comes; another thread of rank 0 aborts after 1 s. */
   if (rank == 0) {
     abortArg a = {g, 1000, 0};
@@ -1384,12 +1421,15 @@ static int rankUnique(int rank, int nranks, void* arg) {
 }
 
 #define SHM_RANKS(nm, n, fn) \
-  {.name = nm, .rank = fn, .ranks = n, .deadlineS = 60, .timeoutS = 120, .skipCode = 77}
-#define SHM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
+  { .name = nm, .rank = fn, .ranks = n, .deadlineS = 60, .timeoutS = 120, .skipCode = 77 }
+#define SHM_CASE(nm, f) \
+  { .name = nm, .fn = f, .timeoutS = 120, .skipCode = 77 }
 /* K transfers per peer of up to maxBytes through a ring of ring bytes, iters rounds. */
-#define SHM_BIG(nm, n, K, maxBytes, ring, iters)                                                    \
-  {.name = nm, .rank = rankBig, .arg = &(bigArg){K, maxBytes, ring, iters}, .ranks = n, .deadlineS = 100, \
-   .timeoutS = 120, .skipCode = 77}
+#define SHM_BIG(nm, n, K, maxBytes, ring, iters)                                                           \
+  {                                                                                                        \
+    .name = nm, .rank = rankBig, .arg = &(bigArg){K, maxBytes, ring, iters}, .ranks = n, .deadlineS = 100, \
+    .timeoutS = 120, .skipCode = 77                                                                        \
+  }
 
 /* 77: the case cannot run here (small_devshm needs a private mount namespace). */
 static const tCase kCases[] = {

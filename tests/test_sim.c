@@ -440,7 +440,8 @@ static relayPlan* randomPlan(int n, int nSteps, unsigned long long seed) {
 
 static void expectIdentical(const relaySimResult* a, const relaySimResult* b) {
   T_CHECK(a->nSteps == b->nSteps && a->nranks == b->nranks, "shape");
-  T_CHECK(memcmp(&a->totalS, &b->totalS, sizeof a->totalS) == 0, "totalS %.17g vs %.17g", a->totalS, b->totalS);
+  T_CHECK(memcmp(&a->totalS, &b->totalS, sizeof a->totalS) == 0, "totalS %.17g vs %.17g", a->totalS,
+          b->totalS);
   T_CHECK(memcmp(a->stepS, b->stepS, (size_t)a->nSteps * sizeof *a->stepS) == 0, "stepS differ");
   T_CHECK(memcmp(a->rankEndS, b->rankEndS, (size_t)a->nranks * sizeof *a->rankEndS) == 0, "rankEndS differ");
   T_CHECK(a->events == b->events, "events %d vs %d", a->events, b->events);
@@ -495,8 +496,8 @@ static int caseSpeed(void) {
     relaySimResultFree(&r);
   }
   double ms = (double)(relayNowNs() - t0) / 1e6 / reps;
-  printf("speed: %d ranks, %d steps, %u transfers, %d events: %.3f ms per run\n", p->nranks, p->nSteps, p->nSends,
-         events, ms);
+  printf("speed: %d ranks, %d steps, %u transfers, %d events: %.3f ms per run\n", p->nranks, p->nSteps,
+         p->nSends, events, ms);
 #if defined(__SANITIZE_ADDRESS__)
   double limit = 100; /* sanitizers slow everything ~5-10x */
 #else
@@ -511,7 +512,8 @@ static int caseSpeed(void) {
     for (int c = 0; c < RELAY_NUM_LAYOUT_COLLS; c++) {
       int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
       uint64_t elems = (1ull << 30) / 2;
-      size_t counts[1] = {(size_t)(c == relayCollectiveReduceScatter || c == relayCollectiveAllToAll ? elems / A : elems)};
+      size_t counts[1] = {
+          (size_t)(c == relayCollectiveReduceScatter || c == relayCollectiveAllToAll ? elems / A : elems)};
       planKey k = planKeyInit((relayCollective_t)c, 8, 1, A, ranks, counts, relayBfloat16);
       k.op = relaySum;
       k.route = relayRouteRelay;
@@ -533,7 +535,8 @@ static int caseSpeed(void) {
   return 0;
 }
 
-static relayBaselineResult baseline(const char* topoName, relayCollective_t coll, int A, int G, size_t count) {
+static relayBaselineResult baseline(const char* topoName, relayCollective_t coll, int A, int G,
+                                    size_t count) {
   struct relayTopo* t;
   T_OK(relayTopoLoad(topoName, &t));
   int ranks[64];
@@ -603,8 +606,8 @@ static struct relayTopo* linkTermTopo(const char* preset) {
 /* Predicted speedup of (route, depth) over the baseline, for bytes of
  * per-active-rank input; 0 when the route cannot build that plan or does not
  * build that depth. */
-static double linkSpeedup(const struct relayTopo* t, relayCollective_t coll, int A, int G, uint64_t bytes, int route,
-                          int depth) {
+static double linkSpeedup(const struct relayTopo* t, relayCollective_t coll, int A, int G, uint64_t bytes,
+                          int route, int depth) {
   int ranks[64];
   size_t counts[64];
   for (int i = 0; i < A * G; i++) ranks[i] = i;
@@ -663,8 +666,8 @@ static int caseSeedLinkModel(void) {
       T_CHECK(sT > 0, "%s A=2: no depth-%d plan", name, T);
       T_CHECK(near(sT, seedA2Speedup(6, T), 0.03), "%s A=2 depth %d: %.3fx, seed %.3fx", name, T, sT,
               seedA2Speedup(6, T));
-      T_CHECK(sT > prev && sT < 7.0, "%s A=2 depth %d: %.3fx, after %.3fx at depth %d: not tending to 7x", name, T, sT,
-              prev, T / 2);
+      T_CHECK(sT > prev && sT < 7.0, "%s A=2 depth %d: %.3fx, after %.3fx at depth %d: not tending to 7x",
+              name, T, sT, prev, T / 2);
       prev = sT;
       checked++;
     }
@@ -688,8 +691,8 @@ static int caseSeedLinkModel(void) {
     double two = linkSpeedup(t, coll, 4, 1, GiB, relayRouteRelay, 1);
     double four = linkSpeedup(t, coll, 4, 1, GiB, relayRouteRelay, 4);
     T_CHECK(two > 0 && four > 0, "%s A=4: no plans", relayCollName(coll));
-    T_CHECK(near(four / two, seedFanoutGain(4), 0.03), "%s A=4 fan-out gain %.3f, seed %.3f", relayCollName(coll),
-            four / two, seedFanoutGain(4));
+    T_CHECK(near(four / two, seedFanoutGain(4), 0.03), "%s A=4 fan-out gain %.3f, seed %.3f",
+            relayCollName(coll), four / two, seedFanoutGain(4));
     checked++;
   }
   relayTopoFree(t);
@@ -767,14 +770,20 @@ static int caseSeedTables(void) {
 }
 
 /* seedlink and seedtables exit 77 (skipped) until relay plans exist. */
-#define SIM_CASE(nm, f) {.name = nm, .fn = f, .timeoutS = 120, .skipCode = 77}
+#define SIM_CASE(nm, f) \
+  { .name = nm, .fn = f, .timeoutS = 120, .skipCode = 77 }
 static const tCase kCases[] = {
-    SIM_CASE("oneflow", caseOneFlow),         SIM_CASE("share", caseShare),
+    SIM_CASE("oneflow", caseOneFlow),
+    SIM_CASE("share", caseShare),
     SIM_CASE("opbudget", caseOpBudget),
-    SIM_CASE("switch", caseSwitch),           SIM_CASE("sync", caseSync),
-    SIM_CASE("ops", caseOps),                 SIM_CASE("mismatch", caseMismatch),
-    SIM_CASE("determinism", caseDeterminism), SIM_CASE("speed", caseSpeed),
-    SIM_CASE("baseline", caseBaseline),       SIM_CASE("seedlink", caseSeedLinkModel),
+    SIM_CASE("switch", caseSwitch),
+    SIM_CASE("sync", caseSync),
+    SIM_CASE("ops", caseOps),
+    SIM_CASE("mismatch", caseMismatch),
+    SIM_CASE("determinism", caseDeterminism),
+    SIM_CASE("speed", caseSpeed),
+    SIM_CASE("baseline", caseBaseline),
+    SIM_CASE("seedlink", caseSeedLinkModel),
     SIM_CASE("seedtables", caseSeedTables),
 };
 

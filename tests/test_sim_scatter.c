@@ -35,7 +35,8 @@
 typedef struct {
   int nodes, pool, perPeer, first, now;
 } seedRow;
-static const seedRow kSeed[] = {{2, 32, 2, 2, 2}, {3, 64, 4, 1, 2}, {4, 32, 2, 1, 1}, {5, 64, 2, 1, 1}, {8, 64, 2, 1, 1}};
+static const seedRow kSeed[] = {
+    {2, 32, 2, 2, 2}, {3, 64, 4, 1, 2}, {4, 32, 2, 1, 1}, {5, 64, 2, 1, 1}, {8, 64, 2, 1, 1}};
 #define NSEED ((int)(sizeof kSeed / sizeof kSeed[0]))
 
 static struct relayTopo* net(int nodes) {
@@ -63,8 +64,8 @@ static relayPlan* rootedPlan(relayCollective_t coll, int n, int root, size_t cou
 }
 
 /* Simulate with `parts` per transfer (0: the layer's rule). */
-static double simParts(const relayPlan* p, const struct relayTopo* t, const p2pComm* pc, int parts, int scheduleBase,
-                       relaySimResult* keep) {
+static double simParts(const relayPlan* p, const struct relayTopo* t, const p2pComm* pc, int parts,
+                       int scheduleBase, relaySimResult* keep) {
   relaySimP2p o;
   memset(&o, 0, sizeof o);
   o.comm = *pc;
@@ -92,7 +93,8 @@ static int caseTopo(void) {
         T_CHECK(relayTopoReachable(t, s, d), "%d -> %d unreachable", s, d);
         int same = relayTopoNodeOf(t, s) == relayTopoNodeOf(t, d);
         T_CHECK(same || t->linkCount[s * n + d] == 0, "a link across nodes: %d -> %d", s, d);
-        if (s != d && !same) T_CHECK(relayTopoPairRate(t, s, d) == relayTopoNicCap(t), "cross-node pair rate");
+        if (s != d && !same)
+          T_CHECK(relayTopoPairRate(t, s, d) == relayTopoNicCap(t), "cross-node pair rate");
         if (s != d && same) T_CHECK(t->linkCount[s * n + d] == 1, "the mesh inside a node: %d -> %d", s, d);
       }
     /* The text format round-trips every figure. */
@@ -105,9 +107,10 @@ static int caseTopo(void) {
     struct relayTopo* u = NULL;
     char err[256];
     T_CHECK(relayTopoParse(buf, &u, err, sizeof err) == relaySuccess, "%d nodes: parse back: %s", N, err);
-    T_CHECK(u->nNodes == t->nNodes && u->nicsPerNode == t->nicsPerNode && u->nicBw == t->nicBw && u->pxn == t->pxn &&
-                u->chanBw == t->chanBw && u->chanShare == t->chanShare && u->p2pChannels == t->p2pChannels &&
-                u->p2pPerPeer == t->p2pPerPeer && u->netsByBw == t->netsByBw,
+    T_CHECK(u->nNodes == t->nNodes && u->nicsPerNode == t->nicsPerNode && u->nicBw == t->nicBw &&
+                u->pxn == t->pxn && u->chanBw == t->chanBw && u->chanShare == t->chanShare &&
+                u->p2pChannels == t->p2pChannels && u->p2pPerPeer == t->p2pPerPeer &&
+                u->netsByBw == t->netsByBw,
             "%d nodes: the network differs after a round trip", N);
     T_CHECK(!memcmp(u->linkCount, t->linkCount, (size_t)n * n * sizeof *u->linkCount), "links differ");
     relayTopoFree(u);
@@ -126,7 +129,8 @@ static int caseTopo(void) {
   T_OK(relayTopoLoad("h200x2", &cal));
   T_CHECK(cal->p2pEff.n > 0 && cal->modelErr > 0, "h200x2 is calibrated");
   T_OK(relayTopoMultiNode(cal, 3, 4, 50e9, 1, &t));
-  T_CHECK(t->nGPUs == 6 && t->nNodes == 3 && t->nicsPerNode == 4 && t->pxn == 1 && strstr(t->name, "x3"), "shape");
+  T_CHECK(t->nGPUs == 6 && t->nNodes == 3 && t->nicsPerNode == 4 && t->pxn == 1 && strstr(t->name, "x3"),
+          "shape");
   T_CHECK(t->callS == cal->callS && t->boundaryS == cal->boundaryS && t->hopS == cal->hopS &&
               t->stageS == cal->stageS && t->memBw == cal->memBw && t->chanBw == cal->chanBw &&
               t->p2pChannels == cal->p2pChannels && t->hasSwitch == cal->hasSwitch,
@@ -154,14 +158,16 @@ static int caseTopo(void) {
   char err[256];
   const char* bad[] = {
       "gpus 4\nlink * * 1 50\nnodes 2\nnics_per_node 1\nnic_gbs 50\nmem_gbs 1000\n", /* links across nodes */
-      "gpus 6\nswitch yes\nports * 100 100\nnodes 4\nnics_per_node 1\nnic_gbs 50\nmem_gbs 1000\n", /* 4 !| 6 */
-      "gpus 4\nswitch yes\nports * 100 100\nnodes 2\nmem_gbs 1000\n",                   /* no NICs */
-      "gpus 2\nswitch yes\nports * 100 100\nmem_gbs 1000\nchan_share 1.5\n",             /* share > 1 */
-      "gpus 2\nswitch yes\nports * 100 100\nmem_gbs 1000\np2p_per_peer 3\n",             /* not a power of two */
+      "gpus 6\nswitch yes\nports * 100 100\nnodes 4\nnics_per_node 1\nnic_gbs 50\nmem_gbs 1000\n", /* 4 !| 6
+                                                                                                    */
+      "gpus 4\nswitch yes\nports * 100 100\nnodes 2\nmem_gbs 1000\n",        /* no NICs */
+      "gpus 2\nswitch yes\nports * 100 100\nmem_gbs 1000\nchan_share 1.5\n", /* share > 1 */
+      "gpus 2\nswitch yes\nports * 100 100\nmem_gbs 1000\np2p_per_peer 3\n", /* not a power of two */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct relayTopo* x = NULL;
-    T_CHECK(relayTopoParse(bad[i], &x, err, sizeof err) != relaySuccess && !x, "bad topology %zu accepted", i);
+    T_CHECK(relayTopoParse(bad[i], &x, err, sizeof err) != relaySuccess && !x, "bad topology %zu accepted",
+            i);
     printf("rejected: %s\n", err);
   }
   return 0;
@@ -178,12 +184,13 @@ static int caseP2p(void) {
     T_CHECK(pc.nNodes == r->nodes && pc.localRanks == 8 && pc.pool == r->pool && pc.perPeer == r->perPeer,
             "%d nodes: %d x %d, pool %d, %d per peer; the seed's: pool %d, %d per peer", r->nodes, pc.nNodes,
             pc.localRanks, pc.pool, pc.perPeer, r->pool, r->perPeer);
-    T_CHECK(p2pTaskParts(&pc, P2P_OP_SCATTER) == r->now, "%d nodes: scatter %d parts, the seed's %d", r->nodes,
-            p2pTaskParts(&pc, P2P_OP_SCATTER), r->now);
+    T_CHECK(p2pTaskParts(&pc, P2P_OP_SCATTER) == r->now, "%d nodes: scatter %d parts, the seed's %d",
+            r->nodes, p2pTaskParts(&pc, P2P_OP_SCATTER), r->now);
     T_CHECK(p2pTaskParts(&pc, P2P_OP_GATHER) == r->perPeer, "gather keeps the per-peer count");
     /* A user-set per-peer count is kept (NCCL_NCHANNELS_PER_NET_PEER). */
     T_OK(relaySimP2pComm(t, 2, &pc));
-    T_CHECK(pc.perPeerUserSet && p2pTaskParts(&pc, P2P_OP_SCATTER) == 2, "%d nodes: user-set 2 not kept", r->nodes);
+    T_CHECK(pc.perPeerUserSet && p2pTaskParts(&pc, P2P_OP_SCATTER) == 2, "%d nodes: user-set 2 not kept",
+            r->nodes);
     relayTopoFree(t);
   }
   /* Without the measured per-peer count: derived from links and NICs (one
@@ -217,7 +224,8 @@ static int caseOccupancy(void) {
     int n = t->nGPUs;
     p2pComm pc;
     T_OK(relaySimP2pComm(t, 0, &pc));
-    relayPlan* p = rootedPlan(relayCollectiveScatter, n, 0, 1u << 20); /* 2 MiB per peer: every part non-empty */
+    relayPlan* p =
+        rootedPlan(relayCollectiveScatter, n, 0, 1u << 20); /* 2 MiB per peer: every part non-empty */
     const int parts[3] = {r->perPeer, r->first, 0};
     const char* names[3] = {"per-peer", "first", "rule"};
     for (int k = 0; k < 3; k++) {
@@ -225,18 +233,17 @@ static int caseOccupancy(void) {
       simParts(p, t, &pc, parts[k], 0, &sr);
       int want = parts[k] ? parts[k] : r->now, flows, used, most;
       rootOccupancy(&sr, 0, 0, &flows, &used, &most);
-      T_CHECK(sr.poolSize == r->pool && sr.partsMax == want, "%d nodes %s: pool %d, %d parts", r->nodes, names[k],
-              sr.poolSize, sr.partsMax);
-      T_CHECK(flows == (n - 1) * want && used <= r->pool, "%d nodes %s: %d flows on %d channels", r->nodes, names[k],
-              flows, used);
+      T_CHECK(sr.poolSize == r->pool && sr.partsMax == want, "%d nodes %s: pool %d, %d parts", r->nodes,
+              names[k], sr.poolSize, sr.partsMax);
+      T_CHECK(flows == (n - 1) * want && used <= r->pool, "%d nodes %s: %d flows on %d channels", r->nodes,
+              names[k], flows, used);
       /* The rule's point: (n-1) x parts <= pool, and the node-major base gives
        * every flow a channel of its own. The per-peer count overflows the
        * pool from 3 nodes on: two flows share a channel. */
       if (k == 2 || (long long)(n - 1) * want <= r->pool)
-        T_CHECK(most == 1 && used == flows, "%d nodes %s: %d flows on %d channels, %d on one", r->nodes, names[k],
-                flows, used, most);
-      else
-        T_CHECK(most == 2, "%d nodes %s: at most %d flows per channel, want 2", r->nodes, names[k], most);
+        T_CHECK(most == 1 && used == flows, "%d nodes %s: %d flows on %d channels, %d on one", r->nodes,
+                names[k], flows, used, most);
+      else T_CHECK(most == 2, "%d nodes %s: at most %d flows per channel, want 2", r->nodes, names[k], most);
       printf("%d nodes, %-8s %d parts: %3d flows on %2d of %2d channels, at most %d per channel\n", r->nodes,
              names[k], want, flows, used, sr.poolSize, most);
       relaySimResultFree(&sr);
@@ -249,7 +256,8 @@ static int caseOccupancy(void) {
       simParts(p, t, &pc, 0, 1, &sr);
       int flows, used, most;
       rootOccupancy(&sr, 0, 0, &flows, &used, &most);
-      T_CHECK(most > 1 && used < flows, "%d nodes, schedule base: %d flows on %d channels", r->nodes, flows, used);
+      T_CHECK(most > 1 && used < flows, "%d nodes, schedule base: %d flows on %d channels", r->nodes, flows,
+              used);
       relaySimResultFree(&sr);
     }
     relayPlanFree(p);
@@ -276,11 +284,13 @@ static int caseRules(void) {
     double none = simParts(p, t, &pc, r->perPeer, 0, NULL);
     double first = simParts(p, t, &pc, r->first, 0, NULL);
     double rule = simParts(p, t, &pc, 0, 0, NULL);
-    printf("%d nodes: per-peer %.3f ms, first %.3f ms, rule %.3f ms: rule/per-peer %.2f, first/rule %.2f\n", r->nodes,
-           none * 1e3, first * 1e3, rule * 1e3, rule / none, first / rule);
+    printf("%d nodes: per-peer %.3f ms, first %.3f ms, rule %.3f ms: rule/per-peer %.2f, first/rule %.2f\n",
+           r->nodes, none * 1e3, first * 1e3, rule * 1e3, rule / none, first / rule);
     T_CHECK(rule <= none * 1.001 && rule <= first * 1.001, "%d nodes: the rule is slower", r->nodes);
-    if (r->nodes == 4) T_CHECK(none / rule > 1.10 && none / rule < 1.30, "4 nodes: per-peer/rule %.2f", none / rule);
-    if (r->nodes == 3) T_CHECK(first / rule > 1.15 && first / rule < 1.40, "3 nodes: first/rule %.2f", first / rule);
+    if (r->nodes == 4)
+      T_CHECK(none / rule > 1.10 && none / rule < 1.30, "4 nodes: per-peer/rule %.2f", none / rule);
+    if (r->nodes == 3)
+      T_CHECK(first / rule > 1.15 && first / rule < 1.40, "3 nodes: first/rule %.2f", first / rule);
     if (r->nodes == 2 || r->nodes == 5 || r->nodes == 8)
       T_CHECK(fabs(none / rule - 1) < 0.02, "%d nodes: per-peer/rule %.3f, want ~1", r->nodes, none / rule);
     /* 4 nodes: the root node's NICs bind with the rule (busbw ~412 GB/s in
@@ -319,9 +329,10 @@ static int caseSplit(void) {
     relaySimResult a, b;
     T_OK(relaySimRunP2p(p, t, NULL, &a));
     T_OK(relaySimRunP2p(p, t, &o, &b));
-    T_CHECK(fabs(a.totalS / b.totalS - 1) < 1e-9, "%s: %.9g s as flows, %.9g s as parts", relayCollName((relayCollective_t)coll),
-            a.totalS, b.totalS);
-    T_CHECK(b.partsMax == o.comm.perPeer && !a.chanFlows, "%s: %d parts", relayCollName((relayCollective_t)coll), b.partsMax);
+    T_CHECK(fabs(a.totalS / b.totalS - 1) < 1e-9, "%s: %.9g s as flows, %.9g s as parts",
+            relayCollName((relayCollective_t)coll), a.totalS, b.totalS);
+    T_CHECK(b.partsMax == o.comm.perPeer && !a.chanFlows, "%s: %d parts",
+            relayCollName((relayCollective_t)coll), b.partsMax);
     relaySimResultFree(&a);
     relaySimResultFree(&b);
     relayPlanFree(p);
@@ -380,13 +391,14 @@ static int caseTool(const char* bin) {
       for (int k = 0; k < 3; k++)
         if (!strncmp(line, names[k], strlen(names[k])) && strstr(line, "flows on"))
           parts[k] = atoi(line + strlen(names[k]) + strspn(line + strlen(names[k]), " "));
-      if (strstr(line, "1 GB |") || strstr(line, "64 MB |")) rows += !strstr(line, "N/A") && !strstr(line, "error");
+      if (strstr(line, "1 GB |") || strstr(line, "64 MB |"))
+        rows += !strstr(line, "N/A") && !strstr(line, "error");
     }
     int rc = pclose(f);
     T_CHECK(rc == 0, "%s: exit %d", cmd, rc);
     T_CHECK(parts[0] == kSeed[i].perPeer && parts[1] == kSeed[i].first && parts[2] == kSeed[i].now,
-            "%d nodes: parts %d / %d / %d, the seed's %d / %d / %d", kSeed[i].nodes, parts[0], parts[1], parts[2],
-            kSeed[i].perPeer, kSeed[i].first, kSeed[i].now);
+            "%d nodes: parts %d / %d / %d, the seed's %d / %d / %d", kSeed[i].nodes, parts[0], parts[1],
+            parts[2], kSeed[i].perPeer, kSeed[i].first, kSeed[i].now);
     T_CHECK(rows == 2, "%d nodes: %d timed rows", kSeed[i].nodes, rows);
   }
   /* Layout collectives take --nodes (tests/hier.cmake) but not the scatter

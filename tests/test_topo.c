@@ -26,8 +26,8 @@ static void expectSame(const struct relayTopo* a, const struct relayTopo* b) {
     for (int d = 0; d < n; d++) {
       if (s == d) continue;
       int i = s * n + d;
-      T_CHECK(a->linkCount[i] == b->linkCount[i], "%s: link %d %d count %d vs %d", a->name, s, d, a->linkCount[i],
-              b->linkCount[i]);
+      T_CHECK(a->linkCount[i] == b->linkCount[i], "%s: link %d %d count %d vs %d", a->name, s, d,
+              a->linkCount[i], b->linkCount[i]);
       if (a->linkCount[i]) T_CHECK(near(a->linkBw[i], b->linkBw[i]), "%s: link %d %d bw", a->name, s, d);
     }
     T_CHECK(near(a->injBw[s], b->injBw[s]) && near(a->ejBw[s], b->ejBw[s]), "%s: ports %d", a->name, s);
@@ -59,7 +59,8 @@ static int casePresets(void) {
     char err[256];
     T_CHECK(relayTopoCheck(t, err, sizeof err) == 0, "%s: %s", *n, err);
     T_CHECK(strcmp(t->name, *n) == 0, "name %s", t->name);
-    T_CHECK(t->boundaryS > 0 && t->callS > 0 && t->launchS > 0 && t->memBw > 0 && t->hopS > 0, "%s: costs", *n);
+    T_CHECK(t->boundaryS > 0 && t->callS > 0 && t->launchS > 0 && t->memBw > 0 && t->hopS > 0, "%s: costs",
+            *n);
     for (int s = 0; s < t->nGPUs; s++)
       for (int d = 0; d < t->nGPUs; d++) T_CHECK(relayTopoPairRate(t, s, d) > 0, "%s: %d -> %d", *n, s, d);
     relayTopoFree(t);
@@ -72,7 +73,8 @@ static int casePresets(void) {
   T_CHECK(t->nGPUs == 8 && !t->hasSwitch, "mi350x shape");
   for (int s = 0; s < 8; s++)
     for (int d = 0; d < 8; d++)
-      if (s != d) T_CHECK(t->linkCount[s * 8 + d] == 1 && t->linkBw[s * 8 + d] == 51.6e9, "mi350x link %d %d", s, d);
+      if (s != d)
+        T_CHECK(t->linkCount[s * 8 + d] == 1 && t->linkBw[s * 8 + d] == 51.6e9, "mi350x link %d %d", s, d);
   T_CHECK(near(t->boundaryS, 25e-6), "mi350x boundary %g", t->boundaryS);
   /* RCCL's per-operation channel budget: the AMD presets have one, the
    * NVIDIA and CPU ones none (their predictions stay as calibrated). */
@@ -91,7 +93,8 @@ static int casePresets(void) {
   /* H200: non-blocking switch, 18 x 26.5625 GB/s ports. */
   T_OK(relayTopoLoad("h200", &t));
   T_CHECK(t->nGPUs == 8 && t->hasSwitch, "h200 shape");
-  for (int g = 0; g < 8; g++) T_CHECK(near(t->injBw[g], 478.125e9) && near(t->ejBw[g], 478.125e9), "h200 port %d", g);
+  for (int g = 0; g < 8; g++)
+    T_CHECK(near(t->injBw[g], 478.125e9) && near(t->ejBw[g], 478.125e9), "h200 port %d", g);
   T_CHECK(near(relayTopoPairRate(t, 0, 1), 478.125e9), "h200 pair rate");
   relayTopoFree(t);
 
@@ -143,7 +146,8 @@ static int caseRoundTrip(void) {
   T_CHECK(a->nGPUs == 4 && a->linkCount[0 * 4 + 1] == 2 && a->linkCount[0 * 4 + 2] == 0, "ring4 links");
   T_CHECK(near(relayTopoLinkCap(a, 0, 1), 100e9), "ring4 link cap");
   /* 0 -> 2 has no link: through the switch, bounded by GPU 2's ejection. */
-  T_CHECK(relayTopoReachable(a, 0, 2) && near(relayTopoPairRate(a, 0, 2), 250e9), "diagonal through the switch");
+  T_CHECK(relayTopoReachable(a, 0, 2) && near(relayTopoPairRate(a, 0, 2), 250e9),
+          "diagonal through the switch");
   T_CHECK(near(relayTopoPairRate(a, 2, 3), 100e9) && near(relayTopoPairRate(a, 1, 3), 300e9), "rates");
   T_CHECK(near(a->injBw[2], 150e9) && near(a->ejBw[2], 250e9), "port override");
   T_CHECK(near(a->callS, 7.5e-6) && near(a->fabricBw, 900e9) && near(a->reduceBw, 1500e9) &&

@@ -58,12 +58,18 @@ static const voteRow kAllYes = {.no = -1};
 /* Rank 2 says no: every rank gets rank 2, its code and its text. */
 static const voteRow kOneNo = {{0, 0, relayNotSupported, 0}, {0}, 2, relayNotSupported, "reason of rank 2"};
 /* Ranks 3 and 1 say no, each with its own code: the first (rank 1) is everyone's verdict. */
-static const voteRow kTwoNo = {{0, relayInvalidArgument, 0, relaySystemError}, {7, 7, 7, 7}, 1,
-                               relayInvalidArgument, "reason of rank 1"};
+static const voteRow kTwoNo = {{0, relayInvalidArgument, 0, relaySystemError},
+                               {7, 7, 7, 7},
+                               1,
+                               relayInvalidArgument,
+                               "reason of rank 1"};
 /* Rank 2 holds another value than rank 0: it says no (relayInvalidUsage, naming both values); rank 3's
  * own no comes later and loses. */
-static const voteRow kSame = {{0, 0, 0, relayNotSupported}, {0x100, 0x100, 0x200, 0x100}, 2,
-                              relayInvalidUsage, "its value 0x200 is not rank 0's 0x100"};
+static const voteRow kSame = {{0, 0, 0, relayNotSupported},
+                              {0x100, 0x100, 0x200, 0x100},
+                              2,
+                              relayInvalidUsage,
+                              "its value 0x200 is not rank 0's 0x100"};
 
 static int rankVote(int rank, int nranks, void* arg) {
   (void)nranks;
@@ -125,7 +131,11 @@ static int rankDeadVoter(int rank, int nranks, void* arg) {
 }
 
 static const tCase kCases[] = {
-    {.name = "all_yes", .rank = rankVote, .arg = (void*)&kAllYes, .ranks = NR, .deadlineS = 60,
+    {.name = "all_yes",
+     .rank = rankVote,
+     .arg = (void*)&kAllYes,
+     .ranks = NR,
+     .deadlineS = 60,
      .timeoutS = 90},
     {.name = "one_no", .rank = rankVote, .arg = (void*)&kOneNo, .ranks = NR, .deadlineS = 60, .timeoutS = 90},
     {.name = "two_no", .rank = rankVote, .arg = (void*)&kTwoNo, .ranks = NR, .deadlineS = 60, .timeoutS = 90},

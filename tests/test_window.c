@@ -71,8 +71,8 @@ static void place(const shape* s, int me, char* buf, char** send, char** recv, s
 
 /* Fills buf and runs one call of s on every rank; returns its result. delta
  * shifts this rank's recv (a broken contract). */
-static relayResult_t callPrepared(relayComm_t comm, int rank, const shape* s, char* buf, size_t delta, char** sendOut,
-                                  char** recvOut) {
+static relayResult_t callPrepared(relayComm_t comm, int rank, const shape* s, char* buf, size_t delta,
+                                  char** sendOut, char** recvOut) {
   int ranks[NRANKS];
   int me = actives(s->A, rank, ranks);
   relayLayout_t L = {1, s->A, ranks};
@@ -92,13 +92,14 @@ static relayResult_t callPrepared(relayComm_t comm, int rank, const shape* s, ch
 
 /* One call that must succeed with the right data, on the direct path of
  * window wantWin (0: the staged path). */
-static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint32_t wantWin, const char* tag) {
+static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint32_t wantWin,
+                    const char* tag) {
   int ranks[NRANKS];
   int me = actives(s->A, rank, ranks);
   char *send, *recv;
   relayResult_t r = callPrepared(comm, rank, s, buf, 0, &send, &recv);
-  T_CHECK(r == relaySuccess, "rank %d %s: %s A=%d count %zu: %s (%s)", rank, tag, relayCollName(s->coll), s->A,
-          s->count, relayGetErrorString(r), relayGetLastError(comm));
+  T_CHECK(r == relaySuccess, "rank %d %s: %s A=%d count %zu: %s (%s)", rank, tag, relayCollName(s->coll),
+          s->A, s->count, relayGetErrorString(r), relayGetLastError(comm));
   int route = -1;
   relayCommLastRoute(comm, &route, NULL);
   T_CHECK(route == relayRouteBw, "rank %d %s: ran %s", rank, tag, relayRouteName(route));
@@ -113,8 +114,9 @@ static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint3
   T_CHECK(want_ && inCopy, "oom");
   tc_expected(s->coll, s->dt, s->op, s->A, me, s->count, want_);
   size_t bad = 0, n = tc_compare(s->dt, recv, want_, out, &bad);
-  T_CHECK(n == 0, "rank %d (active %d) %s: %s %s %s A=%d count %zu inPlace %d: %zu wrong, first at %zu", rank, me,
-          tag, relayCollName(s->coll), relayTypeName(s->dt), relayOpName(s->op), s->A, s->count, s->inPlace, n, bad);
+  T_CHECK(n == 0, "rank %d (active %d) %s: %s %s %s A=%d count %zu inPlace %d: %zu wrong, first at %zu", rank,
+          me, tag, relayCollName(s->coll), relayTypeName(s->dt), relayOpName(s->op), s->A, s->count,
+          s->inPlace, n, bad);
   if (!s->inPlace) { /* peers only read my send */
     tc_fill_input(s->coll, s->dt, s->op, s->A, me, s->count, inCopy);
     T_CHECK(memcmp(send, inCopy, in * es) == 0, "rank %d %s: %s: the send buffer changed", rank, tag,
@@ -124,8 +126,8 @@ static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint3
   for (size_t b = 0; b < W_BYTES; b++) {
     const char* p = buf + b;
     if ((p >= send && p < send + in * es) || (p >= recv && p < recv + out * es)) continue;
-    T_CHECK((unsigned char)*p == TC_SENTINEL, "rank %d %s: %s A=%d: byte %zu of the buffer written (0x%02x)", rank,
-            tag, relayCollName(s->coll), s->A, b, (unsigned char)*p);
+    T_CHECK((unsigned char)*p == TC_SENTINEL, "rank %d %s: %s A=%d: byte %zu of the buffer written (0x%02x)",
+            rank, tag, relayCollName(s->coll), s->A, b, (unsigned char)*p);
   }
   free(want_);
   free(inCopy);
@@ -164,8 +166,8 @@ static void sleepMs(int ms) {
 
 /* ---- cases ---------------------------------------------------------------- */
 
-static const relayCollective_t kColls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter, relayCollectiveAllGather,
-                                      relayCollectiveAllToAll};
+static const relayCollective_t kColls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter,
+                                            relayCollectiveAllGather, relayCollectiveAllToAll};
 
 /* Every collective at A = 2..8, dtypes x ops x in place, counts 1, 37, 4099. */
 static int rankSweep(int rank, int nranks, void* arg) {
@@ -206,7 +208,11 @@ static int rankInterleave(int rank, int nranks, void* arg) {
   relayWindow_t w = reg(comm, buf);
   for (int k = 0; k < 240; k++) {
     int A = 2 + k % 7, windowed = (k / 2) % 2 == 0;
-    shape s = {kColls[k % 4], k % 3 ? relayFloat32 : relayInt32, relaySum, A, k % 5 == 0 && k % 4 != 3,
+    shape s = {kColls[k % 4],
+               k % 3 ? relayFloat32 : relayInt32,
+               relaySum,
+               A,
+               k % 5 == 0 && k % 4 != 3,
                (size_t)(1 + (k * 733) % 3001)};
     int late = k < 120 ? (rank & 1) : !(rank & 1);
     if (k % 3 == 0 && late) sleepMs(3);
@@ -226,12 +232,13 @@ static int rankCycles(int rank, int nranks, void* arg) {
   relayComm_t comm = winComm(rank, 0, &buf);
   for (int k = 0; k < 1000; k++) {
     relayWindow_t w = reg(comm, buf);
-    T_CHECK(w->id == (uint32_t)k + 1 && comm->nWindows == 1, "rank %d cycle %d: window %u, %d registered", rank, k,
-            w->id, comm->nWindows);
+    T_CHECK(w->id == (uint32_t)k + 1 && comm->nWindows == 1, "rank %d cycle %d: window %u, %d registered",
+            rank, k, w->id, comm->nWindows);
     shape s = {kColls[k % 4], relayFloat32, relaySum, 2 + k % 3, 0, (size_t)(1 + k % 300)};
     oneCall(comm, rank, &s, buf, w->id, "cycle");
     T_OK(relayCommDeregister(comm, w));
-    T_CHECK(comm->nWindows == 0 && comm->directWindows == 0, "rank %d cycle %d: %d left", rank, k, comm->nWindows);
+    T_CHECK(comm->nWindows == 0 && comm->directWindows == 0, "rank %d cycle %d: %d left", rank, k,
+            comm->nWindows);
   }
   /* A window left registered is freed by destroy. */
   reg(comm, buf);
@@ -247,10 +254,12 @@ static void expectRegFail(relayComm_t comm, int rank, int bad, relayResult_t wan
   const char* e = relayGetLastError(comm);
   char name[32];
   snprintf(name, sizeof name, "rank %d", bad);
-  T_CHECK(r == want, "rank %d: %s: %s, want %s (%s)", rank, what, relayGetErrorString(r), relayGetErrorString(want), e);
+  T_CHECK(r == want, "rank %d: %s: %s, want %s (%s)", rank, what, relayGetErrorString(r),
+          relayGetErrorString(want), e);
   T_CHECK(strstr(e, "relayCommRegister (rank") && strstr(e, ownMsg) && (rank == bad || strstr(e, name)),
           "rank %d: %s: message '%s'", rank, what, e);
-  T_CHECK(comm->nWindows == 0 && (!win || !*win), "rank %d: %s: %d windows registered", rank, what, comm->nWindows);
+  T_CHECK(comm->nWindows == 0 && (!win || !*win), "rank %d: %s: %d windows registered", rank, what,
+          comm->nWindows);
 }
 
 static int rankBadArgs(int rank, int nranks, void* arg) {
@@ -263,9 +272,10 @@ static int rankBadArgs(int rank, int nranks, void* arg) {
   relayWindow_t w = NULL;
   expectRegFail(comm, rank, 3, relayInvalidArgument, rank == 3 ? NULL : buf, W_BYTES, &w,
                 "buff is NULL with bytes = 1048576", "NULL on rank 3");
-  expectRegFail(comm, rank, 2, relayInvalidArgument, buf, rank == 2 ? 0 : W_BYTES, &w, "bytes is 0", "0 bytes on rank 2");
-  expectRegFail(comm, rank, 5, relayInvalidArgument, buf, rank == 5 ? W_BYTES - 8 : W_BYTES, &w, "rank 5 registers",
-                "size mismatch on rank 5");
+  expectRegFail(comm, rank, 2, relayInvalidArgument, buf, rank == 2 ? 0 : W_BYTES, &w, "bytes is 0",
+                "0 bytes on rank 2");
+  expectRegFail(comm, rank, 5, relayInvalidArgument, buf, rank == 5 ? W_BYTES - 8 : W_BYTES, &w,
+                "rank 5 registers", "size mismatch on rank 5");
   expectRegFail(comm, rank, 1, relayInvalidArgument, buf, W_BYTES, rank == 1 ? NULL : &w, "win (argument 4)",
                 "win NULL on rank 1");
   {
@@ -282,8 +292,9 @@ static int rankBadArgs(int rank, int nranks, void* arg) {
   T_OK(relayCommRegister(comm, isActive ? buf : NULL, isActive ? W_BYTES : 0, &hw));
   oneCall(comm, rank, &s, buf, hw->id, "helpers without buffers");
   T_OK(relayCommDeregister(comm, hw));
-  /* Deregister: an unknown handle on rank 6, a foreign one (another comm's) on rank 4, NULL on rank 0, another
-   * window of this comm on rank 2: every rank fails, nothing is deregistered, the window still works. */
+  /* Deregister: an unknown handle on rank 6, a foreign one (another comm's) on rank 4, NULL on rank 0,
+   * another window of this comm on rank 2: every rank fails, nothing is deregistered, the window still works.
+   */
   w = reg(comm, buf);
   relayWindow_t w2 = reg(comm, other);
   char name[160];
@@ -339,11 +350,12 @@ static int rankCheckOffset(int rank, int nranks, void* arg) {
     char *send, *recv;
     /* all-gather and all-to-all compare recv offsets, reduce-scatter the send's: shift what counts. */
     size_t delta = rank == ranks[1] ? 8 : 0;
-    /* The recv offset is what peers use, except in a reduce-scatter (they read the send): there it may differ. */
+    /* The recv offset is what peers use, except in a reduce-scatter (they read the send): there it may
+     * differ. */
     relayResult_t r = callPrepared(comm, rank, &s, buf, delta, &send, &recv);
     if (kColls[ci] == relayCollectiveReduceScatter) {
-      T_CHECK(r == relaySuccess, "rank %d: reduce-scatter with recv offsets that peers never use: %s (%s)", rank,
-              relayGetErrorString(r), relayGetLastError(comm));
+      T_CHECK(r == relaySuccess, "rank %d: reduce-scatter with recv offsets that peers never use: %s (%s)",
+              rank, relayGetErrorString(r), relayGetLastError(comm));
       continue;
     }
     char name[32];
@@ -384,16 +396,17 @@ static int rankMismatch(int rank, int nranks, void* arg) {
     if (kColls[ci] != relayCollectiveReduceScatter) { /* its recv offset is not one peers use */
       char *send, *recv;
       relayResult_t r = callPrepared(comm, rank, &s, buf, me == 2 ? 8 : 0, &send, &recv);
-      T_CHECK(r == relaySuccess && comm->lastWindow == 0, "rank %d: %s with active 2's recv shifted: %s, window %u (%s)",
-              rank, relayCollName(s.coll), relayGetErrorString(r), comm->lastWindow, relayGetLastError(comm));
+      T_CHECK(r == relaySuccess && comm->lastWindow == 0,
+              "rank %d: %s with active 2's recv shifted: %s, window %u (%s)", rank, relayCollName(s.coll),
+              relayGetErrorString(r), comm->lastWindow, relayGetLastError(comm));
       if (me >= 0) {
         size_t out = tc_recv_elems(s.coll, 4, s.count);
         float* want = malloc(out * sizeof *want);
         T_CHECK(want, "oom");
         tc_expected(s.coll, s.dt, s.op, 4, me, s.count, want);
         size_t bad = 0;
-        T_CHECK(tc_compare(s.dt, recv, want, out, &bad) == 0, "rank %d: %s with a shifted recv: wrong at %zu", rank,
-                relayCollName(s.coll), bad);
+        T_CHECK(tc_compare(s.dt, recv, want, out, &bad) == 0, "rank %d: %s with a shifted recv: wrong at %zu",
+                rank, relayCollName(s.coll), bad);
         free(want);
       }
     }
@@ -444,8 +457,8 @@ static int rankStagedOnly(int rank, int nranks, void* arg) {
   relayComm_t comm = winComm(rank, 0, &buf);
   relayWindow_t w = NULL;
   T_OK(relayCommRegister(comm, buf, W_BYTES, &w));
-  T_CHECK(!w->direct && comm->directWindows == 0, "rank %d: window direct %d with rank 1 refusing attach", rank,
-          w->direct);
+  T_CHECK(!w->direct && comm->directWindows == 0, "rank %d: window direct %d with rank 1 refusing attach",
+          rank, w->direct);
   for (int ci = 0; ci < 4; ci++) {
     shape s = {kColls[ci], relayFloat32, relaySum, 8, 0, 1234};
     oneCall(comm, rank, &s, buf, 0, "staged-only window");
@@ -468,7 +481,8 @@ static int runKill(void) {
 /* The one-copy path for buffers in no window off (RELAYCC_SHM_CMA_BYTES=0): "staged" here is the staging
  * ring, what a window's direct path replaces; test_oneshot's bwcma cases cover the one-copy path. */
 #define W_ENV "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=0"
-#define WIN(nm, fnc, sec) {.name = nm, .rank = fnc, .ranks = NRANKS, .deadlineS = sec, .timeoutS = 600, .env = W_ENV}
+#define WIN(nm, fnc, sec) \
+  { .name = nm, .rank = fnc, .ranks = NRANKS, .deadlineS = sec, .timeoutS = 600, .env = W_ENV }
 
 static const tCase kCases[] = {
     WIN("sweep", rankSweep, 400),
@@ -479,7 +493,11 @@ static const tCase kCases[] = {
     WIN("mismatch", rankMismatch, 200),
     /* The same with the one-copy path on: active 1, outside the window, posts its own addresses where the
      * others post the window, so every active still meets the mismatch and takes the staging ring. */
-    {.name = "mismatch-cma", .rank = rankMismatch, .ranks = NRANKS, .deadlineS = 200, .timeoutS = 600,
+    {.name = "mismatch-cma",
+     .rank = rankMismatch,
+     .ranks = NRANKS,
+     .deadlineS = 200,
+     .timeoutS = 600,
      .env = "RELAYCC_BW_TILE_BYTES=1024;RELAYCC_BW_RING=3;RELAYCC_SHM_CMA_BYTES=64"},
     {.name = "kill", .fn = runKill, .timeoutS = 600, .env = W_ENV},
     WIN("stagedonly", rankStagedOnly, 200),

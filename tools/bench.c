@@ -41,13 +41,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.graph && !be->hasGraph) {
-    fprintf(stderr, "relaycc-bench: bad argument: --graph: the %s backend has nothing to capture (needs nccl)\n",
+    fprintf(stderr,
+            "relaycc-bench: bad argument: --graph: the %s backend has nothing to capture (needs nccl)\n",
             be->name);
     return 2;
   }
   if (be->oneRankPer && !o.ranksGiven && defRanks < 2) {
     fprintf(stderr,
-            "relaycc-bench: --backend %s: %d %s visible here; --ranks N runs N ranks on it (rank r on %s r %% %d; "
+            "relaycc-bench: --backend %s: %d %s visible here; --ranks N runs N ranks on it (rank r on %s r "
+            "%% %d; "
             "for correctness, not performance: docs/gpu-harness.md)\n",
             be->name, defRanks, be->oneRankPer, be->oneRankPer, defRanks);
     return 2;
@@ -87,8 +89,7 @@ int main(int argc, char** argv) {
   if (lrc) {
     if (lr.exitCode == -1000)
       snprintf(failure, sizeof failure, "%s (--timeout %d)", lr.message, o.timeoutSec);
-    else
-      snprintf(failure, sizeof failure, "%s", lr.message);
+    else snprintf(failure, sizeof failure, "%s", lr.message);
     fprintf(stderr, "relaycc-bench: FAILED: %s\n", failure);
     rc = 1;
   } else if (!res->finished) {
@@ -103,8 +104,7 @@ int main(int argc, char** argv) {
     printf("#\n# Avg bus bandwidth    : %g GB/s (%d rows)\n", n ? sum / n : 0.0, n);
     if (o.check)
       printf("# Wrong elements       : %lld %s\n", res->totalWrong, res->totalWrong ? "FAILED" : "OK");
-    else
-      printf("# Wrong elements       : not checked (--check 0)\n");
+    else printf("# Wrong elements       : not checked (--check 0)\n");
     fflush(stdout);
     if (res->totalWrong > 0) {
       snprintf(failure, sizeof failure, "%lld wrong elements", res->totalWrong);

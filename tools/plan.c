@@ -70,24 +70,28 @@ static void printTraffic(const relayPlan* p, FILE* f) {
           bd = d;
         }
       }
-    if (bs >= 0)
-      fprintf(f, "  busiest: %d -> %d: %llu\n", bs, bd, (unsigned long long)best);
-    else
-      fprintf(f, "  busiest: none: 0\n");
+    if (bs >= 0) fprintf(f, "  busiest: %d -> %d: %llu\n", bs, bd, (unsigned long long)best);
+    else fprintf(f, "  busiest: none: 0\n");
   }
   free(t);
 }
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--scatter-parts")) return p2pPlanToolMain(argc, argv); /* common/p2p_tool.c */
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--scatter-parts")) return p2pPlanToolMain(argc, argv); /* common/p2p_tool.c */
   enum { O_RANKS = 256, O_COUNT, O_DTYPE, O_OP, O_ROUTE, O_DEPTH, O_RANK, O_LAYOUT, O_TRAFFIC };
-  static const struct option opts[] = {
-      {"coll", required_argument, 0, 'c'},     {"ranks", required_argument, 0, O_RANKS},
-      {"count", required_argument, 0, O_COUNT}, {"dtype", required_argument, 0, O_DTYPE},
-      {"op", required_argument, 0, O_OP},       {"route", required_argument, 0, O_ROUTE},
-      {"depth", required_argument, 0, O_DEPTH}, {"rank", required_argument, 0, O_RANK},
-      {"layout", required_argument, 0, O_LAYOUT}, {"traffic", no_argument, 0, O_TRAFFIC},
-      {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+  static const struct option opts[] = {{"coll", required_argument, 0, 'c'},
+                                       {"ranks", required_argument, 0, O_RANKS},
+                                       {"count", required_argument, 0, O_COUNT},
+                                       {"dtype", required_argument, 0, O_DTYPE},
+                                       {"op", required_argument, 0, O_OP},
+                                       {"route", required_argument, 0, O_ROUTE},
+                                       {"depth", required_argument, 0, O_DEPTH},
+                                       {"rank", required_argument, 0, O_RANK},
+                                       {"layout", required_argument, 0, O_LAYOUT},
+                                       {"traffic", no_argument, 0, O_TRAFFIC},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   relayCollective_t coll = relayNumCollectives; /* none yet */
   int A = 0, G = 1, nranks = 0, depth = 1, rank = -1, traffic = 0, route = relayRouteRelay;
   long long count = -1;
@@ -175,7 +179,8 @@ int main(int argc, char** argv) {
   relayPlan* plan = NULL;
   relayResult_t res = relayPlanBuild(&key, &plan);
   if (res == relayNotSupported && route != relayRouteDirect) {
-    fprintf(stderr, "relaycc-plan: route %s cannot serve this call (not supported); it falls back to direct\n",
+    fprintf(stderr,
+            "relaycc-plan: route %s cannot serve this call (not supported); it falls back to direct\n",
             relayRouteName(route));
     key.route = relayRouteDirect;
     key.depth = 1;
@@ -195,8 +200,8 @@ int main(int argc, char** argv) {
     uint64_t crit = relayPlanCriticalPathBytes(plan);
     uint64_t msg = (uint64_t)count * es;
     printf("# %s route=%s depth=%d nranks=%d nGroups=%d A=%d dtype=%s count=%lld (%llu bytes) steps=%d\n",
-           relayCollName(coll), relayRouteName(plan->route), plan->depth, nranks, G, A, relayTypeName(dtype), count,
-           (unsigned long long)msg, plan->nSteps);
+           relayCollName(coll), relayRouteName(plan->route), plan->depth, nranks, G, A, relayTypeName(dtype),
+           count, (unsigned long long)msg, plan->nSteps);
     printTraffic(plan, stdout);
     if (msg) printf("# critical path = %.4f x count*elemsize\n", (double)crit / (double)msg);
     printf("critical-path bytes: %llu\n", (unsigned long long)crit);

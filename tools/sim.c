@@ -45,9 +45,9 @@
 
 /* The reference benchmark's size axis (docs/design.md, "Sources and figures"). */
 static const unsigned long long kDefaultSizes[] = {
-    4 * KB,    9 * KB,   18 * KB,  36 * KB,           72 * KB,  144 * KB, 288 * KB, 576 * KB,
-    9 * MB / 2, 9 * MB,  27 * MB / 2, 27 * MB,        63 * MB / 2, 36 * MB, 63 * MB, 135 * MB / 2,
-    72 * MB,   135 * MB, 144 * MB, 256 * MB,          512 * MB, 1024 * MB,
+    4 * KB,     9 * KB,   18 * KB,     36 * KB,  72 * KB,     144 * KB,  288 * KB, 576 * KB,
+    9 * MB / 2, 9 * MB,   27 * MB / 2, 27 * MB,  63 * MB / 2, 36 * MB,   63 * MB,  135 * MB / 2,
+    72 * MB,    135 * MB, 144 * MB,    256 * MB, 512 * MB,    1024 * MB,
 };
 
 typedef struct {
@@ -66,8 +66,8 @@ typedef struct {
   int printTopo; /* print the topology in the text format and exit */
   int vsSeed;    /* compare with the seed's measured tables and exit */
   /* Rooted collectives (scatter, gather) on a multi-node network model. */
-  int rooted;     /* the collectives asked for are rooted */
-  int nodes;      /* 0: not given */
+  int rooted; /* the collectives asked for are rooted */
+  int nodes;  /* 0: not given */
   const char* net;
   int root;
   int pool, perPeer, userPerPeer; /* 0: the topology's */
@@ -148,27 +148,63 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
   int haveRange = 0;
   const char* sizes = NULL;
   const char* coll = "all";
-  enum { O_TOPO = 1000, O_SIZES, O_ROUTE, O_DEPTH, O_DTYPE, O_OP, O_PLOT, O_STEPS, O_PRINT, O_VSSEED, O_HELP,
-         O_NODES, O_NET, O_ROOT, O_POOL, O_PERPEER, O_USERPP, O_BASE, O_NETGBS, O_NETLAT };
-  static const struct option lo[] = {
-      {"topo", required_argument, 0, O_TOPO},   {"coll", required_argument, 0, 'c'},
-      {"sizes", required_argument, 0, O_SIZES}, {"minbytes", required_argument, 0, 'b'},
-      {"maxbytes", required_argument, 0, 'e'},  {"stepfactor", required_argument, 0, 'f'},
-      {"route", required_argument, 0, O_ROUTE}, {"depth", required_argument, 0, O_DEPTH},
-      {"dtype", required_argument, 0, O_DTYPE}, {"op", required_argument, 0, O_OP},
-      {"plot", required_argument, 0, O_PLOT},   {"steps", no_argument, 0, O_STEPS},
-      {"print-topo", no_argument, 0, O_PRINT},  {"help", no_argument, 0, 'h'},
-      {"vs-seed", no_argument, 0, O_VSSEED},    {"nodes", required_argument, 0, O_NODES},
-      {"net", required_argument, 0, O_NET},     {"root", required_argument, 0, O_ROOT},
-      {"pool", required_argument, 0, O_POOL},   {"per-peer", required_argument, 0, O_PERPEER},
-      {"user-per-peer", required_argument, 0, O_USERPP}, {"base", required_argument, 0, O_BASE},
-      {"net-gbs", required_argument, 0, O_NETGBS}, {"net-lat-us", required_argument, 0, O_NETLAT},
-      {0, 0, 0, 0}};
+  enum {
+    O_TOPO = 1000,
+    O_SIZES,
+    O_ROUTE,
+    O_DEPTH,
+    O_DTYPE,
+    O_OP,
+    O_PLOT,
+    O_STEPS,
+    O_PRINT,
+    O_VSSEED,
+    O_HELP,
+    O_NODES,
+    O_NET,
+    O_ROOT,
+    O_POOL,
+    O_PERPEER,
+    O_USERPP,
+    O_BASE,
+    O_NETGBS,
+    O_NETLAT
+  };
+  static const struct option lo[] = {{"topo", required_argument, 0, O_TOPO},
+                                     {"coll", required_argument, 0, 'c'},
+                                     {"sizes", required_argument, 0, O_SIZES},
+                                     {"minbytes", required_argument, 0, 'b'},
+                                     {"maxbytes", required_argument, 0, 'e'},
+                                     {"stepfactor", required_argument, 0, 'f'},
+                                     {"route", required_argument, 0, O_ROUTE},
+                                     {"depth", required_argument, 0, O_DEPTH},
+                                     {"dtype", required_argument, 0, O_DTYPE},
+                                     {"op", required_argument, 0, O_OP},
+                                     {"plot", required_argument, 0, O_PLOT},
+                                     {"steps", no_argument, 0, O_STEPS},
+                                     {"print-topo", no_argument, 0, O_PRINT},
+                                     {"help", no_argument, 0, 'h'},
+                                     {"vs-seed", no_argument, 0, O_VSSEED},
+                                     {"nodes", required_argument, 0, O_NODES},
+                                     {"net", required_argument, 0, O_NET},
+                                     {"root", required_argument, 0, O_ROOT},
+                                     {"pool", required_argument, 0, O_POOL},
+                                     {"per-peer", required_argument, 0, O_PERPEER},
+                                     {"user-per-peer", required_argument, 0, O_USERPP},
+                                     {"base", required_argument, 0, O_BASE},
+                                     {"net-gbs", required_argument, 0, O_NETGBS},
+                                     {"net-lat-us", required_argument, 0, O_NETLAT},
+                                     {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:A:G:b:e:f:h", lo, NULL)) != -1) {
     switch (c) {
-      case O_TOPO: o->topo = optarg; o->topoGiven = 1; break;
-      case O_NODES: if (intArg("--nodes", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->nodes)) return 1; break;
+      case O_TOPO:
+        o->topo = optarg;
+        o->topoGiven = 1;
+        break;
+      case O_NODES:
+        if (intArg("--nodes", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->nodes)) return 1;
+        break;
       case O_NETGBS:
       case O_NETLAT: {
         char* end;
@@ -183,10 +219,18 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
         break;
       }
       case O_NET: o->net = optarg; break;
-      case O_ROOT: if (intArg("--root", optarg, 0, RELAY_TOPO_MAX_GPUS - 1, &o->root)) return 1; break;
-      case O_POOL: if (intArg("--pool", optarg, 1, 64, &o->pool)) return 1; break;
-      case O_PERPEER: if (intArg("--per-peer", optarg, 1, 64, &o->perPeer)) return 1; break;
-      case O_USERPP: if (intArg("--user-per-peer", optarg, 1, 64, &o->userPerPeer)) return 1; break;
+      case O_ROOT:
+        if (intArg("--root", optarg, 0, RELAY_TOPO_MAX_GPUS - 1, &o->root)) return 1;
+        break;
+      case O_POOL:
+        if (intArg("--pool", optarg, 1, 64, &o->pool)) return 1;
+        break;
+      case O_PERPEER:
+        if (intArg("--per-peer", optarg, 1, 64, &o->perPeer)) return 1;
+        break;
+      case O_USERPP:
+        if (intArg("--user-per-peer", optarg, 1, 64, &o->userPerPeer)) return 1;
+        break;
       case O_BASE:
         if (strcmp(optarg, "schedule") == 0) o->scheduleBase = 1;
         else if (strcmp(optarg, "node-major") == 0) o->scheduleBase = 0;
@@ -196,8 +240,12 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
         }
         break;
       case 'c': coll = optarg; break;
-      case 'A': if (intArg("-A", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->A)) return 1; break;
-      case 'G': if (intArg("-G", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->G)) return 1; break;
+      case 'A':
+        if (intArg("-A", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->A)) return 1;
+        break;
+      case 'G':
+        if (intArg("-G", optarg, 1, RELAY_TOPO_MAX_GPUS, &o->G)) return 1;
+        break;
       case 'b':
       case 'e':
         if (parseSize(optarg, c == 'b' ? &b : &e)) {
@@ -224,7 +272,9 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
           return 1;
         }
         break;
-      case O_DEPTH: if (intArg("--depth", optarg, 1, 1024, &o->depth)) return 1; break;
+      case O_DEPTH:
+        if (intArg("--depth", optarg, 1, 1024, &o->depth)) return 1;
+        break;
       case O_DTYPE:
         if (relayParseType(optarg, &o->dtype)) {
           fprintf(stderr, "relaycc-sim: --dtype '%s': unknown type\n", optarg);
@@ -258,23 +308,28 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     for (char* t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
       relayCollective_t cc;
       if (relayParseCollAll(t, &cc) || o->nColls == relayNumCollectives) {
-        fprintf(stderr, "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, scatter, "
-                        "gather, a comma list of them, or all\n", coll);
+        fprintf(stderr,
+                "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, scatter, "
+                "gather, a comma list of them, or all\n",
+                coll);
         return 1;
       }
       nRooted += relayCollRooted(cc);
       o->colls[o->nColls++] = cc;
     }
     if (nRooted && nRooted != o->nColls) {
-      fprintf(stderr, "relaycc-sim: -c '%s': scatter and gather run on a network model; list them apart from "
-                      "the layout collectives\n", coll);
+      fprintf(stderr,
+              "relaycc-sim: -c '%s': scatter and gather run on a network model; list them apart from "
+              "the layout collectives\n",
+              coll);
       return 1;
     }
     o->rooted = nRooted > 0;
   }
   if (!o->rooted && (o->net || o->pool || o->perPeer || o->userPerPeer || o->root)) {
-    fprintf(stderr, "relaycc-sim: --net, --root, --pool, --per-peer and --user-per-peer go with -c "
-                    "scatter or gather\n");
+    fprintf(stderr,
+            "relaycc-sim: --net, --root, --pool, --per-peer and --user-per-peer go with -c "
+            "scatter or gather\n");
     return 1;
   }
   if ((o->netGbs || o->netLatUs) && (o->rooted || o->nodes < 2)) {
@@ -309,7 +364,8 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
     /* The seed's scatter sweep, 16 MB to 16 GB of the root's data. */
     for (unsigned long long b = 16 * MB; b <= 16384 * MB; b *= 4) o->sizes[o->nSizes++] = b;
   } else {
-    for (size_t i = 0; i < sizeof kDefaultSizes / sizeof kDefaultSizes[0]; i++) o->sizes[o->nSizes++] = kDefaultSizes[i];
+    for (size_t i = 0; i < sizeof kDefaultSizes / sizeof kDefaultSizes[0]; i++)
+      o->sizes[o->nSizes++] = kDefaultSizes[i];
   }
   return 0;
 }
@@ -327,13 +383,15 @@ static const char* const kRuleWhat[NUM_RULES] = {
 static int ruleParts(int rule, const p2pComm* c) {
   if (rule == RULE_NONE) return c->perPeer;
   if (rule == RULE_FIRST)
-    return c->nNodes > 1 && !c->perPeerUserSet && (long long)(c->nRanks - 1) * c->perPeer > c->pool ? 1 : c->perPeer;
+    return c->nNodes > 1 && !c->perPeerUserSet && (long long)(c->nRanks - 1) * c->perPeer > c->pool
+               ? 1
+               : c->perPeer;
   return p2pTaskParts(c, P2P_OP_SCATTER);
 }
 
 /* One rooted call: every comm rank in the set, root's blocks of `count`. */
-static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll, const p2pComm* pc,
-                               int parts, size_t count, relaySimResult* sr) {
+static relayResult_t rootedSim(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll,
+                               const p2pComm* pc, int parts, size_t count, relaySimResult* sr) {
   int n = topo->nGPUs;
   int ranks[RELAY_TOPO_MAX_GPUS];
   size_t counts[RELAY_TOPO_MAX_GPUS];
@@ -369,7 +427,8 @@ static void occupancyMap(const int* flows, int pool, int rank, char* buf, size_t
 static int runRooted(const simOpts* o) {
   const char* net = o->net ? o->net : "mi355x-ainic";
   int nodes = o->nodes ? o->nodes : 1;
-  if (o->topoGiven) fprintf(stderr, "relaycc-sim: --topo is ignored for scatter and gather (--net %s)\n", net);
+  if (o->topoGiven)
+    fprintf(stderr, "relaycc-sim: --topo is ignored for scatter and gather (--net %s)\n", net);
   struct relayTopo* topo = NULL;
   if (relayTopoNetPreset(net, nodes, &topo) != relaySuccess) {
     fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
@@ -400,12 +459,14 @@ static int runRooted(const simOpts* o) {
   if (nodes > 1)
     snprintf(netDesc, sizeof netDesc, ", %d NICs of %g GB/s per node%s", topo->nicsPerNode, topo->nicBw / 1e9,
              topo->pxn ? " (PXN)" : "");
-  printf("# relaycc-sim: %s: %d node%s x %d GPUs (%d ranks)%s, channels of %g GB/s (shared by 2+ flows: x%g)\n",
-         topo->name, nodes, nodes > 1 ? "s" : "", G, n, netDesc, topo->chanBw / 1e9,
-         topo->chanShare > 0 ? topo->chanShare : 1.0);
-  printf("# P2P pool %d channels, %d parts per peer%s; root %d, %s, %s base; predicted times (model: topo.c)\n",
-         pc.pool, pc.perPeer, pc.perPeerUserSet ? " (user-set)" : "", o->root, relayTypeName(o->dtype),
-         o->scheduleBase ? "schedule-round" : "node-major scatter");
+  printf(
+      "# relaycc-sim: %s: %d node%s x %d GPUs (%d ranks)%s, channels of %g GB/s (shared by 2+ flows: x%g)\n",
+      topo->name, nodes, nodes > 1 ? "s" : "", G, n, netDesc, topo->chanBw / 1e9,
+      topo->chanShare > 0 ? topo->chanShare : 1.0);
+  printf(
+      "# P2P pool %d channels, %d parts per peer%s; root %d, %s, %s base; predicted times (model: topo.c)\n",
+      pc.pool, pc.perPeer, pc.perPeerUserSet ? " (user-set)" : "", o->root, relayTypeName(o->dtype),
+      o->scheduleBase ? "schedule-round" : "node-major scatter");
   for (int ci = 0; ci < o->nColls; ci++) {
     relayCollective_t coll = (relayCollective_t)o->colls[ci];
     int scatter = relayCollSendsBlocks(coll);
@@ -416,9 +477,12 @@ static int runRooted(const simOpts* o) {
     } else {
       rules[nRules++] = RULE_SEED;
     }
-    for (int i = 0; i < nRules; i++) parts[i] = scatter ? ruleParts(rules[i], &pc) : p2pTaskParts(&pc, P2P_OP_GATHER);
-    printf("\n%s %s root %d, %d ranks (%d peers): channel occupancy at the root (flows per channel of the pool)\n",
-           relayCollName(coll), scatter ? "from" : "to", o->root, n, n - 1);
+    for (int i = 0; i < nRules; i++)
+      parts[i] = scatter ? ruleParts(rules[i], &pc) : p2pTaskParts(&pc, P2P_OP_GATHER);
+    printf(
+        "\n%s %s root %d, %d ranks (%d peers): channel occupancy at the root (flows per channel of the "
+        "pool)\n",
+        relayCollName(coll), scatter ? "from" : "to", o->root, n, n - 1);
     /* Occupancy at the largest size: every part non-empty. */
     size_t bigCount = (size_t)(o->sizes[o->nSizes - 1] / (unsigned long long)n / es);
     for (int i = 0; i < nRules; i++) {
@@ -475,7 +539,8 @@ static int runRooted(const simOpts* o) {
         /* nccl-tests' busbw for scatter and gather: size / time x (n-1)/n. */
         printf(" %12.3f %5.0f |", t[i] * 1e3, (double)bytes / t[i] / 1e9 * (n - 1) / n);
       }
-      if (scatter && t[RULE_NONE] > 0) printf(" %12.2f %12.2f", t[RULE_SEED] / t[RULE_NONE], t[RULE_FIRST] / t[RULE_NONE]);
+      if (scatter && t[RULE_NONE] > 0)
+        printf(" %12.2f %12.2f", t[RULE_SEED] / t[RULE_NONE], t[RULE_FIRST] / t[RULE_NONE]);
       printf("\n");
     }
   }
@@ -492,8 +557,8 @@ typedef struct {
 } row;
 
 /* One size of one collective: the baseline and relaycc's plan on the model. */
-static row simulate(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll, unsigned long long bytes,
-                    int* ranks, size_t* counts, int showSteps) {
+static row simulate(const simOpts* o, const struct relayTopo* topo, relayCollective_t coll,
+                    unsigned long long bytes, int* ranks, size_t* counts, int showSteps) {
   row r;
   memset(&r, 0, sizeof r);
   size_t es = relayTypeSize(o->dtype);
@@ -567,8 +632,10 @@ static const char* topoKind(const struct relayTopo* t) {
 
 /* The model against each of the seed's measured tables. */
 static int vsSeed(const struct relayTopo* topo) {
-  printf("# relaycc-sim --vs-seed: model on topology %s against the seed's measured tables (MI350X, bf16,\n"
-         "# single group, best-of-100); err = model / measured - 1\n", topo->name);
+  printf(
+      "# relaycc-sim --vs-seed: model on topology %s against the seed's measured tables (MI350X, bf16,\n"
+      "# single group, best-of-100); err = model / measured - 1\n",
+      topo->name);
   int failed = 0;
   for (int i = 0; i < relayNumSeedTables; i++) {
     const relaySeedTable* t = &relaySeedTables[i];
@@ -591,8 +658,9 @@ static int vsSeed(const struct relayTopo* topo) {
       sizeLabel((unsigned long long)llround(t->mib[k] * MB), label, sizeof label);
       if (t->relayMs[k] > 0) {
         double base = t->relayMs[k] * t->speedup[k];
-        printf("%10s | %10.3f %6.3f | %11.3f %6.3f %+5.0f%% | %12.2fx %5.2fx\n", label, base, c.modelBaseMs[k],
-               t->relayMs[k], c.modelRelayMs[k], 100 * (c.modelRelayMs[k] / t->relayMs[k] - 1), t->speedup[k],
+        printf("%10s | %10.3f %6.3f | %11.3f %6.3f %+5.0f%% | %12.2fx %5.2fx\n", label, base,
+               c.modelBaseMs[k], t->relayMs[k], c.modelRelayMs[k],
+               100 * (c.modelRelayMs[k] / t->relayMs[k] - 1), t->speedup[k],
                c.modelBaseMs[k] / c.modelRelayMs[k]);
       } else {
         printf("%10s | %10s %6.3f | %11s %6.3f %6s | %12.2fx %5.2fx\n", label, "-", c.modelBaseMs[k], "-",
@@ -600,14 +668,16 @@ static int vsSeed(const struct relayTopo* topo) {
       }
     }
     if (!c.n) {
-      printf("  speedup: mean |err| %.1f%%, max %.1f%% (the seed gave speedups only)\n", 100 * c.meanSpeedupErr,
-             100 * c.maxSpeedupErr);
+      printf("  speedup: mean |err| %.1f%%, max %.1f%% (the seed gave speedups only)\n",
+             100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
       continue;
     }
-    printf("  relay time: mean |err| %.1f%%, max %.1f%%, bias %+.1f%%; RCCL time: mean |err| %.1f%%, max %.1f%%;\n"
-           "  speedup: mean |err| %.1f%%, max %.1f%%\n",
-           100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr, 100 * c.maxBaseErr,
-           100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
+    printf(
+        "  relay time: mean |err| %.1f%%, max %.1f%%, bias %+.1f%%; RCCL time: mean |err| %.1f%%, max "
+        "%.1f%%;\n"
+        "  speedup: mean |err| %.1f%%, max %.1f%%\n",
+        100 * c.meanRelayErr, 100 * c.maxRelayErr, 100 * c.biasRelayErr, 100 * c.meanBaseErr,
+        100 * c.maxBaseErr, 100 * c.meanSpeedupErr, 100 * c.maxSpeedupErr);
   }
   return failed;
 }
@@ -652,8 +722,10 @@ static int runNodes(const simOpts* o) {
     for (int l = 0; l < o->A; l++) ranks[v * o->A + l] = v * G + l;
   printf("# relaycc-sim: %d nodes x %s (%d GPUs each), network %.0f GB/s per GPU, %.1f us per step, %s\n", N,
          o->topo, G, netBw / 1e9, topo->netLatS * 1e6, relayTypeName(o->dtype));
-  printf("# one group of %d actives per node (%d ranks); flat = NCCL's ring over all %d (network model, "
-         "docs/model.md); per-active-rank input\n", o->A, A, A);
+  printf(
+      "# one group of %d actives per node (%d ranks); flat = NCCL's ring over all %d (network model, "
+      "docs/model.md); per-active-rank input\n",
+      o->A, A, A);
   int failed = 0;
   size_t es = relayTypeSize(o->dtype);
   for (int ci = 0; ci < o->nColls; ci++) {
@@ -753,7 +825,8 @@ int main(int argc, char** argv) {
     printf("\n%s-group %s, A=%d (model: %s)\n", o.G > 1 ? "Fused" : "Single", relayCollName(coll), o.A,
            topo->name);
     if (o.G > 1) printf("%d groups in one call vs %d concurrent %d-rank baseline calls\n", o.G, o.G, o.A);
-    else printf("speedup = %d-rank baseline with the other %d ranks idle / relaycc\n", o.A, topo->nGPUs - o.A);
+    else
+      printf("speedup = %d-rank baseline with the other %d ranks idle / relaycc\n", o.A, topo->nGPUs - o.A);
     printf("  Msg Size |   NCCL(ms)  Relay(ms)   Speedup | route    depth\n");
     for (int si = 0; si < o.nSizes; si++) {
       char label[32];
@@ -768,8 +841,8 @@ int main(int argc, char** argv) {
       anyFallback |= r.fellBack;
       char rname[16];
       snprintf(rname, sizeof rname, "%s%s", relayRouteName(r.route), r.fellBack ? "*" : "");
-      printf("%10s | %10.3f %10.3f %8.2fx | %-8s %5d\n", label, r.base * 1e3, r.relay * 1e3, r.base / r.relay, rname,
-             r.depth);
+      printf("%10s | %10.3f %10.3f %8.2fx | %-8s %5d\n", label, r.base * 1e3, r.relay * 1e3, r.base / r.relay,
+             rname, r.depth);
       if (o.steps) simulate(&o, topo, coll, o.sizes[si], ranks, counts, 1);
     }
   }
@@ -787,24 +860,27 @@ int main(int argc, char** argv) {
         fprintf(f, "# %s\n", relayCollName((relayCollective_t)o.colls[ci]));
         for (int si = 0; si < o.nSizes; si++)
           if (rows[ci][si].ok)
-            fprintf(f, "%llu %.6g %.6g %.6g\n", o.sizes[si], rows[ci][si].base * 1e3, rows[ci][si].relay * 1e3,
-                    rows[ci][si].base / rows[ci][si].relay);
+            fprintf(f, "%llu %.6g %.6g %.6g\n", o.sizes[si], rows[ci][si].base * 1e3,
+                    rows[ci][si].relay * 1e3, rows[ci][si].base / rows[ci][si].relay);
         fprintf(f, "\n\n");
       }
       fclose(f);
       if (!haveGnuplot()) {
-        printf("\nrelaycc-sim: gnuplot not found: no plot drawn; the data is in %s "
-               "(columns: bytes, baseline ms, relaycc ms, speedup; one block per collective)\n",
-               dat);
+        printf(
+            "\nrelaycc-sim: gnuplot not found: no plot drawn; the data is in %s "
+            "(columns: bytes, baseline ms, relaycc ms, speedup; one block per collective)\n",
+            dat);
       } else {
         char gp[1100];
         snprintf(gp, sizeof gp, "%s.gp", o.plot);
         FILE* g = fopen(gp, "w");
         if (g) {
           fprintf(g, "set terminal png size 900,560\nset output '%s'\n", o.plot);
-          fprintf(g, "set logscale x 2\nset xlabel 'per-active-rank input'\nset ylabel 'speedup (predicted)'\n");
-          fprintf(g, "set xtics (\"1K\" 1024, \"16K\" 16384, \"256K\" 262144, \"4M\" 4194304, "
-                     "\"64M\" 67108864, \"1G\" 1073741824, \"16G\" 17179869184.)\n");
+          fprintf(g,
+                  "set logscale x 2\nset xlabel 'per-active-rank input'\nset ylabel 'speedup (predicted)'\n");
+          fprintf(g,
+                  "set xtics (\"1K\" 1024, \"16K\" 16384, \"256K\" 262144, \"4M\" 4194304, "
+                  "\"64M\" 67108864, \"1G\" 1073741824, \"16G\" 17179869184.)\n");
           fprintf(g, "set title 'relaycc over the %d-rank baseline on %s (A=%d, G=%d, %s)'\n", o.A,
                   topo->name, o.A, o.G, relayTypeName(o.dtype));
           fprintf(g, "set grid\nset key left top\nset yrange [0:*]\n");

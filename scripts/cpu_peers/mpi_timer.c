@@ -70,9 +70,9 @@ int main(int argc, char** argv) {
 
   char collBuf[256], sizeBuf[1024];
   snprintf(collBuf, sizeof collBuf, "%s", colls);
-  for (char* cs = NULL, *c = strtok_r(collBuf, ",", &cs); c; c = strtok_r(NULL, ",", &cs)) {
+  for (char *cs = NULL, *c = strtok_r(collBuf, ",", &cs); c; c = strtok_r(NULL, ",", &cs)) {
     snprintf(sizeBuf, sizeof sizeBuf, "%s", sizes);
-    for (char* ss = NULL, *s = strtok_r(sizeBuf, ",", &ss); s; s = strtok_r(NULL, ",", &ss)) {
+    for (char *ss = NULL, *s = strtok_r(sizeBuf, ",", &ss); s; s = strtok_r(NULL, ",", &ss)) {
       long size = atol(s);
       long count = size / (long)sizeof(float);
       long block = count / nranks; /* reduce-scatter's output, all-to-all's block */
@@ -102,8 +102,9 @@ int main(int argc, char** argv) {
       MPI_Reduce(t, tMax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       /* One element of the output checked, so a broken launch cannot pass as fast. */
       double want = isAr ? 0 : -1, got = out[0];
-      if (isAr) for (int r = 0; r < nranks; r++) want += r * 1000;
-      else if (isAg) want = 0;                           /* block 0: rank 0's index 0 */
+      if (isAr)
+        for (int r = 0; r < nranks; r++) want += r * 1000;
+      else if (isAg) want = 0;                                /* block 0: rank 0's index 0 */
       else if (isA2a) want = (double)((rank * block) & 1023); /* rank 0's block `rank` */
       else want = 0 + (double)nranks * (nranks - 1) / 2 * 1000 + nranks * (double)((rank * block) & 1023);
       int bad = got != want;
@@ -111,10 +112,11 @@ int main(int argc, char** argv) {
       MPI_Allreduce(&bad, &anyBad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
       if (!rank) {
         qsort(tMax, (size_t)iters, sizeof(double), cmpDouble);
-        printf("{\"peer\": \"openmpi\", \"ranks\": %d, \"coll\": \"%s\", \"dtype\": \"float\", "
-               "\"bytes\": %ld, \"rep\": %ld, \"iters\": %ld, \"time_min_us\": %.3f, \"time_med_us\": %.3f, "
-               "\"wrong\": %d}\n",
-               nranks, c, size, rep, iters, tMax[0], tMax[iters / 2], anyBad);
+        printf(
+            "{\"peer\": \"openmpi\", \"ranks\": %d, \"coll\": \"%s\", \"dtype\": \"float\", "
+            "\"bytes\": %ld, \"rep\": %ld, \"iters\": %ld, \"time_min_us\": %.3f, \"time_med_us\": %.3f, "
+            "\"wrong\": %d}\n",
+            nranks, c, size, rep, iters, tMax[0], tMax[iters / 2], anyBad);
         fflush(stdout);
       }
       free(t);

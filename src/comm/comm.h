@@ -59,7 +59,7 @@ struct relayComm {
    * into errors in check mode 0. 0 outside calls. */
   uint64_t callShape;
   const char* curCallName;
-  int failed;         /* sticky: an error after data may have moved */
+  int failed; /* sticky: an error after data may have moved */
   /* A guest comm serves a communicator relaycc does not own (relayCommInitNccl over the user's; the
    * interposer's test twin): its waits have no deadline unless the user set RELAYCC_TIMEOUT_MS (or
    * config.timeoutMs), so they end on the user's abort. forwardDeclined (the interposer's): a route
@@ -76,9 +76,8 @@ struct relayComm {
   char asyncWhy[256];
   atomic_int inCall;
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
-  uint32_t
-      lastWindow; /* the window whose direct path the last call took (0: none; UINT32_MAX: the shm one-copy
-                        * path of buffers in no window, transport/shm/bw.c; tests read it) */
+  uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; UINT32_MAX: the shm
+                             * one-copy      path of buffers in no window, transport/shm/bw.c; tests read it) */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
    * 0..nNodes-1 in order of each node's lowest rank; localRank is this
@@ -86,8 +85,8 @@ struct relayComm {
   int* nodeOf;
   int nNodes, localRank, localRanks;
   struct relayPlanCache* plans;
-  void* oneshot;  /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
-  void* bw;       /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
+  void* oneshot; /* the transport's one-shot region state (NULL: never tried); its destroy frees it */
+  void* bw;      /* the transport's bandwidth-route region state (NULL: never tried); its destroy frees it */
   void* execBuf; /* executor's descriptor arrays, grown as needed */
   /* Registered windows (core/window.c): the table, the registrations so far
    * (window ids) and how many are direct (a call's match is an argument: exec/exec.h relayExecCall). */
@@ -116,7 +115,9 @@ static inline uint64_t relayDeadlineNs(const struct relayComm* c, uint64_t now) 
   return limit == UINT64_MAX ? UINT64_MAX : now + limit;
 }
 /* A value of the comm's resolved parameter table (AGREED rows: rank 0's). */
-static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) { return comm->params.v[id]; }
+static inline long long relayParamInt(const struct relayComm* comm, relayParamId id) {
+  return comm->params.v[id];
+}
 
 #ifdef __cplusplus
 }

@@ -19,16 +19,14 @@ static const struct {
   const char* name;
   size_t size;
 } kTypes[relayNumTypes] = {
-    [relayInt8] = {"int8", 1},       [relayUint8] = {"uint8", 1},   [relayInt32] = {"int32", 4},
-    [relayUint32] = {"uint32", 4},   [relayInt64] = {"int64", 8},   [relayUint64] = {"uint64", 8},
-    [relayFloat16] = {"half", 2},    [relayFloat32] = {"float", 4}, [relayFloat64] = {"double", 8},
+    [relayInt8] = {"int8", 1},         [relayUint8] = {"uint8", 1},   [relayInt32] = {"int32", 4},
+    [relayUint32] = {"uint32", 4},     [relayInt64] = {"int64", 8},   [relayUint64] = {"uint64", 8},
+    [relayFloat16] = {"half", 2},      [relayFloat32] = {"float", 4}, [relayFloat64] = {"double", 8},
     [relayBfloat16] = {"bfloat16", 2},
 };
 static const char* const kOps[relayNumOps] = {"sum", "prod", "max", "min", "avg"};
 
-size_t relayTypeSize(relayDataType_t dt) {
-  return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0;
-}
+size_t relayTypeSize(relayDataType_t dt) { return ((unsigned)dt < relayNumTypes) ? kTypes[dt].size : 0; }
 const char* relayTypeName(relayDataType_t dt) {
   return ((unsigned)dt < relayNumTypes) ? kTypes[dt].name : "?";
 }
@@ -38,12 +36,12 @@ int relayParseType(const char* s, relayDataType_t* out) {
   static const struct {
     const char* alias;
     relayDataType_t dt;
-  } aliases[] = {{"int8", relayInt8},       {"char", relayInt8},       {"uint8", relayUint8},
-                 {"int32", relayInt32},     {"int", relayInt32},       {"uint32", relayUint32},
-                 {"int64", relayInt64},     {"uint64", relayUint64},   {"half", relayFloat16},
-                 {"float16", relayFloat16}, {"fp16", relayFloat16},    {"float", relayFloat32},
-                 {"float32", relayFloat32}, {"fp32", relayFloat32},    {"double", relayFloat64},
-                 {"float64", relayFloat64}, {"fp64", relayFloat64},    {"bfloat16", relayBfloat16},
+  } aliases[] = {{"int8", relayInt8},       {"char", relayInt8},     {"uint8", relayUint8},
+                 {"int32", relayInt32},     {"int", relayInt32},     {"uint32", relayUint32},
+                 {"int64", relayInt64},     {"uint64", relayUint64}, {"half", relayFloat16},
+                 {"float16", relayFloat16}, {"fp16", relayFloat16},  {"float", relayFloat32},
+                 {"float32", relayFloat32}, {"fp32", relayFloat32},  {"double", relayFloat64},
+                 {"float64", relayFloat64}, {"fp64", relayFloat64},  {"bfloat16", relayBfloat16},
                  {"bf16", relayBfloat16}};
   if (!s) return -1;
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
@@ -94,7 +92,7 @@ const relayCollRow relayCollRows[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_
 #define RELAY_COLL_COUNT_(...) +1
 _Static_assert(0 RELAY_COLL_TABLE(RELAY_COLL_COUNT_) == relayNumCollectives, "a row per relayCollective_t");
 #undef RELAY_COLL_COUNT_
-#define RELAY_COLL_ORDER_(id, name, call, kind, ...)                                   \
+#define RELAY_COLL_ORDER_(id, name, call, kind, ...)                                  \
   _Static_assert(((kind) == relayKindLayout) == ((int)(id) < RELAY_NUM_LAYOUT_COLLS), \
                  #id ": layout rows first");
 RELAY_COLL_TABLE(RELAY_COLL_ORDER_)
@@ -185,10 +183,10 @@ const char* relayErrorQuote(const struct relayComm* comm, const char* text, char
   } else if (at && head > 0 && strcspn(text, " :") == head && rest[0] == ')') {
     const char* fn = comm->curCallName ? comm->curCallName : "relaycc";
     const char* body = rest[1] == ':' && rest[2] == ' ' ? rest + 3 : rest + 1;
-    if ((head == strlen(fn) && strncmp(text, fn, head) == 0) || (head == 7 && strncmp(text, "relaycc", 7) == 0))
+    if ((head == strlen(fn) && strncmp(text, fn, head) == 0) ||
+        (head == 7 && strncmp(text, "relaycc", 7) == 0))
       snprintf(buf, len, "%s", body); /* the new prefix says all the old one did */
-    else
-      snprintf(buf, len, "%.*s%s", (int)head, text, rest + 1);
+    else snprintf(buf, len, "%.*s%s", (int)head, text, rest + 1);
   } else {
     snprintf(buf, len, "%s", text);
   }
@@ -221,8 +219,7 @@ relayResult_t relaySetError(struct relayComm* comm, relayResult_t result, const 
   } else {
     snprintf(buf, len, "%s", msg);
   }
-  if (relayDebugLevel() >= 1)
-    fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
+  if (relayDebugLevel() >= 1) fprintf(stderr, "relaycc: %s: %s\n", relayGetErrorString(result), buf);
   return result;
 }
 
@@ -270,9 +267,18 @@ int relayParseBytes(const char* s, uint64_t* out) {
   if (errno || end == s || !(v >= 0) || isinf(v)) return 1;
   double mult = 1;
   switch (toupper((unsigned char)*end)) {
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 'K':
+      mult = 1024.0;
+      end++;
+      break;
+    case 'M':
+      mult = 1024.0 * 1024;
+      end++;
+      break;
+    case 'G':
+      mult = 1024.0 * 1024 * 1024;
+      end++;
+      break;
     default: break;
   }
   if (mult > 1) { /* accept K, KB, KiB */

@@ -22,12 +22,13 @@ int relayParseOp(const char* s, relayRedOp_t* out);
 /* The routes by name, one row each in relayRoute_t order ("auto" first): X(id, name). The one list that
  * relayRouteNames (so relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices in params.c and the tools)
  * and relayGetEnumName's route names (api.c) are made from; a route's row is route/table.c's. */
-#define RELAY_ROUTE_TABLE(X)                                                                       \
-  X(relayRouteAuto, "auto") X(relayRouteDirect, "direct") X(relayRouteRelay, "relay")            \
-  X(relayRouteOneShot, "oneshot") X(relayRouteNative, "native") X(relayRouteBw, "bw")
+#define RELAY_ROUTE_TABLE(X)                                                                \
+  X(relayRouteAuto, "auto")                                                                 \
+  X(relayRouteDirect, "direct") X(relayRouteRelay, "relay") X(relayRouteOneShot, "oneshot") \
+      X(relayRouteNative, "native") X(relayRouteBw, "bw")
 /* The routes' names, indexed by relayRoute_t and NULL-terminated. */
 extern const char* const relayRouteNames[];
-const char* relayRouteName(int route); /* "?" outside relayRoute_t */
+const char* relayRouteName(int route);        /* "?" outside relayRoute_t */
 int relayParseRoute(const char* s, int* out); /* a name of relayRouteNames, or "one-shot"; 0 on success */
 /* Comparison tolerance for floats, relative to the largest |input| summed. */
 double relayTypeTolerance(relayDataType_t dt);
@@ -90,9 +91,9 @@ uint64_t relayHostIdentity(void);
  * the simulator's multi-node topologies assume. */
 int relayNodesRegular(const int* nodeOf, int nranks, int nNodes);
 
-#define RELAY_CHECK(call)                    \
-  do {                                       \
-    relayResult_t relay_res_ = (call);       \
+#define RELAY_CHECK(call)                              \
+  do {                                                 \
+    relayResult_t relay_res_ = (call);                 \
     if (relay_res_ != relaySuccess) return relay_res_; \
   } while (0)
 

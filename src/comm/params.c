@@ -33,7 +33,9 @@ static const long long kOneshotThreads[] = {0, 128, 256, 512}; /* the kernels' b
 
 static const long long* allowedSet(relayParamId id, int* n) {
   switch (id) {
-    case RELAY_P_ONESHOT_THREADS: *n = (int)(sizeof kOneshotThreads / sizeof kOneshotThreads[0]); return kOneshotThreads;
+    case RELAY_P_ONESHOT_THREADS:
+      *n = (int)(sizeof kOneshotThreads / sizeof kOneshotThreads[0]);
+      return kOneshotThreads;
     default: *n = 0; return NULL;
   }
 }
@@ -58,7 +60,9 @@ const char* relayParamAllowed(relayParamId id, char* buf, size_t len) {
   switch (d->type) {
     case RELAY_PTYPE_STRING: snprintf(buf, len, "text"); break;
     case RELAY_PTYPE_BOOL: snprintf(buf, len, "0 or 1 (also true/false, yes/no, on/off)"); break;
-    case RELAY_PTYPE_BYTES: snprintf(buf, len, "a byte count in [%lld, %lld] (4096, 64K, 1M)", d->lo, d->hi); break;
+    case RELAY_PTYPE_BYTES:
+      snprintf(buf, len, "a byte count in [%lld, %lld] (4096, 64K, 1M)", d->lo, d->hi);
+      break;
     case RELAY_PTYPE_INT:
       if (!set) {
         snprintf(buf, len, "an integer in [%lld, %lld]", d->lo, d->hi);
@@ -85,8 +89,11 @@ static int parseValue(relayParamId id, const char* s, long long* v, char* why, s
   switch (d->type) {
     case RELAY_PTYPE_STRING: *v = 0; return 0;
     case RELAY_PTYPE_BOOL:
-      if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on")) x = 1;
-      else if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") || !strcasecmp(s, "off")) x = 0;
+      if (!strcasecmp(s, "1") || !strcasecmp(s, "true") || !strcasecmp(s, "yes") || !strcasecmp(s, "on"))
+        x = 1;
+      else if (!strcasecmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+               !strcasecmp(s, "off"))
+        x = 0;
       else ok = 0;
       break;
     case RELAY_PTYPE_ENUM: {
@@ -148,16 +155,19 @@ static pthread_once_t gProcessOnce = PTHREAD_ONCE_INIT;
 static long long gProcess[RELAY_P_COUNT];
 static int gProcessFromEnv[RELAY_P_COUNT];
 static char gProcessText[RELAY_P_COUNT][RELAY_PARAM_TEXT];
-static char gProcessWhy[RELAY_P_COUNT][RELAY_PARAM_TEXT + 192]; /* "NAME=value: expected ..." when unreadable */
+static char gProcessWhy[RELAY_P_COUNT]
+                       [RELAY_PARAM_TEXT + 192]; /* "NAME=value: expected ..." when unreadable */
 
-static const char* kFieldNames[] = {"timeoutMs", "checkMode", "route", "depth", "shmRingBytes", "spinCount", "topo"};
+static const char* kFieldNames[] = {"timeoutMs",    "checkMode", "route", "depth",
+                                    "shmRingBytes", "spinCount", "topo"};
 
 const char* relayParamFieldName(relayParamId id) {
   int f = relayParamDefs[id].configField;
   return f >= 0 ? kFieldNames[f] : NULL;
 }
 
-relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen) {
+relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why,
+                                 size_t whyLen) {
   *badId = -1;
   if (why && whyLen) why[0] = 0;
   if (cfg && (cfg->magic != RELAY_CONFIG_MAGIC || cfg->size < offsetof(relayConfig_t, topo)))
@@ -181,8 +191,8 @@ relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* 
       } else if (!allowedValue((relayParamId)i, v)) {
         char allowed[160];
         bad = 1;
-        snprintf(reason, sizeof reason, "config.%s = %lld (%s) must be %s", kFieldNames[d->configField], v, d->name,
-                 relayParamAllowed((relayParamId)i, allowed, sizeof allowed));
+        snprintf(reason, sizeof reason, "config.%s = %lld (%s) must be %s", kFieldNames[d->configField], v,
+                 d->name, relayParamAllowed((relayParamId)i, allowed, sizeof allowed));
       } else {
         p->v[i] = v;
         snprintf(p->text[i], RELAY_PARAM_TEXT, "%lld", v);
@@ -254,8 +264,9 @@ static void readProcess(void) {
     snprintf(gProcessWhy[i], sizeof gProcessWhy[i], "%s=%.*s: %s", d->name, RELAY_PARAM_TEXT, e, why);
     char shown[32];
     fprintf(stderr, "relaycc: %s; this process uses %s, and a comm's init fails on it\n", gProcessWhy[i],
-            i == RELAY_P_DEBUG ? "info" : d->type == RELAY_PTYPE_STRING ? d->shownDefault
-                                        : (snprintf(shown, sizeof shown, "%lld", gProcess[i]), shown));
+            i == RELAY_P_DEBUG              ? "info"
+            : d->type == RELAY_PTYPE_STRING ? d->shownDefault
+                                            : (snprintf(shown, sizeof shown, "%lld", gProcess[i]), shown));
   }
 }
 
@@ -292,7 +303,8 @@ void relayParamsPrint(const relayParams* p, const char* prefix, void* file) {
   FILE* f = file;
   for (int i = 0; i < RELAY_P_COUNT; i++) {
     char buf[32];
-    fprintf(f, "%s%s = %s (%s, %s)\n", prefix, relayParamDefs[i].name, relayParamText(p, (relayParamId)i, buf, sizeof buf),
-            kSrc[p->src[i]], relayParamScopeName(relayParamDefs[i].scope));
+    fprintf(f, "%s%s = %s (%s, %s)\n", prefix, relayParamDefs[i].name,
+            relayParamText(p, (relayParamId)i, buf, sizeof buf), kSrc[p->src[i]],
+            relayParamScopeName(relayParamDefs[i].scope));
   }
 }

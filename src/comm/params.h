@@ -32,129 +32,157 @@
 extern "C" {
 #endif
 
-typedef enum { RELAY_PTYPE_INT, RELAY_PTYPE_BYTES, RELAY_PTYPE_BOOL, RELAY_PTYPE_ENUM, RELAY_PTYPE_STRING } relayParamType;
+typedef enum {
+  RELAY_PTYPE_INT,
+  RELAY_PTYPE_BYTES,
+  RELAY_PTYPE_BOOL,
+  RELAY_PTYPE_ENUM,
+  RELAY_PTYPE_STRING
+} relayParamType;
 typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } relayParamScope;
 
 /* X(id, name, type, scope, default, lo, hi, config field, shown default, doc).
  * An ENUM's value is the index of its choice (relayParamChoices); a STRING's
  * default is shown only. A config field of -1: none. */
-#define RELAY_PARAM_TABLE(X)                                                                                    \
-  X(DEBUG, "RELAYCC_DEBUG", ENUM, PROCESS, 0, 0, 2, -1, "0",                                                   \
-    "1 or INFO: print every recorded error and each comm's resolved settings (rank 0); 2 or TRACE: every rank's") \
-  X(NCCL_LIB, "RELAYCC_NCCL_LIB", STRING, PROCESS, 0, 0, 0, -1, "unset",                                      \
-    "path of the libnccl relaycc binds to (default: the libnccl.so.2 the process loaded, e.g. PyTorch's, else "  \
-    "the system's)")                                                                                            \
-  X(SHIM, "RELAYCC_SHIM", BOOL, PROCESS, 1, 0, 1, -1, "1",                                                     \
-    "NCCL interposer (librelaycc_shim.so): 0 forwards every call to NCCL unchanged")                          \
-  X(SHIM_COLLS, "RELAYCC_SHIM_COLLS", STRING, PROCESS, 0, 0, 0, -1, "all four",                               \
-    "NCCL interposer: the collectives it may take (allreduce, reducescatter, allgather, alltoall; comma list)") \
-  X(SHIM_NCCL, "RELAYCC_SHIM_NCCL", STRING, PROCESS, 0, 0, 0, -1, "unset",                                     \
-    "NCCL interposer: path of the real libnccl it forwards to (default: the one the process loaded)")          \
-  X(SHIM_TEST_SHM, "RELAYCC_SHIM_TEST_SHM", STRING, PROCESS, 0, 0, 0, -1, "unset",                            \
-    "test hook: the interposer builds its state over the shm transport (CPU tests against a fake libnccl)")    \
-  X(SHIM_TEST_FAIL_RANK, "RELAYCC_SHIM_TEST_FAIL_RANK", INT, PROCESS, -1, -1, 1023, -1, "-1",                 \
-    "test hook: that rank fails the interposer's state creation (every rank must then decline)")              \
-  X(JOB, "RELAYCC_JOB", STRING, RANK, 0, 0, 0, -1, "relaycc",                                                 \
-    "shm rendezvous name when init is given NULL; the rendezvous is the name plus the launch (the three below)") \
-  X(TORCHELASTIC_RUN_ID, "TORCHELASTIC_RUN_ID", STRING, RANK, 0, 0, 0, -1, "unset",                            \
-    "as torchrun sets it: part of the shm rendezvous identity (with MASTER_ADDR, MASTER_PORT; none set: the parent pid)") \
-  X(MASTER_ADDR, "MASTER_ADDR", STRING, RANK, 0, 0, 0, -1, "unset", "as torchrun sets it: part of the shm rendezvous identity") \
-  X(MASTER_PORT, "MASTER_PORT", STRING, RANK, 0, 0, 0, -1, "unset",                                            \
-    "as torchrun sets it: part of the shm rendezvous identity (what tells two torchrun jobs on one host apart)") \
-  X(RANK, "RELAYCC_RANK", INT, RANK, -1, -1, 1023, -1, "unset", "this rank when init is given rank < 0")         \
-  X(NRANKS, "RELAYCC_NRANKS", INT, RANK, -1, -1, 1024, -1, "unset", "ranks when init is given nranks <= 0")      \
-  X(ENV_RANK, "RANK", INT, RANK, -1, -1, 1023, -1, "unset", "as torchrun sets it: the rank when RELAYCC_RANK is unset") \
-  X(ENV_WORLD_SIZE, "WORLD_SIZE", INT, RANK, -1, -1, 1024, -1, "unset",                                         \
-    "as torchrun sets it: the ranks when RELAYCC_NRANKS is unset")                                              \
-  X(LOCAL_RANK, "LOCAL_RANK", INT, RANK, -1, -1, 1023, -1, "unset",                                             \
-    "relayCommInitNcclShm with cudaDevice < 0: the device (else rank modulo the device count)")               \
-  X(TIMEOUT_MS, "RELAYCC_TIMEOUT_MS", INT, RANK, 120000, 1, 2147483647, 0, "120000",                           \
-    "deadline of every wait; a dead or silent peer becomes relayRemoteError / relayTimeout naming rank and step") \
-  X(SPIN, "RELAYCC_SPIN", INT, RANK, -1, -1, 1000000, 5, "auto",                                                \
+#define RELAY_PARAM_TABLE(X)                                                                                 \
+  X(DEBUG, "RELAYCC_DEBUG", ENUM, PROCESS, 0, 0, 2, -1, "0",                                                 \
+    "1 or INFO: print every recorded error and each comm's resolved settings (rank 0); 2 or TRACE: every "   \
+    "rank's")                                                                                                \
+  X(NCCL_LIB, "RELAYCC_NCCL_LIB", STRING, PROCESS, 0, 0, 0, -1, "unset",                                     \
+    "path of the libnccl relaycc binds to (default: the libnccl.so.2 the process loaded, e.g. PyTorch's, "   \
+    "else "                                                                                                  \
+    "the system's)")                                                                                         \
+  X(SHIM, "RELAYCC_SHIM", BOOL, PROCESS, 1, 0, 1, -1, "1",                                                   \
+    "NCCL interposer (librelaycc_shim.so): 0 forwards every call to NCCL unchanged")                         \
+  X(SHIM_COLLS, "RELAYCC_SHIM_COLLS", STRING, PROCESS, 0, 0, 0, -1, "all four",                              \
+    "NCCL interposer: the collectives it may take (allreduce, reducescatter, allgather, alltoall; comma "    \
+    "list)")                                                                                                 \
+  X(SHIM_NCCL, "RELAYCC_SHIM_NCCL", STRING, PROCESS, 0, 0, 0, -1, "unset",                                   \
+    "NCCL interposer: path of the real libnccl it forwards to (default: the one the process loaded)")        \
+  X(SHIM_TEST_SHM, "RELAYCC_SHIM_TEST_SHM", STRING, PROCESS, 0, 0, 0, -1, "unset",                           \
+    "test hook: the interposer builds its state over the shm transport (CPU tests against a fake libnccl)")  \
+  X(SHIM_TEST_FAIL_RANK, "RELAYCC_SHIM_TEST_FAIL_RANK", INT, PROCESS, -1, -1, 1023, -1, "-1",                \
+    "test hook: that rank fails the interposer's state creation (every rank must then decline)")             \
+  X(JOB, "RELAYCC_JOB", STRING, RANK, 0, 0, 0, -1, "relaycc",                                                \
+    "shm rendezvous name when init is given NULL; the rendezvous is the name plus the launch (the three "    \
+    "below)")                                                                                                \
+  X(TORCHELASTIC_RUN_ID, "TORCHELASTIC_RUN_ID", STRING, RANK, 0, 0, 0, -1, "unset",                          \
+    "as torchrun sets it: part of the shm rendezvous identity (with MASTER_ADDR, MASTER_PORT; none set: "    \
+    "the parent pid)")                                                                                       \
+  X(MASTER_ADDR, "MASTER_ADDR", STRING, RANK, 0, 0, 0, -1, "unset",                                          \
+    "as torchrun sets it: part of the shm rendezvous identity")                                              \
+  X(MASTER_PORT, "MASTER_PORT", STRING, RANK, 0, 0, 0, -1, "unset",                                          \
+    "as torchrun sets it: part of the shm rendezvous identity (what tells two torchrun jobs on one host "    \
+    "apart)")                                                                                                \
+  X(RANK, "RELAYCC_RANK", INT, RANK, -1, -1, 1023, -1, "unset", "this rank when init is given rank < 0")     \
+  X(NRANKS, "RELAYCC_NRANKS", INT, RANK, -1, -1, 1024, -1, "unset", "ranks when init is given nranks <= 0")  \
+  X(ENV_RANK, "RANK", INT, RANK, -1, -1, 1023, -1, "unset",                                                  \
+    "as torchrun sets it: the rank when RELAYCC_RANK is unset")                                              \
+  X(ENV_WORLD_SIZE, "WORLD_SIZE", INT, RANK, -1, -1, 1024, -1, "unset",                                      \
+    "as torchrun sets it: the ranks when RELAYCC_NRANKS is unset")                                           \
+  X(LOCAL_RANK, "LOCAL_RANK", INT, RANK, -1, -1, 1023, -1, "unset",                                          \
+    "relayCommInitNcclShm with cudaDevice < 0: the device (else rank modulo the device count)")              \
+  X(TIMEOUT_MS, "RELAYCC_TIMEOUT_MS", INT, RANK, 120000, 1, 2147483647, 0, "120000",                         \
+    "deadline of every wait; a dead or silent peer becomes relayRemoteError / relayTimeout naming rank and " \
+    "step")                                                                                                  \
+  X(SPIN, "RELAYCC_SPIN", INT, RANK, -1, -1, 1000000, 5, "auto",                                             \
     "polls before a wait sleeps on a futex (auto, -1: 200 when every rank has a core, else 0)")              \
-  X(TOPO, "RELAYCC_TOPO", STRING, RANK, 0, 0, 0, 6, "detect / `cpu`",                                          \
-    "topology preset (`mi350x`, `mi300x`, `h200`, `h200x2`, `cpu`) or file; ranks that differ route without a model") \
-  X(ONESHOT_FAULT_RANK, "RELAYCC_ONESHOT_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                        \
-    "test hook: that rank's one-shot setup fails as if a peer's region would not open")                         \
-  X(NODE_ID, "RELAYCC_NODE_ID", INT, RANK, -1, -1, 1LL << 40, -1, "unset (host identity)",                      \
-    "this rank's node: ranks with one value are one node, whatever their host (default: a hash of hostname and " \
-    "boot id); a test splits one host into nodes with it. Wins over `RELAYCC_SHM_NODES`")                     \
+  X(TOPO, "RELAYCC_TOPO", STRING, RANK, 0, 0, 0, 6, "detect / `cpu`",                                        \
+    "topology preset (`mi350x`, `mi300x`, `h200`, `h200x2`, `cpu`) or file; ranks that differ route "        \
+    "without a model")                                                                                       \
+  X(ONESHOT_FAULT_RANK, "RELAYCC_ONESHOT_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                     \
+    "test hook: that rank's one-shot setup fails as if a peer's region would not open")                      \
+  X(NODE_ID, "RELAYCC_NODE_ID", INT, RANK, -1, -1, 1LL << 40, -1, "unset (host identity)",                   \
+    "this rank's node: ranks with one value are one node, whatever their host (default: a hash of hostname " \
+    "and "                                                                                                   \
+    "boot id); a test splits one host into nodes with it. Wins over `RELAYCC_SHM_NODES`")                    \
   X(BW_FAULT_RANK, "RELAYCC_BW_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                               \
     "test hook: that rank's bandwidth-route setup fails as if a peer's region would not open")               \
-  X(CHECK, "RELAYCC_CHECK", BOOL, AGREED, 0, 0, 1, 1, "0",                                                     \
-    "1: every call starts with a small agreement round, so a bad argument on one rank or counts that differ "   \
-    "make **every** rank return the same error and the comm stays usable (0: \"After a rejected call\" below)") \
+  X(CHECK, "RELAYCC_CHECK", BOOL, AGREED, 0, 0, 1, 1, "0",                                                   \
+    "1: every call starts with a small agreement round, so a bad argument on one rank or counts that "       \
+    "differ "                                                                                                \
+    "make **every** rank return the same error and the comm stays usable (0: \"After a rejected call\" "     \
+    "below)")                                                                                                \
   X(ROUTE, "RELAYCC_ROUTE", ENUM, AGREED, 0, 0, 5, 2, "auto",                                                \
-    "`auto`, `direct`, `relay`, `oneshot`, `native`, `bw`: force a route (one that cannot serve a call falls back to direct)") \
-  X(DEPTH, "RELAYCC_DEPTH", INT, AGREED, 0, 0, 64, 3, "0 (model)", "force a pipeline depth")                   \
-  X(SHM_RING_BYTES, "RELAYCC_SHM_RING_BYTES", BYTES, AGREED, 1 << 20, 4096, 1 << 30, 4, "1 MiB",               \
-    "per-pair ring of the shm transport")                                                                       \
-  /* The calling process does every copy itself, so more channels add no bandwidth: they split the pair's   \
-   * ring. 2 is the per-peer count of a local path without direct links (p2pWantedLocal(0)), so by default \
-   * every task has 2 parts that use the whole ring. */                                                    \
-  X(NCHANNELS, "RELAYCC_NCHANNELS", INT, AGREED, 2, 1, 64, -1, "2",                                            \
-    "shm transport: P2P channels; each transfer is split into parts on channels (`src/p2p`), each pair's ring " \
-    "into one ring per channel")                                                                                \
-  X(NCHANNELS_PER_NET_PEER, "RELAYCC_NCHANNELS_PER_NET_PEER", INT, AGREED, 0, 0, 64, -1, "0 (unset)",          \
-    "channels per network peer, as `NCCL_NCHANNELS_PER_NET_PEER` (multi-node rules: the simulator, and "       \
-    "`RELAYCC_SHM_NODES`)")                                                                                      \
-  X(SHM_NODES, "RELAYCC_SHM_NODES", INT, AGREED, 1, 1, 1024, -1, "1",                                          \
-    "test hook: the ranks as that many nodes of equal size, node-major (must divide nranks): rank r is on node " \
-    "r / (nranks / N), as if `RELAYCC_NODE_ID` said so on every rank (any transport)")                        \
-  X(ONESHOT_MAX_BYTES, "RELAYCC_ONESHOT_MAX_BYTES", BYTES, AGREED, 1 << 20, 0, 1 << 30, -1, "1 MiB",           \
-    "one-shot gate: per-rank bytes a source stages per destination (0 turns the one-shot off)")               \
-  X(ONESHOT_PREPARE, "RELAYCC_ONESHOT_PREPARE", BOOL, AGREED, 0, 0, 1, -1, "0",                                \
-    "1: create the one-shot region at init, so a first call under CUDA-graph capture can use it")             \
-  X(ONESHOT_BLOCKS, "RELAYCC_ONESHOT_BLOCKS", INT, AGREED, 64, 1, 256, -1, "64",                               \
-    "GPU one-shot kernel: blocks (the seed's MI350X value: 64 beat 32, 128 no better)")                        \
-  X(ONESHOT_THREADS, "RELAYCC_ONESHOT_THREADS", INT, AGREED, 0, 0, 512, -1, "0 (auto)",                        \
-    "GPU one-shot kernel: threads per block, 128, 256 or 512 (0: by size)")                                    \
-  X(ONESHOT_LL_BYTES, "RELAYCC_ONESHOT_LL_BYTES", BYTES, AGREED, 256 << 10, 0, 1 << 30, -1, "256 KiB",         \
-    "GPU one-shot: per-destination limit of the low-latency protocols (above it: the flag protocol; capped at " \
-    "the region's LL capacity)")                                                                                \
-  X(ONESHOT_LL128_BYTES, "RELAYCC_ONESHOT_LL128_BYTES", BYTES, AGREED, 64 << 10, 0, 1 << 30, -1, "64 KiB",     \
-    "GPU one-shot: per-destination bytes from which LL128 (128-byte lines, 120 data bytes) replaces LL (8 data " \
-    "bytes per 16-byte line); 0: never")                                                                        \
-  X(ONESHOT_WIDE, "RELAYCC_ONESHOT_WIDE", BOOL, AGREED, 0, 0, 1, -1, "0",                                      \
-    "1: at A = 2, run the one-shot kernels compiled for 8 actives instead of the pair kernels (A/B measurement " \
-    "only: the pair kernels were 0.40-0.65 us faster per call on 2 x H200)")                                    \
+    "`auto`, `direct`, `relay`, `oneshot`, `native`, `bw`: force a route (one that cannot serve a call "     \
+    "falls back to direct)")                                                                                 \
+  X(DEPTH, "RELAYCC_DEPTH", INT, AGREED, 0, 0, 64, 3, "0 (model)", "force a pipeline depth")                 \
+  X(SHM_RING_BYTES, "RELAYCC_SHM_RING_BYTES", BYTES, AGREED, 1 << 20, 4096, 1 << 30, 4, "1 MiB",             \
+    "per-pair ring of the shm transport")                                                                    \
+  /* The calling process does every copy itself, so more channels add no bandwidth: they split the pair's    \
+   * ring. 2 is the per-peer count of a local path without direct links (p2pWantedLocal(0)), so by default   \
+   * every task has 2 parts that use the whole ring. */                                                      \
+  X(NCHANNELS, "RELAYCC_NCHANNELS", INT, AGREED, 2, 1, 64, -1, "2",                                          \
+    "shm transport: P2P channels; each transfer is split into parts on channels (`src/p2p`), each pair's "   \
+    "ring "                                                                                                  \
+    "into one ring per channel")                                                                             \
+  X(NCHANNELS_PER_NET_PEER, "RELAYCC_NCHANNELS_PER_NET_PEER", INT, AGREED, 0, 0, 64, -1, "0 (unset)",        \
+    "channels per network peer, as `NCCL_NCHANNELS_PER_NET_PEER` (multi-node rules: the simulator, and "     \
+    "`RELAYCC_SHM_NODES`)")                                                                                  \
+  X(SHM_NODES, "RELAYCC_SHM_NODES", INT, AGREED, 1, 1, 1024, -1, "1",                                        \
+    "test hook: the ranks as that many nodes of equal size, node-major (must divide nranks): rank r is on "  \
+    "node "                                                                                                  \
+    "r / (nranks / N), as if `RELAYCC_NODE_ID` said so on every rank (any transport)")                       \
+  X(ONESHOT_MAX_BYTES, "RELAYCC_ONESHOT_MAX_BYTES", BYTES, AGREED, 1 << 20, 0, 1 << 30, -1, "1 MiB",         \
+    "one-shot gate: per-rank bytes a source stages per destination (0 turns the one-shot off)")              \
+  X(ONESHOT_PREPARE, "RELAYCC_ONESHOT_PREPARE", BOOL, AGREED, 0, 0, 1, -1, "0",                              \
+    "1: create the one-shot region at init, so a first call under CUDA-graph capture can use it")            \
+  X(ONESHOT_BLOCKS, "RELAYCC_ONESHOT_BLOCKS", INT, AGREED, 64, 1, 256, -1, "64",                             \
+    "GPU one-shot kernel: blocks (the seed's MI350X value: 64 beat 32, 128 no better)")                      \
+  X(ONESHOT_THREADS, "RELAYCC_ONESHOT_THREADS", INT, AGREED, 0, 0, 512, -1, "0 (auto)",                      \
+    "GPU one-shot kernel: threads per block, 128, 256 or 512 (0: by size)")                                  \
+  X(ONESHOT_LL_BYTES, "RELAYCC_ONESHOT_LL_BYTES", BYTES, AGREED, 256 << 10, 0, 1 << 30, -1, "256 KiB",       \
+    "GPU one-shot: per-destination limit of the low-latency protocols (above it: the flag protocol; capped " \
+    "at "                                                                                                    \
+    "the region's LL capacity)")                                                                             \
+  X(ONESHOT_LL128_BYTES, "RELAYCC_ONESHOT_LL128_BYTES", BYTES, AGREED, 64 << 10, 0, 1 << 30, -1, "64 KiB",   \
+    "GPU one-shot: per-destination bytes from which LL128 (128-byte lines, 120 data bytes) replaces LL (8 "  \
+    "data "                                                                                                  \
+    "bytes per 16-byte line); 0: never")                                                                     \
+  X(ONESHOT_WIDE, "RELAYCC_ONESHOT_WIDE", BOOL, AGREED, 0, 0, 1, -1, "0",                                    \
+    "1: at A = 2, run the one-shot kernels compiled for 8 actives instead of the pair kernels (A/B "         \
+    "measurement "                                                                                           \
+    "only: the pair kernels were 0.40-0.65 us faster per call on 2 x H200)")                                 \
   /* 128 KiB x 16: ~0.35 us of link time per tile at the 370 GB/s h200x2 moves per direction, so 512 KB is   \
    * already 4 pipelined tiles; 16 slots keep ~5.7 us of pushes in flight per peer, more than a slot's round \
    * trip of fences and flag polls, in 2 MiB of staging per source (plan_bw.c, issue 19). */                 \
   X(BW_TILE_BYTES, "RELAYCC_BW_TILE_BYTES", BYTES, AGREED, 128 << 10, 64, 1 << 30, -1, "128 KiB",            \
-    "bandwidth route: bytes per tile (rounded down to a multiple of 64); with the ring, the staging region's "  \
+    "bandwidth route: bytes per tile (rounded down to a multiple of 64); with the ring, the staging "        \
+    "region's "                                                                                              \
     "size")                                                                                                  \
   X(BW_RING, "RELAYCC_BW_RING", INT, AGREED, 16, 0, 64, -1, "16",                                            \
-    "bandwidth route: staging slots per source (staging is tile x ring per source, 2 MiB at the defaults); 0 " \
-    "turns the route off")                                                                                      \
-  /* 64 KiB: 2 ranks of a 2-core EPYC, median of 300 calls: all-gather 64 KiB 9.8-11.9 us one-copy against \
-   * 22-32 us direct, all-to-all 6.8 against 18.6 one-shot, all-reduce 12.9 against 10.6 one-shot (a wash); \
-   * at 16 KiB the one-shot's all-reduce took half the one-copy's time. The router still prices each route \
-   * (sim.c bwOneCopySeconds); this is where the transport may take the path at all.                       \
+    "bandwidth route: staging slots per source (staging is tile x ring per source, 2 MiB at the defaults); " \
+    "0 "                                                                                                     \
+    "turns the route off")                                                                                   \
+  /* 64 KiB: 2 ranks of a 2-core EPYC, median of 300 calls: all-gather 64 KiB 9.8-11.9 us one-copy against   \
+   * 22-32 us direct, all-to-all 6.8 against 18.6 one-shot, all-reduce 12.9 against 10.6 one-shot (a wash);  \
+   * at 16 KiB the one-shot's all-reduce took half the one-copy's time. The router still prices each route   \
+   * (sim.c bwOneCopySeconds); this is where the transport may take the path at all.                         \
    */                                                                                                        \
   X(SHM_CMA_BYTES, "RELAYCC_SHM_CMA_BYTES", BYTES, AGREED, 64 << 10, 0, 1LL << 40, -1, "64 KiB",             \
     "shm bandwidth route: from this many bytes of each rank's input on, ranks read and write each "          \
     "other's buffers in one copy (process_vm_readv / writev, probed and voted when the route is set up; "    \
     "where a peer cannot be reached every rank stays staged, `RELAYCC_DEBUG=1` says why) instead of "        \
-    "through the staging ring; 0: never")                                                                   \
-  /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;     \
-   * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).   \
+    "through the staging ring; 0: never")                                                                    \
+  /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
+   * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \
-  X(BW_MOVER, "RELAYCC_BW_MOVER", ENUM, AGREED, 0, 0, 2, -1, "auto",                                        \
+  X(BW_MOVER, "RELAYCC_BW_MOVER", ENUM, AGREED, 0, 0, 2, -1, "auto",                                         \
     "bandwidth route, direct path (registered windows) on NCCL: what moves the bytes. sm: the kernel's "     \
-    "16-byte stores; ce: copy-engine peer copies (cudaMemcpyAsync, no SM) for all-gather and all-to-all "   \
-    "between an entry and an exit barrier kernel, reduce-scatter, all-reduce and staged calls keep sm; auto: " \
+    "16-byte stores; ce: copy-engine peer copies (cudaMemcpyAsync, no SM) for all-gather and all-to-all "    \
+    "between an entry and an exit barrier kernel, reduce-scatter, all-reduce and staged calls keep sm; "     \
+    "auto: "                                                                                                 \
     "sm until measured")                                                                                     \
-  X(NCCL_NATIVE, "RELAYCC_NCCL_NATIVE", BOOL, AGREED, 1, 0, 1, -1, "1",                                        \
-    "0: never run NCCL's own collectives (the direct route then always uses relaycc's send/recv plan)")        \
-  X(NCCL_PRECONNECT, "RELAYCC_NCCL_PRECONNECT", BOOL, AGREED, 1, 0, 1, -1, "1",                                \
+  X(NCCL_NATIVE, "RELAYCC_NCCL_NATIVE", BOOL, AGREED, 1, 0, 1, -1, "1",                                      \
+    "0: never run NCCL's own collectives (the direct route then always uses relaycc's send/recv plan)")      \
+  X(NCCL_PRECONNECT, "RELAYCC_NCCL_PRECONNECT", BOOL, AGREED, 1, 0, 1, -1, "1",                              \
     "connect every NCCL pair at init (NCCL's lazy connect has no deadline)")
 
 typedef enum {
 #define RELAY_PARAM_ENUM_(id, ...) RELAY_P_##id,
   RELAY_PARAM_TABLE(RELAY_PARAM_ENUM_)
 #undef RELAY_PARAM_ENUM_
-  RELAY_P_COUNT
+      RELAY_P_COUNT
 } relayParamId;
 
 typedef struct {
@@ -186,7 +214,8 @@ typedef struct relayParams {
  * returns relayInvalidArgument. A config that is not a relayConfig_t
  * (magic, size) fails at once (*badId stays -1): init then resolves without
  * it and tells the others (init.c). */
-relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why, size_t whyLen);
+relayResult_t relayParamsResolve(relayParams* p, const relayConfig_t* cfg, int* badId, char* why,
+                                 size_t whyLen);
 
 /* What row id allows, as text ("one of 0, 128, 256, 512", "an integer in [0, 64]", ...): what an
  * invalid value's error says and the README table shows. Returns buf. */

@@ -52,9 +52,9 @@ typedef struct {
   relayDataType_t dtype;
   relayRedOp_t op;
   int divisor;
-  int gather;                       /* 1: contributions side by side in dst, no reduce */
-  int nActive, me;                  /* me: this rank's active index */
-  int ranks[RELAY_TP_ONESHOT_MAX];  /* comm rank of each active index */
+  int gather;                      /* 1: contributions side by side in dst, no reduce */
+  int nActive, me;                 /* me: this rank's active index */
+  int ranks[RELAY_TP_ONESHOT_MAX]; /* comm rank of each active index */
 } relayOneShotDesc;
 
 /* One rank's part of a bandwidth op (PLAN_OP_BW): the one-shot's contract
@@ -87,11 +87,11 @@ enum { RELAY_BW_MOVER_AUTO = 0, RELAY_BW_MOVER_SM = 1, RELAY_BW_MOVER_CE = 2 };
 /* A registered window (relayCommRegister; core/window.c keeps the comm's). */
 struct relayWindow {
   struct relayComm* comm;
-  uint32_t id;   /* 1, 2, ...: the comm's registrations in order, alike on every rank */
-  char* base;    /* this rank's buffer (NULL: none on this rank) */
+  uint32_t id; /* 1, 2, ...: the comm's registrations in order, alike on every rank */
+  char* base;  /* this rank's buffer (NULL: none on this rank) */
   size_t bytes;
-  int direct;    /* winRegister's vote: every rank reaches every peer's buffer */
-  void* tp;      /* the transport's state */
+  int direct; /* winRegister's vote: every rank reaches every peer's buffer */
+  void* tp;   /* the transport's state */
 };
 
 /* What a transport runs besides send/recv groups (relayTransportOps.caps):
@@ -120,15 +120,13 @@ typedef struct relayTransportOps {
                          const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream);
   /* dst[i] = op(srcs[0][i], ..., srcs[nsrc-1][i]) (/ divisor when > 1), in that
    * order; dst may alias any src element-for-element. lane 1 = side lane. */
-  relayResult_t (*reduce)(struct relayComm* comm, void* dst, const void* const* srcs, int nsrc,
-                          size_t count, relayDataType_t dt, relayRedOp_t op, int divisor, int lane,
-                          relayStream_t stream);
+  relayResult_t (*reduce)(struct relayComm* comm, void* dst, const void* const* srcs, int nsrc, size_t count,
+                          relayDataType_t dt, relayRedOp_t op, int divisor, int lane, relayStream_t stream);
   relayResult_t (*copy)(struct relayComm* comm, void* dst, const void* src, size_t bytes, int lane,
                         relayStream_t stream);
   /* Grow-only scratch cache: slot holds at least bytes; *ptr is stable until
    * the next growth of that slot. */
-  relayResult_t (*scratch)(struct relayComm* comm, int slot, size_t bytes, void** ptr,
-                           relayStream_t stream);
+  relayResult_t (*scratch)(struct relayComm* comm, int slot, size_t bytes, void** ptr, relayStream_t stream);
   /* Join side lanes into the caller's stream (no-op where lanes are serial). */
   relayResult_t (*join)(struct relayComm* comm, relayStream_t stream);
   /* Host-synchronous all-gather of a small record among all comm ranks

@@ -46,9 +46,9 @@ typedef struct {
 
 /* What every rank learns, the same on every rank. */
 typedef struct {
-  int yes;              /* 1: every rank said yes (with rank 0's same) */
-  int rank;             /* the first rank that said no; -1 when yes */
-  relayResult_t status; /* its code (relayInvalidUsage when its same differed) */
+  int yes;                        /* 1: every rank said yes (with rank 0's same) */
+  int rank;                       /* the first rank that said no; -1 when yes */
+  relayResult_t status;           /* its code (relayInvalidUsage when its same differed) */
   char why[RELAY_VOTE_WHY_BYTES]; /* its reason ("" when it gave none) */
 } relayVerdict;
 

@@ -61,13 +61,15 @@ relayResult_t relayCommAbort(relayComm_t comm) {
 }
 
 relayResult_t relayCommCount(const relayComm_t comm, int* count) {
-  if (!comm || !count) return relaySetError(NULL, relayInvalidArgument, "relayCommCount: %s is NULL", comm ? "count" : "comm");
+  if (!comm || !count)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommCount: %s is NULL", comm ? "count" : "comm");
   *count = comm->nranks;
   return relaySuccess;
 }
 
 relayResult_t relayCommUserRank(const relayComm_t comm, int* rank) {
-  if (!comm || !rank) return relaySetError(NULL, relayInvalidArgument, "relayCommUserRank: %s is NULL", comm ? "rank" : "comm");
+  if (!comm || !rank)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommUserRank: %s is NULL", comm ? "rank" : "comm");
   *rank = comm->rank;
   return relaySuccess;
 }
@@ -90,7 +92,8 @@ typedef struct {
   size_t winSendOff, winRecvOff;
 } callArgs;
 
-static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr);
+static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
+                                    int* bufErr);
 
 /* what[0..n) are comm ranks, pairwise distinct; *mine = the index of this
  * rank in them, or -1. O(n): comm->rankSeen remembers, per rank, where this
@@ -123,15 +126,15 @@ static relayResult_t checkRanks(struct relayComm* c, const char* what, const int
  * leaves this rank without the call's plan; a BUFFER error (a NULL buffer, the
  * forbidden in-place all-to-all) in a call whose shape is valid does not, so
  * the rank can still run its part through scratch (runCall). */
-static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex, int* bufErr) {
+static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
+                              int* bufErr) {
   *bufErr = 0;
   if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex, bufErr);
   *myGroup = -1;
   *myIndex = -1;
   if (relayTypeSize(a->dtype) == 0)
     return relaySetError(c, relayInvalidArgument, "datatype %d is not a relayDataType_t", (int)a->dtype);
-  if (relayCollReduces(a->coll) &&
-      (unsigned)a->op >= relayNumOps)
+  if (relayCollReduces(a->coll) && (unsigned)a->op >= relayNumOps)
     return relaySetError(c, relayInvalidArgument, "op %d is not a relayRedOp_t", (int)a->op);
   const relayLayout_t* L = a->layout;
   if (!L) return relaySetError(c, relayInvalidArgument, "layout is NULL");
@@ -221,7 +224,8 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.route = route;
     mine.depth = depth;
     mine.root = relayCollRooted(a->coll) ? a->root : 0;
-    mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks, (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
+    mine.ranksHash = relayHash64(RELAY_HASH_SEED, a->layout->ranks,
+                                 (size_t)mine.nGroups * (size_t)mine.nActive * sizeof(int));
     mine.countsHash =
         relayHash64(RELAY_HASH_SEED, a->counts,
                     (size_t)relayCollNumCounts(a->coll, mine.nGroups, mine.nActive) * sizeof(size_t));
@@ -245,32 +249,33 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
     const callDigest* x = &all[0];
     const callDigest* y = &all[q];
-    const char* what = x->coll != y->coll                   ? "collective"
-                       : x->dtype != y->dtype               ? "datatype"
-                       : x->op != y->op                     ? "op"
-                       : x->nGroups != y->nGroups           ? "layout.nGroups"
-                       : x->nActive != y->nActive           ? "layout.nActive"
-                       : x->root != y->root                 ? "root"
-                       : x->ranksHash != y->ranksHash       ? "layout.ranks"
-                       : x->countsHash != y->countsHash     ? "counts"
-                       : x->route != y->route               ? "route (RELAYCC_ROUTE)"
-                       : x->depth != y->depth               ? "depth (RELAYCC_DEPTH)"
-                                                            : NULL;
+    const char* what = x->coll != y->coll               ? "collective"
+                       : x->dtype != y->dtype           ? "datatype"
+                       : x->op != y->op                 ? "op"
+                       : x->nGroups != y->nGroups       ? "layout.nGroups"
+                       : x->nActive != y->nActive       ? "layout.nActive"
+                       : x->root != y->root             ? "root"
+                       : x->ranksHash != y->ranksHash   ? "layout.ranks"
+                       : x->countsHash != y->countsHash ? "counts"
+                       : x->route != y->route           ? "route (RELAYCC_ROUTE)"
+                       : x->depth != y->depth           ? "depth (RELAYCC_DEPTH)"
+                                                        : NULL;
     if (what) res = relaySetError(c, relayInvalidUsage, "ranks 0 and %d disagree on the %s", q, what);
   }
   /* Windows: the actives of a one-group call (the bandwidth route's direct
    * path) must agree on the window and the offsets peers use. */
-  for (int i = 1; res == relaySuccess && c->directWindows && a->layout->nGroups == 1 && i < a->layout->nActive; i++) {
+  for (int i = 1;
+       res == relaySuccess && c->directWindows && a->layout->nGroups == 1 && i < a->layout->nActive; i++) {
     const callDigest* x = &all[a->layout->ranks[0]];
     const callDigest* y = &all[a->layout->ranks[i]];
     if (x->win != y->win || x->winSendOff != y->winSendOff || x->winRecvOff != y->winRecvOff)
-      res = relaySetError(c, relayInvalidUsage,
-                          "active rank %d's buffers lie in window %u at send offset %llu, recv offset %llu; active rank "
-                          "%d's in window %u at %llu, %llu (window 0: none; a windowed call needs the same window and "
-                          "offsets on every active rank)",
-                          a->layout->ranks[i], y->win, (unsigned long long)y->winSendOff,
-                          (unsigned long long)y->winRecvOff, a->layout->ranks[0], x->win,
-                          (unsigned long long)x->winSendOff, (unsigned long long)x->winRecvOff);
+      res = relaySetError(
+          c, relayInvalidUsage,
+          "active rank %d's buffers lie in window %u at send offset %llu, recv offset %llu; active rank "
+          "%d's in window %u at %llu, %llu (window 0: none; a windowed call needs the same window and "
+          "offsets on every active rank)",
+          a->layout->ranks[i], y->win, (unsigned long long)y->winSendOff, (unsigned long long)y->winRecvOff,
+          a->layout->ranks[0], x->win, (unsigned long long)x->winSendOff, (unsigned long long)x->winRecvOff);
   }
   return res;
 }
@@ -348,7 +353,8 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
        * the same answer from the voted prepare, and nothing moved. */
       if (c->forwardDeclined) {
         c->callDeclined = 1;
-        return relaySetError(c, relayNotSupported, "the %s route declined; the caller forwards the call to NCCL",
+        return relaySetError(c, relayNotSupported,
+                             "the %s route declined; the caller forwards the call to NCCL",
                              relayRouteName(key->route));
       }
       continue;
@@ -356,11 +362,12 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow = key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
-      res = plan ? relayExecRun(c, plan, &call->exec)
+      c->lastWindow =
+          key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
+      res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
-                         : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
-                                         relayRouteName(key->route));
+                       : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
+                                       relayRouteName(key->route));
     }
     relayPlanFree(owned);
     if (res != relaySuccess) {
@@ -415,8 +422,9 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
   relayCommKeySettings(c, key);
 }
 
-int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts, relayDataType_t dtype,
-                        relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream) {
+int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts,
+                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
+                        relayStream_t stream) {
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
   callKey(c, &a, &key);
@@ -440,8 +448,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   c->callDeclined = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
-  relayResult_t local = relayCollRowOf(a->coll) ? validate(c, a, &myGroup, &myIndex, &bufErr)
-                                                                : relayInvalidArgument;
+  relayResult_t local =
+      relayCollRowOf(a->coll) ? validate(c, a, &myGroup, &myIndex, &bufErr) : relayInvalidArgument;
   if (a->reject) {
     /* A binding's rejection (relayCallReject): what C makes of the shape
      * picks the path, a valid one that of a buffer error; the text is the
@@ -453,7 +461,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   planKey key;
   memset(&key, 0, sizeof key);
   relayRouteList lists[2];
-  int captured = 0; /* 1: the stream is being captured and the captured list differs */
+  int captured = 0;                      /* 1: the stream is being captured and the captured list differs */
   if (local == relaySuccess || bufErr) { /* the shape is valid: the same key as every peer's */
     callKey(c, a, &key);
     c->callShape = callShapeDigest(&key);
@@ -480,8 +488,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
    * read otherwise (a member naming another root waits for a root that never sends). Where the agree is
    * cheap (RELAY_TP_CAP_SHAPES: shm) such a call compares its shape, root included, before it moves
    * anything, so a disagreement fails every rank at once and the comm stays usable (issue 25.3). */
-  int agree = c->cfg.checkMode || (relayCollRowOf(a->coll) && relayCollRooted(a->coll) &&
-                                   (c->tp->caps & RELAY_TP_CAP_SHAPES));
+  int agree = c->cfg.checkMode ||
+              (relayCollRowOf(a->coll) && relayCollRooted(a->coll) && (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
     if (agreed != relaySuccess) return agreed;
@@ -518,7 +526,8 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
     return relaySuccess;
   }
   int perGroup = relayCollRows[a->coll].counts == RELAY_COUNTS_PER_GROUP;
-  relayRouteCall rc = {key, perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
+  relayRouteCall rc = {key,
+                       perGroup && myGroup >= 0 ? a->counts[myGroup] : 0,
                        {a->send, a->recv, a->win, a->winSendOff, a->winRecvOff, stream}};
   return runRoutes(c, key, list, &rc);
 }
@@ -536,7 +545,8 @@ enum { SCRATCH_SLOT_SEND = PLAN_MAX_SLOTS, SCRATCH_SLOT_RECV = PLAN_MAX_SLOTS + 
  * return success with undefined values where this rank's data went (README).
  * Returns this rank's own error, or the run's when that failed the comm. */
 static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, planKey* key, int myGroup,
-                                       const relayRouteList* list, relayResult_t local, relayStream_t stream) {
+                                       const relayRouteList* list, relayResult_t local,
+                                       relayStream_t stream) {
   char saved[sizeof c->lastError];
   memcpy(saved, c->lastError, sizeof saved);
   uint64_t sendElems, recvElems;
@@ -545,7 +555,8 @@ static relayResult_t runThroughScratch(struct relayComm* c, const callArgs* a, p
   void *send = NULL, *recv = NULL;
   relayResult_t res = relaySuccess;
   if (sendElems) res = c->tp->scratch(c, SCRATCH_SLOT_SEND, (size_t)sendElems * es, &send, stream);
-  if (res == relaySuccess && recvElems) res = c->tp->scratch(c, SCRATCH_SLOT_RECV, (size_t)recvElems * es, &recv, stream);
+  if (res == relaySuccess && recvElems)
+    res = c->tp->scratch(c, SCRATCH_SLOT_RECV, (size_t)recvElems * es, &recv, stream);
   if (res != relaySuccess) {
     /* Peers wait for this rank's part: end their waits now. */
     c->failed = 1;
@@ -578,7 +589,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           ? relaySetError(comm, relayInvalidUsage, "the comm was aborted")
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
-  comm->callShape = 0; /* what runs outside calls (a window's rounds) has no shape */
+  comm->callShape = 0;      /* what runs outside calls (a window's rounds) has no shape */
   atomic_store(&comm->inCall, 0);
   return res;
 }
@@ -586,36 +597,43 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
 relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
                             const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
                             const relayLayout_t* layout, int root, relayStream_t stream) {
-  callArgs a = {.coll = coll, .send = send, .recv = recv, .counts = counts, .dtype = dtype, .op = op,
-                .layout = layout, .root = root};
+  callArgs a = {.coll = coll,
+                .send = send,
+                .recv = recv,
+                .counts = counts,
+                .dtype = dtype,
+                .op = op,
+                .layout = layout,
+                .root = root};
   return call(&a, comm, stream);
 }
 
 relayResult_t relayAllGather(const void* sendbuff, void* recvbuff, const size_t* sendcounts,
                              relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                              relayStream_t stream) {
-  return relayCommCall(comm, relayCollectiveAllGather, sendbuff, recvbuff, sendcounts,
-                       datatype, relaySum, layout, 0, stream);
+  return relayCommCall(comm, relayCollectiveAllGather, sendbuff, recvbuff, sendcounts, datatype, relaySum,
+                       layout, 0, stream);
 }
 
 relayResult_t relayReduceScatter(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
                                  relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
                                  relayComm_t comm, relayStream_t stream) {
-  return relayCommCall(comm, relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts,
-                       datatype, op, layout, 0, stream);
+  return relayCommCall(comm, relayCollectiveReduceScatter, sendbuff, recvbuff, recvcounts, datatype, op,
+                       layout, 0, stream);
 }
 
-relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
-                             relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
-  return relayCommCall(comm, relayCollectiveAllReduce, sendbuff, recvbuff, counts,
-                       datatype, op, layout, 0, stream);
+relayResult_t relayAllReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
+                             relayDataType_t datatype, relayRedOp_t op, const relayLayout_t* layout,
+                             relayComm_t comm, relayStream_t stream) {
+  return relayCommCall(comm, relayCollectiveAllReduce, sendbuff, recvbuff, counts, datatype, op, layout, 0,
+                       stream);
 }
 
 relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* segcounts,
                             relayDataType_t datatype, const relayLayout_t* layout, relayComm_t comm,
                             relayStream_t stream) {
-  return relayCommCall(comm, relayCollectiveAllToAll, sendbuff, recvbuff, segcounts,
-                       datatype, relaySum, layout, 0, stream);
+  return relayCommCall(comm, relayCollectiveAllToAll, sendbuff, recvbuff, segcounts, datatype, relaySum,
+                       layout, 0, stream);
 }
 
 /* ---- rooted collectives: scatter, gather -------------------------------- */
@@ -660,18 +678,20 @@ static relayResult_t validateRooted(struct relayComm* c, const callArgs* a, int*
   return relaySuccess;
 }
 
-relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
-                           int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
+relayResult_t relayScatter(const void* sendbuff, void* recvbuff, const size_t* counts,
+                           relayDataType_t datatype, int root, const int* ranks, int nRanks, relayComm_t comm,
+                           relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  return relayCommCall(comm, relayCollectiveScatter, sendbuff, recvbuff, counts,
-                       datatype, relaySum, &set, root, stream);
+  return relayCommCall(comm, relayCollectiveScatter, sendbuff, recvbuff, counts, datatype, relaySum, &set,
+                       root, stream);
 }
 
-relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts, relayDataType_t datatype,
-                          int root, const int* ranks, int nRanks, relayComm_t comm, relayStream_t stream) {
+relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* counts,
+                          relayDataType_t datatype, int root, const int* ranks, int nRanks, relayComm_t comm,
+                          relayStream_t stream) {
   relayLayout_t set = {1, nRanks, ranks};
-  return relayCommCall(comm, relayCollectiveGather, sendbuff, recvbuff, counts,
-                       datatype, relaySum, &set, root, stream);
+  return relayCommCall(comm, relayCollectiveGather, sendbuff, recvbuff, counts, datatype, relaySum, &set,
+                       root, stream);
 }
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
@@ -679,15 +699,21 @@ relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* co
 /* The call through runCall like any other, with no buffer and the binding's
  * reason: validate judges the shape, runCall takes the path of a C caller's
  * bad argument (README "After a rejected call"). */
-relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype, relayRedOp_t op,
-                              const relayLayout_t* layout, int root, const char* reason, relayComm_t comm,
-                              relayStream_t stream) {
+relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, relayDataType_t datatype,
+                              relayRedOp_t op, const relayLayout_t* layout, int root, const char* reason,
+                              relayComm_t comm, relayStream_t stream) {
   relayCollective_t cl = coll;
   /* A rooted call's rank set: a layout of one group; none, or another
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
-  relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0, layout ? layout->ranks : NULL};
+  relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0,
+                       layout ? layout->ranks : NULL};
   if (relayCollRooted(cl)) layout = &set;
-  callArgs a = {.coll = cl, .counts = counts, .dtype = datatype, .op = op, .layout = layout, .root = root,
+  callArgs a = {.coll = cl,
+                .counts = counts,
+                .dtype = datatype,
+                .op = op,
+                .layout = layout,
+                .root = root,
                 .reject = reason ? reason : "rejected by the binding"};
   return call(&a, comm, stream);
 }
@@ -699,8 +725,8 @@ static const char* const kResultNames[relayNumResults] = {
 #undef RELAY_RESULT_NAME_
 };
 static const char* const kTypeNames[relayNumTypes] = {
-    RELAY_ENUM_NAME_(relayInt8),    RELAY_ENUM_NAME_(relayUint8),  RELAY_ENUM_NAME_(relayInt32),
-    RELAY_ENUM_NAME_(relayUint32),  RELAY_ENUM_NAME_(relayInt64),  RELAY_ENUM_NAME_(relayUint64),
+    RELAY_ENUM_NAME_(relayInt8),    RELAY_ENUM_NAME_(relayUint8),   RELAY_ENUM_NAME_(relayInt32),
+    RELAY_ENUM_NAME_(relayUint32),  RELAY_ENUM_NAME_(relayInt64),   RELAY_ENUM_NAME_(relayUint64),
     RELAY_ENUM_NAME_(relayFloat16), RELAY_ENUM_NAME_(relayFloat32), RELAY_ENUM_NAME_(relayFloat64),
     RELAY_ENUM_NAME_(relayBfloat16)};
 static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RELAY_ENUM_NAME_(relayProd),
@@ -710,9 +736,10 @@ static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RE
 static const char* const kRouteNames[relayNumRoutes] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_ENUM_NAME_)};
 #undef RELAY_ROUTE_ENUM_NAME_
 static const char* const kEnumNames[relayNumEnums] = {
-    RELAY_ENUM_NAME_(relayEnumEnum),   RELAY_ENUM_NAME_(relayEnumResult), RELAY_ENUM_NAME_(relayEnumDataType),
-    RELAY_ENUM_NAME_(relayEnumRedOp), RELAY_ENUM_NAME_(relayEnumRoute),
-    RELAY_ENUM_NAME_(relayEnumCollective), RELAY_ENUM_NAME_(relayEnumCollectiveKind)};
+    RELAY_ENUM_NAME_(relayEnumEnum),          RELAY_ENUM_NAME_(relayEnumResult),
+    RELAY_ENUM_NAME_(relayEnumDataType),      RELAY_ENUM_NAME_(relayEnumRedOp),
+    RELAY_ENUM_NAME_(relayEnumRoute),         RELAY_ENUM_NAME_(relayEnumCollective),
+    RELAY_ENUM_NAME_(relayEnumCollectiveKind)};
 #define RELAY_COLL_ENUM_NAME_(id, ...) RELAY_ENUM_NAME_(id),
 static const char* const kCollectiveNames[relayNumCollectives] = {RELAY_COLL_TABLE(RELAY_COLL_ENUM_NAME_)};
 #undef RELAY_COLL_ENUM_NAME_
@@ -729,14 +756,13 @@ const char* relayGetEnumName(relayEnum_t which, int value) {
   static const struct {
     const char* const* names;
     int n;
-  } kEnums[relayNumEnums] = {
-      [relayEnumEnum] = {kEnumNames, relayNumEnums},
-      [relayEnumResult] = {kResultNames, relayNumResults},
-      [relayEnumDataType] = {kTypeNames, relayNumTypes},
-      [relayEnumRedOp] = {kOpNames, relayNumOps},
-      [relayEnumRoute] = {kRouteNames, relayNumRoutes},
-      [relayEnumCollective] = {kCollectiveNames, relayNumCollectives},
-      [relayEnumCollectiveKind] = {kKindNames, relayNumCollectiveKinds}};
+  } kEnums[relayNumEnums] = {[relayEnumEnum] = {kEnumNames, relayNumEnums},
+                             [relayEnumResult] = {kResultNames, relayNumResults},
+                             [relayEnumDataType] = {kTypeNames, relayNumTypes},
+                             [relayEnumRedOp] = {kOpNames, relayNumOps},
+                             [relayEnumRoute] = {kRouteNames, relayNumRoutes},
+                             [relayEnumCollective] = {kCollectiveNames, relayNumCollectives},
+                             [relayEnumCollectiveKind] = {kKindNames, relayNumCollectiveKinds}};
   if ((unsigned)which >= relayNumEnums || value < 0 || value >= kEnums[which].n) return NULL;
   return kEnums[which].names[value];
 }

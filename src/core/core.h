@@ -20,7 +20,8 @@ void relayCommFree(struct relayComm* comm);
  * staged path) and the offsets of the buffers peers access; frees every
  * window at destroy (before the transport's destroy). */
 const struct relayWindow* relayWindowMatch(const struct relayComm* comm, const struct planKey* key,
-                                           const void* send, const void* recv, size_t* sendOff, size_t* recvOff);
+                                           const void* send, const void* recv, size_t* sendOff,
+                                           size_t* recvOff);
 void relayWindowFreeAll(struct relayComm* comm);
 /* COLLECTIVE at init (init.c), after each rank set comm->topo (loaded or
  * detected): every rank must route with the same model, so the ranks vote
@@ -40,8 +41,9 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
  * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
  * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
  * to NCCL alone). */
-int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const size_t* counts, relayDataType_t dtype,
-                        relayRedOp_t op, const relayLayout_t* layout, relayStream_t stream);
+int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const size_t* counts,
+                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
+                        relayStream_t stream);
 /* A call of any collective by its row (comm/coll.h), as the API's functions make it: the interposer's
  * one way in, whatever NCCL call it took. layout: a rooted call's set is its one group; root: rooted
  * calls only; op: reducing calls only. */

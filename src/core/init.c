@@ -58,8 +58,8 @@ static void fillConfig(struct relayComm* c) {
   snprintf(o->topo, sizeof o->topo, "%s", c->params.text[RELAY_P_TOPO]);
 }
 
-relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** jobName, const relayConfig_t* cfg,
-                             struct relayComm** out) {
+relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** jobName,
+                             const relayConfig_t* cfg, struct relayComm** out) {
   *out = NULL;
   relayParams p;
   int bad;
@@ -83,7 +83,8 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
     bad = RELAY_INIT_BAD_CONFIG;
   }
   /* The identity comes first: without it this rank cannot reach the others. */
-  if (nranks <= 0) nranks = (int)(p.v[RELAY_P_NRANKS] > 0 ? p.v[RELAY_P_NRANKS] : p.v[RELAY_P_ENV_WORLD_SIZE]);
+  if (nranks <= 0)
+    nranks = (int)(p.v[RELAY_P_NRANKS] > 0 ? p.v[RELAY_P_NRANKS] : p.v[RELAY_P_ENV_WORLD_SIZE]);
   if (rank < 0) rank = (int)(p.v[RELAY_P_RANK] >= 0 ? p.v[RELAY_P_RANK] : p.v[RELAY_P_ENV_RANK]);
   int identity = bad == RELAY_P_NRANKS || bad == RELAY_P_RANK || bad == RELAY_P_ENV_RANK ||
                  bad == RELAY_P_ENV_WORLD_SIZE || bad == RELAY_P_JOB;
@@ -94,15 +95,19 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
     if (bad == RELAY_INIT_BAD_CONFIG) return relaySetError(NULL, relayInvalidArgument, "%s: %s", fn, why);
     if (nranks < 1)
       return relaySetError(NULL, relayInvalidArgument,
-                           "%s: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1", fn, nranks);
+                           "%s: nranks = %d (and RELAYCC_NRANKS / WORLD_SIZE unset) must be >= 1", fn,
+                           nranks);
     return relaySetError(NULL, relayInvalidArgument,
-                         "%s: rank = %d (argument, or RELAYCC_RANK / RANK) is not in [0, %d)", fn, rank, nranks);
+                         "%s: rank = %d (argument, or RELAYCC_RANK / RANK) is not in [0, %d)", fn, rank,
+                         nranks);
   }
   long long nodes = p.v[RELAY_P_SHM_NODES];
   if (bad < 0 && (nodes > nranks || nranks % nodes != 0)) {
     bad = RELAY_P_SHM_NODES;
-    snprintf(why, sizeof why, "RELAYCC_SHM_NODES=%lld must divide nranks %d (the ranks as that many nodes of equal "
-             "size, node-major)", nodes, nranks);
+    snprintf(why, sizeof why,
+             "RELAYCC_SHM_NODES=%lld must divide nranks %d (the ranks as that many nodes of equal "
+             "size, node-major)",
+             nodes, nranks);
     p.v[bad] = relayParamDefs[bad].def;
     p.src[bad] = RELAY_PSRC_DEFAULT;
   }
@@ -180,8 +185,8 @@ static relayResult_t agreeParams(struct relayComm* c) {
       char b1[32], b2[32];
       const char* own = relayParamText(&c->params, (relayParamId)i, b1, sizeof b1);
       c->params.v[i] = agreed;
-      fprintf(stderr, "relaycc: rank %d: %s = %s here; agreed on rank 0's %s\n", c->rank, relayParamDefs[i].name, own,
-              relayParamText(&c->params, (relayParamId)i, b2, sizeof b2));
+      fprintf(stderr, "relaycc: rank %d: %s = %s here; agreed on rank 0's %s\n", c->rank,
+              relayParamDefs[i].name, own, relayParamText(&c->params, (relayParamId)i, b2, sizeof b2));
     }
     c->params.v[i] = agreed;
     c->params.src[i] = RELAY_PSRC_AGREED;
@@ -222,8 +227,10 @@ relayResult_t relayCommAgreeTopo(struct relayComm* c, relayResult_t local) {
   for (int q = 0; q < c->nranks && res == relaySuccess; q++) differ |= all[q].hash != mine.hash;
   if (differ) {
     if (relayDebugLevel() >= 1)
-      fprintf(stderr, "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
-                      "routing without a model\n", c->rank);
+      fprintf(stderr,
+              "relaycc: rank %d: the ranks hold different topologies (RELAYCC_TOPO or detection differ); "
+              "routing without a model\n",
+              c->rank);
     relayTopoFree(c->topo);
     c->topo = NULL;
   }
@@ -248,7 +255,8 @@ static relayResult_t loadTopo(struct relayComm* c, const char* fallback, relayTo
     if (local == relaySuccess && !c->topo) c->topo = found;
     else relayTopoFree(found);
   }
-  if (local == relaySuccess && !c->topo && fallback && *fallback && relayTopoLoad(fallback, &c->topo) != relaySuccess)
+  if (local == relaySuccess && !c->topo && fallback && *fallback &&
+      relayTopoLoad(fallback, &c->topo) != relaySuccess)
     local = relaySetError(c, relayInternalError, "preset \"%s\": %s", fallback, relayGetLastError(NULL));
   return relayCommAgreeTopo(c, local);
 }

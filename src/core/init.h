@@ -20,14 +20,14 @@ struct relayTopo;
  * rank with it; what fails here (no job size or rank: this rank cannot reach
  * the others) is this rank's alone. jobName may be NULL for calls that take
  * none. */
-relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** jobName, const relayConfig_t* cfg,
-                             struct relayComm** out);
+relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** jobName,
+                             const relayConfig_t* cfg, struct relayComm** out);
 /* Right after relayInitBegin: the comm is a guest on a communicator relaycc does not own (comm.h's
  * guest): no deadline unless the user set one. */
 void relayInitGuest(struct relayComm* comm);
 /* relayCommInitShm, as a guest when guest is 1 (the interposer's test twin of a user's comm). */
-relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName, const relayConfig_t* config,
-                           int guest);
+relayResult_t relayInitShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                           const relayConfig_t* config, int guest);
 /* A detection hook a transport offers: COLLECTIVE, writes the topology it
  * found (or NULL). */
 typedef relayResult_t (*relayTopoDetectFn)(struct relayComm* comm, struct relayTopo** out);

@@ -39,9 +39,10 @@ relayResult_t relayCommInitNccl(relayComm_t* out, ncclComm_t nccl, const relayCo
   return attachAndFinish(c, nccl, 0, dev, out);
 }
 
-relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const char* jobName, int cudaDevice,
-                                   const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
+relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const char* jobName,
+                                   int cudaDevice, const relayConfig_t* config) {
+  if (!out)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclShm: comm (argument 1) is NULL");
   *out = NULL;
   RELAY_CHECK(relayNcclLoad(NULL)); /* the process's NCCL (torch's when loaded): nccl_lib.c */
   const char* job = jobName;
@@ -81,18 +82,21 @@ relayResult_t relayCommInitNcclShm(relayComm_t* out, int nranks, int rank, const
 
 relayResult_t relayCommInitNcclRank(relayComm_t* out, int nranks, const relayNcclUniqueId* id, int rank,
                                     int cudaDevice, const relayConfig_t* config) {
-  if (!out) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank: comm (argument 1) is NULL");
+  if (!out)
+    return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank: comm (argument 1) is NULL");
   *out = NULL;
   RELAY_CHECK(relayNcclLoad(NULL)); /* the process's NCCL (torch's when loaded): nccl_lib.c */
-  if (!id) return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank (rank %d): id (argument 3) is NULL",
-                                rank);
+  if (!id)
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitNcclRank (rank %d): id (argument 3) is NULL", rank);
   if (nranks < 1 || rank < 0 || rank >= nranks)
-    return relaySetError(NULL, relayInvalidArgument, "relayCommInitNcclRank: rank %d (argument 4) is not in [0, %d)",
-                         rank, nranks);
+    return relaySetError(NULL, relayInvalidArgument,
+                         "relayCommInitNcclRank: rank %d (argument 4) is not in [0, %d)", rank, nranks);
   struct relayComm* c;
   RELAY_CHECK(relayInitBegin("relayCommInitNcclRank", nranks, rank, NULL, config, &c));
   /* The process environment as the user has it (relayCommInitNcclShm says why). */
-  if (cudaDevice < 0 && relayParamInt(c, RELAY_P_LOCAL_RANK) >= 0) cudaDevice = (int)relayParamInt(c, RELAY_P_LOCAL_RANK);
+  if (cudaDevice < 0 && relayParamInt(c, RELAY_P_LOCAL_RANK) >= 0)
+    cudaDevice = (int)relayParamInt(c, RELAY_P_LOCAL_RANK);
   ncclComm_t nccl = NULL;
   /* An invalid setting still joins NCCL's init (the other ranks wait in it)
    * and fails every rank at the agreement after it. */

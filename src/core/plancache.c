@@ -25,7 +25,9 @@ struct relayPlanCache {
   uint64_t clock;
 };
 
-struct relayPlanCache* relayPlanCacheNew(void) { return calloc(1, sizeof(struct relayPlanCache)); }
+struct relayPlanCache* relayPlanCacheNew(void) {
+  return calloc(1, sizeof(struct relayPlanCache));
+}
 
 void relayPlanCacheFree(struct relayPlanCache* c) {
   if (!c) return;
@@ -43,7 +45,8 @@ const relayPlan* relayPlanCacheFind(struct relayPlanCache* c, const planKey* key
   for (int i = 0; i < PLAN_CACHE_ENTRIES; i++) {
     cacheEntry* e = &c->e[i];
     /* Equal heads fix the arrays' lengths. */
-    if (e->plan && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key)) {
+    if (e->plan && e->hash == h && !memcmp(e->head, head, sizeof head) &&
+        planKeyArraysEqual(e->arrays, key)) {
       e->lastUse = ++c->clock;
       return e->plan;
     }

@@ -29,8 +29,8 @@
 
 /* What each rank votes at registration and deregistration. */
 typedef struct {
-  int32_t status; /* this rank's local verdict */
-  int32_t has;    /* 1: a buffer (register), a known window (deregister) */
+  int32_t status;       /* this rank's local verdict */
+  int32_t has;          /* 1: a buffer (register), a known window (deregister) */
   uint64_t base, bytes; /* register: the buffer; deregister: bytes = window id */
 } winVote;
 
@@ -88,14 +88,13 @@ relayResult_t relayCommRegister(relayComm_t comm, void* buff, size_t bytes, rela
                                      c->failed ? "failed in an earlier call" : "was aborted"));
   relayResult_t local = relaySuccess;
   struct relayWindow* w = NULL;
-  if (!win)
-    local = relaySetError(c, relayInvalidArgument, "win (argument 4) is NULL");
+  if (!win) local = relaySetError(c, relayInvalidArgument, "win (argument 4) is NULL");
   else if (!buff && bytes)
     local = relaySetError(c, relayInvalidArgument,
                           "buff is NULL with bytes = %zu (a rank without a buffer passes NULL and 0)", bytes);
   else if (buff && !bytes)
-    local = relaySetError(c, relayInvalidArgument, "bytes is 0 with buff %p (a rank without a buffer passes NULL)",
-                          buff);
+    local = relaySetError(c, relayInvalidArgument,
+                          "bytes is 0 with buff %p (a rank without a buffer passes NULL)", buff);
   else if (c->tp->isCapturing && c->tp->isCapturing(c, NULL))
     local = relaySetError(c, relayInvalidUsage, "called while a stream is being captured");
   if (local == relaySuccess && c->nWindows == c->capWindows) {
@@ -118,10 +117,11 @@ relayResult_t relayCommRegister(relayComm_t comm, void* buff, size_t bytes, rela
     if (!all[q].has) continue;
     if (first < 0) first = q;
     else if (all[q].bytes != all[first].bytes)
-      res = relaySetError(c, relayInvalidArgument,
-                          "rank %d registers %llu bytes, rank %d %llu (every rank that passes a buffer passes the same "
-                          "bytes)",
-                          q, (unsigned long long)all[q].bytes, first, (unsigned long long)all[first].bytes);
+      res = relaySetError(
+          c, relayInvalidArgument,
+          "rank %d registers %llu bytes, rank %d %llu (every rank that passes a buffer passes the same "
+          "bytes)",
+          q, (unsigned long long)all[q].bytes, first, (unsigned long long)all[first].bytes);
   }
   if (res == relaySuccess && first < 0)
     res = relaySetError(c, relayInvalidArgument, "no rank passed a buffer (every rank passed NULL and 0)");
@@ -165,11 +165,10 @@ relayResult_t relayCommDeregister(relayComm_t comm, relayWindow_t win) {
    * freed handle is found by address. */
   int at = win ? winIndex(c, win) : -1;
   relayResult_t local = relaySuccess;
-  if (!win)
-    local = relaySetError(c, relayInvalidArgument, "win is NULL");
+  if (!win) local = relaySetError(c, relayInvalidArgument, "win is NULL");
   else if (at < 0)
-    local = relaySetError(c, relayInvalidArgument, "win %p is not a window of this comm (foreign, or deregistered)",
-                          (void*)win);
+    local = relaySetError(c, relayInvalidArgument,
+                          "win %p is not a window of this comm (foreign, or deregistered)", (void*)win);
   winVote mine = {(int32_t)local, at >= 0, 0, at >= 0 ? win->id : 0};
   const winVote* all = NULL;
   relayResult_t res = winAgree(c, &mine, &all);

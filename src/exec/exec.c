@@ -21,8 +21,8 @@ static void* resolve(const execBufs* b, planRef ref) {
 _Static_assert(RELAY_TP_ONESHOT_MAX == RELAY_ONESHOT_MAX_ACTIVE, "one-shot rank limits differ");
 
 /* A one-shot or bandwidth op: one collective transport call among the group's actives. */
-static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o, const execBufs* b,
-                                 const relayExecCall* call) {
+static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, const planOp* o,
+                                 const execBufs* b, const relayExecCall* call) {
   relayStream_t stream = call->stream;
   int bw = o->kind == PLAN_OP_BW;
   if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
@@ -105,7 +105,8 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
                                        const planOp* o, void* h, void* dst, const void* src,
                                        relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
-  RELAY_CHECK(comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
+  RELAY_CHECK(
+      comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
   if (!relayCollReduces((relayCollective_t)sc->coll) || o->divisor <= 1) return relaySuccess;
   const void* one[1] = {dst};
   return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);

@@ -107,8 +107,8 @@ relayResult_t p2pCommFromTopo(const p2pTopoDesc* t, p2pComm* out, char* err, siz
   if (t->minP2pChannels < 0 || t->maxP2pChannels < 0)
     return bad(err, errlen, "min/maxP2pChannels = %d/%d must be >= 0", t->minP2pChannels, t->maxP2pChannels);
   if (t->poolCap < 0 || t->poolCap > P2P_MAX_CHANNELS)
-    return bad(err, errlen, "poolCap = %d must be in [0, %d] (one 64-bit mask names a task's channels)", t->poolCap,
-               P2P_MAX_CHANNELS);
+    return bad(err, errlen, "poolCap = %d must be in [0, %d] (one 64-bit mask names a task's channels)",
+               t->poolCap, P2P_MAX_CHANNELS);
   if (t->schedGroupSize < 0) return bad(err, errlen, "schedGroupSize = %d must be >= 0", t->schedGroupSize);
   int G = t->localRanks, n = t->nNodes * G;
   int minP = t->minP2pChannels ? t->minP2pChannels : 1;
@@ -194,7 +194,8 @@ int p2pScatterParts(int nRanks, int nNodes, int pool, int perPeer, int perPeerUs
 }
 
 int p2pTaskParts(const p2pComm* c, p2pOp op) {
-  if (op == P2P_OP_SCATTER) return p2pScatterParts(c->nRanks, c->nNodes, c->pool, c->perPeer, c->perPeerUserSet);
+  if (op == P2P_OP_SCATTER)
+    return p2pScatterParts(c->nRanks, c->nNodes, c->pool, c->perPeer, c->perPeerUserSet);
   return c->perPeer;
 }
 
@@ -345,8 +346,8 @@ int p2pConnAgree(uint64_t senderMask, uint64_t receiverMask, int sender, int rec
              "p2p %d -> %d: the ends disagree on the channels of a task: sender {%s}, receiver {%s}; "
              "only the sender has {%s}, only the receiver has {%s} (the two ranks computed parts or "
              "bases from different comm-wide values)",
-             sender, receiver, p2pMaskString(senderMask, s, sizeof s), p2pMaskString(receiverMask, r, sizeof r),
-             p2pMaskString(senderMask & ~receiverMask, a, sizeof a),
+             sender, receiver, p2pMaskString(senderMask, s, sizeof s),
+             p2pMaskString(receiverMask, r, sizeof r), p2pMaskString(senderMask & ~receiverMask, a, sizeof a),
              p2pMaskString(receiverMask & ~senderMask, b, sizeof b));
   }
   return 1;

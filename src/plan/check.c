@@ -79,8 +79,8 @@ static int checkRef(const relayPlan* p, int r, int s, planRef ref, uint64_t coun
     return fail(err, errlen, "rank %d step %d: unknown buffer %d", r, s, ref.buf);
   }
   if (ref.off > extent || count > extent - ref.off)
-    return fail(err, errlen, "rank %d step %d: %s %s[%llu +%llu] exceeds its %llu elements", r, s,
-                what, bufName(ref.buf), (unsigned long long)ref.off, (unsigned long long)count,
+    return fail(err, errlen, "rank %d step %d: %s %s[%llu +%llu] exceeds its %llu elements", r, s, what,
+                bufName(ref.buf), (unsigned long long)ref.off, (unsigned long long)count,
                 (unsigned long long)extent);
   return 0;
 }
@@ -102,8 +102,8 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
   if (o->kind == PLAN_OP_BW &&
       (o->tile == 0 || o->ring < 1 || o->ring > RELAY_BW_MAX_RING || o->form > PLAN_BW_TWOSHOT ||
        (o->form == PLAN_BW_TWOSHOT && p->coll != relayCollectiveAllReduce)))
-    return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s, o->tile,
-                o->ring, o->form, relayCollName(p->coll));
+    return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s,
+                o->tile, o->ring, o->form, relayCollName(p->coll));
   if (!relayCollIsLayout(p->coll))
     return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
@@ -124,11 +124,12 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
     for (uint32_t j = 0; j < qt->nOp; j++) {
       const planOp* y = &p->ops[qt->opBase + j];
       if (y->kind == o->kind && y->group == o->group)
-        found += y->count == o->count && y->tile == o->tile && y->ring == o->ring && y->form == o->form ? 1 : 100;
+        found +=
+            y->count == o->count && y->tile == o->tile && y->ring == o->ring && y->form == o->form ? 1 : 100;
     }
     if (found != 1)
-      return fail(err, errlen, "step %d: rank %d's one-shot has no single match of %llu elements on rank %d", s, r,
-                  (unsigned long long)o->count, q);
+      return fail(err, errlen, "step %d: rank %d's one-shot has no single match of %llu elements on rank %d",
+                  s, r, (unsigned long long)o->count, q);
   }
   return 0;
 }
@@ -141,8 +142,7 @@ static int checkSubColl(const relayPlan* p, int r, int s, const planOp* o, char*
     return fail(err, errlen, "rank %d step %d: sub-collective %d out of range", r, s, o->group);
   const planSubColl* sc = &p->subs[o->group];
   const planStep* st = planRankStep(p, r, s);
-  if (!relayCollIsLayout(sc->coll) || sc->nRanks < 1 ||
-      sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
+  if (!relayCollIsLayout(sc->coll) || sc->nRanks < 1 || sc->rankBase + (uint32_t)sc->nRanks > p->nSubRanks)
     return fail(err, errlen, "rank %d step %d: sub-collective %d is malformed", r, s, o->group);
   if (st->nOp != 1 || st->nSend || st->nRecv || o->lane || o->nsrc != 1)
     return fail(err, errlen, "rank %d step %d: a sub-collective op must be alone in its step, on lane 0", r,
@@ -246,8 +246,8 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
         for (uint32_t j = 0; j < st->nSend; j++) {
           const planXfer* y = &p->sends[st->sendBase + j];
           if (overlaps(ri, regionOf(y->ref, y->count)))
-            return fail(err, errlen, "rank %d step %d: a receive from %d overlaps a send source in %s", r,
-                        s, x->peer, bufName(ri.buf));
+            return fail(err, errlen, "rank %d step %d: a receive from %d overlaps a send source in %s", r, s,
+                        x->peer, bufName(ri.buf));
         }
       }
       for (uint32_t i = 0; i < st->nOp; i++) {
@@ -279,7 +279,8 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
             const planXfer* y = &p->recvs[lt->recvBase + j];
             region ry = regionOf(y->ref, y->count);
             if (overlaps(w, ry))
-              return fail(err, errlen, "rank %d: side-lane op of step %d collides with a receive of step %d", r, s, t);
+              return fail(err, errlen, "rank %d: side-lane op of step %d collides with a receive of step %d",
+                          r, s, t);
             for (int k = 0; k < o->nsrc; k++)
               if (overlaps(regionOf(p->srcs[o->srcBase + (uint32_t)k], o->count), ry))
                 return fail(err, errlen, "rank %d: step %d overwrites a side-lane input of step %d", r, t, s);
@@ -287,16 +288,19 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
           for (uint32_t j = 0; j < lt->nSend; j++) {
             const planXfer* y = &p->sends[lt->sendBase + j];
             if (overlaps(w, regionOf(y->ref, y->count)))
-              return fail(err, errlen, "rank %d: step %d sends what the side-lane op of step %d writes", r, t, s);
+              return fail(err, errlen, "rank %d: step %d sends what the side-lane op of step %d writes", r, t,
+                          s);
           }
           for (uint32_t j = 0; j < lt->nOp; j++) {
             const planOp* y = &p->ops[lt->opBase + j];
             if (y->lane) continue; /* side lane ops run in order among themselves */
             if (overlaps(w, regionOf(y->dst, y->count)))
-              return fail(err, errlen, "rank %d: an op of step %d writes what the side lane of step %d writes", r, t, s);
+              return fail(err, errlen,
+                          "rank %d: an op of step %d writes what the side lane of step %d writes", r, t, s);
             for (int k = 0; k < y->nsrc; k++)
               if (overlaps(w, regionOf(p->srcs[y->srcBase + (uint32_t)k], y->count)))
-                return fail(err, errlen, "rank %d: an op of step %d reads what the side lane of step %d writes", r, t, s);
+                return fail(err, errlen,
+                            "rank %d: an op of step %d reads what the side lane of step %d writes", r, t, s);
           }
         }
       }
@@ -348,8 +352,10 @@ int relayPlanCheck(const relayPlan* p, char* err, size_t errlen) {
         where = at;
       }
       free(w);
-      return fail(err, errlen, "rank %d: recv elements are not written exactly once (first fault near element %llu of %llu)",
-                  r, (unsigned long long)where, (unsigned long long)pr->recvElems);
+      return fail(
+          err, errlen,
+          "rank %d: recv elements are not written exactly once (first fault near element %llu of %llu)", r,
+          (unsigned long long)where, (unsigned long long)pr->recvElems);
     }
     free(w);
   }

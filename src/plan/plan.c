@@ -10,7 +10,9 @@
 #include "comm/common.h"
 #include "p2p/p2p.h"
 
-static size_t keyRanksBytes(const planKey* k) { return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int); }
+static size_t keyRanksBytes(const planKey* k) {
+  return (size_t)k->nGroups * (size_t)k->nActive * sizeof(int);
+}
 static size_t keyCountsBytes(const planKey* k) { return (size_t)planKeyNumCounts(k) * sizeof(size_t); }
 
 /* The node map travels with the arrays: one int flag (0: one node), then
@@ -267,8 +269,8 @@ void planRecv(planBuilder* b, int rank, int step, int peer, planRef ref, uint64_
   xfer(b, ITEM_RECV, rank, step, peer, ref, count);
 }
 
-static void addOp(planBuilder* b, int kind, int rank, int step, planRef dst, const planRef* srcs,
-                  int nsrc, uint64_t count, int divisor) {
+static void addOp(planBuilder* b, int kind, int rank, int step, planRef dst, const planRef* srcs, int nsrc,
+                  uint64_t count, int divisor) {
   if (count == 0) return;
   if (b->nSrcs + (size_t)nsrc > b->capSrcs) {
     size_t cap = b->capSrcs ? 2 * b->capSrcs : 64;
@@ -309,8 +311,8 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
 
 /* A collective op (planOpIsCollective) of active `rank` of `group`, its
  * srcStride and gather from the key's collective; NULL when none was added. */
-static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int group, planRef dst, planRef src,
-                               uint64_t count, int divisor) {
+static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int group, planRef dst,
+                               planRef src, uint64_t count, int divisor) {
   size_t before = b->nItems;
   addOp(b, kind, rank, step, dst, &src, 1, count, divisor);
   if (b->nItems == before) return NULL;
@@ -326,8 +328,8 @@ void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, pla
   addCollectiveOp(b, PLAN_OP_ONESHOT, rank, step, group, dst, src, count, divisor);
 }
 
-void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
-            uint32_t tile, int ring, int form) {
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
+            int divisor, uint32_t tile, int ring, int form) {
   planOp* o = addCollectiveOp(b, PLAN_OP_BW, rank, step, group, dst, src, count, divisor);
   if (!o) return;
   o->tile = tile;
@@ -483,7 +485,9 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   p->nSubs = (uint32_t)b->nSubs;
   p->nSubRanks = (uint32_t)b->nSubRanks;
 
-  if (b->nItems) qsort(b->items, b->nItems, sizeof(planItem), itemCmp); /* no qsort of NULL: an empty plan (all counts 0) */
+  if (b->nItems)
+    qsort(b->items, b->nItems, sizeof(planItem),
+          itemCmp); /* no qsort of NULL: an empty plan (all counts 0) */
   for (size_t i = 0; i < b->nItems; i++) {
     const planItem* it = &b->items[i];
     planStep* st = &p->steps[(size_t)it->rank * (size_t)p->nSteps + (size_t)it->step];
@@ -559,19 +563,16 @@ uint64_t relayPlanCriticalPathBytes(const relayPlan* p) {
 /* ---- printing ----------------------------------------------------------- */
 
 static void printRef(FILE* f, planRef r) {
-  if (r.buf == PLAN_BUF_SEND)
-    fprintf(f, "send[%llu", (unsigned long long)r.off);
-  else if (r.buf == PLAN_BUF_RECV)
-    fprintf(f, "recv[%llu", (unsigned long long)r.off);
-  else
-    fprintf(f, "scratch%u[%llu", r.slot, (unsigned long long)r.off);
+  if (r.buf == PLAN_BUF_SEND) fprintf(f, "send[%llu", (unsigned long long)r.off);
+  else if (r.buf == PLAN_BUF_RECV) fprintf(f, "recv[%llu", (unsigned long long)r.off);
+  else fprintf(f, "scratch%u[%llu", r.slot, (unsigned long long)r.off);
 }
 
 void relayPlanPrint(const relayPlan* p, int rank, void* file) {
   FILE* f = file ? (FILE*)file : stdout;
   fprintf(f, "plan %s route=%s depth=%d nranks=%d nGroups=%d A=%d dtype=%s op=%s steps=%d\n",
-          relayCollName(p->coll), relayRouteName(p->route), p->depth, p->nranks, p->nGroups,
-          p->nActive, relayTypeName(p->dtype), relayOpName(p->op), p->nSteps);
+          relayCollName(p->coll), relayRouteName(p->route), p->depth, p->nranks, p->nGroups, p->nActive,
+          relayTypeName(p->dtype), relayOpName(p->op), p->nSteps);
   if (relayCollRooted(p->coll)) fprintf(f, "root %d\n", p->root);
   for (int r = 0; r < p->nranks; r++) {
     if (rank >= 0 && r != rank) continue;
@@ -579,8 +580,7 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
     fprintf(f, "rank %d: %s", r, pr->activeGroup >= 0 ? "active" : "helper");
     if (pr->activeGroup >= 0) fprintf(f, " group %d index %d", pr->activeGroup, pr->activeIndex);
     for (int s = 0; s < PLAN_MAX_SLOTS; s++)
-      if (pr->scratchElems[s])
-        fprintf(f, " scratch%d=%llu", s, (unsigned long long)pr->scratchElems[s]);
+      if (pr->scratchElems[s]) fprintf(f, " scratch%d=%llu", s, (unsigned long long)pr->scratchElems[s]);
     fprintf(f, "\n");
     for (int s = 0; s < p->nSteps; s++) {
       const planStep* st = planRankStep(p, r, s);
@@ -613,10 +613,15 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
           fprintf(f, "]%s\n", o->divisor > 1 ? " (divided)" : "");
           continue;
         }
-        fprintf(f, "    %s%s ", o->kind == PLAN_OP_COPY ? "copy" : o->kind == PLAN_OP_ONESHOT ? "oneshot"
-                                 : o->kind == PLAN_OP_BW ? "bw" : "reduce", o->lane ? "@side" : "");
+        fprintf(f, "    %s%s ",
+                o->kind == PLAN_OP_COPY      ? "copy"
+                : o->kind == PLAN_OP_ONESHOT ? "oneshot"
+                : o->kind == PLAN_OP_BW      ? "bw"
+                                             : "reduce",
+                o->lane ? "@side" : "");
         if (o->kind == PLAN_OP_BW)
-          fprintf(f, "(%s tile %u ring %u) ", o->form == PLAN_BW_TWOSHOT ? "two-shot" : "push", o->tile, o->ring);
+          fprintf(f, "(%s tile %u ring %u) ", o->form == PLAN_BW_TWOSHOT ? "two-shot" : "push", o->tile,
+                  o->ring);
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);
         for (int k = 0; k < o->nsrc; k++) {

@@ -36,8 +36,8 @@ extern "C" {
 #endif
 
 enum { PLAN_BUF_SEND = 0, PLAN_BUF_RECV = 1, PLAN_BUF_SCRATCH = 2 };
-#define PLAN_MAX_SLOTS 8   /* scratch slots per rank */
-#define PLAN_MAX_SRCS 64   /* inputs of one reduce */
+#define PLAN_MAX_SLOTS 8 /* scratch slots per rank */
+#define PLAN_MAX_SRCS 64 /* inputs of one reduce */
 
 typedef struct {
   uint8_t buf;  /* PLAN_BUF_* */
@@ -135,8 +135,9 @@ static inline PLAN_HD uint64_t planBwShard(uint64_t count, int A) {
  * is owed, which starts at to * stride (0: all-reduce, all-gather; count:
  * reduce-scatter, all-to-all). Two-shot: tile u of the shard `to` owns, then
  * tile u - T1 of `from`'s own (reduced) shard. */
-static inline PLAN_HD void planBwItem(uint64_t count, uint64_t stride, uint64_t tile, uint64_t shard, uint64_t T1,
-                                      uint64_t u, int from, int to, uint64_t* off, uint64_t* len) {
+static inline PLAN_HD void planBwItem(uint64_t count, uint64_t stride, uint64_t tile, uint64_t shard,
+                                      uint64_t T1, uint64_t u, int from, int to, uint64_t* off,
+                                      uint64_t* len) {
   uint64_t base, end;
   if (!shard) {
     base = (uint64_t)to * stride;
@@ -161,8 +162,8 @@ typedef struct {
   int32_t divisor; /* > 1: divide the reduction by it (avg) */
   planRef dst;
   uint32_t srcBase; /* index into plan->srcs */
-  int32_t group;    /* PLAN_OP_ONESHOT, PLAN_OP_BW: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
-  uint64_t count;   /* elements, > 0 */
+  int32_t group;  /* PLAN_OP_ONESHOT, PLAN_OP_BW: the layout group; PLAN_OP_SUBCOLL: index into plan->subs */
+  uint64_t count; /* elements, > 0 */
   /* PLAN_OP_ONESHOT and PLAN_OP_BW only (0 otherwise), set by the builder from the key so
    * that the executor, the reference, the simulator and the checker read
    * them instead of re-deriving them from the collective: active j's
@@ -172,9 +173,9 @@ typedef struct {
    * instead of reducing. */
   uint64_t srcStride;
   uint8_t gather;
-  uint32_t tile;    /* PLAN_OP_BW: elements per tile (0 otherwise) */
-  uint16_t ring;    /* PLAN_OP_BW: staging slots per source */
-  uint8_t form;     /* PLAN_OP_BW: PLAN_BW_* */
+  uint32_t tile; /* PLAN_OP_BW: elements per tile (0 otherwise) */
+  uint16_t ring; /* PLAN_OP_BW: staging slots per source */
+  uint8_t form;  /* PLAN_OP_BW: PLAN_BW_* */
 } planOp;
 
 typedef struct {
@@ -230,10 +231,15 @@ typedef struct planKey {
 /* A key of the call's shape, every other field 0 (op sum, route 0 = auto, one node, root 0, the bw route's
  * defaults): what tools and tests start from before they set op, route and depth (depth 0 is not a valid
  * key: the builders want >= 1). */
-static inline planKey planKeyInit(relayCollective_t coll, int nranks, int nGroups, int nActive, const int* ranks,
-                                  const size_t* counts, relayDataType_t dtype) {
-  return (planKey){.coll = coll, .nranks = nranks, .nGroups = nGroups, .nActive = nActive, .ranks = ranks,
-                   .counts = counts, .dtype = dtype};
+static inline planKey planKeyInit(relayCollective_t coll, int nranks, int nGroups, int nActive,
+                                  const int* ranks, const size_t* counts, relayDataType_t dtype) {
+  return (planKey){.coll = coll,
+                   .nranks = nranks,
+                   .nGroups = nGroups,
+                   .nActive = nActive,
+                   .ranks = ranks,
+                   .counts = counts,
+                   .dtype = dtype};
 }
 
 /* 1 when key's comm spans nodes (its layout collectives go to plan_hier.c). */
@@ -287,8 +293,8 @@ typedef struct relayPlan {
   int route, depth;
   size_t elemSize;
   int nSteps;
-  planRank* rank;   /* [nranks] */
-  planStep* steps;  /* [nranks * nSteps]: steps[r * nSteps + s] */
+  planRank* rank;  /* [nranks] */
+  planStep* steps; /* [nranks * nSteps]: steps[r * nSteps + s] */
   planXfer* sends;
   planXfer* recvs;
   planOp* ops;
@@ -298,7 +304,7 @@ typedef struct relayPlan {
   uint32_t nSubs, nSubRanks;
   uint32_t nSends, nRecvs, nOps, nSrcs;
   uint32_t maxXfersPerStep; /* over ranks and steps, for executors */
-  int root; /* rooted collectives: the root (0 otherwise) */
+  int root;                 /* rooted collectives: the root (0 otherwise) */
 } relayPlan;
 
 static inline const planStep* planRankStep(const relayPlan* p, int rank, int step) {
@@ -338,8 +344,8 @@ void planSubCollOp(planBuilder* b, int rank, int step, int sc, planRef dst, plan
 void planSplice(planBuilder* b, const relayPlan* sub, const int* map, int stepBase, const planRef* sendRef,
                 const planRef* recvRef);
 /* A PLAN_OP_BW of active `rank` of `group` (see the op's comment). */
-void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count, int divisor,
-            uint32_t tile, int ring, int form);
+void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
+            int divisor, uint32_t tile, int ring, int form);
 void planSetLane(planBuilder* b, int lane); /* lane for ops added from now on (default 0) */
 /* The depth the plan really has (default key->depth): a builder that clamps
  * a depth (fused calls, messages too small to tile) says so, and the router
@@ -352,13 +358,22 @@ relayPlan* planBuilderFinish(planBuilder* b);
 
 void relayPlanFree(relayPlan* p);
 
-static inline planRef planSendRef(uint64_t off) { planRef r = {PLAN_BUF_SEND, 0, off}; return r; }
-static inline planRef planRecvRef(uint64_t off) { planRef r = {PLAN_BUF_RECV, 0, off}; return r; }
+static inline planRef planSendRef(uint64_t off) {
+  planRef r = {PLAN_BUF_SEND, 0, off};
+  return r;
+}
+static inline planRef planRecvRef(uint64_t off) {
+  planRef r = {PLAN_BUF_RECV, 0, off};
+  return r;
+}
 static inline planRef planScratchRef(int slot, uint64_t off) {
   planRef r = {PLAN_BUF_SCRATCH, (uint8_t)slot, off};
   return r;
 }
-static inline planRef planRefAdd(planRef r, uint64_t elems) { r.off += elems; return r; }
+static inline planRef planRefAdd(planRef r, uint64_t elems) {
+  r.off += elems;
+  return r;
+}
 
 /* Layout facts every builder needs. */
 int planActiveGroupOf(const planKey* k, int rank, int* activeIndex); /* -1 when helper */

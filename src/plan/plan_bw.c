@@ -48,7 +48,7 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
   int ring = (int)relayParamInt(c, RELAY_P_BW_RING);
   key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
   int gate = (int)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES); /* <= RELAY_ONESHOT_GATE_MAX, 1 GiB */
-  key->oneShotGate = gate > 0 ? gate : -1;                   /* as the ring: 0 in the key is the default */
+  key->oneShotGate = gate > 0 ? gate : -1;                     /* as the ring: 0 in the key is the default */
 }
 
 relayResult_t planBuildBw(planBuilder* b) {

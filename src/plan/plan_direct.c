@@ -178,8 +178,7 @@ relayResult_t planBuildDirect(planBuilder* b) {
       }
       break;
     }
-    default:
-      return relayInvalidArgument;
+    default: return relayInvalidArgument;
   }
   return relaySuccess;
 }

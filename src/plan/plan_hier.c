@@ -281,8 +281,8 @@ static relayResult_t phaseNodeLeg(hierCtx* h, int m, relayCollective_t coll, con
 
 /* Every rail of every spanning group with m per node: sub-collective coll of
  * countOf(g) on the rail, src and dst at the given refs, in one step. */
-static relayResult_t phaseRails(hierCtx* h, int m, relayCollective_t coll, const uint64_t* countOf, planRef src,
-                                planRef dst) {
+static relayResult_t phaseRails(hierCtx* h, int m, relayCollective_t coll, const uint64_t* countOf,
+                                planRef src, planRef dst) {
   const planKey* k = h->k;
   int step = planAddStep(h->b);
   int members[PLAN_MAX_SRCS];
@@ -358,18 +358,10 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
     uint64_t C = k->counts[g], S = (uint64_t)h->span[g];
     if (h->kind[g] != 1 || h->perNode[g] != m) continue;
     switch (k->coll) {
-      case relayCollectiveAllReduce:
-        c1[g] = C / (uint64_t)m;
-        break; /* shard */
-      case relayCollectiveAllGather:
-        c1[g] = C, c2[g] = S * C, c3[g] = C;
-        break; /* rail, node, block */
-      case relayCollectiveReduceScatter:
-        c1[g] = C, c2[g] = S * C, c3[g] = C;
-        break; /* block, node, rail */
-      default:
-        c1[g] = C, c2[g] = S * C, c3[g] = (uint64_t)m * C;
-        break; /* block, node, rail */
+      case relayCollectiveAllReduce: c1[g] = C / (uint64_t)m; break;                 /* shard */
+      case relayCollectiveAllGather: c1[g] = C, c2[g] = S * C, c3[g] = C; break;     /* rail, node, block */
+      case relayCollectiveReduceScatter: c1[g] = C, c2[g] = S * C, c3[g] = C; break; /* block, node, rail */
+      default: c1[g] = C, c2[g] = S * C, c3[g] = (uint64_t)m * C; break;             /* block, node, rail */
     }
   }
   switch (k->coll) {
@@ -390,7 +382,8 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       res = phaseNodeLeg(h, m, relayCollectiveReduceScatter, c1, planSendRef(0), sa, NULL);
       if (res == relaySuccess) res = phaseNodeLeg(h, m, relayCollectiveAllReduce, c2, planSendRef(0), sa, c1);
       if (res == relaySuccess) res = phaseRails(h, m, relayCollectiveAllReduce, c3, sa, sb);
-      if (res == relaySuccess) res = phaseNodeLeg(h, m, relayCollectiveAllGather, c1, sb, planRecvRef(0), NULL);
+      if (res == relaySuccess)
+        res = phaseNodeLeg(h, m, relayCollectiveAllGather, c1, sb, planRecvRef(0), NULL);
       if (res == relaySuccess) {
         int step = planAddStep(h->b);
         for (int g = 0; g < G; g++)
@@ -409,10 +402,8 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       for (int g = 0; g < G; g++) c1[g] = c3[g];
       res = phaseRails(h, m, relayCollectiveAllGather, c3, planSendRef(0), sa);
       if (res == relaySuccess) {
-        if (m > 1)
-          res = phaseNodeLeg(h, m, relayCollectiveAllGather, c2, sa, sb, NULL);
-        else
-          phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
+        if (m > 1) res = phaseNodeLeg(h, m, relayCollectiveAllGather, c2, sa, sb, NULL);
+        else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       }
       if (res == relaySuccess) phaseReorder(h, m, c3, sb, ORDER_RAIL, planRecvRef(0), ORDER_GROUP);
       break;
@@ -422,10 +413,8 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c2);
       phaseReorder(h, m, c3, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1)
-        res = phaseNodeLeg(h, m, relayCollectiveReduceScatter, c2, sa, sb, NULL);
-      else
-        phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
+      if (m > 1) res = phaseNodeLeg(h, m, relayCollectiveReduceScatter, c2, sa, sb, NULL);
+      else phaseReorder(h, m, c3, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) res = phaseRails(h, m, relayCollectiveReduceScatter, c3, sb, planRecvRef(0));
       break;
     default: {
@@ -444,10 +433,8 @@ static relayResult_t phaseSpanning(hierCtx* h, int m) {
       needScratch(h, m, HIER_SLOT_A, c1);
       needScratch(h, m, HIER_SLOT_B, c1);
       phaseReorder(h, m, blk, planSendRef(0), ORDER_GROUP, sa, ORDER_RAIL);
-      if (m > 1)
-        res = phaseNodeLeg(h, m, relayCollectiveAllToAll, c2, sa, sb, NULL);
-      else
-        phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
+      if (m > 1) res = phaseNodeLeg(h, m, relayCollectiveAllToAll, c2, sa, sb, NULL);
+      else phaseReorder(h, m, blk, sa, ORDER_RAIL, sb, ORDER_RAIL);
       if (res == relaySuccess) {
         phaseReorder(h, m, blk, sb, ORDER_RAIL, sa, ORDER_NODE);
         res = phaseRails(h, m, relayCollectiveAllToAll, c3, sa, sb);

@@ -20,16 +20,20 @@
 
 int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes) {
   size_t es = relayTypeSize(k->dtype);
-  return gateBytes > 0 && es != 0 && k->counts[0] <= gateBytes / es; /* a gate of 0: nothing fits, the route is off */
+  return gateBytes > 0 && es != 0 &&
+         k->counts[0] <= gateBytes / es; /* a gate of 0: nothing fits, the route is off */
 }
 
 uint64_t planOneShotGate(const planKey* k) {
-  return k->oneShotGate == 0 ? RELAY_ONESHOT_DEFAULT_MAX_BYTES : k->oneShotGate < 0 ? 0 : (uint64_t)k->oneShotGate;
+  return k->oneShotGate == 0  ? RELAY_ONESHOT_DEFAULT_MAX_BYTES
+         : k->oneShotGate < 0 ? 0
+                              : (uint64_t)k->oneShotGate;
 }
 
 int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
   if (k->nGroups != 1 || !relayCollIsLayout(k->coll)) return 0;
-  uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype) * (relayCollSendsBlocks(k->coll) ? (uint64_t)k->nActive : 1);
+  uint64_t bytes =
+      k->counts[0] * relayTypeSize(k->dtype) * (relayCollSendsBlocks(k->coll) ? (uint64_t)k->nActive : 1);
   return gateBytes > 0 && bytes <= gateBytes; /* per-rank input */
 }
 

@@ -155,7 +155,7 @@ typedef struct {
 /* The form of every shape but the 4-active all-reduce (which has shards). */
 static pipeForm formOf(const planKey* k) {
   int A = k->nActive, H = k->nranks - A;
-  pipeForm f = {H, 1, 1, 1, 0}; /* 2-active all-reduce and all-to-all */
+  pipeForm f = {H, 1, 1, 1, 0};              /* 2-active all-reduce and all-to-all */
   if (k->coll == relayCollectiveAllGather) { /* u up; then A-1 slices down per helper link */
     f.dMid = f.dLast = A - 1;
   } else if (k->coll == relayCollectiveReduceScatter) { /* A-1 slices up; then one reduced down */
@@ -208,7 +208,8 @@ typedef struct {
 
 static pipeGeom geomMake(uint64_t m, int T, pipeForm f) {
   pipeGeom g = {m, 0, 0, T, f};
-  uint64_t total = (uint64_t)f.P * (uint64_t)T + (uint64_t)f.dFirst + (uint64_t)f.dLast + (uint64_t)(T - 1) * (uint64_t)f.dMid;
+  uint64_t total = (uint64_t)f.P * (uint64_t)T + (uint64_t)f.dFirst + (uint64_t)f.dLast +
+                   (uint64_t)(T - 1) * (uint64_t)f.dMid;
   g.unit = alignDown(m / total, RELAY_ALIGN); /* 0 only at T = 1 (pipeDepth) */
   g.relayLen = (uint64_t)f.P * (uint64_t)T * g.unit;
   return g;
@@ -286,15 +287,15 @@ typedef struct {
   const planKey* k;
   int A, H, T;
   uint64_t m;
-  int divisor;           /* A for avg, else 0 */
-  const int* act;        /* A comm ranks */
-  int* help;             /* H comm ranks; helper index h is help[(h0 + h) % H] */
+  int divisor;    /* A for avg, else 0 */
+  const int* act; /* A comm ranks */
+  int* help;      /* H comm ranks; helper index h is help[(h0 + h) % H] */
   int h0;
   const uint64_t* hbase; /* [nranks]: this group's staging offset in SLOT_HELP */
   const latinTable* lt;  /* all-to-all, A >= 3 */
   pipeGeom geo;
-  uint64_t tile;         /* elements of one staged tile (geo.unit) */
-  uint64_t piece;        /* > 0: operations of this size where the seed found it pays */
+  uint64_t tile;  /* elements of one staged tile (geo.unit) */
+  uint64_t piece; /* > 0: operations of this size where the seed found it pays */
 } grp;
 
 static int helperRank(const grp* c, int h) { return c->help[(c->h0 + h) % c->H]; }
@@ -306,7 +307,8 @@ static void xfer(const grp* c, int step, int from, planRef src, int to, planRef 
 
 /* n elements as `pieces` operations: pieces-1 of c->piece, the last the
  * rest (one operation when pieces <= 1 or no piece size is set). */
-static void xferSplit(const grp* c, int step, int from, planRef src, int to, planRef dst, uint64_t n, uint64_t pieces) {
+static void xferSplit(const grp* c, int step, int from, planRef src, int to, planRef dst, uint64_t n,
+                      uint64_t pieces) {
   if (!c->piece || pieces <= 1 || n <= (pieces - 1) * c->piece) {
     xfer(c, step, from, src, to, dst, n);
     return;
@@ -321,10 +323,8 @@ static void xferSplit(const grp* c, int step, int from, planRef src, int to, pla
  * calls (one launch fewer on NCCL), a local copy in fused ones (the seed saw
  * the self pair flake one run in four there on RCCL). */
 static void ownBlock(const grp* c, int step, int rank, planRef dst, planRef src, uint64_t n) {
-  if (c->k->nGroups == 1)
-    xfer(c, step, rank, src, rank, dst, n);
-  else
-    planCopy(c->b, rank, step, dst, src, n);
+  if (c->k->nGroups == 1) xfer(c, step, rank, src, rank, dst, n);
+  else planCopy(c->b, rank, step, dst, src, n);
 }
 
 /* Staging slots helper h needs per tile. */
@@ -421,11 +421,11 @@ static void latinHop(const grp* c, int t, int hop) {
       uint64_t slot;
       latinTask(c, i, d, &h, &slot);
       if (hop == 0)
-        xfer(c, t, c->act[i], planSendRef((uint64_t)d * c->m + off), helperRank(c, h), stageRef(c, h, t, slot),
-             c->tile);
+        xfer(c, t, c->act[i], planSendRef((uint64_t)d * c->m + off), helperRank(c, h),
+             stageRef(c, h, t, slot), c->tile);
       else
-        xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, slot), c->act[d], planRecvRef((uint64_t)i * c->m + off),
-             c->tile);
+        xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, slot), c->act[d],
+             planRecvRef((uint64_t)i * c->m + off), c->tile);
     }
 }
 
@@ -486,7 +486,8 @@ static void rsHelperReduce(const grp* c, int t) {
   for (int h = 0; h < c->H; h++)
     for (int j = 0; j < c->A; j++) {
       planRef srcs[PLAN_MAX_SRCS];
-      for (int p = 0; p < c->A - 1; p++) srcs[p] = stageRef(c, h, t, (uint64_t)j * (uint64_t)(c->A - 1) + (uint64_t)p);
+      for (int p = 0; p < c->A - 1; p++)
+        srcs[p] = stageRef(c, h, t, (uint64_t)j * (uint64_t)(c->A - 1) + (uint64_t)p);
       planReduce(c->b, helperRank(c, h), t, srcs[0], srcs, c->A - 1, c->tile, 0);
     }
 }
@@ -543,7 +544,8 @@ static void rsOwnerReduce(const grp* c) {
     } else {
       planRef srcs[PLAN_MAX_SRCS];
       for (int i = 0; i < A; i++)
-        srcs[i] = i == j ? planSendRef((uint64_t)j * c->m + g->relayLen) : rsPeer(c, planPeerSlot(i, j), g->relayLen);
+        srcs[i] = i == j ? planSendRef((uint64_t)j * c->m + g->relayLen)
+                         : rsPeer(c, planPeerSlot(i, j), g->relayLen);
       planReduce(c->b, me, T, planRecvRef(g->relayLen), srcs, A, c->m - g->relayLen, c->divisor);
       rsReduce2(c, j, T, 0, g->relayLen);
     }
@@ -757,10 +759,8 @@ relayResult_t planBuildRelay(planBuilder* b) {
       case relayCollectiveReduceScatter: buildReduceAtHelper(&c); break;
       case relayCollectiveAllReduce: buildAllReduce(&c); break;
       default:
-        if (A == 2)
-          buildFanout(&c);
-        else
-          buildLatin(&c);
+        if (A == 2) buildFanout(&c);
+        else buildLatin(&c);
         break;
     }
   }

@@ -16,7 +16,9 @@ typedef struct {
 } refRank;
 
 static char* resolve(const relayPlan* p, const refRank* rr, planRef ref) {
-  char* base = ref.buf == PLAN_BUF_SEND ? rr->send : ref.buf == PLAN_BUF_RECV ? rr->recv : rr->scratch[ref.slot];
+  char* base = ref.buf == PLAN_BUF_SEND   ? rr->send
+               : ref.buf == PLAN_BUF_RECV ? rr->recv
+                                          : rr->scratch[ref.slot];
   return base + ref.off * p->elemSize;
 }
 
@@ -41,8 +43,8 @@ static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char
  * buffer; reduce-scatter: block me); for all-gather (whole buffer) and
  * all-to-all (block me) those contributions side by side, active j's at
  * output block j. */
-static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps, char* err,
-                      size_t errlen) {
+static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps,
+                      char* err, size_t errlen) {
   int A = p->nActive, g = o->group, me = p->rank[r].activeIndex;
   int gather = o->gather;
   uint64_t off = (uint64_t)me * o->srcStride;
@@ -121,8 +123,7 @@ static int refSubColl(const relayPlan* p, int r, const planOp* o, const refRank*
   return 0;
 }
 
-int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err,
-                size_t errlen) {
+int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err, size_t errlen) {
   int n = p->nranks, rc = 0;
   refRank* rr = calloc((size_t)n, sizeof *rr);
   char** snaps = calloc((size_t)n, sizeof(char*)); /* one-shot input snapshots */
@@ -216,7 +217,8 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
       const planStep* st = planRankStep(p, r, s);
       for (uint32_t i = 0; i < st->nOp; i++) {
         const planOp* o = &p->ops[st->opBase + i];
-        if (planOpIsCollective(o->kind) || o->kind == PLAN_OP_SUBCOLL) { /* a bw op's tiles change how, not what */
+        if (planOpIsCollective(o->kind) ||
+            o->kind == PLAN_OP_SUBCOLL) { /* a bw op's tiles change how, not what */
           if ((o->kind == PLAN_OP_SUBCOLL ? refSubColl : refOneShot)(p, r, o, rr, snaps, err, errlen)) {
             rc = 1;
             goto stepdone;
@@ -227,8 +229,7 @@ int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs
         } else {
           const void* srcs[PLAN_MAX_SRCS];
           for (int k = 0; k < o->nsrc; k++) srcs[k] = resolve(p, &rr[r], p->srcs[o->srcBase + (uint32_t)k]);
-          relayHostReduce(resolve(p, &rr[r], o->dst), srcs, o->nsrc, o->count, p->dtype, p->op,
-                          o->divisor);
+          relayHostReduce(resolve(p, &rr[r], o->dst), srcs, o->nsrc, o->count, p->dtype, p->op, o->divisor);
         }
       }
     }

@@ -17,8 +17,7 @@ extern "C" {
  * read of a never-written scratch element shows up as a wrong result.
  * Returns 0, or 1 with a message (a matching fault the checker would also
  * report). */
-int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err,
-                size_t errlen);
+int relayRefRun(const relayPlan* p, void* const* sendbufs, void* const* recvbufs, char* err, size_t errlen);
 
 #ifdef __cplusplus
 }

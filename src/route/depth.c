@@ -105,5 +105,6 @@ int relayDepthChoose(const planKey* key, const struct relayTopo* topo) {
   relayPipeShape s;
   relayDepthModel m;
   if (planRelayPipeShape(key, &s) != 0 || relayDepthModelOf(topo, key, &m) != 0) return 1;
-  return relayDepthPick(&s, key->counts[0], relayTypeSize(key->dtype), key->nActive, key->nranks - key->nActive, &m);
+  return relayDepthPick(&s, key->counts[0], relayTypeSize(key->dtype), key->nActive,
+                        key->nranks - key->nActive, &m);
 }

@@ -51,7 +51,7 @@ typedef struct {
    * hash only finds the slot. The topology is compared by its content hash
    * (comms agree on it at init). */
   int32_t head[PLAN_KEY_WORDS]; /* keyHead */
-  unsigned char* arrays; /* ranks and counts (planKeyArraysDup) */
+  unsigned char* arrays;        /* ranks and counts (planKeyArraysDup) */
   relayRouteList list[2];
   int valid;
 } routeEntry;
@@ -245,7 +245,8 @@ static void chooseCached(const planKey* key, const struct relayTopo* topo, int c
   routeEntry* e = &gCache[h % ROUTE_CACHE_ENTRIES];
   pthread_mutex_lock(&gCacheLock);
   /* Equal heads fix the arrays' lengths. */
-  int hit = e->valid && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key);
+  int hit =
+      e->valid && e->hash == h && !memcmp(e->head, head, sizeof head) && planKeyArraysEqual(e->arrays, key);
   if (hit) memcpy(out, e->list, sizeof e->list);
   pthread_mutex_unlock(&gCacheLock);
   if (hit) return;

@@ -14,8 +14,9 @@ struct relayTopo; /* src/topo/topo.h; NULL means "no model: direct" */
 
 /* caps, in the functions below: the transport's RELAY_TP_CAP_* bits (core
  * passes its transport's; tools and tests say what they model), plus: */
-#define RELAY_ROUTE_CAP_PERCALL (1 << 30) /* the call is not captured into a graph: plans pay
-                                           * topo->hostStepS per step (ranks capture alike) */
+#define RELAY_ROUTE_CAP_PERCALL                                 \
+  (1 << 30) /* the call is not captured into a graph: plans pay \
+             * topo->hostStepS per step (ranks capture alike) */
 
 /* The routes a call may take, in the order core tries them (api.c): the
  * first whose transport capability is present and whose prepare succeeds on
@@ -48,7 +49,8 @@ void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int 
 void relayRouteChoose(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth);
 /* Both winners in one lookup, caps' PERCALL bit ignored: [0] as with
  * CAP_PERCALL (a call made directly), [1] as without (captured). */
-void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2]);
+void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2],
+                          int depth[2]);
 
 /* Whether relaycc predicts a win over the transport library's own collective
  * (the NCCL interposer's test, src/shim/): 1 when the route chosen for key

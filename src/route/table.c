@@ -91,14 +91,15 @@ static const relayRouteRow kRows[relayNumRoutes] = {
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
                           nativePrepare, nativeRun},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL, bwPrepare,
-                      NULL},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
+                      bwPrepare, NULL},
 };
 #undef LAYOUT
 
 const relayRouteRow* relayRouteRowOf(int route) {
   /* A route without a row here reads a zeroed slot (route 0): none. */
-  return route > relayRouteAuto && route < relayNumRoutes && kRows[route].route == route ? &kRows[route] : NULL;
+  return route > relayRouteAuto && route < relayNumRoutes && kRows[route].route == route ? &kRows[route]
+                                                                                         : NULL;
 }
 
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {

@@ -46,9 +46,9 @@ typedef struct {
    * collective (native: core's run), which the router prices by the
    * baseline model and keeps as the incumbent. */
   relayResult_t (*build)(planBuilder* b);
-  unsigned caps; /* RELAY_TP_CAP_* the transport must have (0: any) */
+  unsigned caps;  /* RELAY_TP_CAP_* the transport must have (0: any) */
   unsigned kinds; /* RELAY_ROW_KIND(relayCollectiveKind_t) of the collectives it serves */
-  int flags;     /* RELAY_ROW_* */
+  int flags;      /* RELAY_ROW_* */
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */

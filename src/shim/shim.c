@@ -161,10 +161,8 @@ static void say(int level, ncclComm_t comm, int rank, int nranks, const char* fm
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  if (rank >= 0)
-    fprintf(stderr, "relaycc shim: comm %p rank %d/%d: %s\n", (void*)comm, rank, nranks, msg);
-  else
-    fprintf(stderr, "relaycc shim: comm %p: %s\n", (void*)comm, msg);
+  if (rank >= 0) fprintf(stderr, "relaycc shim: comm %p rank %d/%d: %s\n", (void*)comm, rank, nranks, msg);
+  else fprintf(stderr, "relaycc shim: comm %p: %s\n", (void*)comm, msg);
 }
 
 /* relaycc's result as the NCCL code a caller checks (the values match up to
@@ -210,10 +208,10 @@ typedef struct {
   atomic_int closing;      /* destroy or abort began: votes and relaycc's waits end, no new holder */
   atomic_int revoked;      /* ncclCommRevoke: every later call is NCCL's */
   int nranks, rank, dev;
-  int* ranks;              /* 0..nranks-1: the one-group layout */
-  unsigned colls;          /* the collectives relaycc takes on this comm: every rank's RELAYCC_SHIM_COLLS, ANDed */
-  atomic_int asyncErr;     /* relaycc's first error on this comm (an ncclResult_t), reported by
-                            * ncclCommGetAsyncError: set by a call, read by a watchdog's thread */
+  int* ranks;     /* 0..nranks-1: the one-group layout */
+  unsigned colls; /* the collectives relaycc takes on this comm: every rank's RELAYCC_SHIM_COLLS, ANDed */
+  atomic_int asyncErr; /* relaycc's first error on this comm (an ncclResult_t), reported by
+                        * ncclCommGetAsyncError: set by a call, read by a watchdog's thread */
   /* The stream of the comm's first collective: relaycc routes only calls on it. NCCL orders a
    * comm's calls across streams; relaycc's one-shot and bw regions assume their calls come in the
    * order each rank issued them on one stream, so a call on another stream is NCCL's. */
@@ -272,8 +270,8 @@ static void unholdComm(shimComm* sc) {
 /* The buffers of one comm's attach votes, allocated once before its first vote (bytes per rank: the
  * largest record), so that no vote after it can fail on memory alone. */
 typedef struct {
-  char* buf;     /* (nranks + 1) records: mine, then everyone's (device memory, host under the test hook) */
-  void* all;     /* nranks records on the host */
+  char* buf; /* (nranks + 1) records: mine, then everyone's (device memory, host under the test hook) */
+  void* all; /* nranks records on the host */
   cudaStream_t s;
 } shimVoteBufs;
 
@@ -331,10 +329,12 @@ static relayResult_t voteGather(shimComm* sc, shimVoteBufs* v, int nranks, const
   if (gpu) {
     cudaError_t e;
     while ((e = cudaStreamQuery(v->s)) == cudaErrorNotReady && !atomic_load(&sc->closing)) usleep(20);
-    if (e == cudaSuccess) e = cudaMemcpy(v->all, v->buf + bytes, bytes * (size_t)nranks, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess)
+      e = cudaMemcpy(v->all, v->buf + bytes, bytes * (size_t)nranks, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) {
       snprintf(why, whyLen, "vote: %s",
-               e == cudaErrorNotReady ? "the comm was destroyed or aborted during the vote" : cudaGetErrorString(e));
+               e == cudaErrorNotReady ? "the comm was destroyed or aborted during the vote"
+                                      : cudaGetErrorString(e));
       return e == cudaErrorNotReady ? relayTimeout : relayUnhandledCudaError;
     }
   } else {
@@ -350,7 +350,7 @@ typedef struct {
   uint32_t magic;
   int32_t rank, nranks, ok;
   int64_t pid;
-  uint64_t host; /* relayHostIdentity: one node */
+  uint64_t host;  /* relayHostIdentity: one node */
   uint32_t colls; /* RELAYCC_SHIM_COLLS: the collectives this rank would take */
   int32_t serial; /* this process's count of attaches: rank 0's and its pid name the test hook's job */
   char busId[32];
@@ -367,11 +367,10 @@ static void localRecord(int rank, int nranks, int dev, shimVoteRecord* me) {
   me->host = relayHostIdentity(); /* core/nodes.c asks the same */
   me->colls = gSet.colls;
   me->ok = gRoute;
-  if (!gSet.on)
-    snprintf(me->why, sizeof me->why, "RELAYCC_SHIM=0");
-  else if (!gRoute)
-    snprintf(me->why, sizeof me->why, "its NCCL library is one relaycc cannot use");
-  if (me->ok && !gSet.testShm && cudaDeviceGetPCIBusId(me->busId, (int)sizeof me->busId, dev) != cudaSuccess) {
+  if (!gSet.on) snprintf(me->why, sizeof me->why, "RELAYCC_SHIM=0");
+  else if (!gRoute) snprintf(me->why, sizeof me->why, "its NCCL library is one relaycc cannot use");
+  if (me->ok && !gSet.testShm &&
+      cudaDeviceGetPCIBusId(me->busId, (int)sizeof me->busId, dev) != cudaSuccess) {
     cudaGetLastError();
     me->ok = 0;
     snprintf(me->why, sizeof me->why, "no PCI bus id for device %d", dev);
@@ -488,7 +487,8 @@ static void attachComm(shimComm* sc) {
   if (relayNccl.ncclCommCount(comm, &nranks) != ncclSuccess ||
       relayNccl.ncclCommUserRank(comm, &rank) != ncclSuccess ||
       relayNccl.ncclCommCuDevice(comm, &dev) != ncclSuccess) {
-    say(0, comm, rank, nranks, "no relaycc state: cannot query the comm (its peers' vote waits for this rank)");
+    say(0, comm, rank, nranks,
+        "no relaycc state: cannot query the comm (its peers' vote waits for this rank)");
     return;
   }
   sc->nranks = nranks;
@@ -502,7 +502,8 @@ static void attachComm(shimComm* sc) {
   shimVoteBufs v;
   if (!voteBufsGet(&v, nranks, sizeof(shimVoteRecord))) {
     voteBufsFree(&v, 0);
-    say(0, comm, rank, nranks, "no relaycc state: no memory for the vote (its peers' vote waits for this rank)");
+    say(0, comm, rank, nranks,
+        "no relaycc state: no memory for the vote (its peers' vote waits for this rank)");
     return;
   }
   if (!gSet.testShm) {
@@ -539,10 +540,8 @@ static void attachComm(shimComm* sc) {
     if (!ok && rc) {
       relayCommDestroy(rc);
       rc = NULL;
-      if (who >= 0)
-        snprintf(why, sizeof why, "rank %d failed to create its relaycc state", who);
-      else
-        snprintf(why, sizeof why, "%s", why2);
+      if (who >= 0) snprintf(why, sizeof why, "rank %d failed to create its relaycc state", who);
+      else snprintf(why, sizeof why, "%s", why2);
     }
   }
   voteBufsFree(&v, vr == relayTimeout);
@@ -588,14 +587,14 @@ static _Thread_local int tDepth;
 /* Every function the shim takes over, and its profiling twin pnccl<Name> (what a profiler's wrapper
  * calls), share one body that forwards to the twin it was called as: a call through pnccl* is
  * tracked as its nccl* name (group depth, attach, routing, destroy and abort). */
-#define SHIM_TWINS(name, impl, params, ...)                                                 \
-  ncclResult_t name params {                                                                \
-    if (!SHIM_HAS(name)) return relayShimMissing(#name);                                    \
-    return impl(relayNccl.name, __VA_ARGS__);                                               \
-  }                                                                                         \
-  ncclResult_t p##name params {                                                             \
-    if (!SHIM_HAS(p##name)) return relayShimMissing("p" #name);                             \
-    return impl(relayNccl.p##name, __VA_ARGS__);                                            \
+#define SHIM_TWINS(name, impl, params, ...)                     \
+  ncclResult_t name params {                                    \
+    if (!SHIM_HAS(name)) return relayShimMissing(#name);        \
+    return impl(relayNccl.name, __VA_ARGS__);                   \
+  }                                                             \
+  ncclResult_t p##name params {                                 \
+    if (!SHIM_HAS(p##name)) return relayShimMissing("p" #name); \
+    return impl(relayNccl.p##name, __VA_ARGS__);                \
   }
 
 static ncclResult_t groupStart(ncclResult_t (*fwd)(void), int unused) {
@@ -620,7 +619,7 @@ static ncclResult_t groupSimulateEnd(ncclResult_t (*fwd)(ncclSimInfo_t*), ncclSi
   if (tDepth > 0) tDepth--;
   return r;
 }
-SHIM_TWINS(ncclGroupSimulateEnd, groupSimulateEnd, (ncclSimInfo_t* simInfo), simInfo)
+SHIM_TWINS(ncclGroupSimulateEnd, groupSimulateEnd, (ncclSimInfo_t * simInfo), simInfo)
 
 /* ---- destroy, abort, revoke, errors ------------------------------------------- */
 
@@ -689,7 +688,8 @@ static ncclResult_t commGetAsyncError(ncclResult_t (*fwd)(ncclComm_t, ncclResult
   unholdComm(sc);
   return r;
 }
-SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError), comm, asyncError)
+SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError), comm,
+           asyncError)
 
 /* ---- the four collectives ------------------------------------------------ */
 
@@ -698,8 +698,8 @@ SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResul
  * whatever the call. Every test after that reads only the call and what every rank agreed, and a
  * comm whose relaycc state failed keeps routing as its peers do (the call fails, reported by
  * ncclCommGetAsyncError): a rank that forwarded alone would meet its peers' relaycc call with NCCL's. */
-static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
-                          cudaStream_t stream) {
+static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                          ncclComm_t comm, cudaStream_t stream) {
   if (tDepth > 0 || !relayNccl.ncclAllGather) return NULL;
   shimComm* sc = holdComm(comm);
   if (!sc) return NULL;
@@ -711,15 +711,16 @@ static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t d
     else attachComm(sc);
   }
   relayComm_t rc = atomic_load(&sc->revoked) ? NULL : atomic_load(&sc->rc);
-  int take = rc && (sc->colls & (1u << coll)) && (unsigned)dt < relayNumTypes && count > 0 && /* fp8: NCCL's */
-             (!relayCollReduces(coll) || (unsigned)op < relayNumOps);                       /* PreMulSum */
+  int take = rc && (sc->colls & (1u << coll)) && (unsigned)dt < relayNumTypes &&
+             count > 0 &&                                             /* fp8: NCCL's */
+             (!relayCollReduces(coll) || (unsigned)op < relayNumOps); /* PreMulSum */
   if (take && !sc->haveStream) { /* the first routable call: every rank's first alike */
     sc->stream = stream;
     sc->haveStream = 1;
   }
   if (take && stream != sc->stream) {
-    say(2, comm, sc->rank, sc->nranks, "%s on stream %p, not the comm's first %p: NCCL's", relayCollName(coll),
-        (void*)stream, (void*)sc->stream);
+    say(2, comm, sc->rank, sc->nranks, "%s on stream %p, not the comm's first %p: NCCL's",
+        relayCollName(coll), (void*)stream, (void*)sc->stream);
     take = 0;
   }
   if (take) {
@@ -748,8 +749,8 @@ static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void
                                   relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, 0, s);
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
   int declined = r == relayNotSupported && rc->callDeclined;
-  say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count, (int)dt,
-      declined ? "declined, NCCL's" : relayRouteName(rc->lastRoute),
+  say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count,
+      (int)dt, declined ? "declined, NCCL's" : relayRouteName(rc->lastRoute),
       declined ? relayGetLastError(rc) : relayGetErrorString(r));
   if (!declined && r != relaySuccess) {
     /* Reported now and by every later ncclCommGetAsyncError (the first error's code); the comm's next
@@ -768,7 +769,8 @@ static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void
 static ncclResult_t reduceLike(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
                                                    ncclComm_t, cudaStream_t),
                                relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count,
-                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+                               ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                               cudaStream_t stream) {
   shimComm* sc = routeFor(coll, count, datatype, op, comm, stream);
   ncclResult_t r;
   if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;

@@ -70,12 +70,12 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
   int A = key->nActive, G = key->nGroups;
   if (es == 0 || A < 1 || G < 1 || (size_t)G * (size_t)A > (size_t)topo->nGPUs || !key->ranks || !key->counts)
     return relaySetError(NULL, relayInvalidArgument,
-                         "baseline: bad key (dtype %d, %d groups of %d, %d GPUs in '%s')", (int)key->dtype, G, A,
-                         topo->nGPUs, topo->name);
+                         "baseline: bad key (dtype %d, %d groups of %d, %d GPUs in '%s')", (int)key->dtype, G,
+                         A, topo->nGPUs, topo->name);
   for (int i = 0; i < G * A; i++)
     if (key->ranks[i] < 0 || key->ranks[i] >= topo->nGPUs)
-      return relaySetError(NULL, relayInvalidArgument, "baseline: rank %d not on topology '%s'", key->ranks[i],
-                           topo->name);
+      return relaySetError(NULL, relayInvalidArgument, "baseline: rank %d not on topology '%s'",
+                           key->ranks[i], topo->name);
   double* ringPair = calloc((size_t)G, sizeof *ringPair);
   double* directPair = calloc((size_t)G, sizeof *directPair);
   if (!ringPair || !directPair) {

@@ -32,7 +32,7 @@ typedef struct {
   int state;
   int nres;
   int res[MAX_RES_PER_FLOW];
-  int tag; /* the caller's: the plan sim stores the step */
+  int tag;        /* the caller's: the plan sim stores the step */
   double maxRate; /* > 0: bytes/s the flow never exceeds (its share of its rank's operation budget) */
 } fluidFlow;
 
@@ -100,7 +100,8 @@ static relayResult_t fluidInit(fluid* f, const struct relayTopo* t, int maxFlows
   f->active = calloc((size_t)maxFlows, sizeof *f->active);
   f->pending = calloc((size_t)maxFlows, sizeof *f->pending);
   f->frozen = calloc((size_t)maxFlows, 1);
-  if (!f->cap || !f->capRem || !f->users || !f->usedRes || !f->flows || !f->active || !f->pending || !f->frozen) {
+  if (!f->cap || !f->capRem || !f->users || !f->usedRes || !f->flows || !f->active || !f->pending ||
+      !f->frozen) {
     fluidFree(f);
     return relaySystemError;
   }
@@ -211,8 +212,7 @@ static void fluidWaterfill(fluid* f) {
       if (f->frozen[i]) continue;
       fluidFlow* fl = &f->flows[f->active[i]];
       int uses = 0;
-      if (isfinite(capped))
-        uses = fl->maxRate > 0 && fl->maxRate <= capped;
+      if (isfinite(capped)) uses = fl->maxRate > 0 && fl->maxRate <= capped;
       else
         for (int k = 0; k < fl->nres; k++) uses |= fl->res[k] == best;
       if (!uses) continue;
@@ -522,9 +522,10 @@ double relaySimSubCollSeconds(const struct relayTopo* t, relayCollective_t coll,
 static double subcollSeconds(const simState* S, const planOp* op) {
   const relayPlan* P = S->plan;
   const planSubColl* sc = &P->subs[op->group];
-  double t = relaySimSubCollSeconds(S->topo, (relayCollective_t)sc->coll, P->subRanks + sc->rankBase, sc->nRanks,
-                                    (double)sc->count * (double)P->elemSize);
-  if (relayCollReduces((relayCollective_t)sc->coll) && op->divisor > 1) t += opSeconds(S, op); /* the divide */
+  double t = relaySimSubCollSeconds(S->topo, (relayCollective_t)sc->coll, P->subRanks + sc->rankBase,
+                                    sc->nRanks, (double)sc->count * (double)P->elemSize);
+  if (relayCollReduces((relayCollective_t)sc->coll) && op->divisor > 1)
+    t += opSeconds(S, op); /* the divide */
   return t;
 }
 
@@ -586,7 +587,7 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
   uint64_t tiles = (span + tile - 1) / tile;
   if (tiles < 1) tiles = 1;
   double U = op->form == PLAN_BW_TWOSHOT ? 2.0 * (double)tiles : (double)tiles;
-  double f = (double)(span < tile ? span : tile) * es;   /* a full tile's bytes */
+  double f = (double)(span < tile ? span : tile) * es;    /* a full tile's bytes */
   double rest = (double)(span - (tiles - 1) * tile) * es; /* the last tile's */
   double pf = pushSeconds(S, r, op, f), lf = bwTileLocal(S, op, f);
   double pr = pushSeconds(S, r, op, rest), lr = bwTileLocal(S, op, rest);
@@ -649,9 +650,10 @@ static void createPairFlows(simState* S, int r, int p, int s) {
       while (j < sb->nRecv && P->recvs[sb->recvBase + j].peer != a) j++;
       if (j == sb->nRecv || P->recvs[sb->recvBase + j].count != x->count) {
         if (S->err == relaySuccess)
-          S->err = relaySetError(NULL, relayInvalidArgument,
-                                 "sim: step %d: rank %d's send of %llu elements to rank %d has no matching receive",
-                                 s, a, (unsigned long long)x->count, b);
+          S->err = relaySetError(
+              NULL, relayInvalidArgument,
+              "sim: step %d: rank %d's send of %llu elements to rank %d has no matching receive", s, a,
+              (unsigned long long)x->count, b);
         return;
       }
       j++;
@@ -736,8 +738,8 @@ static relayResult_t checkMatching(const relayPlan* P) {
       for (uint32_t i = 0; i < st->nSend; i++) {
         const planXfer* x = &P->sends[st->sendBase + i];
         if (x->peer < 0 || x->peer >= n) {
-          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d sends to rank %d of %d", s, r,
-                              x->peer, n);
+          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d sends to rank %d of %d", s,
+                              r, x->peer, n);
           goto out;
         }
         acc[((size_t)r * n + x->peer) * 4 + 0]++;
@@ -746,8 +748,8 @@ static relayResult_t checkMatching(const relayPlan* P) {
       for (uint32_t i = 0; i < st->nRecv; i++) {
         const planXfer* x = &P->recvs[st->recvBase + i];
         if (x->peer < 0 || x->peer >= n) {
-          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d receives from rank %d of %d", s,
-                              r, x->peer, n);
+          res = relaySetError(NULL, relayInvalidArgument, "sim: step %d: rank %d receives from rank %d of %d",
+                              s, r, x->peer, n);
           goto out;
         }
         acc[((size_t)x->peer * n + r) * 4 + 2]++;
@@ -759,8 +761,9 @@ static relayResult_t checkMatching(const relayPlan* P) {
         res = relaySetError(NULL, relayInvalidArgument,
                             "sim: step %d: rank %d sends %llu transfers (%llu elements) to rank %d, which "
                             "receives %llu (%llu elements)",
-                            s, (int)(i / n), (unsigned long long)acc[i * 4 + 0], (unsigned long long)acc[i * 4 + 1],
-                            (int)(i % n), (unsigned long long)acc[i * 4 + 2], (unsigned long long)acc[i * 4 + 3]);
+                            s, (int)(i / n), (unsigned long long)acc[i * 4 + 0],
+                            (unsigned long long)acc[i * 4 + 1], (int)(i % n),
+                            (unsigned long long)acc[i * 4 + 2], (unsigned long long)acc[i * 4 + 3]);
         goto out;
       }
   }
@@ -820,7 +823,8 @@ relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pCom
   if (t->p2pPerPeer > 0) {
     int pool = 1, want = t->p2pChannels > 0 ? t->p2pChannels : P2P_MAX_CHANNELS;
     while (pool < want) pool <<= 1;
-    r = p2pCommSet(nodes, G, pool, t->p2pPerPeer < pool ? t->p2pPerPeer : pool, userPerPeer, out, err, sizeof err);
+    r = p2pCommSet(nodes, G, pool, t->p2pPerPeer < pool ? t->p2pPerPeer : pool, userPerPeer, out, err,
+                   sizeof err);
   } else {
     int* links = malloc((size_t)G * (size_t)G * sizeof *links);
     if (!links) return relaySetError(NULL, relaySystemError, "sim: out of memory");
@@ -837,7 +841,8 @@ relayResult_t relaySimP2pComm(const struct relayTopo* t, int userPerPeer, p2pCom
     r = p2pCommFromTopo(&d, out, err, sizeof err);
     free(links);
   }
-  if (r != relaySuccess) return relaySetError(NULL, r, "sim: the P2P channels of topology '%s': %s", t->name, err);
+  if (r != relaySuccess)
+    return relaySetError(NULL, r, "sim: the P2P channels of topology '%s': %s", t->name, err);
   return relaySuccess;
 }
 
@@ -920,8 +925,8 @@ relayResult_t relaySimRunP2p(const relayPlan* P, const struct relayTopo* topo, c
       for (uint32_t i = 0; i < st->nSend; i++) {
         int p = P->sends[st->sendBase + i].peer;
         if (!relayTopoReachable(topo, (int)r, p))
-          return relaySetError(NULL, relayInvalidArgument, "sim: step %d: GPU %u cannot reach GPU %d on '%s'", s,
-                               r, p, topo->name);
+          return relaySetError(NULL, relayInvalidArgument, "sim: step %d: GPU %u cannot reach GPU %d on '%s'",
+                               s, r, p, topo->name);
       }
     }
   uint64_t* stepPair = calloc((size_t)n * (size_t)n, sizeof *stepPair);
@@ -943,8 +948,8 @@ relayResult_t relaySimRunP2p(const relayPlan* P, const struct relayTopo* topo, c
   if (p2p) {
     if (P->nranks > p2p->comm.nRanks) {
       relaySimResultFree(out);
-      return relaySetError(NULL, relayInvalidArgument, "sim: the plan has %d ranks, the P2P comm %d", P->nranks,
-                           p2p->comm.nRanks);
+      return relaySetError(NULL, relayInvalidArgument, "sim: the plan has %d ranks, the P2P comm %d",
+                           P->nranks, p2p->comm.nRanks);
     }
     maxParts = (size_t)(p2p->parts > 0 ? p2p->parts : p2p->comm.perPeer);
     if (maxParts > (size_t)p2p->comm.pool) maxParts = (size_t)p2p->comm.pool;
@@ -987,8 +992,8 @@ relayResult_t relaySimRunP2p(const relayPlan* P, const struct relayTopo* topo, c
   int lastRank = 0;
   for (int r = 0; r < n && res == relaySuccess; r++) {
     if (S.rk[r].step != P->nSteps) {
-      res = relaySetError(NULL, relayInvalidArgument, "sim: rank %d never finished step %d (a transfer with no peer)",
-                          r, S.rk[r].step);
+      res = relaySetError(NULL, relayInvalidArgument,
+                          "sim: rank %d never finished step %d (a transfer with no peer)", r, S.rk[r].step);
       break;
     }
     out->rankEndS[r] = S.rk[r].end;

@@ -123,10 +123,10 @@ relayResult_t relaySimFlows(const struct relayTopo* topo, int n, const int* src,
 typedef enum { RELAY_BASE_RING = 0, RELAY_BASE_DIRECT = 1 } relayBaselineAlgo;
 
 typedef struct {
-  double totalS;    /* predicted time of the call, seconds (the slowest group) */
-  double ringS;     /* the ring model's time */
-  double directS;   /* the direct (one-shot / pairwise) model's time */
-  int algo;         /* relayBaselineAlgo: the lesser of the two */
+  double totalS;      /* predicted time of the call, seconds (the slowest group) */
+  double ringS;       /* the ring model's time */
+  double directS;     /* the direct (one-shot / pairwise) model's time */
+  int algo;           /* relayBaselineAlgo: the lesser of the two */
   double egressBytes; /* per active rank, of the chosen algorithm */
 } relayBaselineResult;
 

@@ -31,7 +31,8 @@
 #define MB (1024.0 * 1024.0)
 
 /* Per-active-rank input bytes of the auto_graph logs (4 KB .. 1 GB, x4). */
-static const double kSizes[10] = {4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB, 4 * MB, 16 * MB, 64 * MB, 256 * MB, 1024 * MB};
+static const double kSizes[10] = {4 * KB, 16 * KB, 64 * KB, 256 * KB, 1 * MB,
+                                  4 * MB, 16 * MB, 64 * MB, 256 * MB, 1024 * MB};
 
 /* NCCL's collective, graph replay, us: the "nccl" column of
  * auto_graph_small.log (4 KB - 16 MB) and auto_graph_large.log (64 MB - 1 GB). */
@@ -107,7 +108,8 @@ void relayTopoCalibrateH200x2(struct relayTopo* t) {
     double fixedS = t->callS + t->boundaryS + (c == 2 ? 2 : 1) * t->hopS;
     relayTopoCurve* cv = &t->collEff[c];
     cv->n = 0;
-    for (int i = 0; i < 10; i++) curveAdd(cv, perPeer(c, kSizes[i]), effOf(perPeer(c, kSizes[i]), rate, kNcclUs[c][i], fixedS));
+    for (int i = 0; i < 10; i++)
+      curveAdd(cv, perPeer(c, kSizes[i]), effOf(perPeer(c, kSizes[i]), rate, kNcclUs[c][i], fixedS));
   }
   /* relaycc's transfers: a plan step is call + boundary + its transfers. NCCL's
    * all-to-all IS a group of send/recv pairs (relaycc's direct all-to-all
@@ -118,8 +120,10 @@ void relayTopoCalibrateH200x2(struct relayTopo* t) {
    * tests/test_route_gpu.c. */
   double stepS = t->callS + t->boundaryS;
   t->p2pEff.n = 0;
-  for (int i = 0; i < 10; i++) curveAdd(&t->p2pEff, perPeer(3, kSizes[i]), effOf(perPeer(3, kSizes[i]), rate, kNcclUs[3][i], stepS));
-  for (int i = 0; i < 5; i++) curveAdd(&t->p2pEff, kP2pAgSizes[i], effOf(kP2pAgSizes[i], rate, kP2pAgUs[i], stepS));
+  for (int i = 0; i < 10; i++)
+    curveAdd(&t->p2pEff, perPeer(3, kSizes[i]), effOf(perPeer(3, kSizes[i]), rate, kNcclUs[3][i], stepS));
+  for (int i = 0; i < 5; i++)
+    curveAdd(&t->p2pEff, kP2pAgSizes[i], effOf(kP2pAgSizes[i], rate, kP2pAgUs[i], stepS));
   /* After calibration the models reproduce every logged graph-replay time
    * within 3.3% (the direct all-reduce at 1 MB: model 17.61 us, measured
    * 17.05), the native route's within 2.0%, and the speedups the router

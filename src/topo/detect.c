@@ -195,7 +195,7 @@ typedef struct {
   char busId[32];
 } nvmlPciInfo_t; /* nvmlPciInfo_st as the _v2/_v3 calls fill it */
 #define NVML_SUCCESS 0
-#define NVML_FEATURE_ENABLED 1        /* nvmlEnableState_t */
+#define NVML_FEATURE_ENABLED 1           /* nvmlEnableState_t */
 #define NVML_NVLINK_DEVICE_TYPE_SWITCH 2 /* nvmlIntNvLinkDeviceType_t */
 #define NVML_NVLINK_MAX_LINKS 18
 
@@ -223,7 +223,8 @@ static int nvmlOpen(nvmlApi* a) {
   NVML_SYM(a, linkState, "nvmlDeviceGetNvLinkState");
   NVML_SYM(a, remotePci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
   NVML_SYM(a, remoteType, "nvmlDeviceGetNvLinkRemoteDeviceType");
-  if (!a->init || !a->shutdown || !a->byBusId || !a->linkState || !a->remotePci || a->init() != NVML_SUCCESS) {
+  if (!a->init || !a->shutdown || !a->byBusId || !a->linkState || !a->remotePci ||
+      a->init() != NVML_SUCCESS) {
     dlclose(a->lib);
     a->lib = NULL;
     return 0;
@@ -268,7 +269,8 @@ static void nvmlLinks(nvmlApi* a, relayTopoFacts* f, const pciAddr* addr, int i,
     if (a->remotePci(dev, l, &pci) != NVML_SUCCESS) continue;
     int peer = -1;
     for (int j = 0; j < n; j++)
-      if (j != i && addr[j].ok && addr[j].domain == pci.domain && addr[j].bus == pci.bus && addr[j].device == pci.device)
+      if (j != i && addr[j].ok && addr[j].domain == pci.domain && addr[j].bus == pci.bus &&
+          addr[j].device == pci.device)
         peer = j;
     if (peer >= 0) {
       f->nvlinks[i * n + peer]++;
@@ -365,7 +367,7 @@ relayResult_t relayTopoDetect(struct relayTopo** out) {
     return relayNotSupported;
   }
   if (n > RELAY_TOPO_MAX_GPUS) n = RELAY_TOPO_MAX_GPUS;
-  char (*ids)[32] = calloc((size_t)n, sizeof *ids);
+  char(*ids)[32] = calloc((size_t)n, sizeof *ids);
   const char** idp = calloc((size_t)n, sizeof *idp);
   relayResult_t r = ids && idp ? relaySuccess : relaySystemError;
   for (int i = 0; i < n && r == relaySuccess; i++) {

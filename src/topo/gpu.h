@@ -20,12 +20,14 @@ extern "C" {
 typedef struct {
   int n;
   char name[RELAY_TOPO_MAX_GPUS][RELAY_TOPO_GPU_NAME_MAX]; /* "NVIDIA H200" (cudaDeviceProp.name) */
-  int ccMajor[RELAY_TOPO_MAX_GPUS];                       /* compute capability; -1 unknown */
-  double memPeakBw[RELAY_TOPO_MAX_GPUS];                  /* HBM peak, bytes/s (one direction); 0 unknown */
+  int ccMajor[RELAY_TOPO_MAX_GPUS];                        /* compute capability; -1 unknown */
+  double memPeakBw[RELAY_TOPO_MAX_GPUS];                   /* HBM peak, bytes/s (one direction); 0 unknown */
   /* Per directed pair [i * n + j]: */
-  int p2pAccess[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS]; /* cudaDevP2PAttrAccessSupported: 1, 0, -1 unknown */
-  int nvlinks[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];   /* NVML: active NVLinks from i straight to j, -1 unknown */
-  int switchLinks[RELAY_TOPO_MAX_GPUS];                   /* NVML: active NVLinks from i to an NVSwitch, -1 unknown */
+  int p2pAccess[RELAY_TOPO_MAX_GPUS *
+                RELAY_TOPO_MAX_GPUS]; /* cudaDevP2PAttrAccessSupported: 1, 0, -1 unknown */
+  int nvlinks[RELAY_TOPO_MAX_GPUS *
+              RELAY_TOPO_MAX_GPUS];     /* NVML: active NVLinks from i straight to j, -1 unknown */
+  int switchLinks[RELAY_TOPO_MAX_GPUS]; /* NVML: active NVLinks from i to an NVSwitch, -1 unknown */
   /* AMD (hipExtGetLinkTypeAndHopCount) per directed pair: the hops of the pair's xGMI path, 0 when the pair
    * is joined by PCIe (or another link type), -1 unknown. */
   int xgmiHops[RELAY_TOPO_MAX_GPUS * RELAY_TOPO_MAX_GPUS];

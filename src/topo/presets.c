@@ -242,7 +242,7 @@ static relayResult_t netMi355xAinic(int nNodes, struct relayTopo** out) {
   node->p2pPerPeer = nNodes == 3 ? 4 : 2;
   relayResult_t r = relayTopoMultiNode(node, nNodes, 8, 41.2 * GBS, 1, out);
   relayTopoFree(node);
-  if (r == relaySuccess) snprintf((*out)->name, sizeof (*out)->name, "mi355x-ainic-x%d", nNodes);
+  if (r == relaySuccess) snprintf((*out)->name, sizeof(*out)->name, "mi355x-ainic-x%d", nNodes);
   return r;
 }
 

@@ -44,7 +44,8 @@ void relayTopoWrite(const struct relayTopo* t, FILE* f) {
   for (int g = 1; g < n; g++)
     if (t->injBw[g] != t->injBw[0] || t->ejBw[g] != t->ejBw[0]) portsEqual = 0;
   if (portsEqual) {
-    if (t->injBw[0] > 0 || t->ejBw[0] > 0) fprintf(f, "ports * %.17g %.17g\n", t->injBw[0] / GBS, t->ejBw[0] / GBS);
+    if (t->injBw[0] > 0 || t->ejBw[0] > 0)
+      fprintf(f, "ports * %.17g %.17g\n", t->injBw[0] / GBS, t->ejBw[0] / GBS);
   } else {
     for (int g = 0; g < n; g++) fprintf(f, "ports %d %.17g %.17g\n", g, t->injBw[g] / GBS, t->ejBw[g] / GBS);
   }
@@ -153,19 +154,19 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
     }
     if (nt == 0) continue;
     const char* k = tok[0];
-#define NEED(nargs, usage)                                                                \
-  do {                                                                                    \
-    if (nt != (nargs) + 1) {                                                              \
-      relayTopoErrf(err, errlen, "line %d: '%s' takes %s", lineNo, k, usage);                      \
-      goto fail;                                                                          \
-    }                                                                                     \
+#define NEED(nargs, usage)                                                    \
+  do {                                                                        \
+    if (nt != (nargs) + 1) {                                                  \
+      relayTopoErrf(err, errlen, "line %d: '%s' takes %s", lineNo, k, usage); \
+      goto fail;                                                              \
+    }                                                                         \
   } while (0)
-#define NUM(i, dst)                                                                       \
-  do {                                                                                    \
-    if (parseNum(tok[i], &(dst))) {                                                       \
-      relayTopoErrf(err, errlen, "line %d: '%s' is not a number >= 0", lineNo, tok[i]);            \
-      goto fail;                                                                          \
-    }                                                                                     \
+#define NUM(i, dst)                                                                     \
+  do {                                                                                  \
+    if (parseNum(tok[i], &(dst))) {                                                     \
+      relayTopoErrf(err, errlen, "line %d: '%s' is not a number >= 0", lineNo, tok[i]); \
+      goto fail;                                                                        \
+    }                                                                                   \
   } while (0)
     if (strcmp(k, "name") == 0) {
       NEED(1, "a name");
@@ -224,7 +225,8 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
         goto fail;
       }
     } else if (strcmp(k, "nodes") == 0 || strcmp(k, "nics_per_node") == 0 || strcmp(k, "nets_by_bw") == 0 ||
-               strcmp(k, "p2p_channels") == 0 || strcmp(k, "p2p_per_peer") == 0 || strcmp(k, "max_depth") == 0) {
+               strcmp(k, "p2p_channels") == 0 || strcmp(k, "p2p_per_peer") == 0 ||
+               strcmp(k, "max_depth") == 0) {
       NEED(1, "an integer");
       double v;
       NUM(1, v);
@@ -267,8 +269,10 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
       for (int i = -1; nt >= 2 && i < RELAY_TOPO_NCOLLS; i++)
         if (strcmp(tok[1], relayTopoCurveName(i)) == 0) c = i;
       if (nt < 3 || nt - 2 > RELAY_TOPO_CURVE_MAX || c == -2) {
-        relayTopoErrf(err, errlen, "line %d: 'eff' takes p2p|allgather|reducescatter|allreduce|alltoall and 1..%d BYTES:EFF points",
-             lineNo, RELAY_TOPO_CURVE_MAX);
+        relayTopoErrf(
+            err, errlen,
+            "line %d: 'eff' takes p2p|allgather|reducescatter|allreduce|alltoall and 1..%d BYTES:EFF points",
+            lineNo, RELAY_TOPO_CURVE_MAX);
         goto fail;
       }
       relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
@@ -302,11 +306,19 @@ relayResult_t relayTopoParse(const char* text, struct relayTopo** out, char* err
         double* dst;
         double unit;
       } scalars[] = {
-          {"fabric", &t->fabricBw, GBS},      {"call_us", &t->callS, US},   {"boundary_us", &t->boundaryS, US},
-          {"launch_us", &t->launchS, US},     {"mem_gbs", &t->memBw, GBS},  {"hop_us", &t->hopS, US},
-          {"reduce_gbs", &t->reduceBw, GBS}, {"nic_gbs", &t->nicBw, GBS},   {"chan_gbs", &t->chanBw, GBS},
-          {"chan_share", &t->chanShare, 1},  {"stage_us", &t->stageS, US},
-          {"host_step_us", &t->hostStepS, US}, {"op_budget_gbs", &t->opBudgetBw, GBS},
+          {"fabric", &t->fabricBw, GBS},
+          {"call_us", &t->callS, US},
+          {"boundary_us", &t->boundaryS, US},
+          {"launch_us", &t->launchS, US},
+          {"mem_gbs", &t->memBw, GBS},
+          {"hop_us", &t->hopS, US},
+          {"reduce_gbs", &t->reduceBw, GBS},
+          {"nic_gbs", &t->nicBw, GBS},
+          {"chan_gbs", &t->chanBw, GBS},
+          {"chan_share", &t->chanShare, 1},
+          {"stage_us", &t->stageS, US},
+          {"host_step_us", &t->hostStepS, US},
+          {"op_budget_gbs", &t->opBudgetBw, GBS},
       };
       int found = 0;
       for (size_t i = 0; i < sizeof scalars / sizeof scalars[0]; i++) {
@@ -348,8 +360,9 @@ relayResult_t relayTopoLoad(const char* spec, struct relayTopo** out) {
       strncat(names, *n, sizeof names - strlen(names) - 1);
       if (n[1]) strncat(names, ", ", sizeof names - strlen(names) - 1);
     }
-    return relaySetError(NULL, relayInvalidArgument, "topology '%s': not a preset (%s) and not a readable file: %s",
-                         spec, names, strerror(errno));
+    return relaySetError(NULL, relayInvalidArgument,
+                         "topology '%s': not a preset (%s) and not a readable file: %s", spec, names,
+                         strerror(errno));
   }
   size_t cap = 4096, len = 0;
   char* text = malloc(cap);

@@ -78,19 +78,21 @@ relayResult_t relayTopoClone(const struct relayTopo* s, struct relayTopo** out) 
 
 /* ---- several nodes ------------------------------------------------------ */
 
-relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw, int pxn,
-                                 struct relayTopo** out) {
+relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw,
+                                 int pxn, struct relayTopo** out) {
   *out = NULL;
   int G = node->nGPUs;
   if (nNodes < 1 || G * nNodes > RELAY_TOPO_MAX_GPUS || (node->nNodes > 1))
-    return relaySetError(NULL, relayInvalidArgument, "topology: %d nodes of '%s' (%d GPUs, %d node%s): at most %d GPUs",
-                         nNodes, node->name, G, node->nNodes > 1 ? node->nNodes : 1, node->nNodes > 1 ? "s" : "",
+    return relaySetError(NULL, relayInvalidArgument,
+                         "topology: %d nodes of '%s' (%d GPUs, %d node%s): at most %d GPUs", nNodes,
+                         node->name, G, node->nNodes > 1 ? node->nNodes : 1, node->nNodes > 1 ? "s" : "",
                          RELAY_TOPO_MAX_GPUS);
   if (nNodes > 1 && node->fabricBw > 0)
-    return relaySetError(NULL, relayInvalidArgument,
-                         "topology '%s': a fabric cap bounds one node's transfers (the shm transport's memory bus); it "
-                         "has no multi-node meaning",
-                         node->name);
+    return relaySetError(
+        NULL, relayInvalidArgument,
+        "topology '%s': a fabric cap bounds one node's transfers (the shm transport's memory bus); it "
+        "has no multi-node meaning",
+        node->name);
   if (nNodes > 1 && !(nicsPerNode >= 1 && nicBw > 0 && isfinite(nicBw)))
     return relaySetError(NULL, relayInvalidArgument, "topology: %d nodes need NICs (%d of %g GB/s)", nNodes,
                          nicsPerNode, nicBw / GBS);
@@ -183,24 +185,30 @@ int relayTopoErrf(char* err, size_t errlen, const char* fmt, ...) {
 
 int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
   int n = t->nGPUs;
-  if (n < 1 || n > RELAY_TOPO_MAX_GPUS) return relayTopoErrf(err, errlen, "gpus %d out of 1..%d", n, RELAY_TOPO_MAX_GPUS);
+  if (n < 1 || n > RELAY_TOPO_MAX_GPUS)
+    return relayTopoErrf(err, errlen, "gpus %d out of 1..%d", n, RELAY_TOPO_MAX_GPUS);
   if (t->nNodes < 0 || (t->nNodes > 1 && n % t->nNodes != 0))
     return relayTopoErrf(err, errlen, "nodes %d must divide gpus %d", t->nNodes, n);
   if (t->nNodes > 1) {
     if (t->nicsPerNode < 1 || !(t->nicBw > 0 && isfinite(t->nicBw)))
       return relayTopoErrf(err, errlen, "%d nodes need nics_per_node >= 1 and nic_gbs > 0", t->nNodes);
-    if (t->fabricBw > 0) return relayTopoErrf(err, errlen, "a fabric cap is one node's: not with %d nodes", t->nNodes);
+    if (t->fabricBw > 0)
+      return relayTopoErrf(err, errlen, "a fabric cap is one node's: not with %d nodes", t->nNodes);
     for (int s = 0; s < n; s++)
       for (int d = 0; d < n; d++)
         if (relayTopoNodeOf(t, s) != relayTopoNodeOf(t, d) && t->linkCount[s * n + d] > 0)
-          return relayTopoErrf(err, errlen, "link %d %d: GPUs of different nodes reach each other over the network only", s, d);
+          return relayTopoErrf(err, errlen,
+                               "link %d %d: GPUs of different nodes reach each other over the network only",
+                               s, d);
   }
   if (t->netsByBw < 0) return relayTopoErrf(err, errlen, "nets_by_bw must be >= 0");
   if (!(t->opBudgetBw >= 0 && isfinite(t->opBudgetBw)))
     return relayTopoErrf(err, errlen, "op_budget_gbs must be >= 0");
   if (!(t->chanBw >= 0 && isfinite(t->chanBw))) return relayTopoErrf(err, errlen, "chan_gbs must be >= 0");
-  if (!(t->chanShare >= 0 && t->chanShare <= 1)) return relayTopoErrf(err, errlen, "chan_share must be in [0, 1]");
-  if (t->p2pChannels < 0 || t->p2pChannels > 64) return relayTopoErrf(err, errlen, "p2p_channels must be in 0..64");
+  if (!(t->chanShare >= 0 && t->chanShare <= 1))
+    return relayTopoErrf(err, errlen, "chan_share must be in [0, 1]");
+  if (t->p2pChannels < 0 || t->p2pChannels > 64)
+    return relayTopoErrf(err, errlen, "p2p_channels must be in 0..64");
   if (t->p2pPerPeer < 0 || t->p2pPerPeer > 64 || (t->p2pPerPeer & (t->p2pPerPeer - 1)))
     return relayTopoErrf(err, errlen, "p2p_per_peer must be 0 or a power of two up to 64");
   for (int s = 0; s < n; s++) {
@@ -228,11 +236,15 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
   if (!(t->fabricBw >= 0 && isfinite(t->fabricBw))) return relayTopoErrf(err, errlen, "fabric must be >= 0");
   const double costs[] = {t->callS, t->boundaryS, t->launchS, t->hopS};
   for (int i = 0; i < 4; i++)
-    if (!(costs[i] >= 0 && isfinite(costs[i]))) return relayTopoErrf(err, errlen, "costs must be finite and >= 0");
+    if (!(costs[i] >= 0 && isfinite(costs[i])))
+      return relayTopoErrf(err, errlen, "costs must be finite and >= 0");
   if (!(t->memBw > 0 && isfinite(t->memBw))) return relayTopoErrf(err, errlen, "mem_gbs must be > 0");
-  if (!(t->reduceBw >= 0 && isfinite(t->reduceBw))) return relayTopoErrf(err, errlen, "reduce_gbs must be >= 0");
-  if (!(t->stageS >= 0 && isfinite(t->stageS))) return relayTopoErrf(err, errlen, "stage_us must be finite and >= 0");
-  if (t->maxDepth < 0 || t->maxDepth > 1024) return relayTopoErrf(err, errlen, "max_depth must be in 0..1024");
+  if (!(t->reduceBw >= 0 && isfinite(t->reduceBw)))
+    return relayTopoErrf(err, errlen, "reduce_gbs must be >= 0");
+  if (!(t->stageS >= 0 && isfinite(t->stageS)))
+    return relayTopoErrf(err, errlen, "stage_us must be finite and >= 0");
+  if (t->maxDepth < 0 || t->maxDepth > 1024)
+    return relayTopoErrf(err, errlen, "max_depth must be in 0..1024");
   for (int c = -1; c < RELAY_TOPO_NCOLLS; c++) {
     const relayTopoCurve* cv = c < 0 ? &t->p2pEff : &t->collEff[c];
     const char* who = relayTopoCurveName(c);
@@ -240,11 +252,13 @@ int relayTopoCheck(const struct relayTopo* t, char* err, size_t errlen) {
       return relayTopoErrf(err, errlen, "eff %s: %d points, at most %d", who, cv->n, RELAY_TOPO_CURVE_MAX);
     for (int i = 0; i < cv->n; i++) {
       if (!(cv->bytes[i] > 0 && isfinite(cv->bytes[i]) && cv->eff[i] > 0 && isfinite(cv->eff[i])))
-        return relayTopoErrf(err, errlen, "eff %s: point %d needs bytes > 0 and an efficiency > 0", who, i + 1);
+        return relayTopoErrf(err, errlen, "eff %s: point %d needs bytes > 0 and an efficiency > 0", who,
+                             i + 1);
       if (i > 0 && !(cv->bytes[i] > cv->bytes[i - 1]))
         return relayTopoErrf(err, errlen, "eff %s: sizes must increase (point %d)", who, i + 1);
     }
   }
-  if (!(t->modelErr >= 0 && t->modelErr < 1)) return relayTopoErrf(err, errlen, "model_err must be in [0, 1)");
+  if (!(t->modelErr >= 0 && t->modelErr < 1))
+    return relayTopoErrf(err, errlen, "model_err must be in [0, 1)");
   return 0;
 }

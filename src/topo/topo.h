@@ -121,8 +121,9 @@ struct relayTopo {
    * simulator and the baseline move bytes / efficiency. Empty curves (every
    * preset but the measured ones, and detected generic nodes) leave the link
    * model as it is. */
-  relayTopoCurve p2pEff;                     /* relaycc's transfers (send/recv pairs of a plan step), by bytes */
-  relayTopoCurve collEff[RELAY_TOPO_NCOLLS]; /* the baseline's collective (relayCollective_t), by bytes per peer */
+  relayTopoCurve p2pEff; /* relaycc's transfers (send/recv pairs of a plan step), by bytes */
+  relayTopoCurve
+      collEff[RELAY_TOPO_NCOLLS]; /* the baseline's collective (relayCollective_t), by bytes per peer */
   /* The largest relative error of this topology's predictions against the
    * measurements it was calibrated on (docs/model.md); 0: not calibrated.
    * The router keeps the transport's native collective unless another route
@@ -150,9 +151,9 @@ struct relayTopo {
   /* ---- several nodes (nNodes <= 1: one node; the rest of this block unused) */
   int nNodes;
   int nicsPerNode;
-  double nicBw; /* bytes/s per NIC per direction */
-  int pxn;      /* 1: a GPU's network traffic may use every NIC of its node */
-  int netsByBw; /* NICs one GPU needs to reach its bandwidth (NCCL getLocalNetCountByBw); 0: 1 */
+  double nicBw;   /* bytes/s per NIC per direction */
+  int pxn;        /* 1: a GPU's network traffic may use every NIC of its node */
+  int netsByBw;   /* NICs one GPU needs to reach its bandwidth (NCCL getLocalNetCountByBw); 0: 1 */
   double netLatS; /* one network step of a collective across nodes (a ring hop through the NICs) */
 
   /* ---- P2P channels (chanBw 0: no channel model) ---- */
@@ -192,8 +193,8 @@ relayResult_t relayTopoPreset(const char* name, struct relayTopo** out);
  * GPUs do not fit RELAY_TOPO_MAX_GPUS or `node` has a fabric cap (the shm
  * transport's shared memory bus: one node's). The channel fields are copied
  * from `node`; set them after. */
-relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw, int pxn,
-                                 struct relayTopo** out);
+relayResult_t relayTopoMultiNode(const struct relayTopo* node, int nNodes, int nicsPerNode, double nicBw,
+                                 int pxn, struct relayTopo** out);
 /* The network figures a multi-node model takes when not told: 400 Gb/s per
  * GPU (one NIC per GPU, as the seed 003 machine and H200 nodes have), and
  * NCCL's own network latency of a ring step (its tuning tables' hwLat for

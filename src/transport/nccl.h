@@ -21,7 +21,8 @@ struct relayTopo;
 /* Build the transport state over nccl on device and check that every rank
  * sees the same comm (COLLECTIVE); ctrl is a control-plane comm core owns,
  * or NULL. owns: destroy nccl with the comm. */
-relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device);
+relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl,
+                              int device);
 /* COLLECTIVE, after core agreed the parameters: native on/off, preconnect,
  * the one-shot region at init (RELAYCC_NCCL_NATIVE / _PRECONNECT / RELAYCC_ONESHOT_PREPARE). */
 relayResult_t relayNcclStart(struct relayComm* c);

@@ -24,10 +24,9 @@ struct relayComm;
  * sized from nranks and rank 0's cfg.shmRingBytes (>= 1024; rounded up to
  * 64) and RELAYCC_NCHANNELS: per directed pair, the ring bytes split into one
  * ring per channel, plus a 1 KiB control ring. When /dev/shm has no room,
- * rank 0 halves the rings (not below 64 KiB) and says so on stderr. Rank 0 replaces whatever a crashed run left under
- * the name and unlinks the name once everyone arrived, so nothing is left
- * behind; one job name serves one comm at a time (create comms of one job
- * one after the other, or give them different names).
+ * rank 0 halves the rings (not below 64 KiB) and says so on stderr. Rank 0 replaces whatever a crashed run
+ * left under the name and unlinks the name once everyone arrived, so nothing is left behind; one job name
+ * serves one comm at a time (create comms of one job one after the other, or give them different names).
  *
  * Errors of the transport's waits (group, agree, barrier): relayTimeout (no
  * progress for cfg.timeoutMs, naming the peer, step and bytes),

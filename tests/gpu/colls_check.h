@@ -28,7 +28,7 @@
 /* The six collectives, in relayCollective_t's order. */
 enum { CC_AG = 0, CC_RS = 1, CC_AR = 2, CC_A2A = 3, CC_SCATTER = 4, CC_GATHER = 5, CC_NCOLLS = 6 };
 static const char* const kCcCollNames[CC_NCOLLS] = {"allgather", "reducescatter", "allreduce",
-                                                     "alltoall",  "scatter",       "gather"};
+                                                    "alltoall",  "scatter",       "gather"};
 
 static inline int ccIsReduce(int coll) { return coll == CC_RS || coll == CC_AR; }
 static inline int ccIsRooted(int coll) { return coll == CC_SCATTER || coll == CC_GATHER; }
@@ -167,11 +167,11 @@ typedef struct {
   int coll;
   relayDataType_t dt;
   relayRedOp_t op;
-  int inPlace;  /* rooted: only where the root is in the set (else the case runs out of place) */
-  int offElems; /* buffers start this many elements past 256-byte alignment */
-  size_t count; /* layout: the per-group count of group 0, group g gets count + g (count > 0);
-                 * rooted: ranks[i]'s block is count + i (count > 0) */
-  int root;     /* rooted collectives */
+  int inPlace;   /* rooted: only where the root is in the set (else the case runs out of place) */
+  int offElems;  /* buffers start this many elements past 256-byte alignment */
+  size_t count;  /* layout: the per-group count of group 0, group g gets count + g (count > 0);
+                  * rooted: ranks[i]'s block is count + i (count > 0) */
+  int root;      /* rooted collectives */
   unsigned salt; /* in every input (ccPatHash) */
 } ccCase;
 
@@ -218,9 +218,9 @@ static inline void ccDescribe(char* buf, size_t n, const ccRank* R, const ccLayo
 /* What this rank's part of a call is: element counts of its send and recv buffers, and, in place, the
  * region both live in with each one's element offset inside it. */
 typedef struct {
-  int g, idx;                     /* layout: group and active index; rooted: 0 and the index in the set */
-  int isRoot;                     /* rooted */
-  size_t count;                   /* layout: this group's count */
+  int g, idx;   /* layout: group and active index; rooted: 0 and the index in the set */
+  int isRoot;   /* rooted */
+  size_t count; /* layout: this group's count */
   size_t sendElems, recvElems;
   int inPlace;
   size_t regionElems, sendAt, recvAt; /* in place */
@@ -315,9 +315,8 @@ static inline relayResult_t ccCall(ccRank* R, const ccLayout* L, const ccCase* c
   relayResult_t r;
   if (ccIsRooted(c->coll)) {
     for (int i = 0; i < A; i++) counts[i] = c->count ? c->count + (size_t)i : 0;
-    r = c->coll == CC_SCATTER
-            ? relayScatter(send, recv, counts, c->dt, c->root, L->l.ranks, A, R->comm, R->s)
-            : relayGather(send, recv, counts, c->dt, c->root, L->l.ranks, A, R->comm, R->s);
+    r = c->coll == CC_SCATTER ? relayScatter(send, recv, counts, c->dt, c->root, L->l.ranks, A, R->comm, R->s)
+                              : relayGather(send, recv, counts, c->dt, c->root, L->l.ranks, A, R->comm, R->s);
   } else {
     for (int g = 0; g < L->l.nGroups; g++) counts[g] = c->count ? c->count + (size_t)g : 0;
     switch (c->coll) {

@@ -48,8 +48,7 @@ static int checkOut(const char* what, const bcase* k, const relayBwArgs* w, unsi
   for (int j = 0; j < A; j++) srcs[j] = orig[j] + (rs ? (size_t)i * c * es : 0);
   if (gather)
     for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * c * es, srcs[j], c * es);
-  else
-    relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
+  else relayHostReduce(exp, srcs, A, c, k->dt, k->op, w[i].os.divisor);
   const unsigned char* dst = (const unsigned char*)w[i].os.dst;
   if (memcmp(exp, dst, out * es) == 0) return 0;
   size_t e = 0;
@@ -62,7 +61,8 @@ static int runCase(const bcase* k, int caseNo) {
   const int A = k->A;
   const int rs = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll;
   const int gather = k->coll == relayCollectiveAllGather || k->coll == relayCollectiveAllToAll;
-  const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
+  const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c,
+               out = gather ? (size_t)A * c : c;
   relayOsLayout L;
   relayOsLayoutInit(&L, NR, 256);
   relayOsLayoutAddBw(&L, k->tileBytes, k->ring);
@@ -76,8 +76,8 @@ static int runCase(const bcase* k, int caseNo) {
   unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
   void *src[NR], *dst[NR];
   size_t sb, db;
-  if (emulSetupBuffers(A, c, k->dt, rs, gather, k->inPlace, k->mis, k->mis, (uint64_t)caseNo, POISON, sbuf, dbuf, orig,
-                       src, dst, &sb, &db))
+  if (emulSetupBuffers(A, c, k->dt, rs, gather, k->inPlace, k->mis, k->mis, (uint64_t)caseNo, POISON, sbuf,
+                       dbuf, orig, src, dst, &sb, &db))
     return 1;
   relayBwArgs w[NR];
   u64 ep[NR][RELAY_OS_MAX_ACTIVE];
@@ -100,7 +100,8 @@ static int runCase(const bcase* k, int caseNo) {
     a->me = i;
     a->grid = RELAY_BW_BLOCKS;
     a->vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a->srcStride * es) |
-               (uintptr_t)(gather ? c * es : 0)) & 15u) == 0;
+               (uintptr_t)(gather ? c * es : 0)) &
+              15u) == 0;
     a->gather = gather;
     a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? A : 0;
     a->elemSize = (int)es;
@@ -118,11 +119,12 @@ static int runCase(const bcase* k, int caseNo) {
   pick.pair = A == 2 && !k->wideAtPair;
   BwHostPhase run = visit(k->dt, gather ? relaySum : k->op, pick);
   char what[256];
-  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce",
+                                                            "all-to-all"};
   snprintf(what, sizeof what, "A=%d%s %s%s %s %s count=%zu tile=%zu B ring=%d %s mis=%d threads=%d", A,
            pick.pair ? " (pair kernels)" : "", names[k->coll], k->twoShot ? " two-shot" : "",
-           relayTypeName(k->dt), relayOpName(k->op), c, k->tileBytes, k->ring, k->inPlace ? "in-place" : "out-of-place",
-           k->mis, k->threads);
+           relayTypeName(k->dt), relayOpName(k->op), c, k->tileBytes, k->ring,
+           k->inPlace ? "in-place" : "out-of-place", k->mis, k->threads);
   if (!run) {
     printf("FAIL %s: no host runner\n", what);
     return 1;
@@ -140,7 +142,8 @@ static int runCase(const bcase* k, int caseNo) {
   /* Regions: nothing written outside the ring's staging (the words are the device's). */
   for (int r = 0; r < NR && !fail; r++)
     for (size_t x = 0; x < L.regionBytes; x++)
-      if ((x < L.bwStagingOff || x >= L.bwStagingOff + (size_t)NR * k->ring * L.bwTileBytes) && region[r][x] != POISON) {
+      if ((x < L.bwStagingOff || x >= L.bwStagingOff + (size_t)NR * k->ring * L.bwTileBytes) &&
+          region[r][x] != POISON) {
         printf("FAIL %s: rank %d's region written at byte %zu, outside the bw staging\n", what, r, x);
         fail = 1;
         break;
@@ -148,8 +151,8 @@ static int runCase(const bcase* k, int caseNo) {
   unsigned char* exp = (unsigned char*)malloc(out * es + 1);
   for (int i = 0; i < A && !fail; i++) {
     if ((fail = checkOut(what, k, w, orig, i, exp))) break;
-    fail = emulCheckBuffers(what, i, k->inPlace, gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es, out * es,
-                            orig[i], POISON);
+    fail = emulCheckBuffers(what, i, k->inPlace, gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es,
+                            out * es, orig[i], POISON);
   }
   free(exp);
   for (int i = 0; i < A; i++) {
@@ -176,7 +179,8 @@ static int runDirectCase(const bcase* k, int caseNo) {
   const int A = k->A;
   const int rs = k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll;
   const int gather = k->coll == relayCollectiveAllGather || k->coll == relayCollectiveAllToAll;
-  const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
+  const size_t c = k->count, es = relayTypeSize(k->dt), in = rs ? (size_t)A * c : c,
+               out = gather ? (size_t)A * c : c;
   const size_t G = EMUL_GUARD, mis = k->mis ? es : 0;
   const size_t sendOff = G + mis, recvOff = G + in * es + 16 + G + mis, W = recvOff + out * es + 16 + G;
   unsigned char* win[NR];
@@ -193,7 +197,8 @@ static int runDirectCase(const bcase* k, int caseNo) {
     memset(&w[i], 0, sizeof w[i]);
     unsigned char* src = win[i] + sendOff;
     unsigned char* dst = win[i] + recvOff;
-    /* In place: a gather's send is block i of its recv; a reduce's recv is its send (block i when blocked). */
+    /* In place: a gather's send is block i of its recv; a reduce's recv is its send (block i when blocked).
+     */
     if (gather && k->inPlace) src = dst + (size_t)i * c * es;
     if (!gather && k->inPlace) dst = src + (rs ? (size_t)i * c * es : 0);
     riFill(src, in, k->dt, (uint64_t)caseNo * 1000003u + (uint64_t)i * 7919u);
@@ -209,8 +214,9 @@ static int runDirectCase(const bcase* k, int caseNo) {
     a->nActive = A;
     a->me = i;
     a->grid = RELAY_BW_BLOCKS;
-    a->vec = ((w[i].sendOff | w[i].recvOff | (uint64_t)(a->srcStride * es) | (uint64_t)(gather ? c * es : 0)) &
-              15u) == 0;
+    a->vec =
+        ((w[i].sendOff | w[i].recvOff | (uint64_t)(a->srcStride * es) | (uint64_t)(gather ? c * es : 0)) &
+         15u) == 0;
     a->gather = gather;
     a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? A : 0;
     a->elemSize = (int)es;
@@ -220,7 +226,8 @@ static int runDirectCase(const bcase* k, int caseNo) {
   pick.pair = A == 2 && !k->wideAtPair;
   BwDirectHostPart run = visit(k->dt, gather ? relaySum : k->op, pick);
   char what[256];
-  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce",
+                                                            "all-to-all"};
   snprintf(what, sizeof what, "direct A=%d%s %s %s %s count=%zu %s mis=%d threads=%d", A,
            pick.pair ? " (pair kernels)" : "", names[k->coll], relayTypeName(k->dt), relayOpName(k->op), c,
            k->inPlace ? "in-place" : "out-of-place", k->mis, k->threads);
@@ -247,9 +254,11 @@ static int runDirectCase(const bcase* k, int caseNo) {
     const unsigned char* lo = src < dst ? src : dst;
     const unsigned char* hi = src + in * es > dst + out * es ? src + in * es : dst + out * es;
     for (const unsigned char* p = win[i]; p < win[i] + W && !fail; p++)
-      if ((k->inPlace ? (p < lo || p >= hi) : (p < src || p >= src + in * es) && (p < dst || p >= dst + out * es)) &&
+      if ((k->inPlace ? (p < lo || p >= hi)
+                      : (p < src || p >= src + in * es) && (p < dst || p >= dst + out * es)) &&
           *p != POISON) {
-        printf("FAIL %s: active %d's window written at byte %td, outside its send and recv\n", what, i, p - win[i]);
+        printf("FAIL %s: active %d's window written at byte %td, outside its send and recv\n", what, i,
+               p - win[i]);
         fail = 1;
       }
   }
@@ -289,7 +298,9 @@ int main() {
           k.count = counts[ci];
           rng = riMix(rng);
           /* 64-byte tiles only where they stay under ~160 tiles (host time). */
-          k.tileBytes = rng % 3 == 0 && k.count * relayTypeSize(k.dt) <= 10240 ? 64 : rng % 3 == 1 ? 1024 : 4096;
+          k.tileBytes = rng % 3 == 0 && k.count * relayTypeSize(k.dt) <= 10240 ? 64
+                        : rng % 3 == 1                                         ? 1024
+                                                                               : 4096;
           k.ring = 1 + (int)((rng >> 8) % 3);
           k.inPlace = (rng >> 12) % 3 == 0 && coll != relayCollectiveAllToAll;
           k.mis = (rng >> 16) % 4 == 0;
@@ -298,8 +309,9 @@ int main() {
           if (runCase(&k, caseNo) || runDirectCase(&k, caseNo)) return 1;
           caseNo++;
         }
-  printf("PASS: %ld emulated bw calls (every item's push and consume of every block) and %ld direct-path calls "
-         "(registered windows) match relayHostReduce\n",
-         g_cases, g_direct);
+  printf(
+      "PASS: %ld emulated bw calls (every item's push and consume of every block) and %ld direct-path calls "
+      "(registered windows) match relayHostReduce\n",
+      g_cases, g_direct);
   return 0;
 }

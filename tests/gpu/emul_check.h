@@ -20,9 +20,9 @@
  * place: a gather's src is block i of dst, a reduce's dst lies in src (block
  * i when blocked). 0 on success. */
 static inline int emulSetupBuffers(int A, size_t c, relayDataType_t dt, int blocked, int gather, int inPlace,
-                                   int misSrc, int misDst, uint64_t seed, unsigned char poison, unsigned char** sbuf,
-                                   unsigned char** dbuf, unsigned char** orig, void** src, void** dst, size_t* sb,
-                                   size_t* db) {
+                                   int misSrc, int misDst, uint64_t seed, unsigned char poison,
+                                   unsigned char** sbuf, unsigned char** dbuf, unsigned char** orig,
+                                   void** src, void** dst, size_t* sb, size_t* db) {
   const size_t es = relayTypeSize(dt), in = blocked ? (size_t)A * c : c, out = gather ? (size_t)A * c : c;
   *sb = 2 * EMUL_GUARD + in * es + 16;
   *db = 2 * EMUL_GUARD + out * es + 16;
@@ -48,9 +48,10 @@ static inline int emulSetupBuffers(int A, size_t c, relayDataType_t dt, int bloc
  * still `poison`, and out of place the send buffer is unchanged. sbuf/sb,
  * dbuf/db: the allocations around src and dst. 0 when clean, else 1 with a
  * message. */
-static inline int emulCheckBuffers(const char* what, int i, int inPlace, int gather, unsigned char* sbuf, size_t sb,
-                                   unsigned char* dbuf, size_t db, const void* src, const void* dst, size_t inBytes,
-                                   size_t outBytes, const unsigned char* orig, unsigned char poison) {
+static inline int emulCheckBuffers(const char* what, int i, int inPlace, int gather, unsigned char* sbuf,
+                                   size_t sb, unsigned char* dbuf, size_t db, const void* src,
+                                   const void* dst, size_t inBytes, size_t outBytes,
+                                   const unsigned char* orig, unsigned char poison) {
   int inSrc = inPlace && !gather;
   unsigned char* base = inSrc ? sbuf : dbuf;
   size_t span = inSrc ? sb : db;

@@ -3,16 +3,14 @@
  * host runner, the push and the reduce of every block of every active rank
  * executed thread after thread over host "regions" laid out as on the GPU.
  * Both protocols: raw staging (flags) and LL lines. Checks, on a machine
- * without a GPU (CI), what the hand-shake cannot fix if it is wrong: block ranges (from count and grid only), staging addresses
- * (parity of each pair epoch, slot of the source's comm rank), the push of
- * the right block to the right peer (reduce-scatter stride), 16-byte vectors
- * and the scalar tail, misaligned callers, in-place aliasing across blocks,
- * and the reduce in active-index order with the bits of relayHostReduce;
- * for LL also the line format, each line's flag (epoch and count) and the
- * zeroing of consumed lines. Every byte of every region outside the
- * expected slots must stay untouched. The GPU run of the whole protocol is gputest_oneshot.
- * Built twice (tests/gpu.cmake): with NVIDIA's 32-lane warps and with AMD's
- * 64-lane wavefront (-DRELAY_GPU_WARP=64: LL128's lanes and lines per warp).
+ * without a GPU (CI), what the hand-shake cannot fix if it is wrong: block ranges (from count and grid only),
+ * staging addresses (parity of each pair epoch, slot of the source's comm rank), the push of the right block
+ * to the right peer (reduce-scatter stride), 16-byte vectors and the scalar tail, misaligned callers,
+ * in-place aliasing across blocks, and the reduce in active-index order with the bits of relayHostReduce; for
+ * LL also the line format, each line's flag (epoch and count) and the zeroing of consumed lines. Every byte
+ * of every region outside the expected slots must stay untouched. The GPU run of the whole protocol is
+ * gputest_oneshot. Built twice (tests/gpu.cmake): with NVIDIA's 32-lane warps and with AMD's 64-lane
+ * wavefront (-DRELAY_GPU_WARP=64: LL128's lanes and lines per warp).
  */
 #define RELAY_ONESHOT_HOST_EMULATION 1
 #include "transport/nccl/oneshot.cu"
@@ -40,32 +38,36 @@ static u64 pairEpoch(int i, int j, int k) {
 
 typedef struct {
   int ll;                  /* 0 flags, 1 LL, 2 LL128 */
-  int A, rs, inPlace, mis; /* rs: blocked input (reduce-scatter, all-to-all); mis: 0 aligned, 1 src +1 element, 2 dst +1 element */
+  int A, rs, inPlace, mis; /* rs: blocked input (reduce-scatter, all-to-all); mis: 0 aligned, 1 src +1
+                              element, 2 dst +1 element */
   int gather;              /* all-gather (rs 0) / all-to-all (rs 1): contributions side by side */
   relayDataType_t dt;
   relayRedOp_t op;
   size_t count;
   int gridMode, threads, reverse;
-  int wideAtPair; /* A = 2 on the kernels compiled for 8 actives (RELAYCC_ONESHOT_WIDE) instead of the pair's */
+  int wideAtPair; /* A = 2 on the kernels compiled for 8 actives (RELAYCC_ONESHOT_WIDE) instead of the pair's
+                   */
 } ecase;
 
 static long g_cases;
 
 static int runCase(const ecase* k, int caseNo) {
   const int A = k->A;
-  const size_t c = k->count, es = relayTypeSize(k->dt), in = k->rs ? (size_t)A * c : c, out = k->gather ? (size_t)A * c : c;
+  const size_t c = k->count, es = relayTypeSize(k->dt), in = k->rs ? (size_t)A * c : c,
+               out = k->gather ? (size_t)A * c : c;
   int ranks[NR];
   for (int i = 0; i < A; i++) ranks[i] = NR - 1 - i * (NR / A);
   /* Caller buffers: [GUARD][src (in elems)][GUARD] and [GUARD][dst][GUARD]. */
   unsigned char *sbuf[NR], *dbuf[NR], *orig[NR];
   void *src[NR], *dst[NR];
   size_t sb, db;
-  if (emulSetupBuffers(A, c, k->dt, k->rs, k->gather, k->inPlace, k->mis == 1, k->mis == 2, (uint64_t)caseNo, POISON,
-                       sbuf, dbuf, orig, src, dst, &sb, &db))
+  if (emulSetupBuffers(A, c, k->dt, k->rs, k->gather, k->inPlace, k->mis == 1, k->mis == 2, (uint64_t)caseNo,
+                       POISON, sbuf, dbuf, orig, src, dst, &sb, &db))
     return 1;
   for (int r = 0; r < NR; r++) memset(region[r], POISON, L.regionBytes);
   const size_t bytes = c * es;
-  const int grid = k->gridMode == 0 ? (k->ll ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS))
+  const int grid = k->gridMode == 0
+                       ? (k->ll ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS))
                    : k->gridMode == 1 ? 1
                                       : 3;
   if (k->ll == 2 && relayOsLL128Bytes(c, grid, (int)es) > L.llSlotBytes) {
@@ -90,7 +92,8 @@ static int runCase(const ecase* k, int caseNo) {
     a[i].me = i;
     a[i].grid = grid;
     a[i].vec = (((uintptr_t)src[i] | (uintptr_t)dst[i] | (uintptr_t)(a[i].srcStride * es) |
-                 (uintptr_t)(k->gather ? c * es : 0)) & 15u) == 0;
+                 (uintptr_t)(k->gather ? c * es : 0)) &
+                15u) == 0;
     a[i].gather = k->gather;
     a[i].divisor = k->op == relayAvg ? A : 0;
     a[i].elemSize = (int)es;
@@ -109,9 +112,15 @@ static int runCase(const ecase* k, int caseNo) {
    * range another block still pushes from would show up in place. */
   char what[256];
   snprintf(what, sizeof what, "%s A=%d%s %s %s %s count=%zu %s mis=%d grid=%d threads=%d%s",
-           k->ll == 2 ? "LL128" : k->ll ? "LL" : "flags", A, pick.pair ? " (pair kernels)" : "",
-           k->gather ? (k->rs ? "A2A" : "AG") : k->rs ? "RS" : "AR", relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
-           k->mis, grid, k->threads, k->reverse ? " reverse" : "");
+           k->ll == 2 ? "LL128"
+           : k->ll    ? "LL"
+                      : "flags",
+           A, pick.pair ? " (pair kernels)" : "",
+           k->gather ? (k->rs ? "A2A" : "AG")
+           : k->rs   ? "RS"
+                     : "AR",
+           relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place", k->mis,
+           grid, k->threads, k->reverse ? " reverse" : "");
   int fail = 0;
   for (int bi = 0; bi < grid && !fail; bi++) {
     int b = k->reverse ? grid - 1 - bi : bi;
@@ -120,8 +129,8 @@ static int runCase(const ecase* k, int caseNo) {
     for (int i = 0; i < A && !fail; i++)
       for (int t = 0; t < k->threads && !fail; t++)
         if (!run(a[i], ep[i], b, t, k->threads, 1)) {
-          printf("FAIL %s: active %d block %d thread %d found an LL line not pushed (or with another flag)\n", what, i,
-                 b, t);
+          printf("FAIL %s: active %d block %d thread %d found an LL line not pushed (or with another flag)\n",
+                 what, i, b, t);
           fail = 1;
         }
   }
@@ -141,21 +150,23 @@ static int runCase(const ecase* k, int caseNo) {
           relayOsRange(c, grid, (int)es, b, &lo, &hi);
           if (hi <= lo) continue;
           u64 nl = ((hi - lo) * es + RELAY_OS_LL128_DATA - 1) / RELAY_OS_LL128_DATA;
-          memset(want + relayOsLLOff(&L, par, ranks[s]) + (u64)b * relayOsLL128Lines(c, grid, (int)es) * 128, 0,
-                 nl * 128);
+          memset(want + relayOsLLOff(&L, par, ranks[s]) + (u64)b * relayOsLL128Lines(c, grid, (int)es) * 128,
+                 0, nl * 128);
         }
-      } else if (k->ll)
-        memset(want + relayOsLLOff(&L, par, ranks[s]), 0, (bytes + 7) / 8 * 16);
+      } else if (k->ll) memset(want + relayOsLLOff(&L, par, ranks[s]), 0, (bytes + 7) / 8 * 16);
       else
-        memcpy(want + relayOsStagingOff(&L, par, ranks[s]), orig[s] + (k->rs ? (size_t)o * c * es : 0), bytes);
+        memcpy(want + relayOsStagingOff(&L, par, ranks[s]), orig[s] + (k->rs ? (size_t)o * c * es : 0),
+               bytes);
     }
     if (memcmp(want, region[ranks[o]], L.regionBytes) != 0) {
       size_t x = 0;
       while (want[x] == region[ranks[o]][x]) x++;
-      printf("FAIL %s: region of active %d (rank %d) differs at byte %zu (staging at %llu, slot %llu; LL at %llu, "
-             "slot %llu)\n",
-             what, o, ranks[o], x, (unsigned long long)L.stagingOff, (unsigned long long)L.slotBytes,
-             (unsigned long long)L.llOff, (unsigned long long)L.llSlotBytes);
+      printf(
+          "FAIL %s: region of active %d (rank %d) differs at byte %zu (staging at %llu, slot %llu; LL at "
+          "%llu, "
+          "slot %llu)\n",
+          what, o, ranks[o], x, (unsigned long long)L.stagingOff, (unsigned long long)L.slotBytes,
+          (unsigned long long)L.llOff, (unsigned long long)L.llSlotBytes);
       fail = 1;
     }
   }
@@ -168,8 +179,7 @@ static int runCase(const ecase* k, int caseNo) {
     for (int j = 0; j < A; j++) srcs[j] = orig[j] + (k->rs ? (size_t)i * c * es : 0);
     if (k->gather)
       for (int j = 0; j < A; j++) memcpy(exp + (size_t)j * bytes, srcs[j], bytes);
-    else
-      relayHostReduce(exp, srcs, A, c, k->dt, k->op, k->op == relayAvg ? A : 0);
+    else relayHostReduce(exp, srcs, A, c, k->dt, k->op, k->op == relayAvg ? A : 0);
     if (memcmp(exp, dst[i], out * es) != 0) {
       size_t e = 0;
       while (memcmp(exp + e * es, (char*)dst[i] + e * es, es) == 0) e++;
@@ -177,8 +187,8 @@ static int runCase(const ecase* k, int caseNo) {
       fail = 1;
       break;
     }
-    fail = emulCheckBuffers(what, i, k->inPlace, k->gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es, out * es,
-                            orig[i], POISON);
+    fail = emulCheckBuffers(what, i, k->inPlace, k->gather, sbuf[i], sb, dbuf[i], db, src[i], dst[i], in * es,
+                            out * es, orig[i], POISON);
   }
   free(exp);
   for (int i = 0; i < A; i++) {
@@ -196,9 +206,10 @@ int main() {
     if (posix_memalign((void**)&region[r], 256, L.regionBytes)) return 1;
   /* The layout itself: slots inside the region, nothing overlapping. */
   if (L.countsOff < L.flagsOff + 2 * NR * RELAY_OS_MAX_BLOCKS * 8 || L.stagingOff % 256 ||
-      L.llEpochsOff < L.stagingOff + 2 * NR * L.slotBytes || L.llOff < L.llEpochsOff + NR * RELAY_OS_MAX_BLOCKS * 8 ||
-      L.llSlotBytes < 2 * L.llCap + 16 || L.sentinelOff < L.llOff + 2 * NR * L.llSlotBytes ||
-      L.regionBytes < L.sentinelOff + 8 || L.llCap < (size_t)MAXC * 8) {
+      L.llEpochsOff < L.stagingOff + 2 * NR * L.slotBytes ||
+      L.llOff < L.llEpochsOff + NR * RELAY_OS_MAX_BLOCKS * 8 || L.llSlotBytes < 2 * L.llCap + 16 ||
+      L.sentinelOff < L.llOff + 2 * NR * L.llSlotBytes || L.regionBytes < L.sentinelOff + 8 ||
+      L.llCap < (size_t)MAXC * 8) {
     printf("FAIL: layout overlaps\n");
     return 1;
   }
@@ -213,7 +224,8 @@ int main() {
           relayRedOp_t op = riOps[oi];
           /* Every dtype x op at A = 2 and 8; A = 3 and 5 on fp32/bf16 sum/avg. */
           int wide = As[ai] == 2 || As[ai] == 8;
-          if (!wide && !((dt == relayFloat32 || dt == relayBfloat16) && (op == relaySum || op == relayAvg))) continue;
+          if (!wide && !((dt == relayFloat32 || dt == relayBfloat16) && (op == relaySum || op == relayAvg)))
+            continue;
           for (int ci = 0; ci < 5; ci++)
             for (int mode = 0; mode < 12; mode++) {
               ecase k;
@@ -228,9 +240,9 @@ int main() {
               k.mis = mode % 4 == 1 ? 1 : mode % 4 == 2 ? 2 : 0;
               k.gridMode = caseNo % 3;
               /* LL128 needs whole warps: one or two warps stand in for 7. */
-              k.threads = caseNo % 5 == 0   ? (k.ll == 2 ? RELAY_GPU_WARP : 7)
+              k.threads = caseNo % 5 == 0                ? (k.ll == 2 ? RELAY_GPU_WARP : 7)
                           : caseNo % 5 == 1 && k.ll == 2 ? 2 * RELAY_GPU_WARP
-                                                          : 256;
+                                                         : 256;
               k.reverse = (caseNo / 3) % 2;
               k.wideAtPair = k.A == 2 && (caseNo / 7) % 2; /* half the A = 2 cases, across every other knob */
               if (runCase(&k, caseNo++)) return 1;
@@ -242,9 +254,10 @@ int main() {
               if (runCase(&k, caseNo++)) return 1;
             }
         }
-  printf("PASS: %ld emulated one-shot calls (push + reduce of every block, %d-lane warps) match "
-         "relayHostReduce\n",
-         g_cases, RELAY_GPU_WARP);
+  printf(
+      "PASS: %ld emulated one-shot calls (push + reduce of every block, %d-lane warps) match "
+      "relayHostReduce\n",
+      g_cases, RELAY_GPU_WARP);
   for (int r = 0; r < NR; r++) free(region[r]);
   return 0;
 }

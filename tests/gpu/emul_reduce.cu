@@ -54,7 +54,8 @@ int main() {
             for (int g = 0; g < 3; g++) {
               if (g > 0) { /* dst was overwritten (aliased: an input too): redo the inputs */
                 for (int s = 0; s < k; s++)
-                  riFill((void*)srcs[s], n, dt, (uint64_t)(s + 1) * 7919u + n * 31u + (uint64_t)dt * 131u + (uint64_t)op);
+                  riFill((void*)srcs[s], n, dt,
+                         (uint64_t)(s + 1) * 7919u + n * 31u + (uint64_t)dt * 131u + (uint64_t)op);
               }
               int maxBlocks = g == 0 ? 1 : g == 1 ? 3 : 2;
               Impl impl;
@@ -75,14 +76,16 @@ int main() {
                 unsigned long long gv = 0, wv = 0;
                 memcpy(&gv, dst + i * es, es);
                 memcpy(&wv, want + i * es, es);
-                printf("FAIL %s %s k=%d n=%zu %s divisor=%d threads=%zu: element %zu: kernel code 0x%llx, host 0x%llx\n",
-                       relayTypeName(dt), relayOpName(op), k, n, modes[m], divisor, threads, i, gv, wv);
+                printf(
+                    "FAIL %s %s k=%d n=%zu %s divisor=%d threads=%zu: element %zu: kernel code 0x%llx, host "
+                    "0x%llx\n",
+                    relayTypeName(dt), relayOpName(op), k, n, modes[m], divisor, threads, i, gv, wv);
                 return 1;
               }
               for (int b = 0; b < GUARD; b++)
                 if ((unsigned char)dst[-1 - b] != 0xCD || (unsigned char)dst[n * es + (size_t)b] != 0xCD) {
-                  printf("FAIL %s %s k=%d n=%zu %s: wrote outside dst\n", relayTypeName(dt), relayOpName(op), k, n,
-                         modes[m]);
+                  printf("FAIL %s %s k=%d n=%zu %s: wrote outside dst\n", relayTypeName(dt), relayOpName(op),
+                         k, n, modes[m]);
                   return 1;
                 }
               cases++;

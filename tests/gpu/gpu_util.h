@@ -55,27 +55,27 @@ static inline void gpuLog(const char* fmt, ...) {
 }
 
 /* Fail this process (a rank or the test) with a message in both places. */
-#define G_CHECK(cond, ...)                                                  \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      char g_msg_[1024];                                                    \
-      snprintf(g_msg_, sizeof g_msg_, __VA_ARGS__);                         \
-      gpuLog("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #cond, g_msg_);      \
-      exit(1);                                                              \
-    }                                                                       \
+#define G_CHECK(cond, ...)                                             \
+  do {                                                                 \
+    if (!(cond)) {                                                     \
+      char g_msg_[1024];                                               \
+      snprintf(g_msg_, sizeof g_msg_, __VA_ARGS__);                    \
+      gpuLog("FAIL %s:%d: %s: %s", __FILE__, __LINE__, #cond, g_msg_); \
+      exit(1);                                                         \
+    }                                                                  \
   } while (0)
 
-#define G_CUDA(call)                                                                            \
-  do {                                                                                          \
-    cudaError_t g_e_ = (call);                                                                  \
+#define G_CUDA(call)                                                                                        \
+  do {                                                                                                      \
+    cudaError_t g_e_ = (call);                                                                              \
     G_CHECK(g_e_ == cudaSuccess, "%s -> %s (%s)", #call, cudaGetErrorName(g_e_), cudaGetErrorString(g_e_)); \
   } while (0)
 
-#define G_RELAY(comm, call)                                                                      \
-  do {                                                                                           \
-    relayResult_t g_r_ = (call);                                                                 \
-    G_CHECK(g_r_ == relaySuccess, "%s -> %s: %s", #call, relayGetErrorString(g_r_),              \
-            relayGetLastError(comm));                                                            \
+#define G_RELAY(comm, call)                                                         \
+  do {                                                                              \
+    relayResult_t g_r_ = (call);                                                    \
+    G_CHECK(g_r_ == relaySuccess, "%s -> %s: %s", #call, relayGetErrorString(g_r_), \
+            relayGetLastError(comm));                                               \
   } while (0)
 
 static inline double gpuNow(void) {
@@ -128,17 +128,18 @@ static inline int gpuTestRanks(const char* prog, int minRanks, int maxRanks) {
   int n = want > 0 ? (int)want : g_gpuCount;
   if (n > maxRanks) n = maxRanks;
   if (g_gpuCount < 1 || n < minRanks) {
-    gpuLog("SKIP: %s: %d GPU(s) visible and %d ranks; needs %d ranks (RELAYCC_GPUTEST_RANKS=%d runs them on the "
-           "GPUs there are)",
-           prog, g_gpuCount, n, minRanks, minRanks);
+    gpuLog(
+        "SKIP: %s: %d GPU(s) visible and %d ranks; needs %d ranks (RELAYCC_GPUTEST_RANKS=%d runs them on the "
+        "GPUs there are)",
+        prog, g_gpuCount, n, minRanks, minRanks);
     return 0;
   }
   if (relayRanksShareGpus(n, g_gpuCount))
     gpuLog("%s: %d ranks on %d GPU(s), rank r on GPU r %% %d (%s; MPS %s): every timing here is %s", prog, n,
-           g_gpuCount, g_gpuCount, getenv("NCCL_MULTI_RANK_GPU_ENABLE") ? "NCCL multi-rank mode" : "NCCL_HOSTID per rank",
+           g_gpuCount, g_gpuCount,
+           getenv("NCCL_MULTI_RANK_GPU_ENABLE") ? "NCCL multi-rank mode" : "NCCL_HOSTID per rank",
            getenv("CUDA_MPS_PIPE_DIRECTORY") ? "on" : "off", RELAY_SHARED_GPU_NOTE);
-  else
-    gpuLog("%s: %d ranks, one per GPU", prog, n);
+  else gpuLog("%s: %d ranks, one per GPU", prog, n);
   return n;
 }
 

@@ -93,11 +93,14 @@ typedef struct {
   size_t count;
 } case_t;
 
-static int isBlocked(int coll) { return coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll; }
+static int isBlocked(int coll) {
+  return coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
+}
 static int isGather(int coll) { return coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll; }
 
 /* The launch arguments of one call of rank R (buffers given). */
-static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint64_t timeoutNs, relayBwArgs* w) {
+static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint64_t timeoutNs,
+                   relayBwArgs* w) {
   size_t es = relayTypeSize(k->dt), c = k->count;
   memset(w, 0, sizeof *w);
   relayOsArgs* a = &w->os;
@@ -114,7 +117,8 @@ static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint6
   a->me = R->rank;
   a->grid = RELAY_BW_BLOCKS;
   a->vec = (((uintptr_t)send | (uintptr_t)recv | (uintptr_t)(a->srcStride * es) |
-             (uintptr_t)(isGather(k->coll) ? c * es : 0)) & 15u) == 0;
+             (uintptr_t)(isGather(k->coll) ? c * es : 0)) &
+            15u) == 0;
   a->gather = isGather(k->coll);
   a->divisor = relayCollReduces((relayCollective_t)k->coll) && k->op == relayAvg ? NR : 0;
   a->elemSize = (int)es;
@@ -131,7 +135,8 @@ static void argsOf(rk_t* R, const case_t* k, const void* send, void* recv, uint6
   }
 }
 
-static void launch(rk_t* R, const case_t* k, const void* send, void* recv, cudaStream_t s, uint64_t timeoutNs) {
+static void launch(rk_t* R, const case_t* k, const void* send, void* recv, cudaStream_t s,
+                   uint64_t timeoutNs) {
   relayBwArgs w;
   argsOf(R, k, send, recv, timeoutNs, &w);
   relayRedOp_t op = isGather(k->coll) ? relaySum : k->op;
@@ -162,8 +167,7 @@ static void expectOut(rk_t* R, const case_t* k, uint64_t call) {
   }
   if (isGather(k->coll))
     for (int i = 0; i < NR; i++) memcpy(R->hWant + (size_t)i * c * es, srcs[i], c * es);
-  else
-    relayHostReduce(R->hWant, srcs, NR, c, k->dt, k->op, k->op == relayAvg ? NR : 0);
+  else relayHostReduce(R->hWant, srcs, NR, c, k->dt, k->op, k->op == relayAvg ? NR : 0);
 }
 
 static void checkErrWord(rk_t* R, const char* what) {
@@ -176,10 +180,11 @@ static void checkErrWord(rk_t* R, const char* what) {
 static void runCase(rk_t* R, const case_t* k, uint64_t call, int skewRank) {
   size_t es = relayTypeSize(k->dt), c = k->count, in = inElems(k), out = outElems(k);
   size_t off = (size_t)k->off * es;
-  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce", "all-to-all"};
+  static const char* const names[RELAY_NUM_LAYOUT_COLLS] = {"all-gather", "reduce-scatter", "all-reduce",
+                                                            "all-to-all"};
   char what[256];
-  snprintf(what, sizeof what, "call %llu %s%s %s %s count=%zu %s off=%d", (unsigned long long)call, names[k->coll],
-           k->twoShot ? " two-shot" : "", relayTypeName(k->dt), relayOpName(k->op), c,
+  snprintf(what, sizeof what, "call %llu %s%s %s %s count=%zu %s off=%d", (unsigned long long)call,
+           names[k->coll], k->twoShot ? " two-shot" : "", relayTypeName(k->dt), relayOpName(k->op), c,
            k->inPlace ? "in-place" : "out-of-place", k->off);
   riFill(R->hIn, in, k->dt, seedOf(call, R->rank));
   G_CUDA(cudaMemsetAsync(R->dRecv, POISON, R->pool, R->s));
@@ -207,7 +212,8 @@ static void runCase(rk_t* R, const case_t* k, uint64_t call, int skewRank) {
   gpuWait(R->s, WAIT_S, what);
   checkErrWord(R, what);
   G_CUDA(cudaMemcpy(R->hOut, R->dRecv, 2 * GUARD + off + span, cudaMemcpyDeviceToHost));
-  for (size_t b = 0; b < GUARD + off; b++) G_CHECK(R->hOut[b] == POISON, "%s: byte -%zu written", what, GUARD + off - b);
+  for (size_t b = 0; b < GUARD + off; b++)
+    G_CHECK(R->hOut[b] == POISON, "%s: byte -%zu written", what, GUARD + off - b);
   for (size_t b = 0; b < GUARD; b++)
     G_CHECK(R->hOut[GUARD + off + span + b] == POISON, "%s: byte +%zu past the buffer written", what, b);
   expectOut(R, k, call);
@@ -245,7 +251,8 @@ static void backToBack(rk_t* R) {
   riFill(R->hIn, c, k.dt, seedOf(777, R->rank));
   G_CUDA(cudaMemcpy(R->dSend, R->hIn, c * es, cudaMemcpyHostToDevice));
   G_RELAY(R->host, relayCommBarrier(R->host));
-  for (int i = 0; i < 200; i++) launch(R, &k, R->dSend, R->dRecv + (size_t)(i % 10) * c * es, R->s, 30ull * 1000000000ull);
+  for (int i = 0; i < 200; i++)
+    launch(R, &k, R->dSend, R->dRecv + (size_t)(i % 10) * c * es, R->s, 30ull * 1000000000ull);
   gpuWait(R->s, WAIT_S, "b2b");
   checkErrWord(R, "b2b");
   expectOut(R, &k, 777);
@@ -353,19 +360,22 @@ static void guestLate(rk_t* R, const char* job) {
   }
   if (!set) {
     checkErrWord(R, "guest late, no deadline");
-    G_CHECK(R->rank == 1 || dt >= GUEST_LATE_S - 1, "guest late: rank 0 finished after %.1f s, before its peer came",
-            dt);
+    G_CHECK(R->rank == 1 || dt >= GUEST_LATE_S - 1,
+            "guest late: rank 0 finished after %.1f s, before its peer came", dt);
   } else if (R->rank == 0) {
     G_CHECK(relayOsErrCode(e) == RELAY_OS_ERR_FLAG && relayOsErrPeer(e) == 1 && dt < 30.0,
-            "guest late, RELAYCC_TIMEOUT_MS=%s: rank 0's error word %#llx (code %u, peer %u) after %.1f s, want code "
-            "%u naming rank 1", getenv("RELAYCC_TIMEOUT_MS"), (unsigned long long)e, relayOsErrCode(e),
-            relayOsErrPeer(e), dt, RELAY_OS_ERR_FLAG);
+            "guest late, RELAYCC_TIMEOUT_MS=%s: rank 0's error word %#llx (code %u, peer %u) after %.1f s, "
+            "want code "
+            "%u naming rank 1",
+            getenv("RELAYCC_TIMEOUT_MS"), (unsigned long long)e, relayOsErrCode(e), relayOsErrPeer(e), dt,
+            RELAY_OS_ERR_FLAG);
   } else {
-    G_CHECK(right || relayOsErrCode(e) == RELAY_OS_ERR_REMOTE, "guest late: rank 1's error word %#llx (code %u)",
-            (unsigned long long)e, relayOsErrCode(e));
+    G_CHECK(right || relayOsErrCode(e) == RELAY_OS_ERR_REMOTE,
+            "guest late: rank 1's error word %#llx (code %u)", (unsigned long long)e, relayOsErrCode(e));
   }
-  gpuLog("ok: guest late (RELAYCC_TIMEOUT_MS %s): rank %d after %.1f s: %s", set ? getenv("RELAYCC_TIMEOUT_MS") : "unset",
-         R->rank, dt, right ? "the right sum" : "the error word set");
+  gpuLog("ok: guest late (RELAYCC_TIMEOUT_MS %s): rank %d after %.1f s: %s",
+         set ? getenv("RELAYCC_TIMEOUT_MS") : "unset", R->rank, dt,
+         right ? "the right sum" : "the error word set");
   G_RELAY(R->host, relayCommBarrier(R->host));
 }
 
@@ -397,7 +407,8 @@ static void movers(rk_t* R) {
   cudaEvent_t e0, e1;
   G_CUDA(cudaEventCreate(&e0));
   G_CUDA(cudaEventCreate(&e1));
-  for (int coll = relayCollectiveAllGather; coll <= relayCollectiveAllToAll; coll += relayCollectiveAllToAll) {
+  for (int coll = relayCollectiveAllGather; coll <= relayCollectiveAllToAll;
+       coll += relayCollectiveAllToAll) {
     for (size_t mib = 1; mib <= 64; mib *= 4) {
       float best[3] = {1e30f, 1e30f, 1e30f};
       case_t k = {coll, 0, 0, 0, relayBfloat16, relaySum, mib * (1u << 20) / 2 / (isBlocked(coll) ? NR : 1)};
@@ -417,8 +428,8 @@ static void movers(rk_t* R) {
       }
       if (R->rank == 0)
         gpuLog("movers: %s bf16 %zu MiB per rank: sm %.1f us, ce %.1f us (ce/sm %.2f)",
-               coll == relayCollectiveAllGather ? "all-gather" : "all-to-all", mib, best[1] * 1e3, best[2] * 1e3,
-               best[2] / best[1]);
+               coll == relayCollectiveAllGather ? "all-gather" : "all-to-all", mib, best[1] * 1e3,
+               best[2] * 1e3, best[2] / best[1]);
     }
   }
   G_CUDA(cudaEventDestroy(e0));
@@ -535,13 +546,29 @@ static int runGuest(void) {
 }
 
 static const tCase kCases[] = {
-    {.name = "all", .fn = runBw, .ctest = "gpu_bw", .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP,
+    {.name = "all",
+     .fn = runBw,
+     .ctest = "gpu_bw",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
      .serial = 1},
     /* ~95 s each: rank 1 is 90 s late. */
-    {.name = "guest_late", .fn = runGuest, .ctest = "gpu_bw_guest_late", .labels = "gpu", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "guest_late_env", .fn = runGuest, .ctest = "gpu_bw_guest_late_env", .labels = "gpu", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1, .env = "RELAYCC_TIMEOUT_MS=1000"},
+    {.name = "guest_late",
+     .fn = runGuest,
+     .ctest = "gpu_bw_guest_late",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "guest_late_env",
+     .fn = runGuest,
+     .ctest = "gpu_bw_guest_late_env",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1,
+     .env = "RELAYCC_TIMEOUT_MS=1000"},
     {.name = "movers", .fn = runMovers, .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .manual = 1},
 };
 

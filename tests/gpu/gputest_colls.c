@@ -37,7 +37,7 @@
 #include "relaycc_nccl.h"
 #include "tool_env.h"
 
-#define GUARD 256          /* bytes poisoned before and after every buffer */
+#define GUARD 256 /* bytes poisoned before and after every buffer */
 #define POISON 0xA5
 #define BIG_COUNT ((1u << 20) + 3)
 #define HUGE_BYTES ((size_t)256 << 20)
@@ -47,11 +47,11 @@ static const char* kCollNames[4] = {"allgather", "reducescatter", "allreduce", "
 enum { AG = 0, RS = 1, AR = 2, A2A = 3 };
 
 typedef struct {
-  int small;       /* the sanitizer's sweep: one layout, a few cases, the direct route */
-  int huge;        /* the large cases after the first route's sweep */
-  int wrapped;     /* the case of a user's NCCL comm (relayCommInitNccl) */
+  int small;          /* the sanitizer's sweep: one layout, a few cases, the direct route */
+  int huge;           /* the large cases after the first route's sweep */
+  int wrapped;        /* the case of a user's NCCL comm (relayCommInitNccl) */
   const char* routes; /* the row's routes: names of kRoutes, comma separated */
-  int sharesGpu;   /* ranks share GPUs: NCCL over loopback sockets, large cases sized for it */
+  int sharesGpu;      /* ranks share GPUs: NCCL over loopback sockets, large cases sized for it */
   char job[128];
 } opts_t;
 
@@ -182,15 +182,22 @@ static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
   for (size_t b = 0; b < GUARD + off; b++)
     G_CHECK(R->hRecv[b] == POISON, "%s: byte %zu before the buffer was written", what, GUARD + off - b);
   for (size_t b = 0; b < GUARD; b++)
-    G_CHECK(R->hRecv[GUARD + off + regionBytes + b] == POISON, "%s: byte %zu past the buffer was written", what, b);
+    G_CHECK(R->hRecv[GUARD + off + regionBytes + b] == POISON, "%s: byte %zu past the buffer was written",
+            what, b);
   const unsigned char* got = R->hRecv + GUARD + off + (size_t)((char*)recv - (R->dRecv + GUARD + off));
   unsigned char want[8];
   for (size_t e = 0; e < recvElems; e++) {
     const unsigned char* p = got + e * es;
     int ok;
     switch (c->coll) {
-      case AG: ccMovePattern(want, c->dt, g, (int)(e / count), 0, e % count, 0); ok = !memcmp(p, want, es); break;
-      case A2A: ccMovePattern(want, c->dt, g, (int)(e / count), idx, e % count, 0); ok = !memcmp(p, want, es); break;
+      case AG:
+        ccMovePattern(want, c->dt, g, (int)(e / count), 0, e % count, 0);
+        ok = !memcmp(p, want, es);
+        break;
+      case A2A:
+        ccMovePattern(want, c->dt, g, (int)(e / count), idx, e % count, 0);
+        ok = !memcmp(p, want, es);
+        break;
       default: {
         ccReduceRef(want, c->dt, c->op, A, g, c->coll == RS ? idx : 0, e, 0);
         ok = !memcmp(p, want, es);
@@ -203,8 +210,8 @@ static void runCase(rank_t* R, const layout_t* L, const case_t* c) {
       unsigned long long gv = 0, wv = 0;
       memcpy(&gv, p, es);
       memcpy(&wv, want, es);
-      G_CHECK(0, "%s: group %d active %d: element %zu of %zu: got 0x%llx, want 0x%llx", what, g, idx, e, recvElems,
-              gv, wv);
+      G_CHECK(0, "%s: group %d active %d: element %zu of %zu: got 0x%llx, want 0x%llx", what, g, idx, e,
+              recvElems, gv, wv);
     }
   }
   /* In place, the rest of the region (RS: the other blocks of send) is the
@@ -365,8 +372,8 @@ static int rankMain(int rank, int nranks, void* arg) {
     int route;
     int check;
     int depth;
-  } kRoutes[] = {{"direct", relayRouteDirect, 0, 0}, {"relay", relayRouteRelay, 1, 0},
-                 {"relay-d2", relayRouteRelay, 0, 2}, {"relay-d8", relayRouteRelay, 0, 8},
+  } kRoutes[] = {{"direct", relayRouteDirect, 0, 0},   {"relay", relayRouteRelay, 1, 0},
+                 {"relay-d2", relayRouteRelay, 0, 2},  {"relay-d8", relayRouteRelay, 0, 8},
                  {"oneshot", relayRouteOneShot, 0, 0}, {"bw", relayRouteBw, 0, 0},
                  {"auto", relayRouteAuto, 0, 0}};
   int first = 1;
@@ -469,18 +476,54 @@ static const opts_t kOneShotBw = {.routes = "oneshot,bw"};
 static const opts_t kAuto = {.routes = "auto", .wrapped = 1};
 static const opts_t kSmall = {.routes = "direct", .small = 1};
 static const tCase kCases[] = {
-    {.name = "direct", .run = runColls, .arg = (void*)&kDirect, .ctest = "gpu_colls_direct", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "relay", .run = runColls, .arg = (void*)&kRelay, .ctest = "gpu_colls_relay", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "relay_depths", .run = runColls, .arg = (void*)&kRelayDepths, .ctest = "gpu_colls_relay_depths",
-     .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "oneshot_bw", .run = runColls, .arg = (void*)&kOneShotBw, .ctest = "gpu_colls_oneshot_bw",
-     .labels = "gpu", .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "auto", .run = runColls, .arg = (void*)&kAuto, .ctest = "gpu_colls_auto", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "small", .run = runColls, .arg = (void*)&kSmall, .ctest = "gpu_sanitize_colls", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1,
+    {.name = "direct",
+     .run = runColls,
+     .arg = (void*)&kDirect,
+     .ctest = "gpu_colls_direct",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "relay",
+     .run = runColls,
+     .arg = (void*)&kRelay,
+     .ctest = "gpu_colls_relay",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "relay_depths",
+     .run = runColls,
+     .arg = (void*)&kRelayDepths,
+     .ctest = "gpu_colls_relay_depths",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "oneshot_bw",
+     .run = runColls,
+     .arg = (void*)&kOneShotBw,
+     .ctest = "gpu_colls_oneshot_bw",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "auto",
+     .run = runColls,
+     .arg = (void*)&kAuto,
+     .ctest = "gpu_colls_auto",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "small",
+     .run = runColls,
+     .arg = (void*)&kSmall,
+     .ctest = "gpu_sanitize_colls",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1,
      .wrap = "@COMPUTE_SANITIZER@ --error-exitcode 1 --target-processes all --report-api-errors no"},
 };
 

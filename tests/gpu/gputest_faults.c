@@ -52,8 +52,8 @@
 #include "relaycc_nccl.h"
 
 #define NRANKS 8
-#define MARGIN_S 10.0     /* beyond twice the deadline: time-sliced ranks, NCCL's socket teardown */
-#define SLACK_S 5.0       /* past the limit before a survivor calls it a hang */
+#define MARGIN_S 10.0 /* beyond twice the deadline: time-sliced ranks, NCCL's socket teardown */
+#define SLACK_S 5.0   /* past the limit before a survivor calls it a hang */
 #define ABORT_LIMIT_S 30.0
 
 typedef struct {
@@ -62,32 +62,32 @@ typedef struct {
   int A;
   int actives[NRANKS];
   int victim;
-  int killCall;     /* the victim dies in this call (calls before it are verified) */
-  int killDelayMs;  /* ... this long after every rank enqueued it (its data flowing) */
-  size_t count;     /* per active: all-gather send count, all-reduce count */
-  int timeoutMs;    /* the comm's deadline once it is up (init runs on 60 s) */
-  int colls[2];     /* alternated */
+  int killCall;    /* the victim dies in this call (calls before it are verified) */
+  int killDelayMs; /* ... this long after every rank enqueued it (its data flowing) */
+  size_t count;    /* per active: all-gather send count, all-reduce count */
+  int timeoutMs;   /* the comm's deadline once it is up (init runs on 60 s) */
+  int colls[2];    /* alternated */
   int nColls;
-  int needStep;     /* the text must name the step (the relay's errors arise in a plan step) */
+  int needStep; /* the text must name the step (the relay's errors arise in a plan step) */
 } faultCfg;
 
 /* One rank's verdict, written by the rank before it returns. */
 typedef struct {
-  int done;           /* 1: filled in */
-  int res;            /* the first error */
-  int via;            /* 0 the call's return, 1 relayCommAsyncError, 2 the next call while one still ran */
-  int call;           /* the call it came in */
-  double detectS;     /* from the victim's death */
-  double abortS;      /* relayCommAbort */
+  int done;       /* 1: filled in */
+  int res;        /* the first error */
+  int via;        /* 0 the call's return, 1 relayCommAsyncError, 2 the next call while one still ran */
+  int call;       /* the call it came in */
+  double detectS; /* from the victim's death */
+  double abortS;  /* relayCommAbort */
   int abortRes;
-  char text[640];     /* relayGetLastError */
+  char text[640]; /* relayGetLastError */
 } rankVerdict;
 
 /* Shared by every rank (MAP_SHARED, mapped before the fork). */
 typedef struct {
-  int64_t killAtNs;  /* the victim's CLOCK_MONOTONIC at its death; 0 before */
+  int64_t killAtNs; /* the victim's CLOCK_MONOTONIC at its death; 0 before */
   int killCall;
-  int inFlight;      /* the victim's stream was busy when it died */
+  int inFlight;        /* the victim's stream was busy when it died */
   int entered[NRANKS]; /* the last call each rank enqueued */
   rankVerdict v[NRANKS];
 } faultShared;
@@ -326,9 +326,10 @@ static int faultRank(int rank, int nranks, void* arg) {
     }
     if (w == 2) {
       double k = killAt(sh);
-      gpuLog("HANG: call %d (%s): no error from relaycc %.1f s after rank %d died (limit %.0f s): the "
-             "stream is still busy and relayCommAsyncError reports nothing",
-             call, what, gpuNow() - k, F->victim, limitS(F));
+      gpuLog(
+          "HANG: call %d (%s): no error from relaycc %.1f s after rank %d died (limit %.0f s): the "
+          "stream is still busy and relayCommAsyncError reports nothing",
+          call, what, gpuNow() - k, F->victim, limitS(F));
       relayResult_t b = relayCommBarrier(R.comm);
       gpuLog("probe: relayCommBarrier (the control plane) -> %s: %s", relayGetErrorString(b),
              b == relaySuccess ? "" : relayGetLastError(R.comm));
@@ -354,8 +355,8 @@ static int faultRank(int rank, int nranks, void* arg) {
   V->call = call;
   V->detectS = k > 0 ? errAt - k : -1;
   snprintf(V->text, sizeof V->text, "%s", text);
-  gpuLog("error after %.2f s (call %d, from %s): %s: %s", V->detectS, call,
-         kVia[via], relayGetErrorString(res), text);
+  gpuLog("error after %.2f s (call %d, from %s): %s: %s", V->detectS, call, kVia[via],
+         relayGetErrorString(res), text);
 
   /* Destroying the comm must return, and its kernels must end. */
   V->abortRes = abortBounded(R.comm, &V->abortS);
@@ -372,8 +373,10 @@ static int faultRank(int rank, int nranks, void* arg) {
   G_CHECK(k > 0, "an error (%s) before rank %d died: %s", relayGetErrorString(res), F->victim, text);
   G_CHECK(res == relayRemoteError || res == relayTimeout, "got %s, want relayRemoteError or relayTimeout: %s",
           relayGetErrorString(res), via == 1 ? why : text);
-  G_CHECK(V->detectS <= limitS(F), "the error came %.2f s after rank %d died (limit %.0f s: twice the %d ms "
-          "deadline + %.0f s)", V->detectS, F->victim, limitS(F), F->timeoutMs, MARGIN_S);
+  G_CHECK(V->detectS <= limitS(F),
+          "the error came %.2f s after rank %d died (limit %.0f s: twice the %d ms "
+          "deadline + %.0f s)",
+          V->detectS, F->victim, limitS(F), F->timeoutMs, MARGIN_S);
   int named[NRANKS];
   G_CHECK(namedRanks(text, rank, nranks, named) > 0, "the error names no other rank: %s", text);
   G_CHECK(strstr(text, "call #") != NULL, "the error names no call: %s", text);
@@ -400,8 +403,9 @@ static int runFault(void* arg) {
   int n = gpuTestRanks("gputest_faults", NRANKS, NRANKS);
   if (!n) return GPU_SKIP;
   if (getenv("CUDA_MPS_PIPE_DIRECTORY"))
-    gpuLog("note: CUDA_MPS_PIPE_DIRECTORY is set: a rank killed mid-kernel can leave an MPS server undefined "
-           "(scripts/gputest.sh runs this test with the daemon stopped)");
+    gpuLog(
+        "note: CUDA_MPS_PIPE_DIRECTORY is set: a rank killed mid-kernel can leave an MPS server undefined "
+        "(scripts/gputest.sh runs this test with the daemon stopped)");
   faultArg fa;
   memset(&fa, 0, sizeof fa);
   fa.f = F;
@@ -409,9 +413,10 @@ static int runFault(void* arg) {
   G_CHECK(fa.sh != MAP_FAILED, "mmap of the shared page");
   memset(fa.sh, 0, sizeof *fa.sh);
   relayLaunchJobName("gf", fa.job, sizeof fa.job);
-  gpuLog("gputest_faults %s: A = %d, route %s depth %d, rank %d dies after enqueueing call %d, "
-         "deadline %d ms", F->name, F->A, relayRouteName(F->route), F->depth, F->victim, F->killCall,
-         F->timeoutMs);
+  gpuLog(
+      "gputest_faults %s: A = %d, route %s depth %d, rank %d dies after enqueueing call %d, "
+      "deadline %d ms",
+      F->name, F->A, relayRouteName(F->route), F->depth, F->victim, F->killCall, F->timeoutMs);
   double t0 = gpuNow();
   relayLaunchResult res;
   int codes[NRANKS];
@@ -433,8 +438,7 @@ static int runFault(void* arg) {
     }
     gpuLog("rank %d: exit %d; %s after %.2f s (call %d, from %s); abort %s in %.2f s: %s", r, codes[r],
            V->done ? relayGetErrorString((relayResult_t)V->res) : "no verdict", V->detectS, V->call,
-           kVia[V->via], relayGetErrorString((relayResult_t)V->abortRes),
-           V->abortS, V->text);
+           kVia[V->via], relayGetErrorString((relayResult_t)V->abortRes), V->abortS, V->text);
     if (codes[r] != 0) {
       gpuLog("FAIL: survivor rank %d exit %d (its log says why; -1000: killed by the launcher's deadline)", r,
              codes[r]);
@@ -470,22 +474,47 @@ static int runFault(void* arg) {
   return 0;
 }
 
-static const faultCfg kHelperRelay = {.name = "helper_killed_relay", .route = relayRouteRelay, .depth = 4,
-                                      .A = 2, .actives = {0, 5}, .victim = 3, .killCall = 3,
+static const faultCfg kHelperRelay = {.name = "helper_killed_relay",
+                                      .route = relayRouteRelay,
+                                      .depth = 4,
+                                      .A = 2,
+                                      .actives = {0, 5},
+                                      .victim = 3,
+                                      .killCall = 3,
                                       .killDelayMs = 10,
-                                      .count = (size_t)1 << 22, .timeoutMs = 4000,
-                                      .colls = {CC_AG, CC_AR}, .nColls = 2, .needStep = 1};
-static const faultCfg kActiveOneShot = {.name = "active_killed_oneshot", .route = relayRouteOneShot,
-                                        .depth = 0, .A = 8, .actives = {0, 1, 2, 3, 4, 5, 6, 7}, .victim = 5,
-                                        .killCall = 20, .count = 4096, .timeoutMs = 4000,
-                                        .colls = {CC_AR}, .nColls = 1};
+                                      .count = (size_t)1 << 22,
+                                      .timeoutMs = 4000,
+                                      .colls = {CC_AG, CC_AR},
+                                      .nColls = 2,
+                                      .needStep = 1};
+static const faultCfg kActiveOneShot = {.name = "active_killed_oneshot",
+                                        .route = relayRouteOneShot,
+                                        .depth = 0,
+                                        .A = 8,
+                                        .actives = {0, 1, 2, 3, 4, 5, 6, 7},
+                                        .victim = 5,
+                                        .killCall = 20,
+                                        .count = 4096,
+                                        .timeoutMs = 4000,
+                                        .colls = {CC_AR},
+                                        .nColls = 1};
 static const tCase kCases[] = {
-    {.name = "helper_killed_relay", .run = runFault, .arg = (void*)&kHelperRelay,
-     .ctest = "gpu_faults_helper_killed_relay", .labels = "gpu,nomps", .timeoutS = 300, .skipCode = GPU_SKIP,
+    {.name = "helper_killed_relay",
+     .run = runFault,
+     .arg = (void*)&kHelperRelay,
+     .ctest = "gpu_faults_helper_killed_relay",
+     .labels = "gpu,nomps",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
      .serial = 1},
-    {.name = "active_killed_oneshot", .run = runFault, .arg = (void*)&kActiveOneShot,
-     .ctest = "gpu_faults_active_killed_oneshot", .labels = "gpu,nomps", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "active_killed_oneshot",
+     .run = runFault,
+     .arg = (void*)&kActiveOneShot,
+     .ctest = "gpu_faults_active_killed_oneshot",
+     .labels = "gpu,nomps",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -31,15 +31,17 @@
 #include "gpu/gpu_util.h"
 #include "relaycc_nccl.h"
 
-#define COUNT 1003          /* odd: vector bodies and scalar tails both run */
-#define LARGE_COUNT 262147  /* ~1 MiB of floats per rank: the relay pipelines it in several chunks */
+#define COUNT 1003         /* odd: vector bodies and scalar tails both run */
+#define LARGE_COUNT 262147 /* ~1 MiB of floats per rank: the relay pipelines it in several chunks */
 #define WAIT_S 60.0
 
 enum { AG = 0, RS = 1, AR = 2, A2A = 3 };
 static const char* kColl[4] = {"allgather", "reducescatter", "allreduce", "alltoall"};
 
 /* Small integers in float: sums are exact in any order. */
-static float val(int src, int dst, int rep, size_t i) { return (float)(src * 16 + dst * 4 + (rep % 29) + (int)(i % 5)); }
+static float val(int src, int dst, int rep, size_t i) {
+  return (float)(src * 16 + dst * 4 + (rep % 29) + (int)(i % 5));
+}
 
 static size_t sendElems(int coll, int A, size_t n) { return (coll == RS || coll == A2A) ? (size_t)A * n : n; }
 static size_t recvElems(int coll, int A, size_t n) { return (coll == AG || coll == A2A) ? (size_t)A * n : n; }
@@ -80,8 +82,8 @@ typedef struct {
 } shape_t;
 
 /* Capture one call (after an optional uncaptured warm-up), replay it. */
-static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, int coll, int warm, int replays,
-                    const char* tag) {
+static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, int coll, int warm,
+                    int replays, const char* tag) {
   int A = sh->L->nActive, me = sh->me;
   relayLayout_t L = *sh->L;
   size_t sn = me >= 0 ? sendElems(coll, A, sh->count) : 0, rn = me >= 0 ? recvElems(coll, A, sh->count) : 0;
@@ -109,7 +111,8 @@ static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, i
   G_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeRelaxed));
   relayResult_t cr = call(coll, dS, dR, sh->count, &L, comm, st);
   cudaError_t ce = cudaStreamEndCapture(st, &g);
-  G_CHECK(cr == relaySuccess, "%s: captured call -> %s: %s", tag, relayGetErrorString(cr), relayGetLastError(comm));
+  G_CHECK(cr == relaySuccess, "%s: captured call -> %s: %s", tag, relayGetErrorString(cr),
+          relayGetLastError(comm));
   G_CHECK(ce == cudaSuccess, "%s: end capture: %s", tag, cudaGetErrorString(ce));
   G_CUDA(cudaGraphInstantiate(&ge, g, 0));
   int route = 0, depth = 0;
@@ -117,8 +120,8 @@ static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, i
   int routes[64];
   G_RELAY(comm, relayCommAgree(comm, &route, routes, sizeof(int)));
   for (int r = 0; r < nranks; r++)
-    G_CHECK(routes[r] == route, "%s: rank %d captured route %s, rank %d route %s", tag, rank, relayRouteName(route), r,
-            relayRouteName(routes[r]));
+    G_CHECK(routes[r] == route, "%s: rank %d captured route %s, rank %d route %s", tag, rank,
+            relayRouteName(route), r, relayRouteName(routes[r]));
   for (int rep = 1; rep <= replays; rep++) {
     if (me >= 0) {
       fill(coll, A, me, rep, sh->count, hS);
@@ -136,8 +139,8 @@ static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, i
     if (me < 0) continue;
     expect(coll, A, me, rep, sh->count, want);
     for (size_t i = 0; i < rn; i++)
-      G_CHECK(hR[i] == want[i], "%s (route %s) replay %d: element %zu = %g, want %g", tag, relayRouteName(route), rep, i,
-              (double)hR[i], (double)want[i]);
+      G_CHECK(hR[i] == want[i], "%s (route %s) replay %d: element %zu = %g, want %g", tag,
+              relayRouteName(route), rep, i, (double)hR[i], (double)want[i]);
   }
   if (rank == 0) gpuLog("%s: route %s, %d replays verified", tag, relayRouteName(route), replays);
   cudaGraphExecDestroy(ge);
@@ -151,7 +154,7 @@ static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, i
 }
 
 typedef struct {
-  int seed;     /* the seed's scenario: A = 4 of 8 */
+  int seed; /* the seed's scenario: A = 4 of 8 */
   int replays;
   int nranks;
   char job[128];
@@ -225,10 +228,21 @@ static int runSeed(int argc, char** argv) { return runGraph(&(int){1}, argc, arg
 
 /* CUDA-graph capture and verified replays per collective and route (issue 9), and the seed's scenario. */
 static const tCase kCases[] = {
-    {.name = "all", .main = runAll, .ctest = "gpu_graph", .labels = "gpu", .timeoutS = 600,
-     .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "seed", .main = runSeed, .ctest = "gpu_graph_seed", .labels = "gpu", .timeoutS = 600,
-     .skipCode = GPU_SKIP, .serial = 1, .args = "100"},
+    {.name = "all",
+     .main = runAll,
+     .ctest = "gpu_graph",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "seed",
+     .main = runSeed,
+     .ctest = "gpu_graph_seed",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1,
+     .args = "100"},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

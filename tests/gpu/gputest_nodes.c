@@ -36,8 +36,8 @@
 #define BIG_COUNT ((1u << 20) + 3)
 
 typedef struct {
-  int route;        /* forced route, or relayRouteAuto */
-  int nodeIdEnv;    /* 1: each rank sets RELAYCC_NODE_ID = rank / 4; 0: the row's RELAYCC_SHM_NODES=2 */
+  int route;     /* forced route, or relayRouteAuto */
+  int nodeIdEnv; /* 1: each rank sets RELAYCC_NODE_ID = rank / 4; 0: the row's RELAYCC_SHM_NODES=2 */
   char job[128];
 } nodesOpts;
 
@@ -123,7 +123,11 @@ static void sweep(ccRank* R, const nodesOpts* o, const ccLayout* layouts, int nL
             /* A root outside the set has no in-place form. */
             if (ip && ccIsRooted(coll) && !inSet(L, roots[ri])) continue;
             for (int ci = 0; ci < nCounts; ci++) {
-              ccCase c = {.coll = coll, .dt = kTypes[ti], .op = relaySum, .inPlace = ip, .count = kCounts[ci],
+              ccCase c = {.coll = coll,
+                          .dt = kTypes[ti],
+                          .op = relaySum,
+                          .inPlace = ip,
+                          .count = kCounts[ci],
                           .root = roots[ri]};
               ccRunCase(R, L, &c);
               checkRoute(R, o, L, &c, ti == 0 && ip == 0 && ci == nCounts - 1 && ri == 0);
@@ -169,8 +173,8 @@ static int rankMain(int rank, int nranks, void* arg) {
   G_CHECK(c->nodeOf != NULL, "the comm has no node map");
   for (int r = 0; r < nranks; r++)
     G_CHECK(c->nodeOf[r] == r / PER_NODE, "rank %d is on node %d, want %d", r, c->nodeOf[r], r / PER_NODE);
-  G_CHECK(c->localRanks == PER_NODE && c->localRank == rank % PER_NODE,
-          "local rank %d of %d, want %d of %d", c->localRank, c->localRanks, rank % PER_NODE, PER_NODE);
+  G_CHECK(c->localRanks == PER_NODE && c->localRank == rank % PER_NODE, "local rank %d of %d, want %d of %d",
+          c->localRank, c->localRanks, rank % PER_NODE, PER_NODE);
 
   ccLayout layouts[MAX_LAYOUTS];
   int nL = nodeLayouts(layouts);
@@ -209,15 +213,39 @@ static const nodesOpts kDirect = {.route = relayRouteDirect, .nodeIdEnv = 1};
 static const nodesOpts kRelay = {.route = relayRouteRelay, .nodeIdEnv = 1};
 static const nodesOpts kShmNodes = {.route = relayRouteOneShot, .nodeIdEnv = 0};
 static const tCase kCases[] = {
-    {.name = "auto", .run = runNodes, .arg = (void*)&kAuto, .ctest = "gpu_nodes_auto", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "direct", .run = runNodes, .arg = (void*)&kDirect, .ctest = "gpu_nodes_direct", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "relay", .run = runNodes, .arg = (void*)&kRelay, .ctest = "gpu_nodes_relay", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "shm_nodes_oneshot", .run = runNodes, .arg = (void*)&kShmNodes,
-     .ctest = "gpu_nodes_shm_nodes_oneshot", .labels = "gpu", .env = "RELAYCC_SHM_NODES=2", .timeoutS = 600,
-     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "auto",
+     .run = runNodes,
+     .arg = (void*)&kAuto,
+     .ctest = "gpu_nodes_auto",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "direct",
+     .run = runNodes,
+     .arg = (void*)&kDirect,
+     .ctest = "gpu_nodes_direct",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "relay",
+     .run = runNodes,
+     .arg = (void*)&kRelay,
+     .ctest = "gpu_nodes_relay",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "shm_nodes_oneshot",
+     .run = runNodes,
+     .arg = (void*)&kShmNodes,
+     .ctest = "gpu_nodes_shm_nodes_oneshot",
+     .labels = "gpu",
+     .env = "RELAYCC_SHM_NODES=2",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

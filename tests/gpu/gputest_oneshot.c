@@ -116,7 +116,8 @@ static void expectRoute(relayComm_t comm, int want, const char* what) {
   G_CHECK(route == want, "%s: ran route %s, expected %s", what, relayRouteName(route), relayRouteName(want));
 }
 
-static void compareOut(const unsigned char* got, const unsigned char* want, size_t c, size_t es, const char* what) {
+static void compareOut(const unsigned char* got, const unsigned char* want, size_t c, size_t es,
+                       const char* what) {
   if (memcmp(got, want, c * es) == 0) return;
   size_t e = 0;
   while (e < c && memcmp(got + e * es, want + e * es, es) == 0) e++;
@@ -140,8 +141,8 @@ static void runCase(rk_t* R, relayComm_t comm, const case_t* k, int caseNo) {
   size_t es = relayTypeSize(k->dt), c = k->count, in = k->coll == RS ? (size_t)R->A * c : c;
   size_t off = (size_t)k->off * es, sendBytes = in * es, recvBytes = c * es;
   char what[256];
-  snprintf(what, sizeof what, "sweep #%d %s %s %s count=%zu %s off=%d", caseNo, kColl[k->coll], relayTypeName(k->dt),
-           relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place", k->off);
+  snprintf(what, sizeof what, "sweep #%d %s %s %s count=%zu %s off=%d", caseNo, kColl[k->coll],
+           relayTypeName(k->dt), relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place", k->off);
   riFill(R->hIn, in, k->dt, seedOf((uint64_t)caseNo, R->me));
   size_t regionBytes = k->inPlace ? sendBytes : recvBytes;
   char* region = R->dRecv + GUARD + off;
@@ -168,7 +169,8 @@ static void runCase(rk_t* R, relayComm_t comm, const case_t* k, int caseNo) {
   for (size_t b = 0; b < GUARD + off; b++)
     G_CHECK(R->hOut[b] == POISON, "%s: byte %zu before the buffer was written", what, GUARD + off - b);
   for (size_t b = 0; b < GUARD; b++)
-    G_CHECK(R->hOut[GUARD + off + regionBytes + b] == POISON, "%s: byte %zu past the buffer was written", what, b);
+    G_CHECK(R->hOut[GUARD + off + regionBytes + b] == POISON, "%s: byte %zu past the buffer was written",
+            what, b);
   expectOut(R, R->hWant, k->coll, k->dt, k->op, c, (uint64_t)caseNo);
   compareOut(R->hOut + GUARD + off + ((char*)recv - region), R->hWant, c, es, what);
   if (!k->inPlace) {
@@ -250,8 +252,8 @@ static void backToBack(rk_t* R, relayComm_t comm) {
       relayDataType_t dt = t ? relayBfloat16 : relayFloat32;
       size_t es = relayTypeSize(dt);
       riFill(R->hIn, setElems, dt, seedOf(50000 + (uint64_t)set * 2 + (uint64_t)t, R->me));
-      G_CUDA(cudaMemcpyAsync(dSets[t] + (size_t)set * setElems * es, R->hIn, setElems * es, cudaMemcpyHostToDevice,
-                             R->s));
+      G_CUDA(cudaMemcpyAsync(dSets[t] + (size_t)set * setElems * es, R->hIn, setElems * es,
+                             cudaMemcpyHostToDevice, R->s));
       gpuWait(R->s, WAIT_S, "b2b setup");
     }
   const int nSamples = B2B_CALLS / B2B_EVERY + 2; /* every 97th call, and the last in a slot of its own */
@@ -264,13 +266,15 @@ static void backToBack(rk_t* R, relayComm_t comm) {
     int t = sh.dt == relayBfloat16, set = k % B2B_SETS;
     size_t es = relayTypeSize(sh.dt);
     const char* send = dSets[t] + (size_t)set * setElems * es;
-    if (k % 500 == 250 && (R->rank & 1) == ((k / 500) & 1)) G_CUDA(cudaLaunchHostFunc(R->s, holdStream, NULL));
+    if (k % 500 == 250 && (R->rank & 1) == ((k / 500) & 1))
+      G_CUDA(cudaLaunchHostFunc(R->s, holdStream, NULL));
     relayResult_t r = issue(R, comm, sh.coll, send, dOut, sh.count, sh.dt, sh.op);
     G_CHECK(r == relaySuccess, "b2b call %d: %s: %s", k, relayGetErrorString(r), relayGetLastError(comm));
     expectRoute(comm, relayRouteOneShot, "b2b");
     if (k % B2B_EVERY == 0 || k == B2B_CALLS - 1) {
       int j = k % B2B_EVERY == 0 ? k / B2B_EVERY : nSamples - 1;
-      G_CUDA(cudaMemcpyAsync(hSamples + (size_t)j * 65537 * 4, dOut, sh.count * es, cudaMemcpyDeviceToHost, R->s));
+      G_CUDA(cudaMemcpyAsync(hSamples + (size_t)j * 65537 * 4, dOut, sh.count * es, cudaMemcpyDeviceToHost,
+                             R->s));
     }
   }
   gpuWait(R->s, 4 * WAIT_S, "10^4 back-to-back one-shot calls");
@@ -290,14 +294,15 @@ static void backToBack(rk_t* R, relayComm_t comm) {
     }
     relayHostReduce(R->hWant, srcs, R->A, sh.count, sh.dt, sh.op, sh.op == relayAvg ? R->A : 0);
     char what[128];
-    snprintf(what, sizeof what, "b2b call %d (%s %s count %zu, set %d)", k, kColl[sh.coll], relayTypeName(sh.dt),
-             sh.count, set);
+    snprintf(what, sizeof what, "b2b call %d (%s %s count %zu, set %d)", k, kColl[sh.coll],
+             relayTypeName(sh.dt), sh.count, set);
     compareOut(hSamples + (size_t)j * 65537 * 4, R->hWant, sh.count, es, what);
     checked++;
   }
   if (R->rank == 0)
-    gpuLog("ok: %d back-to-back calls in %.3f s (%.2f us per call, streamed, incl. 20 x 3 ms holds), %d checked",
-           B2B_CALLS, dt, dt * 1e6 / B2B_CALLS, checked);
+    gpuLog(
+        "ok: %d back-to-back calls in %.3f s (%.2f us per call, streamed, incl. 20 x 3 ms holds), %d checked",
+        B2B_CALLS, dt, dt * 1e6 / B2B_CALLS, checked);
   G_CUDA(cudaFreeHost(hSamples));
   G_CUDA(cudaFree(dSets[0]));
   G_CUDA(cudaFree(dSets[1]));
@@ -368,9 +373,10 @@ static void* graphRecv(rk_t* R, graphCalls* g, int i) {
 static void graphEnqueue(rk_t* R, relayComm_t comm, graphCalls* g, int wantRoute, const char* what) {
   G_CUDA(cudaMemcpyAsync(g->dIn, g->hIn, g->inBytes, cudaMemcpyHostToDevice, R->s));
   for (int i = 0; i < g->nCalls; i++) {
-    relayResult_t r = issue(R, comm, g->coll[i], g->dIn + g->inOff[i], graphRecv(R, g, i), g->count[i], g->dt[i],
-                            g->op[i]);
-    G_CHECK(r == relaySuccess, "%s call %d: %s: %s", what, i, relayGetErrorString(r), relayGetLastError(comm));
+    relayResult_t r =
+        issue(R, comm, g->coll[i], g->dIn + g->inOff[i], graphRecv(R, g, i), g->count[i], g->dt[i], g->op[i]);
+    G_CHECK(r == relaySuccess, "%s call %d: %s: %s", what, i, relayGetErrorString(r),
+            relayGetLastError(comm));
     expectRoute(comm, wantRoute, what);
   }
   for (int i = 0; i < g->nCalls; i++)
@@ -389,8 +395,8 @@ static void graphCheck(rk_t* R, graphCalls* g, uint64_t rep, const char* what) {
   for (int i = 0; i < g->nCalls; i++) {
     expectOut(R, R->hWant, g->coll[i], g->dt[i], g->op[i], g->count[i], rep * 3 + (uint64_t)i);
     char w[192];
-    snprintf(w, sizeof w, "%s, replay %llu, call %d (%s %s)", what, (unsigned long long)rep, i, kColl[g->coll[i]],
-             relayTypeName(g->dt[i]));
+    snprintf(w, sizeof w, "%s, replay %llu, call %d (%s %s)", what, (unsigned long long)rep, i,
+             kColl[g->coll[i]], relayTypeName(g->dt[i]));
     compareOut(g->hOut + g->hostOut[i], R->hWant, g->count[i], relayTypeSize(g->dt[i]), w);
   }
 }
@@ -415,13 +421,15 @@ static void graphRun(rk_t* R, relayComm_t comm, graphCalls* g, int wantRoute, in
     graphCheck(R, g, repBase + (uint64_t)rep, what);
   }
   if (R->rank == 0)
-    gpuLog("ok: %s: %d replays of %d captured call(s), each checked, %.2f s", what, reps, g->nCalls, gpuNow() - t0);
+    gpuLog("ok: %s: %d replays of %d captured call(s), each checked, %.2f s", what, reps, g->nCalls,
+           gpuNow() - t0);
   G_CUDA(cudaGraphExecDestroy(exec));
   G_CUDA(cudaGraphDestroy(graph));
 }
 
 /* One uncaptured round of g's calls, checked. */
-static void plainRun(rk_t* R, relayComm_t comm, graphCalls* g, int wantRoute, uint64_t rep, const char* what) {
+static void plainRun(rk_t* R, relayComm_t comm, graphCalls* g, int wantRoute, uint64_t rep,
+                     const char* what) {
   graphFill(R, g, rep);
   if ((R->rank & 1) == (int)(rep & 1)) sleepMs(2);
   graphEnqueue(R, comm, g, wantRoute, what);
@@ -460,13 +468,14 @@ static void testDeadline(rk_t* R, const opts_t* o) {
     graphFill(R, &g, 7001 + (uint64_t)i);
     size_t c = g.count[0];
     r = relayAllReduce(g.dIn, g.dOut, &c, g.dt[0], g.op[0], &R->L, comm, R->s);
-    if (r == relaySuccess) gpuWait(R->s, 20.0, "deadline: a call whose peer is late (must end by its deadline)");
+    if (r == relaySuccess)
+      gpuWait(R->s, 20.0, "deadline: a call whose peer is late (must end by its deadline)");
   }
   const char* err = relayGetLastError(comm);
   G_CHECK(r != relaySuccess, "deadline: 4 calls succeeded although rank 1 was 3 s late with a 1 s deadline");
   if (R->rank == 0) {
-    G_CHECK(r == relayTimeout && strstr(err, "rank 1"), "deadline: rank 0 got %s: %s (want relayTimeout naming rank 1)",
-            relayGetErrorString(r), err);
+    G_CHECK(r == relayTimeout && strstr(err, "rank 1"),
+            "deadline: rank 0 got %s: %s (want relayTimeout naming rank 1)", relayGetErrorString(r), err);
   } else if (R->rank == 1) {
     /* With more ranks, whichever failed peer it saw first is named. */
     G_CHECK(r == relayRemoteError && (R->n > 2 || strstr(err, "rank 0")),
@@ -503,7 +512,8 @@ static const char* kCycName[3] = {"bare NCCL", "relay direct", "relay one-shot"}
 static void ownedCycle(rk_t* R, const opts_t* o, relayComm_t shm, graphCalls* g, int kind, int cyc) {
   if (kind == CYC_BARE) {
     ncclComm_t nc = bareNcclComm(R, shm);
-    G_CHECK(ncclAllReduce(R->dSend, R->dRecv, 1024, ncclFloat, ncclSum, nc, R->s) == ncclSuccess, "ncclAllReduce");
+    G_CHECK(ncclAllReduce(R->dSend, R->dRecv, 1024, ncclFloat, ncclSum, nc, R->s) == ncclSuccess,
+            "ncclAllReduce");
     gpuWait(R->s, WAIT_S, "cycles: bare NCCL all-reduce");
     G_RELAY(shm, relayCommBarrier(shm));
     G_CHECK(ncclCommDestroy(nc) == ncclSuccess, "ncclCommDestroy");
@@ -520,8 +530,9 @@ static void ownedCycle(rk_t* R, const opts_t* o, relayComm_t shm, graphCalls* g,
   plainRun(R, comm, g, route, 9000 + (uint64_t)cyc, "cycles (owned)");
   G_RELAY(comm, relayCommBarrier(comm));
   G_RELAY(comm, relayCommDestroy(comm));
-  G_CHECK(relayNcclOneShotOpenMappings() == 0, "cycles: %d peer mappings still open after destroy (%s, cycle %d)",
-          relayNcclOneShotOpenMappings(), kCycName[kind], cyc);
+  G_CHECK(relayNcclOneShotOpenMappings() == 0,
+          "cycles: %d peer mappings still open after destroy (%s, cycle %d)", relayNcclOneShotOpenMappings(),
+          kCycName[kind], cyc);
 }
 
 /* The issue's 100 create/destroy cycles, measured where only relaycc
@@ -555,12 +566,14 @@ static void testCycles(rk_t* R, const opts_t* o) {
     relayComm_t comm = NULL;
     G_RELAY(NULL, relayCommInitNccl(&comm, nc, &cfg));
     plainRun(R, comm, &g, relayRouteOneShot, 8000 + (uint64_t)cyc, "cycles (wrapped)");
-    G_CHECK(relayNcclOneShotOpenMappings() == R->n - 1, "cycles: %d peer mappings open with one comm (want %d)",
-            relayNcclOneShotOpenMappings(), R->n - 1);
+    G_CHECK(relayNcclOneShotOpenMappings() == R->n - 1,
+            "cycles: %d peer mappings open with one comm (want %d)", relayNcclOneShotOpenMappings(),
+            R->n - 1);
     G_RELAY(comm, relayCommBarrier(comm));
     G_RELAY(comm, relayCommDestroy(comm));
-    G_CHECK(relayNcclOneShotOpenMappings() == 0, "cycles: %d peer mappings still open after destroy (cycle %d)",
-            relayNcclOneShotOpenMappings(), cyc);
+    G_CHECK(relayNcclOneShotOpenMappings() == 0,
+            "cycles: %d peer mappings still open after destroy (cycle %d)", relayNcclOneShotOpenMappings(),
+            cyc);
     if (cyc == 1 || cyc == kWrapped - 1) {
       /* cudaMemGetInfo reads the whole device: where ranks share it, every rank must be at the same point
        * (its comm destroyed) when any reads, and none may allocate again before all have read. Cycle 1, not
@@ -574,8 +587,8 @@ static void testCycles(rk_t* R, const opts_t* o) {
   /* One region of slack per rank on this GPU: a region leaked every cycle would be 98 of them. */
   region *= (size_t)((R->n + g_gpuCount - 1) / (g_gpuCount > 0 ? g_gpuCount : 1));
   G_CHECK(freeN + region >= free1,
-          "cycles: free device memory fell from %zu to %zu bytes over %d wrapped create/destroy cycles", free1, freeN,
-          kWrapped - 2);
+          "cycles: free device memory fell from %zu to %zu bytes over %d wrapped create/destroy cycles",
+          free1, freeN, kWrapped - 2);
   if (R->rank == 0)
     gpuLog("ok: %d wrapped create/call/destroy cycles in %.1f s: 0 mappings left, free memory %zu -> %zu MiB",
            kWrapped, gpuNow() - t0, free1 >> 20, freeN >> 20);
@@ -596,8 +609,10 @@ static void testCycles(rk_t* R, const opts_t* o) {
   size_t loss[3];
   for (int kind = 0; kind < 3; kind++)
     loss[kind] = freeAt[kind][0] > freeAt[kind][1] ? freeAt[kind][0] - freeAt[kind][1] : 0;
-  gpuLog("cycles: owned comms over %d rounds lost: bare NCCL %zu KiB, relay direct %zu KiB, relay one-shot %zu KiB",
-         kRounds - 1, loss[CYC_BARE] >> 10, loss[CYC_DIRECT] >> 10, loss[CYC_ONESHOT] >> 10);
+  gpuLog(
+      "cycles: owned comms over %d rounds lost: bare NCCL %zu KiB, relay direct %zu KiB, relay one-shot %zu "
+      "KiB",
+      kRounds - 1, loss[CYC_BARE] >> 10, loss[CYC_DIRECT] >> 10, loss[CYC_ONESHOT] >> 10);
   /* Logged, not asserted: NCCL's own memory over these cycles is noise that
    * lands on any kind (2026-11-30 on 2 x H200, two runs: rank 0 lost 392
    * MiB on one-shot comms and 0 elsewhere; then rank 1 384 MiB on direct
@@ -690,7 +705,8 @@ static int rankMain(int rank, int nranks, void* arg) {
   /* Fault injection: rank 1 fails to open; every rank runs direct. */
   setenv("RELAYCC_ONESHOT_FAULT_RANK", "1", 1);
   relayComm_t faulty = makeComm(&R, o, "fault", 30000);
-  for (int k = 0; k < 3; k++) plainRun(&R, faulty, &g1, relayRouteDirect, 4000 + (uint64_t)k, "fault on rank 1");
+  for (int k = 0; k < 3; k++)
+    plainRun(&R, faulty, &g1, relayRouteDirect, 4000 + (uint64_t)k, "fault on rank 1");
   unsetenv("RELAYCC_ONESHOT_FAULT_RANK");
   if (rank == 0) gpuLog("ok: RELAYCC_ONESHOT_FAULT_RANK=1: every rank direct, correct");
   G_RELAY(faulty, relayCommBarrier(faulty));
@@ -733,12 +749,30 @@ static int runOneShot(void* arg) {
  * fault injection, a kernel deadline, at A = 2, 4 and 8 (one process per rank; a row whose A exceeds the
  * ranks there are skips). Logs to $OUT. */
 static const tCase kCases[] = {
-    {.name = "A2", .run = runOneShot, .arg = &(int){2}, .ctest = "gpu_oneshot_A2", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "A4", .run = runOneShot, .arg = &(int){4}, .ctest = "gpu_oneshot_A4", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "A8", .run = runOneShot, .arg = &(int){8}, .ctest = "gpu_oneshot_A8", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "A2",
+     .run = runOneShot,
+     .arg = &(int){2},
+     .ctest = "gpu_oneshot_A2",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "A4",
+     .run = runOneShot,
+     .arg = &(int){4},
+     .ctest = "gpu_oneshot_A4",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "A8",
+     .run = runOneShot,
+     .arg = &(int){8},
+     .ctest = "gpu_oneshot_A8",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

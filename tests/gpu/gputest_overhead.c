@@ -26,8 +26,8 @@ typedef struct {
   char job[128];
 } opts_t;
 
-static double timeCalls(int which, relayComm_t comm, ncclComm_t sub, const relayLayout_t* L, float* s, float* r,
-                        cudaStream_t st) {
+static double timeCalls(int which, relayComm_t comm, ncclComm_t sub, const relayLayout_t* L, float* s,
+                        float* r, cudaStream_t st) {
   size_t counts[1] = {1024};
   double total = 0;
   for (int i = 0; i < CALLS; i += BATCH) {
@@ -93,10 +93,12 @@ static int rankMain(int rank, int nranks, void* arg) {
     if (sub) ncclCommDestroy(sub);
     G_RELAY(NULL, relayCommDestroy(comm));
   }
-  gpuLog("host us per 4 KB all-reduce enqueue: ncclAllReduce %.2f, relaycc native %.2f (+%.2f), relaycc direct "
-         "plan %.2f (+%.2f)",
-         us[0], us[1], us[1] - us[0], us[2], us[2] - us[0]);
-  G_CHECK(us[1] - us[0] < 5.0, "relaycc native adds %.2f us per call over NCCL (limit 5, target 2)", us[1] - us[0]);
+  gpuLog(
+      "host us per 4 KB all-reduce enqueue: ncclAllReduce %.2f, relaycc native %.2f (+%.2f), relaycc direct "
+      "plan %.2f (+%.2f)",
+      us[0], us[1], us[1] - us[0], us[2], us[2] - us[0]);
+  G_CHECK(us[1] - us[0] < 5.0, "relaycc native adds %.2f us per call over NCCL (limit 5, target 2)",
+          us[1] - us[0]);
   cudaFree(s);
   cudaFree(r);
   return 0;
@@ -118,8 +120,13 @@ static int runOverhead(void) {
 
 /* Host overhead per call of relaycc over raw NCCL (2 GPUs). */
 static const tCase kCases[] = {
-    {.name = "all", .fn = runOverhead, .ctest = "gpu_overhead", .labels = "gpu", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "all",
+     .fn = runOverhead,
+     .ctest = "gpu_overhead",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -20,21 +20,29 @@
 
 enum { MAXK = 8, GUARD = 64 };
 
-typedef enum { MODE_ALIGNED, MODE_DST_MISALIGNED, MODE_SRC_MISALIGNED, MODE_ALIAS_FIRST, MODE_ALIAS_LAST, NMODES } mode_t_;
+typedef enum {
+  MODE_ALIGNED,
+  MODE_DST_MISALIGNED,
+  MODE_SRC_MISALIGNED,
+  MODE_ALIAS_FIRST,
+  MODE_ALIAS_LAST,
+  NMODES
+} mode_t_;
 static const char* kModeNames[NMODES] = {"aligned", "dst+1", "src+1", "dst=src0", "dst=srcLast"};
 
 typedef struct {
-  char* dev;     /* one device pool: MAXK sources then the destination */
-  char* host;    /* host copies of the sources */
-  char* want;    /* host result */
-  char* got;     /* device result copied back, guards included */
+  char* dev;  /* one device pool: MAXK sources then the destination */
+  char* host; /* host copies of the sources */
+  char* want; /* host result */
+  char* got;  /* device result copied back, guards included */
   size_t srcStride, poolBytes;
   cudaStream_t stream;
   int maxBlocks;
   long cases;
 } ctx_t;
 
-static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t count, int mode, int divisor) {
+static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t count, int mode,
+                   int divisor) {
   size_t es = relayTypeSize(dt);
   size_t bytes = count * es;
   /* Sources at 256-aligned slices of the pool; +es makes one misaligned. */
@@ -43,7 +51,8 @@ static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t 
   for (int s = 0; s < k; s++) {
     size_t off = (size_t)s * x->srcStride + GUARD;
     if (mode == MODE_SRC_MISALIGNED && s == k - 1) off += es;
-    riFill(x->host + off, count, dt, (uint64_t)(s + 1) * 7919u + count * 31u + (uint64_t)dt * 131u + (uint64_t)op);
+    riFill(x->host + off, count, dt,
+           (uint64_t)(s + 1) * 7919u + count * 31u + (uint64_t)dt * 131u + (uint64_t)op);
     dsrc[s] = x->dev + off;
     hsrc[s] = x->host + off;
   }
@@ -83,8 +92,8 @@ static void runOne(ctx_t* x, relayDataType_t dt, relayRedOp_t op, int k, size_t 
     G_CHECK((unsigned char)x->got[b] == 0xCD, "%s %s k=%d count=%zu %s: wrote %d bytes before dst",
             relayTypeName(dt), relayOpName(op), k, count, kModeNames[mode], GUARD - b);
     G_CHECK((unsigned char)x->got[GUARD + bytes + (size_t)b] == 0xCD,
-            "%s %s k=%d count=%zu %s: wrote past the end of dst (byte %d)", relayTypeName(dt), relayOpName(op),
-            k, count, kModeNames[mode], b);
+            "%s %s k=%d count=%zu %s: wrote past the end of dst (byte %d)", relayTypeName(dt),
+            relayOpName(op), k, count, kModeNames[mode], b);
   }
   x->cases++;
 }
@@ -126,7 +135,8 @@ static int runReduce(void* arg) {
   int caps[2] = {relayCudaReduceMaxBlocks(sms), 1};
   for (int ti = 0; ti < (int)(RI_NTYPES); ti++) {
     relayDataType_t dt = riTypes[ti];
-    if (small && dt != relayFloat32 && dt != relayBfloat16 && dt != relayFloat16 && dt != relayInt32) continue;
+    if (small && dt != relayFloat32 && dt != relayBfloat16 && dt != relayFloat16 && dt != relayInt32)
+      continue;
     long before = x.cases;
     for (int oi = 0; oi < 5; oi++)
       for (int ki = 0; ki < 4; ki++)
@@ -146,9 +156,11 @@ static int runReduce(void* arg) {
   const void* one[1] = {x.dev};
   G_CHECK(relayCudaReduce(x.dev, one, 0, 1, relayFloat32, relaySum, 0, 1, x.stream) == cudaErrorInvalidValue,
           "nsrc 0 must be rejected");
-  G_CHECK(relayCudaReduce(x.dev, one, 1, 1, (relayDataType_t)99, relaySum, 0, 1, x.stream) == cudaErrorInvalidValue,
+  G_CHECK(relayCudaReduce(x.dev, one, 1, 1, (relayDataType_t)99, relaySum, 0, 1, x.stream) ==
+              cudaErrorInvalidValue,
           "a bad dtype must be rejected");
-  G_CHECK(relayCudaReduce(x.dev, one, 1, 1, relayFloat32, (relayRedOp_t)99, 0, 1, x.stream) == cudaErrorInvalidValue,
+  G_CHECK(relayCudaReduce(x.dev, one, 1, 1, relayFloat32, (relayRedOp_t)99, 0, 1, x.stream) ==
+              cudaErrorInvalidValue,
           "a bad op must be rejected");
   G_CHECK(relayCudaReduce(x.dev, one, 1, 0, relayFloat32, relaySum, 0, 1, x.stream) == cudaSuccess,
           "count 0 is a no-op");
@@ -165,10 +177,22 @@ static int runReduce(void* arg) {
 /* The reduce family bit for bit against relayHostReduce (one GPU); small under compute-sanitizer's
  * memcheck where the toolkit has it. */
 static const tCase kCases[] = {
-    {.name = "all", .run = runReduce, .arg = &(int){0}, .ctest = "gpu_reduce", .labels = "gpu",
-     .timeoutS = 300, .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "small", .run = runReduce, .arg = &(int){1}, .ctest = "gpu_sanitize_reduce", .labels = "gpu",
-     .timeoutS = 600, .skipCode = GPU_SKIP, .serial = 1,
+    {.name = "all",
+     .run = runReduce,
+     .arg = &(int){0},
+     .ctest = "gpu_reduce",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "small",
+     .run = runReduce,
+     .arg = &(int){1},
+     .ctest = "gpu_sanitize_reduce",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1,
      .wrap = "@COMPUTE_SANITIZER@ --error-exitcode 1 --target-processes all"},
 };
 

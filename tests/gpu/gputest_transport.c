@@ -72,7 +72,8 @@ static void testOps(relayComm_t comm, cudaStream_t s) {
   G_RELAY(comm, tp->group(comm, sends, 3, recvs, 3, P2P_OP_SENDRECV, s));
   G_CUDA(cudaMemcpyAsync(h, c, bytes, cudaMemcpyDeviceToHost, s));
   gpuWait(s, 60, "self group");
-  for (size_t i = 0; i < N; i++) G_CHECK(h[i] == 1.0f + (float)(i % 1000), "self recv 1: element %zu = %g", i, (double)h[i]);
+  for (size_t i = 0; i < N; i++)
+    G_CHECK(h[i] == 1.0f + (float)(i % 1000), "self recv 1: element %zu = %g", i, (double)h[i]);
   G_CUDA(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, s));
   gpuWait(s, 60, "self group");
   for (size_t i = 0; i + 1 < N; i++)
@@ -279,10 +280,20 @@ static int runShared(void) {
 
 /* The transport's ops, lanes, scratch and a captured graph (one GPU); two ranks sharing GPU 0. */
 static const tCase kCases[] = {
-    {.name = "all", .fn = runTransport, .ctest = "gpu_transport", .labels = "gpu", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1},
-    {.name = "shared", .fn = runShared, .ctest = "gpu_transport_shared_gpu", .labels = "gpu", .timeoutS = 300,
-     .skipCode = GPU_SKIP, .serial = 1},
+    {.name = "all",
+     .fn = runTransport,
+     .ctest = "gpu_transport",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "shared",
+     .fn = runShared,
+     .ctest = "gpu_transport_shared_gpu",
+     .labels = "gpu",
+     .timeoutS = 300,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "gpu", kCases, T_NCASES(kCases)); }

@@ -7,8 +7,9 @@
 
 #include "relaycc.h"
 
-static const relayDataType_t riTypes[] = {relayInt8,   relayUint8,   relayInt32,    relayUint32,  relayInt64,
-                                          relayUint64, relayFloat16, relayBfloat16, relayFloat32, relayFloat64};
+static const relayDataType_t riTypes[] = {relayInt8,    relayUint8,  relayInt32,   relayUint32,
+                                          relayInt64,   relayUint64, relayFloat16, relayBfloat16,
+                                          relayFloat32, relayFloat64};
 #define RI_NTYPES 10
 static const relayRedOp_t riOps[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
 static const int riKs[] = {1, 2, 3, 8};

@@ -230,7 +230,8 @@ static void forwardAll(ncclComm_t comm, int rank, int nranks) {
   T_CHECK(ncclCommCount(comm, &cnt) == ncclSuccess && cnt == nranks, "ncclCommCount -> %d", cnt);
   EXPECT_LAST("ncclCommCount", (uintptr_t)comm, (uintptr_t)&cnt);
   /* Functions the shim does not name at all, profiling twins included. */
-#ifdef NCCL_REVOKE_DEFAULT /* ncclCommRevoke: in 2.28.9's nccl.h (CI's), not in 2.28.3's (the H200 machine's) */
+#ifdef NCCL_REVOKE_DEFAULT /* ncclCommRevoke: in 2.28.9's nccl.h (CI's), not in 2.28.3's (the H200 \
+                              machine's) */
   if (code >= 22809) {
     T_CHECK(ncclCommRevoke(comm, 3) == ncclSuccess, "ncclCommRevoke");
     expectLast("ncclCommRevoke", 0, NULL);
@@ -254,7 +255,8 @@ static int rankForward(int rank, int nranks, void* arg) {
 
 /* The route relaycc's router picks for a one-group call on nranks with NCCL's collective among the
  * candidates (the shm comm's topology: RELAYCC_TOPO, else the "cpu" preset); relayRouteNative: NCCL's. */
-static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDataType_t dt, relayRedOp_t op) {
+static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDataType_t dt,
+                       relayRedOp_t op) {
   static struct relayTopo* topo;
   if (!topo) {
     const char* name = getenv("RELAYCC_TOPO");
@@ -427,13 +429,14 @@ static int rankDeclined(int rank, int nranks, void* arg) {
       if (route == relayRouteNative) continue;
       int declined = route == relayRouteOneShot || route == relayRouteBw;
       int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
-      T_CHECK(got == !declined, "rank %d: %s count %zu (route %s, its region declined): %s", rank, kNcclNames[coll],
-              count, relayRouteName(route), got ? "taken by relaycc" : "forwarded");
+      T_CHECK(got == !declined, "rank %d: %s count %zu (route %s, its region declined): %s", rank,
+              kNcclNames[coll], count, relayRouteName(route), got ? "taken by relaycc" : "forwarded");
       forwarded += !got;
       taken += got;
     }
   T_CHECK(forwarded > 0, "rank %d: no call's route was the one-shot or bw (the case tests nothing)", rank);
-  if (rank == 0) printf("declined: %d calls forwarded after their region declined, %d taken\n", forwarded, taken);
+  if (rank == 0)
+    printf("declined: %d calls forwarded after their region declined, %d taken\n", forwarded, taken);
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
   return 0;
 }
@@ -493,14 +496,14 @@ static int rankLate(int rank, int nranks, void* arg) {
   T_CHECK(memcmp(send, keep, count * es) == 0, "rank %d: the call changed its input", rank);
   size_t bad = 0;
   if (!userDeadline || (rank == 1 && r == ncclSuccess)) {
-    T_CHECK(r == ncclSuccess && ae == ncclSuccess, "rank %d: a late peer, no deadline set: -> %d, async %d", rank,
-            (int)r, (int)ae);
+    T_CHECK(r == ncclSuccess && ae == ncclSuccess, "rank %d: a late peer, no deadline set: -> %d, async %d",
+            rank, (int)r, (int)ae);
     T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: wrong sum at %zu", rank, bad);
   } else {
     T_CHECK(r != ncclSuccess || rank == 1, "rank 0: its peer 3 s late, RELAYCC_TIMEOUT_MS=%s: ncclSuccess",
             getenv("RELAYCC_TIMEOUT_MS"));
-    T_CHECK(ae != ncclSuccess && ae != ncclInProgress, "rank %d: -> %d but ncclCommGetAsyncError says %d", rank,
-            (int)r, (int)ae);
+    T_CHECK(ae != ncclSuccess && ae != ncclInProgress, "rank %d: -> %d but ncclCommGetAsyncError says %d",
+            rank, (int)r, (int)ae);
   }
   printf("rank %d: late: -> %d, async error %d\n", rank, (int)r, (int)ae);
   if (userDeadline) {
@@ -511,8 +514,10 @@ static int rankLate(int rank, int nranks, void* arg) {
     if (rank == 0) sleep(4); /* rank 1 ends the late call first */
     memset(recv, 0xA5, count * es);
     r = ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL);
-    T_CHECK(countCallsInto("ncclAllReduce", recv) == 0, "rank %d: the call after relaycc's failure was "
-            "forwarded to NCCL while its peer routes it", rank);
+    T_CHECK(countCallsInto("ncclAllReduce", recv) == 0,
+            "rank %d: the call after relaycc's failure was "
+            "forwarded to NCCL while its peer routes it",
+            rank);
     T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
     T_CHECK(r != ncclSuccess && ae != ncclSuccess && ae != ncclInProgress,
             "rank %d: the call after the failure -> %d, async error %d (want errors)", rank, (int)r, (int)ae);
@@ -544,8 +549,8 @@ static int rankSettings(int rank, int nranks, void* arg) {
       size_t count = winningCountOf((relayCollective_t)coll, nranks);
       int want = allgatherOnly && coll == relayCollectiveAllGather;
       int got = checkedCall((relayCollective_t)coll, relayFloat32, relaySum, count, rank, nranks, comm, 0);
-      T_CHECK(got == want, "rank %d: %s %s with rank 0's %s", rank, kNcclNames[coll], got ? "taken" : "forwarded",
-              mine);
+      T_CHECK(got == want, "rank %d: %s %s with rank 0's %s", rank, kNcclNames[coll],
+              got ? "taken" : "forwarded", mine);
     }
   T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
   return 0;
@@ -566,17 +571,19 @@ static int rankTwins(int rank, int nranks, void* arg) {
   for (int inGroup = 0; inGroup < 2; inGroup++) {
     memset(recv, 0xA5, count * sizeof(float));
     if (inGroup) T_CHECK(pncclGroupStart() == ncclSuccess, "pncclGroupStart");
-    T_CHECK(pncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "pncclAllReduce");
+    T_CHECK(pncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess,
+            "pncclAllReduce");
     if (inGroup) T_CHECK(pncclGroupEnd() == ncclSuccess, "pncclGroupEnd");
     int n = 0;
-    for (int i = 0; i < fakeNcclNumCalls(); i++)
-      n += strcmp(fakeNcclGetCall(i)->name, "pncclAllReduce") == 0;
-    T_CHECK(n == inGroup, "rank %d: pncclAllReduce %s was %s", rank, inGroup ? "in a pncclGroupStart/End" : "alone",
-            n ? "forwarded" : "taken by relaycc");
-    if (!inGroup) T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: wrong sum at %zu", rank, bad);
+    for (int i = 0; i < fakeNcclNumCalls(); i++) n += strcmp(fakeNcclGetCall(i)->name, "pncclAllReduce") == 0;
+    T_CHECK(n == inGroup, "rank %d: pncclAllReduce %s was %s", rank,
+            inGroup ? "in a pncclGroupStart/End" : "alone", n ? "forwarded" : "taken by relaycc");
+    if (!inGroup)
+      T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: wrong sum at %zu", rank, bad);
   }
   ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
-  T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupSimulateEnd(&info) == ncclSuccess, "ncclGroupSimulateEnd");
+  T_CHECK(ncclGroupStart() == ncclSuccess && ncclGroupSimulateEnd(&info) == ncclSuccess,
+          "ncclGroupSimulateEnd");
   T_CHECK(checkedCall(relayCollectiveAllReduce, relayFloat32, relaySum, count, rank, nranks, comm, 0),
           "rank %d: after ncclGroupSimulateEnd an all-reduce is still counted inside a group", rank);
   free(send);
@@ -618,9 +625,10 @@ static int rankRevoke(int rank, int nranks, void* arg) {
     pthread_join(th, NULL);
     ncclResult_t ae = ncclSuccess;
     T_CHECK(ncclCommGetAsyncError(comm, &ae) == ncclSuccess, "ncclCommGetAsyncError");
-    T_CHECK(r != ncclSuccess && dt < 2.5 && ae != ncclSuccess && ae != ncclInProgress,
-            "rank 0: revoked during a relaycc wait: -> %d after %.2f s, async error %d (want an error at ~0.5 s)",
-            (int)r, dt, (int)ae);
+    T_CHECK(
+        r != ncclSuccess && dt < 2.5 && ae != ncclSuccess && ae != ncclInProgress,
+        "rank 0: revoked during a relaycc wait: -> %d after %.2f s, async error %d (want an error at ~0.5 s)",
+        (int)r, dt, (int)ae);
   } else {
     sleep(4); /* then aborts: rank 0's wait must have ended before, by the revoke */
   }
@@ -640,7 +648,8 @@ static int rankRevoke(int rank, int nranks, void* arg) {
 typedef struct {
   ncclComm_t comm;
   int rank, nranks, last;
-  size_t count;       /* a size relaycc takes (computed before the threads: the router's test helper is not theirs) */
+  size_t
+      count; /* a size relaycc takes (computed before the threads: the router's test helper is not theirs) */
   atomic_int calls;   /* calls completed */
   atomic_int waiting; /* rank 0, last comm: the call that waits for the abort has started */
   ncclResult_t lastResult;
@@ -659,8 +668,8 @@ static void* thCaller(void* p) {
     T_CHECK(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, t->comm, NULL) == ncclSuccess,
             "rank %d: a threaded all-reduce failed", t->rank);
     size_t bad = 0;
-    T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0, "rank %d: threaded all-reduce %d wrong at %zu",
-            t->rank, i, bad);
+    T_CHECK(tc_compare(relayFloat32, recv, want, count, &bad) == 0,
+            "rank %d: threaded all-reduce %d wrong at %zu", t->rank, i, bad);
     atomic_fetch_add(&t->calls, 1);
   }
   if (t->last && t->rank == 0) { /* one call more, which rank 1 never makes: it ends by the abort */
@@ -685,7 +694,8 @@ static int rankThreads(int rank, int nranks, void* arg) {
     t[k].last = k == TH_COMMS - 1;
     t[k].count = winningCount(nranks);
   }
-  for (int k = 0; k < TH_COMMS; k++) T_CHECK(pthread_create(&th[k], NULL, thCaller, &t[k]) == 0, "pthread_create");
+  for (int k = 0; k < TH_COMMS; k++)
+    T_CHECK(pthread_create(&th[k], NULL, thCaller, &t[k]) == 0, "pthread_create");
   /* The watchdog: polls every comm; the last one's abort comes once its calls are done (rank 1) or
    * rank 0's extra call has waited 300 ms in relaycc. */
   thComm* l = &t[TH_COMMS - 1];
@@ -717,10 +727,12 @@ static int rankThreads(int rank, int nranks, void* arg) {
   if (rank == 0)
     T_CHECK(l->lastResult != ncclSuccess, "rank 0: the call the abort ended answered ncclSuccess");
   for (int k = 0; k < TH_COMMS - 1; k++) {
-    T_CHECK(atomic_load(&t[k].calls) == TH_CALLS, "rank %d: comm %d ran %d calls", rank, k, atomic_load(&t[k].calls));
+    T_CHECK(atomic_load(&t[k].calls) == TH_CALLS, "rank %d: comm %d ran %d calls", rank, k,
+            atomic_load(&t[k].calls));
     T_CHECK(ncclCommDestroy(t[k].comm) == ncclSuccess, "ncclCommDestroy");
   }
-  printf("rank %d: threads: %d comms x %d calls, %d async-error polls, one abort\n", rank, TH_COMMS, TH_CALLS, polls);
+  printf("rank %d: threads: %d comms x %d calls, %d async-error polls, one abort\n", rank, TH_COMMS, TH_CALLS,
+         polls);
   return 0;
 }
 
@@ -894,7 +906,8 @@ static int runShim(void* arg) {
     Dl_info fake;
     T_CHECK(dladdr((void*)fakeNcclNumCalls, &fake), "dladdr of the fake");
     void* h = dlopen(fake.dli_fname, RTLD_NOW | RTLD_NOLOAD);
-    ncclResult_t (*getId)(ncclUniqueId*) = h ? (ncclResult_t(*)(ncclUniqueId*))dlsym(h, "ncclGetUniqueId") : NULL;
+    ncclResult_t (*getId)(ncclUniqueId*) =
+        h ? (ncclResult_t(*)(ncclUniqueId*))dlsym(h, "ncclGetUniqueId") : NULL;
     T_CHECK(getId && getId(&j.id) == ncclSuccess, "the fake's ncclGetUniqueId");
   } else {
     T_CHECK(ncclGetUniqueId(&j.id) == ncclSuccess, "ncclGetUniqueId");
@@ -909,12 +922,14 @@ static int runShim(void* arg) {
 /* <case>_<ranks>; the CTest entries add the preload (tests/shim/shim.cmake). The same case under other
  * settings takes _env. */
 #define SHIM1(nm, f, e) \
-  {.name = nm, .run = runShim, .arg = &(shimCase){.single = f, .nranks = 2}, .timeoutS = 300, .env = e}
+  { .name = nm, .run = runShim, .arg = &(shimCase){.single = f, .nranks = 2}, .timeoutS = 300, .env = e }
 #define SHIM(nm, f, n, e) \
-  {.name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n}, .timeoutS = 300, .env = e}
-#define SHIMV(nm, f, n, v, vc, e)                                                                        \
-  {.name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n, .fake = v, .code = vc, .name = nm}, \
-   .timeoutS = 300, .env = e}
+  { .name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n}, .timeoutS = 300, .env = e }
+#define SHIMV(nm, f, n, v, vc, e)                                                                            \
+  {                                                                                                          \
+    .name = nm, .run = runShim, .arg = &(shimCase){.fn = f, .nranks = n, .fake = v, .code = vc, .name = nm}, \
+    .timeoutS = 300, .env = e                                                                                \
+  }
 #define SHM "RELAYCC_SHIM_TEST_SHM=1"
 static const tCase kCases[] = {
     SHIM1("symbols_2", caseSymbols, NULL),
@@ -943,12 +958,12 @@ static const tCase kCases[] = {
     SHIM("routed_3", rankRouted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
     SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),
-    /* No GPU for the off cases, as for nccl221_forward_2: forwardAll's stream is a made-up value that
-     * the fake never dereferences, but the comm's first collective asks CUDA whether that stream is
-     * capturing before it attaches, and on a GPU machine (the H200, 2026-12-02) the runtime
-     * dereferenced it: signal 11 in all five cases. Hidden GPUs make that query fail, which the shim
-     * reads as a capture: the comm stays unattached and every call is forwarded, which is what RELAYCC_SHIM=0
-     * asks. */
+/* No GPU for the off cases, as for nccl221_forward_2: forwardAll's stream is a made-up value that
+ * the fake never dereferences, but the comm's first collective asks CUDA whether that stream is
+ * capturing before it attaches, and on a GPU machine (the H200, 2026-12-02) the runtime
+ * dereferenced it: signal 11 in all five cases. Hidden GPUs make that query fail, which the shim
+ * reads as a capture: the comm stays unattached and every call is forwarded, which is what RELAYCC_SHIM=0
+ * asks. */
 #define OFF "RELAYCC_SHIM=0;CUDA_VISIBLE_DEVICES="
     SHIMV("nccl228_off_2", rankVersionOff, 2, "2.28", 22809, OFF),
     SHIMV("nccl227_off_2", rankVersionOff, 2, "2.27", 22707, OFF),

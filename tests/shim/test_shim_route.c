@@ -34,8 +34,8 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
         int got = relayRouteBeatsNative(&key, topo, caps);
         T_CHECK(got == (route != relayRouteNative),
                 "%s, %d ranks, %s count %zu dtype %d caps %d: predicate %d, router %s",
-                topo ? topo->name : "no model", nranks, relayCollName((relayCollective_t)coll), count, (int)dts[d],
-                caps, got, relayRouteName(route));
+                topo ? topo->name : "no model", nranks, relayCollName((relayCollective_t)coll), count,
+                (int)dts[d], caps, got, relayRouteName(route));
         T_CHECK(relayRouteBeatsNative(&key, topo, caps) == got, "%s count %zu: a second answer differs",
                 relayCollName((relayCollective_t)coll), count);
         *yes += got;
@@ -45,7 +45,7 @@ static int sweep(const struct relayTopo* topo, int nranks, int caps, int* yes, i
 }
 
 static const int kCapSets[] = {RELAY_TP_CAP_ONESHOT | RELAY_ROUTE_CAP_PERCALL, RELAY_TP_CAP_ONESHOT,
-                                RELAY_ROUTE_CAP_PERCALL};
+                               RELAY_ROUTE_CAP_PERCALL};
 
 static int runPresets(void) {
   int yes = 0, no = 0;
@@ -59,8 +59,7 @@ static int runPresets(void) {
     }
     relayTopoFree(topo);
   }
-  T_CHECK(yes > 0 && no > 0, "the predicate answered yes %d times and no %d times: one answer only", yes,
-          no);
+  T_CHECK(yes > 0 && no > 0, "the predicate answered yes %d times and no %d times: one answer only", yes, no);
   printf("presets: relaycc predicted to win %d of %d keys\n", yes, yes + no);
   return 0;
 }

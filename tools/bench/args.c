@@ -225,7 +225,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
           any = 1;
           if (!strcasecmp(t, "all")) {
             static const relayCollective_t all[] = {relayCollectiveAllReduce, relayCollectiveAllGather,
-                                              relayCollectiveReduceScatter, relayCollectiveAllToAll};
+                                                    relayCollectiveReduceScatter, relayCollectiveAllToAll};
             for (int k = 0; k < 4; k++)
               if (!collSeen[all[k]]) collSeen[all[k]] = 1, o->colls[o->nColls++] = all[k];
             continue;
@@ -308,18 +308,10 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
         if (!*optarg) return fail(err, len, "--json: empty file name");
         o->jsonPath = optarg;
         break;
-      case OPT_LAYOUT:
-        layoutArg = optarg;
-        break;
-      case OPT_INPLACE:
-        o->inplace = 1;
-        break;
-      case OPT_GRAPH:
-        o->graph = 1;
-        break;
-      case OPT_SEQUENTIAL:
-        o->sequential = 1;
-        break;
+      case OPT_LAYOUT: layoutArg = optarg; break;
+      case OPT_INPLACE: o->inplace = 1; break;
+      case OPT_GRAPH: o->graph = 1; break;
+      case OPT_SEQUENTIAL: o->sequential = 1; break;
       case OPT_TIMEOUT:
         if (intArg(name, optarg, 0, 1000000, &o->timeoutSec, err, len)) return 1;
         break;
@@ -335,16 +327,15 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
       case OPT_NODES:
         if (intArg(name, optarg, 1, BENCH_MAX_RANKS, &o->nodes, err, len)) return 1;
         break;
-      case 'h':
-        benchUsage(stdout);
-        return 2;
+      case 'h': benchUsage(stdout); return 2;
       case ':':
         if (optopt > 0 && optopt < 256) return fail(err, len, "-%c: missing value", optopt);
         return fail(err, len, "%s: missing value", argv[optind - 1]);
       case '?':
       default:
         if (optopt > 0 && optopt < 256) return fail(err, len, "-%c: unknown option (see --help)", optopt);
-        return fail(err, len, "%s: unknown option, or a value it does not take (see --help)", argv[optind - 1]);
+        return fail(err, len, "%s: unknown option, or a value it does not take (see --help)",
+                    argv[optind - 1]);
     }
   }
   if (optind < argc) return fail(err, len, "'%s': unexpected argument (see --help)", argv[optind]);
@@ -352,8 +343,8 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
     return fail(err, len, "-n %d x -r %d: more than 1e8 timed iterations per size", o->iters, o->reps);
 
   if (o->nColls == 0) {
-    static const relayCollective_t all[] = {relayCollectiveAllReduce, relayCollectiveAllGather, relayCollectiveReduceScatter,
-                                      relayCollectiveAllToAll};
+    static const relayCollective_t all[] = {relayCollectiveAllReduce, relayCollectiveAllGather,
+                                            relayCollectiveReduceScatter, relayCollectiveAllToAll};
     for (int k = 0; k < 4; k++) o->colls[o->nColls++] = all[k];
   }
 

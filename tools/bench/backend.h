@@ -54,9 +54,9 @@ typedef struct {
 
 typedef struct benchRank {
   int rank, nranks;
-  const char* job;        /* unique to this run: the shm rendezvous name */
-  const benchOpts* opts;  /* parsed and checked arguments (layout, route, dtype, ...) */
-  void* state;            /* the backend's */
+  const char* job;       /* unique to this run: the shm rendezvous name */
+  const benchOpts* opts; /* parsed and checked arguments (layout, route, dtype, ...) */
+  void* state;           /* the backend's */
   char err[768];
 } benchRank;
 

@@ -98,8 +98,8 @@ static void shmDescribe(benchRank* r, char* buf, size_t len) {
     }
     fclose(f);
   }
-  snprintf(buf, len, "cpu: %s, %ld cores online, shm transport, %d processes", model, sysconf(_SC_NPROCESSORS_ONLN),
-           r->nranks);
+  snprintf(buf, len, "cpu: %s, %ld cores online, shm transport, %d processes", model,
+           sysconf(_SC_NPROCESSORS_ONLN), r->nranks);
 }
 
 static void* shmAlloc(benchRank* r, size_t bytes) {
@@ -133,8 +133,8 @@ static int shmRun(benchRank* r, const benchCall* c, benchTarget t) {
     snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
     return 1;
   }
-  relayResult_t res = relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout,
-                                    c->root, NULL);
+  relayResult_t res =
+      relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout, c->root, NULL);
   return res == relaySuccess ? 0 : libError(r, row->call, res, s->comm);
 }
 

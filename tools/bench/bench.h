@@ -24,23 +24,23 @@ typedef struct {
   int ranksGiven;
   int nColls;
   relayCollective_t colls[relayNumCollectives]; /* in run order */
-  int nActive, nGroups;               /* -A, -G */
-  int layout[BENCH_MAX_RANKS];        /* nGroups*nActive comm ranks, group-major */
+  int nActive, nGroups;                         /* -A, -G */
+  int layout[BENCH_MAX_RANKS];                  /* nGroups*nActive comm ranks, group-major */
   int nSizes;
   uint64_t sizes[BENCH_MAX_SIZES]; /* bytes of per-active-rank input */
   int iters, warmup, reps;         /* -n, -w, -r */
   relayDataType_t dtype;
   relayRedOp_t op;
-  int route;      /* relayRoute_t, or -1: leave to RELAYCC_ROUTE / the library */
-  int depth;      /* >= 0, or -1: leave to RELAYCC_DEPTH / the library */
-  int check;      /* 1: check every output element (default) */
-  int inplace;    /* 1: the in-place forms of relaycc.h */
-  int graph;      /* 1: time replays of a captured graph (nccl backend) */
-  int sequential; /* 1: all relaycc repetitions, then all baseline ones (default: interleaved) */
-  int timeoutSec; /* whole launch; a rank past it fails the run */
-  int killRank;   /* test hook (--debug-kill R): rank R dies after its first check */
-  int corruptRank;/* test hook (--debug-corrupt R): rank R damages one output element
-                     of every check run, so the check itself is tested */
+  int route;       /* relayRoute_t, or -1: leave to RELAYCC_ROUTE / the library */
+  int depth;       /* >= 0, or -1: leave to RELAYCC_DEPTH / the library */
+  int check;       /* 1: check every output element (default) */
+  int inplace;     /* 1: the in-place forms of relaycc.h */
+  int graph;       /* 1: time replays of a captured graph (nccl backend) */
+  int sequential;  /* 1: all relaycc repetitions, then all baseline ones (default: interleaved) */
+  int timeoutSec;  /* whole launch; a rank past it fails the run */
+  int killRank;    /* test hook (--debug-kill R): rank R dies after its first check */
+  int corruptRank; /* test hook (--debug-corrupt R): rank R damages one output element
+                      of every check run, so the check itself is tested */
   const char* jsonPath;
   char cmdline[1024];
   /* Scatter and gather (rooted): the root, a comm rank (--root, default 0).

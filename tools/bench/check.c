@@ -63,7 +63,8 @@ static double patValue(const benchCheckKey* k, int src, int blk, uint64_t i) {
                    (i * 0x100000001B3ull) ^ ((uint64_t)(unsigned)src << 56));
   double sign = (isSigned(k->dtype) && (h >> 61) == 5) ? -1.0 : 1.0;
   if (k->op == relayProd) {
-    double mag = ((uint64_t)src == (i + (uint64_t)blk + (uint64_t)k->group) % (uint64_t)k->nActive) ? 2.0 : 1.0;
+    double mag =
+        ((uint64_t)src == (i + (uint64_t)blk + (uint64_t)k->group) % (uint64_t)k->nActive) ? 2.0 : 1.0;
     if (isSigned(k->dtype) && ((h >> 40) % 3 == 0)) sign = -1.0;
     return sign * mag;
   }
@@ -108,9 +109,13 @@ static double getElem(relayDataType_t dt, const void* buf, uint64_t i) {
 
 static size_t esizeOf(relayDataType_t dt) {
   switch (dt) {
-    case relayInt8: case relayUint8: return 1;
-    case relayFloat16: case relayBfloat16: return 2;
-    case relayInt32: case relayUint32: case relayFloat32: return 4;
+    case relayInt8:
+    case relayUint8: return 1;
+    case relayFloat16:
+    case relayBfloat16: return 2;
+    case relayInt32:
+    case relayUint32:
+    case relayFloat32: return 4;
     default: return 8;
   }
 }
@@ -160,7 +165,8 @@ static double reference(const benchCheckKey* k, int blk, uint64_t i) {
   for (int s = 1; s < k->nActive; s++) {
     double v = patValue(k, s, blk, i);
     switch (k->op) {
-      case relaySum: case relayAvg: acc += v; break;
+      case relaySum:
+      case relayAvg: acc += v; break;
       case relayProd: acc *= v; break;
       case relayMax: acc = v > acc ? v : acc; break;
       case relayMin: acc = v < acc ? v : acc; break;
@@ -220,8 +226,7 @@ long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* 
           if (got != want) report(tag, wrong++, "output", idx, got, want);
         }
       break;
-    default:
-      break;
+    default: break;
   }
   return wrong;
 }

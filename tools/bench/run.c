@@ -39,8 +39,7 @@ int benchCounts(relayCollective_t coll, uint64_t bytes, size_t esize, int nActiv
       *count = bytes / (esize * A);
       *sendElems = *recvElems = A * *count;
       return 1;
-    default:
-      return 0;
+    default: return 0;
   }
 }
 
@@ -82,9 +81,9 @@ typedef struct {
   relayLayout_t layout;
   int group, me; /* -1 on a helper */
   size_t esize;
-  double* times;   /* [targets][iters*reps] this rank's */
-  double* maxTimes;/* [iters*reps] max over ranks */
-  double* all;     /* [nranks * TIMES_PER_AGREE] */
+  double* times;    /* [targets][iters*reps] this rank's */
+  double* maxTimes; /* [iters*reps] max over ranks */
+  double* all;      /* [nranks * TIMES_PER_AGREE] */
   int checkedOnce;
   /* Scatter and gather: the rank set is the layout's ranks, as one group. */
   relayLayout_t set;
@@ -95,9 +94,10 @@ typedef struct {
 /* This rank's buffer elements for one size: relaycc's count argument and the
  * send and recv elements (0 for a buffer its role does not use). 0 when the
  * size does not divide (the row is skipped). */
-static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, uint64_t* count, uint64_t* sendElems,
-                     uint64_t* recvElems) {
-  if (!relayCollRooted(coll)) return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
+static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, uint64_t* count,
+                     uint64_t* sendElems, uint64_t* recvElems) {
+  if (!relayCollRooted(coll))
+    return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
   /* size = one member's block, as the per-active-rank input elsewhere. */
   if (bytes % x->esize) return 0;
   *count = bytes / x->esize;
@@ -195,8 +195,8 @@ static int targetStats(rankCtx* x, benchTarget t, benchStats* st) {
 typedef struct {
   void* send; /* backend buffers (out of place) */
   void* recv;
-  void* one;  /* in place: the single buffer */
-  void* hostIn;  /* host staging when the backend's memory is not host-visible */
+  void* one;    /* in place: the single buffer */
+  void* hostIn; /* host staging when the backend's memory is not host-visible */
   void* hostOut;
   uint64_t sendBytes, recvBytes;
 } rankBufs;
@@ -225,8 +225,8 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
     if (!o->inplace) {
       benchFillInput(&key, in);
       benchFillSentinel(o->dtype, out, recvElems);
-      if (!be->hostVisible && (be->toDevice(r, b->send, in, sendElems * es) ||
-                               be->toDevice(r, b->recv, out, recvElems * es)))
+      if (!be->hostVisible &&
+          (be->toDevice(r, b->send, in, sendElems * es) || be->toDevice(r, b->recv, out, recvElems * es)))
         return -1;
     } else {
       /* In place: the input sits inside the output buffer (relaycc.h). */
@@ -469,7 +469,8 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
         raise(SIGKILL);
       }
       x->checkedOnce = 1;
-      if (warmUp(x, &c, (benchTarget)t)) rc = failRank(x, t == BENCH_TARGET_RELAY ? "warm-up" : "baseline warm-up", coll, bytes);
+      if (warmUp(x, &c, (benchTarget)t))
+        rc = failRank(x, t == BENCH_TARGET_RELAY ? "warm-up" : "baseline warm-up", coll, bytes);
     }
     if (!rc && timeTargets(x, &c, nTargets)) rc = failRank(x, "timed run", coll, bytes);
     for (int t = 0; t < nTargets && !rc; t++)

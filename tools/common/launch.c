@@ -70,7 +70,10 @@ int relayLaunchRanks(int nranks, relayRankFn fn, void* arg, int timeoutMs, int g
         res->exitCode = -1000;
         int first = -1;
         for (int r = 0; r < nranks; r++)
-          if (pids[r] > 0) { first = r; break; }
+          if (pids[r] > 0) {
+            first = r;
+            break;
+          }
         res->failedRank = first;
         snprintf(res->message, sizeof res->message,
                  "timeout after %d ms: rank %d (and %d others) still running", timeoutMs, first, alive - 1);

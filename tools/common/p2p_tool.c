@@ -23,16 +23,17 @@
 #include "p2p_tool.h"
 
 static void usage(FILE* f) {
-  fprintf(f,
-          "usage: relaycc-plan --scatter-parts --nodes N --local G --pool P --per-peer K [--user-per-peer U]\n"
-          "                    [--root R]\n"
-          "  Parts per peer a scatter uses on N nodes x G ranks, with a P2P channel pool of P\n"
-          "  (a power of two <= %d) and K parts per peer for other operations (a power of two <= P).\n"
-          "  --user-per-peer U: RELAYCC_NCHANNELS_PER_NET_PEER=U was set; the per-peer count is then\n"
-          "  U (rounded up to a power of two, at most P) and scatter keeps it.\n"
-          "  --root R: whose peers' channels to count (default 0).\n"
-          "  The last line is `parts <n>`.\n",
-          P2P_MAX_CHANNELS);
+  fprintf(
+      f,
+      "usage: relaycc-plan --scatter-parts --nodes N --local G --pool P --per-peer K [--user-per-peer U]\n"
+      "                    [--root R]\n"
+      "  Parts per peer a scatter uses on N nodes x G ranks, with a P2P channel pool of P\n"
+      "  (a power of two <= %d) and K parts per peer for other operations (a power of two <= P).\n"
+      "  --user-per-peer U: RELAYCC_NCHANNELS_PER_NET_PEER=U was set; the per-peer count is then\n"
+      "  U (rounded up to a power of two, at most P) and scatter keeps it.\n"
+      "  --root R: whose peers' channels to count (default 0).\n"
+      "  The last line is `parts <n>`.\n",
+      P2P_MAX_CHANNELS);
 }
 
 static int intOpt(const char* name, const char* v, int lo, int* out) {
@@ -59,7 +60,8 @@ int p2pPlanToolMain(int argc, char** argv) {
     static const struct {
       const char* name;
       int lo;
-    } kOpts[] = {{"--nodes", 1}, {"--local", 1}, {"--pool", 1}, {"--per-peer", 1}, {"--user-per-peer", 1}, {"--root", 0}};
+    } kOpts[] = {{"--nodes", 1},    {"--local", 1},         {"--pool", 1},
+                 {"--per-peer", 1}, {"--user-per-peer", 1}, {"--root", 0}};
     int* dst[] = {&nodes, &local, &pool, &perPeer, &user, &root};
     int matched = 0;
     for (size_t k = 0; k < sizeof kOpts / sizeof kOpts[0] && !matched; k++) {
@@ -75,7 +77,11 @@ int p2pPlanToolMain(int argc, char** argv) {
       return 2;
     }
   }
-  const char* missing = nodes < 0 ? "--nodes" : local < 0 ? "--local" : pool < 0 ? "--pool" : perPeer < 0 ? "--per-peer" : NULL;
+  const char* missing = nodes < 0     ? "--nodes"
+                        : local < 0   ? "--local"
+                        : pool < 0    ? "--pool"
+                        : perPeer < 0 ? "--per-peer"
+                                      : NULL;
   if (missing) {
     fprintf(stderr, "relaycc-plan --scatter-parts: %s is required\n", missing);
     usage(stderr);
@@ -93,12 +99,13 @@ int p2pPlanToolMain(int argc, char** argv) {
   }
   int peers = c.nRanks - 1;
   int parts = p2pTaskParts(&c, P2P_OP_SCATTER);
-  printf("# scatter on %d node%s x %d local = %d ranks, pool %d, per-peer %d%s\n", nodes, nodes == 1 ? "" : "s",
-         local, c.nRanks, pool, perPeer, user > 0 ? " (user-set: see below)" : "");
+  printf("# scatter on %d node%s x %d local = %d ranks, pool %d, per-peer %d%s\n", nodes,
+         nodes == 1 ? "" : "s", local, c.nRanks, pool, perPeer, user > 0 ? " (user-set: see below)" : "");
   if (nodes == 1) {
     printf("rule      one node: scatter keeps the per-peer count %d\n", c.perPeer);
   } else if (c.perPeerUserSet) {
-    printf("rule      RELAYCC_NCHANNELS_PER_NET_PEER=%d: per-peer %d (power of two, <= pool), kept\n", user, c.perPeer);
+    printf("rule      RELAYCC_NCHANNELS_PER_NET_PEER=%d: per-peer %d (power of two, <= pool), kept\n", user,
+           c.perPeer);
   } else if (peers > 0) {
     int q = pool / peers, fit = 1;
     while (fit * 2 <= q) fit *= 2;
@@ -117,8 +124,8 @@ int p2pPlanToolMain(int argc, char** argv) {
     used += perChannel[ch] > 0;
     if (perChannel[ch] > busiest) busiest = perChannel[ch];
   }
-  printf("flows     %d peers x %d parts = %d flows of root %d on %d of %d channels (busiest: %d)\n", peers, parts,
-         peers * parts, root, used, c.pool, busiest);
+  printf("flows     %d peers x %d parts = %d flows of root %d on %d of %d channels (busiest: %d)\n", peers,
+         parts, peers * parts, root, used, c.pool, busiest);
   printf("others    send/recv, gather, all-to-all: %d parts per peer\n", c.perPeer);
   printf("parts %d\n", parts);
   return 0;

@@ -13,10 +13,8 @@ int relayRankDevice(int rank, int nranks, int ndev, const char* job) {
   if (!(multi && strcmp(multi, "1") == 0)) {
     const char* base = getenv("NCCL_HOSTID");
     char id[256];
-    if (base && *base)
-      snprintf(id, sizeof id, "%.200s.r%d", base, rank);
-    else
-      snprintf(id, sizeof id, "relaycc-%.200s.r%d", job && *job ? job : "rank", rank);
+    if (base && *base) snprintf(id, sizeof id, "%.200s.r%d", base, rank);
+    else snprintf(id, sizeof id, "relaycc-%.200s.r%d", job && *job ? job : "rank", rank);
     setenv("NCCL_HOSTID", id, 1);
   }
   /* Loopback: with each rank its own "host", NCCL would otherwise pick the first non-loopback interface. */

@@ -48,7 +48,8 @@ typedef struct {
  * without a measured time count in the speedup errors only (n counts the
  * rows with one). relayNotSupported when the relay route cannot build the
  * shape yet. */
-relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTopo* topo, relaySeedCompare* out);
+relayResult_t relaySeedCompareRun(const relaySeedTable* t, const struct relayTopo* topo,
+                                  relaySeedCompare* out);
 
 #ifdef __cplusplus
 }

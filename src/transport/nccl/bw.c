@@ -33,15 +33,16 @@ relayResult_t relayNcclBwPrepare(struct relayComm* c, size_t tileBytes, int ring
  * all-to-all's blocks with one copy-engine peer copy each between the entry
  * and exit kernels; a reduction keeps the SM kernel (the copy engines do not
  * add), and so does auto until sm and ce are measured (comm/params.h). */
-static relayResult_t bwDirect(struct relayComm* c, const relayBwDesc* d, relayBwArgs* w, cudaStream_t stream) {
+static relayResult_t bwDirect(struct relayComm* c, const relayBwDesc* d, relayBwArgs* w,
+                              cudaStream_t stream) {
   const relayOneShotDesc* o = &d->c;
   size_t es = relayTypeSize(o->dtype);
   uintptr_t align = (uintptr_t)d->sendOff | (uintptr_t)d->recvOff;
   for (int i = 0; i < o->nActive; i++) {
     w->win[i] = relayNcclWinPeer(d->win, o->ranks[i]);
     if (!w->win[i])
-      return relaySetError(c, relayInternalError, "bw direct: window %u has no mapping of rank %d", d->win->id,
-                           o->ranks[i]);
+      return relaySetError(c, relayInternalError, "bw direct: window %u has no mapping of rank %d",
+                           d->win->id, o->ranks[i]);
     align |= (uintptr_t)w->win[i];
   }
   /* 16-byte vectors only where every peer's pointer allows them too. */
@@ -75,5 +76,6 @@ relayResult_t relayNcclBw(struct relayComm* c, const relayBwDesc* d, relayStream
   } else {
     w.U = (d->c.count + w.tile - 1) / w.tile;
   }
-  return relayNcclOsLaunched(c, relayCudaBw(&w, d->c.dtype, d->c.op, RELAY_BW_THREADS, (cudaStream_t)stream), "bw");
+  return relayNcclOsLaunched(c, relayCudaBw(&w, d->c.dtype, d->c.op, RELAY_BW_THREADS, (cudaStream_t)stream),
+                             "bw");
 }

@@ -85,7 +85,7 @@ RD void bwConsumePart(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, 
   const char* mine = a.region[me];
   const S* srcs[NA];
   uint64_t offs[NA], lens[NA];
-UNROLL
+  UNROLL
   for (int i = 0; i < NA; i++) {
     srcs[i] = NULL;
     offs[i] = lens[i] = 0;
@@ -100,7 +100,7 @@ UNROLL
   }
   if (w.shard && u >= w.T1) {
     /* Two-shot, second phase: every peer's reduced shard tile to its place. */
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) {
       uint64_t lo, hi;
       if (i >= A || i == me) continue;
@@ -116,7 +116,7 @@ UNROLL
     /* Side by side at output block i, tile u; in place (all-gather) my
      * block is its own source. */
     const uint64_t at = u * w.tile + lo;
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) {
       if (i >= A) continue;
       S* d = (S*)a.dst + (uint64_t)i * a.count + at;
@@ -126,7 +126,7 @@ UNROLL
     /* Push form: output tile u; two-shot first phase: tile u of my shard. */
     const uint64_t at = (w.shard ? offs[me] : u * w.tile) + lo;
     const S* parts[NA];
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) parts[i] = i < A ? srcs[i] + lo : NULL;
     osFold<Tr, OP, NA>((S*)a.dst + at, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
   }
@@ -153,7 +153,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
       if (peerThread) {
         const u64 f = bwTileNo(sEp, tid, u);
         const int slot = (int)((f - 1) % ring), pr = a.rank[tid];
-        if (!osWait(a, wordAt(mine, relayOsBwFlagOff(&a.L, pr, slot, blk)), f, tid, RELAY_OS_ERR_FLAG, blk, f)) {
+        if (!osWait(a, wordAt(mine, relayOsBwFlagOff(&a.L, pr, slot, blk)), f, tid, RELAY_OS_ERR_FLAG, blk,
+                    f)) {
           sFail = 1;
         } else if (blk == 0) {
           uint64_t off, len;
@@ -177,8 +178,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) bwKernel(relayBwArgs w) 
       if (peerThread) {
         const u64 f = bwTileNo(sEp, tid, j);
         const int slot = (int)((f - 1) % ring);
-        if (!osWait(a, wordAt(mine, relayOsBwAckOff(&a.L, a.rank[tid], slot, blk)), f - ring, tid, RELAY_OS_ERR_ACK,
-                    blk, f))
+        if (!osWait(a, wordAt(mine, relayOsBwAckOff(&a.L, a.rank[tid], slot, blk)), f - ring, tid,
+                    RELAY_OS_ERR_ACK, blk, f))
           sFail = 1;
       }
       __syncthreads();
@@ -245,7 +246,7 @@ RD void bwDirectMove(const relayBwArgs& w, int blk, int tid, int nthr, int part)
   if constexpr (OP == RELAY_OS_GATHER) {
     relayOsRange(c, RELAY_BW_BLOCKS, (int)sizeof(S), blk, &lo, &hi);
     if (hi <= lo || part) return;
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) {
       if (i >= A) continue;
       S* d = i == me ? (S*)a.dst + (uint64_t)me * c + lo : (S*)(w.win[i] + w.recvOff) + (uint64_t)me * c + lo;
@@ -265,16 +266,17 @@ UNROLL
     S* out = (S*)a.dst + (a.srcStride ? 0 : base) + lo;
     if (part == 0) {
       const S* parts[NA];
-UNROLL
+      UNROLL
       for (int i = 0; i < NA; i++)
         parts[i] = i >= A ? NULL : (i == me ? (const S*)a.src : (const S*)(w.win[i] + w.sendOff)) + base + lo;
       osFold<Tr, OP, NA>(out, parts, A, hi - lo, a.divisor, a.vec != 0, tid, nthr);
       return;
     }
     if (a.srcStride) return;
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
-      if (i < A && i != me) osCopy<S>((S*)(w.win[i] + w.recvOff) + base + lo, out, hi - lo, a.vec != 0, tid, nthr);
+      if (i < A && i != me)
+        osCopy<S>((S*)(w.win[i] + w.recvOff) + base + lo, out, hi - lo, a.vec != 0, tid, nthr);
   }
 }
 
@@ -350,13 +352,12 @@ struct BwGet {
 #ifdef RELAY_BW_HOST_EMULATION
 /* tests/gpu/emul_bw.cu: one block's push (phase 0) or consume (phase 1) of
  * item u, run thread after thread on the host. */
-typedef void (*BwHostPhase)(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr, int phase);
+typedef void (*BwHostPhase)(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr,
+                            int phase);
 template <typename Tr, int OP, int NA>
 void bwHostPhase(const relayBwArgs& w, const u64* ep, uint64_t u, int blk, int tid, int nthr, int phase) {
-  if (phase == 0)
-    bwPushPart<Tr>(w, ep, u, blk, tid, nthr);
-  else
-    bwConsumePart<Tr, OP, NA>(w, ep, u, blk, tid, nthr);
+  if (phase == 0) bwPushPart<Tr>(w, ep, u, blk, tid, nthr);
+  else bwConsumePart<Tr, OP, NA>(w, ep, u, blk, tid, nthr);
 }
 struct BwHostGet {
   typedef BwHostPhase Result;
@@ -402,8 +403,8 @@ extern "C" cudaError_t relayCudaBw(const relayBwArgs* w, relayDataType_t dt, rel
   return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
 }
 
-extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
-                                         cudaStream_t stream) {
+extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op,
+                                         int threads, cudaStream_t stream) {
   PickWidth<BwDirectGet> v(w ? &w->os : NULL);
   const void* k = visit(dt, op, v);
   if (!k || !w || w->os.nActive < 2 || w->os.nActive > RELAY_OS_MAX_ACTIVE || w->os.me < 0 ||
@@ -418,8 +419,8 @@ extern "C" cudaError_t relayCudaBwDirect(const relayBwArgs* w, relayDataType_t d
   return cudaLaunchKernel(k, dim3(RELAY_BW_BLOCKS), dim3((unsigned)threads), args, 0, stream);
 }
 
-extern "C" cudaError_t relayCudaBwDirectRun(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op, int threads,
-                                            int ce, cudaStream_t stream) {
+extern "C" cudaError_t relayCudaBwDirectRun(const relayBwArgs* w, relayDataType_t dt, relayRedOp_t op,
+                                            int threads, int ce, cudaStream_t stream) {
   if (!w) return cudaErrorInvalidValue;
   relayBwArgs p = *w;
   if (!ce || !w->os.gather) {

@@ -167,13 +167,13 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective
       r = relayNccl.ncclAlltoAll ? relayNccl.ncclAlltoAll(send, recv, count, t, sub, s)
                                  : groupedAllToAll(send, recv, count, t, nSub, sub, s);
       break;
-    default:
-      return relaySetError(c, relayInternalError, "no native %s", relayCollName(coll));
+    default: return relaySetError(c, relayInternalError, "no native %s", relayCollName(coll));
   }
   /* A child of a nonblocking parent is nonblocking too. */
   if (r == ncclInProgress)
-    return relayNcclWaitReady(c, sub, whole ? "NCCL collective on the comm's communicator"
-                                            : "NCCL collective on the group's sub-communicator");
+    return relayNcclWaitReady(c, sub,
+                              whole ? "NCCL collective on the comm's communicator"
+                                    : "NCCL collective on the group's sub-communicator");
   if (r != ncclSuccess) {
     c->failed = 1;
     return relaySetError(
@@ -198,10 +198,8 @@ void relayNcclNativeFree(relayNcclState* st, int drained) {
     /* A child outlives nothing: destroyed when the device drained, else
      * aborted (also after its parent was aborted). */
     if (e->sub) {
-      if (drained && !st->ncclDead)
-        relayNccl.ncclCommDestroy(e->sub);
-      else
-        relayNccl.ncclCommAbort(e->sub);
+      if (drained && !st->ncclDead) relayNccl.ncclCommDestroy(e->sub);
+      else relayNccl.ncclCommAbort(e->sub);
     }
     free(e->ranks);
     free(e);

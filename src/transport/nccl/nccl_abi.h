@@ -30,8 +30,7 @@
 #define NCCL_MAJOR 2
 #define NCCL_MINOR 14
 #define NCCL_PATCH 3
-#define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 typedef struct ncclComm* ncclComm_t;
@@ -69,10 +68,10 @@ typedef struct ncclConfig_v21400 {
   int maxCTAs;
   const char* netName;
 } ncclConfig_t;
-#define NCCL_CONFIG_INITIALIZER                                                                          \
-  {                                                                                                      \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,   \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR                              \
+#define NCCL_CONFIG_INITIALIZER                                                                        \
+  {                                                                                                    \
+    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION_CODE, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR                            \
   }
 
 /* int-sized, as NCCL's (whose ncclMaxRedOp is the largest int). */

@@ -198,12 +198,14 @@ RELAY_NCCL_API_ALL(RELAY_NCCL_PROTO_)
 
 /* The table: nccl<Name> and its profiling twin pnccl<Name>. */
 typedef struct {
-#define RELAY_NCCL_FIELD_(ret, name, params, args) ret(*name) params; ret(*p##name) params;
+#define RELAY_NCCL_FIELD_(ret, name, params, args) \
+  ret(*name) params;                               \
+  ret(*p##name) params;
   RELAY_NCCL_API_ALL(RELAY_NCCL_FIELD_)
 #undef RELAY_NCCL_FIELD_
-  void* handle;      /* dlopen handle of the library */
-  char path[4096];   /* where it was found (dladdr of ncclGetVersion) */
-  int version;       /* ncclGetVersion's code, e.g. 22809 */
+  void* handle;    /* dlopen handle of the library */
+  char path[4096]; /* where it was found (dladdr of ncclGetVersion) */
+  int version;     /* ncclGetVersion's code, e.g. 22809 */
   /* 1 when the library has every RELAY_NCCL_NEEDED function; else why not (the first one missing),
    * and relaycc creates no comm over it while the interposer still forwards every call. */
   int usable;

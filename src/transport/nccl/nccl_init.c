@@ -42,7 +42,8 @@ static relayResult_t preconnect(struct relayComm* c, relayNcclState* st) {
   return relayNcclWaitStream(c, st, st->agreeStream, "init: connecting peers");
 }
 
-relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl, int device) {
+relayResult_t relayNcclAttach(struct relayComm* c, ncclComm_t nccl, int owns, struct relayComm* ctrl,
+                              int device) {
   relayNcclState* st = calloc(1, sizeof *st);
   if (!st) return relaySetError(c, relaySystemError, "out of memory for the NCCL transport");
   st->nccl = nccl;
@@ -95,7 +96,8 @@ relayResult_t relayNcclStart(struct relayComm* c) {
    * 0.23-0.55 us host overhead measured over raw NCCL). */
   st->nativeOn = relayParamInt(c, RELAY_P_NCCL_NATIVE) != 0; /* native.c: what it takes without splits */
   /* The interposer's comms are the user's: never connect pairs they did not ask for. */
-  relayResult_t r = relayParamInt(c, RELAY_P_NCCL_PRECONNECT) && !relayNccl.guest ? preconnect(c, st) : relaySuccess;
+  relayResult_t r =
+      relayParamInt(c, RELAY_P_NCCL_PRECONNECT) && !relayNccl.guest ? preconnect(c, st) : relaySuccess;
   if (r == relaySuccess && relayParamInt(c, RELAY_P_ONESHOT_PREPARE)) r = relayNcclOneShotPrepareAtInit(c);
   return r;
 }
@@ -155,10 +157,11 @@ relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* devic
     return relaySetError(NULL, relayCudaResult(e), "relayCommInitNccl (rank %d): cudaGetDevice: %s", *rank,
                          cudaGetErrorString(e));
   if (cur != *device)
-    return relaySetError(NULL, relayInvalidUsage,
-                         "relayCommInitNccl (rank %d): the current device is %d but the NCCL communicator's is %d; "
-                         "call cudaSetDevice(%d) first",
-                         *rank, cur, *device, *device);
+    return relaySetError(
+        NULL, relayInvalidUsage,
+        "relayCommInitNccl (rank %d): the current device is %d but the NCCL communicator's is %d; "
+        "call cudaSetDevice(%d) first",
+        *rank, cur, *device, *device);
   return relaySuccess;
 }
 
@@ -166,8 +169,8 @@ relayResult_t relayNcclQuery(ncclComm_t nccl, int* nranks, int* rank, int* devic
 typedef struct {
   int32_t status; /* relayResult_t of this rank's local setup */
   int32_t device;
-  int32_t badParam; /* this rank's invalid setting (params.h row), -1: none */
-  int32_t ncclShares; /* 1: this process runs NCCL 2.30+ with NCCL_MULTI_RANK_GPU_ENABLE=1 */
+  int32_t badParam;    /* this rank's invalid setting (params.h row), -1: none */
+  int32_t ncclShares;  /* 1: this process runs NCCL 2.30+ with NCCL_MULTI_RANK_GPU_ENABLE=1 */
   uint64_t host;       /* relayHostIdentity: ranks of one host */
   uint64_t ncclHostId; /* hash of NCCL_HOSTID, 0 when unset */
   char busId[32];
@@ -192,13 +195,15 @@ static relayResult_t checkSharedGpus(struct relayComm* ctrl, const shmInitRecord
     for (int p = 0; p < q; p++) {
       const shmInitRecord *a = &all[p], *b = &all[q];
       if (a->host != b->host || strcmp(a->busId, b->busId) != 0) continue;
-      if ((a->ncclShares && b->ncclShares) || (a->ncclHostId && b->ncclHostId && a->ncclHostId != b->ncclHostId))
+      if ((a->ncclShares && b->ncclShares) ||
+          (a->ncclHostId && b->ncclHostId && a->ncclHostId != b->ncclHostId))
         continue;
-      return relaySetError(ctrl, relayInvalidArgument,
-                           "ranks %d and %d both use GPU %s: NCCL %d accepts two ranks on one GPU only when each "
-                           "process has its own NCCL_HOSTID (NCCL >= 2.5) or NCCL_MULTI_RANK_GPU_ENABLE=1 "
-                           "(NCCL >= 2.30)",
-                           p, q, b->busId, relayNccl.version);
+      return relaySetError(
+          ctrl, relayInvalidArgument,
+          "ranks %d and %d both use GPU %s: NCCL %d accepts two ranks on one GPU only when each "
+          "process has its own NCCL_HOSTID (NCCL >= 2.5) or NCCL_MULTI_RANK_GPU_ENABLE=1 "
+          "(NCCL >= 2.30)",
+          p, q, b->busId, relayNccl.version);
     }
   return relaySuccess;
 }
@@ -206,11 +211,12 @@ static relayResult_t checkSharedGpus(struct relayComm* ctrl, const shmInitRecord
 _Static_assert(sizeof(shmInitRecord) <= RELAY_NCCL_AGREE_MAX, "init record must fit one agree()");
 
 /* Pick and set the device; 0 or a result with why filled. */
-static relayResult_t setDevice(int rank, int* cudaDevice, int localRank, char* busId, size_t busLen, char* why,
-                               size_t whyLen) {
+static relayResult_t setDevice(int rank, int* cudaDevice, int localRank, char* busId, size_t busLen,
+                               char* why, size_t whyLen) {
   int ndev = 0;
   cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e == cudaSuccess && *cudaDevice < 0) *cudaDevice = localRank >= 0 ? localRank : (ndev > 0 ? rank % ndev : 0);
+  if (e == cudaSuccess && *cudaDevice < 0)
+    *cudaDevice = localRank >= 0 ? localRank : (ndev > 0 ? rank % ndev : 0);
   if (e == cudaSuccess && (*cudaDevice < 0 || *cudaDevice >= ndev)) {
     snprintf(why, whyLen, "cudaDevice %d is not in [0, %d)", *cudaDevice, ndev);
     return relayInvalidArgument;
@@ -304,8 +310,7 @@ relayResult_t relayNcclCreateFromId(int nranks, const void* id, int rank, int cu
   *out = NULL;
   char why[256] = "";
   relayResult_t res = setDevice(rank, &cudaDevice, -1, NULL, 0, why, sizeof why);
-  if (res != relaySuccess)
-    return relaySetError(NULL, res, "relayCommInitNcclRank (rank %d): %s", rank, why);
+  if (res != relaySuccess) return relaySetError(NULL, res, "relayCommInitNcclRank (rank %d): %s", rank, why);
   ncclUniqueId uid;
   memcpy(&uid, id, sizeof uid);
   /* Blocking, as relayCommInitNcclShm's (see there); NCCL < 2.14 has no config and is always blocking. */
@@ -331,7 +336,8 @@ relayResult_t relayNcclGetUniqueId(relayNcclUniqueId* id) {
   ncclUniqueId uid;
   ncclResult_t nr = relayNccl.ncclGetUniqueId(&uid);
   if (nr != ncclSuccess)
-    return relaySetError(NULL, relayNcclResult(nr), "relayNcclGetUniqueId: ncclGetUniqueId: %s", relayNccl.ncclGetErrorString(nr));
+    return relaySetError(NULL, relayNcclResult(nr), "relayNcclGetUniqueId: ncclGetUniqueId: %s",
+                         relayNccl.ncclGetErrorString(nr));
   memset(id, 0, sizeof *id);
   memcpy(id->internal, &uid, sizeof uid);
   return relaySuccess;

@@ -44,7 +44,8 @@ static void loadOnce(void) {
     const char* why = dlerror();
     gResult = relaySystemError;
     snprintf(gError, sizeof gError,
-             "relaycc: cannot load " RELAY_NCCL_NAME " (%s): %s; set RELAYCC_NCCL_LIB (under the shim: "
+             "relaycc: cannot load " RELAY_NCCL_NAME
+             " (%s): %s; set RELAYCC_NCCL_LIB (under the shim: "
              "RELAYCC_SHIM_NCCL) to its path",
              tried, why ? why : "not found");
     return;

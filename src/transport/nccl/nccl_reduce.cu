@@ -53,19 +53,19 @@ RD void reduceSlice(const ReduceArgs& a, size_t tid, size_t stride) {
     Acc acc[V];
     Vec x;
     x.u = ((const uint4*)a.src[0])[v];
-UNROLL
+    UNROLL
     for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
     /* Unrolled by 4 so four sources' loads are in flight at once: the fold
      * order is fixed, the loads are not. */
-UNROLL4
+    UNROLL4
     for (int s = 1; s < a.nsrc; s++) {
       Vec y;
       y.u = ((const uint4*)a.src[s])[v];
-UNROLL
+      UNROLL
       for (int j = 0; j < V; j++) acc[j] = fold<Tr, OP>(acc[j], Tr::load(y.e[j]));
     }
     Vec out;
-UNROLL
+    UNROLL
     for (int j = 0; j < V; j++) out.e[j] = Tr::store(acc[j], a.divisor);
     ((uint4*)a.dst)[v] = out.u;
   }
@@ -111,7 +111,9 @@ Impl implOf() {
 struct PickImpl {
   typedef Impl Result;
   template <typename Tr, int OP>
-  Impl apply() { return implOf<Tr, OP>(); }
+  Impl apply() {
+    return implOf<Tr, OP>();
+  }
   Impl none() {
     Impl m = {NULL, NULL, 0};
     return m;

@@ -87,8 +87,12 @@ static relayResult_t cudaFail(struct relayComm* c, cudaError_t e, const char* wh
 /* For the init part (nccl_init.c). */
 relayResult_t relayNcclResult(ncclResult_t r) { return fromNccl(r); }
 relayResult_t relayCudaResult(cudaError_t e) { return fromCuda(e); }
-relayResult_t relayNcclFail(struct relayComm* c, ncclResult_t r, const char* what) { return ncclFail(c, r, what); }
-relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* what) { return cudaFail(c, e, what); }
+relayResult_t relayNcclFail(struct relayComm* c, ncclResult_t r, const char* what) {
+  return ncclFail(c, r, what);
+}
+relayResult_t relayNcclCudaFail(struct relayComm* c, cudaError_t e, const char* what) {
+  return cudaFail(c, e, what);
+}
 
 /* ncclCommAbort kills the communicator's kernels and frees it; after it the
  * handle is gone (for a wrapped comm too: see relaycc_nccl.h). */
@@ -151,8 +155,7 @@ static relayResult_t timedOut(struct relayComm* c, relayNcclState* st, const cha
   abortNccl(st);
   c->failed = 1;
   return relaySetError(c, relayTimeout, "%s did not complete within %d ms (a peer is missing or stuck)%s",
-                       what, c->cfg.timeoutMs,
-                       !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
+                       what, c->cfg.timeoutMs, !st->ownsNccl ? "" : "; the NCCL communicator was aborted");
 }
 
 /* A nonblocking NCCL comm (a wrapped one may be, and the sub-communicators
@@ -222,9 +225,11 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   if (r != ncclSuccess) return ncclFail(c, r, "ncclGroupStart");
   /* Zero-byte transfers are dropped on both ends by the same rule. */
   for (int i = 0; i < nSends && r == ncclSuccess; i++)
-    if (sends[i].bytes) r = relayNccl.ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
+    if (sends[i].bytes)
+      r = relayNccl.ncclSend(sends[i].ptr, sends[i].bytes, ncclInt8, sends[i].peer, st->nccl, s);
   for (int i = 0; i < nRecvs && r == ncclSuccess; i++)
-    if (recvs[i].bytes) r = relayNccl.ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
+    if (recvs[i].bytes)
+      r = relayNccl.ncclRecv(recvs[i].ptr, recvs[i].bytes, ncclInt8, recvs[i].peer, st->nccl, s);
   ncclResult_t re = relayNccl.ncclGroupEnd(); /* always closes the group, also after a failed enqueue */
   if (r == ncclSuccess) r = re;
   if (r == ncclInProgress) {
@@ -238,7 +243,8 @@ static relayResult_t tpGroup(struct relayComm* c, const relayXferDesc* sends, in
   /* Errors found by NCCL's proxy thread (a peer's death, a network error)
    * surface here rather than as a hang at the next wait. */
   ncclResult_t ae = ncclSuccess;
-  if (relayNccl.ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+  if (relayNccl.ncclCommGetAsyncError(st->nccl, &ae) == ncclSuccess && ae != ncclSuccess &&
+      ae != ncclInProgress) {
     c->failed = 1;
     return ncclFail(c, ae, "asynchronous NCCL error");
   }
@@ -253,7 +259,8 @@ static relayNcclLane* findLane(relayNcclState* st, cudaStream_t caller) {
   return NULL;
 }
 
-static relayResult_t laneFork(struct relayComm* c, relayNcclState* st, cudaStream_t caller, cudaStream_t* side) {
+static relayResult_t laneFork(struct relayComm* c, relayNcclState* st, cudaStream_t caller,
+                              cudaStream_t* side) {
   relayNcclLane* l = findLane(st, caller);
   if (!l) {
     if (st->nLanes == st->capLanes) {
@@ -312,7 +319,8 @@ static relayResult_t tpJoin(struct relayComm* c, relayStream_t stream) {
 /* ---- local ops -------------------------------------------------------- */
 
 static relayResult_t tpReduce(struct relayComm* c, void* dst, const void* const* srcs, int nsrc, size_t count,
-                              relayDataType_t dt, relayRedOp_t op, int divisor, int lane, relayStream_t stream) {
+                              relayDataType_t dt, relayRedOp_t op, int divisor, int lane,
+                              relayStream_t stream) {
   relayNcclState* st = c->tpState;
   if (count == 0) return relaySuccess;
   cudaStream_t s = (cudaStream_t)stream;
@@ -361,7 +369,8 @@ static size_t scratchSize(size_t need, size_t old) {
   return p;
 }
 
-static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void** ptr, relayStream_t stream) {
+static relayResult_t tpScratch(struct relayComm* c, int slot, size_t bytes, void** ptr,
+                               relayStream_t stream) {
   relayNcclState* st = c->tpState;
   cudaStream_t s = (cudaStream_t)stream;
   relayNcclScratch* e = NULL;
@@ -574,10 +583,8 @@ static void tpDestroy(struct relayComm* c) {
   relayNcclNativeFree(st, drained); /* children before their parent */
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
-    if (drained)
-      relayNccl.ncclCommDestroy(st->nccl);
-    else
-      relayNccl.ncclCommAbort(st->nccl);
+    if (drained) relayNccl.ncclCommDestroy(st->nccl);
+    else relayNccl.ncclCommAbort(st->nccl);
     st->ncclDead = 1;
   }
   /* Streams and events are released by CUDA once their work is done, so they
@@ -632,7 +639,8 @@ const relayTransportOps relayNcclTransport = {
 
 relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {
   if (!comm || !nccl)
-    return relaySetError(NULL, relayInvalidArgument, "relayCommGetNcclComm: %s is NULL", comm ? "nccl" : "comm");
+    return relaySetError(NULL, relayInvalidArgument, "relayCommGetNcclComm: %s is NULL",
+                         comm ? "nccl" : "comm");
   /* Its errors name it (the prefix); a query, so whatever name was set stays after. */
   const char* outer = comm->curCallName;
   comm->curCallName = "relayCommGetNcclComm";
@@ -642,8 +650,7 @@ relayResult_t relayCommGetNcclComm(relayComm_t comm, ncclComm_t* nccl) {
                         comm->tp ? comm->tp->name : "no");
   else if (((relayNcclState*)comm->tpState)->ncclDead)
     res = relaySetError(comm, relayInvalidUsage, "the NCCL communicator was aborted");
-  else
-    *nccl = ((relayNcclState*)comm->tpState)->nccl;
+  else *nccl = ((relayNcclState*)comm->tpState)->nccl;
   comm->curCallName = outer;
   return res;
 }

@@ -40,13 +40,13 @@ typedef struct {
 
 typedef struct relayNcclState {
   ncclComm_t nccl;
-  int ownsNccl;            /* created by relayCommInitNcclShm: destroyed with the comm */
-  int ncclDead;            /* ncclCommAbort was called: the handle is gone */
-  struct relayComm* ctrl;  /* shm control plane (owned comms only), else NULL */
+  int ownsNccl;           /* created by relayCommInitNcclShm: destroyed with the comm */
+  int ncclDead;           /* ncclCommAbort was called: the handle is gone */
+  struct relayComm* ctrl; /* shm control plane (owned comms only), else NULL */
   int device;
-  int reduceBlocks;        /* block cap of reduce launches */
-  uint64_t commHash;       /* rank 0's nonce, agreed at init: the one-shot region's sentinels */
-  int nativeOn;            /* direct route as NCCL collectives (rank 0's RELAYCC_NCCL_NATIVE, agreed at init) */
+  int reduceBlocks;  /* block cap of reduce launches */
+  uint64_t commHash; /* rank 0's nonce, agreed at init: the one-shot region's sentinels */
+  int nativeOn;      /* direct route as NCCL collectives (rank 0's RELAYCC_NCCL_NATIVE, agreed at init) */
 
   relayNcclLane* lanes;
   int nLanes, capLanes, nPending;

@@ -29,6 +29,6 @@ relayResult_t relayNcclOneShot(struct relayComm* c, const relayOneShotDesc* d, r
   if (d->count == 0) return relaySuccess; /* every rank has the same count: none launches */
   int threads;
   relayNcclOsShape(c, bytes, d->count, (int)es, &a, &threads);
-  return relayNcclOsLaunched(c, relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream), "one-shot");
+  return relayNcclOsLaunched(c, relayCudaOneShot(&a, d->dtype, d->op, threads, (cudaStream_t)stream),
+                             "one-shot");
 }
-

@@ -92,18 +92,15 @@ RD void osReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   const int A = a.nActive, me = a.me;
   const char* mine = a.region[me];
   const S* srcs[NA];
-UNROLL
+  UNROLL
   for (int i = 0; i < NA; i++) {
-    if (i >= A)
-      srcs[i] = NULL;
-    else if (i == me)
-      srcs[i] = (const S*)a.src + (uint64_t)me * a.srcStride + lo;
-    else
-      srcs[i] = (const S*)(mine + relayOsStagingOff(&a.L, (int)(ep[i] & 1), a.rank[i])) + lo;
+    if (i >= A) srcs[i] = NULL;
+    else if (i == me) srcs[i] = (const S*)a.src + (uint64_t)me * a.srcStride + lo;
+    else srcs[i] = (const S*)(mine + relayOsStagingOff(&a.L, (int)(ep[i] & 1), a.rank[i])) + lo;
   }
   if constexpr (OP == RELAY_OS_GATHER) {
     /* Side by side; in place (all-gather) my block is its own source. */
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
       if (i < A && srcs[i] != (const S*)a.dst + (uint64_t)i * a.count + lo)
         osCopy<S>((S*)a.dst + (uint64_t)i * a.count + lo, srcs[i], hi - lo, a.vec != 0, tid, nthr);
@@ -137,8 +134,8 @@ RD uint4 llLoad(const char* line) {
 /* Poll an LL line until both flags are f (bounded like osWait). Device
  * pass only: its one caller (llFetch) polls there alone. */
 #ifdef RELAY_GPU_DEVICE_PASS
-__device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
-                       u64 ep) {
+__device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx,
+                       int blk, u64 ep) {
   const OsWaitCtx w = osWaitCtx(a, peerIdx);
   for (unsigned it = 1;; it++) {
     uint4 v = llLoad(line);
@@ -154,7 +151,8 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
 
 /* The data of an LL line once its flags are f; the host emulation checks
  * once (every push ran before), the device polls. */
-RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk, u64 ep) {
+RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
+                u64 ep) {
   uint4 v = llLoad(line);
   if (v.y == f && v.w == f) {
     *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
@@ -180,7 +178,7 @@ RD uint64_t llGather(const char* src, uint64_t l, uint64_t total) {
   const uint64_t off = l * 8;
   if (off + 8 <= total && ((uintptr_t)(src + off) & 7u) == 0) return ldElem((const uint64_t*)(src + off));
   const S* p = (const S*)(src + off);
-UNROLL
+  UNROLL
   for (int k = 0; k < (int)(8 / sizeof(S)); k++)
     if (off + (uint64_t)k * sizeof(S) < total) x.e[k] = ldElem(p + k);
   return x.u;
@@ -199,7 +197,7 @@ RD void llScatter(char* dst, uint64_t l, uint64_t total, uint64_t v) {
   } x;
   x.u = v;
   S* p = (S*)(dst + off);
-UNROLL
+  UNROLL
   for (int k = 0; k < (int)(8 / sizeof(S)); k++)
     if (off + (uint64_t)k * sizeof(S) < total) p[k] = x.e[k];
 }
@@ -211,7 +209,7 @@ UNROLL
 template <int NA>
 RD u64 epOf(const u64* ep, int j) {
   u64 e = ep[0];
-UNROLL
+  UNROLL
   for (int i = 1; i < NA; i++)
     if (i == j) e = ep[i];
   return e;
@@ -235,7 +233,8 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
     const u64 e = epOf<NA>(ep, j);
     char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank);
     const uint32_t f = relayOsLLFlag(e, a.count);
-    for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) llStore(d + l * 16, llGather<S>(s, l, total), f);
+    for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr)
+      llStore(d + l * 16, llGather<S>(s, l, total), f);
   }
 }
 
@@ -250,7 +249,7 @@ RD void llEmit(const relayOsArgs& a, const uint64_t* words, uint64_t l, uint64_t
   const int A = a.nActive;
   if constexpr (OP == RELAY_OS_GATHER) {
     const uint64_t stride = a.count * sizeof(S);
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
       if (i < A) llScatter<S>((char*)a.dst + (uint64_t)i * stride, l, limit, words[i]);
   } else {
@@ -261,12 +260,12 @@ UNROLL
       S e[V8];
     };
     Chunk d[NA], out;
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) d[i].u = words[i];
-UNROLL
+    UNROLL
     for (int k = 0; k < V8; k++) {
       Acc acc = Tr::load(d[0].e[k]);
-UNROLL
+      UNROLL
       for (int i = 1; i < NA; i++)
         if (i < A) acc = fold<Tr, OP>(acc, Tr::load(d[i].e[k]));
       out.e[k] = Tr::store(acc, a.divisor);
@@ -280,7 +279,7 @@ UNROLL
  * indices past A. LL and LL128 alike. */
 template <int NA>
 RD void llPeerLines(const relayOsArgs& a, const u64* ep, uint64_t off, char** lines, uint32_t* fl) {
-UNROLL
+  UNROLL
   for (int i = 0; i < NA; i++) {
     const bool peer = i < a.nActive && i != a.me;
     lines[i] = peer ? a.region[a.me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + off : NULL;
@@ -304,16 +303,14 @@ RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   llPeerLines<NA>(a, ep, 0, lines, fl);
   for (uint64_t l = l0 + (uint64_t)tid; l < l1; l += (uint64_t)nthr) {
     uint64_t d[NA];
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) {
       d[i] = 0;
       if (i >= A) continue;
-      if (i == me)
-        d[i] = llGather<S>(own, l, total);
-      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i], i, blk, ep[i]))
-        return false;
+      if (i == me) d[i] = llGather<S>(own, l, total);
+      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i], i, blk, ep[i])) return false;
     }
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
       if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
     llEmit<Tr, OP, NA>(a, d, l, total);
@@ -407,8 +404,8 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
  * makes each thread copy the ~300-byte arguments to its stack at kernel
  * start (ptxas: 312-504 bytes stack frame), measured 1.2-3.1 us slower per
  * call at 4-512 KB on 2 x H200 (2026-11-30 run 7). */
-RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo, uint64_t* hi,
-                   int peerIdx, int blk, u64 ep) {
+RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint64_t f, uint64_t* lo,
+                   uint64_t* hi, int peerIdx, int blk, u64 ep) {
 #ifdef RELAY_GPU_DEVICE_PASS
   const int peerRank = a.rank[peerIdx];
   char* mine = a.region[a.me];
@@ -455,7 +452,7 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
     const bool on = line < nl;
     const uint64_t l8 = loB / 8 + line * 15 + 2 * (uint64_t)part;
     uint64_t d[2][NA]; /* [word][active] */
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++) {
       d[0][i] = d[1][i] = 0;
       if (i >= A) continue;
@@ -466,11 +463,11 @@ UNROLL
         return false;
       }
     }
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
       if (on && i < A && i != me) ll128Store(lines[i] + line * 128, 0, 0);
     if (!on) continue;
-UNROLL
+    UNROLL
     for (int w = 0; w < 2; w++) {
       if (w == 1 && part == 7) break; /* the flag */
       llEmit<Tr, OP, NA>(a, d[w], l8 + (uint64_t)w, hiB);
@@ -491,7 +488,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
   const u64* err = wordAt(mine, a.L.ctlOff + 8);
   bool ok = ldVolatile(err) == 0; /* a failed comm stays failed */
   u64 ep[NA];
-UNROLL
+  UNROLL
   for (int i = 0; i < NA; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
   if (P == 2) {
@@ -506,7 +503,7 @@ UNROLL
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
   if (tid < A && tid != me && ldVolatile(err) == 0) {
-UNROLL
+    UNROLL
     for (int i = 0; i < NA; i++)
       if (i == tid) stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk)), ep[i]);
   }
@@ -529,7 +526,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   /* 1. Peer i no longer reads my epoch-(e-2) push (same parity set). */
   if (peerThread) {
     const u64 e = sEp[tid];
-    if (!osWait(a, wordAt(mine, relayOsAckOff(&a.L, a.rank[tid])), e - 2, tid, RELAY_OS_ERR_ACK, blk, e)) sFail = 1;
+    if (!osWait(a, wordAt(mine, relayOsAckOff(&a.L, a.rank[tid])), e - 2, tid, RELAY_OS_ERR_ACK, blk, e))
+      sFail = 1;
   }
   __syncthreads();
 
@@ -621,10 +619,8 @@ int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr,
     if (phase == 0) llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
-  if (phase == 0)
-    osPushBlock<Tr>(a, ep, blk, tid, nthr);
-  else
-    osReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
+  if (phase == 0) osPushBlock<Tr>(a, ep, blk, tid, nthr);
+  else osReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   return 1;
 }
 /* The same width choice as relayCudaOneShot's (pair: A == 2). */
@@ -640,8 +636,8 @@ typedef PickWidth<OsHostGet> PickHost;
 
 }  // namespace
 
-extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
-                                        cudaStream_t stream) {
+extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt, relayRedOp_t op,
+                                        int threads, cudaStream_t stream) {
   OsGet g = {a ? a->ll : 0};
   PickKernel v(a, g);
   const void* k = visit(dt, op, v);

@@ -73,8 +73,8 @@ extern "C" {
 #define RELAY_OS_HD
 #endif
 
-#define RELAY_OS_MAX_ACTIVE 8     /* == RELAY_TP_ONESHOT_MAX */
-#define RELAY_OS_MAX_BLOCKS 256   /* flag columns per source; RELAYCC_ONESHOT_BLOCKS is clamped to it */
+#define RELAY_OS_MAX_ACTIVE 8      /* == RELAY_TP_ONESHOT_MAX */
+#define RELAY_OS_MAX_BLOCKS 256    /* flag columns per source; RELAYCC_ONESHOT_BLOCKS is clamped to it */
 #define RELAY_OS_DEFAULT_BLOCKS 64 /* the seed's MI350X value: 64 beat 32, 128 no better than 64 */
 #define RELAY_OS_MAX_THREADS 512
 /* Threads per block when RELAYCC_ONESHOT_THREADS is unset: 256 up to this
@@ -103,17 +103,18 @@ extern "C" {
 
 /* Error word (the region's err, rerr[] and the mapped host word). */
 enum {
-  RELAY_OS_ERR_FLAG = 1,     /* no push from the peer before the deadline */
-  RELAY_OS_ERR_ACK = 2,      /* the peer did not finish reading an older push before the deadline */
-  RELAY_OS_ERR_COUNT = 3,    /* the peer pushed another element count */
-  RELAY_OS_ERR_REMOTE = 4,   /* the peer reported a failure of its own */
-  RELAY_OS_ERR_ABORTED = 5,  /* relayCommAbort / destroy of a failed comm */
-  RELAY_OS_ERR_WINDOW = 6,   /* direct path: the peer's window or offsets differ (or it is staged) */
-  RELAY_OS_ERR_EXIT = 7      /* direct path: the peer did not finish with my buffers before the deadline */
+  RELAY_OS_ERR_FLAG = 1,    /* no push from the peer before the deadline */
+  RELAY_OS_ERR_ACK = 2,     /* the peer did not finish reading an older push before the deadline */
+  RELAY_OS_ERR_COUNT = 3,   /* the peer pushed another element count */
+  RELAY_OS_ERR_REMOTE = 4,  /* the peer reported a failure of its own */
+  RELAY_OS_ERR_ABORTED = 5, /* relayCommAbort / destroy of a failed comm */
+  RELAY_OS_ERR_WINDOW = 6,  /* direct path: the peer's window or offsets differ (or it is staged) */
+  RELAY_OS_ERR_EXIT = 7     /* direct path: the peer did not finish with my buffers before the deadline */
 };
-static inline RELAY_OS_HD uint64_t relayOsErrPack(unsigned code, unsigned peer, unsigned blk, uint64_t epoch) {
-  return ((uint64_t)(code & 0xffu) << 56) | ((uint64_t)(peer & 0xffu) << 48) | ((uint64_t)(blk & 0xffffu) << 32) |
-         (epoch & 0xffffffffull);
+static inline RELAY_OS_HD uint64_t relayOsErrPack(unsigned code, unsigned peer, unsigned blk,
+                                                  uint64_t epoch) {
+  return ((uint64_t)(code & 0xffu) << 56) | ((uint64_t)(peer & 0xffu) << 48) |
+         ((uint64_t)(blk & 0xffffu) << 32) | (epoch & 0xffffffffull);
 }
 static inline RELAY_OS_HD unsigned relayOsErrCode(uint64_t w) { return (unsigned)(w >> 56); }
 static inline RELAY_OS_HD unsigned relayOsErrPeer(uint64_t w) { return (unsigned)(w >> 48) & 0xffu; }
@@ -220,13 +221,15 @@ static inline RELAY_OS_HD void relayOsLayoutAddBw(relayOsLayout* L, uint64_t til
   L->regionBytes = relayOsRoundUp(o + 8, 256);
 }
 static inline RELAY_OS_HD uint64_t relayOsBwFlagOff(const relayOsLayout* L, int src, int slot, int blk) {
-  return L->bwFlagsOff + (((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+  return L->bwFlagsOff +
+         (((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
 }
 static inline RELAY_OS_HD uint64_t relayOsBwBytesOff(const relayOsLayout* L, int src, int slot) {
   return L->bwBytesOff + ((uint64_t)src * (uint64_t)L->bwRing + (uint64_t)slot) * 8;
 }
 static inline RELAY_OS_HD uint64_t relayOsBwAckOff(const relayOsLayout* L, int cons, int slot, int blk) {
-  return L->bwAcksOff + (((uint64_t)cons * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
+  return L->bwAcksOff +
+         (((uint64_t)cons * (uint64_t)L->bwRing + (uint64_t)slot) * RELAY_BW_BLOCKS + (uint64_t)blk) * 8;
 }
 static inline RELAY_OS_HD uint64_t relayOsBwEpochOff(const relayOsLayout* L, int peer) {
   return L->bwEpochsOff + (uint64_t)peer * 8;
@@ -249,13 +252,18 @@ static inline RELAY_OS_HD uint64_t relayOsBwStagingOff(const relayOsLayout* L, i
 
 /* Byte offsets of the words of source (or peer) `src`, parity `par`, block `blk`. */
 static inline RELAY_OS_HD uint64_t relayOsFlagOff(const relayOsLayout* L, int par, int src, int blk) {
-  return L->flagsOff + (((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * RELAY_OS_MAX_BLOCKS + (uint64_t)blk) * 8;
+  return L->flagsOff +
+         (((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * RELAY_OS_MAX_BLOCKS + (uint64_t)blk) * 8;
 }
 static inline RELAY_OS_HD uint64_t relayOsCountOff(const relayOsLayout* L, int par, int src) {
   return L->countsOff + ((uint64_t)par * (uint64_t)L->n + (uint64_t)src) * 8;
 }
-static inline RELAY_OS_HD uint64_t relayOsAckOff(const relayOsLayout* L, int src) { return L->acksOff + (uint64_t)src * 8; }
-static inline RELAY_OS_HD uint64_t relayOsRerrOff(const relayOsLayout* L, int src) { return L->rerrOff + (uint64_t)src * 8; }
+static inline RELAY_OS_HD uint64_t relayOsAckOff(const relayOsLayout* L, int src) {
+  return L->acksOff + (uint64_t)src * 8;
+}
+static inline RELAY_OS_HD uint64_t relayOsRerrOff(const relayOsLayout* L, int src) {
+  return L->rerrOff + (uint64_t)src * 8;
+}
 static inline RELAY_OS_HD uint64_t relayOsEpochOff(const relayOsLayout* L, int peer) {
   return L->epochsOff + (uint64_t)peer * 8;
 }
@@ -334,10 +342,11 @@ typedef struct {
   int32_t divisor;
   int32_t gather; /* 1: all-gather / all-to-all: contribution j to dst + j * count, no reduce */
   int32_t elemSize;
-  int32_t wide; /* 1: the kernels compiled for RELAY_OS_MAX_ACTIVE actives even at A = 2 (RELAYCC_ONESHOT_WIDE) */
+  int32_t
+      wide; /* 1: the kernels compiled for RELAY_OS_MAX_ACTIVE actives even at A = 2 (RELAYCC_ONESHOT_WIDE) */
   int32_t pad2;
-  uint64_t timeoutNs;               /* every wait of the kernel gives up after this */
-  unsigned long long* hostErr;      /* device alias of a mapped host word: the host reads errors without a sync */
+  uint64_t timeoutNs;          /* every wait of the kernel gives up after this */
+  unsigned long long* hostErr; /* device alias of a mapped host word: the host reads errors without a sync */
   const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
 } relayOsArgs;
 
@@ -374,14 +383,15 @@ typedef struct {
 enum { RELAY_BW_PHASE_ALL = 0, RELAY_BW_PHASE_ENTRY = 1, RELAY_BW_PHASE_EXIT = 2 };
 
 /* Enqueues the bandwidth kernel (threads: 32 .. 512, a multiple of 32). */
-cudaError_t relayCudaBw(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, cudaStream_t stream);
+cudaError_t relayCudaBw(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
+                        cudaStream_t stream);
 /* The direct path's kernel (a->win set), one phase or all. */
 cudaError_t relayCudaBwDirect(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
                               cudaStream_t stream);
 /* A whole direct call: the SM kernel, or with ce (gathers only; else sm)
  * the entry kernel, one copy-engine peer copy per peer, the exit kernel. */
-cudaError_t relayCudaBwDirectRun(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads, int ce,
-                                 cudaStream_t stream);
+cudaError_t relayCudaBwDirectRun(const relayBwArgs* a, relayDataType_t dt, relayRedOp_t op, int threads,
+                                 int ce, cudaStream_t stream);
 
 /* Enqueues the kernel (threads per block: 32 .. 512). Returns the launch
  * error; cudaErrorInvalidValue for a dtype/op relaycc does not have. */
@@ -407,7 +417,8 @@ int relayNcclOneShotOpenMappings(void);
  * when declined); and the launch arguments both kernels share, checked
  * (the comm's pending kernel error first). */
 relayResult_t relayNcclOsRegion(struct relayComm* comm, relayStream_t stream, const relayOsLayout** L);
-relayResult_t relayNcclOsArgs(struct relayComm* comm, const relayOneShotDesc* d, const char* what, relayOsArgs* a);
+relayResult_t relayNcclOsArgs(struct relayComm* comm, const relayOneShotDesc* d, const char* what,
+                              relayOsArgs* a);
 /* region.c, for oneshot.c: a one-shot call's protocol (a->ll), grid and threads for `bytes` per
  * destination, from what the ranks agreed when the region was created. */
 void relayNcclOsShape(struct relayComm* comm, size_t bytes, size_t count, int elemSize, relayOsArgs* a,

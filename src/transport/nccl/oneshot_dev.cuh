@@ -70,7 +70,8 @@ RD void osCopy(S* dst, const S* src, uint64_t n, bool vec, int tid, int nthr) {
     uint4* d4 = (uint4*)dst;
     uint64_t v = (uint64_t)tid;
     for (; v + 3 * t < nv; v += 4 * t) {
-      uint4 x0 = ldVec(s4 + v), x1 = ldVec(s4 + v + t), x2 = ldVec(s4 + v + 2 * t), x3 = ldVec(s4 + v + 3 * t);
+      uint4 x0 = ldVec(s4 + v), x1 = ldVec(s4 + v + t), x2 = ldVec(s4 + v + 2 * t),
+            x3 = ldVec(s4 + v + 3 * t);
       d4[v] = x0;
       d4[v + t] = x1;
       d4[v + 2 * t] = x2;
@@ -84,8 +85,8 @@ RD void osCopy(S* dst, const S* src, uint64_t n, bool vec, int tid, int nthr) {
 
 /* dst[i] = fold over srcs[0..A-1] in that order (/ divisor), n elements. */
 template <typename Tr, int OP, int NA>
-RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, uint64_t n, int divisor, bool vec,
-               int tid, int nthr) {
+RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, uint64_t n, int divisor,
+               bool vec, int tid, int nthr) {
   typedef typename Tr::S S;
   typedef typename Tr::Acc Acc;
   enum { V = 16 / sizeof(S) };
@@ -96,19 +97,19 @@ RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, ui
       Vec16<S> x;
       x.u = ldVec((const uint4*)srcs[0] + v);
       Acc acc[V];
-UNROLL
+      UNROLL
       for (int j = 0; j < V; j++) acc[j] = Tr::load(x.e[j]);
-UNROLL
+      UNROLL
       for (int s = 1; s < NA; s++) {
         if (s < A) {
           Vec16<S> y;
           y.u = ldVec((const uint4*)srcs[s] + v);
-UNROLL
+          UNROLL
           for (int j = 0; j < V; j++) acc[j] = fold<Tr, OP>(acc[j], Tr::load(y.e[j]));
         }
       }
       Vec16<S> out;
-UNROLL
+      UNROLL
       for (int j = 0; j < V; j++) out.e[j] = Tr::store(acc[j], divisor);
       ((uint4*)dst)[v] = out.u;
     }
@@ -116,7 +117,7 @@ UNROLL
   }
   for (uint64_t i = done + (uint64_t)tid; i < n; i += (uint64_t)nthr) {
     Acc acc = Tr::load(ldElem(srcs[0] + i));
-UNROLL
+    UNROLL
     for (int s = 1; s < NA; s++)
       if (s < A) acc = fold<Tr, OP>(acc, Tr::load(ldElem(srcs[s] + i)));
     dst[i] = Tr::store(acc, divisor);
@@ -209,12 +210,14 @@ __device__ bool osWait(const relayOsArgs& a, const u64* word, u64 want, int peer
 /* A kernel's first step (every block): *fail = the comm failed before (exit
  * before touching any peer), sEp[i] = active i's pair epoch at epochsOff
  * (base + comm rank * 8 in my region) + add. Ends with __syncthreads. */
-__device__ __forceinline__ void osEnter(const relayOsArgs& a, uint64_t epochsOff, u64 add, u64* sEp, int* fail) {
+__device__ __forceinline__ void osEnter(const relayOsArgs& a, uint64_t epochsOff, u64 add, u64* sEp,
+                                        int* fail) {
   const int tid = threadIdx.x, A = a.nActive, me = a.me;
   char* const mine = a.region[me];
   if (tid == 0) *fail = ldVolatile(wordAt(mine, a.L.ctlOff + 8)) != 0;
   if (tid < RELAY_OS_MAX_ACTIVE)
-    sEp[tid] = tid < A && tid != me ? ldVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[tid] * 8)) + add : 0;
+    sEp[tid] =
+        tid < A && tid != me ? ldVolatile(wordAt(mine, epochsOff + (uint64_t)a.rank[tid] * 8)) + add : 0;
   __syncthreads();
 }
 
@@ -224,7 +227,8 @@ __device__ __forceinline__ void osEnter(const relayOsArgs& a, uint64_t epochsOff
  * epochsOff (read by the next launch on this GPU, ordered by the kernel
  * boundary). Every block must reach it, failed or not. Returns true in the
  * last block's thread 0 when it advanced. */
-__device__ __forceinline__ bool osLastBlockOut(const relayOsArgs& a, uint64_t epochsOff, const u64* sEp, u64 adv) {
+__device__ __forceinline__ bool osLastBlockOut(const relayOsArgs& a, uint64_t epochsOff, const u64* sEp,
+                                               u64 adv) {
   if (threadIdx.x != 0) return false;
   char* const mine = a.region[a.me];
   unsigned* done = (unsigned*)(mine + a.L.ctlOff);

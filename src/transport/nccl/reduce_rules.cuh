@@ -64,9 +64,7 @@ struct IntT {
   static RD Acc add(Acc a, Acc b) { return (Acc)(a + b); }
   static RD Acc mul(Acc a, Acc b) { return (Acc)(a * b); }
   static RD bool lt(Acc a, Acc b) { return (S)a < (S)b; }
-  static RD S store(Acc a, int divisor) {
-    return divisor > 1 ? (S)((S)a / (S)divisor) : (S)a;
-  }
+  static RD S store(Acc a, int divisor) { return divisor > 1 ? (S)((S)a / (S)divisor) : (S)a; }
 };
 
 template <typename F>

@@ -52,13 +52,13 @@ _Static_assert(RELAY_OS_MAX_ACTIVE == RELAY_TP_ONESHOT_MAX, "one-shot rank limit
 typedef struct {
   int tried, ready;
   int n, blocks, threads;
-  int wide; /* RELAYCC_ONESHOT_WIDE=1: the 8-active kernels at A = 2 too (A/B measurement; local) */
+  int wide;         /* RELAYCC_ONESHOT_WIDE=1: the 8-active kernels at A = 2 too (A/B measurement; local) */
   uint64_t llBytes; /* per-destination bytes at or below which calls take the LL protocol (agreed) */
   uint64_t ll128Bytes; /* ... and at or above which LL's calls take LL128 instead (agreed; 0: never) */
   relayOsLayout L;
   uint64_t hash;
-  char* own;          /* this rank's region (cudaMalloc) */
-  char** peer;        /* [n] every rank's region as mapped here; peer[rank] = own */
+  char* own;             /* this rank's region (cudaMalloc) */
+  char** peer;           /* [n] every rank's region as mapped here; peer[rank] = own */
   unsigned char* opened; /* [n] cudaIpcOpenMemHandle succeeded */
   /* One pinned, mapped page: [0] u64 error word (kernel -> host),
    * [8] i32 abort word (host -> kernel), [16] u64 bounce for the sentinel. */
@@ -119,7 +119,8 @@ _Static_assert(sizeof(osRecord) <= RELAY_NCCL_AGREE_MAX, "one-shot record must f
 /* Step 1: this rank's region, zeroed and stamped, and its handle. */
 static int osCreateOwn(struct relayComm* c, relayNcclState* st, osState* s, cudaIpcMemHandle_t* h, char* why,
                        size_t whyLen) {
-  cudaError_t e = cudaHostAlloc((void**)&s->hostPage, OS_HOST_PAGE, cudaHostAllocMapped | cudaHostAllocPortable);
+  cudaError_t e =
+      cudaHostAlloc((void**)&s->hostPage, OS_HOST_PAGE, cudaHostAllocMapped | cudaHostAllocPortable);
   if (e == cudaSuccess) e = cudaHostGetDevicePointer((void**)&s->hostPageDev, s->hostPage, 0);
   if (e != cudaSuccess) {
     snprintf(why, whyLen, "mapped host words: %s", cudaGetErrorString(e));
@@ -136,7 +137,8 @@ static int osCreateOwn(struct relayComm* c, relayNcclState* st, osState* s, cuda
   if (e == cudaSuccess) e = osWaitStream(c, st->agreeStream);
   if (e == cudaSuccess) e = cudaIpcGetMemHandle(h, s->own);
   if (e != cudaSuccess) {
-    snprintf(why, whyLen, "region of %llu bytes: %s", (unsigned long long)s->L.regionBytes, cudaGetErrorString(e));
+    snprintf(why, whyLen, "region of %llu bytes: %s", (unsigned long long)s->L.regionBytes,
+             cudaGetErrorString(e));
     cudaGetLastError(); /* an allocation failure is not sticky; don't leave it for the user */
     return 0;
   }
@@ -199,7 +201,8 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
     relayVerdict v;
     relayResult_t r = relayAgree(c, &mine, sizeof mine, &got);
     if (r == relaySuccess) r = relayVote(c, 0, "out of memory for its one-shot state", &v);
-    fprintf(stderr, "relaycc: rank %d: one-shot declined on every rank: this rank is out of memory for its state\n",
+    fprintf(stderr,
+            "relaycc: rank %d: one-shot declined on every rank: this rank is out of memory for its state\n",
             c->rank);
     return r == relaySuccess ? relayNotSupported : r;
   }
@@ -220,7 +223,10 @@ static relayResult_t osCreate(struct relayComm* c, size_t slotBytes) {
   long blocks = (long)relayParamInt(c, RELAY_P_ONESHOT_BLOCKS);
   s->blocks = blocks < 1 ? 1 : blocks > RELAY_OS_MAX_BLOCKS ? RELAY_OS_MAX_BLOCKS : (int)blocks;
   long threads = (long)relayParamInt(c, RELAY_P_ONESHOT_THREADS);
-  s->threads = threads <= 0 ? 0 : threads >= 512 ? 512 : threads > 128 ? 256 : 128; /* 0: by size (RELAY_OS_T512_BYTES) */
+  s->threads = threads <= 0     ? 0
+               : threads >= 512 ? 512
+               : threads > 128  ? 256
+                                : 128; /* 0: by size (RELAY_OS_T512_BYTES) */
 
   long long llBytes = relayParamInt(c, RELAY_P_ONESHOT_LL_BYTES);
   s->llBytes = llBytes <= 0 ? 0 : (uint64_t)llBytes > s->L.llCap ? s->L.llCap : (uint64_t)llBytes;
@@ -301,8 +307,8 @@ static relayResult_t osErrorText(const struct relayComm* c, uint64_t w, char* wh
       snprintf(why, whyLen,
                "an earlier one-shot kernel of this comm waited %d ms for rank %u's %s (pair epoch %u, "
                "block %u) and gave up; the comm is failed",
-               c->cfg.timeoutMs, peer, code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep,
-               blk);
+               c->cfg.timeoutMs, peer,
+               code == RELAY_OS_ERR_FLAG ? "push" : "acknowledgement of an older push", ep, blk);
       return relayTimeout;
     case RELAY_OS_ERR_COUNT:
       snprintf(why, whyLen,
@@ -324,8 +330,9 @@ static relayResult_t osErrorText(const struct relayComm* c, uint64_t w, char* wh
                c->cfg.timeoutMs, peer, ep, blk);
       return relayTimeout;
     case RELAY_OS_ERR_REMOTE:
-      snprintf(why, whyLen, "rank %u reported a failure of its one-shot kernel (pair epoch %u); the comm is failed",
-               peer, ep);
+      snprintf(why, whyLen,
+               "rank %u reported a failure of its one-shot kernel (pair epoch %u); the comm is failed", peer,
+               ep);
       return relayRemoteError;
     default:
       snprintf(why, whyLen,
@@ -381,11 +388,13 @@ relayResult_t relayNcclOneShotPrepareAtInit(struct relayComm* c) {
   return r == relayNotSupported ? relaySuccess : r;
 }
 
-relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, const char* what, relayOsArgs* a) {
+relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, const char* what,
+                              relayOsArgs* a) {
   osState* s = c->oneshot;
   int A = d->nActive, me = d->me;
   size_t es = relayTypeSize(d->dtype);
-  if (!s || !s->ready || A < 2 || A > RELAY_OS_MAX_ACTIVE || me < 0 || me >= A || d->ranks[me] != c->rank || !es)
+  if (!s || !s->ready || A < 2 || A > RELAY_OS_MAX_ACTIVE || me < 0 || me >= A || d->ranks[me] != c->rank ||
+      !es)
     return relaySetError(c, relayInternalError, "%s with region %s, A %d, me %d", what,
                          s && s->ready ? "ready" : "absent", A, me);
   RELAY_CHECK(osCheckError(c, s));
@@ -407,7 +416,8 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
   /* Vector accesses need every block start aligned: a gather's output
    * blocks sit count * es apart. */
   a->vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es) |
-             (uintptr_t)(d->gather ? d->count * es : 0)) & 15u) == 0;
+             (uintptr_t)(d->gather ? d->count * es : 0)) &
+            15u) == 0;
   a->gather = d->gather != 0;
   a->divisor = d->divisor;
   a->elemSize = (int32_t)es;
@@ -451,7 +461,8 @@ void relayNcclOneShotFree(struct relayComm* c, int drained) {
   if (s->hostPage && *osHostErr(s) && !s->reported) {
     uint64_t w = *osHostErr(s);
     fprintf(stderr,
-            "relaycc: rank %d: a one-shot kernel of this comm failed (code %u, rank %u, pair epoch %u) and no later "
+            "relaycc: rank %d: a one-shot kernel of this comm failed (code %u, rank %u, pair epoch %u) and "
+            "no later "
             "call reported it\n",
             c->rank, relayOsErrCode(w), relayOsErrPeer(w), relayOsErrEpoch(w));
   }

@@ -32,8 +32,8 @@
 
 typedef struct {
   int n;
-  char** peer;          /* [n] rank q's buffer as mapped here (own: the buffer; NULL: none) */
-  void** mapped;        /* [n] what cudaIpcOpenMemHandle returned (to close) */
+  char** peer;   /* [n] rank q's buffer as mapped here (own: the buffer; NULL: none) */
+  void** mapped; /* [n] what cudaIpcOpenMemHandle returned (to close) */
 } ncclWin;
 
 typedef struct {
@@ -64,7 +64,8 @@ static int winAllocation(void* p, void** base, uint64_t* off, char* why, size_t 
   if (!fn) {
     void* f = NULL;
     enum cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &f, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !f) {
       cudaGetLastError();
       snprintf(why, whyLen, "no cuMemGetAddressRange entry point");

@@ -77,17 +77,28 @@ static bwState bwDeclined = {.tried = 1}; /* out of memory before the vote: decl
 static size_t bwFlagsOff(void) { return relayShmRegionHeaderBytes(); }
 /* Per source and slot: byte count, call number, mark, shape. */
 enum { BW_INFO_BYTES = 0, BW_INFO_CALL = 1, BW_INFO_MARK = 2, BW_INFO_SHAPE = 3, BW_NINFO = 4 };
-static size_t bwInfoOff(const bwState* s) { return bwFlagsOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE; }
+static size_t bwInfoOff(const bwState* s) {
+  return bwFlagsOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
+}
 static size_t bwAcksOff(const bwState* s) {
   return bwInfoOff(s) + BW_NINFO * (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
 }
 /* The direct path's entry words: flag, then per source its info lines. */
 enum {
-  BW_ENT_CALL = 0, BW_ENT_MARK = 1, BW_ENT_SHAPE = 2, BW_ENT_WIN = 3,
-  BW_ENT_SOFF_LO = 4, BW_ENT_SOFF_HI = 5, BW_ENT_ROFF_LO = 6, BW_ENT_ROFF_HI = 7, BW_NENT = 8
+  BW_ENT_CALL = 0,
+  BW_ENT_MARK = 1,
+  BW_ENT_SHAPE = 2,
+  BW_ENT_WIN = 3,
+  BW_ENT_SOFF_LO = 4,
+  BW_ENT_SOFF_HI = 5,
+  BW_ENT_ROFF_LO = 6,
+  BW_ENT_ROFF_HI = 7,
+  BW_NENT = 8
 };
 static size_t bwEntryOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
-static size_t bwExitOff(const bwState* s) { return bwEntryOff(s) + (1 + BW_NENT) * (size_t)s->n * RELAY_SHM_LINE; }
+static size_t bwExitOff(const bwState* s) {
+  return bwEntryOff(s) + (1 + BW_NENT) * (size_t)s->n * RELAY_SHM_LINE;
+}
 static size_t bwStagingOff(const bwState* s) { return bwExitOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
 static relayShmWord* bwEntry(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwEntryOff(s)) + src;
@@ -103,8 +114,9 @@ static relayShmWord* bwFlag(const bwState* s, unsigned char* base, int src, int 
   return (relayShmWord*)(base + bwFlagsOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
 }
 static _Atomic uint32_t* bwInfo(const bwState* s, unsigned char* base, int what, int src, int slot) {
-  return &((relayShmWord*)(base + bwInfoOff(s)) + ((size_t)what * (size_t)s->n + (size_t)src) * (size_t)s->ring +
-           (size_t)slot)->v;
+  return &((relayShmWord*)(base + bwInfoOff(s)) +
+           ((size_t)what * (size_t)s->n + (size_t)src) * (size_t)s->ring + (size_t)slot)
+              ->v;
 }
 static relayShmWord* bwAck(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwAcksOff(s)) + src;
@@ -181,7 +193,8 @@ relayResult_t relayShmBwPrepare(struct relayComm* comm, size_t tileBytes, int ri
   (void)stream; /* no capture on the CPU */
   bwState* s = comm->bw;
   /* The ring must be the one the region was made with (slot = tile % ring on both ends). */
-  if (s && s->tried) return s->ready && tileBytes <= s->tileBytes && ring == s->ring ? relaySuccess : relayNotSupported;
+  if (s && s->tried)
+    return s->ready && tileBytes <= s->tileBytes && ring == s->ring ? relaySuccess : relayNotSupported;
   int n = comm->nranks;
   size_t tb = (tileBytes + RELAY_SHM_LINE - 1) / RELAY_SHM_LINE * RELAY_SHM_LINE;
   if (ring < 1 || ring > RELAY_BW_MAX_RING || tb == 0) {
@@ -234,15 +247,16 @@ static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g,
     int i = (me + k) % A, p = d->ranks[i];
     uint32_t e = s->sent[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
-    relayResult_t res = relayShmRegionWait(comm, bwAck(s, s->reg.base[r], p), e - (uint32_t)g->w->ring, p, "bw",
-                                           "acknowledgement of tile");
+    relayResult_t res = relayShmRegionWait(comm, bwAck(s, s->reg.base[r], p), e - (uint32_t)g->w->ring, p,
+                                           "bw", "acknowledgement of tile");
     if (res != relaySuccess) return res;
     size_t off, len;
     bwItem(g, u, me, i, &off, &len);
     const char* from = g->w->twoShot && u >= g->T1 ? (const char*)d->dst : (const char*)d->src;
     if (len) memcpy(bwStaging(s, s->reg.base[p], r, slot), from + off * g->es, len * g->es);
     unsigned char* at = s->reg.base[p];
-    atomic_store_explicit(bwInfo(s, at, BW_INFO_BYTES, r, slot), (uint32_t)(len * g->es), memory_order_relaxed);
+    atomic_store_explicit(bwInfo(s, at, BW_INFO_BYTES, r, slot), (uint32_t)(len * g->es),
+                          memory_order_relaxed);
     relayShmStampMark(comm, bwInfo(s, at, BW_INFO_CALL, r, slot), bwInfo(s, at, BW_INFO_MARK, r, slot),
                       bwInfo(s, at, BW_INFO_SHAPE, r, slot));
     atomic_store_explicit(&bwFlag(s, s->reg.base[p], r, slot)->v, e, memory_order_release);
@@ -257,7 +271,8 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
   int A = d->nActive, me = d->me, r = comm->rank;
   unsigned char* mine = s->reg.base[r];
   const void* srcs[RELAY_TP_ONESHOT_MAX];
-  size_t offs[RELAY_TP_ONESHOT_MAX] = {0}, lens[RELAY_TP_ONESHOT_MAX] = {0}; /* gcc -O2 cannot see i == me is reached */
+  size_t offs[RELAY_TP_ONESHOT_MAX] = {0},
+         lens[RELAY_TP_ONESHOT_MAX] = {0}; /* gcc -O2 cannot see i == me is reached */
   for (int i = 0; i < A; i++) {
     bwItem(g, u, i, me, &offs[i], &lens[i]);
     if (i == me) {
@@ -269,14 +284,16 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
     relayResult_t res = relayShmRegionWait(comm, bwFlag(s, mine, p, slot), e, p, "bw", "push of tile");
     if (res != relaySuccess) return res;
-    res = relayShmCheckMark(comm, bwInfo(s, mine, BW_INFO_CALL, p, slot), bwInfo(s, mine, BW_INFO_MARK, p, slot),
-                            bwInfo(s, mine, BW_INFO_SHAPE, p, slot), p, "bw");
+    res = relayShmCheckMark(comm, bwInfo(s, mine, BW_INFO_CALL, p, slot),
+                            bwInfo(s, mine, BW_INFO_MARK, p, slot), bwInfo(s, mine, BW_INFO_SHAPE, p, slot),
+                            p, "bw");
     if (res != relaySuccess) return res;
     uint32_t bytes = atomic_load_explicit(bwInfo(s, mine, BW_INFO_BYTES, p, slot), memory_order_relaxed);
     if (bytes != (uint32_t)(lens[i] * g->es))
       return relaySetError(comm, relayInvalidUsage,
                            "bw: rank %d pushed %u bytes as tile %llu, this rank expects %zu (counts differ "
-                           "between ranks)", p, bytes, (unsigned long long)u, lens[i] * g->es);
+                           "between ranks)",
+                           p, bytes, (unsigned long long)u, lens[i] * g->es);
     srcs[i] = bwStaging(s, mine, p, slot);
   }
   size_t len = lens[me];
@@ -339,13 +356,19 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
  * copy that fails (ESRCH: the peer died) names the peer. */
 
 /* The entry record in every peer's region (window 0: the staged path). */
-static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d, uint32_t win, size_t soff,
-                        size_t roff) {
+static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d, uint32_t win,
+                        size_t soff, size_t roff) {
   int r = comm->rank;
   for (int k = 1; k < d->nActive; k++) {
     int p = d->ranks[(d->me + k) % d->nActive];
     unsigned char* at = s->reg.base[p];
-    uint32_t v[BW_NENT] = {0, 0, 0, win, (uint32_t)soff, (uint32_t)((uint64_t)soff >> 32), (uint32_t)roff,
+    uint32_t v[BW_NENT] = {0,
+                           0,
+                           0,
+                           win,
+                           (uint32_t)soff,
+                           (uint32_t)((uint64_t)soff >> 32),
+                           (uint32_t)roff,
                            (uint32_t)((uint64_t)roff >> 32)};
     for (int f = BW_ENT_WIN; f < BW_NENT; f++)
       atomic_store_explicit(bwEntryInfo(s, at, f, r), v[f], memory_order_relaxed);
@@ -394,8 +417,9 @@ static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const rel
     relayResult_t res = relayShmRegionWait(comm, bwEntry(s, mine, p), (uint32_t)comm->callSeq, p, "bw direct",
                                            "entry into the call");
     if (res == relaySuccess)
-      res = relayShmCheckMark(comm, bwEntryInfo(s, mine, BW_ENT_CALL, p), bwEntryInfo(s, mine, BW_ENT_MARK, p),
-                              bwEntryInfo(s, mine, BW_ENT_SHAPE, p), p, "bw direct");
+      res =
+          relayShmCheckMark(comm, bwEntryInfo(s, mine, BW_ENT_CALL, p), bwEntryInfo(s, mine, BW_ENT_MARK, p),
+                            bwEntryInfo(s, mine, BW_ENT_SHAPE, p), p, "bw direct");
     if (res != relaySuccess) return res;
     uint32_t win = atomic_load_explicit(bwEntryInfo(s, mine, BW_ENT_WIN, p), memory_order_relaxed);
     uint64_t so = bwEntry64(s, mine, BW_ENT_SOFF_LO, p), ro = bwEntry64(s, mine, BW_ENT_ROFF_LO, p);

@@ -43,7 +43,7 @@ typedef struct {
   uint32_t index; /* k-th transfer from src to this rank in the group */
   uint64_t callSeq;
   uint64_t bytes;
-  uint16_t op;     /* p2pOp the sender split it with */
+  uint16_t op; /* p2pOp the sender split it with */
   /* 1 + the rank that passed a bad buffer in this call and runs it through
    * scratch, as far as the sender knows (comm->callMark; 0: none; ranks <=
    * SHM_MAX_RANKS fit). A rank that receives it carries it on in its own
@@ -51,8 +51,8 @@ typedef struct {
    * directly or through a relay, returns the error. */
   uint16_t mark;
   uint32_t nParts;
-  uint64_t want;   /* the channels its parts use */
-  uint64_t need;   /* of those, the ones the sender connected for it */
+  uint64_t want; /* the channels its parts use */
+  uint64_t need; /* of those, the ones the sender connected for it */
   /* The digest of the sender's call shape (comm->callShape): counts that
    * differ in a block this pair does not move (a scatter root's offsets)
    * still differ here, so check mode 0 gives an error, not misplaced data. */
@@ -126,11 +126,11 @@ static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need
   while (cap < need) cap *= 2;
   size_t P = (size_t)st->p2p.perPeer, c = (size_t)cap;
   int ok = 1;
-#define SHM_GROW(field, count)                                   \
-  do {                                                           \
-    void* g_ = realloc(st->field, (count) * sizeof *st->field);  \
-    if (g_) st->field = g_;                                      \
-    else ok = 0;                                                 \
+#define SHM_GROW(field, count)                                  \
+  do {                                                          \
+    void* g_ = realloc(st->field, (count) * sizeof *st->field); \
+    if (g_) st->field = g_;                                     \
+    else ok = 0;                                                \
   } while (0)
   SHM_GROW(sorder, c);
   SHM_GROW(rorder, c);
@@ -169,8 +169,8 @@ static void shmBucket(shmState* st, int n, const relayXferDesc* x, int nx, int* 
 
 /* The first task at or after order index `from` with a non-empty part on
  * channel c (a task has at most one part per channel); end when none. */
-static int shmChanNext(const shmState* st, const int* order, const int* npart, const p2pPart* parts, int c, int from,
-                       int end, int* part) {
+static int shmChanNext(const shmState* st, const int* order, const int* npart, const p2pPart* parts, int c,
+                       int from, int end, int* part) {
   size_t P = (size_t)st->p2p.perPeer;
   for (int t = from; t < end; t++) {
     int i = order[t];
@@ -209,7 +209,8 @@ static void shmSplitPeer(shmState* st, int op, int me, int p, int isSend, const 
     }
     want[i] = w;
   }
-  shmChanQ* cq = isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
+  shmChanQ* cq =
+      isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
   for (int c = 0; c < st->channels; c++) {
     if (!(q->chanMask & (1ull << c))) continue;
     cq[c].cur = shmChanNext(st, order, npart, parts, c, q->beg, q->end, &cq[c].part);
@@ -233,8 +234,8 @@ static relayResult_t shmConnect(struct relayComm* comm, shmState* st, int p, p2p
     /* The sender connects first and publishes the task header after it (a
      * release on the control ring's head): the receiver must see its flag. */
     if (dir == P2P_DIR_RECV && !(was & SHM_CONN_SEND))
-      return relaySetError(comm, relayInternalError, "rank %d announced channel %d without connecting it",
-                           p, c);
+      return relaySetError(comm, relayInternalError, "rank %d announced channel %d without connecting it", p,
+                           c);
   }
   p2pConnCommit(&st->conn, p, dir, need);
   st->connected[dir] += (uint64_t)__builtin_popcountll(need);
@@ -311,9 +312,18 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
         if (SHM_CTL_RING - (head - st->sendTailSeen[cur]) < SHM_THDR) break;
       }
       int i = st->sorder[q->ctl];
-      shmTaskHdr h = {SHM_TASK_MAGIC, me, comm->curStep, (uint32_t)(q->ctl - q->beg), comm->callSeq, sends[i].bytes,
-                      (uint16_t)st->groupOp, (uint16_t)(comm->callMark + 1), (uint32_t)st->snpart[i],
-                      st->swant[i], st->sneed[i], comm->callShape};
+      shmTaskHdr h = {SHM_TASK_MAGIC,
+                      me,
+                      comm->curStep,
+                      (uint32_t)(q->ctl - q->beg),
+                      comm->callSeq,
+                      sends[i].bytes,
+                      (uint16_t)st->groupOp,
+                      (uint16_t)(comm->callMark + 1),
+                      (uint32_t)st->snpart[i],
+                      st->swant[i],
+                      st->sneed[i],
+                      comm->callShape};
       shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
       head += SHM_THDR;
       moved += SHM_THDR;
@@ -337,7 +347,8 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
     while (cq->cur < q->ctl) {
       int i = st->sorder[cq->cur];
       const p2pPart* pp = &st->spart[(size_t)i * P + (size_t)cq->part];
-      shmPartHdr h = {SHM_PART_MAGIC, me, (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part, comm->callSeq, pp->len};
+      shmPartHdr h = {SHM_PART_MAGIC, me,     (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part,
+                      comm->callSeq,  pp->len};
       moved += shmPutStream(st, p, cur, c, d, st->chanBytes, &h, SHM_PHDR,
                             (const unsigned char*)sends[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
                             &sincePublish);
@@ -355,8 +366,8 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
 }
 
 /* The header of task k from p disagrees with our transfer x: say how. */
-static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x,
-                                    int index, int count) {
+static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTaskHdr* h,
+                                    const relayXferDesc* x, int index, int count) {
   if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
     return relaySetError(comm, relayInternalError,
                          "corrupt stream from rank %d (magic %#x, src %d, task %u of %d expected %d)", p,
@@ -364,28 +375,30 @@ static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTask
   if (h->callSeq != comm->callSeq || h->step != comm->curStep)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d sent a transfer from step %d of call #%llu: ranks disagree on the sequence "
-                         "of calls or on their plans", p, h->step, (unsigned long long)h->callSeq);
+                         "of calls or on their plans",
+                         p, h->step, (unsigned long long)h->callSeq);
   if (h->shape != comm->callShape)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d's call has another shape (digest %016llx, this rank's %016llx): ranks "
-                         "disagree on the collective, layout, counts, datatype, op or root", p,
-                         (unsigned long long)h->shape, (unsigned long long)comm->callShape);
+                         "disagree on the collective, layout, counts, datatype, op or root",
+                         p, (unsigned long long)h->shape, (unsigned long long)comm->callShape);
   if (h->bytes != x->bytes)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d sends %llu bytes, this rank expects %llu (transfer %d of %d from rank %d): "
-                         "counts differ between ranks", p, (unsigned long long)h->bytes,
-                         (unsigned long long)x->bytes, index + 1, count, p);
+                         "counts differ between ranks",
+                         p, (unsigned long long)h->bytes, (unsigned long long)x->bytes, index + 1, count, p);
   return relaySetError(comm, relayInvalidUsage,
                        "rank %d sends a %s transfer, this rank expects %s (transfer %d of %d from rank %d): "
-                       "ranks disagree on the collective", p, p2pOpName((p2pOp)h->op),
-                       p2pOpName((p2pOp)shmStateOf(comm)->groupOp), index + 1, count, p);
+                       "ranks disagree on the collective",
+                       p, p2pOpName((p2pOp)h->op), p2pOpName((p2pOp)shmStateOf(comm)->groupOp), index + 1,
+                       count, p);
 }
 
 /* Do the fixed fields of task k's header from p match our transfer x? */
 static int shmHdrOk(struct relayComm* comm, int p, const shmTaskHdr* h, const relayXferDesc* x, int index) {
-  return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index && h->callSeq == comm->callSeq &&
-         h->step == comm->curStep && h->bytes == x->bytes && h->op == (uint16_t)shmStateOf(comm)->groupOp &&
-         h->shape == comm->callShape;
+  return h->magic == SHM_TASK_MAGIC && h->src == p && h->index == (uint32_t)index &&
+         h->callSeq == comm->callSeq && h->step == comm->curStep && h->bytes == x->bytes &&
+         h->op == (uint16_t)shmStateOf(comm)->groupOp && h->shape == comm->callShape;
 }
 
 /* Task t's header from p matched our transfer: check that both ends split it
@@ -402,7 +415,8 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
     what = "the channels its parts use";
   } else {
     uint64_t need = p2pConnNeed(&st->conn, p, P2P_DIR_RECV, want);
-    if (p2pConnAgree(h->need, need, p, comm->rank, agree, sizeof agree)) what = "the channels still to connect";
+    if (p2pConnAgree(h->need, need, p, comm->rank, agree, sizeof agree))
+      what = "the channels still to connect";
     else if (need) RELAY_CHECK(shmConnect(comm, st, p, P2P_DIR_RECV, need));
   }
   if (what)
@@ -414,9 +428,9 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
 
 /* Stream what is there of one ring into a part: its header into hdr, then
  * the payload into data, resuming at *pos. */
-static uint64_t shmGetStream(shmState* st, int p, size_t cur, shmRingCtl* c, const unsigned char* d, uint64_t R,
-                             void* hdr, uint64_t hdrBytes, unsigned char* data, uint64_t total, uint64_t* pos,
-                             uint64_t* sincePublish, int* hdrDone) {
+static uint64_t shmGetStream(shmState* st, int p, size_t cur, shmRingCtl* c, const unsigned char* d,
+                             uint64_t R, void* hdr, uint64_t hdrBytes, unsigned char* data, uint64_t total,
+                             uint64_t* pos, uint64_t* sincePublish, int* hdrDone) {
   uint64_t tail = st->recvTail[cur], moved = 0;
   *hdrDone = 0;
   while (*pos < total) {
@@ -475,8 +489,7 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
       int i = st->rorder[q->ctl];
       if (!shmHdrOk(comm, p, &h, &recvs[i], q->ctl - q->beg))
         res = shmHdrMismatch(comm, p, &h, &recvs[i], q->ctl - q->beg, q->end - q->beg);
-      else
-        res = shmTaskAccept(comm, st, p, &h, q->ctl);
+      else res = shmTaskAccept(comm, st, p, &h, q->ctl);
       if (res != relaySuccess) break;
       tail += SHM_THDR;
       moved += SHM_THDR;
@@ -504,16 +517,18 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
       int i = st->rorder[cq->cur];
       const p2pPart* pp = &st->rpart[(size_t)i * P + (size_t)cq->part];
       int hdrDone = 0;
-      moved += shmGetStream(st, p, cur, c, d, st->chanBytes, &hs[ch], SHM_PHDR, (unsigned char*)recvs[i].ptr + pp->off,
-                            SHM_PHDR + pp->len, &cq->pos, &sincePublish, &hdrDone);
+      moved += shmGetStream(st, p, cur, c, d, st->chanBytes, &hs[ch], SHM_PHDR,
+                            (unsigned char*)recvs[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
+                            &sincePublish, &hdrDone);
       if (hdrDone) {
         const shmPartHdr* h = &hs[ch];
         if (h->magic != SHM_PART_MAGIC || h->src != p || h->index != (uint32_t)(cq->cur - q->beg) ||
             h->part != (uint32_t)cq->part || h->callSeq != comm->callSeq || h->len != pp->len) {
           res = relaySetError(comm, relayInternalError,
                               "corrupt stream from rank %d on channel %d (magic %#x, task %u part %u of %llu "
-                              "bytes; expected task %d part %d of %zu bytes)", p, ch, h->magic, h->index,
-                              h->part, (unsigned long long)h->len, cq->cur - q->beg, cq->part, pp->len);
+                              "bytes; expected task %d part %d of %zu bytes)",
+                              p, ch, h->magic, h->index, h->part, (unsigned long long)h->len,
+                              cq->cur - q->beg, cq->part, pp->len);
           break;
         }
         continue; /* now the payload */
@@ -540,18 +555,14 @@ static relayResult_t shmScan(struct relayComm* comm, shmState* st, const relayXf
   for (int i = 0; i < st->nspend;) {
     int p = st->spend[i];
     *moved += shmPush(comm, st, p, sends);
-    if (shmSideDone(&st->sq[p]))
-      st->spend[i] = st->spend[--st->nspend];
-    else
-      i++;
+    if (shmSideDone(&st->sq[p])) st->spend[i] = st->spend[--st->nspend];
+    else i++;
   }
   for (int i = 0; i < st->nrpend;) {
     int p = st->rpend[i];
     RELAY_CHECK(shmPull(comm, st, p, recvs, moved));
-    if (shmSideDone(&st->rq[p]))
-      st->rpend[i] = st->rpend[--st->nrpend];
-    else
-      i++;
+    if (shmSideDone(&st->rq[p])) st->rpend[i] = st->rpend[--st->nrpend];
+    else i++;
   }
   return relaySuccess;
 }
@@ -577,10 +588,11 @@ static int shmFindBadPeer(struct relayComm* comm, shmState* st, int checkPids, i
 }
 
 /* The first unfinished task of peer p in one direction, and its bytes moved. */
-static void shmTaskProgress(const shmState* st, int p, int isSend, const relayXferDesc* x, int* task, uint64_t* done,
-                            uint64_t* bytes) {
+static void shmTaskProgress(const shmState* st, int p, int isSend, const relayXferDesc* x, int* task,
+                            uint64_t* done, uint64_t* bytes) {
   const shmPeerQ* q = isSend ? &st->sq[p] : &st->rq[p];
-  const shmChanQ* cqs = isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
+  const shmChanQ* cqs =
+      isSend ? &st->sch[(size_t)p * (size_t)st->channels] : &st->rch[(size_t)p * (size_t)st->channels];
   const int* order = isSend ? st->sorder : st->rorder;
   const p2pPart* parts = isSend ? st->spart : st->rpart;
   const int* npart = isSend ? st->snpart : st->rnpart;
@@ -626,7 +638,9 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
            (unsigned long long)bytes);
   return relaySetError(comm, relayTimeout, "no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
                        comm->cfg.timeoutMs, p, what, others ? " and " : "", others,
-                       others == 1 ? " other rank" : others ? " other ranks" : "");
+                       others == 1 ? " other rank"
+                       : others    ? " other ranks"
+                                   : "");
 }
 
 static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const relayXferDesc* sends, int nSends,
@@ -684,7 +698,8 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
       continue;
     }
     if (shmAborted(comm, st)) return relaySetError(comm, relayInvalidUsage, "the comm was aborted");
-    int what = 0, bad = shmFindBadPeer(comm, st, w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), &what);
+    int what = 0,
+        bad = shmFindBadPeer(comm, st, w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), &what);
     if (bad >= 0) {
       /* Whatever it wrote before it failed or died is visible now: drain it,
        * and fail only if we still need something from it. */

@@ -131,8 +131,8 @@ static int osOpenPeer(struct relayComm* comm, relayShmRegion* R, const char* tag
   const osHeader* h = p;
   atomic_thread_fence(memory_order_acquire);
   if (h->sentinel != osSentinel(R->hash, q) || h->param != param || h->nranks != (uint32_t)R->n) {
-    fprintf(stderr, "relaycc: rank %d: %s region of rank %d has sentinel %#llx (want %#llx): declining\n", comm->rank,
-            tag, q, (unsigned long long)h->sentinel, (unsigned long long)osSentinel(R->hash, q));
+    fprintf(stderr, "relaycc: rank %d: %s region of rank %d has sentinel %#llx (want %#llx): declining\n",
+            comm->rank, tag, q, (unsigned long long)h->sentinel, (unsigned long long)osSentinel(R->hash, q));
     return 0;
   }
   return 1;
@@ -185,8 +185,8 @@ relayResult_t relayShmRegionSetup(struct relayComm* comm, relayShmRegion* R, con
   return res != relaySuccess ? res : relayNotSupported;
 }
 
-relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer, const char* proto,
-                                 const char* what) {
+relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer,
+                                 const char* proto, const char* what) {
   /* Mostly there already: no message formatting on the fast path. */
   if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
   char where[128];
@@ -202,7 +202,8 @@ relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32
 /* A push's call, mark and shape (issue 15: no silent wrong result), stored
  * with it before its flag's release; relayShmCheckMark reads them after the
  * flag's acquire. */
-void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark, _Atomic uint32_t* shape) {
+void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark,
+                       _Atomic uint32_t* shape) {
   atomic_store_explicit(call, (uint32_t)comm->callSeq, memory_order_relaxed);
   atomic_store_explicit(mark, (uint32_t)(comm->callMark + 1), memory_order_relaxed);
   atomic_store_explicit(shape, (uint32_t)comm->callShape, memory_order_relaxed);
@@ -216,12 +217,13 @@ relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* callW,
   if (call != (uint32_t)comm->callSeq)
     return relaySetError(comm, relayInvalidUsage,
                          "%s: rank %d pushed data of its call #%u (mod 2^32): a rank rejected a call its "
-                         "peers ran (check mode 0), so the ranks are no longer in step", proto, p, call);
+                         "peers ran (check mode 0), so the ranks are no longer in step",
+                         proto, p, call);
   if (shape != (uint32_t)comm->callShape)
     return relaySetError(comm, relayInvalidUsage,
                          "%s: rank %d's call has another shape (digest %08x, this rank's %08x): ranks "
-                         "disagree on the collective, layout, counts, datatype, op or root", proto, p, shape,
-                         (uint32_t)comm->callShape);
+                         "disagree on the collective, layout, counts, datatype, op or root",
+                         proto, p, shape, (uint32_t)comm->callShape);
   if (mark && comm->callMark < 0 && mark <= (uint32_t)comm->nranks) comm->callMark = (int)mark - 1;
   return relaySuccess;
 }
@@ -252,7 +254,9 @@ static osWord* osAck(unsigned char* base, int n, int src) { return (osWord*)(bas
 static osWord* osInfo(unsigned char* base, int n, int what, int par, int src) {
   return (osWord*)(base + osInfoOff(n)) + ((size_t)what * 2 + (size_t)par) * (size_t)n + (size_t)src;
 }
-static osWord* osBytes(unsigned char* base, int n, int par, int src) { return osInfo(base, n, OS_INFO_BYTES, par, src); }
+static osWord* osBytes(unsigned char* base, int n, int par, int src) {
+  return osInfo(base, n, OS_INFO_BYTES, par, src);
+}
 static unsigned char* osStaging(const osState* s, unsigned char* base, int par, int src) {
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
@@ -321,8 +325,10 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     res = osWait(comm, osAck(mine, n, p), e - 2, p, "acknowledgement of");
     if (res != relaySuccess) break;
     if (bytes)
-      memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r), (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
-    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes, memory_order_relaxed);
+      memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r),
+             (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
+    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes,
+                          memory_order_relaxed);
     relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
                       &osInfo(s->reg.base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v,
                       &osInfo(s->reg.base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v);
@@ -346,7 +352,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
                           "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between "
-                          "ranks)", p, got, bytes);
+                          "ranks)",
+                          p, got, bytes);
   }
   if (res != relaySuccess) {
     /* Peers still waiting for this rank's push or acknowledgement end their

@@ -51,7 +51,8 @@ static void shmStateFree(shmState* st) {
 
 /* ------------------------------------------------------------- agreement */
 
-static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const void* mine, void* all, size_t bytes) {
+static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const void* mine, void* all,
+                                 size_t bytes) {
   int n = comm->nranks, me = comm->rank;
   uint64_t round = ++st->agreeRound;
   /* Double-buffered by parity: a peer can write round+1's record while we
@@ -87,15 +88,16 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
         if (s > round)
           return relaySetError(comm, relayInvalidUsage,
                                "%s: rank %d is already in round %llu: ranks disagree on the number of "
-                               "agreements", where, q, (unsigned long long)s);
+                               "agreements",
+                               where, q, (unsigned long long)s);
         i++;
         continue;
       }
       if (pb->call != comm->callSeq)
         return relaySetError(comm, relayInvalidUsage,
                              "%s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
-                             "ran (check mode 0), so the ranks are no longer in step", where, q,
-                             (unsigned long long)pb->call);
+                             "ran (check mode 0), so the ranks are no longer in step",
+                             where, q, (unsigned long long)pb->call);
       if (pb->bytes != bytes)
         return relaySetError(comm, relayInvalidUsage, "%s: rank %d agrees on %u bytes, this rank on %zu",
                              where, q, pb->bytes, bytes);
@@ -141,9 +143,9 @@ static relayResult_t shmAgree(struct relayComm* comm, const void* mine, void* al
   if (comm->failed)
     return relaySetError(comm, relayInvalidUsage, "agreement: the comm failed earlier; destroy it");
   if (bytes > SHM_AGREE_MAX || (bytes && (!mine || !all)))
-    return shmFail(comm, relaySetError(comm, relayInvalidArgument,
-                                       "agreement on %zu bytes (max %d), mine %p, all %p", bytes,
-                                       SHM_AGREE_MAX, mine, all));
+    return shmFail(
+        comm, relaySetError(comm, relayInvalidArgument, "agreement on %zu bytes (max %d), mine %p, all %p",
+                            bytes, SHM_AGREE_MAX, mine, all));
   relayResult_t res = shmAgreeRun(comm, st, mine, all, bytes);
   return res == relaySuccess ? res : shmFail(comm, res);
 }
@@ -152,8 +154,9 @@ static relayResult_t shmBarrier(struct relayComm* comm) { return shmAgree(comm, 
 
 /* ------------------------------------------------------------ local ops */
 
-static relayResult_t shmReduce(struct relayComm* comm, void* dst, const void* const* srcs, int nsrc, size_t count,
-                               relayDataType_t dt, relayRedOp_t op, int divisor, int lane, relayStream_t stream) {
+static relayResult_t shmReduce(struct relayComm* comm, void* dst, const void* const* srcs, int nsrc,
+                               size_t count, relayDataType_t dt, relayRedOp_t op, int divisor, int lane,
+                               relayStream_t stream) {
   (void)lane;
   (void)stream;
   if (relayTypeSize(dt) == 0 || (unsigned)op >= relayNumOps || nsrc < 1 || (count && (!dst || !srcs)))
@@ -172,7 +175,8 @@ static relayResult_t shmCopy(struct relayComm* comm, void* dst, const void* src,
   return relaySuccess;
 }
 
-static relayResult_t shmScratch(struct relayComm* comm, int slot, size_t bytes, void** ptr, relayStream_t stream) {
+static relayResult_t shmScratch(struct relayComm* comm, int slot, size_t bytes, void** ptr,
+                                relayStream_t stream) {
   (void)stream;
   shmState* st = shmStateOf(comm);
   if (slot < 0 || !ptr)
@@ -241,7 +245,8 @@ relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out) {
 
 uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir) {
   shmState* st = shmStateOf(comm);
-  if (!st || !st->p2pReady || peer < 0 || peer >= comm->nranks || (dir != P2P_DIR_SEND && dir != P2P_DIR_RECV))
+  if (!st || !st->p2pReady || peer < 0 || peer >= comm->nranks ||
+      (dir != P2P_DIR_SEND && dir != P2P_DIR_RECV))
     return 0;
   return p2pConnMask(&st->conn, peer, (p2pDir)dir);
 }
@@ -258,7 +263,8 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
   uint32_t bit = side == P2P_DIR_SEND ? SHM_CONN_SEND : SHM_CONN_RECV;
   uint64_t m = 0;
   for (int c = 0; c < st->channels; c++)
-    if (atomic_load_explicit(&shmCtl(st, n, src, dst, 1 + c)->conn, memory_order_acquire) & bit) m |= 1ull << c;
+    if (atomic_load_explicit(&shmCtl(st, n, src, dst, 1 + c)->conn, memory_order_acquire) & bit)
+      m |= 1ull << c;
   return m;
 }
 

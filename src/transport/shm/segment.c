@@ -135,7 +135,8 @@ static void shmRecordPids(shmState* st, int n) {
   for (int r = 0; r < n; r++) {
     /* arrived (acquire) orders pidNs and pid, written before it. */
     if (atomic_load_explicit(&st->slots[r].arrived, memory_order_acquire) != st->nonce) continue;
-    st->pids[r] = st->slots[r].pidNs == st->pidNs ? atomic_load_explicit(&st->slots[r].pid, memory_order_relaxed) : 0;
+    st->pids[r] =
+        st->slots[r].pidNs == st->pidNs ? atomic_load_explicit(&st->slots[r].pid, memory_order_relaxed) : 0;
   }
 }
 
@@ -165,8 +166,8 @@ static void shmAnnounceCreateFailure(struct relayComm* comm, shmState* st, relay
   shmCopyMsg(h->failMsg, sizeof h->failMsg, comm->lastError);
   atomic_store_explicit(&h->initFailed, (uint32_t)res + 1, memory_order_relaxed);
   atomic_store_explicit(&h->magic, SHM_MAGIC_READY, memory_order_release);
-  while (atomic_load_explicit(&h->failSeen, memory_order_acquire) < (uint32_t)(n - 1) && !shmAborted(comm, st) &&
-         relayNowNs() - t0 < limit)
+  while (atomic_load_explicit(&h->failSeen, memory_order_acquire) < (uint32_t)(n - 1) &&
+         !shmAborted(comm, st) && relayNowNs() - t0 < limit)
     shmNap(SHM_INIT_POLL_MS);
   shm_unlink(st->name);
   munmap(h, 4096);
@@ -193,15 +194,13 @@ static int32_t shmOpenRendezvousHolder(shmState* st) {
   if (fstat(fd, &sb) == 0 && (size_t)sb.st_size >= sizeof(shmHeader)) {
     shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
     if (h != MAP_FAILED) {
-      if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY)
-        holder = -1;
-      else if (h->version == SHM_VERSION &&
-          h->creatorPidNs == st->pidNs && h->creatorPid != (int32_t)getpid() && shmPidAlive(h->creatorPid) &&
-          !atomic_load_explicit(&h->go, memory_order_acquire) &&
-          !atomic_load_explicit(&h->initFailed, memory_order_acquire))
+      if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY) holder = -1;
+      else if (h->version == SHM_VERSION && h->creatorPidNs == st->pidNs &&
+               h->creatorPid != (int32_t)getpid() && shmPidAlive(h->creatorPid) &&
+               !atomic_load_explicit(&h->go, memory_order_acquire) &&
+               !atomic_load_explicit(&h->initFailed, memory_order_acquire))
         holder = h->creatorPid;
-      else
-        holder = 0;
+      else holder = 0;
       munmap(h, sizeof(shmHeader));
     }
   }
@@ -215,7 +214,8 @@ static int shmJoinFailure(struct relayComm* comm, shmState* st, shmHeader* h, re
   if (!who) return 0;
   char why[sizeof h->joinMsg];
   shmCopyMsg(why, sizeof why, h->joinMsg);
-  *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank %u failed init: %s", st->job, who - 1, why);
+  *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank %u failed init: %s", st->job, who - 1,
+                       why);
   return 1;
 }
 
@@ -227,7 +227,8 @@ static void shmPostJoinFailure(struct relayComm* comm, shmState* st, shmHeader* 
       atomic_load_explicit(&h->go, memory_order_acquire))
     return;
   uint32_t none = 0;
-  if (!atomic_compare_exchange_strong_explicit(&h->joinClaim, &none, 1, memory_order_acq_rel, memory_order_acquire))
+  if (!atomic_compare_exchange_strong_explicit(&h->joinClaim, &none, 1, memory_order_acq_rel,
+                                               memory_order_acquire))
     return; /* another rank told them first */
   shmCopyMsg(h->joinMsg, sizeof h->joinMsg, why);
   atomic_store_explicit(&h->joinFailed, (uint32_t)comm->rank + 1, memory_order_release);
@@ -245,8 +246,10 @@ retry:
   /* relayShmAttach checked the largest ring; a halved one can only fail here if SHM_FALLBACK_RING were
    * below a line per channel. Checking also tells a Release build that *L is set (gcc -O2 warned). */
   if (shmLayoutOf(n, st->ringBytes, st->channels, L) != 0)
-    return relaySetError(comm, relayInternalError, "no shm layout for %d ranks, %llu-byte ring, "
-                         "%d channels", n, (unsigned long long)st->ringBytes, st->channels);
+    return relaySetError(comm, relayInternalError,
+                         "no shm layout for %d ranks, %llu-byte ring, "
+                         "%d channels",
+                         n, (unsigned long long)st->ringBytes, st->channels);
   for (;;) {
     fd = shm_open(st->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) break;
@@ -266,11 +269,12 @@ retry:
       continue;
     }
     if (holder > 0)
-      return relaySetError(comm, relayInvalidUsage,
-                           "rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
-                           "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
-                           "apart: give each its own name)",
-                           st->job, st->launch, (int)holder);
+      return relaySetError(
+          comm, relayInvalidUsage,
+          "rendezvous of job '%s' (launch: %s): rank 0 is already taken by pid %d, whose "
+          "rendezvous is still open (two processes with rank 0, or two jobs that nothing tells "
+          "apart: give each its own name)",
+          st->job, st->launch, (int)holder);
     shm_unlink(st->name);
   }
   if (ftruncate(fd, (off_t)L->total) != 0) {
@@ -292,12 +296,12 @@ retry:
       st->ringBytes /= 2;
       goto retry;
     }
-    res = relaySetError(comm, relaySystemError,
-                        "shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair in %d channels, "
-                        "after halving from %llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge "
-                        "/dev/shm or use fewer ranks",
-                        st->name, L->total, n, (unsigned long long)st->ringBytes, st->channels,
-                        (unsigned long long)wanted);
+    res = relaySetError(
+        comm, relaySystemError,
+        "shm segment %s needs %zu bytes (%d ranks, ring %llu bytes per pair in %d channels, "
+        "after halving from %llu) and /dev/shm has no room: lower RELAYCC_SHM_RING_BYTES, enlarge "
+        "/dev/shm or use fewer ranks",
+        st->name, L->total, n, (unsigned long long)st->ringBytes, st->channels, (unsigned long long)wanted);
     goto fail;
   }
   if (st->ringBytes != wanted)
@@ -465,10 +469,11 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       return 0;
     }
     char why[512];
-    snprintf(why, sizeof why,
-             "job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); rank %d has nranks %d "
-             "(version %u): ranks disagree on nranks, or two jobs share the name",
-             st->job, creator, hn, hv, (long long)sb.st_size, me, n, SHM_VERSION);
+    snprintf(
+        why, sizeof why,
+        "job '%s': rank 0 (pid %d) created it for nranks %u (version %u, %lld bytes); rank %d has nranks %d "
+        "(version %u): ranks disagree on nranks, or two jobs share the name",
+        st->job, creator, hn, hv, (long long)sb.st_size, me, n, SHM_VERSION);
     shmPostJoinFailure(comm, st, h, why);
     munmap(h, sizeof(shmHeader));
     close(fd);
@@ -496,7 +501,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       *res = relaySetError(comm, relayInvalidUsage,
                            "rendezvous of job '%s' (launch: %s): rank %d is already taken by pid %d (two "
                            "processes with one rank, or two jobs that nothing tells apart: give each its own "
-                           "name)", st->job, st->launch, me, (int)holder);
+                           "name)",
+                           st->job, st->launch, me, (int)holder);
       return -1;
     }
     shmUnmap(st); /* an old run's segment: wait for rank 0 to replace it */
@@ -536,10 +542,11 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       if (r0 == relayTimeout)
         *res = relaySetError(comm, relayTimeout,
                              "init of job '%s' (%d ranks): rank 0 gave up after %d ms waiting for %s to "
-                             "arrive", st->job, n, comm->cfg.timeoutMs, miss);
+                             "arrive",
+                             st->job, n, comm->cfg.timeoutMs, miss);
       else
-        *res = relaySetError(comm, relayRemoteError, "init of job '%s': rank 0 gave up init (%s)", st->job,
-                             why);
+        *res =
+            relaySetError(comm, relayRemoteError, "init of job '%s': rank 0 gave up init (%s)", st->job, why);
       return -1;
     }
     if (shmAborted(comm, st)) {
@@ -565,9 +572,11 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
       int creator = st->hdr->creatorPid;
       if (shmSameFile(st, dev, ino) == 1) shm_unlink(st->name);
       shmUnmap(st);
-      *res = relaySetError(comm, relayRemoteError,
-                           "init of job '%s' (%d ranks): rank 0 (pid %d), which created the segment, died during "
-                           "init (missing then: %s)", st->job, n, creator, miss);
+      *res = relaySetError(
+          comm, relayRemoteError,
+          "init of job '%s' (%d ranks): rank 0 (pid %d), which created the segment, died during "
+          "init (missing then: %s)",
+          st->job, n, creator, miss);
       return -1;
     }
     if (relayNowNs() - t0 >= limit) {
@@ -605,7 +614,8 @@ relayResult_t shmJoin(struct relayComm* comm, shmState* st) {
                  (int)st->deadCreator);
       return relaySetError(comm, relayTimeout,
                            "init of job '%s' (%d ranks): timed out after %d ms waiting for rank 0 to create "
-                           "shm segment %s (%s)", st->job, comm->nranks, comm->cfg.timeoutMs, st->name, why);
+                           "shm segment %s (%s)",
+                           st->job, comm->nranks, comm->cfg.timeoutMs, st->name, why);
     }
     shmNap(SHM_INIT_POLL_MS);
   }

@@ -130,7 +130,6 @@ typedef struct {
 } shmRingCtl;
 enum { SHM_CONN_SEND = 1, SHM_CONN_RECV = 2 };
 
-
 /* 32 bytes on a channel's ring before each non-empty part: a check that both
  * ends walk the channel's parts in the same order. */
 typedef struct {
@@ -172,12 +171,12 @@ typedef struct {
   int channels;        /* P2P channel pool: data rings per pair (rank 0's, from the header) */
   uint64_t chanBytes, pairBytes, chunk; /* chunk: of a channel's ring */
   uint64_t nonce;
-  int wantChannels;     /* this rank's RELAYCC_NCHANNELS (rank 0's decides) */
-  int32_t deadCreator; /* pid of a dead rank 0 whose segment we found (for messages) */
-  int openErrno;       /* last shm_open failure of a joiner (for messages) */
+  int wantChannels;       /* this rank's RELAYCC_NCHANNELS (rank 0's decides) */
+  int32_t deadCreator;    /* pid of a dead rank 0 whose segment we found (for messages) */
+  int openErrno;          /* last shm_open failure of a joiner (for messages) */
   uint64_t conflictSince; /* when a joiner first met a live segment it cannot join */
-  int32_t* pids;       /* [n], from check-in; 0 where a peer's pid is not ours to check */
-  uint64_t pidNs;      /* our PID namespace (0: unknown) */
+  int32_t* pids;          /* [n], from check-in; 0 where a peer's pid is not ours to check */
+  uint64_t pidNs;         /* our PID namespace (0: unknown) */
   atomic_int abortedLocal;
   uint64_t agreeRound;
   /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
@@ -191,10 +190,10 @@ typedef struct {
   uint64_t* connStore;   /* [2n] */
   uint64_t connected[2]; /* channels connected over the comm's life, by p2pDir */
   /* Per-group work, grown as needed. */
-  int groupOp;         /* the running group's p2pOp: both ends' headers carry it */
-  shmPeerQ *sq, *rq;   /* [n] */
-  shmChanQ *sch, *rch; /* [n][channels] */
-  shmPartHdr* rphdr;   /* [n][channels]: part header being received */
+  int groupOp;          /* the running group's p2pOp: both ends' headers carry it */
+  shmPeerQ *sq, *rq;    /* [n] */
+  shmChanQ *sch, *rch;  /* [n][channels] */
+  shmPartHdr* rphdr;    /* [n][channels]: part header being received */
   int *sorder, *rorder; /* transfer indices grouped by peer */
   int orderCap;
   /* Per transfer (index into the group's sends / recvs): its split. */
@@ -285,11 +284,10 @@ void shmAbort(struct relayComm* comm);
 
 /* group.c */
 relayResult_t shmP2pInit(struct relayComm* comm, shmState* st);
-relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int nSends, const relayXferDesc* recvs,
-                       int nRecvs, int p2pOp, relayStream_t stream);
+relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int nSends,
+                       const relayXferDesc* recvs, int nRecvs, int p2pOp, relayStream_t stream);
 
 /* ------------------------------------------- staging regions, one-shot, bw */
-
 
 /* A staging region per rank, mapped by every peer (the one-shot's and the
  * bandwidth route's): POSIX shm "/relaycc-<tag>-<commHash>-<rank>", created,
@@ -319,15 +317,16 @@ relayResult_t relayShmRegionDecline(struct relayComm* comm, uint64_t param);
 void relayShmRegionUnmap(relayShmRegion* R);
 /* Wait until w - want >= 0 (relayShmWaitWord); a timeout's message names
  * proto ("one-shot", "bw"), what was awaited, its epoch and the peer. */
-relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer, const char* proto,
-                                 const char* what);
+relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer,
+                                 const char* proto, const char* what);
 
 /* A push's call number, mark (1 + comm->callMark) and shape digest, stored
  * before its flag (relaxed; the flag's release publishes them), and checked
  * by the consumer after the flag's acquire: relayInvalidUsage naming both
  * calls when the push is of another call or shape; a mark sets
  * comm->callMark (the pusher passed a bad buffer). proto names the protocol. */
-void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark, _Atomic uint32_t* shape);
+void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark,
+                       _Atomic uint32_t* shape);
 relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark,
                                 _Atomic uint32_t* shape, int peer, const char* proto);
 

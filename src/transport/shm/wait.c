@@ -37,13 +37,15 @@ static long shmFutex(_Atomic uint32_t* addr, int op, uint32_t val, const struct 
  * we see waiting != 0 or the sleeper sees the bumped doorbell. */
 void shmWake(shmSlot* s) {
   atomic_fetch_add_explicit(&s->doorbell, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst)) shmFutex(&s->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst))
+    shmFutex(&s->doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void shmSleep(shmSlot* me, uint32_t db, uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
   atomic_store_explicit(&me->waiting, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&me->doorbell, memory_order_seq_cst) == db) shmFutex(&me->doorbell, FUTEX_WAIT, db, &ts);
+  if (atomic_load_explicit(&me->doorbell, memory_order_seq_cst) == db)
+    shmFutex(&me->doorbell, FUTEX_WAIT, db, &ts);
   atomic_store_explicit(&me->waiting, 0, memory_order_relaxed);
 }
 
@@ -171,9 +173,11 @@ relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what
       return relaySetError(comm, relayRemoteError, "%s%srank %d rejected call #%llu before moving data",
                            where, sep, q, (unsigned long long)comm->callSeq);
     case SHM_PEER_SHAPE:
-      return relaySetError(comm, relayInvalidUsage,
-                           "%s%srank %d waits in call #%llu with another shape: ranks disagree on the collective, "
-                           "layout, counts, datatype, op or root", where, sep, q, (unsigned long long)comm->callSeq);
+      return relaySetError(
+          comm, relayInvalidUsage,
+          "%s%srank %d waits in call #%llu with another shape: ranks disagree on the collective, "
+          "layout, counts, datatype, op or root",
+          where, sep, q, (unsigned long long)comm->callSeq);
     default:
       return relaySetError(comm, relayRemoteError, "%s%srank %d (pid %d) died", where, sep, q,
                            (int)st->pids[q]);
@@ -204,7 +208,8 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
   /* About to sleep: say which call this rank waits in, for the peers' judge (shmPeerState). A store per
    * slice, none on the fast path. */
   atomic_store_explicit(&st->slots[comm->rank].callAt,
-                        ((uint64_t)(uint32_t)comm->callSeq << 32) | (uint32_t)comm->callShape, memory_order_release);
+                        ((uint64_t)(uint32_t)comm->callSeq << 32) | (uint32_t)comm->callShape,
+                        memory_order_release);
   uint64_t ns = (uint64_t)SHM_SLICE_MS * 1000000ull;
   if (limit - waited < ns) ns = limit - waited;
   shmSleep(&st->slots[comm->rank], db, ns);

@@ -110,11 +110,12 @@ static void* watchdogMain(void* arg) {
       const char* what = atomic_load(&w->what);
       /* stdio may be locked by the stuck thread: format here, write(2). */
       char msg[512];
-      int n = snprintf(msg, sizeof msg,
-                       "relaycc-bench: rank %d (GPU %d): %s has not returned after %lld ms (RELAYCC_TIMEOUT_MS + "
-                       "%d ms): stuck in CUDA or NCCL, most likely waiting for a peer rank that failed or hung; "
-                       "ending this rank\n",
-                       w->rank, w->device, what ? what : "a step", w->limitMs, WATCHDOG_MARGIN_MS);
+      int n =
+          snprintf(msg, sizeof msg,
+                   "relaycc-bench: rank %d (GPU %d): %s has not returned after %lld ms (RELAYCC_TIMEOUT_MS + "
+                   "%d ms): stuck in CUDA or NCCL, most likely waiting for a peer rank that failed or hung; "
+                   "ending this rank\n",
+                   w->rank, w->device, what ? what : "a step", w->limitMs, WATCHDOG_MARGIN_MS);
       if (n > 0) {
         ssize_t wr = write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
         (void)wr;
@@ -206,10 +207,11 @@ static int waitDevice(benchRank* r, cudaEvent_t ev, const char* what) {
       }
       if (relayNowNs() > deadline) {
         s->stuck = 1;
-        snprintf(r->err, sizeof r->err,
-                 "GPU %d: %s did not finish within %d ms (RELAYCC_TIMEOUT_MS): a peer rank is missing or stuck, "
-                 "or the device hung",
-                 s->device, what, s->timeoutMs);
+        snprintf(
+            r->err, sizeof r->err,
+            "GPU %d: %s did not finish within %d ms (RELAYCC_TIMEOUT_MS): a peer rank is missing or stuck, "
+            "or the device hung",
+            s->device, what, s->timeoutMs);
         return 1;
       }
     }
@@ -272,7 +274,8 @@ static int countCudaDevices(int* count, char* why, size_t whyLen) {
     memset(&rep, 0, sizeof rep);
     cudaError_t e = cudaGetDeviceCount(&rep.count);
     rep.err = (int)e;
-    if (e != cudaSuccess) snprintf(rep.msg, sizeof rep.msg, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    if (e != cudaSuccess)
+      snprintf(rep.msg, sizeof rep.msg, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
     ssize_t w = write(fds[1], &rep, sizeof rep); /* < PIPE_BUF: atomic */
     _exit(w == (ssize_t)sizeof rep ? 0 : 1);     /* _exit: no atexit handlers of the parent's libraries */
   }
@@ -302,7 +305,8 @@ static int countCudaDevices(int* count, char* why, size_t whyLen) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timedOut) {
-    snprintf(why, whyLen, "the CUDA driver did not answer cudaGetDeviceCount within %d s (probe child killed)",
+    snprintf(why, whyLen,
+             "the CUDA driver did not answer cudaGetDeviceCount within %d s (probe child killed)",
              PROBE_TIMEOUT_MS / 1000);
     return 1;
   }
@@ -329,9 +333,10 @@ static int ncclProbe(int* defaultRanks, char* why, size_t whyLen) {
   int files = countDeviceFiles();
   if (files == 0) {
     /* The fast answer on a machine without GPUs (CI): no child, no CUDA. */
-    snprintf(why, whyLen,
-             "no NVIDIA GPU on this machine (no /dev/nvidia<N> device files: no GPU, the driver is not loaded, or "
-             "none was passed into this container)");
+    snprintf(
+        why, whyLen,
+        "no NVIDIA GPU on this machine (no /dev/nvidia<N> device files: no GPU, the driver is not loaded, or "
+        "none was passed into this container)");
     return 1;
   }
   int count = 0;
@@ -453,8 +458,8 @@ static int ncclInit(benchRank* r) {
     return 1;
   }
   if (bad >= 0) {
-    snprintf(r->err, sizeof r->err, "GPU %d: rank %d failed its local setup (its own message says why)", s->device,
-             bad);
+    snprintf(r->err, sizeof r->err, "GPU %d: rank %d failed its local setup (its own message says why)",
+             s->device, bad);
     return 1;
   }
 
@@ -477,7 +482,8 @@ static int ncclInit(benchRank* r) {
   if (s->group >= 0) {
     int n = -1, me = -1;
     if (!s->base) {
-      snprintf(r->err, sizeof r->err, "GPU %d: ncclCommSplit(color %d) gave no communicator", s->device, color);
+      snprintf(r->err, sizeof r->err, "GPU %d: ncclCommSplit(color %d) gave no communicator", s->device,
+               color);
       return 1;
     }
     nr = ncclCommCount(s->base, &n);
@@ -485,7 +491,8 @@ static int ncclInit(benchRank* r) {
     if (nr != ncclSuccess) return ncclFailure(r, "querying the split communicator", nr, s->base);
     if (n != o->nActive || me != s->me) {
       snprintf(r->err, sizeof r->err,
-               "GPU %d: the split communicator of group %d has this rank as %d of %d; expected active index %d of %d",
+               "GPU %d: the split communicator of group %d has this rank as %d of %d; expected active index "
+               "%d of %d",
                s->device, s->group, me, n, s->me, o->nActive);
       return 1;
     }
@@ -518,16 +525,14 @@ static void ncclFini(benchRank* r) {
   }
   if (s->base) {
     /* Abort does not wait for the device; destroy does. */
-    if (s->stuck)
-      ncclCommAbort(s->base);
-    else
-      ncclCommDestroy(s->base);
+    if (s->stuck) ncclCommAbort(s->base);
+    else ncclCommDestroy(s->base);
   }
   if (s->comm) {
     relayResult_t rr = s->stuck ? relayCommAbort(s->comm) : relayCommDestroy(s->comm);
     if (rr != relaySuccess)
-      fprintf(stderr, "relaycc-bench: rank %d: %s: %s\n", r->rank, s->stuck ? "relayCommAbort" : "relayCommDestroy",
-              relayGetErrorString(rr));
+      fprintf(stderr, "relaycc-bench: rank %d: %s: %s\n", r->rank,
+              s->stuck ? "relayCommAbort" : "relayCommDestroy", relayGetErrorString(rr));
   }
   if (s->t0) cudaEventDestroy(s->t0);
   if (s->t1) cudaEventDestroy(s->t1);
@@ -556,9 +561,9 @@ static void ncclDescribe(benchRank* r, char* buf, size_t len) {
   char timing[96];
   if (r->opts->graph)
     snprintf(timing, sizeof timing, "graph replays of %d calls / %d", s->graphCalls, s->graphCalls);
-  else
-    snprintf(timing, sizeof timing, "per call");
-  snprintf(buf, len, "gpu: %d x %s (sm_%d%d, %d SMs, %.0f GiB), CUDA driver %d.%d runtime %d.%d, NCCL %d.%d.%d, "
+  else snprintf(timing, sizeof timing, "per call");
+  snprintf(buf, len,
+           "gpu: %d x %s (sm_%d%d, %d SMs, %.0f GiB), CUDA driver %d.%d runtime %d.%d, NCCL %d.%d.%d, "
            "NVLS_ENABLE=%s, CUDA-event timing %s%s",
            r->nranks, p.name, p.major, p.minor, p.multiProcessorCount, (double)p.totalGlobalMem / (1u << 30),
            drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, nv / 10000, nv % 10000 / 100, nv % 100,
@@ -579,8 +584,8 @@ static void* ncclAlloc(benchRank* r, size_t bytes) {
     size_t freeB = 0, totalB = 0;
     (void)cudaGetLastError();
     cudaMemGetInfo(&freeB, &totalB);
-    snprintf(r->err, sizeof r->err, "GPU %d: cudaMalloc(%zu bytes): %s (%zu MiB free of %zu MiB)", s->device, bytes,
-             cudaGetErrorString(e), freeB >> 20, totalB >> 20);
+    snprintf(r->err, sizeof r->err, "GPU %d: cudaMalloc(%zu bytes): %s (%zu MiB free of %zu MiB)", s->device,
+             bytes, cudaGetErrorString(e), freeB >> 20, totalB >> 20);
     return NULL;
   }
   return p;
@@ -610,7 +615,8 @@ static int copyImpl(benchRank* r, void* dst, const void* src, size_t bytes, int 
       e = cudaMemcpyAsync(s->bounce, (const char*)src + off, n, cudaMemcpyDeviceToHost, s->stream);
     }
     if (e == cudaSuccess) e = cudaEventRecord(s->copied, s->stream);
-    if (e != cudaSuccess) return cudaFailure(r, toDevice ? "cudaMemcpyAsync to the GPU" : "cudaMemcpyAsync to the host", e);
+    if (e != cudaSuccess)
+      return cudaFailure(r, toDevice ? "cudaMemcpyAsync to the GPU" : "cudaMemcpyAsync to the host", e);
     if (waitDevice(r, s->copied, toDevice ? "a copy to the GPU" : "a copy to the host")) return 1;
     if (!toDevice) memcpy((char*)dst + off, s->bounce, n);
   }
@@ -724,9 +730,7 @@ static int issueBaseline(benchRank* r, const benchCall* c) {
     case relayCollectiveAllReduce:
       nr = ncclAllReduce(c->send, c->recv, count, dt, op, s->base, s->stream);
       break;
-    case relayCollectiveAllGather:
-      nr = ncclAllGather(c->send, c->recv, count, dt, s->base, s->stream);
-      break;
+    case relayCollectiveAllGather: nr = ncclAllGather(c->send, c->recv, count, dt, s->base, s->stream); break;
     case relayCollectiveReduceScatter:
       nr = ncclReduceScatter(c->send, c->recv, count, dt, op, s->base, s->stream);
       break;
@@ -740,16 +744,15 @@ static int issueBaseline(benchRank* r, const benchCall* c) {
       nr = ncclGroupStart();
       for (int j = 0; j < A && nr == ncclSuccess; j++) {
         nr = ncclSend((const char*)c->send + (size_t)j * bytes, count, dt, j, s->base, s->stream);
-        if (nr == ncclSuccess) nr = ncclRecv((char*)c->recv + (size_t)j * bytes, count, dt, j, s->base, s->stream);
+        if (nr == ncclSuccess)
+          nr = ncclRecv((char*)c->recv + (size_t)j * bytes, count, dt, j, s->base, s->stream);
       }
       ncclResult_t ne = ncclGroupEnd();
       if (nr == ncclSuccess) nr = ne;
 #endif
       break;
     }
-    default:
-      snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
-      return 1;
+    default: snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll); return 1;
   }
   return nr == ncclSuccess ? 0 : ncclFailure(r, ncclCallName(c->coll), nr, s->base);
 }
@@ -775,14 +778,16 @@ static int capture(benchRank* r, const benchCall* c, benchTarget t, int k, bench
     (void)cudaGetLastError();
     char prev[sizeof r->err];
     snprintf(prev, sizeof prev, "%s", r->err);
-    snprintf(r->err, sizeof r->err, "while capturing %d %s calls into a CUDA graph: %.640s", k, targetName(t), prev);
+    snprintf(r->err, sizeof r->err, "while capturing %d %s calls into a CUDA graph: %.640s", k, targetName(t),
+             prev);
     return 1;
   }
   if (e != cudaSuccess) {
     char what[160];
-    snprintf(what, sizeof what,
-             "cudaStreamEndCapture after %d %s calls (a call did something a graph cannot hold, e.g. a host sync)",
-             k, targetName(t));
+    snprintf(
+        what, sizeof what,
+        "cudaStreamEndCapture after %d %s calls (a call did something a graph cannot hold, e.g. a host sync)",
+        k, targetName(t));
     if (graph) cudaGraphDestroy(graph);
     return cudaFailure(r, what, e);
   }
@@ -821,7 +826,8 @@ static int prepareImpl(benchRank* r, const benchCall* c, benchTarget t) {
 
 static int ncclPrepare(benchRank* r, const benchCall* c, benchTarget t) {
   ncclState* s = r->state;
-  guardOn(&s->wd, t == BENCH_TARGET_RELAY ? "preparing relaycc's graphs" : "preparing the nccl baseline's graphs");
+  guardOn(&s->wd,
+          t == BENCH_TARGET_RELAY ? "preparing relaycc's graphs" : "preparing the nccl baseline's graphs");
   int rc = prepareImpl(r, c, t);
   guardOff(&s->wd);
   return rc;
@@ -883,7 +889,8 @@ static int ncclTimerStop(benchRank* r, double* us) {
   s->timing = 0;
   guardOn(&s->wd, "waiting for a timed call");
   cudaError_t e = cudaEventRecord(s->t1, s->stream);
-  int rc = e == cudaSuccess ? waitDevice(r, s->t1, "a timed call") : cudaFailure(r, "cudaEventRecord (timer stop)", e);
+  int rc = e == cudaSuccess ? waitDevice(r, s->t1, "a timed call")
+                            : cudaFailure(r, "cudaEventRecord (timer stop)", e);
   guardOff(&s->wd);
   if (rc) return 1;
   float ms = 0;
