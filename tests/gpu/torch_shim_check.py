@@ -68,6 +68,8 @@ def main():
         print(f"rank {rank} {str(dtype):15s} {size:>10d} B eager wrong {bad} graph wrong {gbad}", flush=True)
       wrong += bad + gbad
       size *= 4
+  # Said before the teardown so a run cut by its time limit shows whether the checks or the teardown took it.
+  print(f"rank {rank}: checks done ({wrong} wrong); destroying the group", flush=True)
   dist.destroy_process_group()
   print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements)", flush=True)
   sys.exit(1 if wrong else 0)
