@@ -19,11 +19,36 @@ steps=${*:-build gputest bench p2p oneshot}
 B=./build/relaycc-bench
 log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 # run NAME SECONDS CMD...: bounded, own process group, output to $OUT/NAME.log
+# DUMP_AT=S (seconds): a step still running S seconds after its start has every thread of every process in
+# its session listed in $OUT/NAME.stacks (gdb's backtraces where gdb exists, else the kernel's wait
+# channels and Python's own traceback through SIGUSR1 for the *_check.py scripts, which register faulthandler on it), so a
+# step cut by its time limit says where it waited.
+dump_stacks() {
+  local sid=$1 f=$2 p
+  for p in $(ps -eo pid=,sid= | awk -v s="$sid" '$2 == s {print $1}'); do
+    echo "== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-200)"
+    if command -v gdb >/dev/null 2>&1; then
+      timeout 20 gdb -batch -p "$p" -ex "thread apply all bt 25" 2>/dev/null | grep -E '^(Thread|#)'
+    else
+      for t in /proc/$p/task/*; do echo "  tid ${t##*/} $(cat $t/comm 2>/dev/null) wchan=$(cat $t/wchan 2>/dev/null)"; done
+      # Only the ranks' scripts (torchrun would die of the signal).
+      tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q '_check.py' &&
+        ! tr '\0' ' ' < /proc/$p/cmdline | grep -q torchrun && kill -USR1 "$p" 2>/dev/null
+    fi
+  done > "$f" 2>&1
+}
 run() {
   local name=$1 secs=$2; shift 2
   log "start $name: $*"
-  setsid timeout -k 5 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  setsid timeout -k 5 "$secs" "$@" > "$OUT/$name.log" 2>&1 &
+  local pid=$! dumper=""
+  if [ -n "${DUMP_AT:-}" ]; then
+    (sleep "$DUMP_AT"; kill -0 "$pid" 2>/dev/null && dump_stacks "$pid" "$OUT/$name.stacks") &
+    dumper=$!
+  fi
+  wait "$pid"
   local rc=$?
+  [ -n "$dumper" ] && kill "$dumper" 2>/dev/null
   log "end $name rc=$rc"
   tail -n 3 "$OUT/$name.log" | sed 's/^/    /' | tee -a "$OUT/run.log"
   return $rc

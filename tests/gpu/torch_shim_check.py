@@ -6,7 +6,9 @@ Eager and CUDA-graph-captured all-reduce of 4 KB to 64 MB (bf16 and float32), ev
 the sum the ranks' inputs must give (exact in bf16 in any order up to 8 ranks). Nothing here knows about relaycc: the shim decides per call whether
 relaycc or NCCL runs it (with one rank it forwards everything). Exits non-zero on a wrong element.
 """
+import faulthandler
 import os
+import signal
 import sys
 
 import torch
@@ -17,6 +19,9 @@ def place_rank(rank, world):
   """This rank's GPU, LOCAL_RANK % GPUs. Where ranks share a GPU (the 8-ranks-on-one-GPU harness,
   docs/gpu-harness.md), give this process what NCCL 2.28 needs to accept that, before NCCL starts: its own
   NCCL_HOSTID, with loopback sockets (NCCL 2.30's NCCL_MULTI_RANK_GPU_ENABLE=1, where set, needs none)."""
+  # SIGUSR1 prints every thread's Python stack: scripts/device_run.sh (DUMP_AT) sends it to a run that has not
+  # ended, so a step cut by its time limit says where each rank waited.
+  faulthandler.register(signal.SIGUSR1, all_threads=True)
   ndev = torch.cuda.device_count()
   if world > ndev and os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE") != "1":
     os.environ["NCCL_HOSTID"] = f"{os.environ.get('NCCL_HOSTID', 'relaycc-torch')}.r{rank}"
