@@ -21,7 +21,7 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 # run NAME SECONDS CMD...: bounded, own process group, output to $OUT/NAME.log
 # DUMP_AT=S (seconds): a step still running S seconds after its start has every thread of every process in
 # its session listed in $OUT/NAME.stacks (gdb's backtraces where gdb exists, else the kernel's wait
-# channels and Python's own traceback through SIGUSR1 for the *_check.py scripts, which register faulthandler on it), so a
+# channels; and Python's own traceback through SIGUSR1 for the *_check.py scripts, which register faulthandler on it), so a
 # step cut by its time limit says where it waited.
 dump_stacks() {
   local sid=$1 f=$2 p
@@ -31,10 +31,10 @@ dump_stacks() {
       timeout 20 gdb -batch -p "$p" -ex "thread apply all bt 25" 2>/dev/null | grep -E '^(Thread|#)'
     else
       for t in /proc/$p/task/*; do echo "  tid ${t##*/} $(cat $t/comm 2>/dev/null) wchan=$(cat $t/wchan 2>/dev/null)"; done
-      # Only the ranks' scripts (torchrun would die of the signal).
-      tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q '_check.py' &&
-        ! tr '\0' ' ' < /proc/$p/cmdline | grep -q torchrun && kill -USR1 "$p" 2>/dev/null
     fi
+    # Python's stacks go to the step's log; only the ranks' scripts get the signal (torchrun would die of it).
+    tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | grep -q '_check.py' &&
+      ! tr '\0' ' ' < /proc/$p/cmdline | grep -q torchrun && kill -USR1 "$p" 2>/dev/null
   done > "$f" 2>&1
 }
 run() {
