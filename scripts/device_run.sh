@@ -21,8 +21,8 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 # run NAME SECONDS CMD...: bounded, own process group, output to $OUT/NAME.log
 # DUMP_AT=S (seconds): a step still running S seconds after its start has every thread of every process in
 # its session listed in $OUT/NAME.stacks (gdb's backtraces where gdb exists, else the kernel's wait
-# channels; and Python's own traceback through SIGUSR1 for the *_check.py scripts, which register faulthandler on it), so a
-# step cut by its time limit says where it waited.
+# channels), and the *_check.py ranks print their Python stacks into the step's log (faulthandler on
+# SIGUSR1), so a step cut by its time limit says where it waited.
 dump_stacks() {
   local sid=$1 f=$2 p
   for p in $(ps -eo pid=,sid= | awk -v s="$sid" '$2 == s {print $1}'); do
