@@ -311,6 +311,24 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   return relaySuccess;
 }
 
+/* The plans the router built to price key's candidates (relayRouteCandidates), into the plan cache
+ * under each list's first candidate, so that the plan a call runs is built once: priced, then cached.
+ * One that fails its check or finds its key cached is freed; the call's own lookup then says so. */
+static void cachePriced(struct relayComm* c, planKey* key, const relayRouteList lists[2],
+                        relayPlan* priced[2]) {
+  for (int g = 0; g < 2; g++) {
+    if (!priced[g]) continue;
+    key->route = lists[g].route[0];
+    key->depth = lists[g].depth[0];
+    char err[512];
+    if (relayPlanCacheFind(c->plans, key) || relayPlanCheck(priced[g], err, sizeof err) != 0 ||
+        relayPlanCacheAdd(c->plans, key, priced[g]) != 0)
+      relayPlanFree(priced[g]);
+    priced[g] = NULL;
+  }
+  key->route = key->depth = 0; /* callKey's: runRoutes sets each candidate's */
+}
+
 /* A call failed in the transport: where the control plane knows a peer died, the error names it first
  * (NCCL's own says "remote process exited" or "Connection closed by remote peer", no rank; seen when a
  * helper was killed during a pipelined relay on 8 ranks, 2026-12-04). Failure path only: a syscall or two
@@ -470,8 +488,10 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
                  ? relayWindowMatch(c, &key, a->send, a->recv, &a->winSendOff, &a->winRecvOff)
                  : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
+    relayPlan* priced[2];
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
-                         c->cfg.depth, lists);
+                         c->cfg.depth, lists, priced);
+    cachePriced(c, &key, lists, priced);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */

@@ -52,7 +52,7 @@ typedef struct {
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
-  int (*priced)(const planKey* key, int caps); /* caps: as the router's */
+  int (*priced)(const planKey* key, int caps); /* caps: the transport's (one pricing serves both ways) */
   /* COLLECTIVE over all comm ranks, on the same call, after the plan (if
    * any) is built: readies the transport. relayNotSupported = declined, on
    * every rank alike (voted, or derived from state all ranks share): core
@@ -79,6 +79,11 @@ const relayRouteRow* relayRouteRowOf(int route);
  * hierarchical plan whose node legs are this row's. Here, above the plan
  * layer, because the table picks the builder: a plan knows no route table. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
+
+/* How many plans relayPlanBuild has built in this process for route at depth (the node legs of a
+ * hierarchical plan not counted): what proves a plan is built once per key (the router prices it, core
+ * caches that one; test_rows). Depths above 63 count as 63. */
+unsigned long relayPlanBuildCount(int route, int depth);
 
 #ifdef __cplusplus
 }
