@@ -370,6 +370,34 @@ static int onceRank(int rank, int nranks, void* arg) {
   }
   /* The sizes reach more than one route, or the check proves less than it says. */
   T_CHECK(routesSeen & (routesSeen - 1), "every size ran one route (mask %#x)", (unsigned)routesSeen);
+
+  /* The interposer's way: its question (relayCommRoutesCall) prices the call, then the call runs; the
+   * plan that ran is still built once in all. A transport with the native collective (faked), so that
+   * the question and the call share the router's answer; 64 KiB: the one-shot beats native. */
+  static relayTransportOps ops;
+  ops = *comm->tp;
+  ops.caps |= RELAY_TP_CAP_NATIVE;
+  ops.nativePrepare = fakeNativePrepare;
+  ops.native = fakeNative;
+  gNativeAnswer = relaySuccess;
+  comm->tp = &ops;
+  size_t count = 16000;
+  float* send = malloc(count * sizeof *send);
+  float* recv = malloc(count * sizeof *recv);
+  T_CHECK(send && recv, "malloc");
+  int ranks[2] = {0, 1};
+  relayLayout_t L = {1, 2, ranks};
+  buildCounts(before);
+  int take = relayCommRoutesCall(comm, relayCollectiveAllReduce, &count, relayFloat32, relaySum, &L, NULL);
+  int route = allReduce(comm, rank, count, send, recv), depth;
+  relayCommLastRoute(comm, NULL, &depth);
+  buildCounts(after);
+  T_CHECK(take && route == relayRouteOneShot, "64 KiB on h200x2 with native: take %d, ran %s", take,
+          relayRouteName(route));
+  unsigned long ran = after[route][depth] - before[route][depth];
+  T_CHECK(ran == 1, "asked, then called: the %s plan it ran built %lu times", relayRouteName(route), ran);
+  free(send);
+  free(recv);
   relayCommDestroy(comm);
   return 0;
 }

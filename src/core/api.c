@@ -446,10 +446,17 @@ int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
   callKey(c, &a, &key);
-  int caps = relayCommRouteCaps(c, &key);
-  /* Ranks capture alike: a captured call is priced as a graph replay. */
-  if (!c->tp->isCapturing || !c->tp->isCapturing(c, stream)) caps |= RELAY_ROUTE_CAP_PERCALL;
-  return relayRouteBeatsNative(&key, c->topo, caps);
+  /* relayRouteBeatsNative's question, asked of the candidates so that the plans the router prices go to
+   * the plan cache: the call that follows (runCall, a hit in the router's cache where the transport has
+   * the native collective) then builds none. Ranks capture alike: a captured call is priced as a graph
+   * replay (list 1). */
+  relayRouteList lists[2];
+  relayPlan* priced[2];
+  relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key) | RELAY_TP_CAP_NATIVE, relayRouteAuto,
+                       c->cfg.depth, lists, priced);
+  cachePriced(c, &key, lists, priced);
+  int captured = c->tp->isCapturing && c->tp->isCapturing(c, stream);
+  return lists[captured].route[0] != relayRouteNative;
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStream_t stream) {
