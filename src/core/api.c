@@ -282,6 +282,16 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
+/* RELAYCC_DEBUG=2 (trace): a plan that enters the cache, how it was built, and how many plans of its route
+ * and depth this process has built (relayPlanBuildCount): a steady state builds none. */
+static void tracePlan(const struct relayComm* c, const planKey* key, const char* how) {
+  if (relayDebugLevel() >= 2)
+    fprintf(stderr,
+            "relaycc: rank %d: %s plan (%s, depth %d) cached, %s; %lu built at that route and depth\n",
+            c->rank, relayCollName(key->coll), relayRouteName(key->route), key->depth, how,
+            relayPlanBuildCount(key->route, key->depth));
+}
+
 /* The plan of key (its route's row has a builder): the cached one, else
  * built, checked and cached (*owned set when the cache could not take it:
  * the caller frees it). relayNotSupported: the route cannot serve the key,
@@ -308,6 +318,7 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   }
   *plan = p;
   if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
+  else tracePlan(c, key, "built for the call");
   return relaySuccess;
 }
 
@@ -324,6 +335,7 @@ static void cachePriced(struct relayComm* c, planKey* key, const relayRouteList 
     if (relayPlanCacheFind(c->plans, key) || relayPlanCheck(priced[g], err, sizeof err) != 0 ||
         relayPlanCacheAdd(c->plans, key, priced[g]) != 0)
       relayPlanFree(priced[g]);
+    else tracePlan(c, key, "as the router priced it");
     priced[g] = NULL;
   }
   key->route = key->depth = 0; /* callKey's: runRoutes sets each candidate's */
@@ -380,8 +392,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow =
-          key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
+      c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",

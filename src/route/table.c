@@ -93,8 +93,8 @@ static const relayRouteRow kRows[relayNumRoutes] = {
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
                           nativePrepare, nativeRun},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
-                      bwPrepare, NULL},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT,
+                      RELAY_ROW_ONE_LAUNCH | RELAY_ROW_WINDOWED, NULL, bwPrepare, NULL},
 };
 #undef LAYOUT
 

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* Row flags, read by the router. */
+/* Row flags, read by the router (and one by core). */
 enum {
   /* Priced at depth 1 and at the depth model's depth (route/depth.c). */
   RELAY_ROW_PIPELINED = 1,
@@ -29,6 +29,10 @@ enum {
   /* One kernel per call: a call outside a graph pays no per-step host cost
    * (topo->hostStepS), as the native collective does not. */
   RELAY_ROW_ONE_LAUNCH = 4,
+  /* Read by core: the route's plan reads and writes the caller's buffers in peers' memory where they lie
+   * in a registered window (relayExecCall.win: the one-copy path), which the call reports
+   * (comm->lastWindow). */
+  RELAY_ROW_WINDOWED = 8,
 };
 
 struct relayComm;
@@ -81,8 +85,9 @@ const relayRouteRow* relayRouteRowOf(int route);
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
 
 /* How many plans relayPlanBuild has built in this process for route at depth (the node legs of a
- * hierarchical plan not counted): what proves a plan is built once per key (the router prices it, core
- * caches that one; test_rows). Depths above 63 count as 63. */
+ * hierarchical plan not counted; depths above 63 count as 63): core's trace line when a plan enters its
+ * cache (RELAYCC_DEBUG=2) prints it, and it proves a plan is built once per key (the router prices it,
+ * core caches that one; test_rows built_once). */
 unsigned long relayPlanBuildCount(int route, int depth);
 
 #ifdef __cplusplus
