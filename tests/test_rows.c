@@ -210,12 +210,18 @@ static int allReduce(relayComm_t comm, int rank, size_t count, float* send, floa
   return route;
 }
 
-static int walkRank(int rank, int nranks, void* arg) {
-  (void)arg;
+/* A comm of shm ranks that the router prices as 2 x H200 (graph and per-call costs calibrated). */
+static relayComm_t h200x2Comm(int rank, int nranks) {
   relayComm_t comm = t_comm(rank, nranks, NULL);
   relayTopoFree(comm->topo);
   comm->topo = NULL;
   T_OK(relayTopoLoad("h200x2", &comm->topo));
+  return comm;
+}
+
+static int walkRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t comm = h200x2Comm(rank, nranks);
   static relayTransportOps ops;
   ops = *comm->tp;
   ops.oneshotPrepare = declineOneShot;
@@ -330,10 +336,7 @@ static void buildCounts(unsigned long n[relayNumRoutes][ONCE_DEPTHS]) {
 
 static int onceRank(int rank, int nranks, void* arg) {
   (void)arg;
-  relayComm_t comm = t_comm(rank, nranks, NULL);
-  relayTopoFree(comm->topo);
-  comm->topo = NULL;
-  T_OK(relayTopoLoad("h200x2", &comm->topo));
+  relayComm_t comm = h200x2Comm(rank, nranks);
   T_CHECK(comm->topo->hostStepS > 0, "h200x2 models no host cost per step: one pricing would be trivial");
   const size_t counts[] = {1000, 16384, 1 << 20, 3 << 20};
   static unsigned long before[relayNumRoutes][ONCE_DEPTHS], after[relayNumRoutes][ONCE_DEPTHS];
