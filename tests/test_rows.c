@@ -96,7 +96,7 @@ static int caseCandidates(void) {
           size_t count = (size_t)64 << (2 * (n / 2)), counts[1] = {count}; /* 256 B to 256 MiB of fp32 */
           planKey k = mkKey((relayCollective_t)coll, n % 2 ? 4 : 2, ranks, counts);
           relayRouteList l[2];
-          relayRouteCandidates(&k, t, capsList[ci], relayRouteAuto, 0, l);
+          relayRouteCandidates(&k, t, capsList[ci], relayRouteAuto, 0, l, NULL);
           char what[160];
           for (int g = 0; g < 2; g++) {
             snprintf(what, sizeof what, "%s %s A=%d count %zu caps %d %s",
@@ -126,25 +126,25 @@ static int caseCandidates(void) {
   size_t big[1] = {64u << 20};
   planKey k = mkKey(relayCollectiveAllReduce, 2, ranks, big);
   relayRouteList l[2];
-  relayRouteCandidates(&k, t, 0, relayRouteRelay, 0, l);
+  relayRouteCandidates(&k, t, 0, relayRouteRelay, 0, l, NULL);
   T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteRelay && l[0].depth[0] == relayDepthChoose(&k, t) &&
               l[0].route[1] == relayRouteDirect && l[0].depth[1] == 1 && !memcmp(&l[0], &l[1], sizeof l[0]),
           "forced relay: %s/%d then %s/%d (the depth model says %d)", relayRouteName(l[0].route[0]),
           l[0].depth[0], relayRouteName(l[0].route[1]), l[0].depth[1], relayDepthChoose(&k, t));
   T_CHECK(relayDepthChoose(&k, t) > 1, "64 MiB on mi350x is pipelined (else the case above proves nothing)");
-  relayRouteCandidates(&k, t, 0, relayRouteRelay, 3, l);
+  relayRouteCandidates(&k, t, 0, relayRouteRelay, 3, l, NULL);
   T_CHECK(l[0].n == 2 && l[0].depth[0] == 3, "forced relay at depth 3: %d", l[0].depth[0]);
-  relayRouteCandidates(&k, t, 0, relayRouteDirect, 0, l);
+  relayRouteCandidates(&k, t, 0, relayRouteDirect, 0, l, NULL);
   T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect, "forced direct: %d candidates", l[0].n);
   /* A forced route the transport cannot run is listed anyway: core skips it. */
-  relayRouteCandidates(&k, t, 0, relayRouteNative, 0, l);
+  relayRouteCandidates(&k, t, 0, relayRouteNative, 0, l, NULL);
   T_CHECK(l[0].n == 2 && l[0].route[0] == relayRouteNative && l[0].route[1] == relayRouteDirect,
           "forced native");
-  relayRouteCandidates(&k, t, RELAY_TP_CAP_ONESHOT, relayRouteAuto, 5, l);
+  relayRouteCandidates(&k, t, RELAY_TP_CAP_ONESHOT, relayRouteAuto, 5, l, NULL);
   T_CHECK(l[0].depth[0] == 5 && l[1].depth[0] == 5, "auto with a forced depth: %d", l[0].depth[0]);
   size_t rc[3] = {10, 20, 30};
   planKey kr = mkKey(relayCollectiveScatter, 3, ranks, rc);
-  relayRouteCandidates(&kr, t, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteRelay, 0, l);
+  relayRouteCandidates(&kr, t, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteRelay, 0, l, NULL);
   T_CHECK(l[0].n == 1 && l[0].route[0] == relayRouteDirect && l[1].n == 1, "rooted, relay forced: %d, %s",
           l[0].n, relayRouteName(l[0].route[0]));
   relayTopoFree(t);
@@ -210,12 +210,18 @@ static int allReduce(relayComm_t comm, int rank, size_t count, float* send, floa
   return route;
 }
 
-static int walkRank(int rank, int nranks, void* arg) {
-  (void)arg;
+/* A comm of shm ranks that the router prices as 2 x H200 (graph and per-call costs calibrated). */
+static relayComm_t h200x2Comm(int rank, int nranks) {
   relayComm_t comm = t_comm(rank, nranks, NULL);
   relayTopoFree(comm->topo);
   comm->topo = NULL;
   T_OK(relayTopoLoad("h200x2", &comm->topo));
+  return comm;
+}
+
+static int walkRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t comm = h200x2Comm(rank, nranks);
   static relayTransportOps ops;
   ops = *comm->tp;
   ops.oneshotPrepare = declineOneShot;
@@ -232,7 +238,8 @@ static int walkRank(int rank, int nranks, void* arg) {
   planKey k = mkKey(relayCollectiveAllReduce, 2, ranks, counts);
   k.nranks = nranks;
   relayRouteList l[2];
-  relayRouteCandidates(&k, comm->topo, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteAuto, 0, l);
+  relayRouteCandidates(&k, comm->topo, RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT, relayRouteAuto, 0, l,
+                       NULL);
   T_CHECK(l[0].n == 3 && l[0].route[0] == relayRouteOneShot && l[0].route[1] == relayRouteNative,
           "the per-call list of a 64 KiB all-reduce on h200x2: %d candidates, %s first", l[0].n,
           relayRouteName(l[0].route[0]));
@@ -317,11 +324,93 @@ static int forcedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* Built once, cached once: on a new key the router builds each candidate's plan once, prices it both
+ * ways (per call and captured: h200x2 models a host cost per step) and hands core the winner's, which
+ * core caches and runs; a repeat builds nothing. Counted per route and depth (relayPlanBuildCount), in
+ * sizes that take the one-shot, the bw ring or a plan of steps on h200x2, data checked each time. */
+#define ONCE_DEPTHS 64
+static void buildCounts(unsigned long n[relayNumRoutes][ONCE_DEPTHS]) {
+  for (int r = 0; r < relayNumRoutes; r++)
+    for (int d = 0; d < ONCE_DEPTHS; d++) n[r][d] = relayPlanBuildCount(r, d);
+}
+
+static int onceRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t comm = h200x2Comm(rank, nranks);
+  T_CHECK(comm->topo->hostStepS > 0, "h200x2 models no host cost per step: one pricing would be trivial");
+  const size_t counts[] = {1000, 16384, 1 << 20, 3 << 20};
+  static unsigned long before[relayNumRoutes][ONCE_DEPTHS], after[relayNumRoutes][ONCE_DEPTHS];
+  int routesSeen = 0;
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    size_t count = counts[i];
+    float* send = malloc(count * sizeof *send);
+    float* recv = malloc(count * sizeof *recv);
+    T_CHECK(send && recv, "malloc");
+    for (int call = 0; call < 2; call++) {
+      buildCounts(before);
+      int route = allReduce(comm, rank, count, send, recv), depth;
+      relayCommLastRoute(comm, NULL, &depth);
+      buildCounts(after);
+      unsigned long total = 0;
+      for (int r = 0; r < relayNumRoutes; r++) {
+        for (int d = 0; d < ONCE_DEPTHS; d++) {
+          unsigned long n = after[r][d] - before[r][d];
+          total += n;
+          T_CHECK(n <= 1, "count %zu, call %d: the %s plan at depth %d was built %lu times", count, call,
+                  relayRouteName(r), d, n);
+        }
+      }
+      unsigned long ran = after[route][depth] - before[route][depth];
+      if (call == 0)
+        T_CHECK(ran == 1 && total >= 1,
+                "count %zu: the %s plan it ran (depth %d) built %lu times, %lu in all", count,
+                relayRouteName(route), depth, ran, total);
+      else T_CHECK(total == 0, "count %zu: a repeat built %lu plans (the cache holds them)", count, total);
+      if (call == 0) routesSeen |= 1 << route;
+    }
+    free(send);
+    free(recv);
+  }
+  /* The sizes reach more than one route, or the check proves less than it says. */
+  T_CHECK(routesSeen & (routesSeen - 1), "every size ran one route (mask %#x)", (unsigned)routesSeen);
+
+  /* The interposer's way: its question (relayCommRoutesCall) prices the call, then the call runs; the
+   * plan that ran is still built once in all. A transport with the native collective (faked), so that
+   * the question and the call share the router's answer; 64 KiB: the one-shot beats native. */
+  static relayTransportOps ops;
+  ops = *comm->tp;
+  ops.caps |= RELAY_TP_CAP_NATIVE;
+  ops.nativePrepare = fakeNativePrepare;
+  ops.native = fakeNative;
+  gNativeAnswer = relaySuccess;
+  comm->tp = &ops;
+  size_t count = 16000;
+  float* send = malloc(count * sizeof *send);
+  float* recv = malloc(count * sizeof *recv);
+  T_CHECK(send && recv, "malloc");
+  int ranks[2] = {0, 1};
+  relayLayout_t L = {1, 2, ranks};
+  buildCounts(before);
+  int take = relayCommRoutesCall(comm, relayCollectiveAllReduce, &count, relayFloat32, relaySum, &L, NULL);
+  int route = allReduce(comm, rank, count, send, recv), depth;
+  relayCommLastRoute(comm, NULL, &depth);
+  buildCounts(after);
+  T_CHECK(take && route == relayRouteOneShot, "64 KiB on h200x2 with native: take %d, ran %s", take,
+          relayRouteName(route));
+  unsigned long ran = after[route][depth] - before[route][depth];
+  T_CHECK(ran == 1, "asked, then called: the %s plan it ran built %lu times", relayRouteName(route), ran);
+  free(send);
+  free(recv);
+  relayCommDestroy(comm);
+  return 0;
+}
+
 static const tCase kCases[] = {
     {.name = "table", .fn = caseTable, .timeoutS = 300},
     {.name = "candidates", .fn = caseCandidates, .timeoutS = 300},
     {.name = "walk", .rank = walkRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
     {.name = "forced", .rank = forcedRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
+    {.name = "built_once", .rank = onceRank, .ranks = 2, .deadlineS = 120, .timeoutS = 300},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "rows", kCases, T_NCASES(kCases)); }

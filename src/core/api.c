@@ -282,6 +282,16 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
 
 /* ---- the call ---------------------------------------------------------- */
 
+/* RELAYCC_DEBUG=2 (trace): a plan that enters the cache, how it was built, and how many plans of its route
+ * and depth this process has built (relayPlanBuildCount): a steady state builds none. */
+static void tracePlan(const struct relayComm* c, const planKey* key, const char* how) {
+  if (relayDebugLevel() >= 2)
+    fprintf(stderr,
+            "relaycc: rank %d: %s plan (%s, depth %d) cached, %s; %lu built at that route and depth\n",
+            c->rank, relayCollName(key->coll), relayRouteName(key->route), key->depth, how,
+            relayPlanBuildCount(key->route, key->depth));
+}
+
 /* The plan of key (its route's row has a builder): the cached one, else
  * built, checked and cached (*owned set when the cache could not take it:
  * the caller frees it). relayNotSupported: the route cannot serve the key,
@@ -308,7 +318,27 @@ static relayResult_t lookupPlan(struct relayComm* c, const planKey* key, const r
   }
   *plan = p;
   if (relayPlanCacheAdd(c->plans, key, p) != 0) *owned = p;
+  else tracePlan(c, key, "built for the call");
   return relaySuccess;
+}
+
+/* The plans the router built to price key's candidates (relayRouteCandidates), into the plan cache
+ * under each list's first candidate, so that the plan a call runs is built once: priced, then cached.
+ * One that fails its check or finds its key cached is freed; the call's own lookup then says so. */
+static void cachePriced(struct relayComm* c, planKey* key, const relayRouteList lists[2],
+                        relayPlan* priced[2]) {
+  for (int g = 0; g < 2; g++) {
+    if (!priced[g]) continue;
+    key->route = lists[g].route[0];
+    key->depth = lists[g].depth[0];
+    char err[512];
+    if (relayPlanCacheFind(c->plans, key) || relayPlanCheck(priced[g], err, sizeof err) != 0 ||
+        relayPlanCacheAdd(c->plans, key, priced[g]) != 0)
+      relayPlanFree(priced[g]);
+    else tracePlan(c, key, "as the router priced it");
+    priced[g] = NULL;
+  }
+  key->route = key->depth = 0; /* callKey's: runRoutes sets each candidate's */
 }
 
 /* A call failed in the transport: where the control plane knows a peer died, the error names it first
@@ -362,8 +392,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
     if (res == relaySuccess) {
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow =
-          key->route == relayRouteBw && call->exec.win ? call->exec.win->id : 0; /* direct path's */
+      c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
@@ -428,10 +457,17 @@ int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_
   callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
   planKey key;
   callKey(c, &a, &key);
-  int caps = relayCommRouteCaps(c, &key);
-  /* Ranks capture alike: a captured call is priced as a graph replay. */
-  if (!c->tp->isCapturing || !c->tp->isCapturing(c, stream)) caps |= RELAY_ROUTE_CAP_PERCALL;
-  return relayRouteBeatsNative(&key, c->topo, caps);
+  /* relayRouteBeatsNative's question, asked of the candidates so that the plans the router prices go to
+   * the plan cache: the call that follows (runCall, a hit in the router's cache where the transport has
+   * the native collective) then builds none. Ranks capture alike: a captured call is priced as a graph
+   * replay (list 1). */
+  relayRouteList lists[2];
+  relayPlan* priced[2];
+  relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key) | RELAY_TP_CAP_NATIVE, relayRouteAuto,
+                       c->cfg.depth, lists, priced);
+  cachePriced(c, &key, lists, priced);
+  int captured = c->tp->isCapturing && c->tp->isCapturing(c, stream);
+  return lists[captured].route[0] != relayRouteNative;
 }
 
 static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStream_t stream) {
@@ -470,8 +506,10 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
                  ? relayWindowMatch(c, &key, a->send, a->recv, &a->winSendOff, &a->winRecvOff)
                  : NULL;
     /* Across nodes no one-shot, forced or priced (core/nodes.c says why). */
+    relayPlan* priced[2];
     relayRouteCandidates(&key, c->topo, relayCommRouteCaps(c, &key), relayNodesRoute(c, c->cfg.route),
-                         c->cfg.depth, lists);
+                         c->cfg.depth, lists, priced);
+    cachePriced(c, &key, lists, priced);
     /* Ask the stream whether it is capturing only when the answer matters:
      * most keys route alike per call and in a graph, and one cached lookup
      * of both lists costs less than the CUDA query. */

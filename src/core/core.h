@@ -40,7 +40,7 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
  * leave it to NCCL's own collective (relayRouteBeatsNative on the key runCall builds, node map
  * included; per call unless the stream captures)? Pure: every rank of a comm answers alike for the
  * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
- * to NCCL alone). */
+ * to NCCL alone). The plans the router built to answer go to the comm's plan cache (built once). */
 int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const size_t* counts,
                         relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
                         relayStream_t stream);

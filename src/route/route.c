@@ -24,7 +24,9 @@
  *
  * Pure function of (key, topology): every rank computes the same answer.
  * Decisions are cached per (key, topology) because a candidate's simulation
- * costs up to a few ms for deep plans.
+ * costs up to a few ms for deep plans. Each candidate's plan is built once
+ * and priced both ways (a call made directly, a captured one); the winners'
+ * plans go to the caller, which caches them (core: built once, cached once).
  */
 #include "route/route.h"
 
@@ -106,31 +108,37 @@ static const relayRouteRow* incumbentRow(const planKey* key, int caps) {
   return NULL;
 }
 
-/* Predicted seconds of key under a plan row at depth, or a negative value
- * when the route cannot serve it. */
-static double predict(const planKey* key, const struct relayTopo* topo, int caps, const relayRouteRow* row,
-                      int depth) {
+/* The plans one pricing built, freed at its end but for the winners it hands on: direct, then at most two
+ * depths of each other row. */
+typedef struct {
+  relayPlan* plan[1 + 2 * relayNumRoutes];
+  int n;
+} builtPlans;
+
+/* Key's plan under a plan row at depth, built once and priced both ways: t[0] for a call made directly
+ * (each step enqueued from the host pays topo->hostStepS; a one-launch route, like the native collective,
+ * is one kernel), t[1] for one captured into a graph. NULL when the route cannot serve the key; else the
+ * plan, which built owns. */
+static relayPlan* price(const planKey* key, const struct relayTopo* topo, const relayRouteRow* row, int depth,
+                        double t[2], builtPlans* built) {
   planKey k = *key;
   k.route = row->route;
   k.depth = depth;
   relayPlan* p = NULL;
-  if (relayPlanBuild(&k, &p) != relaySuccess || !p) return -1;
+  if (relayPlanBuild(&k, &p) != relaySuccess || !p) return NULL;
   /* A builder that ignores depth returns the depth-1 plan: not a candidate. */
-  if (depth > 1 && p->depth != depth) {
-    relayPlanFree(p);
-    return -1;
-  }
   relaySimResult r;
   memset(&r, 0, sizeof r);
-  double t = relaySimRun(p, topo, &r) == relaySuccess ? r.totalS : -1;
-  /* A call outside a graph enqueues each step from the host: a one-launch
-   * route (the one-shot) is one kernel like the native collective, a plan's
-   * steps cost more. */
-  if (t >= 0 && (caps & RELAY_ROUTE_CAP_PERCALL) && !(row->flags & RELAY_ROW_ONE_LAUNCH) && topo)
-    t += topo->hostStepS * r.boundaries;
+  if ((depth > 1 && p->depth != depth) || relaySimRun(p, topo, &r) != relaySuccess) {
+    relaySimResultFree(&r);
+    relayPlanFree(p);
+    return NULL;
+  }
+  t[1] = r.totalS;
+  t[0] = t[1] + (row->flags & RELAY_ROW_ONE_LAUNCH ? 0 : topo->hostStepS * r.boundaries);
   relaySimResultFree(&r);
-  relayPlanFree(p);
-  return t;
+  built->plan[built->n++] = p;
+  return p;
 }
 
 /* The native candidate: the library's collective on each group's actives,
@@ -176,55 +184,34 @@ static int nativeKeeps(const planKey* key, const struct relayTopo* topo, double 
  * form leaves out (helper reduce launches, the call's fixed cost, the direct
  * route); and two simulations instead of four halve the router's cost on the
  * deepest, most expensive plans. */
-static double choosePlan(const planKey* key, const struct relayTopo* topo, int caps, int* route, int* depth) {
-  double best = predict(key, topo, caps, relayRouteRowOf(relayRouteDirect), 1);
-  if (best < 0) return best;
+static void choosePlan(const planKey* key, const struct relayTopo* topo, int caps, int route[2], int depth[2],
+                       double best[2], relayPlan* win[2], builtPlans* built) {
+  win[0] = win[1] = price(key, topo, relayRouteRowOf(relayRouteDirect), 1, best, built);
+  if (!win[0]) {
+    best[0] = best[1] = -1;
+    return;
+  }
   for (int r = 0; r < relayNumRoutes; r++) {
     const relayRouteRow* row = relayRouteRowOf(r);
     if (r == relayRouteDirect || !rowUsable(row, key, caps) || !row->build) continue;
     int depths[2] = {1, row->flags & RELAY_ROW_PIPELINED ? relayDepthChoose(key, topo) : 1};
     for (size_t i = 0; i < (depths[1] > 1 ? 2u : 1u); i++) {
-      double t = predict(key, topo, caps, row, depths[i]);
-      if (t >= 0 && t < best) {
-        best = t;
-        *route = r;
-        *depth = depths[i];
+      double t[2];
+      relayPlan* p = price(key, topo, row, depths[i], t, built);
+      for (int g = 0; p && g < 2; g++) {
+        if (t[g] < best[g]) {
+          best[g] = t[g];
+          route[g] = r;
+          depth[g] = depths[i];
+          win[g] = p;
+        }
       }
     }
   }
-  return best;
 }
 
-/* The winner, then the incumbents it displaced (relayRouteList). */
-static void choose(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList* out) {
-  const relayRouteRow* incumbent = incumbentRow(key, caps);
-  int route = relayRouteDirect, depth = 1;
-  if (!topo) {
-    /* No model of this node: a one-launch plan route below its gate (one
-     * launch instead of a group plus a reduce), else the library's own
-     * collective where the transport has one, else direct. */
-    if (incumbent) route = incumbent->route;
-    for (int r = 0; r < relayNumRoutes; r++) {
-      const relayRouteRow* row = relayRouteRowOf(r);
-      if (!(row && row->build && (row->flags & RELAY_ROW_UNMODELLED) && rowUsable(row, key, caps))) continue;
-      planKey k = *key;
-      k.route = r;
-      k.depth = 1;
-      relayPlan* p = NULL;
-      int builds = relayPlanBuild(&k, &p) == relaySuccess && p;
-      relayPlanFree(p);
-      if (builds) {
-        route = r;
-        break;
-      }
-    }
-  } else {
-    double best = choosePlan(key, topo, caps, &route, &depth);
-    if (incumbent && nativeKeeps(key, topo, best)) {
-      route = incumbent->route;
-      depth = 1;
-    }
-  }
+/* The list of a winner: it, then the incumbents it displaced (relayRouteList). */
+static void listOf(int route, int depth, const relayRouteRow* incumbent, relayRouteList* out) {
   out->n = 0;
   out->route[out->n] = route;
   out->depth[out->n++] = depth;
@@ -237,8 +224,64 @@ static void choose(const planKey* key, const struct relayTopo* topo, int caps, r
   out->depth[out->n++] = 1;
 }
 
-/* Both lists of an auto-routed layout call, cached. */
-static void chooseCached(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2]) {
+/* Both lists, [0] for a call made directly and [1] for one captured (caps without
+ * RELAY_ROUTE_CAP_PERCALL), from one pricing: each candidate's plan is built once and priced both ways.
+ * win[g] (NULL: not wanted) gets the plan of out[g]'s winner where pricing built it (win[1] NULL where it
+ * is win[0]'s); every other plan pricing built is freed. */
+static void choose(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2],
+                   relayPlan* win[2]) {
+  const relayRouteRow* incumbent = incumbentRow(key, caps);
+  int route[2] = {relayRouteDirect, relayRouteDirect}, depth[2] = {1, 1};
+  relayPlan* plan[2] = {NULL, NULL};
+  builtPlans built = {.n = 0};
+  if (!topo) {
+    /* No model of this node: a one-launch plan route below its gate (one
+     * launch instead of a group plus a reduce), else the library's own
+     * collective where the transport has one, else direct; a call made directly
+     * and a captured one alike. */
+    if (incumbent) route[0] = incumbent->route;
+    for (int r = 0; r < relayNumRoutes; r++) {
+      const relayRouteRow* row = relayRouteRowOf(r);
+      if (!(row && row->build && (row->flags & RELAY_ROW_UNMODELLED) && rowUsable(row, key, caps))) continue;
+      planKey k = *key;
+      k.route = r;
+      k.depth = 1;
+      relayPlan* p = NULL;
+      if (relayPlanBuild(&k, &p) == relaySuccess && p) {
+        built.plan[built.n++] = plan[0] = p;
+        route[0] = r;
+        break;
+      }
+    }
+    route[1] = route[0];
+    plan[1] = plan[0];
+  } else {
+    double best[2];
+    choosePlan(key, topo, caps, route, depth, best, plan, &built);
+    for (int g = 0; g < 2; g++) {
+      if (incumbent && nativeKeeps(key, topo, best[g])) {
+        route[g] = incumbent->route;
+        depth[g] = 1;
+        plan[g] = NULL;
+      }
+    }
+  }
+  for (int g = 0; g < 2; g++) listOf(route[g], depth[g], incumbent, &out[g]);
+  if (plan[1] == plan[0]) plan[1] = NULL; /* one plan, one key: handed on once */
+  for (int i = 0; i < built.n; i++) {
+    if (win && (built.plan[i] == plan[0] || built.plan[i] == plan[1])) continue;
+    relayPlanFree(built.plan[i]);
+  }
+  if (win) {
+    win[0] = plan[0];
+    win[1] = plan[1];
+  }
+}
+
+/* Both lists of an auto-routed layout call, cached; plans as choose's win (none on a hit). */
+static void chooseCached(const planKey* key, const struct relayTopo* topo, int caps, relayRouteList out[2],
+                         relayPlan* plans[2]) {
+  if (plans) plans[0] = plans[1] = NULL;
   int32_t head[PLAN_KEY_WORDS];
   keyHead(key, caps, head);
   uint64_t h = keyHash(head, key, topo);
@@ -252,9 +295,7 @@ static void chooseCached(const planKey* key, const struct relayTopo* topo, int c
   if (hit) return;
   const int graphCaps = head[PLAN_KEY_W_ROUTE];
   memset(out, 0, 2 * sizeof *out); /* callers compare lists whole */
-  choose(key, topo, graphCaps | RELAY_ROUTE_CAP_PERCALL, &out[0]);
-  if (topo && topo->hostStepS > 0) choose(key, topo, graphCaps, &out[1]);
-  else out[1] = out[0]; /* no per-step host cost modelled: both answers are one */
+  choose(key, topo, graphCaps, out, plans);
   unsigned char* arrays = planKeyArraysDup(key);
   if (!arrays) return; /* not cached: the next call chooses again */
   pthread_mutex_lock(&gCacheLock);
@@ -268,8 +309,9 @@ static void chooseCached(const planKey* key, const struct relayTopo* topo, int c
 }
 
 void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
-                          relayRouteList out[2]) {
+                          relayRouteList out[2], relayPlan* plans[2]) {
   memset(out, 0, 2 * sizeof *out);
+  if (plans) plans[0] = plans[1] = NULL;
   if (!relayCollIsLayout(key->coll)) {
     /* The router prices layout calls only: another kind takes the plan rows that serve it, in table
      * order (rooted: direct, its one schedule), forced route or not: asking another builder would fail
@@ -292,8 +334,15 @@ void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int 
       out[0].depth[out[0].n++] = 1;
     }
   } else {
-    chooseCached(key, topo, caps, out);
-    if (depth > 0) out[0].depth[0] = out[1].depth[0] = depth; /* forced depth, model's route */
+    chooseCached(key, topo, caps, out, plans);
+    for (int g = 0; depth > 0 && g < 2; g++) {
+      /* A forced depth with the model's route: a plan priced at another depth is not the one to run. */
+      if (plans && plans[g] && out[g].depth[0] != depth) {
+        relayPlanFree(plans[g]);
+        plans[g] = NULL;
+      }
+      out[g].depth[0] = depth;
+    }
     return;
   }
   out[1] = out[0];
@@ -302,7 +351,7 @@ void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int 
 void relayRouteChoosePair(const planKey* key, const struct relayTopo* topo, int caps, int route[2],
                           int depth[2]) {
   relayRouteList l[2];
-  chooseCached(key, topo, caps, l);
+  chooseCached(key, topo, caps, l, NULL);
   for (int g = 0; g < 2; g++) {
     route[g] = l[g].route[0];
     depth[g] = l[g].depth[0];

@@ -38,8 +38,13 @@ typedef struct {
  * then direct; depth 0 = the depth model's for a pipelined route, else 1,
  * and > 0 forces the first candidate's). A call of another kind than layout lists the plan rows
  * that serve its kind (comm/coll.h; rooted: direct alone). */
+/* plans (NULL: not wanted): the plan of out[g]'s first candidate as the router built it to price it,
+ * handed to the caller (who frees it or caches it: built once, cached once), else NULL: on a hit in the
+ * router's cache, where the router priced nothing (a forced route, another kind than layout), where the
+ * first candidate runs no plan (native) or was priced at another depth than a forced one. plans[1] is
+ * NULL too where out[1]'s first candidate is out[0]'s: one plan, one key. */
 void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int caps, int route, int depth,
-                          relayRouteList out[2]);
+                          relayRouteList out[2], relayPlan* plans[2]);
 
 /* The router's winner alone. With RELAY_TP_CAP_NATIVE, relayRouteNative is a
  * candidate, priced by the baseline model (the model of that very

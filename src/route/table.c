@@ -13,6 +13,8 @@
 #include "route/route.h"
 #include "comm/transport.h"
 
+#include <stdatomic.h>
+
 /* ---- one-shot ---------------------------------------------------------- */
 
 /* The router prices the one-shot for every layout collective: all-gather
@@ -91,8 +93,8 @@ static const relayRouteRow kRows[relayNumRoutes] = {
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
                           nativePrepare, nativeRun},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
-                      bwPrepare, NULL},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT,
+                      RELAY_ROW_ONE_LAUNCH | RELAY_ROW_WINDOWED, NULL, bwPrepare, NULL},
 };
 #undef LAYOUT
 
@@ -102,7 +104,20 @@ const relayRouteRow* relayRouteRowOf(int route) {
                                                                                          : NULL;
 }
 
-relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
+/* One relaxed add per plan built (a miss of both caches), read by tests only. */
+#define BUILD_COUNT_DEPTHS 64
+static atomic_ulong gBuilds[relayNumRoutes][BUILD_COUNT_DEPTHS];
+
+static int depthSlot(int depth) {
+  return depth < 0 ? 0 : depth < BUILD_COUNT_DEPTHS ? depth : BUILD_COUNT_DEPTHS - 1;
+}
+
+unsigned long relayPlanBuildCount(int route, int depth) {
+  if (route < 0 || route >= relayNumRoutes) return 0;
+  return atomic_load_explicit(&gBuilds[route][depthSlot(depth)], memory_order_relaxed);
+}
+
+static relayResult_t buildPlan(const planKey* key, relayPlan** out) {
   *out = NULL;
   const relayRouteRow* row = relayRouteRowOf(key->route);
   /* A route that does not serve the collective's kind answers "not supported" and the caller falls back. */
@@ -113,11 +128,18 @@ relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
    * (plan_hier.c), whose node legs are one-node plans of this row's route
    * (direct or relay; core never hands a one-shot key across nodes). */
   int hier = relayCollIsLayout(key->coll) && planKeyMultiNode(key);
-  relayResult_t res = hier ? planBuildHier(b, relayPlanBuild) : row->build(b);
+  relayResult_t res = hier ? planBuildHier(b, buildPlan) : row->build(b);
   if (res == relaySuccess) {
     *out = planBuilderFinish(b);
     if (!*out) res = relaySystemError;
   }
   planBuilderFree(b);
+  return res;
+}
+
+relayResult_t relayPlanBuild(const planKey* key, relayPlan** out) {
+  relayResult_t res = buildPlan(key, out);
+  if (res == relaySuccess && key->route >= 0 && key->route < relayNumRoutes)
+    atomic_fetch_add_explicit(&gBuilds[key->route][depthSlot(key->depth)], 1, memory_order_relaxed);
   return res;
 }

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* Row flags, read by the router. */
+/* Row flags, read by the router (and one by core). */
 enum {
   /* Priced at depth 1 and at the depth model's depth (route/depth.c). */
   RELAY_ROW_PIPELINED = 1,
@@ -29,6 +29,10 @@ enum {
   /* One kernel per call: a call outside a graph pays no per-step host cost
    * (topo->hostStepS), as the native collective does not. */
   RELAY_ROW_ONE_LAUNCH = 4,
+  /* Read by core: the route's plan reads and writes the caller's buffers in peers' memory where they lie
+   * in a registered window (relayExecCall.win: the one-copy path), which the call reports
+   * (comm->lastWindow). */
+  RELAY_ROW_WINDOWED = 8,
 };
 
 struct relayComm;
@@ -52,7 +56,7 @@ typedef struct {
   /* The router's gate (NULL: every key): 0 where the route is not priced
    * for this key, though its builder might serve it (a forced route still
    * asks the builder). A pure function of the key and process-wide limits. */
-  int (*priced)(const planKey* key, int caps); /* caps: as the router's */
+  int (*priced)(const planKey* key, int caps); /* caps: the transport's (one pricing serves both ways) */
   /* COLLECTIVE over all comm ranks, on the same call, after the plan (if
    * any) is built: readies the transport. relayNotSupported = declined, on
    * every rank alike (voted, or derived from state all ranks share): core
@@ -79,6 +83,12 @@ const relayRouteRow* relayRouteRowOf(int route);
  * hierarchical plan whose node legs are this row's. Here, above the plan
  * layer, because the table picks the builder: a plan knows no route table. */
 relayResult_t relayPlanBuild(const planKey* key, relayPlan** out);
+
+/* How many plans relayPlanBuild has built in this process for route at depth (the node legs of a
+ * hierarchical plan not counted; depths above 63 count as 63): core's trace line when a plan enters its
+ * cache (RELAYCC_DEBUG=2) prints it, and it proves a plan is built once per key (the router prices it,
+ * core caches that one; test_rows built_once). */
+unsigned long relayPlanBuildCount(int route, int depth);
 
 #ifdef __cplusplus
 }
