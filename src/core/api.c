@@ -696,6 +696,32 @@ relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* co
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
 
+/* A question, not a call: nothing is counted and no error is left behind for a valid shape. */
+relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts, relayDataType_t datatype,
+                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm,
+                              relayStream_t stream, int* routed) {
+  if (!comm || !routed)
+    return relaySetError(NULL, relayInvalidArgument, "relayCallRouted: %s is NULL", comm ? "routed" : "comm");
+  *routed = 0;
+  const relayCollRow* row = relayCollRowOf(coll);
+  if (!row || relayCollRooted(coll))
+    return relaySetError(comm, relayInvalidArgument, "relayCallRouted: collective %d is not a layout call",
+                         (int)coll);
+  /* The shape check every call makes first (validate: no buffer is read, none is given) */
+  callArgs a = {.coll = coll, .counts = counts, .dtype = datatype, .op = op, .layout = layout};
+  int myGroup, myIndex, bufErr;
+  char saved[sizeof comm->lastError]; /* a valid shape leaves the comm's last error as it was */
+  memcpy(saved, comm->lastError, sizeof saved);
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayCallRouted";
+  relayResult_t res = validate(comm, &a, &myGroup, &myIndex, &bufErr);
+  comm->curCallName = outer;
+  if (res != relaySuccess && !bufErr) return res;
+  memcpy(comm->lastError, saved, sizeof saved);
+  *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, stream) != 0;
+  return relaySuccess;
+}
+
 /* The call through runCall like any other, with no buffer and the binding's
  * reason: validate judges the shape, runCall takes the path of a C caller's
  * bad argument (README "After a rejected call"). */
