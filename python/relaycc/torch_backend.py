@@ -59,24 +59,51 @@ def _include_dirs():
   return dirs
 
 
-def extension():
-  """The compiled backend module, built on first use against this torch and cached: in
-  $TORCH_EXTENSIONS_DIR when set, else ~/.cache/relaycc/torch-<version>. The cache key holds the torch
-  version, the library and the sources, so a new torch or relaycc builds a new one."""
-  global _ext
-  if _ext is not None:
-    return _ext
-  from torch.utils import cpp_extension
-  lib = os.path.realpath(_lib.library_path())
-  incs = _include_dirs()
+def _name(incs):
+  """The module's name: a key of what it is bound to (torch's version and files, this Python, the
+  source and relaycc's headers), so a new torch or relaycc gets a new one. Not the library's path: the
+  module links the library by its SONAME, which the package has loaded (ctypes, _lib) before it."""
   key = hashlib.sha256()
-  for part in (torch.__version__, torch.__file__, lib, sys.version):
+  for part in (torch.__version__, torch.__file__, sys.version):
     key.update(part.encode())
   for path in [_SOURCE] + [os.path.join(d, h) for d in incs for h in ("relaycc.h", "relaycc_version.h")]:
     if os.path.exists(path):
       with open(path, "rb") as f:
         key.update(f.read())
-  name = "relaycc_c10d_" + key.hexdigest()[:12]
+  return "relaycc_c10d_" + key.hexdigest()[:12]
+
+
+def _compile(name, incs, build, verbose=False):
+  from torch.utils import cpp_extension
+  lib = os.path.realpath(_lib.library_path())
+  return cpp_extension.load(
+      name=name,
+      sources=[_SOURCE],
+      extra_include_paths=incs,
+      extra_cflags=["-O2"],
+      extra_ldflags=[f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}"],
+      build_directory=build,
+      verbose=verbose or bool(os.environ.get("RELAYCC_BUILD_VERBOSE")),
+  )
+
+
+def extension():
+  """The compiled backend module: the one `pip install --no-build-isolation` built beside this package
+  (relaycc/torch_ext/, when torch was importable then and is the same torch now), else built on first
+  use against this torch and cached in $TORCH_EXTENSIONS_DIR when set, else
+  ~/.cache/relaycc/torch-<version>."""
+  global _ext
+  if _ext is not None:
+    return _ext
+  incs = _include_dirs()
+  name = _name(incs)
+  shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ext", name + ".so")
+  if os.path.exists(shipped):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, shipped)
+    _ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_ext)
+    return _ext
   root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
       os.path.expanduser("~"), ".cache", "relaycc", "torch-" + torch.__version__.replace("+", "_"))
   build = os.path.join(root, name)
@@ -84,18 +111,19 @@ def extension():
   if not os.path.exists(os.path.join(build, name + ".so")):
     print(f"relaycc: compiling the torch.distributed backend for torch {torch.__version__} "
           f"(once; about a minute; cached in {build})", file=sys.stderr, flush=True)
-  lib_dir = os.path.dirname(lib)
-  _ext = cpp_extension.load(
-      name=name,
-      sources=[_SOURCE],
-      extra_include_paths=incs,
-      extra_cflags=["-O2"],
-      # The library this package loaded (ctypes, _lib): the loader reuses it by SONAME.
-      extra_ldflags=[f"-L{lib_dir}", f"-l:{os.path.basename(lib)}", f"-Wl,-rpath,{lib_dir}"],
-      build_directory=build,
-      verbose=bool(os.environ.get("RELAYCC_BUILD_VERBOSE")),
-  )
+  _ext = _compile(name, incs, build)
   return _ext
+
+
+def prebuild(out):
+  """`pip install` (python/CMakeLists.txt): compile the module into out/ for relaycc/torch_ext/."""
+  incs = _include_dirs()
+  name = _name(incs)
+  print(f"relaycc: compiling the torch.distributed backend for torch {torch.__version__} now (pip install "
+        f"beside torch; about a minute on 2 cores)", file=sys.stderr, flush=True)
+  os.makedirs(out, exist_ok=True)
+  _compile(name, incs, out, verbose=True)
+  return os.path.join(out, name + ".so")
 
 
 def _host_identity():
@@ -227,3 +255,11 @@ def abort(group=None):
 def shutdown(group=None):
   """Shut the group's relaycc backend down (after every member's last call): the comms are destroyed."""
   get_backend(group).shutdown()
+
+
+if __name__ == "__main__":
+  # python -m relaycc.torch_backend --prebuild DIR (the wheel's build step)
+  if len(sys.argv) == 3 and sys.argv[1] == "--prebuild":
+    print(prebuild(sys.argv[2]))
+  else:
+    sys.exit("usage: python -m relaycc.torch_backend --prebuild DIR")

@@ -491,7 +491,13 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   int agree = c->cfg.checkMode ||
               (relayCollRowOf(a->coll) && relayCollRooted(a->coll) && (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
+    /* The round compares the shapes itself: a peer that waits in it with another shape is an answer of
+     * the round (every rank then fails the call and the comm stays usable), not the transport's shape
+     * error, which would fail the comm (a binding's rejection with its own counts, issue 37 item 4). */
+    uint64_t shape = c->callShape;
+    c->callShape = 0;
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
+    c->callShape = shape;
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
     /* A shape error: no plan, so nothing to take part with. Peers that wait

@@ -123,3 +123,18 @@ def test_rejected_call_fails_every_rank(pool4):
     # The next call: right, or an error at once; never a wrong result or a wait for the deadline.
     assert right or kind2 == "DistBackendError", f"rank {r}: {kind2} {msg2}, result right: {right}"
     assert secs2 < 30, f"rank {r}: the next call took {secs2:.1f} s: {msg2}"
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["buffer_error", "check_mode_1"])
+def test_rejected_call_leaves_group_usable(pool4, checked):
+  res = pool4.run(dc.case_reject_usable, 60, checked, timeout=300)
+  for r, ((kind, secs, msg), (kind2, secs2, msg2), right) in enumerate(res):
+    if r == 0 or checked:
+      # The rejecting rank always raises; in check mode 1 every rank does (the agreement round).
+      assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
+      assert f"rank {r}" in msg, f"rank {r}: {msg}"
+    if r == 0:
+      assert ("output has" in msg) if not checked else ("divisible" in msg or "another" in msg), msg
+    assert secs < 30, f"rank {r}: raised after {secs:.1f} s (the deadline is 60 s): {msg}"
+    # The group is still in lockstep: the next call is right on every rank.
+    assert kind2 == "none" and right, f"rank {r}: the next call: {kind2} {msg2}, result right: {right}"
