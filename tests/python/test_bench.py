@@ -45,10 +45,10 @@ def test_bench_torch_backend_smoke(tmp_path):
   if "RELAYCC_LIBRARY" in env:
     env["PYTHONPATH"] = os.path.abspath(pkg) + os.pathsep + env.get("PYTHONPATH", "")
   from relaycc import torch_backend
-  torch_backend.extension()  # compiled here once, not by both ranks under torchrun's clock
+  torch_backend.extension()  # compiled here once, not by both ranks at once
   cmd = [
-      sys.executable, "-m", "relaycc.bench", "--torch", "--ranks", "2", "-b", "4K", "-e", "64K", "-f", "16", "-n",
-      "3", "--reps", "2", "-w", "1", "--ddp-steps", "3", "--json"
+      sys.executable, "-m", "relaycc.bench", "--torch", "--ranks", "2", "-b", "4K", "-e", "64K", "-f", "16",
+      "-n", "3", "--reps", "2", "-w", "1", "--ddp-steps", "3", "--json"
   ]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
