@@ -178,6 +178,11 @@ def _cuda_side(dist_opts, own, timeout, host_ok):
                         else torch.cuda.current_device())
   opts = dist.ProcessGroupNCCL.Options()
   opts._timeout = timeout
+  try:  # torch's names for its logs and flight recorder (absent in some versions: only names)
+    opts.group_name = f"{dist_opts.group_id}:relaycc-nccl"
+    opts.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
+  except Exception:
+    pass
   nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", dist_opts.store), rank, size, opts)
   # The inner NCCL's communicator, now (collective over the members, who all run this creator).
   with torch.cuda.device(device):
