@@ -581,3 +581,31 @@ def case_reject_usable(g, timeout_s, checked):
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
   return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n)))
+
+
+def case_abort_wakes_peers(g):
+  """relaycc.torch_backend.abort(group) on rank 0 while its peers wait in a call rank 0 never makes: the
+  peers' calls end with DistBackendError at once (relayCommAbort marks the comm failed and the peers see
+  it), not at the group's 60 s deadline."""
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=60))
+  dist.all_reduce(torch.ones(4), group=grp)
+  from relaycc import torch_backend
+  if me == 0:
+    time.sleep(1.0)
+    torch_backend.abort(grp)
+    return _timed(lambda: dist.all_reduce(torch.ones(4), group=grp))
+  return _timed(lambda: dist.all_reduce(torch.ones(4), group=grp))
+
+
+def case_shutdown(g):
+  """relaycc.torch_backend.shutdown(group) after every rank's last call: the comms are destroyed and the
+  group's next call raises DistBackendError at once (never a hang or a wrong result)."""
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=60))
+  t = torch.ones(4)
+  dist.all_reduce(t, group=grp)
+  right = torch.equal(t, torch.full((4,), float(n)))
+  from relaycc import torch_backend
+  torch_backend.shutdown(grp)
+  return right, _timed(lambda: dist.all_reduce(t, group=grp))

@@ -138,3 +138,19 @@ def test_rejected_call_leaves_group_usable(pool4, checked):
     assert secs < 30, f"rank {r}: raised after {secs:.1f} s (the deadline is 60 s): {msg}"
     # The group is still in lockstep: the next call is right on every rank.
     assert kind2 == "none" and right, f"rank {r}: the next call: {kind2} {msg2}, result right: {right}"
+
+
+def test_abort_wakes_peers(pool4):
+  res = pool4.run(dc.case_abort_wakes_peers, timeout=300)
+  for r, (kind, secs, msg) in enumerate(res):
+    assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
+    assert f"rank {r}" in msg and "all_reduce" in msg, f"rank {r}: {msg}"
+    # Rank 0 slept 1 s before aborting; the deadline is 60 s.
+    assert secs < 20, f"rank {r}: raised after {secs:.1f} s: {msg}"
+
+
+def test_shutdown(pool4):
+  for r, (right, (kind, secs, msg)) in enumerate(pool4.run(dc.case_shutdown, timeout=300)):
+    assert right, f"rank {r}: the call before shutdown was wrong"
+    assert kind == "DistBackendError" and "shut down" in msg, f"rank {r}: {kind} {msg}"
+    assert secs < 5, f"rank {r}: raised after {secs:.1f} s: {msg}"
