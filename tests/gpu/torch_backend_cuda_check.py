@@ -127,7 +127,10 @@ def main():
   dist.init_process_group("relaycc", timeout=datetime.timedelta(seconds=60))
   backend = torch_backend.get_backend()
   if c_environ() != env0 or dict(os.environ) != py0:
-    bad.append("the process's environment changed in init_process_group")
+    c_diff = sorted(set(c_environ()) ^ set(env0))
+    py_diff = sorted(k for k in set(os.environ) | set(py0) if os.environ.get(k) != py0.get(k))
+    bad.append(f"the process's environment changed in init_process_group: C {c_diff[:6]}, "
+               f"os.environ {py_diff}")
   libs = relaycc.nccl_libraries()
   if len(libs) != 1:
     bad.append(f"NCCL libraries mapped: {libs}")
