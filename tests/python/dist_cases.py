@@ -551,7 +551,9 @@ def case_reject(g, timeout_s):
   first = _timed(lambda: dist.all_to_all_single(out, torch.ones(k), group=grp))
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
-  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n)))
+  from relaycc import torch_backend
+  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
 
 
 def case_reject_usable(g, timeout_s, checked):
@@ -580,7 +582,9 @@ def case_reject_usable(g, timeout_s, checked):
     first = _timed(lambda: dist.all_gather_into_tensor(out, value(me, 0, k).float(), group=grp))
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
-  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n)))
+  from relaycc import torch_backend
+  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
 
 
 def case_abort_wakes_peers(g):

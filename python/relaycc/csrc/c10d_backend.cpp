@@ -22,11 +22,13 @@
 // memory until they run a collective. Its name is the token rank 0 put in the group's store (the
 // creator), its deadline the group's timeout.
 #include <torch/extension.h>
+#include <torch/version.h>
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -469,6 +471,16 @@ class RelayBackend : public c10d::Backend {
 
   bool cudaActive() const { return cudaComm_ != nullptr; }
 
+#if defined(TORCH_VERSION_MINOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7)
+  // torch's error state of the group (ProcessGroup.get_error): relaycc's first failure that left a comm
+  // unusable (a rejected argument leaves it usable: none), else the inner NCCL's.
+  c10d::ErrorType getError() override {
+    int e = error_.load();
+    if (e != 0) return static_cast<c10d::ErrorType>(e);
+    return cudaInner_ ? cudaInner_->getError() : c10d::ErrorType::SUCCESS;
+  }
+#endif
+
   bool relayActive() const { return useRelay_; }
   bool commCreated() {
     std::lock_guard<std::mutex> g(mu_);
@@ -672,6 +684,13 @@ class RelayBackend : public c10d::Backend {
 
   [[noreturn]] void fail(relayResult_t res) {
     const char* text = relayGetLastError(cur_);
+    // The group's error state (getError): ErrorType's TIMEOUT 1, COMM_ERROR 2, REMOTE_ERROR 3 (Backend.hpp),
+    // the first one kept. Not for a rejected argument, nor a peer's buffer error (relaycc.h: the comm
+    // stays usable after both; the core's text for the second says so).
+    bool usable = res == relayInvalidArgument ||
+                  (res == relayRemoteError && text && strstr(text, "passed a bad buffer"));
+    int kind = res == relayTimeout ? 1 : res == relayRemoteError ? 3 : 2, none = 0;
+    if (!usable) error_.compare_exchange_strong(none, kind);
     std::string msg = "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
                       curOp_ + " failed: " + relayGetErrorString(res) + (text && *text ? ": " : "") +
                       (text ? text : "");
@@ -877,6 +896,7 @@ class RelayBackend : public c10d::Backend {
   std::mutex mu_;  // one relaycc call at a time (relaycc.h: calls on one comm must not race)
   std::atomic<relayComm_t> comm_{nullptr};
   std::atomic<bool> released_{false};
+  std::atomic<int> error_{0};  // getError's value (c10d::ErrorType), 0 while none
   const char* curOp_ = "init";
   std::mutex pendingMu_;
   std::vector<WorkPtr> pending_;
