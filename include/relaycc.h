@@ -335,7 +335,8 @@ RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, cons
 /*
  * Would relaycc route this call rather than leave it to the transport's own collective (NCCL's, on a
  * comm that wraps the caller's communicator)? *routed = 1 when the router predicts a relaycc route beats
- * it for this collective, layout, counts, datatype and op on this comm's agreed topology, else 0. A pure
+ * it for this collective, layout, counts, datatype and op on this comm's agreed topology, else 0 (a forced
+ * route, RELAYCC_ROUTE: 1 unless it forces the transport's own collective where there is one). A pure
  * question (no communication, nothing counted): every rank of a comm answers alike for the same call,
  * a rank whose comm failed too, so a binding that sends calls either way (the torch backend on CUDA)
  * keeps its ranks in one lockstep. stream: a captured stream is priced as a graph replay. An invalid

@@ -432,6 +432,13 @@ static int rankBinding(int rank, int nranks, void* arg) {
   T_CHECK(r == relayInvalidArgument, "rank %d: no comm -> %s", rank, relayGetErrorString(r));
   expectExact(-1, "no comm", relayGetLastError(NULL), "relayAllReduce: comm is NULL");
   T_OK(relayCommDestroy(c));
+  /* A forced route is what the call runs: relaycc's (shm has no collective of its own to leave it to). */
+  relayComm_t forced = errorsComm(rank, nranks, check, relayRouteDirect);
+  routed = -1;
+  T_OK(relayCallRouted(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, forced, NULL,
+                       &routed));
+  T_CHECK(routed == 1, "rank %d: relayCallRouted on a comm forced to direct: routed = %d", rank, routed);
+  T_OK(relayCommDestroy(forced));
   return 0;
 }
 

@@ -724,7 +724,12 @@ relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts, rela
   comm->curCallName = outer;
   if (res != relaySuccess && !bufErr) return res;
   memcpy(comm->lastError, saved, sizeof saved);
-  *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, stream) != 0;
+  /* A forced route (RELAYCC_ROUTE) is what the call would run: relaycc's, unless it forces the transport's
+   * own collective where there is one; auto: the router's prediction. */
+  int forced = relayNodesRoute(comm, comm->cfg.route);
+  if (forced != relayRouteAuto)
+    *routed = forced != relayRouteNative || !(comm->tp->caps & RELAY_TP_CAP_NATIVE);
+  else *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, stream) != 0;
   return relaySuccess;
 }
 
