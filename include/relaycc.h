@@ -333,6 +333,21 @@ RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, cons
                                       relayComm_t comm, relayStream_t stream);
 
 /*
+ * Would relaycc route this call rather than leave it to the transport's own collective (NCCL's, on a
+ * comm that wraps the caller's communicator)? *routed = 1 when the router predicts a relaycc route beats
+ * it for this collective, layout, counts, datatype and op on this comm's agreed topology, else 0 (a forced
+ * route, RELAYCC_ROUTE: 1 unless it forces the transport's own collective where there is one). A pure
+ * question (no communication, nothing counted): every rank of a comm answers alike for the same call,
+ * a rank whose comm failed too, so a binding that sends calls either way (the torch backend on CUDA)
+ * keeps its ranks in one lockstep. stream: a captured stream is priced as a graph replay. An invalid
+ * shape (what relayAllReduce and the others would reject before any buffer) is relayInvalidArgument.
+ */
+RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts,
+                                          relayDataType_t datatype, relayRedOp_t op,
+                                          const relayLayout_t* layout, relayComm_t comm, relayStream_t stream,
+                                          int* routed);
+
+/*
  * A call that a binding rejects. A layer above this API that checks arguments of its own (the Python
  * package: a tensor's dtype, contiguity or size, a list's length) never rejects a call by itself: its
  * rank would skip the call while the peers run it, and the ranks fall out of step (a peer's next call

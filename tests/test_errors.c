@@ -399,11 +399,46 @@ static int rankBinding(int rank, int nranks, void* arg) {
                rank, relayGetErrorString(relayInvalidArgument));
     expectExact(rank, "call 3", relayGetLastError(c), want);
     validCall(c, rank, "call 4");
+    /* A rejection whose counts differ from its peers' (the torch backend's all_to_all_single of another
+     * size on one rank): the round compares shapes itself, so every rank fails the call and the comm stays
+     * usable (the shm transport's own shape check failed the comm in the round before). */
+    size_t other = a.counts[0] + 1;
+    r = rank == 3 ? relayCallReject(relayCollectiveAllReduce, &other, relayFloat32, relaySum, &a.lay, 0,
+                                    "other counts", c, NULL)
+                  : relayAllReduce(a.send, a.recv, a.counts, relayFloat32, relaySum, &a.lay, c, NULL);
+    T_CHECK(r == relayInvalidArgument, "rank %d: call 5 -> %s (%s)", rank, relayGetErrorString(r),
+            relayGetLastError(c));
+    expectUntouched(rank, "call 5", &a);
+    validCall(c, rank, "call 6");
   }
+  /* relayCallRouted: a question, not a call (nothing counted, the last error kept for a valid shape). */
+  char lastBefore[1024];
+  snprintf(lastBefore, sizeof lastBefore, "%s", relayGetLastError(c));
+  int routed = -1;
+  T_OK(relayCallRouted(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, c, NULL, &routed));
+  T_CHECK(routed == 0 || routed == 1, "rank %d: routed = %d", rank, routed);
+  expectExact(rank, "relayCallRouted's last error", relayGetLastError(c), lastBefore);
+  r = relayCallRouted(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, NULL, c, NULL, &routed);
+  T_CHECK(r == relayInvalidArgument && routed == 0, "rank %d: relayCallRouted, NULL layout -> %s", rank,
+          relayGetErrorString(r));
+  r = relayCallRouted(relayCollectiveScatter, a.counts, relayFloat32, relaySum, &a.lay, c, NULL, &routed);
+  T_CHECK(r == relayInvalidArgument, "rank %d: relayCallRouted, a rooted call -> %s", rank,
+          relayGetErrorString(r));
+  r = relayCallRouted(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, NULL, NULL,
+                      &routed);
+  T_CHECK(r == relayInvalidArgument, "rank %d: relayCallRouted, no comm -> %s", rank, relayGetErrorString(r));
+  validCall(c, rank, check ? "call 7" : "call 3");
   r = relayCallReject(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, 0, "x", NULL, NULL);
   T_CHECK(r == relayInvalidArgument, "rank %d: no comm -> %s", rank, relayGetErrorString(r));
   expectExact(-1, "no comm", relayGetLastError(NULL), "relayAllReduce: comm is NULL");
   T_OK(relayCommDestroy(c));
+  /* A forced route is what the call runs: relaycc's (shm has no collective of its own to leave it to). */
+  relayComm_t forced = errorsComm(rank, nranks, check, relayRouteDirect);
+  routed = -1;
+  T_OK(relayCallRouted(relayCollectiveAllReduce, a.counts, relayFloat32, relaySum, &a.lay, forced, NULL,
+                       &routed));
+  T_CHECK(routed == 1, "rank %d: relayCallRouted on a comm forced to direct: routed = %d", rank, routed);
+  T_OK(relayCommDestroy(forced));
   return 0;
 }
 

@@ -1,17 +1,24 @@
 """The "relaycc" torch.distributed backend against gloo, on CPU tensors, in the same processes and run.
 
-    torchrun --nproc-per-node 4 -m relaycc.bench --torch [-b 4K] [-e 16M] [-f 4] [-n 20] [--reps 5] [--json]
+    python -m relaycc.bench --torch --ranks 4,8 [-b 4K] [-e 16M] [-f 4] [-n 20] [--reps 3] [--json]
+    torchrun --nproc-per-node 4 -m relaycc.bench --torch [...]      (the ranks torchrun started)
 
-The default group is "relaycc"; a gloo group of the same ranks runs the same calls on the same tensors.
-Each op and size: --reps repetitions of --iters calls on each backend, alternating, each repetition timed
-on every rank after a barrier and taken as the slowest rank's mean; the row shows the median over
-repetitions, the spread (max/min over repetitions) and the ratio gloo/relaycc (above 1: relaycc faster).
-Every row's outputs are checked against gloo's once. Then a DDP step (forward, backward, gradient
-all-reduce, SGD) of a small MLP on each backend.
+--ranks N,M,...: the tool starts N processes itself (env:// on a free local port), then M, ... (the
+extension is compiled once first). The default group is "relaycc"; a gloo group of the same ranks runs
+the same calls on the same tensors. Each op and size: --reps repetitions on each backend, alternating,
+each a barrier then up to --iters calls each timed on every rank, a call's time the slowest rank's; the
+row shows the minimum over all timed calls, the spread beside it (median / minimum) and the ratio gloo
+min / relaycc min (above 1: relaycc faster). The calls per repetition shrink where a call is slow (each
+backend's row gets about 0.3 s, at least 2 calls), so a 16-core machine runs --ranks 4,8 in a few
+minutes. Every row's outputs are checked against gloo's once. Then a DDP step (forward, backward,
+gradient all-reduce, SGD) of a small MLP on each backend: its minimum and spread over --ddp-steps steps.
 """
 import argparse
 import json
+import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -34,7 +41,9 @@ def _parse(argv):
   p.add_argument("-f", "--factor", type=int, default=4)
   p.add_argument("-n", "--iters", type=int, default=20)
   p.add_argument("-w", "--warmup", type=int, default=3)
-  p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--reps", type=int, default=3)
+  p.add_argument("--ranks", default=None, help="start these rank counts here (4,8), not under torchrun")
+  p.add_argument("--row-seconds", type=float, default=0.3, help=argparse.SUPPRESS)
   p.add_argument("--ops", default=",".join(OPS))
   p.add_argument("--ddp-steps", type=int, default=20)
   p.add_argument("--json", action="store_true")
@@ -75,14 +84,23 @@ def _call(op, n, world, rank):
   return make, run
 
 
-def _time(g, gloo, run, bufs, iters):
+def _times(g, gloo, run, bufs, iters):
+  """Each call's time, the slowest rank's (the same list on every rank)."""
   dist.barrier(group=gloo)
-  t0 = time.perf_counter()
+  ts = []
   for _ in range(iters):
+    t0 = time.perf_counter()
     run(g, *bufs)
-  t = torch.tensor([(time.perf_counter() - t0) / iters])
+    ts.append(time.perf_counter() - t0)
+  t = torch.tensor(ts, dtype=torch.float64)
   dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
-  return t.item()
+  return t.tolist()
+
+
+def _stats(ts):
+  """(minimum, spread = median / minimum)."""
+  m = min(ts)
+  return m, statistics.median(ts) / m if m > 0 else float("inf")
 
 
 def _ddp_step(group, steps):
@@ -101,13 +119,50 @@ def _ddp_step(group, steps):
     opt.step()
     if i >= 3:
       times.append(time.perf_counter() - t0)
-  t = torch.tensor([statistics.median(times)])
+  t = torch.tensor(times, dtype=torch.float64)
   dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-  return t.item()
+  return _stats(t.tolist())
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def spawn(a, argv):
+  """--ranks: run this tool at each rank count, each rank a process of its own; rank 0's output shows."""
+  from . import torch_backend
+  torch_backend.extension()  # compiled (or found) once here, not by every rank at once
+  rest, skip = [], False
+  for x in argv:  # the same arguments less --ranks
+    if skip:
+      skip = False
+    elif x == "--ranks":
+      skip = True
+    elif not x.startswith("--ranks="):
+      rest.append(x)
+  rc = 0
+  for n in [int(x) for x in a.ranks.split(",") if x]:
+    port = _free_port()
+    procs = []
+    for r in range(n):
+      env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
+                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+      procs.append(subprocess.Popen([sys.executable, "-m", "relaycc.bench", "--torch"] + rest, env=env,
+                                    stdout=None if r == 0 else subprocess.DEVNULL))
+    codes = [p.wait() for p in procs]
+    if any(codes):
+      print(f"relaycc.bench --torch: {n} ranks: exit codes {codes}", file=sys.stderr)
+      rc = 1
+  return rc
 
 
 def main(argv=None):
-  a = _parse(sys.argv[1:] if argv is None else argv)
+  argv = sys.argv[1:] if argv is None else argv
+  a = _parse(argv)
+  if a.ranks:
+    return spawn(a, argv)
   import relaycc  # noqa: F401  (registers "relaycc")
   dist.init_process_group("relaycc")
   rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,35 +187,36 @@ def main(argv=None):
       if not torch.allclose(outs[0], outs[1], rtol=1e-6, atol=1e-6):
         bad.append(f"{op} {nbytes} B: relaycc and gloo differ")
       bufs = {id(g): make() for g in (relay, gloo)}
-      for g in (relay, gloo):
-        for _ in range(a.warmup):
-          run(g, *bufs[id(g)])
+      # Warm-up, timed: the calls per repetition from the slower backend's call (the same on every rank).
+      warm = [max(1, a.warmup)]
+      slow = max(min(_times(g, gloo, run, bufs[id(g)], warm[0])) for g in (relay, gloo))
+      iters = max(2, min(a.iters, int(a.row_seconds / a.reps / max(slow, 1e-7))))
       times = {"relaycc": [], "gloo": []}
       for _ in range(a.reps):
         for name, g in (("relaycc", relay), ("gloo", gloo)):
-          times[name].append(_time(g, gloo, run, bufs[id(g)], a.iters))
-      med = {k: statistics.median(v) for k, v in times.items()}
-      rows.append({"op": op, "bytes": nbytes, "ranks": world,
-                   "relaycc_us": med["relaycc"] * 1e6, "gloo_us": med["gloo"] * 1e6,
-                   "relaycc_spread": max(times["relaycc"]) / min(times["relaycc"]),
-                   "gloo_spread": max(times["gloo"]) / min(times["gloo"]),
-                   "ratio": med["gloo"] / med["relaycc"]})
-  ddp = {"relaycc_ms": _ddp_step(relay, a.ddp_steps) * 1e3, "gloo_ms": _ddp_step(gloo, a.ddp_steps) * 1e3}
-  ddp["ratio"] = ddp["gloo_ms"] / ddp["relaycc_ms"]
+          times[name] += _times(g, gloo, run, bufs[id(g)], iters)
+      (rmin, rsp), (gmin, gsp) = _stats(times["relaycc"]), _stats(times["gloo"])
+      rows.append({"op": op, "bytes": nbytes, "ranks": world, "calls": iters * a.reps,
+                   "relaycc_us": rmin * 1e6, "gloo_us": gmin * 1e6, "relaycc_spread": rsp,
+                   "gloo_spread": gsp, "ratio": gmin / rmin})
+  (rmin, rsp), (gmin, gsp) = _ddp_step(relay, a.ddp_steps), _ddp_step(gloo, a.ddp_steps)
+  ddp = {"relaycc_ms": rmin * 1e3, "relaycc_spread": rsp, "gloo_ms": gmin * 1e3, "gloo_spread": gsp,
+         "ratio": gmin / rmin}
   if rank == 0:
     if a.json:
       print(json.dumps({"ranks": world, "torch": torch.__version__, "rows": rows, "ddp_step": ddp,
                         "check_failures": bad}, indent=1))
     else:
-      print(f"# relaycc backend vs gloo, {world} ranks, torch {torch.__version__}, float32, median of "
-            f"{a.reps} x {a.iters} calls (spread = max/min over repetitions)")
-      print(f"{'op':<15}{'bytes':>10}{'relaycc us':>12}{'spread':>8}{'gloo us':>12}{'spread':>8}"
-            f"{'gloo/relaycc':>14}")
+      print(f"# relaycc backend vs gloo, {world} ranks, torch {torch.__version__}, float32; per call the "
+            f"slowest rank's time; min over {a.reps} repetitions x up to {a.iters} calls (spread = median/min)")
+      print(f"{'op':<15}{'bytes':>10}{'calls':>6}{'relaycc us':>12}{'spread':>8}{'gloo us':>12}"
+            f"{'spread':>8}{'gloo/relaycc':>14}")
       for r in rows:
-        print(f"{r['op']:<15}{r['bytes']:>10}{r['relaycc_us']:>12.1f}{r['relaycc_spread']:>8.2f}"
-              f"{r['gloo_us']:>12.1f}{r['gloo_spread']:>8.2f}{r['ratio']:>14.2f}")
-      print(f"DDP step (MLP 256-1024-256, batch 32): relaycc {ddp['relaycc_ms']:.2f} ms, gloo "
-            f"{ddp['gloo_ms']:.2f} ms, ratio {ddp['ratio']:.2f}")
+        print(f"{r['op']:<15}{r['bytes']:>10}{r['calls']:>6}{r['relaycc_us']:>12.1f}"
+              f"{r['relaycc_spread']:>8.2f}{r['gloo_us']:>12.1f}{r['gloo_spread']:>8.2f}{r['ratio']:>14.2f}")
+      print(f"DDP step (MLP 256-1024-256, batch 32), min over {a.ddp_steps} steps: relaycc "
+            f"{ddp['relaycc_ms']:.2f} ms (spread {ddp['relaycc_spread']:.2f}), gloo {ddp['gloo_ms']:.2f} ms "
+            f"(spread {ddp['gloo_spread']:.2f}), ratio {ddp['ratio']:.2f}", flush=True)
       for b in bad:
         print("CHECK FAILED:", b)
   dist.destroy_process_group(gloo)

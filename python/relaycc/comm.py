@@ -397,6 +397,12 @@ def nccl_comm_pointer(group, device):
     backend = group._get_backend(device)
   except Exception:  # no such backend for the device, or a torch without _get_backend
     return None
+  return nccl_comm_pointer_of(backend)
+
+
+def nccl_comm_pointer_of(backend):
+  """A ProcessGroupNCCL backend's comm pointer, None where it gives none or 0 (the torch backend's creator
+  asks its inner NCCL)."""
   for attr in ("comm_ptr", "_comm_ptr"):
     get = getattr(backend, attr, None)
     if callable(get):

@@ -1,5 +1,5 @@
-"""relaycc as a torch.distributed backend for CPU tensors: `dist.init_process_group("relaycc")`,
-`"cpu:relaycc,cuda:nccl"`, `dist.new_group(..., backend="relaycc")`, DeviceMesh dimensions.
+"""relaycc as a torch.distributed backend: `dist.init_process_group("relaycc")` (CPU and CUDA tensors),
+`"cpu:relaycc,cuda:nccl"` (CPU tensors), `dist.new_group(..., backend="relaycc")`, DeviceMesh dimensions.
 
 The backend is a C++ c10d::Backend (csrc/c10d_backend.cpp), compiled once against the installed torch on
 first use with torch.utils.cpp_extension and cached (a c10d extension is bound to the exact torch build).
@@ -11,6 +11,16 @@ backend from that store (what relaycc does not serve is forwarded to it), and ag
     and nothing of the environment (MASTER_*, TORCHELASTIC_RUN_ID, the parent pid) enters it;
   - whether all members are on one host (each puts its host identity; each reads all of them, so every
     rank decides the same): if not, every call is forwarded to gloo.
+
+Where the group's CUDA tensors are the backend's too (`init_process_group("relaycc")` on a machine with
+GPUs), the creator also builds torch's own ProcessGroupNCCL from the same store (the inner NCCL), makes it
+create its communicator now on the group's device (eager connect: never inside a user's call) and attaches
+a relaycc comm to that communicator as a guest (relayCommInitNccl, as relaycc.Comm.from_process_group
+does): no second NCCL communicator, nothing in the environment changed, the group's timeout as relaycc's
+deadline. Each CUDA call then takes relaycc's route where the router predicts it beats NCCL's collective
+(relayCallRouted, the same answer on every rank), else the inner NCCL's op. A CUDA side that cannot be
+built on every member (no GPU, another NCCL mapped, the attach failed: all voted) leaves every CUDA call
+to the inner NCCL, or to gloo where there is none.
 
 docs/python.md describes what is served and what is forwarded.
 """
@@ -27,6 +37,8 @@ import torch.distributed as dist
 from . import _lib
 
 NAME = "relaycc"
+# CPU tensors always; CUDA ones where the machine has them (the creator decides per group, _cuda_side).
+DEVICES = ["cpu", "cuda"]
 _SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "c10d_backend.cpp")
 _ext = None
 
@@ -47,24 +59,51 @@ def _include_dirs():
   return dirs
 
 
-def extension():
-  """The compiled backend module, built on first use against this torch and cached: in
-  $TORCH_EXTENSIONS_DIR when set, else ~/.cache/relaycc/torch-<version>. The cache key holds the torch
-  version, the library and the sources, so a new torch or relaycc builds a new one."""
-  global _ext
-  if _ext is not None:
-    return _ext
-  from torch.utils import cpp_extension
-  lib = os.path.realpath(_lib.library_path())
-  incs = _include_dirs()
+def _name(incs):
+  """The module's name: a key of what it is bound to (torch's version and files, this Python, the
+  source and relaycc's headers), so a new torch or relaycc gets a new one. Not the library's path: the
+  module links the library by its SONAME, which the package has loaded (ctypes, _lib) before it."""
   key = hashlib.sha256()
-  for part in (torch.__version__, torch.__file__, lib, sys.version):
+  for part in (torch.__version__, torch.__file__, sys.version):
     key.update(part.encode())
   for path in [_SOURCE] + [os.path.join(d, h) for d in incs for h in ("relaycc.h", "relaycc_version.h")]:
     if os.path.exists(path):
       with open(path, "rb") as f:
         key.update(f.read())
-  name = "relaycc_c10d_" + key.hexdigest()[:12]
+  return "relaycc_c10d_" + key.hexdigest()[:12]
+
+
+def _compile(name, incs, build, verbose=False):
+  from torch.utils import cpp_extension
+  lib = os.path.realpath(_lib.library_path())
+  return cpp_extension.load(
+      name=name,
+      sources=[_SOURCE],
+      extra_include_paths=incs,
+      extra_cflags=["-O2"],
+      extra_ldflags=[f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}"],
+      build_directory=build,
+      verbose=verbose or bool(os.environ.get("RELAYCC_BUILD_VERBOSE")),
+  )
+
+
+def extension():
+  """The compiled backend module: the one `pip install --no-build-isolation` built beside this package
+  (relaycc/torch_ext/, when torch was importable then and is the same torch now), else built on first
+  use against this torch and cached in $TORCH_EXTENSIONS_DIR when set, else
+  ~/.cache/relaycc/torch-<version>."""
+  global _ext
+  if _ext is not None:
+    return _ext
+  incs = _include_dirs()
+  name = _name(incs)
+  shipped = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_ext", name + ".so")
+  if os.path.exists(shipped):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, shipped)
+    _ext = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(_ext)
+    return _ext
   root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(
       os.path.expanduser("~"), ".cache", "relaycc", "torch-" + torch.__version__.replace("+", "_"))
   build = os.path.join(root, name)
@@ -72,18 +111,19 @@ def extension():
   if not os.path.exists(os.path.join(build, name + ".so")):
     print(f"relaycc: compiling the torch.distributed backend for torch {torch.__version__} "
           f"(once; about a minute; cached in {build})", file=sys.stderr, flush=True)
-  lib_dir = os.path.dirname(lib)
-  _ext = cpp_extension.load(
-      name=name,
-      sources=[_SOURCE],
-      extra_include_paths=incs,
-      extra_cflags=["-O2"],
-      # The library this package loaded (ctypes, _lib): the loader reuses it by SONAME.
-      extra_ldflags=[f"-L{lib_dir}", f"-l:{os.path.basename(lib)}", f"-Wl,-rpath,{lib_dir}"],
-      build_directory=build,
-      verbose=bool(os.environ.get("RELAYCC_BUILD_VERBOSE")),
-  )
+  _ext = _compile(name, incs, build)
   return _ext
+
+
+def prebuild(out):
+  """`pip install` (python/CMakeLists.txt): compile the module into out/ for relaycc/torch_ext/."""
+  incs = _include_dirs()
+  name = _name(incs)
+  print(f"relaycc: compiling the torch.distributed backend for torch {torch.__version__} now (pip install "
+        f"beside torch; about a minute on 2 cores)", file=sys.stderr, flush=True)
+  os.makedirs(out, exist_ok=True)
+  _compile(name, incs, out, verbose=True)
+  return os.path.join(out, name + ".so")
 
 
 def _host_identity():
@@ -104,6 +144,78 @@ def _timeout_ms(timeout):
   return max(1, min(ms, 2**31 - 1))
 
 
+def _serves_cuda(dist_opts):
+  """Whether this group's CUDA tensors come to this backend: its default backend is relaycc itself
+  ("relaycc", "cuda:relaycc,..."), not NCCL ("cpu:relaycc,cuda:nccl": torch then makes the group's
+  default backend the accelerator's). The same answer on every member (the same spec)."""
+  pg = getattr(dist_opts, "process_group", None)
+  try:
+    return pg is not None and pg._get_backend_name() not in ("nccl", "gloo")
+  except Exception:  # a torch without these: CPU tensors only
+    return False
+
+
+def _gather(own, key, rank, size, value):
+  own.set(f"{key}/{rank}", value)
+  return [own.get(f"{key}/{r}").decode() for r in range(size)]
+
+
+def _cuda_side(dist_opts, own, timeout, host_ok):
+  """(inner NCCL backend, relaycc guest comm handle or 0, device index) or (None, 0, -1); see the module's
+  docstring. Each step that may differ between ranks is voted through the group's store first."""
+  rank, size = dist_opts.group_rank, dist_opts.group_size
+  why = ""
+  if not _serves_cuda(dist_opts):
+    return None, 0, -1
+  if not dist.is_nccl_available() or not torch.cuda.is_available():
+    why = "no CUDA device or no NCCL in this torch"
+  votes = _gather(own, "cuda", rank, size, why)
+  if any(votes):
+    return None, 0, -1
+  pg = dist_opts.process_group
+  device = getattr(pg, "bound_device_id", None)
+  device = torch.device("cuda", device.index if device is not None and device.index is not None
+                        else torch.cuda.current_device())
+  opts = dist.ProcessGroupNCCL.Options()
+  opts._timeout = timeout
+  try:  # torch's names for its logs and flight recorder (absent in some versions: only names)
+    opts.group_name = f"{dist_opts.group_id}:relaycc-nccl"
+    opts.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
+  except Exception:
+    pass
+  nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", dist_opts.store), rank, size, opts)
+  # The inner NCCL's communicator, now (collective over the members, who all run this creator).
+  with torch.cuda.device(device):
+    nccl.eager_connect_single_device(device)
+  from .comm import nccl_comm_pointer_of, nccl_libraries
+  ptr = nccl_comm_pointer_of(nccl)
+  why = ""
+  if not host_ok:
+    why = "the group spans hosts"
+  elif not _lib.has_nccl():
+    why = f"{_lib.library_path()} has no NCCL transport"
+  elif len(nccl_libraries()) > 1:
+    why = f"{len(nccl_libraries())} NCCL libraries are mapped in this process"
+  elif not ptr:
+    why = "torch gives no pointer to its NCCL communicator"
+  votes = _gather(own, "attach", rank, size, why)
+  if any(votes):
+    bad = next(r for r, w in enumerate(votes) if w)
+    print(f"relaycc: rank {rank}: CUDA calls go to NCCL (rank {bad}: {votes[bad]})", file=sys.stderr)
+    return nccl, 0, device.index
+  import ctypes
+  from .comm import _config
+  cfg = _config(timeout_ms=_timeout_ms(timeout))
+  h = ctypes.c_void_p()
+  with torch.cuda.device(device):
+    res = _lib.lib.relayCommInitNccl(ctypes.byref(h), ptr, ctypes.byref(cfg))
+  if res != _lib.SUCCESS:  # voted inside the init: every rank got an error
+    print(f"relaycc: rank {rank}: CUDA calls go to NCCL (relayCommInitNccl: "
+          f"{(_lib.lib.relayGetLastError(None) or b'').decode()})", file=sys.stderr)
+    return nccl, 0, device.index
+  return nccl, h.value, device.index
+
+
 def _create(dist_opts, backend_options=None):
   """The creator torch calls on each member of a new group (extended API)."""
   store, rank, size, timeout = dist_opts.store, dist_opts.group_rank, dist_opts.group_size, dist_opts.timeout
@@ -114,9 +226,14 @@ def _create(dist_opts, backend_options=None):
     own.set("token", uuid.uuid4().hex)
   # The job name: the token (unique per group and launch) is the whole rendezvous.
   token = "torch-" + own.get("token").decode()
-  own.set(f"host/{rank}", _host_identity())
-  hosts = {own.get(f"host/{r}").decode() for r in range(size)}
-  return extension().RelayBackend(inner, rank, size, token, _timeout_ms(timeout), len(hosts) == 1)
+  hosts = set(_gather(own, "host", rank, size, _host_identity()))
+  nccl, cuda_comm, cuda_device = _cuda_side(dist_opts, own, timeout, len(hosts) == 1)
+  backend = extension().RelayBackend(inner, rank, size, token, _timeout_ms(timeout), len(hosts) == 1, nccl,
+                                     cuda_comm, cuda_device)
+  # torch's own abort of the inner NCCL group (its watchdog's) ends relaycc's waits and kernels first.
+  if cuda_comm and getattr(nccl, "supports_abort_hooks", lambda: False)():
+    nccl.register_abort_hook(0, backend.abort_relay)
+  return backend
 
 
 def register():
@@ -124,7 +241,7 @@ def register():
   with a creator that lands in _create)."""
   if NAME in dist.Backend.backend_list or hasattr(dist.Backend, NAME.upper()):
     return
-  dist.Backend.register_backend(NAME, _create, extended_api=True, devices=["cpu"])
+  dist.Backend.register_backend(NAME, _create, extended_api=True, devices=DEVICES)
 
 
 def get_backend(group=None):
@@ -132,3 +249,22 @@ def get_backend(group=None):
   whether its relaycc comm exists yet)."""
   pg = group or dist.group.WORLD
   return pg._get_backend(torch.device("cpu"))
+
+
+def abort(group=None):
+  """Abort the group's relaycc backend (relaycc's comms, then the inner gloo and NCCL): a call in
+  flight on any rank ends with DistBackendError; torch's own `dist.abort` reaches it as well."""
+  get_backend(group).abort()
+
+
+def shutdown(group=None):
+  """Shut the group's relaycc backend down (after every member's last call): the comms are destroyed."""
+  get_backend(group).shutdown()
+
+
+if __name__ == "__main__":
+  # python -m relaycc.torch_backend --prebuild DIR (the wheel's build step)
+  if len(sys.argv) == 3 and sys.argv[1] == "--prebuild":
+    print(prebuild(sys.argv[2]))
+  else:
+    sys.exit("usage: python -m relaycc.torch_backend --prebuild DIR")

@@ -529,7 +529,13 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   int agree = c->cfg.checkMode ||
               (relayCollRowOf(a->coll) && relayCollRooted(a->coll) && (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
+    /* The round compares the shapes itself: a peer that waits in it with another shape is an answer of
+     * the round (every rank then fails the call and the comm stays usable), not the transport's shape
+     * error, which would fail the comm (a binding's rejection with its own counts, issue 37 item 4). */
+    uint64_t shape = c->callShape;
+    c->callShape = 0;
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
+    c->callShape = shape;
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
     /* A shape error: no plan, so nothing to take part with. Peers that wait
@@ -733,6 +739,37 @@ relayResult_t relayGather(const void* sendbuff, void* recvbuff, const size_t* co
 }
 
 /* ---- bindings: a rejected call, the enums by name ----------------------- */
+
+/* A question, not a call: nothing is counted and no error is left behind for a valid shape. */
+relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts, relayDataType_t datatype,
+                              relayRedOp_t op, const relayLayout_t* layout, relayComm_t comm,
+                              relayStream_t stream, int* routed) {
+  if (!comm || !routed)
+    return relaySetError(NULL, relayInvalidArgument, "relayCallRouted: %s is NULL", comm ? "routed" : "comm");
+  *routed = 0;
+  const relayCollRow* row = relayCollRowOf(coll);
+  if (!row || relayCollRooted(coll))
+    return relaySetError(comm, relayInvalidArgument, "relayCallRouted: collective %d is not a layout call",
+                         (int)coll);
+  /* The shape check every call makes first (validate: no buffer is read, none is given) */
+  callArgs a = {.coll = coll, .counts = counts, .dtype = datatype, .op = op, .layout = layout};
+  int myGroup, myIndex, bufErr;
+  char saved[sizeof comm->lastError]; /* a valid shape leaves the comm's last error as it was */
+  memcpy(saved, comm->lastError, sizeof saved);
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayCallRouted";
+  relayResult_t res = validate(comm, &a, &myGroup, &myIndex, &bufErr);
+  comm->curCallName = outer;
+  if (res != relaySuccess && !bufErr) return res;
+  memcpy(comm->lastError, saved, sizeof saved);
+  /* A forced route (RELAYCC_ROUTE) is what the call would run: relaycc's, unless it forces the transport's
+   * own collective where there is one; auto: the router's prediction. */
+  int forced = relayNodesRoute(comm, comm->cfg.route);
+  if (forced != relayRouteAuto)
+    *routed = forced != relayRouteNative || !(comm->tp->caps & RELAY_TP_CAP_NATIVE);
+  else *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, stream) != 0;
+  return relaySuccess;
+}
 
 /* The call through runCall like any other, with no buffer and the binding's
  * reason: validate judges the shape, runCall takes the path of a C caller's

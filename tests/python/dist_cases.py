@@ -551,4 +551,65 @@ def case_reject(g, timeout_s):
   first = _timed(lambda: dist.all_to_all_single(out, torch.ones(k), group=grp))
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
-  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n)))
+  from relaycc import torch_backend
+  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
+
+
+def case_reject_usable(g, timeout_s, checked):
+  """A call rejected through the C core in a way that keeps the ranks in one lockstep leaves the group
+  usable: the next call is right on every rank (issue 37 item 4).
+  checked=False: rank 0's all_gather_into_tensor output has one element too many: it rejects with the
+  shape a valid call passes (its input's count, the peers' too: a buffer error, README "After a rejected
+  call"); it raises, the ranks that receive from it raise (relayRemoteError), the comm is not failed.
+  checked=True (RELAYCC_CHECK=1, read when the group's comm is made): case_reject's all_to_all_single whose
+  shape differs on rank 0; the agreement round fails it on every rank before anything moves."""
+  me, n = g.rank, g.n
+  if checked:
+    os.environ["RELAYCC_CHECK"] = "1"
+  try:
+    grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=timeout_s))
+    dist.all_reduce(torch.ones(2), group=grp)  # the comm is made here, with the setting
+  finally:
+    os.environ.pop("RELAYCC_CHECK", None)
+  if checked:
+    k = 4 * n + 1 if me == 0 else 4 * n
+    out = _poison(k, torch.float32)
+    first = _timed(lambda: dist.all_to_all_single(out, torch.ones(k), group=grp))
+  else:
+    k = 6
+    out = _poison(k * n + (1 if me == 0 else 0), torch.float32)
+    first = _timed(lambda: dist.all_gather_into_tensor(out, value(me, 0, k).float(), group=grp))
+  t = value(me, 0, 6).float()
+  second = _timed(lambda: dist.all_reduce(t, group=grp))
+  from relaycc import torch_backend
+  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
+
+
+def case_abort_wakes_peers(g):
+  """relaycc.torch_backend.abort(group) on rank 0 while its peers wait in a call rank 0 never makes: the
+  peers' calls end with DistBackendError at once (relayCommAbort marks the comm failed and the peers see
+  it), not at the group's 60 s deadline."""
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=60))
+  dist.all_reduce(torch.ones(4), group=grp)
+  from relaycc import torch_backend
+  if me == 0:
+    time.sleep(1.0)
+    torch_backend.abort(grp)
+    return _timed(lambda: dist.all_reduce(torch.ones(4), group=grp))
+  return _timed(lambda: dist.all_reduce(torch.ones(4), group=grp))
+
+
+def case_shutdown(g):
+  """relaycc.torch_backend.shutdown(group) after every rank's last call: the comms are destroyed and the
+  group's next call raises DistBackendError at once (never a hang or a wrong result)."""
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=60))
+  t = torch.ones(4)
+  dist.all_reduce(t, group=grp)
+  right = torch.equal(t, torch.full((4,), float(n)))
+  from relaycc import torch_backend
+  torch_backend.shutdown(grp)
+  return right, _timed(lambda: dist.all_reduce(t, group=grp))

@@ -57,3 +57,28 @@ def test_installed_package_registers_backend_through_torch_autoload():
   here = os.path.dirname(os.path.abspath(relaycc.__file__))
   for h in ("relaycc.h", "relaycc_version.h"):
     assert os.path.exists(os.path.join(here, "include", h)), h
+
+
+PREBUILT = """
+import time, relaycc
+from relaycc import torch_backend
+t0 = time.perf_counter()
+m = torch_backend.extension()
+print("MODULE", m.__file__, "LOAD_S", time.perf_counter() - t0)
+"""
+
+
+def test_installed_package_ships_torch_backend_built_at_install():
+  """run.sh install runs `pip install --no-build-isolation` beside torch: the backend was compiled then,
+  shipped in relaycc/torch_ext/, and first use loads it (no compile, no message) in well under a second."""
+  here = os.path.dirname(os.path.abspath(relaycc.__file__))
+  shipped = [f for f in os.listdir(os.path.join(here, "torch_ext")) if f.endswith(".so")]
+  assert len(shipped) == 1, shipped
+  env = dict(os.environ, TORCH_EXTENSIONS_DIR="/nonexistent-relaycc-cache")
+  p = subprocess.run([sys.executable, "-c", PREBUILT], capture_output=True, text=True, cwd="/", timeout=300,
+                     env=env)
+  assert p.returncode == 0, p.stdout + p.stderr
+  assert "compiling" not in p.stderr, p.stderr
+  path, secs = p.stdout.split("MODULE ")[1].split(" LOAD_S ")
+  assert path == os.path.join(here, "torch_ext", shipped[0]), path
+  assert float(secs) < 1.0, f"loading the backend took {secs} s"

@@ -37,18 +37,18 @@ def test_bench_bad_argument():
 
 
 def test_bench_torch_backend_smoke(tmp_path):
-  """python -m relaycc.bench --torch: the "relaycc" backend against gloo in the same processes; every row's
-  outputs agree with gloo's, every op and size has a row, and the DDP step is timed on both."""
+  """python -m relaycc.bench --torch --ranks 2: the tool starts its ranks; the "relaycc" backend against gloo
+  in the same processes; every row's outputs agree with gloo's, every op and size has a row, and the DDP
+  step is timed on both."""
   env = dict(os.environ, OMP_NUM_THREADS="1")
   pkg = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
   if "RELAYCC_LIBRARY" in env:
     env["PYTHONPATH"] = os.path.abspath(pkg) + os.pathsep + env.get("PYTHONPATH", "")
   from relaycc import torch_backend
-  torch_backend.extension()  # compiled here once, not by both ranks under torchrun's clock
+  torch_backend.extension()  # compiled here once, not by both ranks at once
   cmd = [
-      sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m",
-      "relaycc.bench", "--torch", "-b", "4K", "-e", "64K", "-f", "16", "-n", "3", "--reps", "2", "-w", "1", "--ddp-steps", "3",
-      "--json"
+      sys.executable, "-m", "relaycc.bench", "--torch", "--ranks", "2", "-b", "4K", "-e", "64K", "-f", "16",
+      "-n", "3", "--reps", "2", "-w", "1", "--ddp-steps", "3", "--json"
   ]
   p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
   assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
@@ -58,4 +58,5 @@ def test_bench_torch_backend_smoke(tmp_path):
   assert [(r["op"], r["bytes"]) for r in doc["rows"]] == [(o, s) for o in ops for s in (4096, 65536)]
   for r in doc["rows"]:
     assert r["relaycc_us"] > 0 and r["gloo_us"] > 0 and r["ratio"] > 0 and r["relaycc_spread"] >= 1, r
+    assert 2 <= r["calls"] <= 6, r
   assert doc["ddp_step"]["relaycc_ms"] > 0 and doc["ddp_step"]["gloo_ms"] > 0

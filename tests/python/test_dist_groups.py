@@ -113,7 +113,7 @@ def test_unrelated_parents_meet():
 
 def test_rejected_call_fails_every_rank(pool4):
   res = pool4.run(dc.case_reject, 60, timeout=300)
-  for r, ((kind, secs, msg), (kind2, secs2, msg2), right) in enumerate(res):
+  for r, ((kind, secs, msg), (kind2, secs2, msg2), right, state) in enumerate(res):
     assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
     assert f"rank {r}" in msg and "all_to_all_single" in msg, f"rank {r}: {msg}"
     # Rank 0's text is the C core's: its reason, or the shape disagreement the core met first.
@@ -123,3 +123,37 @@ def test_rejected_call_fails_every_rank(pool4):
     # The next call: right, or an error at once; never a wrong result or a wait for the deadline.
     assert right or kind2 == "DistBackendError", f"rank {r}: {kind2} {msg2}, result right: {right}"
     assert secs2 < 30, f"rank {r}: the next call took {secs2:.1f} s: {msg2}"
+    # A failed group says so in torch's error state.
+    assert kind2 == "none" or state != "SUCCESS", f"rank {r}: get_error() {state} after: {msg2}"
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["buffer_error", "check_mode_1"])
+def test_rejected_call_leaves_group_usable(pool4, checked):
+  res = pool4.run(dc.case_reject_usable, 60, checked, timeout=300)
+  for r, ((kind, secs, msg), (kind2, secs2, msg2), right, state) in enumerate(res):
+    if r == 0 or checked:
+      # The rejecting rank always raises; in check mode 1 every rank does (the agreement round).
+      assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
+      assert f"rank {r}" in msg, f"rank {r}: {msg}"
+    if r == 0:
+      assert ("output has" in msg) if not checked else ("divisible" in msg or "another" in msg), msg
+    assert secs < 30, f"rank {r}: raised after {secs:.1f} s (the deadline is 60 s): {msg}"
+    # The group is still in lockstep: the next call is right on every rank.
+    assert kind2 == "none" and right, f"rank {r}: the next call: {kind2} {msg2}, result right: {right}"
+    assert state == "SUCCESS", f"rank {r}: get_error() is {state} for a group that stayed usable"
+
+
+def test_abort_wakes_peers(pool4):
+  res = pool4.run(dc.case_abort_wakes_peers, timeout=300)
+  for r, (kind, secs, msg) in enumerate(res):
+    assert kind == "DistBackendError", f"rank {r}: {kind} {msg}"
+    assert f"rank {r}" in msg and "all_reduce" in msg, f"rank {r}: {msg}"
+    # Rank 0 slept 1 s before aborting; the deadline is 60 s.
+    assert secs < 20, f"rank {r}: raised after {secs:.1f} s: {msg}"
+
+
+def test_shutdown(pool4):
+  for r, (right, (kind, secs, msg)) in enumerate(pool4.run(dc.case_shutdown, timeout=300)):
+    assert right, f"rank {r}: the call before shutdown was wrong"
+    assert kind == "DistBackendError" and "shut down" in msg, f"rank {r}: {kind} {msg}"
+    assert secs < 5, f"rank {r}: raised after {secs:.1f} s: {msg}"

@@ -22,8 +22,13 @@
 // memory until they run a collective. Its name is the token rank 0 put in the group's store (the
 // creator), its deadline the group's timeout.
 #include <torch/extension.h>
+#include <torch/version.h>
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -47,10 +52,14 @@ using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 // Future holds the outputs (DDP's comm hook reads them) or the error, which wait() and the Future rethrow.
 class RelayWork : public c10d::Work {
  public:
-  RelayWork(int rank, OpType type, std::vector<at::Tensor> outputs)
+  // devices: a CUDA call's device; its Future then records an event on the current stream when it
+  // completes and a consumer's stream waits for it (torch's Future does both), as ProcessGroupNCCL's.
+  RelayWork(int rank, OpType type, std::vector<at::Tensor> outputs, std::vector<c10::Device> devices = {})
       : c10d::Work(rank, type),
         outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+        cuda_(!devices.empty()),
+        future_(c10::make_intrusive<at::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                        std::move(devices))) {}
   void complete(std::exception_ptr err) {
     if (err) {
       future_->setError(err);
@@ -61,9 +70,15 @@ class RelayWork : public c10d::Work {
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   std::vector<at::Tensor> result() override { return outputs_; }
+  // wait() on a CUDA call: the current stream waits for the call's stream (no host wait; the kernels
+  // are queued when the call returns).
+  void synchronize() override {
+    if (cuda_ && future_->completed() && !future_->hasError()) future_->wait();
+  }
 
  private:
   std::vector<at::Tensor> outputs_;
+  bool cuda_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -156,10 +171,16 @@ bool reducible(const at::Tensor& t, const ReduceOp& op) {
 
 class RelayBackend : public c10d::Backend {
  public:
+  // cudaInner: torch's ProcessGroupNCCL of the group (CUDA tensors), or null; cudaComm: relaycc's guest
+  // comm on its NCCL communicator (relayCommInitNccl, in the creator), or null: every CUDA call is NCCL's.
   RelayBackend(c10::intrusive_ptr<c10d::Backend> inner, int rank, int size, std::string token, int timeoutMs,
-               bool useRelay)
+               bool useRelay, c10::intrusive_ptr<c10d::Backend> cudaInner, relayComm_t cudaComm,
+               int cudaDevice)
       : c10d::Backend(rank, size),
         inner_(std::move(inner)),
+        cudaInner_(std::move(cudaInner)),
+        cudaComm_(cudaComm),
+        cudaDevice_(cudaDevice),
         token_(std::move(token)),
         timeoutMs_(timeoutMs),
         useRelay_(useRelay) {
@@ -174,8 +195,15 @@ class RelayBackend : public c10d::Backend {
   // ---- what relaycc serves ---------------------------------------------------------------------
 
   WorkPtr allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) override {
+    if (tensors.size() == 1 && reducible(tensors[0], opts.reduceOp) &&
+        cudaRoutes(tensors[0], relayCollectiveAllReduce, tensors[0].numel(),
+                   relayDtype(tensors[0].scalar_type()), relayOp(opts.reduceOp)))
+      return runCuda(OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable {
+        onDevice(relayCollectiveAllReduce, tensors[0].numel(), tensors[0], opts.reduceOp);
+        reduceInPlace(tensors[0], opts.reduceOp);
+      });
     if (tensors.size() != 1 || !relayable(tensors[0]) || !reducible(tensors[0], opts.reduceOp))
-      return forward([&] { return inner_->allreduce(tensors, opts); });
+      return forward([&] { return innerFor(tensors)->allreduce(tensors, opts); });
     return run(
         OpType::ALLREDUCE, "all_reduce", tensors, [=]() mutable { reduceInPlace(tensors[0], opts.reduceOp); },
         opts.asyncOp);
@@ -185,7 +213,7 @@ class RelayBackend : public c10d::Backend {
                               const c10d::AllreduceCoalescedOptions& opts) override {
     bool ok = !tensors.empty();
     for (auto& t : tensors) ok = ok && relayable(t) && reducible(t, opts.reduceOp);
-    if (!ok) return forward([&] { return inner_->allreduce_coalesced(tensors, opts); });
+    if (!ok) return forward([&] { return innerFor(tensors)->allreduce_coalesced(tensors, opts); });
     return run(
         OpType::ALLREDUCE_COALESCED, "all_reduce_coalesced", tensors,
         [=]() mutable {
@@ -198,7 +226,7 @@ class RelayBackend : public c10d::Backend {
                     const c10d::AllgatherOptions& opts) override {
     if (inputs.size() != 1 || outputs.size() != 1 || !relayable(inputs[0]) ||
         !sameKind(outputs[0], inputs[0]))
-      return forward([&] { return inner_->allgather(outputs, inputs, opts); });
+      return forward([&] { return innerFor(inputs)->allgather(outputs, inputs, opts); });
     return run(
         OpType::ALLGATHER, "all_gather", outputs[0], [=]() mutable { gatherList(outputs[0], inputs[0]); },
         opts.asyncOp);
@@ -206,8 +234,14 @@ class RelayBackend : public c10d::Backend {
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
                           const c10d::AllgatherOptions& opts) override {
+    if (output.scalar_type() == input.scalar_type() &&
+        cudaRoutes(input, relayCollectiveAllGather, bytesOf(input), relayUint8, relaySum))
+      return runCuda(OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {output}, [=]() mutable {
+        onDevice(relayCollectiveAllGather, bytesOf(input), output);
+        gatherFlat(output, input);
+      });
     if (!relayable(input) || !relayable(output) || output.scalar_type() != input.scalar_type())
-      return forward([&] { return inner_->_allgather_base(output, input, opts); });
+      return forward([&] { return innerFor(input)->_allgather_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
     return run(
         OpType::_ALLGATHER_BASE, "all_gather_into_tensor", outs, [=]() mutable { gatherFlat(output, input); },
@@ -220,7 +254,8 @@ class RelayBackend : public c10d::Backend {
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type();
-    if (!ok) return forward([&] { return inner_->allgather_into_tensor_coalesced(outputs, inputs, opts); });
+    if (!ok) return forward(
+          [&] { return innerFor(inputs)->allgather_into_tensor_coalesced(outputs, inputs, opts); });
     return run(
         OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
         [=]() mutable {
@@ -233,7 +268,7 @@ class RelayBackend : public c10d::Backend {
                          const c10d::ReduceScatterOptions& opts) override {
     if (outputs.size() != 1 || inputs.size() != 1 || !relayable(outputs[0]) ||
         !reducible(outputs[0], opts.reduceOp) || !sameKind(inputs[0], outputs[0]))
-      return forward([&] { return inner_->reduce_scatter(outputs, inputs, opts); });
+      return forward([&] { return innerFor(outputs)->reduce_scatter(outputs, inputs, opts); });
     return run(
         OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
         [=]() mutable {
@@ -247,9 +282,16 @@ class RelayBackend : public c10d::Backend {
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                const c10d::ReduceScatterOptions& opts) override {
+    if (output.scalar_type() == input.scalar_type() && reducible(input, opts.reduceOp) &&
+        cudaRoutes(output, relayCollectiveReduceScatter, output.numel(), relayDtype(output.scalar_type()),
+                   relayOp(opts.reduceOp)))
+      return runCuda(OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {output}, [=]() mutable {
+        onDevice(relayCollectiveReduceScatter, output.numel(), input, opts.reduceOp);
+        scatterReduce(output, input, opts.reduceOp, false);
+      });
     if (!relayable(output) || !relayable(input) || output.scalar_type() != input.scalar_type() ||
         !reducible(input, opts.reduceOp))
-      return forward([&] { return inner_->_reduce_scatter_base(output, input, opts); });
+      return forward([&] { return innerFor(input)->_reduce_scatter_base(output, input, opts); });
     std::vector<at::Tensor> outs{output};
     return run(
         OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", outs,
@@ -262,7 +304,8 @@ class RelayBackend : public c10d::Backend {
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type() && reducible(inputs[i], opts.reduceOp);
-    if (!ok) return forward([&] { return inner_->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
+    if (!ok) return forward(
+          [&] { return innerFor(inputs)->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
     return run(
         OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
         [=]() mutable {
@@ -276,9 +319,16 @@ class RelayBackend : public c10d::Backend {
                         std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) override {
     // Split sizes given: all-to-all-v, which the C core lacks today (forwarded). Whether they are given is
     // part of the call's form (all_to_all_single with or without splits), the same on every rank.
+    if (outputSplits.empty() && inputSplits.empty() && input.scalar_type() == output.scalar_type() &&
+        cudaRoutes(input, relayCollectiveAllToAll, bytesOf(input) / size_, relayUint8, relaySum))
+      return runCuda(OpType::ALLTOALL_BASE, "all_to_all_single", {output}, [=]() mutable {
+        onDevice(relayCollectiveAllToAll, bytesOf(input) / size_, output);
+        allToAll(output, input);
+      });
     if (!outputSplits.empty() || !inputSplits.empty() || !relayable(input) || !relayable(output) ||
         input.scalar_type() != output.scalar_type())
-      return forward([&] { return inner_->alltoall_base(output, input, outputSplits, inputSplits, opts); });
+      return forward(
+          [&] { return innerFor(input)->alltoall_base(output, input, outputSplits, inputSplits, opts); });
     std::vector<at::Tensor> outs{output};
     return run(
         OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); },
@@ -288,7 +338,7 @@ class RelayBackend : public c10d::Backend {
   WorkPtr gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                  const c10d::GatherOptions& opts) override {
     if (inputs.size() != 1 || !relayable(inputs[0]))
-      return forward([&] { return inner_->gather(outputs, inputs, opts); });
+      return forward([&] { return innerFor(inputs)->gather(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> outs = rank_ == root && !outputs.empty() ? outputs[0] : std::vector<at::Tensor>{};
     return run(
@@ -298,7 +348,7 @@ class RelayBackend : public c10d::Backend {
   WorkPtr scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                   const c10d::ScatterOptions& opts) override {
     if (outputs.size() != 1 || !relayable(outputs[0]))
-      return forward([&] { return inner_->scatter(outputs, inputs, opts); });
+      return forward([&] { return innerFor(outputs)->scatter(outputs, inputs, opts); });
     int root = static_cast<int>(opts.rootRank);
     std::vector<at::Tensor> ins = rank_ == root && !inputs.empty() ? inputs[0] : std::vector<at::Tensor>{};
     return run(
@@ -315,9 +365,9 @@ class RelayBackend : public c10d::Backend {
       // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
       // so gloo gets a copy there.
       if (rank_ == opts.rootRank || tensors.size() != 1)
-        return forward([&] { return inner_->reduce(tensors, opts); });
+        return forward([&] { return innerFor(tensors)->reduce(tensors, opts); });
       std::vector<at::Tensor> scratch{tensors[0].clone()};
-      return forward([&] { return inner_->reduce(scratch, opts); });
+      return forward([&] { return innerFor(scratch)->reduce(scratch, opts); });
     }
     return run(
         OpType::REDUCE, "reduce", tensors,
@@ -332,10 +382,12 @@ class RelayBackend : public c10d::Backend {
   // ---- forwarded until the C core has them ---------------------------------------------------------
 
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    return forward([&] { return inner_->broadcast(tensors, opts); });
+    return forward([&] { return innerFor(tensors)->broadcast(tensors, opts); });
   }
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts) override {
+    if (cudaInner_ && !inputs.empty() && inputs[0].is_cuda())
+      return forward([&] { return cudaInner_->alltoall(outputs, inputs, opts); });
     // Lists of any sizes (each rank's own): one all-to-all-v of the flattened lists on the inner backend
     // (gloo has no list all-to-all).
     TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
@@ -366,24 +418,31 @@ class RelayBackend : public c10d::Backend {
   }
   WorkPtr allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                               const c10d::AllgatherOptions& opts) override {
-    return forward([&] { return inner_->allgather_coalesced(outputs, inputs, opts); });
+    return forward([&] { return innerFor(inputs)->allgather_coalesced(outputs, inputs, opts); });
   }
   // Point-to-point Works are not remembered: gloo's can be waited on once only (a second wait blocks for
   // ever), and a send/recv pair is ordered by its tag, not by the group's sequence of collectives.
   WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
     drainRelay();
-    return inner_->send(tensors, dstRank, tag);
+    return innerFor(tensors)->send(tensors, dstRank, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
     drainRelay();
-    return inner_->recv(tensors, srcRank, tag);
+    return innerFor(tensors)->recv(tensors, srcRank, tag);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
     drainRelay();
-    return inner_->recvAnysource(tensors, tag);
+    return innerFor(tensors)->recvAnysource(tensors, tag);
   }
-  // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return.
+  // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return. With a
+  // CUDA side, NCCL's barrier on the group's device: it also orders the GPU work before it, as a group of
+  // torch's own NCCL does (relaycc's CUDA calls run on the caller's stream, which NCCL's stream waits for).
   WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    if (cudaInner_) {
+      c10d::BarrierOptions o = opts;
+      o.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
+      return forward([&] { return cudaInner_->barrier(o); });
+    }
     return forward([&] { return inner_->barrier(opts); });
   }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
@@ -398,11 +457,29 @@ class RelayBackend : public c10d::Backend {
   void abort() override {
     release(true);
     inner_->abort();
+    if (cudaInner_) cudaInner_->abort();
   }
   void shutdown() override {
     release(false);
     inner_->shutdown();
+    if (cudaInner_) cudaInner_->shutdown();
   }
+  // relaycc's part of an abort, for torch's own abort of the inner NCCL group (its watchdog's: the
+  // creator registers this as that group's abort hook where torch has them): relaycc's waits and
+  // kernels end before NCCL's communicator goes.
+  void abortRelay() { release(true); }
+
+  bool cudaActive() const { return cudaComm_ != nullptr; }
+
+#if defined(TORCH_VERSION_MINOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7)
+  // torch's error state of the group (ProcessGroup.get_error): relaycc's first failure that left a comm
+  // unusable (a rejected argument leaves it usable: none), else the inner NCCL's.
+  c10d::ErrorType getError() override {
+    int e = error_.load();
+    if (e != 0) return static_cast<c10d::ErrorType>(e);
+    return cudaInner_ ? cudaInner_->getError() : c10d::ErrorType::SUCCESS;
+  }
+#endif
 
   bool relayActive() const { return useRelay_; }
   bool commCreated() {
@@ -414,6 +491,64 @@ class RelayBackend : public c10d::Backend {
   // CPU tensors only; a non-contiguous tensor is served through a contiguous copy (contiguity is a rank's
   // own fact, so it never decides a route).
   bool relayable(const at::Tensor& t) const { return useRelay_ && t.device().is_cpu() && !t.is_sparse(); }
+
+  // Where a call relaycc does not serve goes: NCCL (CUDA tensors, when the group has it), else gloo.
+  c10d::Backend* innerFor(const at::Tensor& t) const {
+    return cudaInner_ && t.is_cuda() ? cudaInner_.get() : inner_.get();
+  }
+  c10d::Backend* innerFor(const std::vector<at::Tensor>& ts) const {
+    return ts.empty() ? inner_.get() : innerFor(ts[0]);
+  }
+
+  // The current stream of the group's CUDA device (c10's device-generic interface: no CUDA header, so
+  // the extension builds against a CPU-only torch too).
+  void* cudaStream() const {
+    at::Device dev(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
+    return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(dev).native_handle();
+  }
+
+  // A CUDA call goes to relaycc when the router predicts its route beats NCCL's collective for it
+  // (relayCallRouted). Everything it reads is the same on every rank of a correct program: the op,
+  // dtype, reduce op, the count, the tensor's device type, the comm's agreed state and whether the
+  // streams capture; never the tensor's device index (onDevice checks that inside the call).
+  bool cudaRoutes(const at::Tensor& t, relayCollective_t coll, int64_t count, int dtype, int op) {
+    if (!cudaComm_ || !t.is_cuda() || t.is_sparse() || dtype < 0 || op < 0) return false;
+    std::lock_guard<std::mutex> g(mu_);
+    if (released_) return false;
+    relayLayout_t L = layout();
+    size_t n = static_cast<size_t>(count);
+    int routed = 0;
+    c10::DeviceGuard guard(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_)));
+    relayResult_t r = relayCallRouted(coll, &n, (relayDataType_t)dtype, (relayRedOp_t)op, &L, cudaComm_,
+                                      cudaStream(), &routed);
+    return r == relaySuccess && routed;
+  }
+
+  // Inside a CUDA call: a tensor on another GPU than the group's (a rank's own fact) is rejected through
+  // the C core, so the peers fail this call too instead of waiting for it.
+  void onDevice(relayCollective_t coll, int64_t count, const at::Tensor& t,
+                const ReduceOp& op = ReduceOp::SUM) {
+    if (t.device().index() == cudaDevice_) return;
+    bool reduces = coll == relayCollectiveAllReduce || coll == relayCollectiveReduceScatter;
+    rejectCall(coll, static_cast<size_t>(count), reduces ? relayDtype(t.scalar_type()) : relayUint8,
+               reduces ? relayOp(op) : relaySum,
+               "tensor on " + t.device().str() + ", the group's device is cuda:" +
+                   std::to_string(cudaDevice_));
+  }
+
+  // One relaycc call on CUDA tensors: on the caller's thread and its current stream (the GPU work is
+  // queued when it returns, as NCCL's is), after the queued and forwarded calls (program order; a
+  // forwarded NCCL call's wait() makes the current stream wait for NCCL's stream, no host wait).
+  WorkPtr runCuda(OpType type, const char* what, const std::vector<at::Tensor>& outputs,
+                  std::function<void()> body) {
+    drainRelay();
+    drainForwarded();
+    at::Device dev(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
+    auto work = c10::make_intrusive<RelayWork>(rank_, type, outputs, std::vector<c10::Device>{dev});
+    c10::DeviceGuard guard(dev);
+    work->complete(execute(what, body, true));
+    return work;
+  }
 
   bool sameKind(const std::vector<at::Tensor>& list, const at::Tensor& like) const {
     if (list.size() != static_cast<size_t>(size_)) return false;
@@ -472,11 +607,20 @@ class RelayBackend : public c10d::Backend {
     return work;
   }
 
-  std::exception_ptr execute(const char* what, std::function<void()>& body) {
+  std::exception_ptr execute(const char* what, std::function<void()>& body, bool cuda = false) {
     std::lock_guard<std::mutex> g(mu_);
     curOp_ = what;
+    cur_ = nullptr;
+    stream_ = nullptr;
     try {
-      ensureComm();
+      if (cuda) {
+        TORCH_CHECK(!released_, "relaycc: the group was shut down or aborted");
+        cur_ = cudaComm_;
+        stream_ = cudaStream();
+      } else {
+        ensureComm();
+        cur_ = comm_;
+      }
       body();
     } catch (const c10::DistBackendError&) {
       return std::current_exception();
@@ -539,7 +683,14 @@ class RelayBackend : public c10d::Backend {
   }
 
   [[noreturn]] void fail(relayResult_t res) {
-    const char* text = comm_ ? relayGetLastError(comm_) : relayGetLastError(nullptr);
+    const char* text = relayGetLastError(cur_);
+    // The group's error state (getError): ErrorType's TIMEOUT 1, COMM_ERROR 2, REMOTE_ERROR 3 (Backend.hpp),
+    // the first one kept. Not for a rejected argument, nor a peer's buffer error (relaycc.h: the comm
+    // stays usable after both; the core's text for the second says so).
+    bool usable = res == relayInvalidArgument ||
+                  (res == relayRemoteError && text && strstr(text, "passed a bad buffer"));
+    int kind = res == relayTimeout ? 1 : res == relayRemoteError ? 3 : 2, none = 0;
+    if (!usable) error_.compare_exchange_strong(none, kind);
     std::string msg = "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
                       curOp_ + " failed: " + relayGetErrorString(res) + (text && *text ? ": " : "") +
                       (text ? text : "");
@@ -575,7 +726,7 @@ class RelayBackend : public c10d::Backend {
     if (n > 0) {
       relayLayout_t L = layout();
       check(relayAllReduce(d.data_ptr(), d.data_ptr(), &n, (relayDataType_t)relayDtype(d.scalar_type()),
-                           (relayRedOp_t)relayOp(op), &L, comm_, nullptr));
+                           (relayRedOp_t)relayOp(op), &L, cur_, stream_));
     }
     back(t, d);
   }
@@ -586,8 +737,8 @@ class RelayBackend : public c10d::Backend {
   [[noreturn]] void rejectCall(relayCollective_t coll, size_t count, int dtype, int op,
                                const std::string& why) {
     relayLayout_t L = layout();
-    fail(relayCallReject(coll, &count, (relayDataType_t)dtype, (relayRedOp_t)op, &L, 0, why.c_str(), comm_,
-                         nullptr));
+    fail(relayCallReject(coll, &count, (relayDataType_t)dtype, (relayRedOp_t)op, &L, 0, why.c_str(), cur_,
+                         stream_));
   }
 
   // Non-reducing calls move bytes: any dtype (bool, int16, complex) is served as uint8.
@@ -602,7 +753,7 @@ class RelayBackend : public c10d::Backend {
                      " x " + std::to_string(in.numel()));
     if (n > 0) {
       relayLayout_t L = layout();
-      check(relayAllGather(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+      check(relayAllGather(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, cur_, stream_));
     }
     back(output, out);
   }
@@ -625,7 +776,7 @@ class RelayBackend : public c10d::Backend {
     size_t n = static_cast<size_t>(block) * input.element_size();
     if (n > 0) {
       relayLayout_t L = layout();
-      check(relayAllGather(in.data_ptr(), flat.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+      check(relayAllGather(in.data_ptr(), flat.data_ptr(), &n, relayUint8, &L, cur_, stream_));
     }
     for (int i = 0; i < size_; i++) outputs[i].view(-1).copy_(flat.narrow(0, i * block, outputs[i].numel()));
   }
@@ -647,7 +798,7 @@ class RelayBackend : public c10d::Backend {
       relayLayout_t L = layout();
       check(relayReduceScatter(in.data_ptr(), out.data_ptr(), &n,
                                (relayDataType_t)relayDtype(in.scalar_type()), (relayRedOp_t)relayOp(op), &L,
-                               comm_, nullptr));
+                               cur_, stream_));
     }
     back(output, out);
   }
@@ -661,7 +812,7 @@ class RelayBackend : public c10d::Backend {
                      " elements must be equal and divisible by " + std::to_string(size_));
     if (n > 0) {
       relayLayout_t L = layout();
-      check(relayAllToAll(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, comm_, nullptr));
+      check(relayAllToAll(in.data_ptr(), out.data_ptr(), &n, relayUint8, &L, cur_, stream_));
     }
     back(output, out);
   }
@@ -683,8 +834,8 @@ class RelayBackend : public c10d::Backend {
         if (bytesOf(list[i]) != n || list[i].scalar_type() != mine.scalar_type())
           bad = "the root's tensor " + std::to_string(i) + " differs from this rank's in size or dtype";
       if (!bad.empty())
-        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), comm_,
-                              nullptr));
+        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), cur_,
+                              stream_));
       flat = isGather ? at::empty({static_cast<int64_t>(n) * size_}, mine.options().dtype(at::kByte))
                       : at::cat(flatViews(list)).view(at::kByte);
     }
@@ -692,11 +843,11 @@ class RelayBackend : public c10d::Backend {
     if (n > 0) {
       void* rootBuf = rank_ == root ? flat.data_ptr() : nullptr;
       if (isGather)
-        check(relayGather(d.data_ptr(), rootBuf, counts.data(), relayUint8, root, ranks_.data(), size_, comm_,
-                          nullptr));
+        check(relayGather(d.data_ptr(), rootBuf, counts.data(), relayUint8, root, ranks_.data(), size_, cur_,
+                          stream_));
       else
         check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_,
-                           comm_, nullptr));
+                           cur_, stream_));
     }
     if (!isGather) back(mine, d);
     if (isGather && rank_ == root && n > 0) {
@@ -708,10 +859,14 @@ class RelayBackend : public c10d::Backend {
   // abort: relayCommAbort first (it wakes a call in flight on the worker, which then fails; the queued
   // ones fail at once), then the worker ends. Not under mu_: a call in flight holds it. shutdown and the
   // destructor: the queued calls finish, then the comm is destroyed.
+  // The CUDA comm is a guest: its abort or destroy leaves NCCL's communicator to torch, and goes first
+  // (the communicator must outlive it).
   void release(bool abort) {
     if (abort) {
       released_ = true;
       relayComm_t c = comm_.exchange(nullptr);
+      if (c) relayCommAbort(c);
+      c = cudaComm_.exchange(nullptr);
       if (c) relayCommAbort(c);
       stopWorker();
       return;
@@ -721,9 +876,19 @@ class RelayBackend : public c10d::Backend {
     released_ = true;
     relayComm_t c = comm_.exchange(nullptr);
     if (c) relayCommDestroy(c);
+    c = cudaComm_.exchange(nullptr);
+    if (c) {
+      c10::DeviceGuard guard(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_)));
+      relayCommDestroy(c);
+    }
   }
 
   c10::intrusive_ptr<c10d::Backend> inner_;
+  c10::intrusive_ptr<c10d::Backend> cudaInner_;
+  std::atomic<relayComm_t> cudaComm_;
+  int cudaDevice_;
+  relayComm_t cur_ = nullptr;  // the comm and stream of the call in flight (under mu_)
+  void* stream_ = nullptr;
   std::string token_;
   int timeoutMs_;
   bool useRelay_;
@@ -731,6 +896,7 @@ class RelayBackend : public c10d::Backend {
   std::mutex mu_;  // one relaycc call at a time (relaycc.h: calls on one comm must not race)
   std::atomic<relayComm_t> comm_{nullptr};
   std::atomic<bool> released_{false};
+  std::atomic<int> error_{0};  // getError's value (c10d::ErrorType), 0 while none
   const char* curOp_ = "init";
   std::mutex pendingMu_;
   std::vector<WorkPtr> pending_;
@@ -748,13 +914,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   auto base = py::module::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<RelayBackend, c10::intrusive_ptr<RelayBackend>>(m, "RelayBackend", base)
       .def(
-          py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay) {
-            auto* raw = inner.cast<c10d::Backend*>();
-            auto ptr = c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(raw);
-            return c10::make_intrusive<RelayBackend>(ptr, rank, size, std::move(token), timeoutMs, useRelay);
+          py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay,
+                      py::object cudaInner, uintptr_t cudaComm, int cudaDevice) {
+            auto backend = [](py::object o) {
+              return o.is_none() ? c10::intrusive_ptr<c10d::Backend>()
+                                 : c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(
+                                       o.cast<c10d::Backend*>());
+            };
+            return c10::make_intrusive<RelayBackend>(backend(inner), rank, size, std::move(token), timeoutMs,
+                                                     useRelay, backend(cudaInner),
+                                                     reinterpret_cast<relayComm_t>(cudaComm), cudaDevice);
           }),
           py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
-          py::arg("use_relay"))
+          py::arg("use_relay"), py::arg("cuda_inner") = py::none(), py::arg("cuda_comm") = 0,
+          py::arg("cuda_device") = -1)
+      .def("abort_relay", &RelayBackend::abortRelay, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("cuda_active", &RelayBackend::cudaActive)
       .def_property_readonly("relay_active", &RelayBackend::relayActive)
       .def_property_readonly("comm_created", &RelayBackend::commCreated);
 }
