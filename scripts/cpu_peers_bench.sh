@@ -79,9 +79,13 @@ bytes() { # 4K -> 4096
     K|k) echo $((v << 10)) ;; M|m) echo $((v << 20)) ;; G|g) echo $((v << 30)) ;; *) echo "$1" ;;
   esac
 }
-# Iterations per size: ~256 MiB of input per repetition, 5..200 calls (200 x 1 MiB and
-# 5 x 64 MiB keep one repetition of every cell at 8 ranks within a few seconds).
-iter_bytes=$((256 << 20)) iter_min=5 iter_max=200 warmup=3
+# Iterations per size: ~64 MiB of input per repetition, 3..200 calls (200 up to 256 KiB, 64 x 1 MiB,
+# 16 x 4 MiB, 4 x 16 MiB, 3 x 64 MiB). Three repetitions of every peer at 2, 4 and 8 ranks must fit one
+# 540 s device call with the setup: the first 16-core run (docs/perf/2026-12-04-cpu-peers-16core.md) spent
+# 110 s on setup and 304 s on ONE repetition at 256 MiB and 5..200 (relaycc 21 s, Open MPI 24, gloo 193,
+# DeepSpeed 66), so it ran out in the second. gloo's cells are capped by time instead (--cell-seconds:
+# 0.1 s for gloo, whose 4 KiB calls take milliseconds, 0.25 for DeepSpeed's 16 cells).
+iter_bytes=$((64 << 20)) iter_min=3 iter_max=200 warmup=3
 iters_for() {
   local n=$((iter_bytes / $1))
   [ $n -lt $iter_min ] && n=$iter_min
@@ -100,12 +104,14 @@ say "# command: $0 $args"
 say "# ranks: $ranks; colls: $colls; sizes: $sizes; reps: $reps; budget: ${budget}s; stat: $stat"
 
 # ---- relaycc ----
-bench=$build/relaycc-bench
+# Built in the background while the peers are set up (DeepSpeed's compile alone is most of the setup on a
+# bare machine); the runs wait for it below.
+bench=$build/relaycc-bench relpid=""
 if has relaycc && [ ! -x "$bench" ]; then
   say "# building relaycc-bench in $build"
-  cmake -S "$repo" -B "$build" -DRELAY_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Release >> "$log" 2>&1 &&
-    cmake --build "$build" -j"$(nproc)" --target relaycc-bench >> "$log" 2>&1 ||
-    { say "relaycc-bench build failed"; exit 1; }
+  (cmake -S "$repo" -B "$build" -DRELAY_WITH_CUDA=OFF -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$build" -j"$(nproc)" --target relaycc-bench) > "$work/relaycc-build.log" 2>&1 &
+  relpid=$!
 fi
 
 # ---- Open MPI from its wheel ----
@@ -137,14 +143,15 @@ if has gloo || has deepspeed; then
     [ -x "$tv/bin/python" ] || python3 -m venv "$tv"
     "$tv/bin/pip" install -q --no-index --find-links "$wheels" torch >> "$log" 2>&1 && py=$tv/bin/python
   fi
-  if [ -z "$py" ] || ! "$py" -c 'import torch' 2>/dev/null; then
+  tver=$([ -n "$py" ] && "$py" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+  if [ -z "$tver" ]; then
     say "# gloo, deepspeed: no python with torch (--python, or torch wheels in --wheels): left out"
     py=""
   else
-    say "# torch: $("$py" -c 'import torch; print(torch.__version__)') ($py)"
+    say "# torch: $tver ($py)"
   fi
 fi
-dssrc=""
+dssrc="" dspid=""
 if [ -n "$py" ] && has deepspeed; then
   if [ -z "$ds" ]; then
     say "# deepspeed: no --deepspeed checkout: left out"
@@ -156,20 +163,35 @@ if [ -n "$py" ] && has deepspeed; then
       dssrc=$work/ds-src/csrc/cpu/comm
   fi
   if [ -n "$dssrc" ]; then
-    dsrev=$(git -C "$ds" rev-parse --short=12 HEAD 2>/dev/null ||
-      git --git-dir="$ds" rev-parse --short=12 HEAD 2>/dev/null)
-    say "# deepspeed: csrc/cpu/comm at ${dsrev:-unknown revision}, compiling (-O2 -fopenmp)"
-    # The build is keyed by the revision, so a rerun reuses it.
-    dsbuild=$work/ds-build-${dsrev:-x}
-    if ! "$py" -c "import sys; sys.path.insert(0, '$here/cpu_peers'); import torch_peers as t; \
-t.build_deepspeed('$dssrc', '$dsbuild')" >> "$log" 2>&1; then
-      say "# deepspeed: compiling failed (see run.log): left out"
-      dssrc=""
+    # Its own revision only: a copy without a .git of its own inside another checkout (the device's
+    # .cpu-peers/ds) would otherwise name the enclosing repository's commit.
+    dsrev=""
+    if [ "$(git -C "$ds" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$ds" && pwd -P)" ]; then
+      dsrev=$(git -C "$ds" rev-parse --short=12 HEAD 2>/dev/null)
+    elif [ "$(git --git-dir="$ds" rev-parse --is-bare-repository 2>/dev/null)" = true ]; then
+      dsrev=$(git --git-dir="$ds" rev-parse --short=12 HEAD 2>/dev/null)
     fi
+    say "# deepspeed: csrc/cpu/comm at ${dsrev:-unknown revision}, compiling (-O2 -fopenmp) in the background"
+    # The build is keyed by the revision (and the sources' digest), so a rerun reuses it.
+    dsbuild=$work/ds-build-${dsrev:-$(cat "$dssrc"/shm.cpp "$dssrc"/shm_interface.cpp | sha1sum | cut -c1-12)}
+    "$py" -c "import sys; sys.path.insert(0, '$here/cpu_peers'); import torch_peers as t; \
+t.build_deepspeed('$dssrc', '$dsbuild')" > "$work/ds-build.log" 2>&1 &
+    dspid=$!
   elif [ -n "$ds" ]; then
     say "# deepspeed: $ds has no csrc/cpu/comm/shm.cpp: left out"
   fi
 fi
+
+# ---- the builds started above ----
+if [ -n "$relpid" ]; then
+  wait "$relpid" || { cat "$work/relaycc-build.log" >> "$log"; say "relaycc-bench build failed"; exit 1; }
+  cat "$work/relaycc-build.log" >> "$log"
+fi
+if [ -n "$dspid" ]; then
+  wait "$dspid" || { dssrc=""; say "# deepspeed: compiling failed (see run.log): left out"; }
+  cat "$work/ds-build.log" >> "$log"
+fi
+say "# setup took $(( $(date +%s) - start ))s"
 
 # ---- the runs ----
 run_peer() { # peer nranks rep
@@ -204,9 +226,11 @@ run_peer() { # peer nranks rep
     gloo|deepspeed)
       [ -n "$py" ] || return
       [ "$p" = deepspeed ] && [ -z "$dssrc" ] && return
+      local cellsec=0.25
+      [ "$p" = gloo ] && cellsec=0.1
       timeout "$t" "$py" "$here/cpu_peers/torch_peers.py" --peer "$p" --ranks "$n" --colls "$colls" \
         --dtypes float,bfloat16 --sizes "$sizes" --iter-bytes $iter_bytes --iter-min $iter_min \
-        --iter-max $iter_max --warmup $warmup --rep "$rep" --timeout "$t" --cell-seconds 0.25 \
+        --iter-max $iter_max --warmup $warmup --rep "$rep" --timeout "$t" --cell-seconds "$cellsec" \
         ${dssrc:+--ds-src "$dssrc" --ds-build "$dsbuild"} 2>> "$log" | grep '^{' >> "$results" ||
         say "# $p failed at $n ranks, repetition $rep" ;;
   esac

@@ -42,6 +42,9 @@ static int gRoute = relayRouteOneShot;
  * take the one-copy path (comm->lastWindow UINT32_MAX) and a smaller one the staged path; 0 when every call
  * must be staged (a rank refused cross-memory attach); -1: not checked. */
 static int gCmaWant = -1;
+/* The one-copy floors gCmaWant checks against: RELAYCC_SHM_CMA_BYTES's for 3 or more actives, the pair's
+ * (the lower of it and RELAYCC_SHM_CMA_PAIR_BYTES) for 2; the bwcma- cases set both to 64. */
+static size_t gCmaFloor = 64, gCmaPairFloor = 64;
 
 /* Input of active `src` at element e of call `call`: small integers (exact in
  * bf16 and in fp32 sums of 8) that change with every call and every rank. */
@@ -268,7 +271,7 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
             relayRouteName(route), relayRouteName(expectRoute));
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
-      int want = gCmaWant && in * es >= 64;
+      int want = gCmaWant && in * es >= (A == 2 ? gCmaPairFloor : gCmaFloor);
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
               "rank %d call %d %s of %zu bytes: %s path, expected %s", rank, call, relayCollName(a->coll),
               in * es, comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
@@ -591,6 +594,24 @@ static int runCmaRefused(void) {
   return 0;
 }
 
+/* The defaults (RELAYCC_SHM_CMA_BYTES 64 KiB, RELAYCC_SHM_CMA_PAIR_BYTES 4 KiB) on the forced bw route: 2
+ * actives take the one-copy path from 4 KiB of each rank's input on, 3 stay staged below 64 KiB. */
+static int runCmaPair(void) {
+  unsetenv("RELAYCC_SHM_CMA_BYTES");
+  unsetenv("RELAYCC_SHM_CMA_PAIR_BYTES");
+  gCmaWant = 1;
+  gCmaFloor = 64 << 10, gCmaPairFloor = 4 << 10;
+  runArg a = {2, 3, 0, 1, relayCollectiveAllGather, relayFloat32, relaySum, 0, 2048, relayRouteOneShot};
+  launch("bw pair floor: all-gather A=2 of 8 KiB, one copy", rankRun, &a, 240);
+  a.A = 3;
+  launch("bw pair floor: all-gather A=3 of 8 KiB, staged", rankRun, &a, 240);
+  a.A = 2, a.coll = relayCollectiveAllReduce, a.count = 512;
+  launch("bw pair floor: all-reduce A=2 of 2 KiB, staged", rankRun, &a, 240);
+  a.count = 4096, a.coll = relayCollectiveReduceScatter;
+  launch("bw pair floor: reduce-scatter A=2 of 32 KiB, one copy", rankRun, &a, 240);
+  return 0;
+}
+
 /* Ranks 7 and 3 run one-copy all-reduces of 4 MiB back to back; rank 3 is killed 300 ms in: rank 7's
  * call ends within 3 s (deadline 60 s), its error naming rank 3, whether it was copying from the dead
  * process or waiting for it. */
@@ -677,6 +698,7 @@ BW_OF(runBwRing1)
 BW_OF(runBwAbort)
 BW_OF(runBwDisagree)
 BW_OF(runBwOff)
+BW_OF(runCmaPair)
 
 /* The bw cases again with every call of 64 bytes or more on the one-copy path. */
 #define CMA_OF(f)                             \
@@ -730,6 +752,7 @@ static const tCase kCases[] = {
     BW("disagree", runBwDisagree),
     BW("route", caseRoute),
     BW("off", runBwOff),
+    BW("pairfloor", runCmaPair),
     CMA("skew", runSkew),
     CMA("backtoback", runBackToBack),
     CMA("twocomms", runTwoComms),

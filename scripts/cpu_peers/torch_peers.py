@@ -58,11 +58,11 @@ def ds_module_path(build):
 def build_deepspeed(src, build):
     """Compiles DeepSpeed's two shm sources into a Python extension with g++ (no ninja
     needed), with the flags its builder names for them (-O2 -fopenmp)."""
-    import torch
-    from torch.utils import cpp_extension
     out = ds_module_path(build)
     if os.path.exists(out):
-        return out
+        return out  # before importing torch: that import alone took 7 s of a 15 s launch on 2 cores
+    import torch
+    from torch.utils import cpp_extension
     os.makedirs(build, exist_ok=True)
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     cmd = ["g++", "-shared", "-fPIC", "-O2", "-fopenmp", "-std=c++20",
@@ -106,8 +106,10 @@ def child(a):
                 block = count // n
                 if count <= 0 or (coll in ("reducescatter", "alltoall") and count % n):
                     continue
-                # Inputs that encode source and index (small, so bf16 sums stay exact).
-                idx = torch.arange(count, dtype=torch.int64) % 8
+                # Inputs that encode source and index (small, so bf16 sums stay exact). float32 holds every
+                # value exactly (at most 8 * 7 + 8 * 28 = 280) in half the bytes of the int64/float64 images
+                # these were built from before: those took 1.9 s of a 64 MiB cell at 2 ranks on 2 cores.
+                idx = (torch.arange(count, dtype=torch.int32) % 8).to(torch.float32)
                 inp = (idx + 8 * r).to(dt)
                 outc = count * n if coll == "allgather" else block if coll == "reducescatter" else count
                 out = torch.empty(outc, dtype=dt)
@@ -126,37 +128,47 @@ def child(a):
                     call = lambda: dist.all_to_all_single(out, inp)
                 # One call checked against the serial reference before timing.
                 err = ""
+                t0 = time.perf_counter()
                 try:
                     call()
                 except (RuntimeError, ValueError) as e:
                     err = str(e).splitlines()[0][:160]
+                first = time.perf_counter() - t0
                 wrong = 0
                 if not err:
-                    ranks = torch.arange(n, dtype=torch.float64)
-                    i64 = idx.to(torch.float64)
+                    # Rows per source broadcast against the index, never materialized n times (the repeats
+                    # were 3.9 s of a 64 MiB all-gather cell at 2 ranks on 2 cores).
+                    ranks = torch.arange(n, dtype=torch.float32).unsqueeze(1)
+                    got = out.to(torch.float32)
                     if coll == "allreduce":
-                        want = n * i64 + 8 * ranks.sum()
+                        want = n * idx + 8 * ranks.sum()
                     elif coll == "allgather":
-                        want = (i64.repeat(n) + 8 * ranks.repeat_interleave(count))
+                        got, want = got.view(n, count), idx.unsqueeze(0) + 8 * ranks
                     elif coll == "reducescatter":
-                        want = n * i64[r * block:(r + 1) * block] + 8 * ranks.sum()
+                        want = n * idx[r * block:(r + 1) * block] + 8 * ranks.sum()
                     else:
-                        want = (i64[r * block:(r + 1) * block].repeat(n) + 8 * ranks.repeat_interleave(block))
-                    wrong = int((out.to(torch.float64) != want).sum())
-                flag = torch.tensor([1.0 if err else 0.0])
+                        mine = idx[r * block:(r + 1) * block].unsqueeze(0)
+                        got, want = got.view(n, block), mine + 8 * ranks
+                    wrong = int((got != want).sum())
+                flag = torch.tensor([1.0 if err else 0.0, first], dtype=torch.float64)
                 dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-                if flag.item():
+                if flag[0].item():
                     if r == 0:
                         print(json.dumps({"peer": a.peer, "ranks": n, "coll": coll, "dtype": dname,
                                           "bytes": size, "rep": a.rep, "unsupported": err or "on a peer"}),
                               flush=True)
                     continue
                 # gloo's slowest calls are milliseconds where the others take microseconds: the
-                # warm-up's slowest call caps the count so one cell stays near --cell-seconds.
+                # warm-up's slowest iteration, its barrier included (gloo's barrier costs milliseconds
+                # itself), caps the count so one cell stays near --cell-seconds; and the checked call's
+                # time (the slowest rank's, agreed above) cuts the warm-up to the calls that fit that
+                # time, at least one (a 64 MiB all-gather at 8 ranks took 0.78 s a call on the 16-core
+                # host, and 3 warm-up calls of it were as many as its timed ones).
                 warm = torch.zeros(1, dtype=torch.float64)
-                for _ in range(a.warmup):
-                    dist.barrier()
+                nwarm = max(1, min(a.warmup, int(a.cell_seconds / max(flag[1].item(), 1e-9))))
+                for _ in range(nwarm):
                     t0 = time.perf_counter()
+                    dist.barrier()
                     call()
                     warm[0] = max(warm[0].item(), time.perf_counter() - t0)
                 dist.all_reduce(warm, op=dist.ReduceOp.MAX)

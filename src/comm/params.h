@@ -164,6 +164,17 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "other's buffers in one copy (process_vm_readv / writev, probed and voted when the route is set up; "    \
     "where a peer cannot be reached every rank stays staged, `RELAYCC_DEBUG=1` says why) instead of "        \
     "through the staging ring; 0: never")                                                                    \
+  /* 4 KiB: for 2 actives the router decides from here (sim.c: the one-shot's staged reads, topo.h           \
+   * stagedReadBw, against the one-copy path). 2 ranks of a 2-core EPYC, medians of 400 calls, one-shot      \
+   * against one copy: all-gather 4 KiB 2.5-3.3 us against 3.5-3.9, 16 KiB 9.4-11.3 against 5.3-5.4;         \
+   * all-reduce 16 KiB 11.9-12.0 against 6.9-7.0; all-to-all 16 KiB 5.3-5.5 against 4.3-5.2. More actives    \
+   * keep RELAYCC_SHM_CMA_BYTES: the one-copy path's costs per peer there are not measured yet, and 4 ranks  \
+   * on 2 cores took twice the one-shot's time on it from 4 to 16 KiB.                                       \
+   */                                                                                                        \
+  X(SHM_CMA_PAIR_BYTES, "RELAYCC_SHM_CMA_PAIR_BYTES", BYTES, AGREED, 4 << 10, 0, 1LL << 40, -1, "4 KiB",     \
+    "shm bandwidth route, 2 active ranks: the one-copy floor instead of `RELAYCC_SHM_CMA_BYTES` (the lower " \
+    "of the two counts; `RELAYCC_SHM_CMA_BYTES=0` still turns the path off); from it the router weighs "     \
+    "the one-copy path against the one-shot")                                                                \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \

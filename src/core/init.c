@@ -320,7 +320,10 @@ static relayResult_t initShm(const char* fn, relayComm_t* out, int nranks, int r
   if (res == relaySuccess) res = relayInitFinish(c, "cpu", NULL);
   /* The router prices the shm transport's one-copy path (topo.h oneCopyBytes; bw.c unsets it where the
    * ranks cannot reach each other's memory). */
-  if (res == relaySuccess && c->topo) c->topo->oneCopyBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_BYTES);
+  if (res == relaySuccess && c->topo) {
+    c->topo->oneCopyBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_BYTES);
+    c->topo->oneCopyPairBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_PAIR_BYTES);
+  }
   return relayInitEnd(c, res, out);
 }
 

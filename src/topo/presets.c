@@ -180,6 +180,13 @@ static void presetCpu(struct relayTopo* t) {
   t->memBw = 2 * 23 * GBS;
   t->reduceBw = 16 * GBS;
   t->hopS = 2 * US;
+  /* The one-shot's cost per byte at 2 ranks, medians of 400 calls: 0.55-0.6 us per KiB a rank pushes on the
+   * 2-core EPYC (all-gather 16 KiB 9.4-11.3 us, 4 KiB 2.5-3.3), 0.28 us on the 16-core Xeon of
+   * docs/perf/2026-12-04-cpu-peers-16core.md (6.0 and 2.6 us), against ~0.1 us on the one-copy path
+   * (10-12 GB/s): 1.8 and 3.6 GB/s for push and read together, 12 GB/s of it the push. 4 GB/s puts the
+   * pair's crossover near 6 KiB of each rank's input for all-gather and all-reduce and near 12 KiB for
+   * all-to-all and reduce-scatter; the EPYC's were 6, 8, 16 and 8-16 KiB. */
+  t->stagedReadBw = 4 * GBS;
 }
 
 typedef struct {

@@ -111,6 +111,15 @@ struct relayTopo {
    * of through staging. 0: none (every GPU model; a CPU comm whose ranks cannot reach each other's
    * memory). Set from RELAYCC_SHM_CMA_BYTES when a shm comm loads its model. */
   double oneCopyBytes;
+  /* The same floor for 2 active ranks (RELAYCC_SHM_CMA_PAIR_BYTES, the lower of the two, while oneCopyBytes
+   * is not 0); 0: oneCopyBytes. */
+  double oneCopyPairBytes;
+
+  /* The rate at which one of 2 active ranks reads what its peer has just written into shared staging (the
+   * one-shot's slots), bytes/s: each such line crosses from the writer's core to the reader's on every call,
+   * where the one-copy path's writes stay in the writer's cache and its reads hit lines the peer left clean.
+   * Priced for pairs only, where it was measured (presets.c); 0: not priced (every GPU model). */
+  double stagedReadBw;
 
   /* ---- calibration against the library's measured kernels (docs/model.md) ----
    * The links carry linkBw; the library's kernels move less, by an amount

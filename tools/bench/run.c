@@ -85,6 +85,7 @@ typedef struct {
   double* maxTimes; /* [iters*reps] max over ranks */
   double* all;      /* [nranks * TIMES_PER_AGREE] */
   int checkedOnce;
+  int warmedOnce; /* the first row's warm-up ran (warmUp) */
   /* Scatter and gather: the rank set is the layout's ranks, as one group. */
   relayLayout_t set;
   int nSet, member, isRoot; /* member: index in the set, -1 outside */
@@ -126,11 +127,27 @@ static int failRank(rankCtx* x, const char* what, relayCollective_t coll, uint64
   return 1;
 }
 
-/* Warm-up calls of one target, then wait for them. */
-static int warmUp(rankCtx* x, const benchCall* c, benchTarget t) {
-  for (int i = 0; i < x->o->warmup; i++)
-    if (x->be->run(&x->r, c, t)) return 1;
-  return x->be->sync(&x->r);
+/* The first timed row of a run warms up for at least this long on its slowest rank: the first 16-core
+ * cpu-peers run (docs/perf/2026-12-04-cpu-peers-16core.md) read 107 us for the median of its first row, a
+ * 4 KiB all-reduce whose minimum was 2.8 us and whose bf16 twin, later in the run, took 3.3 us; an earlier
+ * run read 0.43 of Open MPI in the same first cell. -w calls (3) of a few microseconds end long before a
+ * process that has just started (and its cores) runs at its steady pace. */
+#define BENCH_FIRST_WARMUP_NS (50ull * 1000000ull)
+
+/* Warm-up calls of one target, then wait for them. The first row of the run repeats them until every
+ * rank has spent BENCH_FIRST_WARMUP_NS in them (agreed: all ranks make the same calls). */
+static int warmUp(rankCtx* x, const benchCall* c, benchTarget t, int first) {
+  uint64_t t0 = relayNowNs();
+  for (;;) {
+    for (int i = 0; i < x->o->warmup; i++)
+      if (x->be->run(&x->r, c, t)) return 1;
+    if (x->be->sync(&x->r)) return 1;
+    if (!first || x->o->warmup == 0) return 0;
+    double spent = (double)(relayNowNs() - t0), least = INFINITY;
+    if (x->be->agree(&x->r, &spent, x->all, sizeof spent)) return 1;
+    for (int q = 0; q < x->r.nranks; q++) least = fmin(least, x->all[q]);
+    if (least >= (double)BENCH_FIRST_WARMUP_NS) return 0;
+  }
 }
 
 /* Time iters calls of every target per repetition, the targets taking turns
@@ -446,7 +463,8 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
     memset(&rec, 0, sizeof rec);
     benchStats st[BENCH_NUM_TARGETS];
     memset(st, 0, sizeof st);
-    int prepared = 0;
+    int prepared = 0, firstRow = !x->warmedOnce; /* every target of the run's first row warms up long */
+    x->warmedOnce = 1;
     for (int t = 0; t < nTargets && !rc; t++, prepared++) {
       if (be->prepare && be->prepare(r, &c, (benchTarget)t)) {
         rc = failRank(x, "prepare", coll, bytes);
@@ -469,7 +487,7 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
         raise(SIGKILL);
       }
       x->checkedOnce = 1;
-      if (warmUp(x, &c, (benchTarget)t))
+      if (warmUp(x, &c, (benchTarget)t, firstRow))
         rc = failRank(x, t == BENCH_TARGET_RELAY ? "warm-up" : "baseline warm-up", coll, bytes);
     }
     if (!rc && timeTargets(x, &c, nTargets)) rc = failRank(x, "timed run", coll, bytes);

@@ -178,7 +178,8 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   res = relayVote(comm, ok, why, &v);
   if (res != relaySuccess) return res;
   s->cma = v.yes;
-  if (!v.yes && comm->topo) comm->topo->oneCopyBytes = 0; /* the router stops pricing it (topo.h) */
+  if (!v.yes && comm->topo) /* the router stops pricing it (topo.h) */
+    comm->topo->oneCopyBytes = comm->topo->oneCopyPairBytes = 0;
   if (!v.yes && relayDebugLevel() >= 1)
     fprintf(stderr,
             "relaycc: rank %d: shm bandwidth route stays staged (no one-copy path): rank %d voted no: %s\n",
@@ -556,7 +557,10 @@ static int bwCmaWanted(struct relayComm* comm, const bwState* s, const relayBwDe
   const relayOneShotDesc* d = &w->c;
   if (!s->cma) return 0;
   uint64_t in = d->count * es * (d->srcStride ? (uint64_t)d->nActive : 1); /* each rank's input */
-  return in >= (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES);
+  uint64_t floor = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES);
+  uint64_t pair = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_PAIR_BYTES);
+  if (d->nActive == 2 && pair > 0 && pair < floor) floor = pair; /* as sim.c bwSeconds prices it */
+  return in >= floor;
 }
 
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStream_t stream) {
