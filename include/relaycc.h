@@ -136,18 +136,27 @@ typedef struct {
   const int* ranks;
 } relayLayout_t;
 
-/* Routes. Auto asks the cost model; the others force a route (a route that
- * cannot serve a call falls back to direct). */
+/* Routes. Auto asks the cost model; the others force a route (a route that cannot serve a call falls back to
+ * direct). One row each, X(id, value, name): the enum below, the names RELAYCC_ROUTE and the tools take
+ * (relayGetEnumName gives the identifier) and the library's own tables are all made from these rows, so a new
+ * route is written here once. */
+/* clang-format off */
+#define RELAY_ROUTE_TABLE(X)                                                                                \
+  X(relayRouteAuto, 0, "auto")                                                                              \
+  X(relayRouteDirect, 1, "direct")   /* the active ranks exchange among themselves (send/recv plan) */      \
+  X(relayRouteRelay, 2, "relay")     /* part of each message through the helpers */                         \
+  X(relayRouteOneShot, 3, "oneshot") /* one push-reduce kernel into peers' registered staging */            \
+  X(relayRouteNative, 4, "native")   /* the transport library's own collective on each group (NCCL on a     \
+                                      * sub-communicator); auto uses it in place of direct where the        \
+                                      * transport has it, shm falls back to direct */                       \
+  X(relayRouteBw, 5, "bw")           /* bandwidth: tiles pipelined through a bounded staging ring in peers' \
+                                      * memory */
+/* clang-format on */
 typedef enum {
-  relayRouteAuto = 0,
-  relayRouteDirect = 1,  /* the active ranks exchange among themselves (send/recv plan) */
-  relayRouteRelay = 2,   /* part of each message through the helpers */
-  relayRouteOneShot = 3, /* one push-reduce kernel into peers' registered staging */
-  relayRouteNative = 4,  /* the transport library's own collective on each group
-                          * (NCCL on a sub-communicator); auto uses it in place of
-                          * direct where the transport has it, shm falls back to direct */
-  relayRouteBw = 5,      /* bandwidth: tiles pipelined through a bounded staging ring in peers' memory */
-  relayNumRoutes = 6
+#define RELAY_ROUTE_ENUM_(id, value, name) id = value,
+  RELAY_ROUTE_TABLE(RELAY_ROUTE_ENUM_)
+#undef RELAY_ROUTE_ENUM_
+      relayNumRoutes = 6
 } relayRoute_t;
 
 /* The collectives by number, where a call is named rather than made (relayCallReject, relayGetEnumName). */

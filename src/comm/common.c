@@ -60,13 +60,13 @@ int relayParseOp(const char* s, relayRedOp_t* out) {
   return -1;
 }
 
-/* A route added to the enum without its row in RELAY_ROUTE_TABLE fails the assertion below, rather than
- * leaving a NULL inside RELAYCC_ROUTE's choices. */
-#define RELAY_ROUTE_NAME_(id, name) [id] = name,
+/* The routes' names from their rows (relaycc.h RELAY_ROUTE_TABLE); values that skipped a number would leave a
+ * NULL inside RELAYCC_ROUTE's choices, which the assertion below refuses. */
+#define RELAY_ROUTE_NAME_(id, value, name) [id] = name,
 const char* const relayRouteNames[] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_NAME_)[relayNumRoutes] = NULL};
 #undef RELAY_ROUTE_NAME_
-#define RELAY_ROUTE_COUNT_(id, name) +1
-_Static_assert(0 RELAY_ROUTE_TABLE(RELAY_ROUTE_COUNT_) == relayNumRoutes, "a name per relayRoute_t");
+#define RELAY_ROUTE_COUNT_(id, value, name) +1
+_Static_assert(0 RELAY_ROUTE_TABLE(RELAY_ROUTE_COUNT_) == relayNumRoutes, "route values 0..relayNumRoutes-1");
 #undef RELAY_ROUTE_COUNT_
 
 const char* relayRouteName(int route) {

@@ -19,19 +19,6 @@ const char* relayTypeName(relayDataType_t dt);
 const char* relayOpName(relayRedOp_t op);
 int relayParseType(const char* s, relayDataType_t* out); /* 0 on success */
 int relayParseOp(const char* s, relayRedOp_t* out);
-/* The routes by name, one row each in relayRoute_t order ("auto" first): X(id, name). The one list that
- * relayRouteNames (so relayRouteName, relayParseRoute, RELAYCC_ROUTE's choices in params.c and the tools)
- * and relayGetEnumName's route names (api.c) are made from; a route's row is route/table.c's. */
-/* One row per line, left alone by the formatter: clang-format 14 re-wraps these rows on every pass. */
-// clang-format off
-#define RELAY_ROUTE_TABLE(X)      \
-  X(relayRouteAuto, "auto")       \
-  X(relayRouteDirect, "direct")   \
-  X(relayRouteRelay, "relay")     \
-  X(relayRouteOneShot, "oneshot") \
-  X(relayRouteNative, "native")   \
-  X(relayRouteBw, "bw")
-// clang-format on
 /* The routes' names, indexed by relayRoute_t and NULL-terminated. */
 extern const char* const relayRouteNames[];
 const char* relayRouteName(int route);        /* "?" outside relayRoute_t */

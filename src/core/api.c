@@ -807,7 +807,7 @@ static const char* const kTypeNames[relayNumTypes] = {
 static const char* const kOpNames[relayNumOps] = {RELAY_ENUM_NAME_(relaySum), RELAY_ENUM_NAME_(relayProd),
                                                   RELAY_ENUM_NAME_(relayMax), RELAY_ENUM_NAME_(relayMin),
                                                   RELAY_ENUM_NAME_(relayAvg)};
-#define RELAY_ROUTE_ENUM_NAME_(id, name) RELAY_ENUM_NAME_(id),
+#define RELAY_ROUTE_ENUM_NAME_(id, value, name) RELAY_ENUM_NAME_(id),
 static const char* const kRouteNames[relayNumRoutes] = {RELAY_ROUTE_TABLE(RELAY_ROUTE_ENUM_NAME_)};
 #undef RELAY_ROUTE_ENUM_NAME_
 static const char* const kEnumNames[relayNumEnums] = {

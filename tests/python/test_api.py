@@ -84,14 +84,18 @@ HEADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "i
 
 
 def _header_enums(text):
-  """{C type name: {identifier: value}} of every `typedef enum {...} name;` in text, and the result table's
-  X(name, value, msg) rows as relayResult_t."""
+  """{C type name: {identifier: value}} of every `typedef enum {...} name;` in text; an enum made from a table
+  (`RELAY_<NAME>_TABLE(X)`, rows X(identifier, value, ...)) reads that table's rows."""
+  tables = {}
+  for name, body in re.findall(r"#define (RELAY_\w+_TABLE)\(X\)((?:[^\n]*\\\n)*[^\n]*)", text):
+    tables[name] = {k: int(v) for k, v in re.findall(r"X\((relay\w+), (\d+),", body)}
   out = {}
   for body, name in re.findall(r"typedef enum \{(.*?)\}\s*(\w+);", text, re.S):
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
     vals = dict((k, int(v)) for k, v in re.findall(r"(\w+)\s*=\s*(\d+)", body))
+    for table in re.findall(r"(RELAY_\w+_TABLE)\(", body):
+      vals.update(tables[table])
     out[name] = {k: v for k, v in vals.items() if not k.startswith("relayNum")}
-  out["relayResult_t"] = {k: int(v) for k, v in re.findall(r"X\((relay\w+), (\d+),", text)}
   return out
 
 
