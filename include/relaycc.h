@@ -160,7 +160,7 @@ typedef enum {
   relayCollectiveGather = 5,
   relayCollectiveSend = 6,      /* point-to-point: relaySend (kind relayKindPointToPoint) */
   relayCollectiveRecv = 7,      /* point-to-point: relayRecv */
-  relayCollectiveAllToAllv = 8, /* uneven all-to-all: relayAllToAllv (kind relayKindPerPeer) */
+  relayCollectiveAllToAllV = 8, /* uneven all-to-all: relayAllToAllv (kind relayKindPerPeer) */
   relayNumCollectives = 9
 } relayCollective_t;
 
@@ -412,7 +412,7 @@ RELAYCC_API relayResult_t relayAllToAllv(const void* sendbuff, const size_t* sen
  * for the reducing collectives only, root for the rooted ones only.
  * Point-to-point (relayCollectiveSend, relayCollectiveRecv): counts is {count}, root the peer, layout
  * NULL; like a bad buffer of relaySend/relayRecv, only the pair sees it (a valid peer is told, or its
- * data drained), inside a group too. relayCollectiveAllToAllv: counts NULL, the layout (one group); the
+ * data drained), inside a group too. relayCollectiveAllToAllV: counts NULL, the layout (one group); the
  * call counts on every rank and the peers see a shape error (check mode 1: every rank returns it). reason
  * NULL: "rejected by the binding". Never returns relaySuccess.
  */

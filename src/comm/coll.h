@@ -53,7 +53,7 @@ typedef enum {
     "ncclSend", "send", "")                                                                                 \
   X(relayCollectiveRecv, "recv", "relayRecv", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0,      \
     "ncclRecv", "recv", "")                                                                                 \
-  X(relayCollectiveAllToAllv, "alltoallv", "relayAllToAllv", relayKindPerPeer, 0, RELAY_COUNTS_PER_MEMBER,  \
+  X(relayCollectiveAllToAllV, "alltoallv", "relayAllToAllv", relayKindPerPeer, 0, RELAY_COUNTS_PER_MEMBER,  \
     1, 1, NULL, "all_to_all_v_single", "all_to_all_v a2av")
 
 /* One row as the table's readers see it (relayCollRowOf). */

@@ -707,7 +707,7 @@ relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, rela
   if (cl == relayCollectiveSend || cl == relayCollectiveRecv)
     return relayPt2ptReject(cl == relayCollectiveSend, counts ? counts[0] : 0, datatype, root, reason, comm,
                             stream);
-  if (cl == relayCollectiveAllToAllv) return relayAllToAllvReject(datatype, layout, reason, comm, stream);
+  if (cl == relayCollectiveAllToAllV) return relayAllToAllvReject(datatype, layout, reason, comm, stream);
   /* A rooted call's rank set: a layout of one group; none, or another
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0,
