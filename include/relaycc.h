@@ -345,14 +345,18 @@ RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, cons
  * other peers come between them. Collectives on the same comm keep their lockstep; a pair that orders a
  * transfer and a collective differently (rank a sends, then all-reduces; rank b all-reduces, then
  * receives) is an error on shm (relayInvalidUsage naming the peer), a hang on NCCL, as in NCCL.
- *   - Shape check, every check mode: the send's count and datatype travel with it; a receive whose count
- *     or datatype differs returns relayInvalidUsage naming both ranks and both shapes, writes nothing to
- *     buff, and consumes the message, so the pair stays in step and the comm usable. The sender has
- *     handed its data off and returns success (as NCCL's send does once its data left).
+ *   - Shape check, every check mode: a count or datatype that differs between the send and its receive
+ *     is relayInvalidUsage naming both ranks and both shapes, nothing written to the receive's buff, the
+ *     pair kept in step and the comm usable. Check mode 0 on shm: the send's count and datatype travel
+ *     with its data; the receiver returns the error and drains the message, the sender (its data handed
+ *     off) returns success. Check mode 1, and every call on NCCL (through the comm's shm control plane,
+ *     a host round per group; a captured group is checked when captured): the pair exchanges its tags
+ *     before any data moves, so BOTH ends return the error and neither moves the transfer.
  *   - A bad argument (datatype, a NULL buff with count > 0) returns relayInvalidArgument on the caller and
  *     writes nothing; its peer learns it at the matching transfer (a send tells the receiver, whose
- *     receive returns relayRemoteError naming it; a receive drains the sender's data), so only the pair
- *     sees it. A peer outside [0, nranks) is rejected on the caller only (nobody to tell).
+ *     receive returns relayRemoteError naming it; a receive drains the sender's data, and where the pair
+ *     checks first the sender's send returns relayRemoteError naming it), so only the pair sees it. A
+ *     peer outside [0, nranks) is rejected on the caller only (nobody to tell).
  *   - Every wait has the comm's deadline (relayTimeout naming the peer and the bytes moved); a peer that
  *     died, failed or aborted is relayRemoteError naming it.
  *   - peer == own rank: a send and a receive to oneself pair in order, inside one group.

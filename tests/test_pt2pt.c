@@ -63,9 +63,11 @@ static void allReduceCheck(int rank, int nranks, relayComm_t c) {
 }
 
 /* Ring: each rank sends to the next and receives from the previous, in one group, both orders. */
+static int gCheckMode; /* the check-mode rows' wrappers set it */
+
 static int ringRank(int rank, int nranks, void* arg) {
   (void)arg;
-  relayComm_t c = commOf(rank, nranks, 0, 30000);
+  relayComm_t c = commOf(rank, nranks, gCheckMode, 30000);
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
   for (int rep = 0; rep < 3; rep++) {
     size_t sn = pairCount(next == rank ? rank : rank, next) + (size_t)rep,
@@ -96,7 +98,7 @@ static int ringRank(int rank, int nranks, void* arg) {
 /* All pairs, self included, two transfers per pair, in one group (nested). */
 static int allPairsRank(int rank, int nranks, void* arg) {
   (void)arg;
-  relayComm_t c = commOf(rank, nranks, 0, 30000);
+  relayComm_t c = commOf(rank, nranks, gCheckMode, 30000);
   int32_t *s[8][2], *r[8][2];
   T_OK(relayGroupStart());
   for (int q = 0; q < nranks; q++)
@@ -125,17 +127,34 @@ static int allPairsRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* The same in check mode 1: the pair's check round before the data (the NCCL path's logic, on shm). */
+static int ringCheckRank(int rank, int nranks, void* arg) {
+  gCheckMode = 1;
+  return ringRank(rank, nranks, arg);
+}
+static int allPairsCheckRank(int rank, int nranks, void* arg) {
+  gCheckMode = 1;
+  return allPairsRank(rank, nranks, arg);
+}
+
 /* A count or datatype that differs within a pair: the receiver's error names both ranks, its buffer
  * untouched; the pair stays in step and the comm usable. Ranks 2, 3 are not involved. */
 static int mismatchRank(int rank, int nranks, void* arg) {
-  (void)arg;
-  relayComm_t c = commOf(rank, nranks, 0, 20000);
+  int checkMode = (int)(intptr_t)arg;
+  relayComm_t c = commOf(rank, nranks, checkMode, 20000);
   int32_t s[64], r[64];
   fill(s, rank, rank ^ 1, 64);
   poison(r, 64);
-  if (rank == 0) {
+  if (rank == 0 && !checkMode) {
     T_OK(relaySend(s, 10, relayInt32, 1, c, NULL)); /* handed off: the sender does not wait */
     T_OK(relaySend(s, 10, relayFloat32, 1, c, NULL));
+    T_OK(relaySend(s, 12, relayInt32, 1, c, NULL));
+  } else if (rank == 0) {
+    /* Check mode 1: the pair checks first, so the sender fails too, naming both. */
+    expectError(rank, c, relaySend(s, 10, relayInt32, 1, c, NULL), relayInvalidUsage,
+                "rank 0 sends 10 x int32", "rank 1 receives 11 x int32");
+    expectError(rank, c, relaySend(s, 10, relayFloat32, 1, c, NULL), relayInvalidUsage, "10 x float,",
+                "10 x int32");
     T_OK(relaySend(s, 12, relayInt32, 1, c, NULL));
   } else if (rank == 1) {
     expectError(rank, c, relayRecv(r, 11, relayInt32, 0, c, NULL), relayInvalidUsage,
@@ -156,8 +175,8 @@ static int mismatchRank(int rank, int nranks, void* arg) {
  * told to the peer, whose receive fails naming the rejecting rank, and the pair stays in step; a
  * receive that is rejected drains its sender's data. relayCallReject's transfers too. */
 static int badArgRank(int rank, int nranks, void* arg) {
-  (void)arg;
-  relayComm_t c = commOf(rank, nranks, 0, 20000);
+  int checkMode = (int)(intptr_t)arg;
+  relayComm_t c = commOf(rank, nranks, checkMode, 20000);
   int32_t s[16], r[16];
   fill(s, rank, rank ^ 1, 16);
   poison(r, 16);
@@ -174,8 +193,11 @@ static int badArgRank(int rank, int nranks, void* arg) {
         relayCallReject(relayCollectiveSend, &one, relayInt32, relaySum, NULL, 1, "bad tensor", c, NULL),
         relayInvalidArgument, "bad tensor", NULL);
     T_OK(relaySend(s, 5, relayInt32, 1, c, NULL));
-    /* Rank 1 rejects its receive: the data is drained, the next transfer matches. */
-    T_OK(relaySend(s, 6, relayInt32, 1, c, NULL));
+    /* Rank 1 rejects its receive: the data is drained (check mode 1: the sender learns it first). */
+    if (checkMode)
+      expectError(rank, c, relaySend(s, 6, relayInt32, 1, c, NULL), relayRemoteError, "rank 1 rejected",
+                  "nothing was sent");
+    else T_OK(relaySend(s, 6, relayInt32, 1, c, NULL));
     T_OK(relaySend(s, 7, relayInt32, 1, c, NULL));
   } else if (rank == 1) {
     for (int k = 0; k < 3; k++) {
@@ -360,8 +382,27 @@ static const tCase kCases[] = {
     P2P("allpairs-4", allPairsRank, 4),
     P2P("allpairs-7", allPairsRank, 7),
     P2P("allpairs-8", allPairsRank, 8),
-    P2P("mismatch", mismatchRank, 4),
-    P2P("badarg", badArgRank, 4),
+    {.name = "mismatch",
+     .rank = mismatchRank,
+     .arg = (void*)0,
+     .ranks = 4,
+     .deadlineS = 120,
+     .timeoutS = 180},
+    {.name = "mismatch-check",
+     .rank = mismatchRank,
+     .arg = (void*)1,
+     .ranks = 4,
+     .deadlineS = 120,
+     .timeoutS = 180},
+    {.name = "badarg", .rank = badArgRank, .arg = (void*)0, .ranks = 4, .deadlineS = 120, .timeoutS = 180},
+    {.name = "badarg-check",
+     .rank = badArgRank,
+     .arg = (void*)1,
+     .ranks = 4,
+     .deadlineS = 120,
+     .timeoutS = 180},
+    P2P("ring-3-check", ringCheckRank, 3),
+    P2P("allpairs-6-check", allPairsCheckRank, 6),
     {.name = "interleave",
      .rank = interleaveRank,
      .arg = (void*)0,

@@ -65,7 +65,7 @@ struct relayComm {
    * group), read by the transport. inPt2pt: a point-to-point group is in flight (errors then name no
    * call number, and the shm judge ignores call numbers). */
   uint64_t* pairSeq;
-  const relayXferTag* xferTags;
+  relayXferTag* xferTags;
   int inPt2pt;
   int failed; /* sticky: an error after data may have moved */
   /* A guest comm serves a communicator relaycc does not own (relayCommInitNccl over the user's; the

@@ -43,8 +43,12 @@ typedef struct {
  * rejected its own transfer but keeps the pair in step). A transport that carries tags (shm) checks
  * each pair's tags and drains a transfer whose tags differ, so the receiver's buffer stays untouched and
  * the pair in step; one that does not (NCCL) has core check them on its control plane first. */
-enum { RELAY_TAG_REJECT = 1, RELAY_TAG_DRAIN = 2 };
+enum { RELAY_TAG_REJECT = 1, RELAY_TAG_DRAIN = 2, RELAY_TAG_FAILED = 4 };
+/* RELAY_TAG_FAILED is the transport's answer: it sets it on a receive's tag whose transfer did not
+ * arrive whole (drained: the pair disagreed, or an end rejected it), so core knows which transfers of a
+ * check round (core/pt2pt.c: an ACK tag carries a receive's tag back to its sender) failed on each end. */
 #define RELAY_TAG_PAIR (1ull << 63)
+#define RELAY_TAG_ACK (1ull << 62)
 typedef struct {
   uint64_t seq;
   uint64_t count;

@@ -79,6 +79,65 @@ static relayResult_t commUsable(struct relayComm* c) {
   return relaySuccess;
 }
 
+/* The pairwise check round (check mode 1 on shm; every call on NCCL, whose data path carries no tags:
+ * on its control plane, the shm comm under it): each transfer's tag goes to its peer with no bytes, and
+ * each receive's tag comes back to its sender (an ACK), so BOTH ends learn which transfers the pair
+ * disagrees on or rejected (RELAY_TAG_FAILED on the tag) before any data moves. k is the comm that runs
+ * the round (c itself, or c->ctrl); its error text becomes c's. */
+static relayResult_t pt2ptCheck(struct relayComm* c, struct relayComm* k, relayXferTag* tags,
+                                const int* peers, int ns, int nx, const char* name) {
+  relayXferDesc* x = calloc(2 * (size_t)nx, sizeof *x);
+  relayXferTag* ct = malloc(2 * (size_t)nx * sizeof *ct);
+  if (!x || !ct) {
+    free(x);
+    free(ct);
+    return relaySetError(c, relaySystemError, "out of memory for a check round of %d transfers", nx);
+  }
+  int nr = nx - ns;
+  /* sends: forward sends [0, ns), ACKs of receives [ns, nx); receives: forward receives [nx, nx + nr),
+   * ACK receives of sends [nx + nr, 2 nx): per peer, forward before ACK on both ends. */
+  for (int i = 0; i < ns; i++) {
+    x[i].peer = x[nx + nr + i].peer = peers[i];
+    ct[i] = tags[i];
+    ct[nx + nr + i] = tags[i];
+    ct[nx + nr + i].seq |= RELAY_TAG_ACK;
+    ct[nx + nr + i].flags = (tags[i].flags & RELAY_TAG_REJECT) ? RELAY_TAG_DRAIN : 0;
+  }
+  for (int j = 0; j < nr; j++) {
+    x[ns + j].peer = x[nx + j].peer = peers[ns + j];
+    ct[nx + j] = tags[ns + j];
+    ct[ns + j] = tags[ns + j];
+    ct[ns + j].seq |= RELAY_TAG_ACK;
+    ct[ns + j].flags = (tags[ns + j].flags & RELAY_TAG_DRAIN) ? RELAY_TAG_REJECT : 0;
+  }
+  if (k != c) {
+    k->curCallName = name;
+    atomic_store(&k->inCall, 1);
+    k->inPt2pt = 1;
+    k->callMark = -1;
+    k->callShape = 0;
+    k->curStep = -1;
+  }
+  k->xferTags = ct;
+  relayResult_t res = k->tp->group(k, x, nx, x + nx, nx, P2P_OP_SENDRECV, NULL);
+  k->xferTags = NULL;
+  if (k != c) {
+    k->inPt2pt = 0;
+    k->curCallName = NULL;
+    atomic_store(&k->inCall, 0);
+    if (res != relaySuccess && res != relayInvalidArgument) {
+      const char* body = strstr(k->lastError, "): ");
+      relaySetError(c, res, "%s", body ? body + 3 : k->lastError);
+      if (k->failed) c->failed = 1; /* the control plane is out of step: so is the comm */
+    }
+  }
+  for (int i = 0; i < ns; i++) tags[i].flags |= ct[nx + nr + i].flags & RELAY_TAG_FAILED;
+  for (int j = 0; j < nr; j++) tags[ns + j].flags |= ct[nx + j].flags & RELAY_TAG_FAILED;
+  free(x);
+  free(ct);
+  return res;
+}
+
 /* Run the queued transfers of comm c (ops[0..n) that name it) as one group. name: the call the errors
  * name. Returns the group's result; a rank's own rejected transfer is not the group's error (its call
  * returned it). */
@@ -92,9 +151,11 @@ static relayResult_t pt2ptRunComm(struct relayComm* c, const pt2ptOp* ops, int n
   }
   relayXferDesc* x = malloc((size_t)nx * sizeof *x);
   relayXferTag* tags = malloc((size_t)nx * sizeof *tags);
-  if (!x || !tags) {
+  int* peers = malloc((size_t)nx * sizeof *peers);
+  if (!x || !tags || !peers) {
     free(x);
     free(tags);
+    free(peers);
     return relaySetError(c, relaySystemError, "out of memory for a group of %d transfers", nx);
   }
   int is = 0, ir = ns;
@@ -107,25 +168,49 @@ static relayResult_t pt2ptRunComm(struct relayComm* c, const pt2ptOp* ops, int n
     size_t bytes = op->flags ? 0 : op->count * relayTypeSize(op->dtype);
     x[k] = (relayXferDesc){op->peer, op->flags ? NULL : op->buff, bytes};
     tags[k] = (relayXferTag){RELAY_TAG_PAIR | ++*seq, op->count, (int32_t)op->dtype, op->flags};
+    peers[k] = op->peer;
     stream = op->stream;
   }
   c->curCallName = name;
   atomic_store(&c->inCall, 1);
   c->inPt2pt = 1;
   relayResult_t res = commUsable(c);
+  /* Where the pair is checked first (a check round), the data group holds only the transfers both ends
+   * passed; else every transfer goes, rejected ones as rejections and drains, which the transport's tags
+   * turn into errors at the receiver. */
+  struct relayComm* checker = (c->tp->caps & RELAY_TP_CAP_SHAPES) ? (c->cfg.checkMode ? c : NULL) : c->ctrl;
+  relayResult_t checked = relaySuccess;
   if (res == relaySuccess) {
     c->callMark = -1;
     c->callShape = 0;
     c->curStep = -1;
-    c->xferTags = tags;
-    res = c->tp->group(c, x, ns, x + ns, nx - ns, P2P_OP_SENDRECV, stream);
+    if (checker) {
+      checked = pt2ptCheck(c, checker, tags, peers, ns, nx, name);
+      if (checked != relaySuccess && checked != relayInvalidArgument && checked != relayRemoteError &&
+          checked != relayInvalidUsage)
+        res = checked; /* the round itself failed (a dead peer, a deadline): no data group */
+      if (checked == relayInvalidUsage && c->failed) res = checked;
+    }
+  }
+  if (res == relaySuccess) {
+    int ks = 0, kx = 0;
+    for (int k = 0; k < nx; k++) {
+      if (checker && tags[k].flags) continue; /* failed or rejected: both ends know, nothing moves */
+      ks += k < ns;
+      x[kx] = x[k];
+      tags[kx++] = tags[k];
+    }
+    c->xferTags = (c->tp->caps & RELAY_TP_CAP_SHAPES) ? tags : NULL;
+    res = c->tp->group(c, x, ks, x + ks, kx - ks, P2P_OP_SENDRECV, stream);
     c->xferTags = NULL;
+    if (res == relaySuccess || res == relayInvalidArgument) res = checked;
   }
   c->inPt2pt = 0;
   c->curCallName = NULL;
   atomic_store(&c->inCall, 0);
   free(x);
   free(tags);
+  free(peers);
   /* The rank's own rejection was its call's answer already. */
   return res == relayInvalidArgument ? relaySuccess : res;
 }

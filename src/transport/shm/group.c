@@ -483,14 +483,14 @@ static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, c
                                   const relayXferDesc* x, int t) {
   shmPeerQ* q = &st->rq[p];
   int i = st->rorder[t], index = t - q->beg;
-  const relayXferTag* tag = &st->rtag[i];
+  relayXferTag* tag = &st->rtag[i];
   if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
     return relaySetError(comm, relayInternalError,
                          "corrupt stream from rank %d (magic %#x, src %d, task %u expected %d)", p, h->magic,
                          h->src, h->index, index);
-  int pair = (tag->seq & RELAY_TAG_PAIR) != 0;
+  int pair = (tag->seq & RELAY_TAG_PAIR) != 0, ack = (tag->seq & RELAY_TAG_ACK) != 0;
   const char* kind = pair ? "point-to-point transfer" : "all-to-all-v block";
-  unsigned long long seq = (unsigned long long)(tag->seq & ~RELAY_TAG_PAIR);
+  unsigned long long seq = (unsigned long long)(tag->seq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK));
   if (h->callSeq != tag->seq || (h->step > SHM_STEP_TAGGED && h->step != SHM_STEP_REJECTED)) {
     if (h->step >= 0 || !(h->callSeq & RELAY_TAG_PAIR))
       return relaySetError(comm, relayInvalidUsage,
@@ -509,12 +509,21 @@ static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, c
   } else if (h->step == SHM_STEP_REJECTED) {
     err = relayRemoteError;
     if (st->tagRes == relaySuccess)
-      relaySetError(comm, err,
-                    "rank %d rejected its %s #%llu to rank %d (its error says why): nothing was written", p,
-                    kind, seq, comm->rank);
+      relaySetError(
+          comm, err,
+          ack ? "rank %d rejected its %s #%llu from rank %d (its error says why): nothing was sent"
+              : "rank %d rejected its %s #%llu to rank %d (its error says why): nothing was written",
+          p, kind, seq, comm->rank);
   } else if (h->shape != tag->count || dt != tag->dtype || h->bytes != x->bytes) {
     err = relayInvalidUsage;
-    if (st->tagRes == relaySuccess)
+    /* An ACK carries the receiver's tag back to the sender (check rounds): the roles swap. */
+    if (st->tagRes == relaySuccess && ack)
+      relaySetError(comm, err,
+                    "rank %d sends %llu x %s, rank %d receives %llu x %s (%s #%llu from rank %d to rank %d): "
+                    "the pair's counts or datatypes differ; nothing was written",
+                    comm->rank, (unsigned long long)tag->count, shmTypeName(tag->dtype), p,
+                    (unsigned long long)h->shape, shmTypeName(dt), kind, seq, comm->rank, p);
+    else if (st->tagRes == relaySuccess)
       relaySetError(comm, err,
                     "rank %d sends %llu x %s, rank %d receives %llu x %s (%s #%llu from rank %d to rank %d): "
                     "the pair's counts or datatypes differ; nothing was written",
@@ -522,6 +531,7 @@ static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, c
                     (unsigned long long)tag->count, shmTypeName(tag->dtype), kind, seq, p, comm->rank);
   }
   if (err != relaySuccess) {
+    tag->flags |= RELAY_TAG_FAILED;
     if (st->tagRes == relaySuccess) st->tagRes = err;
     RELAY_CHECK(shmDrainTask(comm, st, p, t, h->bytes));
   }
@@ -781,6 +791,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
     if (st->stag && ((st->stag[st->sorder[ss->beg + k]].flags & RELAY_TAG_REJECT) ||
                      (st->rtag[st->rorder[rs->beg + k]].flags & RELAY_TAG_DRAIN))) {
       /* One end rejected (its error is the call's): nothing is copied. */
+      st->rtag[st->rorder[rs->beg + k]].flags |= RELAY_TAG_FAILED;
       if (st->tagRes == relaySuccess && (st->rtag[st->rorder[rs->beg + k]].flags & RELAY_TAG_DRAIN) == 0)
         st->tagRes = relaySetError(comm, relayRemoteError,
                                    "its send #%d to itself was rejected: nothing was written", k + 1);
@@ -788,6 +799,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
     }
     if (st->stag && (st->stag[st->sorder[ss->beg + k]].count != st->rtag[st->rorder[rs->beg + k]].count ||
                      st->stag[st->sorder[ss->beg + k]].dtype != st->rtag[st->rorder[rs->beg + k]].dtype)) {
+      st->rtag[st->rorder[rs->beg + k]].flags |= RELAY_TAG_FAILED;
       if (st->tagRes == relaySuccess)
         st->tagRes = relaySetError(
             comm, relayInvalidUsage,

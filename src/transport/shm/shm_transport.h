@@ -204,7 +204,7 @@ typedef struct {
    * per receive a buffer of our own that takes a drained transfer's bytes in place of the caller's
    * (NULL: none), freed at the group's end; tagRes: the first transfer error that left the pair in step
    * (a drained transfer), returned after the group, the comm usable. */
-  const relayXferTag *stag, *rtag;
+  relayXferTag *stag, *rtag;
   unsigned char** rdrain; /* [orderCap] */
   int ndrain;             /* entries of rdrain this group set */
   relayResult_t tagRes;
