@@ -436,6 +436,12 @@ static relayResult_t a2avExchange(struct relayComm* c, const a2avArgs* a, int me
     return relaySetError(c, relaySystemError, "out of memory for %d transfers", 2 * A);
   }
   (void)me;
+  int* peers = malloc(2 * (size_t)A * sizeof *peers);
+  if (!peers) {
+    free(x);
+    free(tags);
+    return relaySetError(c, relaySystemError, "out of memory for %d transfers", 2 * A);
+  }
   for (int j = 0; j < A; j++) {
     int peer = a->layout->ranks[j];
     size_t sc = flags ? 0 : a->sendcounts[j], rc = flags ? 0 : a->recvcounts[j];
@@ -443,14 +449,38 @@ static relayResult_t a2avExchange(struct relayComm* c, const a2avArgs* a, int me
     x[A + j] = (relayXferDesc){peer, flags ? NULL : (char*)a->recv + a->rdispls[j] * es, rc * es};
     tags[j] = (relayXferTag){c->callSeq, sc, (int32_t)a->dtype, flags ? RELAY_TAG_REJECT : 0};
     tags[A + j] = (relayXferTag){c->callSeq, rc, (int32_t)a->dtype, flags ? RELAY_TAG_DRAIN : 0};
+    peers[j] = peers[A + j] = peer;
   }
   c->curStep = 0;
-  c->xferTags = tags;
-  relayResult_t res = c->tp->group(c, x, A, x + A, A, P2P_OP_SENDRECV, stream);
-  c->xferTags = NULL;
+  relayResult_t res = relaySuccess, checked = relaySuccess;
+  int ns = A, nx = 2 * A;
+  if (!(c->tp->caps & RELAY_TP_CAP_SHAPES) && c->ctrl) {
+    /* A transport whose data carries no tags (NCCL): the actives exchange their counts on the control
+     * plane first (the pair's check round), then move only the blocks both ends agreed on. */
+    checked = pt2ptCheck(c, c->ctrl, tags, peers, A, 2 * A, "relayAllToAllv");
+    if (checked != relaySuccess && checked != relayInvalidArgument && checked != relayRemoteError &&
+        checked != relayInvalidUsage)
+      res = checked;
+    int kx = 0, ks = 0;
+    for (int k = 0; k < 2 * A; k++) {
+      if (tags[k].flags) continue;
+      ks += k < A;
+      x[kx] = x[k];
+      tags[kx++] = tags[k];
+    }
+    ns = ks;
+    nx = kx;
+  }
+  if (res == relaySuccess) {
+    c->xferTags = (c->tp->caps & RELAY_TP_CAP_SHAPES) ? tags : NULL;
+    res = c->tp->group(c, x, ns, x + ns, nx - ns, P2P_OP_SENDRECV, stream);
+    c->xferTags = NULL;
+    if (res == relaySuccess) res = checked;
+  }
   c->curStep = -1;
   free(x);
   free(tags);
+  free(peers);
   return res;
 }
 
