@@ -281,7 +281,7 @@ static int timeoutRank(int rank, int nranks, void* arg) {
     int32_t r[10];
     poison(r, 10);
     expectError(rank, c, relayRecv(r, 10, relayInt32, 1, c, NULL), relayTimeout, "waiting for rank 1",
-                "point-to-point");
+                "point-to-point transfer #1");
     expectPoison(rank, "a timed-out receive", r, 10);
   } else {
     sleep(3); /* alive past rank 0's deadline: a timeout, not a departed peer */

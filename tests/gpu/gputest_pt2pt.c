@@ -63,7 +63,8 @@ static void expectDev(const rank_t* R, const char* what, const int32_t* dv, size
   free(h);
 }
 
-static void expectError(const rank_t* R, relayResult_t got, relayResult_t want, const char* a, const char* b) {
+static void expectError(const rank_t* R, relayResult_t got, relayResult_t want, const char* a,
+                        const char* b) {
   const char* msg = relayGetLastError(R->comm);
   G_CHECK(got == want, "rank %d: got %s, want %s (%s)", R->rank, relayGetErrorString(got),
           relayGetErrorString(want), msg);
@@ -124,24 +125,26 @@ static void interleaveAndMismatch(rank_t* R) {
   int r = R->rank, peer = r ^ 1;
   int paired = peer < R->nranks;
   int32_t *s = devFilled(301, r, peer), *d = devFilled(301, -1, 0);
-  if (paired) G_RELAY(R->comm, (r & 1) ? relayRecv(d, 301, relayInt32, peer, R->comm, R->s)
-                                       : relaySend(s, 301, relayInt32, peer, R->comm, R->s));
+  if (paired)
+    G_RELAY(R->comm, (r & 1) ? relayRecv(d, 301, relayInt32, peer, R->comm, R->s)
+                             : relaySend(s, 301, relayInt32, peer, R->comm, R->s));
   allReduceCheck(R);
-  if (paired) G_RELAY(R->comm, (r & 1) ? relaySend(s, 301, relayInt32, peer, R->comm, R->s)
-                                       : relayRecv(d, 301, relayInt32, peer, R->comm, R->s));
+  if (paired)
+    G_RELAY(R->comm, (r & 1) ? relaySend(s, 301, relayInt32, peer, R->comm, R->s)
+                             : relayRecv(d, 301, relayInt32, peer, R->comm, R->s));
   gpuWait(R->s, WAIT_S, "interleaved transfers");
   if (paired) expectDev(R, "interleaved", d, 301, peer, r);
   G_CUDA(cudaFree(d));
   d = devFilled(301, -1, 0);
   if (r == 0) {
-    expectError(R, relaySend(s, 10, relayInt32, 1, R->comm, R->s), relayInvalidUsage, "rank 0 sends 10 x int32",
-                "rank 1 receives 11 x int32");
+    expectError(R, relaySend(s, 10, relayInt32, 1, R->comm, R->s), relayInvalidUsage,
+                "rank 0 sends 10 x int32", "rank 1 receives 11 x int32");
     expectError(R, relaySend(s, 10, relayFloat32, 1, R->comm, R->s), relayInvalidUsage, "10 x float,",
                 "10 x int32");
     G_RELAY(R->comm, relaySend(s, 12, relayInt32, 1, R->comm, R->s));
   } else if (r == 1) {
-    expectError(R, relayRecv(d, 11, relayInt32, 0, R->comm, R->s), relayInvalidUsage, "rank 0 sends 10 x int32",
-                "rank 1 receives 11 x int32");
+    expectError(R, relayRecv(d, 11, relayInt32, 0, R->comm, R->s), relayInvalidUsage,
+                "rank 0 sends 10 x int32", "rank 1 receives 11 x int32");
     expectError(R, relayRecv(d, 10, relayInt32, 0, R->comm, R->s), relayInvalidUsage, "10 x float,",
                 "10 x int32");
     gpuWait(R->s, WAIT_S, "the mismatched receives");

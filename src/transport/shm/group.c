@@ -748,8 +748,15 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
   int task;
   uint64_t done, bytes;
   shmTaskProgress(st, p, !isRecv, isRecv ? recvs : sends, &task, &done, &bytes);
-  snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send", (unsigned long long)done,
-           (unsigned long long)bytes);
+  int n = snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send",
+                   (unsigned long long)done, (unsigned long long)bytes);
+  const relayXferTag* tags = isRecv ? st->rtag : st->stag;
+  if (tags && n > 0 && (size_t)n < sizeof what) { /* a tagged transfer: which of the pair's */
+    const relayXferTag* t = &tags[(isRecv ? st->rorder : st->sorder)[task]];
+    snprintf(what + n, sizeof what - (size_t)n, " of %s #%llu",
+             (t->seq & RELAY_TAG_PAIR) ? "point-to-point transfer" : "all-to-all-v call",
+             (unsigned long long)(t->seq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK)));
+  }
   return relaySetError(comm, relayTimeout, "no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
                        comm->cfg.timeoutMs, p, what, others ? " and " : "", others,
                        others == 1 ? " other rank"
