@@ -365,6 +365,42 @@ static int a2avRank(int rank, int nranks, void* argp) {
   return 0;
 }
 
+/* A binding's rejection of an all-to-all-v on rank 1 (relayCallReject): check mode 0, the ranks that
+ * receive from it fail naming it, its own blocks are drained, the others' calls succeed; check mode 1,
+ * every rank fails and nothing moves. The comm stays usable. */
+static int a2avRejectRank(int rank, int nranks, void* arg) {
+  int checkMode = (int)(intptr_t)arg;
+  relayComm_t c = commOf(rank, nranks, checkMode, 20000);
+  int ranks[8];
+  for (int q = 0; q < nranks; q++) ranks[q] = q;
+  relayLayout_t lay = {1, nranks, ranks};
+  size_t sc[8], sd[8], rc[8], rd[8];
+  int32_t s[8 * 5], r[8 * 5];
+  for (int j = 0; j < nranks; j++) {
+    sc[j] = rc[j] = 5;
+    sd[j] = rd[j] = (size_t)j * 5;
+    fill(s + j * 5, rank, j, 5);
+  }
+  poison(r, 8 * 5);
+  relayResult_t res = rank == 1 ? relayCallReject(relayCollectiveAllToAllV, NULL, relayInt32, relaySum, &lay,
+                                                  0, "bad tensor", c, NULL)
+                                : relayAllToAllv(s, sc, sd, r, rc, rd, relayInt32, &lay, c, NULL);
+  if (rank == 1) {
+    expectError(rank, c, res, relayInvalidArgument, "bad tensor", NULL);
+  } else if (checkMode) {
+    expectError(rank, c, res, relayInvalidArgument, "rank 1 rejected", NULL);
+    expectPoison(rank, "an agreed rejection", r, (size_t)nranks * 5);
+  } else {
+    expectError(rank, c, res, relayRemoteError, "rank 1 rejected", NULL);
+    expectPoison(rank, "the rejecting rank's block", r + 5, 5);
+    for (int j = 0; j < nranks; j++)
+      if (j != 1) expectBlock(rank, "the other blocks", r + j * 5, j, rank, 5);
+  }
+  allReduceCheck(rank, nranks, c);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
 #define P2P(nm, fn, n) \
   { .name = nm, .rank = fn, .ranks = n, .deadlineS = 120, .timeoutS = 180 }
 #define A2AV(nm, n, A, cm, mm)                                                                \
@@ -425,6 +461,18 @@ static const tCase kCases[] = {
     A2AV("a2av-4-check", 5, 4, 1, 0),
     A2AV("a2av-mismatch-check0", 5, 4, 0, 1),
     A2AV("a2av-mismatch-check1", 5, 4, 1, 1),
+    {.name = "a2av-reject",
+     .rank = a2avRejectRank,
+     .arg = (void*)0,
+     .ranks = 4,
+     .deadlineS = 120,
+     .timeoutS = 180},
+    {.name = "a2av-reject-check",
+     .rank = a2avRejectRank,
+     .arg = (void*)1,
+     .ranks = 4,
+     .deadlineS = 120,
+     .timeoutS = 180},
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "pt2pt", kCases, T_NCASES(kCases)); }
