@@ -351,7 +351,9 @@ RELAYCC_API relayResult_t relayGather(const void* sendbuff, void* recvbuff, cons
  *     with its data; the receiver returns the error and drains the message, the sender (its data handed
  *     off) returns success. Check mode 1, and every call on NCCL (through the comm's shm control plane,
  *     a host round per group; a captured group is checked when captured): the pair exchanges its tags
- *     before any data moves, so BOTH ends return the error and neither moves the transfer.
+ *     before any data moves, so BOTH ends return the error and neither moves the transfer. NOT on a
+ *     user's NCCL comm wrapped by relayCommInitNccl (no control plane): there a disagreeing pair is
+ *     undefined, as in NCCL.
  *   - A bad argument (datatype, a NULL buff with count > 0) returns relayInvalidArgument on the caller and
  *     writes nothing; its peer learns it at the matching transfer (a send tells the receiver, whose
  *     receive returns relayRemoteError naming it; a receive drains the sender's data, and where the pair
@@ -385,8 +387,12 @@ RELAYCC_API relayResult_t relayGroupEnd(void);
  * sendcounts[j] != j's recvcounts[i]) is an error naming both ranks, never silent data:
  *   - check mode 0: the count travels with the data; the receiving rank returns relayInvalidUsage naming
  *     both, its block untouched (the message drained), the comm stays usable;
- *   - check mode 1: the ranks agree on every row first; every rank returns the same error naming the
- *     first pair that disagrees, and nothing moves.
+ *   - check mode 1 (and every call on a wrapped NCCL comm, relayCommInitNccl): the ranks agree on every
+ *     row first (groups of up to 15 actives; larger ones are checked as in check mode 0, and not at all
+ *     on a wrapped NCCL comm); every rank returns the same error naming the first pair that disagrees,
+ *     and nothing moves.
+ *   On NCCL (relayCommInitNcclShm) check mode 0 checks each pair's counts on the control plane first:
+ *   both ranks of the pair fail, naming both; the other blocks move.
  * In place (sendbuff == recvbuff) is rejected. The route is always direct (relayRouteAuto and every
  * forced route run it).
  */

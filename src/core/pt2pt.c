@@ -500,7 +500,10 @@ static relayResult_t a2avRun(struct relayComm* c, const a2avArgs* a, const char*
               : 0;
   if (shapeOk && me >= 0 && !reject) local = a2avLocal(c, a);
   if (reject) local = relaySetError(c, relayInvalidArgument, "%s", reject);
-  if (c->cfg.checkMode) {
+  /* A comm whose data carries no tags and that has no control plane for the pair's check round (a user's
+   * NCCL comm wrapped by relayCommInitNccl) agrees on the rows first in every check mode. */
+  int noPairCheck = !(c->tp->caps & RELAY_TP_CAP_SHAPES) && !c->ctrl;
+  if (c->cfg.checkMode || noPairCheck) {
     RELAY_CHECK(a2avAgree(c, a, me, local, shapeOk));
   } else if (!shapeOk) {
     if (c->tp->reject) c->tp->reject(c); /* peers waiting on this rank in this call fail at once */
