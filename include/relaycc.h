@@ -167,7 +167,10 @@ typedef enum {
   relayCollectiveAllToAll = 3,
   relayCollectiveScatter = 4,
   relayCollectiveGather = 5,
-  relayNumCollectives = 6
+  relayCollectiveSend = 6,      /* point-to-point: relaySend (kind relayKindPointToPoint) */
+  relayCollectiveRecv = 7,      /* point-to-point: relayRecv */
+  relayCollectiveAllToAllV = 8, /* uneven all-to-all: relayAllToAllv (kind relayKindPerPeer) */
+  relayNumCollectives = 9
 } relayCollective_t;
 
 /* How a collective names its ranks and reads its counts (relayGetCollectiveInfo). */
@@ -357,6 +360,72 @@ RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* 
                                           int* routed);
 
 /*
+ * Point-to-point, shaped like NCCL's ncclSend/ncclRecv/ncclGroupStart/ncclGroupEnd.
+ *   relaySend  sends count elements of datatype from buff to comm rank peer;
+ *   relayRecv  receives count elements from peer into buff.
+ * Only the two ranks of a pair call; the other ranks do not, so point-to-point stands OUTSIDE the
+ * comm-wide call numbering that every collective keeps: the k-th send from rank a to rank b matches the
+ * k-th receive of rank b from rank a (per-pair sequence numbers), whatever collectives or transfers with
+ * other peers come between them. Collectives on the same comm keep their lockstep; a pair that orders a
+ * transfer and a collective differently (rank a sends, then all-reduces; rank b all-reduces, then
+ * receives) is an error on shm (relayInvalidUsage naming the peer), a hang on NCCL, as in NCCL.
+ *   - Shape check, every check mode: a count or datatype that differs between the send and its receive
+ *     is relayInvalidUsage naming both ranks and both shapes, nothing written to the receive's buff, the
+ *     pair kept in step and the comm usable. Check mode 0 on shm: the send's count and datatype travel
+ *     with its data; the receiver returns the error and drains the message, the sender (its data handed
+ *     off) returns success. Check mode 1, and every call on NCCL (through the comm's shm control plane,
+ *     a host round per group; a captured group is checked when captured): the pair exchanges its tags
+ *     before any data moves, so BOTH ends return the error and neither moves the transfer. NOT on a
+ *     user's NCCL comm wrapped by relayCommInitNccl (no control plane): there a disagreeing pair is
+ *     undefined, as in NCCL.
+ *   - A bad argument (datatype, a NULL buff with count > 0) returns relayInvalidArgument on the caller and
+ *     writes nothing; its peer learns it at the matching transfer (a send tells the receiver, whose
+ *     receive returns relayRemoteError naming it; a receive drains the sender's data, and where the pair
+ *     checks first the sender's send returns relayRemoteError naming it), so only the pair sees it. A
+ *     peer outside [0, nranks) is rejected on the caller only (nobody to tell).
+ *   - Every wait has the comm's deadline (relayTimeout naming the peer and the bytes moved); a peer that
+ *     died, failed or aborted is relayRemoteError naming it.
+ *   - peer == own rank: a send and a receive to oneself pair in order, inside one group.
+ * relayGroupStart/relayGroupEnd: calls between them (this thread's; nesting counts) are queued and run
+ * at the outermost relayGroupEnd, all transfers of one comm progressing together, so a group may send
+ * to and receive from a peer at once in any order (a ring shift, an all-pairs exchange). A group may
+ * span comms: each comm's transfers run as one group, the comms one after another in the order each
+ * first appeared in the group (not together: a group whose comms wait on each other across ranks
+ * can deadlock; NCCL progresses them together). A queued call's argument error is returned by the call
+ * itself; relayGroupEnd returns the first error of the transfers it ran. On shm the stream is ignored;
+ * on NCCL the transfers are ncclSend/ncclRecv inside ncclGroupStart/ncclGroupEnd.
+ */
+RELAYCC_API relayResult_t relaySend(const void* sendbuff, size_t count, relayDataType_t datatype, int peer,
+                                    relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayRecv(void* recvbuff, size_t count, relayDataType_t datatype, int peer,
+                                    relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayGroupStart(void);
+RELAYCC_API relayResult_t relayGroupEnd(void);
+
+/*
+ * Uneven all-to-all over ONE group (layout.nGroups == 1, A = layout.nActive, 2 <= A <= nranks). Every comm
+ * rank calls (a collective: it counts in the call numbering); helpers pass NULL for every array and
+ * buffer. Active i sends sendcounts[j] elements from sendbuff + sdispls[j] to active j and receives
+ * recvcounts[j] elements from active j into recvbuff + rdispls[j] (elements of datatype). Each rank knows
+ * only its own row: the direct route runs from local counts, and a pair whose counts disagree (i's
+ * sendcounts[j] != j's recvcounts[i]) is an error naming both ranks, never silent data:
+ *   - check mode 0: the count travels with the data; the receiving rank returns relayInvalidUsage naming
+ *     both, its block untouched (the message drained), the comm stays usable;
+ *   - check mode 1 (and every call on a wrapped NCCL comm, relayCommInitNccl): the ranks agree on every
+ *     row first (groups of up to 15 actives; larger ones are checked as in check mode 0, and not at all
+ *     on a wrapped NCCL comm); every rank returns the same error naming the first pair that disagrees,
+ *     and nothing moves.
+ *   On NCCL (relayCommInitNcclShm) check mode 0 checks each pair's counts on the control plane first:
+ *   both ranks of the pair fail, naming both; the other blocks move.
+ * In place (sendbuff == recvbuff) is rejected. The route is always direct (relayRouteAuto and every
+ * forced route run it).
+ */
+RELAYCC_API relayResult_t relayAllToAllv(const void* sendbuff, const size_t* sendcounts,
+                                         const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                         const size_t* rdispls, relayDataType_t datatype,
+                                         const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
+
+/*
  * A call that a binding rejects. A layer above this API that checks arguments of its own (the Python
  * package: a tensor's dtype, contiguity or size, a list's length) never rejects a call by itself: its
  * rank would skip the call while the peers run it, and the ranks fall out of step (a peer's next call
@@ -374,8 +443,12 @@ RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* 
  *   - check mode 1: every rank returns relayInvalidArgument, nothing moves; the peers' texts name this
  *     rank and quote its reason.
  * A rooted collective passes its rank set as a layout of one group ({1, nRanks, ranks}); op is read
- * for the reducing collectives only, root for the rooted ones only. reason NULL: "rejected by the
- * binding". Never returns relaySuccess.
+ * for the reducing collectives only, root for the rooted ones only.
+ * Point-to-point (relayCollectiveSend, relayCollectiveRecv): counts is {count}, root the peer, layout
+ * NULL; like a bad buffer of relaySend/relayRecv, only the pair sees it (a valid peer is told, or its
+ * data drained), inside a group too. relayCollectiveAllToAllV: counts NULL, the layout (one group); the
+ * call counts on every rank and the peers see a shape error (check mode 1: every rank returns it). reason
+ * NULL: "rejected by the binding". Never returns relaySuccess.
  */
 RELAYCC_API relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts,
                                           relayDataType_t datatype, relayRedOp_t op,

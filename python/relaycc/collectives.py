@@ -40,6 +40,9 @@ Tensor = torch.Tensor
 REDUCING = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.reduces)
 ROOTED = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind in ("relayKindRootedRank",
                                                                           "relayKindRootedPosition"))
+# Point-to-point and per-peer calls (send, recv, all_to_all_v): their own arguments (relaycc.h).
+PT2PT = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindPointToPoint")
+PER_PEER = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindPerPeer")
 OP_NAMES = tuple(COLLECTIVES)  # the torch ops, one per collective, in relayCollective_t's order
 
 # handle -> Comm: an op gets the handle as an int; from it, the comm's device and its call count.
@@ -116,6 +119,15 @@ def _c_call(name, send, recv, handle, ranks, n_groups, counts, dtype, op, root):
   fn = getattr(L, info.call)
   if name in ROOTED:
     res = fn(s, r, cnt, dtype, root, _c_ranks(ranks), len(ranks), handle, st)
+  elif name in PT2PT:  # counts: [count]; root: the peer; the one buffer is send's or recv's
+    res = fn(s if s is not None else r, counts[0], dtype, root, handle, st)
+  elif name in PER_PEER:  # counts: sendcounts + recvcounts, blocks back to back (torchcomms' splits)
+    a = len(ranks)
+    sc, rc = (counts[:a], counts[a:]) if counts else (None, None)  # a rank outside the group: NULL
+    sd = [sum(sc[:j]) for j in range(a)] if sc else None
+    rd = [sum(rc[:j]) for j in range(a)] if rc else None
+    res = fn(s, _c_counts(sc), _c_counts(sd), r, _c_counts(rc), _c_counts(rd), dtype, _c_layout(ranks, 1),
+             handle, st)
   elif info.reduces:
     res = fn(s, r, cnt, dtype, op, _c_layout(ranks, n_groups), handle, st)
   else:
@@ -163,6 +175,28 @@ def _rooted_op(name):
   return run
 
 
+def _send_op(send: Tensor, comm: int, peer: int, count: int, dtype: int) -> Tensor:
+  _c_call("send", send, None, comm, [], 0, [count], dtype, 0, peer)
+  return torch.empty(0)
+
+
+def _recv_op(like: Tensor, comm: int, peer: int, count: int, dtype: int) -> Tensor:
+  out = _output(like)
+  _c_call("recv", None, out, comm, [], 0, [count], dtype, 0, peer)
+  return out
+
+
+def _per_peer_op(name):
+
+  def run(send: Optional[Tensor], like: Optional[Tensor], comm: int, ranks: List[int], counts: Optional[List[int]],
+          dtype: int) -> Tensor:
+    out = _output(like)
+    _c_call(name, send, None if like is None else out, comm, ranks, 1, counts, dtype, 0, 0)
+    return out
+
+  return run
+
+
 def _reject_op(comm: int, coll: int, ranks: List[int], n_groups: int, counts: Optional[List[int]], dtype: int,
                op: int, root: int, reason: str) -> None:
   _c_reject(OP_NAMES[coll], comm, ranks, n_groups, counts, dtype, op, root, reason)
@@ -173,15 +207,27 @@ def _register():
     from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
   except ImportError as e:  # torch < 2.3
     raise ImportError(f"relaycc needs torch's effect registration (torch._higher_order_ops.effects): {e}") from e
-  ops = [(n, (_rooted_op if n in ROOTED else _layout_op)(n)) for n in OP_NAMES] + [("reject", _reject_op)]
+  def make(n):
+    if n in PT2PT:
+      return _send_op if COLLECTIVE_SENDS[n] else _recv_op
+    return (_rooted_op if n in ROOTED else _per_peer_op if n in PER_PEER else _layout_op)(n)
+
+  ops = [(n, make(n)) for n in OP_NAMES] + [("reject", _reject_op)]
   for name, fn in ops:
     opdef = torch.library.custom_op(f"relaycc::{name}", fn, mutates_args=())
     if name == "reject":
       opdef.register_fake(lambda *args: None)
+    elif fn is _send_op:
+      opdef.register_fake(lambda *args: torch.empty(0))
+    elif fn is _recv_op:
+      opdef.register_fake(lambda like, *rest: _output(like))
     else:
       opdef.register_fake(lambda send, like, *rest: _output(like))
     _register_effectful_op(getattr(torch.ops.relaycc, name).default, _EffectType.ORDERED)
 
+
+# Which point-to-point row sends: relaySend's (its NCCL twin is ncclSend).
+COLLECTIVE_SENDS = {n: (_lib.COLLECTIVE_INFO[n].nccl_name or "").endswith("Send") for n in PT2PT}
 
 _register()
 
@@ -384,7 +430,15 @@ def _submit(chk, name, send, recv, flat, n_groups, counts, code, opc, root):
     _c_call(name, send, recv, handle, flat, n_groups, counts, code, opc or 0, root or 0)
     return
   op = getattr(torch.ops.relaycc, name)
-  if name in ROOTED:
+  if name in PT2PT:
+    if send is not None:
+      op(send, handle, root, counts[0], code)
+    else:
+      recv.copy_(op(recv, handle, root, counts[0], code))
+    return
+  if name in PER_PEER:
+    out = op(send, recv, handle, flat, counts, code)
+  elif name in ROOTED:
     out = op(send, recv, handle, root, flat, counts, code)
   else:
     out = op(send, recv, handle, flat, n_groups, counts, code, opc or 0)
@@ -507,3 +561,82 @@ def scatter(input, output, root, ranks, counts, comm=None, dtype=None):
 def gather(input, output, root, ranks, counts, comm=None, dtype=None):
   """ranks[i]'s input (counts[i] elements) -> the root's output (sum(counts), blocks in `ranks` order)."""
   return _rooted("relaycc.gather", "gather", input, output, root, ranks, counts, comm, dtype)
+
+
+# ---- point-to-point and the uneven all-to-all -----------------------------------------------------------
+
+
+def _pt2pt(fn, name, tensor, peer, comm, tname):
+  """send/recv: the whole contiguous tensor, to or from comm rank `peer`. Only the two ranks call."""
+  comm = _need_comm(comm, fn)
+  chk = _Call(comm)
+  p = _index(peer)
+  if p is None:
+    chk.bad(f"peer {peer!r} is not a comm rank")
+  (_, t), = _tensors(chk, [(tname, tensor)])
+  if t is None:
+    chk.bad(f"{tname} is required")
+  code = _dtype_code(chk, None, [(tname, t)]) if t is not None else None
+  _check_tensor(chk, tname, t, None)
+  count = t.numel() if t is not None else 0
+  sends = COLLECTIVE_SENDS[name]
+  _submit(chk, name, t if sends else None, None if sends else t, None, 0, [count], code, 0, p)
+
+
+def send(tensor, dst, comm=None):
+  """Send `tensor` (contiguous) to comm rank dst; its receive must name the same count and dtype. Matched
+  in order per pair, outside the collectives' lockstep (relaycc.h "Point-to-point")."""
+  _pt2pt("relaycc.send", "send", tensor, dst, comm, "tensor")
+  return tensor
+
+
+def recv(tensor, src, comm=None):
+  """Receive into `tensor` (contiguous) from comm rank src; a count or dtype differing from the send's is
+  an error naming both ranks, `tensor` untouched."""
+  _pt2pt("relaycc.recv", "recv", tensor, src, comm, "tensor")
+  return tensor
+
+
+def _splits(chk, splits, a, name, t):
+  """Split sizes: a list of a counts, or None for equal splits of t."""
+  if splits is None:
+    if t is None or a == 0 or t.numel() % a:
+      chk.bad(f"{name} is required unless the tensor splits evenly over the {a} ranks")
+      return None
+    return [t.numel() // a] * a
+  return _counts(chk, splits, a, None, "rank of the group", name)
+
+
+def all_to_all_v_single(output, input, output_split_sizes, input_split_sizes, layout, comm=None, dtype=None):
+  """Uneven all-to-all over ONE group (torchcomms' name): input's block j (input_split_sizes[j] elements,
+  back to back) goes to layout's rank j; output's block j (output_split_sizes[j]) comes from it. A rank
+  outside the group passes None for the tensors and the splits. Each rank knows only its own splits: a
+  pair whose sizes disagree is an error naming both ranks (relaycc.h relayAllToAllv)."""
+  name = "all_to_all_v"
+  comm = _need_comm(comm, "relaycc.all_to_all_v_single")
+  chk = _Call(comm)
+  grp = _seq(layout)
+  if grp is not None and grp and _seq(grp[0]) is not None:  # [[ranks]]: one group
+    if len(grp) != 1:
+      chk.bad(f"layout has {len(grp)} groups: all_to_all_v_single takes one")
+    grp = _seq(grp[0])
+  flat, n, a, g, _ = _parse_layout(chk, [grp] if grp is not None else layout)
+  pairs = _tensors(chk, [("input", input), ("output", output)])
+  if flat is not None:
+    _roles(chk, pairs, [g >= 0] * 2, ("this rank is in the group", "this rank is not in the group"))
+  code = _dtype_code(chk, dtype, pairs)
+  (_, send), (_, recv) = pairs
+  counts = None
+  if g >= 0:
+    sc = _splits(chk, input_split_sizes, a, "input_split_sizes", send)
+    rc = _splits(chk, output_split_sizes, a, "output_split_sizes", recv)
+    if sc is not None and rc is not None:
+      counts = sc + rc
+      _check_tensor(chk, "input", send, sum(sc))
+      _check_tensor(chk, "output", recv, sum(rc))
+    if send is not None and send is recv:
+      chk.bad("input is output: in-place all-to-all-v is not supported")
+  if chk.reason is not None:
+    counts = None  # relayCallReject takes no counts for all-to-all-v
+  _submit(chk, name, send, recv, flat, 1 if flat is not None else 0, counts, code, 0, None)
+  return output

@@ -32,7 +32,9 @@ typedef enum {
  *               receives the members' blocks
  *   ncclName, torchcommsName   the same call in NCCL and torchcomms (NULL: none)
  *   aliases     more spellings the parsers take, a string of space-separated words
- * The layout rows come first (RELAY_NUM_LAYOUT_COLLS counts them; the assertions in common.c hold it). */
+ * The layout rows come first (RELAY_NUM_LAYOUT_COLLS counts them; the assertions in common.c hold it).
+ * Point-to-point and per-peer rows (send, recv, alltoallv: core/pt2pt.c) have no plan, route or key: they
+ * run as groups of transfers straight on the transport; relayCollPlanned says which rows plan. */
 #define RELAY_COLL_TABLE(X)                                                                                 \
   X(relayCollectiveAllGather, "allgather", "relayAllGather", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, 0, \
     1, "ncclAllGather", "sharded_relay_multi_group_all_gather", "all_gather ag")                            \
@@ -46,7 +48,13 @@ typedef enum {
   X(relayCollectiveScatter, "scatter", "relayScatter", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 1,  \
     0, NULL, "scatter", "")                                                                                 \
   X(relayCollectiveGather, "gather", "relayGather", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 0, 1,  \
-    NULL, "gather", "")
+    NULL, "gather", "")                                                                                     \
+  X(relayCollectiveSend, "send", "relaySend", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0,      \
+    "ncclSend", "send", "")                                                                                 \
+  X(relayCollectiveRecv, "recv", "relayRecv", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0,      \
+    "ncclRecv", "recv", "")                                                                                 \
+  X(relayCollectiveAllToAllV, "alltoallv", "relayAllToAllv", relayKindPerPeer, 0, RELAY_COUNTS_PER_MEMBER,  \
+    1, 1, NULL, "all_to_all_v_single", "all_to_all_v a2av")
 
 /* One row as the table's readers see it (relayCollRowOf). */
 typedef struct {
@@ -85,6 +93,11 @@ static inline int relayCollRooted(relayCollective_t coll) {
 static inline int relayCollReduces(relayCollective_t coll) { return relayCollRows[coll].reduces; }
 static inline int relayCollSendsBlocks(relayCollective_t coll) { return relayCollRows[coll].sendBlocks; }
 static inline int relayCollGathers(relayCollective_t coll) { return relayCollRows[coll].recvBlocks; }
+/* A row the plan layer, the router, the simulator and the tools serve (layout and rooted kinds); the
+ * point-to-point and per-peer rows run in core/pt2pt.c without a plan. */
+static inline int relayCollPlanned(relayCollective_t coll) {
+  return (unsigned)coll < relayNumCollectives && relayCollRows[coll].kind <= relayKindRootedPosition;
+}
 /* Entries of a call's counts array: nGroups per group, nActive per member of the set. */
 static inline int relayCollNumCounts(relayCollective_t coll, int nGroups, int nActive) {
   return relayCollRows[coll].counts == RELAY_COUNTS_PER_MEMBER ? nActive : nGroups;
@@ -93,7 +106,7 @@ static inline int relayCollNumCounts(relayCollective_t coll, int nGroups, int nA
 /* comm/common.c, beside the datatype, op and route names: */
 const char* relayCollName(relayCollective_t coll);            /* "?" outside the table */
 int relayParseColl(const char* s, relayCollective_t* out);    /* a layout collective; 0 on success */
-int relayParseCollAll(const char* s, relayCollective_t* out); /* any collective; 0 on success */
+int relayParseCollAll(const char* s, relayCollective_t* out); /* a planned collective; 0 on success */
 
 #ifdef __cplusplus
 }

@@ -59,6 +59,14 @@ struct relayComm {
    * into errors in check mode 0. 0 outside calls. */
   uint64_t callShape;
   const char* curCallName;
+  /* Point-to-point (core/pt2pt.c): pairSeq[r] counts this rank's sends to r, pairSeq[nranks + r] its
+   * receives from r (lazily allocated), the per-pair sequence numbers that match transfers outside the
+   * call numbering. xferTags: the tags of the group being run (sends' then receives'; NULL: a plan's
+   * group), read by the transport. inPt2pt: a point-to-point group is in flight (errors then name no
+   * call number, and the shm judge ignores call numbers). */
+  uint64_t* pairSeq;
+  relayXferTag* xferTags;
+  int inPt2pt;
   int failed; /* sticky: an error after data may have moved */
   /* A guest comm serves a communicator relaycc does not own (relayCommInitNccl over the user's; the
    * interposer's test twin): its waits have no deadline unless the user set RELAYCC_TIMEOUT_MS (or

@@ -117,7 +117,8 @@ static int wordIn(const char* list, const char* word) {
 
 int relayParseCollAll(const char* s, relayCollective_t* out) {
   for (int i = 0; s && *s && i < relayNumCollectives; i++)
-    if (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s)) {
+    if (relayCollPlanned((relayCollective_t)i) &&
+        (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s))) {
       *out = (relayCollective_t)i;
       return 0;
     }
@@ -163,7 +164,9 @@ static _Thread_local char tlsLastError[1024];
 
 void relayErrorContext(const struct relayComm* comm, char* buf, size_t len) {
   int n = snprintf(buf, len, "%s (rank %d", comm->curCallName ? comm->curCallName : "relaycc", comm->rank);
-  if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall))
+  if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall) && comm->inPt2pt)
+    n += snprintf(buf + n, len - (size_t)n, ", point-to-point"); /* outside the call numbering */
+  else if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall))
     n += snprintf(buf + n, len - (size_t)n, ", call #%llu", (unsigned long long)comm->callSeq);
   if (n >= 0 && (size_t)n < len && atomic_load(&((struct relayComm*)comm)->inCall) && comm->curStep >= 0)
     n += snprintf(buf + n, len - (size_t)n, ", step %d", comm->curStep);

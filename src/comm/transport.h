@@ -34,6 +34,28 @@ typedef struct {
   size_t bytes;
 } relayXferDesc;
 
+/* What a point-to-point or per-peer transfer carries besides its bytes (core/pt2pt.c sets
+ * comm->xferTags for the group it runs; NULL for a plan's group). seq is the pair's sequence number
+ * (RELAY_TAG_PAIR set: relaySend/relayRecv, counted per ordered pair outside the call numbering) or
+ * the call's number (relayAllToAllv); count and dtype are the caller's. flags: RELAY_TAG_REJECT on a
+ * send says the sender rejected its transfer (it sends no bytes: its peer's receive fails naming it);
+ * RELAY_TAG_DRAIN on a receive takes whatever the matching send carries into nothing (the receiver
+ * rejected its own transfer but keeps the pair in step). A transport that carries tags (shm) checks
+ * each pair's tags and drains a transfer whose tags differ, so the receiver's buffer stays untouched and
+ * the pair in step; one that does not (NCCL) has core check them on its control plane first. */
+enum { RELAY_TAG_REJECT = 1, RELAY_TAG_DRAIN = 2, RELAY_TAG_FAILED = 4 };
+/* RELAY_TAG_FAILED is the transport's answer: it sets it on a receive's tag whose transfer did not
+ * arrive whole (drained: the pair disagreed, or an end rejected it), so core knows which transfers of a
+ * check round (core/pt2pt.c: an ACK tag carries a receive's tag back to its sender) failed on each end. */
+#define RELAY_TAG_PAIR (1ull << 63)
+#define RELAY_TAG_ACK (1ull << 62)
+typedef struct {
+  uint64_t seq;
+  uint64_t count;
+  int32_t dtype;
+  int32_t flags;
+} relayXferTag;
+
 /* One rank's part of a one-shot push-reduce (plan op PLAN_OP_ONESHOT) among
  * nActive ranks: push my contribution to every peer's staging slot for me,
  * signal, wait for every peer's, then dst = op(contribution of active 0, ...,

@@ -778,6 +778,11 @@ relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, rela
                               relayRedOp_t op, const relayLayout_t* layout, int root, const char* reason,
                               relayComm_t comm, relayStream_t stream) {
   relayCollective_t cl = coll;
+  /* Point-to-point and per-peer calls run without a plan (core/pt2pt.c). */
+  if (cl == relayCollectiveSend || cl == relayCollectiveRecv)
+    return relayPt2ptReject(cl == relayCollectiveSend, counts ? counts[0] : 0, datatype, root, reason, comm,
+                            stream);
+  if (cl == relayCollectiveAllToAllV) return relayAllToAllvReject(datatype, layout, reason, comm, stream);
   /* A rooted call's rank set: a layout of one group; none, or another
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0,

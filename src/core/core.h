@@ -50,6 +50,11 @@ int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const si
 relayResult_t relayCommCall(struct relayComm* comm, relayCollective_t coll, const void* send, void* recv,
                             const size_t* counts, relayDataType_t dtype, relayRedOp_t op,
                             const relayLayout_t* layout, int root, relayStream_t stream);
+/* core/pt2pt.c: relayCallReject's point-to-point and all-to-all-v calls (peer: the reject's root). */
+relayResult_t relayPt2ptReject(int isSend, size_t count, relayDataType_t datatype, int peer,
+                               const char* reason, relayComm_t comm, relayStream_t stream);
+relayResult_t relayAllToAllvReject(relayDataType_t datatype, const relayLayout_t* layout, const char* reason,
+                                   relayComm_t comm, relayStream_t stream);
 /* relayCommAbort's first half, safe from another thread while a call runs: the comm is marked aborted
  * and the transport wakes every wait (host and kernel); nothing is freed. */
 void relayCommAbortFlags(struct relayComm* comm);

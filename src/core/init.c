@@ -33,6 +33,7 @@ void relayCommFree(struct relayComm* comm) {
   relayPlanCacheFree(comm->plans);
   free(comm->execBuf);
   free(comm->rankSeen);
+  free(comm->pairSeq);
   free(comm->nodeOf);
   free(comm->agreeBuf);
   free(comm);

@@ -38,9 +38,44 @@ def _op_args(comm, name, layout):
   return (send, like, h, flat, len(layout), [N] * len(layout), code, 0)
 
 
+def _opcheck_pt2pt(comm, name):
+  """send: each rank's opcheck sends K transfers to the next rank (they fit its ring: eager), which then
+  drains them with K plain receives; recv: each rank first sends K (an opcheck of send), then opchecks
+  recv from the previous rank, which must make K calls too. Returns the checked op's calls."""
+  r, n, dt = comm.rank, comm.size, torch.float32
+  nxt, prv = (r + 1) % n, (r - 1) % n
+  before = comm.calls
+  torch.library.opcheck(torch.ops.relaycc.send.default, (value(r, nxt, N).to(dt), comm.handle, nxt, N, _code(dt)))
+  k = comm.calls - before
+  if name == "send":
+    for _ in range(k):
+      out = torch.full((N,), POISON, dtype=dt)
+      relaycc.recv(out, prv, comm=comm)
+      assert torch.equal(out, value(prv, r, N).to(dt))
+    return k
+  before = comm.calls
+  like = torch.full((N,), POISON, dtype=dt)
+  torch.library.opcheck(torch.ops.relaycc.recv.default, (like, comm.handle, prv, N, _code(dt)))
+  assert comm.calls - before == k, f"recv's opcheck made {comm.calls - before} calls, send's {k}"
+  return k
+
+
 def opcheck_op(comm, name):
   """torch.library.opcheck on torch.ops.relaycc.<name>, every rank at once (each check calls the op on
   every rank alike), with helpers (ranks 5..7 are in no group) passing None."""
+  if name in ("send", "recv"):
+    return _opcheck_pt2pt(comm, name)
+  if name == "all_to_all_v":
+    grp = [0, 1, 2, 4]
+    me = grp.index(comm.rank) if comm.rank in grp else -1
+    sc = [(me + j) % 3 + 1 for j in range(4)] if me >= 0 else None
+    rc = [(j + me) % 3 + 1 for j in range(4)] if me >= 0 else None
+    send = value(comm.rank, 4, sum(sc)).to(torch.float32) if me >= 0 else None
+    like = torch.full((sum(rc),), POISON, dtype=torch.float32) if me >= 0 else None
+    args = (send, like, comm.handle, grp, sc + rc if me >= 0 else None, _code(torch.float32))
+    before = comm.calls
+    torch.library.opcheck(torch.ops.relaycc.all_to_all_v.default, args)
+    return comm.calls - before
   layout = [[0, 1], [2, 3]] if name not in ("scatter", "gather") else [[0, 1, 2, 4]]
   args = _op_args(comm, name, layout)
   before = comm.calls

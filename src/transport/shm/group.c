@@ -77,6 +77,19 @@ static void shmRingGet(const unsigned char* d, uint64_t R, uint64_t at, void* ds
 
 /* ------------------------------------------------------------------ group */
 
+/* A tagged transfer's header (comm->xferTags, transport.h) carries its tag where a plan's carries the
+ * call: callSeq the tag's sequence number, step SHM_STEP_TAGGED - dtype (a plan's steps are >= 0), or
+ * SHM_STEP_REJECTED when the sender rejected it, shape its count. */
+#define SHM_STEP_TAGGED (-2)
+#define SHM_STEP_REJECTED (-1000)
+static int32_t shmTagStep(const relayXferTag* t) {
+  return (t->flags & RELAY_TAG_REJECT) ? SHM_STEP_REJECTED : SHM_STEP_TAGGED - t->dtype;
+}
+/* The sequence number a transfer's headers carry: its tag's, or the call's. */
+static uint64_t shmXferSeq(const struct relayComm* comm, const relayXferTag* tags, int i) {
+  return tags ? tags[i].seq : comm->callSeq;
+}
+
 /* The P2P channel layer's comm-wide facts, built at the first group: by then
  * the comm's topology is loaded, whose direct links per local pair set the
  * parts per peer (the cpu preset has none: 2 parts, p2pWantedLocal(0)). The
@@ -141,6 +154,7 @@ static relayResult_t shmGrowOrder(struct relayComm* comm, shmState* st, int need
   SHM_GROW(swant, c);
   SHM_GROW(sneed, c);
   SHM_GROW(rwant, c);
+  SHM_GROW(rdrain, c);
 #undef SHM_GROW
   if (!ok) return relaySetError(comm, relaySystemError, "out of memory for %d transfer descriptors", need);
   st->orderCap = cap;
@@ -312,18 +326,19 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
         if (SHM_CTL_RING - (head - st->sendTailSeen[cur]) < SHM_THDR) break;
       }
       int i = st->sorder[q->ctl];
+      const relayXferTag* tag = st->stag ? &st->stag[i] : NULL;
       shmTaskHdr h = {SHM_TASK_MAGIC,
                       me,
-                      comm->curStep,
+                      tag ? shmTagStep(tag) : comm->curStep,
                       (uint32_t)(q->ctl - q->beg),
-                      comm->callSeq,
+                      shmXferSeq(comm, st->stag, i),
                       sends[i].bytes,
                       (uint16_t)st->groupOp,
                       (uint16_t)(comm->callMark + 1),
                       (uint32_t)st->snpart[i],
                       st->swant[i],
                       st->sneed[i],
-                      comm->callShape};
+                      tag ? tag->count : comm->callShape};
       shmRingPut(d, SHM_CTL_RING, head, &h, sizeof h);
       head += SHM_THDR;
       moved += SHM_THDR;
@@ -347,8 +362,9 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
     while (cq->cur < q->ctl) {
       int i = st->sorder[cq->cur];
       const p2pPart* pp = &st->spart[(size_t)i * P + (size_t)cq->part];
-      shmPartHdr h = {SHM_PART_MAGIC, me,     (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part,
-                      comm->callSeq,  pp->len};
+      shmPartHdr h = {
+          SHM_PART_MAGIC, me, (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part, shmXferSeq(comm, st->stag, i),
+          pp->len};
       moved += shmPutStream(st, p, cur, c, d, st->chanBytes, &h, SHM_PHDR,
                             (const unsigned char*)sends[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
                             &sincePublish);
@@ -426,6 +442,102 @@ static relayResult_t shmTaskAccept(struct relayComm* comm, shmState* st, int p, 
   return relaySuccess;
 }
 
+static const char* shmTypeName(int32_t dt) {
+  return (unsigned)dt < relayNumTypes ? relayTypeName((relayDataType_t)dt) : "?";
+}
+
+/* Split task t from p again for the sender's bytes, its data to go to a buffer of our own (drained):
+ * the sender split it with its bytes, and both ends must walk the same parts. Its header is not yet
+ * accepted, so no channel has started on it. */
+static relayResult_t shmDrainTask(struct relayComm* comm, shmState* st, int p, int t, uint64_t bytes) {
+  shmPeerQ* q = &st->rq[p];
+  int i = st->rorder[t];
+  size_t P = (size_t)st->p2p.perPeer;
+  st->rdrain[i] = malloc(bytes ? (size_t)bytes : 1);
+  if (!st->rdrain[i])
+    return relaySetError(comm, relaySystemError, "out of memory draining %llu bytes from rank %d",
+                         (unsigned long long)bytes, p);
+  p2pPart* pp = &st->rpart[(size_t)i * P];
+  int np = p2pTaskSplit(&st->p2p, (p2pOp)st->groupOp, p, comm->rank, bytes, 0, pp);
+  uint64_t before = q->chanMask, w = 0;
+  st->rnpart[i] = np;
+  for (int k = 0; k < np; k++) {
+    w |= 1ull << pp[k].channel;
+    if (pp[k].len) q->chanMask |= 1ull << pp[k].channel;
+  }
+  st->rwant[i] = w;
+  shmChanQ* cq = &st->rch[(size_t)p * (size_t)st->channels];
+  for (int c = 0; c < st->channels; c++) {
+    if (!(q->chanMask & (1ull << c)) || ((before & (1ull << c)) && cq[c].cur < t)) continue;
+    cq[c].cur = shmChanNext(st, st->rorder, st->rnpart, st->rpart, c, t, q->end, &cq[c].part);
+    cq[c].pos = 0;
+  }
+  return relaySuccess;
+}
+
+/* A tagged transfer's header from p (task t, our receive x): the same sequence number, or the pair
+ * orders its transfers differently (an error that fails the comm: the rings are out of step); then the
+ * same count and datatype, else the transfer is drained (nothing written to x, the pair kept in step)
+ * and its error kept for the group's end (st->tagRes). */
+static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, const shmTaskHdr* h,
+                                  const relayXferDesc* x, int t) {
+  shmPeerQ* q = &st->rq[p];
+  int i = st->rorder[t], index = t - q->beg;
+  relayXferTag* tag = &st->rtag[i];
+  if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
+    return relaySetError(comm, relayInternalError,
+                         "corrupt stream from rank %d (magic %#x, src %d, task %u expected %d)", p, h->magic,
+                         h->src, h->index, index);
+  int pair = (tag->seq & RELAY_TAG_PAIR) != 0, ack = (tag->seq & RELAY_TAG_ACK) != 0;
+  const char* kind = pair ? "point-to-point transfer" : "all-to-all-v block";
+  unsigned long long seq = (unsigned long long)(tag->seq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK));
+  if (h->callSeq != tag->seq || (h->step > SHM_STEP_TAGGED && h->step != SHM_STEP_REJECTED)) {
+    if (h->step >= 0 || !(h->callSeq & RELAY_TAG_PAIR))
+      return relaySetError(comm, relayInvalidUsage,
+                           "rank %d sent a transfer of call #%llu where this rank expects its %s #%llu: the "
+                           "pair orders its point-to-point transfers and collectives differently",
+                           p, (unsigned long long)(h->callSeq & ~RELAY_TAG_PAIR), kind, seq);
+    return relaySetError(comm, relayInvalidUsage,
+                         "rank %d sent its point-to-point transfer #%llu where this rank expects %s #%llu: "
+                         "the pair orders its transfers differently",
+                         p, (unsigned long long)(h->callSeq & ~RELAY_TAG_PAIR), kind, seq);
+  }
+  int32_t dt = SHM_STEP_TAGGED - h->step;
+  relayResult_t err = relaySuccess;
+  if (tag->flags & RELAY_TAG_DRAIN) {
+    err = relayInvalidArgument; /* this rank's own rejection: core keeps its text */
+  } else if (h->step == SHM_STEP_REJECTED) {
+    err = relayRemoteError;
+    if (st->tagRes == relaySuccess)
+      relaySetError(
+          comm, err,
+          ack ? "rank %d rejected its %s #%llu from rank %d (its error says why): nothing was sent"
+              : "rank %d rejected its %s #%llu to rank %d (its error says why): nothing was written",
+          p, kind, seq, comm->rank);
+  } else if (h->shape != tag->count || dt != tag->dtype || h->bytes != x->bytes) {
+    err = relayInvalidUsage;
+    /* An ACK carries the receiver's tag back to the sender (check rounds): the roles swap. */
+    if (st->tagRes == relaySuccess && ack)
+      relaySetError(comm, err,
+                    "rank %d sends %llu x %s, rank %d receives %llu x %s (%s #%llu from rank %d to rank %d): "
+                    "the pair's counts or datatypes differ; nothing was written",
+                    comm->rank, (unsigned long long)tag->count, shmTypeName(tag->dtype), p,
+                    (unsigned long long)h->shape, shmTypeName(dt), kind, seq, comm->rank, p);
+    else if (st->tagRes == relaySuccess)
+      relaySetError(comm, err,
+                    "rank %d sends %llu x %s, rank %d receives %llu x %s (%s #%llu from rank %d to rank %d): "
+                    "the pair's counts or datatypes differ; nothing was written",
+                    p, (unsigned long long)h->shape, shmTypeName(dt), comm->rank,
+                    (unsigned long long)tag->count, shmTypeName(tag->dtype), kind, seq, p, comm->rank);
+  }
+  if (err != relaySuccess) {
+    tag->flags |= RELAY_TAG_FAILED;
+    if (st->tagRes == relaySuccess) st->tagRes = err;
+    RELAY_CHECK(shmDrainTask(comm, st, p, t, h->bytes));
+  }
+  return shmTaskAccept(comm, st, p, h, t);
+}
+
 /* Stream what is there of one ring into a part: its header into hdr, then
  * the payload into data, resuming at *pos. */
 static uint64_t shmGetStream(shmState* st, int p, size_t cur, shmRingCtl* c, const unsigned char* d,
@@ -487,7 +599,8 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
       shmTaskHdr h;
       shmRingGet(d, SHM_CTL_RING, tail, &h, sizeof h);
       int i = st->rorder[q->ctl];
-      if (!shmHdrOk(comm, p, &h, &recvs[i], q->ctl - q->beg))
+      if (st->rtag) res = shmTaggedHdr(comm, st, p, &h, &recvs[i], q->ctl);
+      else if (!shmHdrOk(comm, p, &h, &recvs[i], q->ctl - q->beg))
         res = shmHdrMismatch(comm, p, &h, &recvs[i], q->ctl - q->beg, q->end - q->beg);
       else res = shmTaskAccept(comm, st, p, &h, q->ctl);
       if (res != relaySuccess) break;
@@ -517,13 +630,14 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
       int i = st->rorder[cq->cur];
       const p2pPart* pp = &st->rpart[(size_t)i * P + (size_t)cq->part];
       int hdrDone = 0;
-      moved += shmGetStream(st, p, cur, c, d, st->chanBytes, &hs[ch], SHM_PHDR,
-                            (unsigned char*)recvs[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
-                            &sincePublish, &hdrDone);
+      unsigned char* dst = st->rtag && st->rdrain[i] ? st->rdrain[i] : (unsigned char*)recvs[i].ptr;
+      moved += shmGetStream(st, p, cur, c, d, st->chanBytes, &hs[ch], SHM_PHDR, dst + pp->off,
+                            SHM_PHDR + pp->len, &cq->pos, &sincePublish, &hdrDone);
       if (hdrDone) {
         const shmPartHdr* h = &hs[ch];
         if (h->magic != SHM_PART_MAGIC || h->src != p || h->index != (uint32_t)(cq->cur - q->beg) ||
-            h->part != (uint32_t)cq->part || h->callSeq != comm->callSeq || h->len != pp->len) {
+            h->part != (uint32_t)cq->part || h->callSeq != shmXferSeq(comm, st->rtag, i) ||
+            h->len != pp->len) {
           res = relaySetError(comm, relayInternalError,
                               "corrupt stream from rank %d on channel %d (magic %#x, task %u part %u of %llu "
                               "bytes; expected task %d part %d of %zu bytes)",
@@ -634,8 +748,15 @@ static relayResult_t shmGroupTimeout(struct relayComm* comm, shmState* st, const
   int task;
   uint64_t done, bytes;
   shmTaskProgress(st, p, !isRecv, isRecv ? recvs : sends, &task, &done, &bytes);
-  snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send", (unsigned long long)done,
-           (unsigned long long)bytes);
+  int n = snprintf(what, sizeof what, "%s %llu of %llu bytes", isRecv ? "recv" : "send",
+                   (unsigned long long)done, (unsigned long long)bytes);
+  const relayXferTag* tags = isRecv ? st->rtag : st->stag;
+  if (tags && n > 0 && (size_t)n < sizeof what) { /* a tagged transfer: which of the pair's */
+    const relayXferTag* t = &tags[(isRecv ? st->rorder : st->sorder)[task]];
+    snprintf(what + n, sizeof what - (size_t)n, " of %s #%llu",
+             (t->seq & RELAY_TAG_PAIR) ? "point-to-point transfer" : "all-to-all-v call",
+             (unsigned long long)(t->seq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK)));
+  }
   return relaySetError(comm, relayTimeout, "no progress for %d ms waiting for rank %d (%s)%s%.0d%s",
                        comm->cfg.timeoutMs, p, what, others ? " and " : "", others,
                        others == 1 ? " other rank"
@@ -659,6 +780,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
   st->groupOp = p2pOp;
   RELAY_CHECK(shmP2pInit(comm, st));
   RELAY_CHECK(shmGrowOrder(comm, st, nSends > nRecvs ? nSends : nRecvs));
+  if (st->rtag) {
+    memset(st->rdrain, 0, (size_t)nRecvs * sizeof *st->rdrain);
+    st->ndrain = nRecvs;
+  }
   shmBucket(st, n, sends, nSends, st->sorder, st->sq, st->spend, &st->nspend, me);
   shmBucket(st, n, recvs, nRecvs, st->rorder, st->rq, st->rpend, &st->nrpend, me);
 
@@ -670,6 +795,28 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
   for (int k = 0; k < ss->end - ss->beg; k++) {
     const relayXferDesc* s = &sends[st->sorder[ss->beg + k]];
     const relayXferDesc* r = &recvs[st->rorder[rs->beg + k]];
+    if (st->stag && ((st->stag[st->sorder[ss->beg + k]].flags & RELAY_TAG_REJECT) ||
+                     (st->rtag[st->rorder[rs->beg + k]].flags & RELAY_TAG_DRAIN))) {
+      /* One end rejected (its error is the call's): nothing is copied. */
+      st->rtag[st->rorder[rs->beg + k]].flags |= RELAY_TAG_FAILED;
+      if (st->tagRes == relaySuccess && (st->rtag[st->rorder[rs->beg + k]].flags & RELAY_TAG_DRAIN) == 0)
+        st->tagRes = relaySetError(comm, relayRemoteError,
+                                   "its send #%d to itself was rejected: nothing was written", k + 1);
+      continue;
+    }
+    if (st->stag && (st->stag[st->sorder[ss->beg + k]].count != st->rtag[st->rorder[rs->beg + k]].count ||
+                     st->stag[st->sorder[ss->beg + k]].dtype != st->rtag[st->rorder[rs->beg + k]].dtype)) {
+      st->rtag[st->rorder[rs->beg + k]].flags |= RELAY_TAG_FAILED;
+      if (st->tagRes == relaySuccess)
+        st->tagRes = relaySetError(
+            comm, relayInvalidUsage,
+            "its transfer #%d to itself sends %llu x %s but receives %llu x %s: nothing was written", k + 1,
+            (unsigned long long)st->stag[st->sorder[ss->beg + k]].count,
+            shmTypeName(st->stag[st->sorder[ss->beg + k]].dtype),
+            (unsigned long long)st->rtag[st->rorder[rs->beg + k]].count,
+            shmTypeName(st->rtag[st->rorder[rs->beg + k]].dtype));
+      continue;
+    }
     if (s->bytes != r->bytes)
       return relaySetError(comm, relayInvalidUsage, "transfer %d to itself sends %zu bytes but receives %zu",
                            k + 1, s->bytes, r->bytes);
@@ -721,6 +868,14 @@ relayResult_t shmGroup(struct relayComm* comm, const relayXferDesc* sends, int n
   if (nSends < 0 || nRecvs < 0 || (nSends && !sends) || (nRecvs && !recvs))
     return shmFail(comm, relaySetError(comm, relayInvalidArgument, "group with %d sends (%p), %d recvs (%p)",
                                        nSends, (const void*)sends, nRecvs, (const void*)recvs));
+  st->stag = comm->xferTags;
+  st->rtag = comm->xferTags ? comm->xferTags + nSends : NULL;
+  st->tagRes = relaySuccess;
   relayResult_t res = shmGroupRun(comm, st, sends, nSends, recvs, nRecvs, p2pOp);
-  return res == relaySuccess ? res : shmFail(comm, res);
+  for (int i = 0; i < st->ndrain; i++) free(st->rdrain[i]);
+  st->ndrain = 0;
+  st->stag = st->rtag = NULL;
+  /* A drained transfer left the pair in step: its error is the group's, the comm stays usable. */
+  if (res == relaySuccess) return st->tagRes;
+  return shmFail(comm, res);
 }

@@ -42,6 +42,7 @@ static void shmStateFree(shmState* st) {
   free(st->swant);
   free(st->sneed);
   free(st->rwant);
+  free(st->rdrain);
   free(st->connStore);
   free(st->spend);
   free(st->rpend);

@@ -200,6 +200,14 @@ typedef struct {
   p2pPart *spart, *rpart; /* [orderCap][perPeer] */
   int *snpart, *rnpart;
   uint64_t *swant, *sneed, *rwant;
+  /* Tagged groups (comm->xferTags: point-to-point, all-to-all-v): the sends' and receives' tags, and
+   * per receive a buffer of our own that takes a drained transfer's bytes in place of the caller's
+   * (NULL: none), freed at the group's end; tagRes: the first transfer error that left the pair in step
+   * (a drained transfer), returned after the group, the comm usable. */
+  relayXferTag *stag, *rtag;
+  unsigned char** rdrain; /* [orderCap] */
+  int ndrain;             /* entries of rdrain this group set */
+  relayResult_t tagRes;
   int *spend, *rpend; /* peers with pending sends / recvs */
   int nspend, nrpend;
   int* tmp; /* [n] */

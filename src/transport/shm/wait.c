@@ -148,8 +148,10 @@ int shmPeerState(struct relayComm* comm, shmState* st, int q) {
   if (status == SHM_FAILED) return SHM_PEER_FAILED;
   if (status == SHM_ABORTED) return SHM_PEER_ABORTED;
   if (status == SHM_GONE) return SHM_PEER_GONE;
+  /* A point-to-point group has no call number: a peer's rejected call is no answer to it (a rejected
+   * transfer is a header of its own: group.c). */
   uint64_t rej = atomic_load_explicit(&s->rejectSeq, memory_order_acquire);
-  if (rej != 0 && rej == comm->callSeq) return SHM_PEER_REJECTED;
+  if (rej != 0 && rej == comm->callSeq && !comm->inPt2pt) return SHM_PEER_REJECTED;
   return SHM_PEER_OK;
 }
 
