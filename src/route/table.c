@@ -84,7 +84,9 @@ static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRou
  * schedule they have; the other routes serve the layout collectives. */
 #define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
-    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedRank),
+    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0,
+                          LAYOUT | RELAY_ROW_KIND(relayKindRootedRank) |
+                              RELAY_ROW_KIND(relayKindRootedPosition),
                           0, NULL, NULL, NULL},
     [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
     [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
