@@ -13,7 +13,8 @@ and orders. On CUDA they run on the current stream without host synchronization.
 ops, routes, collectives, result codes) is read from the library.
 """
 from ._lib import RelayccArgumentError, RelayccError, library_path, version
-from .collectives import all_gather, all_reduce, all_to_all, gather, reduce_scatter, scatter
+from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast, gather, reduce, reduce_scatter,
+                          scatter)
 from .comm import Comm, Work, nccl_libraries
 from . import torch_backend
 
@@ -26,5 +27,6 @@ if torch_backend.dist.is_available():
 __version__ = "%d.%d.%d" % (version() // 10000, version() // 100 % 100, version() % 100)
 __all__ = [
     "Comm", "Work", "RelayccError", "RelayccArgumentError", "all_reduce", "reduce_scatter", "all_gather",
-    "all_to_all", "scatter", "gather", "version", "library_path", "nccl_libraries"
+    "all_to_all", "scatter", "gather", "broadcast", "reduce", "barrier", "version", "library_path",
+    "nccl_libraries"
 ]

@@ -33,17 +33,26 @@ typedef enum {
  *   ncclName, torchcommsName   the same call in NCCL and torchcomms (NULL: none)
  *   aliases     more spellings the parsers take, a string of space-separated words
  * The layout rows come first (RELAY_NUM_LAYOUT_COLLS counts them; the assertions in common.c hold it). */
-/* One row per line, left alone by the formatter (it re-wraps a long table on every pass). */
+/* One row per two lines, left alone by the formatter (it re-wraps a long table on every pass). */
 // clang-format off
 #define RELAY_COLL_TABLE(X) \
-  X(relayCollectiveAllGather, "allgather", "relayAllGather", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, 0, 1, "ncclAllGather", "sharded_relay_multi_group_all_gather", "all_gather ag") \
-  X(relayCollectiveReduceScatter, "reducescatter", "relayReduceScatter", relayKindLayout, 1, RELAY_COUNTS_PER_GROUP, 1, 0, "ncclReduceScatter", "sharded_relay_multi_group_reduce_scatter", "reduce_scatter rs") \
-  X(relayCollectiveAllReduce, "allreduce", "relayAllReduce", relayKindLayout, 1, RELAY_COUNTS_PER_GROUP, 0, 0, "ncclAllReduce", "sharded_relay_multi_group_all_reduce", "all_reduce ar") \
-  X(relayCollectiveAllToAll, "alltoall", "relayAllToAll", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, 1, 1, "ncclAlltoAll", "sharded_relay_multi_group_all_to_all", "all_to_all a2a") \
-  X(relayCollectiveScatter, "scatter", "relayScatter", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 1, 0, NULL, "scatter", "") \
-  X(relayCollectiveGather, "gather", "relayGather", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 0, 1, NULL, "gather", "") \
-  X(relayCollectiveBroadcast, "broadcast", "relayBroadcast", relayKindRootedPosition, 0, RELAY_COUNTS_PER_GROUP, 0, 0, "ncclBroadcast", "broadcast", "bcast") \
-  X(relayCollectiveReduce, "reduce", "relayReduce", relayKindRootedPosition, 1, RELAY_COUNTS_PER_GROUP, 0, 0, "ncclReduce", "reduce", "")
+  X(relayCollectiveAllGather, "allgather", "relayAllGather", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, \
+    0, 1, "ncclAllGather", "sharded_relay_multi_group_all_gather", "all_gather ag") \
+  X(relayCollectiveReduceScatter, "reducescatter", "relayReduceScatter", relayKindLayout, 1, \
+    RELAY_COUNTS_PER_GROUP, 1, 0, "ncclReduceScatter", "sharded_relay_multi_group_reduce_scatter", \
+    "reduce_scatter rs") \
+  X(relayCollectiveAllReduce, "allreduce", "relayAllReduce", relayKindLayout, 1, RELAY_COUNTS_PER_GROUP, \
+    0, 0, "ncclAllReduce", "sharded_relay_multi_group_all_reduce", "all_reduce ar") \
+  X(relayCollectiveAllToAll, "alltoall", "relayAllToAll", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, \
+    1, 1, "ncclAlltoAll", "sharded_relay_multi_group_all_to_all", "all_to_all a2a") \
+  X(relayCollectiveScatter, "scatter", "relayScatter", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, \
+    1, 0, NULL, "scatter", "") \
+  X(relayCollectiveGather, "gather", "relayGather", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, \
+    0, 1, NULL, "gather", "") \
+  X(relayCollectiveBroadcast, "broadcast", "relayBroadcast", relayKindRootedPosition, 0, \
+    RELAY_COUNTS_PER_GROUP, 0, 0, "ncclBroadcast", "broadcast", "bcast") \
+  X(relayCollectiveReduce, "reduce", "relayReduce", relayKindRootedPosition, 1, RELAY_COUNTS_PER_GROUP, \
+    0, 0, "ncclReduce", "reduce", "")
 // clang-format on
 
 /* One row as the table's readers see it (relayCollRowOf). */

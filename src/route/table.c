@@ -80,15 +80,17 @@ static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRou
 
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
-/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c), the one
- * schedule they have; the other routes serve the layout collectives. */
+/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c, plan_bcast.c),
+ * the one schedule scatter and gather have; the relay serves broadcast too (A = 2: the relay copy); the other
+ * routes serve the layout collectives. */
 #define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
     [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0,
                           LAYOUT | RELAY_ROW_KIND(relayKindRootedRank) |
                               RELAY_ROW_KIND(relayKindRootedPosition),
                           0, NULL, NULL, NULL},
-    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
+    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition),
+                         RELAY_ROW_PIPELINED, NULL, NULL, NULL},
     [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
