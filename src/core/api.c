@@ -434,9 +434,9 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
 }
 
 int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts,
-                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
+                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout, int root,
                         relayStream_t stream) {
-  callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
+  callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout, .root = root};
   planKey key;
   callKey(c, &a, &key);
   int caps = relayCommRouteCaps(c, &key);
