@@ -42,7 +42,8 @@ relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, cons
 #define TC_POISON 0xCD   /* active outputs before every call */
 #define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
 /* A check-mode shm comm of this launch forcing route `route` (a relayParseRoute
- * name), on a job name of its own (the launch's, suffixed with the route). */
+ * name), on a job name of its own (the launch's, suffixed with the route); with
+ * RELAYCC_CHECK set, check mode as it says. */
 relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs);
 /* One call of coll on layout (G groups of A, ranks) on every rank, inputs
  * from tc_fill_input, outputs poisoned, helpers' buffers sentinel-filled;

@@ -380,6 +380,14 @@ static int runKilledReduce(void) {
     .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test                                    \
   }
 
+/* Broadcast and reduce in check mode 0 (shm still agrees on a rooted call's shape: the data path is the
+ * same as check mode 1's, the agreement is not). */
+#define SWEEP_CHECK0(nm, c, test)                                                               \
+  {                                                                                             \
+    .name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540, \
+    .timeoutS = 600, .env = "RELAYCC_CHECK=0", .ctest = test                                    \
+  }
+
 static const tCase kCases[] = {
     SWEEP("allgather", relayCollectiveAllGather, 0),
     SWEEP("reducescatter", relayCollectiveReduceScatter, 0),
@@ -393,6 +401,8 @@ static const tCase kCases[] = {
     SWEEP("reduce", relayCollectiveReduce, 0),
     SWEEP("full-broadcast", relayCollectiveBroadcast, 1),
     SWEEP("full-reduce", relayCollectiveReduce, 1),
+    SWEEP_CHECK0("check0-broadcast", relayCollectiveBroadcast, "colls_check0_broadcast"),
+    SWEEP_CHECK0("check0-reduce", relayCollectiveReduce, "colls_check0_reduce"),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
     {.name = "mismatch-nocheck",
      .rank = mismatchNoCheckRank,

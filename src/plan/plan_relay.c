@@ -45,6 +45,8 @@
  *                                       relay copy (its buffer split between
  *                                       the direct link and one share per
  *                                       helper, pipelined)
+ *   broadcast       >= 3  >= 1          scatter to every rank, then every rank
+ *                                       forwards (plan_bcast.c; two steps)
  *   all-to-all      4     >= 4          Latin relay: helper = src XOR p[dst],
  *                                       p = {0,2,3,1}, 3 tasks per helper
  *   all-to-all      odd   >= A          Latin relay: helper = (src+dst) mod A,
@@ -174,6 +176,7 @@ static pipeForm formOf(const planKey* k) {
 
 int planRelayPipeShape(const planKey* k, relayPipeShape* out) {
   if (relaySupported(k) != relaySuccess || k->nGroups != 1) return -1;
+  if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return -1; /* two steps, no pipeline */
   int A = k->nActive, H = k->nranks - A;
   relayPipeShape s = {0, 0, 0, 0, 0};
   if (k->coll == relayCollectiveAllReduce && A > 2) {
@@ -713,10 +716,9 @@ static relayResult_t relaySupported(const planKey* k) {
   if (!relayCollOnLayout(k->coll)) return relayInvalidArgument;
   /* no helper, nothing to relay through: direct is the whole answer */
   if (A < 2 || A > PLAN_MAX_SRCS || H < 1 || k->nGroups < 1) return relayNotSupported;
-  /* Rooted on a layout: the A = 2 broadcast (the relay copy) only; A > 2 broadcast (scatter, then every
-   * rank forwards) and reduce have no relay shape yet, and run direct. */
-  if (relayCollRooted(k->coll) &&
-      (k->coll != relayCollectiveBroadcast || A != 2 || k->root < 0 || k->root >= A))
+  /* Rooted on a layout: broadcast (A = 2: the relay copy, the fan-out below; A > 2: scatter to every rank,
+   * then every rank forwards, plan_bcast.c); reduce has no relay shape yet and runs direct. */
+  if (relayCollRooted(k->coll) && (k->coll != relayCollectiveBroadcast || k->root < 0 || k->root >= A))
     return relayNotSupported;
   if (k->coll == relayCollectiveAllToAll && A > 2 && latinHelper(A, H, 0, 1) < 0) return relayNotSupported;
   return relaySuccess;
@@ -726,6 +728,7 @@ relayResult_t planBuildRelay(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
   relayResult_t res = relaySupported(k);
   if (res != relaySuccess) return res;
+  if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return planBuildBroadcastRelay(b);
   int n = k->nranks, A = k->nActive, H = n - A, T = pipeDepth(k);
   int* help = malloc((size_t)H * sizeof *help);
   uint64_t* total = calloc((size_t)n, sizeof *total); /* staging used so far per rank */
