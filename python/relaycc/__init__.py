@@ -13,8 +13,8 @@ and orders. On CUDA they run on the current stream without host synchronization.
 ops, routes, collectives, result codes) is read from the library.
 """
 from ._lib import RelayccArgumentError, RelayccError, library_path, version
-from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast, gather, reduce, reduce_scatter,
-                          scatter)
+from .collectives import (all_gather, all_reduce, all_to_all, barrier, broadcast, gather, reduce,
+                          reduce_scatter, scatter)
 from .comm import Comm, Work, nccl_libraries
 from . import torch_backend
 

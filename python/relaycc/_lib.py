@@ -201,7 +201,8 @@ for _i in COLLECTIVE_INFO.values():
     _fn.argtypes = [_P, _P, _S, _I, _I, ctypes.POINTER(_I), _I, _P, _P]
   else:
     _root = [_I] if _i.kind == "relayKindRootedPosition" else []
-    _fn.argtypes = [_P, _P, _S, _I] + ([_I] if _i.reduces else []) + _root + [ctypes.POINTER(RelayLayout), _P, _P]
+    _op = [_I] if _i.reduces else []
+    _fn.argtypes = [_P, _P, _S, _I] + _op + _root + [ctypes.POINTER(RelayLayout), _P, _P]
 lib.relayBarrier.restype = ctypes.c_int
 lib.relayBarrier.argtypes = [_P, _P]
 

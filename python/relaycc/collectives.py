@@ -188,7 +188,11 @@ def _register():
     from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
   except ImportError as e:  # torch < 2.3
     raise ImportError(f"relaycc needs torch's effect registration (torch._higher_order_ops.effects): {e}") from e
-  kinds = {n: _rooted_op if n in ROOTED else _positioned_op if n in POSITIONED else _layout_op for n in OP_NAMES}
+
+  def maker(n):
+    return _rooted_op if n in ROOTED else _positioned_op if n in POSITIONED else _layout_op
+
+  kinds = {n: maker(n) for n in OP_NAMES}
   ops = [(n, kinds[n](n)) for n in OP_NAMES] + [("reject", _reject_op)]
   for name, fn in ops:
     opdef = torch.library.custom_op(f"relaycc::{name}", fn, mutates_args=())
