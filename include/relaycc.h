@@ -170,14 +170,17 @@ typedef enum {
   relayCollectiveSend = 6,      /* point-to-point: relaySend (kind relayKindPointToPoint) */
   relayCollectiveRecv = 7,      /* point-to-point: relayRecv */
   relayCollectiveAllToAllV = 8, /* uneven all-to-all: relayAllToAllv (kind relayKindPerPeer) */
-  relayNumCollectives = 9
+  relayCollectiveBroadcast = 9, /* relayBroadcast (kind relayKindRootedPosition) */
+  relayCollectiveReduce = 10,   /* relayReduce (kind relayKindRootedPosition) */
+  relayNumCollectives = 11
 } relayCollective_t;
 
 /* How a collective names its ranks and reads its counts (relayGetCollectiveInfo). */
 typedef enum {
   relayKindLayout = 0,         /* groups of nActive ranks (relayLayout_t), a count per group, helpers */
   relayKindRootedRank = 1,     /* one rank set and a root given as a comm rank, in the set or not */
-  relayKindRootedPosition = 2, /* one rank set and a root given as its position in the set */
+  relayKindRootedPosition = 2, /* groups of a layout, a count per group, a root given as its position in
+                                * each group (broadcast, reduce) */
   relayKindPointToPoint = 3,   /* one peer, one count */
   relayKindPerPeer = 4,        /* one rank set, a count per peer of it */
   relayNumCollectiveKinds = 5
@@ -426,6 +429,39 @@ RELAYCC_API relayResult_t relayAllToAllv(const void* sendbuff, const size_t* sen
                                          const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
 
 /*
+ * Broadcast and reduce on a LAYOUT (count = counts[g] of the caller's group g, A = nActive), NCCL's
+ * buffers: every rank of the comm calls, helpers with NULL buffers. rootIndex is the root's POSITION in
+ * each group, 0 <= rootIndex < A: the root of group g is comm rank layout->ranks[g*A + rootIndex]. This
+ * differs from relayScatter/relayGather's `root`, which is a comm rank, in the set or not: a broadcast
+ * over the whole comm in rank order takes the comm rank (torch's group rank), fused groups each have
+ * their own root at the same position.
+ *   relayBroadcast  root send: count (read on the root only; the others may pass NULL)
+ *                   every active recv: count (the root's included)
+ *                   in place: sendbuff == recvbuff on the root
+ *   relayReduce     every active send: count
+ *                   root recv: count = op(the A sends, in active-index order; avg divides by A), written
+ *                   on the root only (the others may pass NULL)
+ *                   in place: sendbuff == recvbuff on the root
+ * A = 2 broadcast is a copy from one rank to another, which the relay route (where built) spreads over
+ * the helpers' links.
+ */
+RELAYCC_API relayResult_t relayBroadcast(const void* sendbuff, void* recvbuff, const size_t* counts,
+                                         relayDataType_t datatype, int rootIndex, const relayLayout_t* layout,
+                                         relayComm_t comm, relayStream_t stream);
+RELAYCC_API relayResult_t relayReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
+                                      relayDataType_t datatype, relayRedOp_t op, int rootIndex,
+                                      const relayLayout_t* layout, relayComm_t comm, relayStream_t stream);
+
+/*
+ * A barrier over every rank of the comm: returns once every rank has called it (relayInvalidUsage on a
+ * failed or aborted comm; every wait has the comm's deadline). It is host-side: it orders the ranks'
+ * host calls, not work already enqueued on a stream (on a GPU transport, synchronize `stream` first to
+ * wait for that, as torch's barrier does); `stream` is taken for NCCL's call shape. It is not a
+ * collective call: it takes no call number, so it never shifts the calls' lockstep.
+ */
+RELAYCC_API relayResult_t relayBarrier(relayComm_t comm, relayStream_t stream);
+
+/*
  * A call that a binding rejects. A layer above this API that checks arguments of its own (the Python
  * package: a tensor's dtype, contiguity or size, a list's length) never rejects a call by itself: its
  * rank would skip the call while the peers run it, and the ranks fall out of step (a peer's next call
@@ -442,8 +478,9 @@ RELAYCC_API relayResult_t relayAllToAllv(const void* sendbuff, const size_t* sen
  *     datatype, op or root out of range): a shape error;
  *   - check mode 1: every rank returns relayInvalidArgument, nothing moves; the peers' texts name this
  *     rank and quote its reason.
- * A rooted collective passes its rank set as a layout of one group ({1, nRanks, ranks}); op is read
- * for the reducing collectives only, root for the rooted ones only.
+ * A rank-set collective (scatter, gather) passes its rank set as a layout of one group ({1, nRanks,
+ * ranks}) and root as a comm rank; broadcast and reduce pass their layout and root as the rootIndex (a
+ * position in each group). op is read for the reducing collectives only, root for the rooted ones only.
  * Point-to-point (relayCollectiveSend, relayCollectiveRecv): counts is {count}, root the peer, layout
  * NULL; like a bad buffer of relaySend/relayRecv, only the pair sees it (a valid peer is told, or its
  * data drained), inside a group too. relayCollectiveAllToAllV: counts NULL, the layout (one group); the

@@ -19,6 +19,10 @@ void tc_fill_input(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, 
  * the A inputs in active-index order). out holds the recv extent. */
 void tc_expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, size_t count,
                  void* out);
+/* tc_expected for a call with a root position (broadcast: the root's input; reduce: the reduction, which
+ * the caller reads on the root only). */
+void tc_expected_root(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int A, int me, int root,
+                      size_t count, void* out);
 size_t tc_send_elems(relayCollective_t coll, int A, size_t count);
 size_t tc_recv_elems(relayCollective_t coll, int A, size_t count);
 /* Number of elements of got that differ from want (floats within tolerance). */
@@ -28,13 +32,18 @@ double tc_as_double(relayDataType_t dt, const void* p, size_t i);
  * of a rooted one (set, n, root), on the shm transport (stream NULL). */
 relayResult_t tc_run(relayCollective_t coll, const void* s, void* r, const size_t* counts, relayDataType_t dt,
                      relayRedOp_t op, const relayLayout_t* L, relayComm_t comm);
+/* Broadcast or reduce (root: the position in each group of L). */
+relayResult_t tc_run_root(relayCollective_t coll, const void* s, void* r, const size_t* counts,
+                          relayDataType_t dt, relayRedOp_t op, int root, const relayLayout_t* L,
+                          relayComm_t comm);
 relayResult_t tc_run_rooted(relayCollective_t coll, const void* s, void* r, const size_t* counts,
                             relayDataType_t dt, int root, const int* set, int n, relayComm_t comm);
 
 #define TC_POISON 0xCD   /* active outputs before every call */
 #define TC_SENTINEL 0x5A /* helpers' buffers, which must come back untouched */
 /* A check-mode shm comm of this launch forcing route `route` (a relayParseRoute
- * name), on a job name of its own (the launch's, suffixed with the route). */
+ * name), on a job name of its own (the launch's, suffixed with the route); with
+ * RELAYCC_CHECK set, check mode as it says. */
 relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs);
 /* One call of coll on layout (G groups of A, ranks) on every rank, inputs
  * from tc_fill_input, outputs poisoned, helpers' buffers sentinel-filled;
@@ -42,5 +51,11 @@ relayComm_t tc_comm_route(int rank, int nranks, const char* route, int timeoutMs
  * on this rank (a helper's written byte and a modified send buffer count). */
 size_t tc_one_call(relayComm_t comm, int rank, relayCollective_t coll, int A, int G, const int* ranks,
                    const size_t* counts, relayDataType_t dt, relayRedOp_t op, int inPlace, const char* tag);
+/* tc_one_call with the root at position `root` of each group (broadcast, reduce; ignored by the others).
+ * A non-root's unused buffer (broadcast's send, reduce's recv) must come back as it was; an odd active
+ * passes NULL for it. */
+size_t tc_one_call_root(relayComm_t comm, int rank, relayCollective_t coll, int A, int G, const int* ranks,
+                        const size_t* counts, relayDataType_t dt, relayRedOp_t op, int root, int inPlace,
+                        const char* tag);
 
 #endif

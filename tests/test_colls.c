@@ -40,14 +40,19 @@ static int sweepRank(int rank, int nranks, void* arg) {
   relayDataType_t dtypesAll[] = {relayInt8,   relayUint8,   relayInt32,   relayUint32,  relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
   relayRedOp_t opsAll[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
-  int isRed = sa->coll == relayCollectiveReduceScatter || sa->coll == relayCollectiveAllReduce;
+  int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
+  /* Broadcast and reduce: A = 2..8 (3 fused as 2 groups of 3, 8 independent only), the root moving. */
+  const int asLayout[] = {2, 4}, asRooted[] = {2, 3, 4, 8};
+  const int* As = rooted ? asRooted : asLayout;
+  int nAs = rooted ? 4 : 2;
   const size_t countsList[] = {0, 1, 7, 1000, (1u << 20) + 3};
   size_t wrong = 0;
   int nCalls = 0;
-  for (int Ai = 0; Ai < 2; Ai++) {
-    int A = Ai ? 4 : 2;
+  for (int Ai = 0; Ai < nAs; Ai++) {
+    int A = As[Ai];
     for (int Gi = 0; Gi < 2; Gi++) {
       int G = Gi ? NRANKS / A : 1;
+      if (Gi && G < 2) continue; /* A = 8: no fused form */
       /* A permuted layout: group g's actives are not contiguous ranks. */
       int ranks[NRANKS];
       for (int i = 0; i < G * A; i++) ranks[i] = (i * 3 + (G > 1 ? 1 : 2)) % NRANKS;
@@ -68,10 +73,12 @@ static int sweepRank(int rank, int nranks, void* arg) {
               for (int r = 0; r < 3; r++) {
                 if (ci == 4 && r == 2) continue; /* auto == one of the other two */
                 char tag[200];
-                snprintf(tag, sizeof tag, "%s A=%d G=%d %s %s count=%zu %s route=%s", relayCollName(sa->coll),
-                         A, G, relayTypeName(dt), relayOpName(op), countsList[ci],
-                         inPlace ? "in-place" : "out-of-place", kRoutes[r]);
-                wrong += tc_one_call(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, inPlace, tag);
+                int root = rooted ? (int)(ci + (size_t)di + (size_t)oi) % A : 0;
+                snprintf(tag, sizeof tag, "%s A=%d G=%d root=%d %s %s count=%zu %s route=%s",
+                         relayCollName(sa->coll), A, G, root, relayTypeName(dt), relayOpName(op),
+                         countsList[ci], inPlace ? "in-place" : "out-of-place", kRoutes[r]);
+                wrong += tc_one_call_root(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, root,
+                                          inPlace, tag);
                 nCalls++;
               }
             }
@@ -199,6 +206,104 @@ static int mismatchNoCheckRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* relayBarrier: a rank that arrives 300 ms late holds every other rank that long; a barrier between calls
+ * leaves their lockstep alone (a call before and after it still runs); a NULL comm is a clear error. */
+static int barrierRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t comm = tc_comm_route(rank, nranks, "auto", 20000);
+  int ranks[NRANKS] = {0, 1, 2, 3, 4, 5, 6, 7};
+  size_t counts[1] = {1001};
+  T_CHECK(tc_one_call(comm, rank, relayCollectiveAllReduce, NRANKS, 1, ranks, counts, relayFloat32, relaySum,
+                      0, "before the barrier") == 0,
+          "rank %d: all-reduce before the barrier", rank);
+  if (rank == 3) {
+    struct timespec ts = {0, 300 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  uint64_t t0 = relayNowNs();
+  T_OK(relayBarrier(comm, NULL));
+  double ms = (double)(relayNowNs() - t0) / 1e6;
+  if (rank != 3)
+    T_CHECK(ms >= 200, "rank %d: left the barrier after %.0f ms, before rank 3 arrived", rank, ms);
+  T_OK(relayBarrier(comm, NULL)); /* twice in a row: each its own round */
+  T_CHECK(tc_one_call_root(comm, rank, relayCollectiveBroadcast, NRANKS, 1, ranks, counts, relayInt32,
+                           relaySum, 5, 0, "after the barrier") == 0,
+          "rank %d: broadcast after the barrier", rank);
+  relayResult_t res = relayBarrier(NULL, NULL);
+  T_CHECK(res == relayInvalidArgument, "relayBarrier(NULL): %s", relayGetErrorString(res));
+  T_OK(relayCommDestroy(comm));
+  return 0;
+}
+
+/* Broadcast and reduce rejected on one rank (or on all): every rank returns the error, in check mode 1 and
+ * 0 (shm agrees on a rooted call's shape before anything moves), nothing is written to any output, and
+ * the comm stays usable. Layout: 2 groups of 3, {0,1,2} and {4,5,6}; ranks 3 and 7 help. */
+static int badRootedRank(int rank, int nranks, void* arg) {
+  int checkMode = *(const int*)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.checkMode = checkMode;
+  cfg.timeoutMs = 20000;
+  relayComm_t comm = t_comm(rank, nranks, &cfg);
+  const int ranks[6] = {0, 1, 2, 4, 5, 6};
+  relayLayout_t L = {2, 3, ranks};
+  size_t counts[2] = {64, 65};
+  int active = rank != 3 && rank != 7;
+  float s[65], r[65];
+  for (int i = 0; i < 65; i++) s[i] = (float)(rank * 100 + i + 1);
+  memset(r, POISON, sizeof r);
+  const float* sp = active ? s : NULL;
+  float* rp = active ? r : NULL;
+  struct {
+    const char* what;
+    relayResult_t want;
+    const char* text; /* in every rank's error */
+  } cases[] = {
+      {"rootIndex 3 of 3 on every rank", relayInvalidArgument, "rootIndex = 3 is not in [0, 3)"},
+      {"rootIndex 7 on rank 4 only", relayInvalidArgument, "rootIndex = 7"},
+      {"rootIndex 1 on rank 5, 0 elsewhere", relayInvalidUsage, "root"},
+      {"NULL sendbuff on the broadcast root (rank 1)", relayInvalidArgument, "sendbuff is NULL (the root"},
+      {"NULL recvbuff on the reduce root (rank 5)", relayInvalidArgument, "recvbuff is NULL (the root"},
+      {"relayCallReject on rank 6 (reduce)", relayInvalidArgument, "rank 6 says no"},
+  };
+  for (int c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+    relayResult_t res;
+    switch (c) {
+      case 0: res = relayBroadcast(sp, rp, counts, relayFloat32, 3, &L, comm, NULL); break;
+      case 1:
+        res = relayReduce(sp, rp, counts, relayFloat32, relaySum, rank == 4 ? 7 : 0, &L, comm, NULL);
+        break;
+      case 2: res = relayBroadcast(sp, rp, counts, relayFloat32, rank == 5 ? 1 : 0, &L, comm, NULL); break;
+      case 3: res = relayBroadcast(rank == 1 ? NULL : sp, rp, counts, relayFloat32, 1, &L, comm, NULL); break;
+      case 4:
+        res = relayReduce(sp, rank == 5 ? NULL : rp, counts, relayFloat32, relayMax, 1, &L, comm, NULL);
+        break;
+      default:
+        res = rank == 6 ? relayCallReject(relayCollectiveReduce, counts, relayFloat32, relaySum, &L, 2,
+                                          "rank 6 says no", comm, NULL)
+                        : relayReduce(sp, rp, counts, relayFloat32, relaySum, 2, &L, comm, NULL);
+        break;
+    }
+    /* A rank's own argument error names the argument; its peers name the rank and quote it. */
+    T_CHECK(res == cases[c].want, "rank %d, check mode %d, %s: got %s, want %s (%s)", rank, checkMode,
+            cases[c].what, relayGetErrorString(res), relayGetErrorString(cases[c].want),
+            relayGetLastError(comm));
+    T_CHECK(strstr(relayGetLastError(comm), cases[c].text) != NULL,
+            "rank %d, check mode %d, %s: the error does not say \"%s\": %s", rank, checkMode, cases[c].what,
+            cases[c].text, relayGetLastError(comm));
+    for (size_t i = 0; i < sizeof r; i++)
+      T_CHECK(((unsigned char*)r)[i] == POISON, "rank %d, %s: rejected call wrote recv byte %zu", rank,
+              cases[c].what, i);
+    for (int i = 0; i < 65; i++)
+      T_CHECK(s[i] == (float)(rank * 100 + i + 1), "rank %d, %s: rejected call wrote send %d", rank,
+              cases[c].what, i);
+  }
+  T_CHECK(tc_one_call_root(comm, rank, relayCollectiveReduce, 3, 2, ranks, counts, relayFloat32, relaySum, 2,
+                           0, "after the rejections") == 0,
+          "rank %d: comm unusable after rejected calls", rank);
+  T_OK(relayCommDestroy(comm));
+  return 0;
+}
+
 /* Rank 5 (active) dies in the middle of a large call; the others return
  * relayRemoteError or relayTimeout within the deadline. */
 static void* killer(void* arg) {
@@ -210,7 +315,7 @@ static void* killer(void* arg) {
 }
 
 static int killedRank(int rank, int nranks, void* arg) {
-  (void)arg;
+  relayCollective_t coll = arg ? *(const relayCollective_t*)arg : relayCollectiveAllToAll;
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.timeoutMs = 8000;
   relayComm_t comm = t_comm(rank, nranks, &cfg);
@@ -226,7 +331,9 @@ static int killedRank(int rank, int nranks, void* arg) {
   uint64_t t0 = relayNowNs();
   relayResult_t res = relaySuccess;
   for (int i = 0; i < 1000 && res == relaySuccess; i++)
-    res = relayAllToAll(s, r, counts, relayFloat32, &L, comm, NULL);
+    res = coll == relayCollectiveAllToAll
+              ? relayAllToAll(s, r, counts, relayFloat32, &L, comm, NULL)
+              : tc_run_root(coll, s, r, counts, relayFloat32, relaySum, 2, &L, comm);
   double sec = (double)(relayNowNs() - t0) / 1e9;
   T_CHECK(rank != 5, "rank 5 outlived its killer");
   T_CHECK(res == relayRemoteError || res == relayTimeout, "rank %d: got %s after a peer died", rank,
@@ -237,14 +344,25 @@ static int killedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
-static int runKilled(void) {
+static int runKilledColl(const relayCollective_t* coll) {
   int codes[NRANKS];
-  t_launch(NRANKS, killedRank, NULL, 60, 30000, codes);
+  t_launch(NRANKS, killedRank, (void*)coll, 60, 30000, codes);
   for (int r = 0; r < NRANKS; r++) {
     if (r == 5) T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
     else T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
   }
   return 0;
+}
+
+static int runKilled(void) { return runKilledColl(NULL); }
+/* Rank 5 dies while rank 2 broadcasts to it (and reduces from it) in 8-rank calls. */
+static int runKilledBroadcast(void) {
+  static const relayCollective_t c = relayCollectiveBroadcast;
+  return runKilledColl(&c);
+}
+static int runKilledReduce(void) {
+  static const relayCollective_t c = relayCollectiveReduce;
+  return runKilledColl(&c);
 }
 
 /* Every collective, A = 2 and 4, independent and fused, odd counts up to 2^20+3, in and out of place;
@@ -262,6 +380,14 @@ static int runKilled(void) {
     .timeoutS = 600, .env = "RELAYCC_DEPTH=8", .ctest = test                                    \
   }
 
+/* Broadcast and reduce in check mode 0 (shm still agrees on a rooted call's shape: the data path is the
+ * same as check mode 1's, the agreement is not). */
+#define SWEEP_CHECK0(nm, c, test)                                                               \
+  {                                                                                             \
+    .name = nm, .rank = sweepRank, .arg = &(sweepArg){c, 0}, .ranks = NRANKS, .deadlineS = 540, \
+    .timeoutS = 600, .env = "RELAYCC_CHECK=0", .ctest = test                                    \
+  }
+
 static const tCase kCases[] = {
     SWEEP("allgather", relayCollectiveAllGather, 0),
     SWEEP("reducescatter", relayCollectiveReduceScatter, 0),
@@ -271,6 +397,12 @@ static const tCase kCases[] = {
     SWEEP("full-reducescatter", relayCollectiveReduceScatter, 1),
     SWEEP("full-allreduce", relayCollectiveAllReduce, 1),
     SWEEP("full-alltoall", relayCollectiveAllToAll, 1),
+    SWEEP("broadcast", relayCollectiveBroadcast, 0),
+    SWEEP("reduce", relayCollectiveReduce, 0),
+    SWEEP("full-broadcast", relayCollectiveBroadcast, 1),
+    SWEEP("full-reduce", relayCollectiveReduce, 1),
+    SWEEP_CHECK0("check0-broadcast", relayCollectiveBroadcast, "colls_check0_broadcast"),
+    SWEEP_CHECK0("check0-reduce", relayCollectiveReduce, "colls_check0_reduce"),
     {.name = "badinput", .rank = badInputRank, .ranks = NRANKS, .deadlineS = 120, .timeoutS = 600},
     {.name = "mismatch-nocheck",
      .rank = mismatchNoCheckRank,
@@ -278,6 +410,21 @@ static const tCase kCases[] = {
      .deadlineS = 60,
      .timeoutS = 600},
     {.name = "killed", .fn = runKilled, .timeoutS = 600},
+    {.name = "killed-broadcast", .fn = runKilledBroadcast, .timeoutS = 600},
+    {.name = "killed-reduce", .fn = runKilledReduce, .timeoutS = 600},
+    {.name = "badinput-rooted",
+     .rank = badRootedRank,
+     .arg = &(int){1},
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 300},
+    {.name = "badinput-rooted-check0",
+     .rank = badRootedRank,
+     .arg = &(int){0},
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 300},
+    {.name = "barrier", .rank = barrierRank, .ranks = NRANKS, .deadlineS = 60, .timeoutS = 120},
     SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),
     SWEEP_DEPTH8("depth8-allreduce", relayCollectiveAllReduce, "depth_colls_depth8_allreduce"),

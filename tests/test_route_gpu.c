@@ -676,8 +676,9 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   return relaySuccess;
 }
 static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send,
-                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op, int root,
                                 relayStream_t stream) {
+  (void)root;
   (void)c, (void)h, (void)coll, (void)send, (void)recv, (void)count, (void)dt, (void)op, (void)stream;
   gNativeCalls++;
   return relaySuccess;

@@ -176,8 +176,9 @@ static relayResult_t fakeNativePrepare(struct relayComm* c, int nGroups, int nAc
   return gNativeAnswer;
 }
 static relayResult_t fakeNative(struct relayComm* c, void* h, relayCollective_t coll, const void* send,
-                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                                void* recv, size_t count, relayDataType_t dt, relayRedOp_t op, int root,
                                 relayStream_t stream) {
+  (void)root;
   (void)c, (void)recv, (void)dt, (void)op, (void)stream;
   T_CHECK(h == &gFake, "native got handle %p", h);
   gFake.nativeRuns++;

@@ -26,8 +26,9 @@
 #include "route/table.h"
 
 static const char* kUsage =
-    "usage: relaycc-plan -c allgather|reducescatter|allreduce|alltoall -A nActive [-G nGroups]\n"
-    "                    --ranks N --count N [--dtype T] [--op sum|prod|max|min|avg]\n"
+    "usage: relaycc-plan -c allgather|reducescatter|allreduce|alltoall|broadcast|reduce -A nActive\n"
+    "                    [-G nGroups] --ranks N --count N [--dtype T] [--op sum|prod|max|min|avg]\n"
+    "                    [--root position (broadcast, reduce; default 0)]\n"
     "                    [--route direct|relay] [--depth T] [--rank r] [--layout r0,r1,...] [--traffic]\n";
 
 static void die(const char* arg, const char* fmt, const char* val) {
@@ -79,7 +80,7 @@ static void printTraffic(const relayPlan* p, FILE* f) {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; i++)
     if (!strcmp(argv[i], "--scatter-parts")) return p2pPlanToolMain(argc, argv); /* common/p2p_tool.c */
-  enum { O_RANKS = 256, O_COUNT, O_DTYPE, O_OP, O_ROUTE, O_DEPTH, O_RANK, O_LAYOUT, O_TRAFFIC };
+  enum { O_RANKS = 256, O_COUNT, O_DTYPE, O_OP, O_ROUTE, O_DEPTH, O_RANK, O_LAYOUT, O_TRAFFIC, O_ROOT };
   static const struct option opts[] = {{"coll", required_argument, 0, 'c'},
                                        {"ranks", required_argument, 0, O_RANKS},
                                        {"count", required_argument, 0, O_COUNT},
@@ -90,10 +91,11 @@ int main(int argc, char** argv) {
                                        {"rank", required_argument, 0, O_RANK},
                                        {"layout", required_argument, 0, O_LAYOUT},
                                        {"traffic", no_argument, 0, O_TRAFFIC},
+                                       {"root", required_argument, 0, O_ROOT},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   relayCollective_t coll = relayNumCollectives; /* none yet */
-  int A = 0, G = 1, nranks = 0, depth = 1, rank = -1, traffic = 0, route = relayRouteRelay;
+  int A = 0, G = 1, nranks = 0, depth = 1, rank = -1, traffic = 0, route = relayRouteRelay, root = 0;
   long long count = -1;
   relayDataType_t dtype = relayFloat32;
   relayRedOp_t op = relaySum;
@@ -104,7 +106,9 @@ int main(int argc, char** argv) {
   while ((c = getopt_long(argc, argv, "c:A:G:h", opts, NULL)) != -1) {
     switch (c) {
       case 'c':
-        if (relayParseColl(optarg, &coll)) die("-c", "unknown collective '%s'", optarg);
+        /* a collective on a layout: scatter and gather (a rank set) have relaycc-sim's network model */
+        if (relayParseCollAll(optarg, &coll) || !relayCollOnLayout(coll))
+          die("-c", "unknown collective '%s'", optarg);
         break;
       case 'A': A = (int)parseInt("-A", optarg, 2, PLAN_MAX_SRCS); break;
       case 'G': G = (int)parseInt("-G", optarg, 1, 1 << 16); break;
@@ -128,6 +132,7 @@ int main(int argc, char** argv) {
         break;
       case O_LAYOUT: layoutArg = optarg; break;
       case O_TRAFFIC: traffic = 1; break;
+      case O_ROOT: root = (int)parseInt("--root", optarg, 0, PLAN_MAX_SRCS - 1); break;
       case 'h': fputs(kUsage, stdout); return 0;
       default: die(argv[optind - 1], "unknown option or missing value%s", "");
     }
@@ -143,7 +148,8 @@ int main(int argc, char** argv) {
     die("--ranks", "%s ranks cannot hold -A x -G active ranks", v);
   }
   if (rank >= nranks) die("--rank", "'%s' is not a rank of the comm", rankArg);
-  if (coll != relayCollectiveReduceScatter && coll != relayCollectiveAllReduce) op = relaySum;
+  if (!relayCollReduces(coll)) op = relaySum;
+  if (root >= A) die("--root", "the root's position must be below -A%s", "");
 
   int nr = A * G;
   int* ranks = malloc((size_t)nr * sizeof *ranks);
@@ -176,6 +182,7 @@ int main(int argc, char** argv) {
   key.op = op;
   key.route = route;
   key.depth = depth;
+  key.root = relayCollRooted(coll) ? root : 0;
   relayPlan* plan = NULL;
   relayResult_t res = relayPlanBuild(&key, &plan);
   if (res == relayNotSupported && route != relayRouteDirect) {

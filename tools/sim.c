@@ -82,7 +82,9 @@ static void usage(FILE* f) {
           "usage: relaycc-sim [options]\n"
           "  --topo T           preset (mi350x, mi300x, h200, h200x2, cpu) or topology file\n"
           "                     (default $RELAYCC_TOPO, else mi350x; format: docs/model.md)\n"
-          "  -c, --coll C       allgather|reducescatter|allreduce|alltoall, a comma list, or all (default)\n"
+          "  -c, --coll C       allgather|reducescatter|allreduce|alltoall|broadcast|reduce, a comma list,\n"
+          "                     or all (default: the four layout collectives); broadcast and reduce: the\n"
+          "                     root is the first active of each group\n"
           "  -A N               active ranks per group (default 2)\n"
           "  -G N               groups (default 1: an independent call; >1: fused)\n"
           "  --sizes LIST       sizes, e.g. 4K,4.5M,1G: bytes of per-active-rank input\n"
@@ -309,12 +311,12 @@ static int parseArgs(int argc, char** argv, simOpts* o) {
       relayCollective_t cc;
       if (relayParseCollAll(t, &cc) || o->nColls == relayNumCollectives) {
         fprintf(stderr,
-                "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, scatter, "
-                "gather, a comma list of them, or all\n",
+                "relaycc-sim: -c '%s': want allgather, reducescatter, allreduce, alltoall, broadcast, "
+                "reduce, scatter, gather, a comma list of them, or all\n",
                 coll);
         return 1;
       }
-      nRooted += relayCollRooted(cc);
+      nRooted += relayCollRankSet(cc); /* broadcast, reduce: a layout, root at position 0 of each group */
       o->colls[o->nColls++] = cc;
     }
     if (nRooted && nRooted != o->nColls) {

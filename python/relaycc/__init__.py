@@ -13,8 +13,8 @@ and orders. On CUDA they run on the current stream without host synchronization.
 ops, routes, collectives, result codes) is read from the library.
 """
 from ._lib import RelayccArgumentError, RelayccError, library_path, version
-from .collectives import (all_gather, all_reduce, all_to_all, all_to_all_v_single, gather, recv, reduce_scatter,
-                          scatter, send)
+from .collectives import (all_gather, all_reduce, all_to_all, all_to_all_v_single, barrier, broadcast, gather,
+                          recv, reduce, reduce_scatter, scatter, send)
 from .comm import Comm, Work, nccl_libraries
 from . import torch_backend
 
@@ -27,5 +27,6 @@ if torch_backend.dist.is_available():
 __version__ = "%d.%d.%d" % (version() // 10000, version() // 100 % 100, version() % 100)
 __all__ = [
     "Comm", "Work", "RelayccError", "RelayccArgumentError", "all_reduce", "reduce_scatter", "all_gather",
-    "all_to_all", "scatter", "gather", "send", "recv", "all_to_all_v_single", "version", "library_path", "nccl_libraries"
+    "all_to_all", "scatter", "gather", "broadcast", "reduce", "barrier", "send", "recv", "all_to_all_v_single",
+    "version", "library_path", "nccl_libraries"
 ]

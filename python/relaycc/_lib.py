@@ -189,22 +189,27 @@ for _name, _v in COLLECTIVES.items():
       _i.ncclName.decode() if _i.ncclName else None,
       _i.torchcommsName.decode() if _i.torchcommsName else None)
 
-# Each collective's C function, its arguments as its kind and its row say (relaycc.h): a rooted call takes
-# (send, recv, counts, dtype, root, ranks, nRanks, comm, stream), a layout call (send, recv, counts, dtype,
-# [op,] layout, comm, stream), op where it reduces; point-to-point (buff, count, dtype, peer, comm,
-# stream); the per-peer all-to-all-v its arrays and one group's layout.
+# Each collective's C function, its arguments as its kind and its row say (relaycc.h): a rank-set call
+# takes (send, recv, counts, dtype, root, ranks, nRanks, comm, stream), a layout call (send, recv, counts,
+# dtype, [op,] layout, comm, stream), one with a root position (send, recv, counts, dtype, [op,] rootIndex,
+# layout, comm, stream), op where it reduces; point-to-point (buff, count, dtype, peer, comm, stream); the
+# per-peer all-to-all-v its arrays and one group's layout.
 _P, _I, _S = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)
 for _i in COLLECTIVE_INFO.values():
   _fn = getattr(lib, _i.call)
   _fn.restype = ctypes.c_int
-  if _i.kind in ("relayKindRootedRank", "relayKindRootedPosition"):
+  if _i.kind == "relayKindRootedRank":
     _fn.argtypes = [_P, _P, _S, _I, _I, ctypes.POINTER(_I), _I, _P, _P]
   elif _i.kind == "relayKindPointToPoint":  # (buff, count, dtype, peer, comm, stream)
     _fn.argtypes = [_P, ctypes.c_size_t, _I, _I, _P, _P]
   elif _i.kind == "relayKindPerPeer":  # (send, sendcounts, sdispls, recv, recvcounts, rdispls, dtype, layout, ...)
     _fn.argtypes = [_P, _S, _S, _P, _S, _S, _I, ctypes.POINTER(RelayLayout), _P, _P]
   else:
-    _fn.argtypes = [_P, _P, _S, _I] + ([_I] if _i.reduces else []) + [ctypes.POINTER(RelayLayout), _P, _P]
+    _root = [_I] if _i.kind == "relayKindRootedPosition" else []
+    _op = [_I] if _i.reduces else []
+    _fn.argtypes = [_P, _P, _S, _I] + _op + _root + [ctypes.POINTER(RelayLayout), _P, _P]
+lib.relayBarrier.restype = ctypes.c_int
+lib.relayBarrier.argtypes = [_P, _P]
 
 
 def _result_name(code):

@@ -36,10 +36,12 @@ from . import _lib
 from ._lib import COLLECTIVES, DTYPES, OPS, bad_argument
 
 Tensor = torch.Tensor
-# Which calls reduce and which are rooted: the library's table of collectives says (relayGetCollectiveInfo).
+# Which calls reduce, which take a rank set and a comm-rank root (scatter, gather), which a layout and a
+# root position in each group (broadcast, reduce): the library's table of collectives says
+# (relayGetCollectiveInfo).
 REDUCING = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.reduces)
-ROOTED = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind in ("relayKindRootedRank",
-                                                                          "relayKindRootedPosition"))
+ROOTED = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindRootedRank")
+POSITIONED = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindRootedPosition")
 # Point-to-point and per-peer calls (send, recv, all_to_all_v): their own arguments (relaycc.h).
 PT2PT = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindPointToPoint")
 PER_PEER = tuple(n for n, i in _lib.COLLECTIVE_INFO.items() if i.kind == "relayKindPerPeer")
@@ -119,6 +121,8 @@ def _c_call(name, send, recv, handle, ranks, n_groups, counts, dtype, op, root):
   fn = getattr(L, info.call)
   if name in ROOTED:
     res = fn(s, r, cnt, dtype, root, _c_ranks(ranks), len(ranks), handle, st)
+  elif name in POSITIONED:
+    res = fn(s, r, cnt, dtype, *([op] if info.reduces else []), root, _c_layout(ranks, n_groups), handle, st)
   elif name in PT2PT:  # counts: [count]; root: the peer; the one buffer is send's or recv's
     res = fn(s if s is not None else r, counts[0], dtype, root, handle, st)
   elif name in PER_PEER:  # counts: sendcounts + recvcounts, blocks back to back (torchcomms' splits)
@@ -197,6 +201,17 @@ def _per_peer_op(name):
   return run
 
 
+def _positioned_op(name):
+
+  def run(send: Optional[Tensor], like: Optional[Tensor], comm: int, ranks: List[int], n_groups: int,
+          counts: List[int], dtype: int, op: int, root: int) -> Tensor:
+    out = _output(like)
+    _c_call(name, send, None if like is None else out, comm, ranks, n_groups, counts, dtype, op, root)
+    return out
+
+  return run
+
+
 def _reject_op(comm: int, coll: int, ranks: List[int], n_groups: int, counts: Optional[List[int]], dtype: int,
                op: int, root: int, reason: str) -> None:
   _c_reject(OP_NAMES[coll], comm, ranks, n_groups, counts, dtype, op, root, reason)
@@ -207,10 +222,12 @@ def _register():
     from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
   except ImportError as e:  # torch < 2.3
     raise ImportError(f"relaycc needs torch's effect registration (torch._higher_order_ops.effects): {e}") from e
+
   def make(n):
     if n in PT2PT:
       return _send_op if COLLECTIVE_SENDS[n] else _recv_op
-    return (_rooted_op if n in ROOTED else _per_peer_op if n in PER_PEER else _layout_op)(n)
+    return (_rooted_op if n in ROOTED else _positioned_op if n in POSITIONED else
+            _per_peer_op if n in PER_PEER else _layout_op)(n)
 
   ops = [(n, make(n)) for n in OP_NAMES] + [("reject", _reject_op)]
   for name, fn in ops:
@@ -440,6 +457,8 @@ def _submit(chk, name, send, recv, flat, n_groups, counts, code, opc, root):
     out = op(send, recv, handle, flat, counts, code)
   elif name in ROOTED:
     out = op(send, recv, handle, root, flat, counts, code)
+  elif name in POSITIONED:
+    out = op(send, recv, handle, flat, n_groups, counts, code, opc or 0, root or 0)
   else:
     out = op(send, recv, handle, flat, n_groups, counts, code, opc or 0)
   if recv is not None:
@@ -551,6 +570,53 @@ def _rooted(fn, name, input, output, root, ranks, counts, comm, dtype):
   send, recv = pairs[0][1], pairs[1][1]
   _submit(chk, name, send if uses[0] else None, recv if uses[1] else None, flat, 1, cnt, code, 0, r)
   return output
+
+
+def _positioned(fn, name, tensor, root, layout, op, comm, counts, dtype):
+  """Broadcast and reduce, in place in `tensor` (None on a helper). root: the root's POSITION in each group
+  of `layout` (0 <= root < A; relaycc.h), not a comm rank: layout [[0..n-1]] makes it the comm rank."""
+  comm = _need_comm(comm, fn)
+  chk = _Call(comm)
+  opc = _op_code(chk, op) if name in REDUCING else 0
+  r = _index(root)
+  if r is None:
+    chk.bad(f"root {root!r} is not a position in the group (an int)")
+  flat, n, a, g, idx = _parse_layout(chk, layout)
+  ((_, t),) = _tensors(chk, [("tensor", tensor)])
+  if flat is not None:
+    _roles(chk, [("tensor", t)], [g >= 0],
+           (f"this rank is active in group {g}", "this rank is active in no group (a helper)"))
+  code = _dtype_code(chk, dtype, [("tensor", t)])
+  implied = t.numel() if g >= 0 and t is not None and counts is None else None
+  cnt = _counts(chk, counts, n if flat is not None else None, implied)
+  if g >= 0 and cnt is not None:
+    _check_tensor(chk, "tensor", t, cnt[g])
+  # The buffers the rank's role uses (the library's range check of root judges r): a broadcast reads the
+  # root's only, a reduce writes the root's only; the other side goes as None, so that the traced op's
+  # output (undefined there) is never copied into a tensor the call must leave alone.
+  is_root = g >= 0 and r is not None and idx == r
+  send = t if g >= 0 and (is_root or name in REDUCING) else None
+  recv = t if g >= 0 and (is_root or name not in REDUCING) else None
+  _submit(chk, name, send, recv, flat, n, cnt, code, opc, r)
+  return tensor
+
+
+def broadcast(tensor, root, layout, comm=None, counts=None, dtype=None):
+  """In each group of `layout`, the tensor of the group's root (its position `root`) into every active's
+  tensor, in place. A helper passes None."""
+  return _positioned("relaycc.broadcast", "broadcast", tensor, root, layout, None, comm, counts, dtype)
+
+
+def reduce(tensor, root, layout, op="sum", comm=None, counts=None, dtype=None):
+  """In each group of `layout`, op over the actives' tensors into the tensor of the group's root (its
+  position `root`), in place; the others' tensors are left as they were. A helper passes None."""
+  return _positioned("relaycc.reduce", "reduce", tensor, root, layout, op, comm, counts, dtype)
+
+
+def barrier(comm=None):
+  """Every rank of the comm waits for the others (relayBarrier: host-side, no call number taken)."""
+  comm = _need_comm(comm, "relaycc.barrier")
+  _lib.check(_lib.lib.relayBarrier(comm.handle, _stream(comm.handle)), comm.handle)
 
 
 def scatter(input, output, root, ranks, counts, comm=None, dtype=None):

@@ -269,6 +269,15 @@ class Comm:
   def gather(self, input, output, root, ranks, counts, dtype=None):
     return collectives.gather(input, output, root, ranks, counts, comm=self, dtype=dtype)
 
+  def broadcast(self, tensor, root, layout, counts=None, dtype=None):
+    return collectives.broadcast(tensor, root, layout, comm=self, counts=counts, dtype=dtype)
+
+  def reduce(self, tensor, root, layout, op="sum", counts=None, dtype=None):
+    return collectives.reduce(tensor, root, layout, op, comm=self, counts=counts, dtype=dtype)
+
+  def barrier(self):
+    return collectives.barrier(comm=self)
+
   # ---- torchcomms' names (TorchCommRCCLX): one tensor per group, the caller's group's entry carries the
   # data, the others are placeholders that are not read (a helper's give the dtype) ----
   def _tc_entry(self, all_active_ranks, lists):

@@ -35,26 +35,33 @@ typedef enum {
  * The layout rows come first (RELAY_NUM_LAYOUT_COLLS counts them; the assertions in common.c hold it).
  * Point-to-point and per-peer rows (send, recv, alltoallv: core/pt2pt.c) have no plan, route or key: they
  * run as groups of transfers straight on the transport; relayCollPlanned says which rows plan. */
-#define RELAY_COLL_TABLE(X)                                                                                 \
-  X(relayCollectiveAllGather, "allgather", "relayAllGather", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, 0, \
-    1, "ncclAllGather", "sharded_relay_multi_group_all_gather", "all_gather ag")                            \
-  X(relayCollectiveReduceScatter, "reducescatter", "relayReduceScatter", relayKindLayout, 1,                \
-    RELAY_COUNTS_PER_GROUP, 1, 0, "ncclReduceScatter", "sharded_relay_multi_group_reduce_scatter",          \
-    "reduce_scatter rs")                                                                                    \
-  X(relayCollectiveAllReduce, "allreduce", "relayAllReduce", relayKindLayout, 1, RELAY_COUNTS_PER_GROUP, 0, \
-    0, "ncclAllReduce", "sharded_relay_multi_group_all_reduce", "all_reduce ar")                            \
-  X(relayCollectiveAllToAll, "alltoall", "relayAllToAll", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, 1, 1, \
-    "ncclAlltoAll", "sharded_relay_multi_group_all_to_all", "all_to_all a2a")                               \
-  X(relayCollectiveScatter, "scatter", "relayScatter", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 1,  \
-    0, NULL, "scatter", "")                                                                                 \
-  X(relayCollectiveGather, "gather", "relayGather", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, 0, 1,  \
-    NULL, "gather", "")                                                                                     \
-  X(relayCollectiveSend, "send", "relaySend", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0,      \
-    "ncclSend", "send", "")                                                                                 \
-  X(relayCollectiveRecv, "recv", "relayRecv", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0,      \
-    "ncclRecv", "recv", "")                                                                                 \
-  X(relayCollectiveAllToAllV, "alltoallv", "relayAllToAllv", relayKindPerPeer, 0, RELAY_COUNTS_PER_MEMBER,  \
-    1, 1, NULL, "all_to_all_v_single", "all_to_all_v a2av")
+/* One row per two lines, left alone by the formatter (it re-wraps a long table on every pass). */
+// clang-format off
+#define RELAY_COLL_TABLE(X) \
+  X(relayCollectiveAllGather, "allgather", "relayAllGather", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, \
+    0, 1, "ncclAllGather", "sharded_relay_multi_group_all_gather", "all_gather ag") \
+  X(relayCollectiveReduceScatter, "reducescatter", "relayReduceScatter", relayKindLayout, 1, \
+    RELAY_COUNTS_PER_GROUP, 1, 0, "ncclReduceScatter", "sharded_relay_multi_group_reduce_scatter", \
+    "reduce_scatter rs") \
+  X(relayCollectiveAllReduce, "allreduce", "relayAllReduce", relayKindLayout, 1, RELAY_COUNTS_PER_GROUP, \
+    0, 0, "ncclAllReduce", "sharded_relay_multi_group_all_reduce", "all_reduce ar") \
+  X(relayCollectiveAllToAll, "alltoall", "relayAllToAll", relayKindLayout, 0, RELAY_COUNTS_PER_GROUP, \
+    1, 1, "ncclAlltoAll", "sharded_relay_multi_group_all_to_all", "all_to_all a2a") \
+  X(relayCollectiveScatter, "scatter", "relayScatter", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, \
+    1, 0, NULL, "scatter", "") \
+  X(relayCollectiveGather, "gather", "relayGather", relayKindRootedRank, 0, RELAY_COUNTS_PER_MEMBER, \
+    0, 1, NULL, "gather", "") \
+  X(relayCollectiveSend, "send", "relaySend", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0, \
+    "ncclSend", "send", "") \
+  X(relayCollectiveRecv, "recv", "relayRecv", relayKindPointToPoint, 0, RELAY_COUNTS_PER_MEMBER, 0, 0, \
+    "ncclRecv", "recv", "") \
+  X(relayCollectiveAllToAllV, "alltoallv", "relayAllToAllv", relayKindPerPeer, 0, RELAY_COUNTS_PER_MEMBER, \
+    1, 1, NULL, "all_to_all_v_single", "all_to_all_v a2av") \
+  X(relayCollectiveBroadcast, "broadcast", "relayBroadcast", relayKindRootedPosition, 0, \
+    RELAY_COUNTS_PER_GROUP, 0, 0, "ncclBroadcast", "broadcast", "bcast") \
+  X(relayCollectiveReduce, "reduce", "relayReduce", relayKindRootedPosition, 1, RELAY_COUNTS_PER_GROUP, \
+    0, 0, "ncclReduce", "reduce", "")
+// clang-format on
 
 /* One row as the table's readers see it (relayCollRowOf). */
 typedef struct {
@@ -85,10 +92,21 @@ static inline relayCollectiveKind_t relayCollKind(relayCollective_t coll) { retu
 static inline int relayCollIsLayout(relayCollective_t coll) {
   return (unsigned)coll < relayNumCollectives && relayCollRows[coll].kind == relayKindLayout;
 }
-/* One rank set and a root (by comm rank or by position in the set). */
+/* A root: a comm rank of one rank set (scatter, gather) or a position in each group of a layout
+ * (broadcast, reduce). */
 static inline int relayCollRooted(relayCollective_t coll) {
   relayCollectiveKind_t kind = relayCollRows[coll].kind;
   return kind == relayKindRootedRank || kind == relayKindRootedPosition;
+}
+/* One rank set (a layout of one group, counts per member) and a root given as a comm rank. */
+static inline int relayCollRankSet(relayCollective_t coll) {
+  return relayCollRows[coll].kind == relayKindRootedRank;
+}
+/* Groups of a layout, a count per group: the layout collectives and broadcast, reduce (a root per group,
+ * by its position in the group). */
+static inline int relayCollOnLayout(relayCollective_t coll) {
+  relayCollectiveKind_t kind = relayCollRows[coll].kind;
+  return kind == relayKindLayout || kind == relayKindRootedPosition;
 }
 static inline int relayCollReduces(relayCollective_t coll) { return relayCollRows[coll].reduces; }
 static inline int relayCollSendsBlocks(relayCollective_t coll) { return relayCollRows[coll].sendBlocks; }

@@ -54,9 +54,9 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "the system's)")                                                                                         \
   X(SHIM, "RELAYCC_SHIM", BOOL, PROCESS, 1, 0, 1, -1, "1",                                                   \
     "NCCL interposer (librelaycc_shim.so): 0 forwards every call to NCCL unchanged")                         \
-  X(SHIM_COLLS, "RELAYCC_SHIM_COLLS", STRING, PROCESS, 0, 0, 0, -1, "all four",                              \
-    "NCCL interposer: the collectives it may take (allreduce, reducescatter, allgather, alltoall; comma "    \
-    "list)")                                                                                                 \
+  X(SHIM_COLLS, "RELAYCC_SHIM_COLLS", STRING, PROCESS, 0, 0, 0, -1, "all six",                               \
+    "NCCL interposer: the collectives it may take (allreduce, reducescatter, allgather, alltoall, "          \
+    "broadcast, reduce; comma list)")                                                                        \
   X(SHIM_NCCL, "RELAYCC_SHIM_NCCL", STRING, PROCESS, 0, 0, 0, -1, "unset",                                   \
     "NCCL interposer: path of the real libnccl it forwards to (default: the one the process loaded)")        \
   X(SHIM_TEST_SHM, "RELAYCC_SHIM_TEST_SHM", STRING, PROCESS, 0, 0, 0, -1, "unset",                           \

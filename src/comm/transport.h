@@ -204,12 +204,14 @@ typedef struct relayTransportOps {
    * ranks on the same call (it may create sub-communicators); it returns a
    * handle for the layout, or relayNotSupported (every rank alike: e.g.
    * under capture with nothing prepared). coll is one of the four layout
-   * collectives (kind relayKindLayout: comm/coll.h); count is the per-group count the API takes. Ranks
-   * active in no group call native with their handle and return at once. */
+   * collectives (kind relayKindLayout: comm/coll.h) or broadcast, reduce (root: the root's position in
+   * each group, which is its rank in the group's sub-communicator; 0 for the others); count is the
+   * per-group count the API takes. Ranks active in no group call native with their handle and return at
+   * once. */
   relayResult_t (*nativePrepare)(struct relayComm* comm, int nGroups, int nActive, const int* ranks,
                                  relayStream_t stream, void** handle);
   relayResult_t (*native)(struct relayComm* comm, void* handle, relayCollective_t coll, const void* send,
-                          void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                          void* recv, size_t count, relayDataType_t dt, relayRedOp_t op, int root,
                           relayStream_t stream);
   /* 1 when stream is being captured into a graph (may be NULL: never). The
    * router prices host work per step only for calls outside a graph. */

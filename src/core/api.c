@@ -129,7 +129,7 @@ static relayResult_t checkRanks(struct relayComm* c, const char* what, const int
 static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGroup, int* myIndex,
                               int* bufErr) {
   *bufErr = 0;
-  if (relayCollRooted(a->coll)) return validateRooted(c, a, myGroup, myIndex, bufErr);
+  if (relayCollRankSet(a->coll)) return validateRooted(c, a, myGroup, myIndex, bufErr);
   *myGroup = -1;
   *myIndex = -1;
   if (relayTypeSize(a->dtype) == 0)
@@ -147,6 +147,12 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
     return relaySetError(c, relayInvalidArgument,
                          "layout has %d groups x %d active = %lld ranks, the comm has %d", L->nGroups,
                          L->nActive, (long long)L->nGroups * L->nActive, c->nranks);
+  /* Broadcast, reduce: the root is a position in each group, not a comm rank (relaycc.h). */
+  int byPosition = relayCollKind(a->coll) == relayKindRootedPosition;
+  if (byPosition && (a->root < 0 || a->root >= L->nActive))
+    return relaySetError(c, relayInvalidArgument,
+                         "rootIndex = %d is not in [0, %d) (the root's position in each group of the layout)",
+                         a->root, L->nActive);
   if (!L->ranks) return relaySetError(c, relayInvalidArgument, "layout.ranks is NULL");
   int mine;
   RELAY_CHECK(checkRanks(c, "layout.ranks", L->ranks, L->nGroups * L->nActive,
@@ -166,11 +172,16 @@ static relayResult_t validate(struct relayComm* c, const callArgs* a, int* myGro
   }
   if (*myGroup >= 0 && a->counts[*myGroup] > 0) {
     *bufErr = 1; /* the shape is valid from here on */
-    if (!a->send)
-      return relaySetError(c, relayInvalidArgument, "sendbuff is NULL (active rank, group %d, count %zu)",
+    /* Broadcast reads sendbuff on the root only, reduce writes recvbuff on the root only. */
+    int isRoot = byPosition && *myIndex == a->root;
+    int needSend = !byPosition || relayCollReduces(a->coll) || isRoot;
+    int needRecv = !byPosition || !relayCollReduces(a->coll) || isRoot;
+    const char* role = isRoot ? "the root" : "active rank";
+    if (needSend && !a->send)
+      return relaySetError(c, relayInvalidArgument, "sendbuff is NULL (%s, group %d, count %zu)", role,
                            *myGroup, a->counts[*myGroup]);
-    if (!a->recv)
-      return relaySetError(c, relayInvalidArgument, "recvbuff is NULL (active rank, group %d, count %zu)",
+    if (needRecv && !a->recv)
+      return relaySetError(c, relayInvalidArgument, "recvbuff is NULL (%s, group %d, count %zu)", role,
                            *myGroup, a->counts[*myGroup]);
     if (a->coll == relayCollectiveAllToAll && a->send == a->recv)
       return relaySetError(c, relayInvalidArgument,
@@ -452,9 +463,9 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
 }
 
 int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts,
-                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
+                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout, int root,
                         relayStream_t stream) {
-  callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout};
+  callArgs a = {.coll = coll, .counts = counts, .dtype = dtype, .op = op, .layout = layout, .root = root};
   planKey key;
   callKey(c, &a, &key);
   /* relayRouteBeatsNative's question, asked of the candidates so that the plans the router prices go to
@@ -680,6 +691,41 @@ relayResult_t relayAllToAll(const void* sendbuff, void* recvbuff, const size_t* 
                        layout, 0, stream);
 }
 
+relayResult_t relayBroadcast(const void* sendbuff, void* recvbuff, const size_t* counts,
+                             relayDataType_t datatype, int rootIndex, const relayLayout_t* layout,
+                             relayComm_t comm, relayStream_t stream) {
+  return relayCommCall(comm, relayCollectiveBroadcast, sendbuff, recvbuff, counts, datatype, relaySum, layout,
+                       rootIndex, stream);
+}
+
+relayResult_t relayReduce(const void* sendbuff, void* recvbuff, const size_t* counts,
+                          relayDataType_t datatype, relayRedOp_t op, int rootIndex,
+                          const relayLayout_t* layout, relayComm_t comm, relayStream_t stream) {
+  return relayCommCall(comm, relayCollectiveReduce, sendbuff, recvbuff, counts, datatype, op, layout,
+                       rootIndex, stream);
+}
+
+/* A host barrier through the transport's own (shm: one agreement round in shared memory; NCCL: its
+ * control plane). Not a collective call: it takes no call number, so it may sit between calls of a
+ * lockstep without shifting it, as the tools' relayCommBarrier does. */
+relayResult_t relayBarrier(relayComm_t comm, relayStream_t stream) {
+  (void)stream; /* host-side: see relaycc.h */
+  if (!comm || !comm->tp)
+    return relaySetError(NULL, relayInvalidArgument, "relayBarrier: %s is NULL",
+                         comm ? "the transport" : "comm");
+  const char* outer = comm->curCallName;
+  comm->curCallName = "relayBarrier"; /* its errors' prefix */
+  relayResult_t res;
+  char earlier[sizeof comm->lastError];
+  if (atomic_load(&comm->aborted)) res = relaySetError(comm, relayInvalidUsage, "the comm was aborted");
+  else if (comm->failed)
+    res = relaySetError(comm, relayInvalidUsage, "the comm failed in an earlier call; destroy it (%s)",
+                        relayErrorQuote(comm, comm->lastError, earlier, sizeof earlier));
+  else res = comm->tp->barrier(comm);
+  comm->curCallName = outer;
+  return res;
+}
+
 /* ---- rooted collectives: scatter, gather -------------------------------- */
 
 /* The rank set is ranks[0..nRanks), any size >= 1, root in it or not;
@@ -787,7 +833,7 @@ relayResult_t relayCallReject(relayCollective_t coll, const size_t* counts, rela
    * number of groups, is a set of no ranks (validateRooted: a shape error). */
   relayLayout_t set = {1, layout && layout->nGroups == 1 ? layout->nActive : 0,
                        layout ? layout->ranks : NULL};
-  if (relayCollRooted(cl)) layout = &set;
+  if (relayCollRankSet(cl)) layout = &set;
   callArgs a = {.coll = cl,
                 .counts = counts,
                 .dtype = datatype,

@@ -42,7 +42,7 @@ int relayCommRouteCaps(const struct relayComm* comm, const struct planKey* key);
  * same call, a rank whose comm failed too (its call then fails as its peers' do, rather than going
  * to NCCL alone). The plans the router built to answer go to the comm's plan cache (built once). */
 int relayCommRoutesCall(struct relayComm* comm, relayCollective_t coll, const size_t* counts,
-                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout,
+                        relayDataType_t dtype, relayRedOp_t op, const relayLayout_t* layout, int root,
                         relayStream_t stream);
 /* A call of any collective by its row (comm/coll.h), as the API's functions make it: the interposer's
  * one way in, whatever NCCL call it took. layout: a rooted call's set is its one group; root: rooted

@@ -106,7 +106,7 @@ static relayResult_t execSubCollNative(struct relayComm* comm, const relayPlan* 
                                        relayStream_t stream) {
   relayRedOp_t op = p->op == relayAvg ? relaySum : p->op;
   RELAY_CHECK(
-      comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, stream));
+      comm->tp->native(comm, h, (relayCollective_t)sc->coll, src, dst, sc->count, p->dtype, op, 0, stream));
   if (!relayCollReduces((relayCollective_t)sc->coll) || o->divisor <= 1) return relaySuccess;
   const void* one[1] = {dst};
   return comm->tp->reduce(comm, dst, one, 1, sc->count, p->dtype, relayAvg, o->divisor, 0, stream);

@@ -125,8 +125,10 @@ struct planBuilder {
  * checks both ends agree). */
 static int planP2pOpOf(relayCollective_t coll) {
   switch (coll) {
-    case relayCollectiveScatter: return P2P_OP_SCATTER;
-    case relayCollectiveGather: return P2P_OP_GATHER;
+    case relayCollectiveScatter:
+    case relayCollectiveBroadcast: return P2P_OP_SCATTER; /* the root drives its peers */
+    case relayCollectiveGather:
+    case relayCollectiveReduce: return P2P_OP_GATHER;
     case relayCollectiveAllToAll: return P2P_OP_ALLTOALL;
     default: return P2P_OP_SENDRECV;
   }
@@ -166,12 +168,17 @@ static void planLayoutRank(const planKey* k, int r, planRank* pr) {
   /* The collective's row says which buffer holds A blocks. */
   pr->sendElems = relayCollSendsBlocks(k->coll) ? A * c : c;
   pr->recvElems = relayCollGathers(k->coll) ? A * c : c;
+  /* Broadcast reads SEND on the group's root only, reduce writes RECV on the root only (as NCCL's). */
+  if (relayCollRooted(k->coll) && pr->activeIndex != k->root) {
+    if (relayCollReduces(k->coll)) pr->recvElems = 0;
+    else pr->sendElems = 0;
+  }
 }
 
 void planCallerExtents(const planKey* k, int r, uint64_t* sendElems, uint64_t* recvElems) {
   planRank pr;
   memset(&pr, 0, sizeof pr);
-  if (relayCollRooted(k->coll)) planRootedRank(k, planRootedTotal(k), r, &pr);
+  if (relayCollRankSet(k->coll)) planRootedRank(k, planRootedTotal(k), r, &pr);
   else planLayoutRank(k, r, &pr);
   *sendElems = pr.sendElems;
   *recvElems = pr.recvElems;
@@ -203,9 +210,9 @@ planBuilder* planBuilderNew(const planKey* key) {
     b->key.nodeOf = b->nodesCopy;
   }
   b->p2pOp = planP2pOpOf(key->coll);
-  uint64_t total = relayCollRooted(key->coll) ? planRootedTotal(&b->key) : 0;
+  uint64_t total = relayCollRankSet(key->coll) ? planRootedTotal(&b->key) : 0;
   for (int r = 0; r < key->nranks; r++) {
-    if (relayCollRooted(key->coll)) planRootedRank(&b->key, total, r, &b->rank[r]);
+    if (relayCollRankSet(key->coll)) planRootedRank(&b->key, total, r, &b->rank[r]);
     else planLayoutRank(&b->key, r, &b->rank[r]);
   }
   return b;

@@ -153,7 +153,8 @@ static void allReduceTwoStep(planBuilder* b, int s0, int s1, int g) {
 
 relayResult_t planBuildDirect(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if (relayCollRooted(k->coll)) return planBuildScatter(b); /* the rooted calls' one schedule */
+  if (relayCollRankSet(k->coll)) return planBuildScatter(b); /* the rank-set calls' one schedule */
+  if (relayCollRooted(k->coll)) return planBuildBroadcastDirect(b);
   int s = planAddStep(b);
   switch (k->coll) {
     case relayCollectiveAllGather:

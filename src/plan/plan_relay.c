@@ -41,6 +41,12 @@
  *                                       helpers; direct reduce-scatter, then
  *                                       direct all-gather of the rest
  *   all-to-all      2     >= 1          as all-gather (one destination)
+ *   broadcast       2     >= 1          as all-gather from the root only: the
+ *                                       relay copy (its buffer split between
+ *                                       the direct link and one share per
+ *                                       helper, pipelined)
+ *   broadcast       >= 3  >= 1          scatter to every rank, then every rank
+ *                                       forwards (plan_bcast.c; two steps)
  *   all-to-all      4     >= 4          Latin relay: helper = src XOR p[dst],
  *                                       p = {0,2,3,1}, 3 tasks per helper
  *   all-to-all      odd   >= A          Latin relay: helper = (src+dst) mod A,
@@ -170,6 +176,7 @@ static pipeForm formOf(const planKey* k) {
 
 int planRelayPipeShape(const planKey* k, relayPipeShape* out) {
   if (relaySupported(k) != relaySuccess || k->nGroups != 1) return -1;
+  if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return -1; /* two steps, no pipeline */
   int A = k->nActive, H = k->nranks - A;
   relayPipeShape s = {0, 0, 0, 0, 0};
   if (k->coll == relayCollectiveAllReduce && A > 2) {
@@ -349,12 +356,23 @@ static uint64_t helperNeed(const grp* c, int h) { return (c->T > 1 ? 2u : 1u) * 
 /* Direct chunk k as operations of one unit where the group splits. */
 static uint64_t directPieces(const grp* c, int k) { return c->piece ? dUnits(&c->geo, k) : 1; }
 
-/* -- fan-out: all-gather (any A), all-to-all (A = 2) --
+/* -- fan-out: all-gather (any A), all-to-all (A = 2), broadcast (A = 2: the relay copy) --
  * Source i's relay slice is the same for every destination, so helper h
- * stages it once and sends it to the A-1 others. */
+ * stages it once and sends it to the A-1 others. A broadcast has one source,
+ * the root, and its block lands at RECV offset 0. */
+
+static int fanIsSource(const grp* c, int i) {
+  return c->k->coll != relayCollectiveBroadcast || i == c->k->root;
+}
 
 static planRef fanSrc(const grp* c, int d) {
-  return c->k->coll == relayCollectiveAllGather ? planSendRef(0) : planSendRef((uint64_t)d * c->m);
+  relayCollective_t coll = c->k->coll;
+  return coll == relayCollectiveAllToAll ? planSendRef((uint64_t)d * c->m) : planSendRef(0);
+}
+
+/* Where source i's block lands in a destination's RECV. */
+static uint64_t fanRecvOff(const grp* c, int i) {
+  return c->k->coll == relayCollectiveBroadcast ? 0 : (uint64_t)i * c->m;
 }
 
 /* The slice source of the relay: all-to-all fans out only at A = 2. */
@@ -363,7 +381,7 @@ static planRef fanRelaySrc(const grp* c, int i) { return fanSrc(c, 1 - i); }
 /* Stage t up, in step t. */
 static void fanScatter(const grp* c, int t) {
   for (int i = 0; i < c->A; i++)
-    for (int k = 0; k < c->H; k++) {
+    for (int k = 0; k < c->H && fanIsSource(c, i); k++) {
       int h = (i + k) % c->H; /* stagger: sources start on different helpers */
       planRef src = planRefAdd(fanRelaySrc(c, i), relayOff(&c->geo, t, h));
       xfer(c, t, c->act[i], src, helperRank(c, h), stageRef(c, h, t, (uint64_t)i), c->tile);
@@ -374,10 +392,10 @@ static void fanScatter(const grp* c, int t) {
 static void fanForward(const grp* c, int t) {
   for (int h = 0; h < c->H; h++)
     for (int i = 0; i < c->A; i++)
-      for (int k = 1; k < c->A; k++) {
+      for (int k = 1; k < c->A && fanIsSource(c, i); k++) {
         int d = (i + k) % c->A;
         xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, (uint64_t)i), c->act[d],
-             planRecvRef((uint64_t)i * c->m + relayOff(&c->geo, t, h)), c->tile);
+             planRecvRef(fanRecvOff(c, i) + relayOff(&c->geo, t, h)), c->tile);
       }
 }
 
@@ -385,16 +403,16 @@ static void fanForward(const grp* c, int t) {
 static void fanDirect(const grp* c, int k) {
   uint64_t off = directOff(&c->geo, k), len = directLen(&c->geo, k);
   for (int i = 0; i < c->A; i++)
-    for (int j = 1; j < c->A; j++) {
+    for (int j = 1; j < c->A && fanIsSource(c, i); j++) {
       int d = (i + j) % c->A;
       xferSplit(c, k, c->act[i], planRefAdd(fanSrc(c, d), off), c->act[d],
-                planRecvRef((uint64_t)i * c->m + off), len, directPieces(c, k));
+                planRecvRef(fanRecvOff(c, i) + off), len, directPieces(c, k));
     }
 }
 
 static void buildFanout(const grp* c) {
   for (int i = 0; i < c->A; i++)
-    ownBlock(c, 0, c->act[i], planRecvRef((uint64_t)i * c->m), fanSrc(c, i), c->m);
+    if (fanIsSource(c, i)) ownBlock(c, 0, c->act[i], planRecvRef(fanRecvOff(c, i)), fanSrc(c, i), c->m);
   for (int k = 0; k <= c->T; k++) {
     if (k < c->T) fanScatter(c, k);
     if (k > 0) fanForward(c, k - 1);
@@ -695,9 +713,13 @@ static void groupGeometry(grp* c) {
 
 static relayResult_t relaySupported(const planKey* k) {
   int A = k->nActive, H = k->nranks - k->nActive;
-  if (!relayCollIsLayout(k->coll)) return relayInvalidArgument;
+  if (!relayCollOnLayout(k->coll)) return relayInvalidArgument;
   /* no helper, nothing to relay through: direct is the whole answer */
   if (A < 2 || A > PLAN_MAX_SRCS || H < 1 || k->nGroups < 1) return relayNotSupported;
+  /* Rooted on a layout: broadcast (A = 2: the relay copy, the fan-out below; A > 2: scatter to every rank,
+   * then every rank forwards, plan_bcast.c); reduce has no relay shape yet and runs direct. */
+  if (relayCollRooted(k->coll) && (k->coll != relayCollectiveBroadcast || k->root < 0 || k->root >= A))
+    return relayNotSupported;
   if (k->coll == relayCollectiveAllToAll && A > 2 && latinHelper(A, H, 0, 1) < 0) return relayNotSupported;
   return relaySuccess;
 }
@@ -706,6 +728,7 @@ relayResult_t planBuildRelay(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
   relayResult_t res = relaySupported(k);
   if (res != relaySuccess) return res;
+  if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return planBuildBroadcastRelay(b);
   int n = k->nranks, A = k->nActive, H = n - A, T = pipeDepth(k);
   int* help = malloc((size_t)H * sizeof *help);
   uint64_t* total = calloc((size_t)n, sizeof *total); /* staging used so far per rank */
@@ -755,7 +778,8 @@ relayResult_t planBuildRelay(planBuilder* b) {
       if (need) planNeedScratch(b, r, SLOT_HELP, total[r]);
     }
     switch (k->coll) {
-      case relayCollectiveAllGather: buildFanout(&c); break;
+      case relayCollectiveAllGather:
+      case relayCollectiveBroadcast: buildFanout(&c); break;
       case relayCollectiveReduceScatter: buildReduceAtHelper(&c); break;
       case relayCollectiveAllReduce: buildAllReduce(&c); break;
       default:

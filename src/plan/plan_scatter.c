@@ -18,7 +18,7 @@
 
 relayResult_t planBuildScatter(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if (!relayCollRooted(k->coll) || k->nGroups != 1 || k->nActive < 1 || k->root < 0 || k->root >= k->nranks)
+  if (!relayCollRankSet(k->coll) || k->nGroups != 1 || k->nActive < 1 || k->root < 0 || k->root >= k->nranks)
     return relayInvalidArgument;
   int scatter = relayCollSendsBlocks(k->coll); /* the root sends the blocks */
   int s = planAddStep(b), root = k->root;

@@ -10,9 +10,14 @@
 extern "C" {
 #endif
 
-relayResult_t planBuildDirect(planBuilder* b); /* rooted keys: planBuildScatter's schedule */
+relayResult_t planBuildDirect(
+    planBuilder* b); /* rooted keys: planBuildScatter's, planBuildBroadcastDirect's */
 relayResult_t planBuildRelay(planBuilder* b);
 relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) */
+/* Broadcast and reduce on a layout (a root position per group): one step (plan_bcast.c). */
+relayResult_t planBuildBroadcastDirect(planBuilder* b);
+/* Broadcast at A > 2 on the relay route: scatter to every rank, then every rank forwards (plan_bcast.c). */
+relayResult_t planBuildBroadcastRelay(planBuilder* b);
 /* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);

@@ -312,10 +312,10 @@ void relayRouteCandidates(const planKey* key, const struct relayTopo* topo, int 
                           relayRouteList out[2], relayPlan* plans[2]) {
   memset(out, 0, 2 * sizeof *out);
   if (plans) plans[0] = plans[1] = NULL;
-  if (!relayCollIsLayout(key->coll)) {
-    /* The router prices layout calls only: another kind takes the plan rows that serve it, in table
-     * order (rooted: direct, its one schedule), forced route or not: asking another builder would fail
-     * on every call. */
+  if (!relayCollOnLayout(key->coll)) {
+    /* The router prices calls on a layout only (broadcast and reduce too): another kind takes the plan
+     * rows that serve it, in table order (scatter, gather: direct, their one schedule), forced route or
+     * not: asking another builder would fail on every call. */
     for (int r = 0; r < relayNumRoutes && out[0].n < RELAY_ROUTE_MAX_CANDS; r++) {
       const relayRouteRow* row = relayRouteRowOf(r);
       if (row && row->build && relayRouteRowServes(row, key->coll)) {

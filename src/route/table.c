@@ -64,7 +64,8 @@ static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, 
 /* The transport library's fused collective on each group's sub-communicator
  * (NCCL): one launch where a send/recv plan needs a group plus a reduce
  * (measured 0.67-0.86x of NCCL on 2 x H200 for all-reduce and
- * reduce-scatter). The layout collectives only (its row's kinds). Its
+ * reduce-scatter). The layout collectives, broadcast and reduce (its row's kinds: ncclBroadcast and
+ * ncclReduce, the root's position being its rank in the group's sub-communicator). Its
  * prepare: the sub-communicators of the call's groups (cached by the
  * transport). */
 static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
@@ -75,23 +76,28 @@ static relayResult_t nativePrepare(struct relayComm* c, const relayRouteCall* ca
 static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRouteCall* call) {
   const planKey* k = call->key;
   return c->tp->native(c, handle, k->coll, call->exec.send, call->exec.recv, call->count, k->dtype, k->op,
-                       call->exec.stream);
+                       k->root, call->exec.stream);
 }
 
 /* ---- the table --------------------------------------------------------- */
 
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
-/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c), the one
- * schedule they have; the other routes serve the layout collectives. */
+/* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c, plan_bcast.c),
+ * the one schedule scatter and gather have; the relay serves broadcast too (A = 2: the relay copy); the other
+ * routes serve the layout collectives. */
 #define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
-    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedRank),
+    [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0,
+                          LAYOUT | RELAY_ROW_KIND(relayKindRootedRank) |
+                              RELAY_ROW_KIND(relayKindRootedPosition),
                           0, NULL, NULL, NULL},
-    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT, RELAY_ROW_PIPELINED, NULL, NULL, NULL},
+    [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition),
+                         RELAY_ROW_PIPELINED, NULL, NULL, NULL},
     [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
-    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE, LAYOUT, RELAY_ROW_ONE_LAUNCH, NULL,
+    [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE,
+                          LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition), RELAY_ROW_ONE_LAUNCH, NULL,
                           nativePrepare, nativeRun},
     [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT,
                       RELAY_ROW_ONE_LAUNCH | RELAY_ROW_WINDOWED, NULL, bwPrepare, NULL},

@@ -15,8 +15,10 @@
  * state or none (invariant 4). One thread driving several GPUs calls its
  * collectives inside groups (NCCL requires it), so such comms never attach.
  *
- * Routing: ncclAllReduce, ncclReduceScatter, ncclAllGather and ncclAlltoAll
- * go to relaycc when the comm has state, the calling thread is outside any
+ * Routing: ncclAllReduce, ncclReduceScatter, ncclAllGather, ncclAlltoAll,
+ * ncclBroadcast, ncclBcast and ncclReduce (the whole comm in rank order: NCCL's
+ * root is the root's position; a root outside the comm is NCCL's error) go
+ * to relaycc when the comm has state, the calling thread is outside any
  * group (depth counted per thread, as NCCL counts it), the call is on the
  * stream of the comm's first routable call, dtype and op are relaycc's, and
  * relayRouteBeatsNative says relaycc's route beats NCCL's own collective for
@@ -63,11 +65,12 @@ typedef struct {
   int testFailRank;    /* RELAYCC_SHIM_TEST_FAIL_RANK: test hook, this rank fails state creation */
 } shimSettings;
 
-/* The collectives the shim can take: the layout rows of the table that NCCL has (comm/coll.h). */
+/* The collectives the shim can take: the rows on a layout that NCCL has (comm/coll.h): the four, and
+ * broadcast, reduce (the whole comm in rank order: NCCL's root is the root's position). */
 static unsigned shimAllColls(void) {
   unsigned bits = 0;
   for (int c = 0; c < relayNumCollectives; c++)
-    if (relayCollIsLayout((relayCollective_t)c) && relayCollRows[c].ncclName) bits |= 1u << c;
+    if (relayCollOnLayout((relayCollective_t)c) && relayCollRows[c].ncclName) bits |= 1u << c;
   return bits;
 }
 
@@ -83,7 +86,7 @@ static unsigned parseColls(const char* list) {
   snprintf(buf, sizeof buf, "%s", list);
   for (char *save = NULL, *tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
     relayCollective_t c;
-    if (relayParseColl(tok, &c) != 0 || !(shimAllColls() & (1u << c))) {
+    if (relayParseCollAll(tok, &c) != 0 || !(shimAllColls() & (1u << c))) {
       fprintf(stderr, "relaycc shim: RELAYCC_SHIM_COLLS=\"%s\": \"%s\" is not one of", list, tok);
       for (int k = 0; k < relayNumCollectives; k++)
         if (shimAllColls() & (1u << k)) fprintf(stderr, " %s", relayCollRows[k].name);
@@ -698,7 +701,7 @@ SHIM_TWINS(ncclCommGetAsyncError, commGetAsyncError, (ncclComm_t comm, ncclResul
  * whatever the call. Every test after that reads only the call and what every rank agreed, and a
  * comm whose relaycc state failed keeps routing as its peers do (the call fails, reported by
  * ncclCommGetAsyncError): a rank that forwarded alone would meet its peers' relaycc call with NCCL's. */
-static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
                           ncclComm_t comm, cudaStream_t stream) {
   if (tDepth > 0 || !relayNccl.ncclAllGather) return NULL;
   shimComm* sc = holdComm(comm);
@@ -712,8 +715,9 @@ static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t d
   }
   relayComm_t rc = atomic_load(&sc->revoked) ? NULL : atomic_load(&sc->rc);
   int take = rc && (sc->colls & (1u << coll)) && (unsigned)dt < relayNumTypes &&
-             count > 0 &&                                             /* fp8: NCCL's */
-             (!relayCollReduces(coll) || (unsigned)op < relayNumOps); /* PreMulSum */
+             count > 0 &&                                               /* fp8: NCCL's */
+             (!relayCollReduces(coll) || (unsigned)op < relayNumOps) && /* PreMulSum */
+             (unsigned)root < (unsigned)sc->nranks;                     /* a bad root: NCCL's error */
   if (take && !sc->haveStream) { /* the first routable call: every rank's first alike */
     sc->stream = stream;
     sc->haveStream = 1;
@@ -728,7 +732,7 @@ static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t d
     relayLayout_t layout = {1, sc->nranks, sc->ranks};
     relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
     take = relayCommRoutesCall(rc, coll, &count, (relayDataType_t)dt,
-                               relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, s);
+                               relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, root, s);
   }
   if (!take) unholdComm(sc);
   return take ? sc : NULL;
@@ -737,7 +741,7 @@ static shimComm* routeFor(relayCollective_t coll, size_t count, ncclDataType_t d
 /* 1 when relaycc ran the call (its result in *out); 0 when the call is NCCL's after all: relaycc's
  * route declined on every rank (core's vote), nothing moved. Unholds the slot. */
 static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void* recv, size_t count,
-                    ncclDataType_t dt, ncclRedOp_t op, cudaStream_t stream, ncclResult_t* out) {
+                    ncclDataType_t dt, ncclRedOp_t op, int root, cudaStream_t stream, ncclResult_t* out) {
   relayComm_t rc = atomic_load(&sc->rc);
   relayLayout_t layout = {1, sc->nranks, sc->ranks};
   relayStream_t s = gSet.testShm ? NULL : (relayStream_t)stream;
@@ -746,7 +750,7 @@ static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void
   int prev = -1;
   if (!gSet.testShm && cudaGetDevice(&prev) == cudaSuccess && prev != sc->dev) cudaSetDevice(sc->dev);
   relayResult_t r = relayCommCall(rc, coll, send, recv, &count, (relayDataType_t)dt,
-                                  relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, 0, s);
+                                  relayCollReduces(coll) ? (relayRedOp_t)op : relaySum, &layout, root, s);
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
   int declined = r == relayNotSupported && rc->callDeclined;
   say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count,
@@ -771,9 +775,9 @@ static ncclResult_t reduceLike(ncclResult_t (*fwd)(const void*, void*, size_t, n
                                relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                cudaStream_t stream) {
-  shimComm* sc = routeFor(coll, count, datatype, op, comm, stream);
+  shimComm* sc = routeFor(coll, count, datatype, op, 0, comm, stream);
   ncclResult_t r;
-  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, op, stream, &r)) return r;
+  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, op, 0, stream, &r)) return r;
   return fwd(sendbuff, recvbuff, count, datatype, op, comm, stream);
 }
 SHIM_TWINS(ncclAllReduce, reduceLike,
@@ -790,13 +794,13 @@ static ncclResult_t gatherLike(ncclResult_t (*fwd)(const void*, void*, size_t, n
                                                    cudaStream_t),
                                relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count,
                                ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  shimComm* sc = routeFor(coll, count, datatype, ncclSum, comm, stream);
+  shimComm* sc = routeFor(coll, count, datatype, ncclSum, 0, comm, stream);
   if (sc && coll == relayCollectiveAllToAll && sendbuff == recvbuff) {
     unholdComm(sc);
     sc = NULL;
   }
   ncclResult_t r;
-  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, ncclSum, stream, &r)) return r;
+  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, ncclSum, 0, stream, &r)) return r;
   return fwd(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 SHIM_TWINS(ncclAllGather, gatherLike,
@@ -807,3 +811,53 @@ SHIM_TWINS(ncclAlltoAll, gatherLike,
            (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
             cudaStream_t stream),
            relayCollectiveAllToAll, sendbuff, recvbuff, count, datatype, comm, stream)
+
+/* Broadcast and reduce: the whole comm is the one group in rank order, so NCCL's root (a comm rank) is the
+ * root's position in it. ncclBcast is the in-place broadcast (one buffer). */
+static ncclResult_t rootedLike(
+    ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                        cudaStream_t),
+    ncclResult_t (*fwdBcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+    ncclResult_t (*fwdInPlace)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t),
+    relayCollective_t coll, const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  shimComm* sc = routeFor(coll, count, datatype, op, root, comm, stream);
+  ncclResult_t r;
+  if (sc && runRelay(sc, coll, sendbuff, recvbuff, count, datatype, op, root, stream, &r)) return r;
+  if (fwdInPlace) return fwdInPlace(recvbuff, count, datatype, root, comm, stream);
+  if (fwdBcast) return fwdBcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+  return fwd(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+static ncclResult_t reduceRooted(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                                     int, ncclComm_t, cudaStream_t),
+                                 const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return rootedLike(fwd, NULL, NULL, relayCollectiveReduce, sendbuff, recvbuff, count, datatype, op, root,
+                    comm, stream);
+}
+static ncclResult_t broadcastRooted(ncclResult_t (*fwd)(const void*, void*, size_t, ncclDataType_t, int,
+                                                        ncclComm_t, cudaStream_t),
+                                    const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return rootedLike(NULL, fwd, NULL, relayCollectiveBroadcast, sendbuff, recvbuff, count, datatype, ncclSum,
+                    root, comm, stream);
+}
+static ncclResult_t bcastRooted(ncclResult_t (*fwd)(void*, size_t, ncclDataType_t, int, ncclComm_t,
+                                                    cudaStream_t),
+                                void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                cudaStream_t stream) {
+  return rootedLike(NULL, NULL, fwd, relayCollectiveBroadcast, buff, buff, count, datatype, ncclSum, root,
+                    comm, stream);
+}
+SHIM_TWINS(ncclReduce, reduceRooted,
+           (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+            int root, ncclComm_t comm, cudaStream_t stream),
+           sendbuff, recvbuff, count, datatype, op, root, comm, stream)
+SHIM_TWINS(ncclBroadcast, broadcastRooted,
+           (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+            ncclComm_t comm, cudaStream_t stream),
+           sendbuff, recvbuff, count, datatype, root, comm, stream)
+SHIM_TWINS(ncclBcast, bcastRooted,
+           (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+            cudaStream_t stream),
+           buff, count, datatype, root, comm, stream)

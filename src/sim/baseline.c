@@ -102,6 +102,12 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
         ringPair[g] = 2 * c / A;
         directPair[g] = c;
         break;
+      case relayCollectiveBroadcast:
+      case relayCollectiveReduce:
+        /* NCCL's broadcast and reduce: a pipelined chain from (to) the root, the whole buffer on each
+         * hop; direct: the root and each peer exchange it. At A = 2 both are a plain copy. */
+        ringPair[g] = directPair[g] = c;
+        break;
       default:
         free(ringPair);
         free(directPair);
@@ -113,7 +119,12 @@ relayResult_t relayBaselineRun(const planKey* key, const struct relayTopo* topo,
   /* A calibrated topology says how much of the link rate the library's
    * kernel reaches at each size (topo.h, src/topo/calib.c): the flows move
    * bytes / efficiency, by the bytes each peer gets. */
-  const relayTopoCurve* eff = &topo->collEff[key->coll];
+  /* Broadcast and reduce have no curve of their own (RELAY_TOPO_NCOLLS: the layout collectives): a chain
+   * hop moves what a ring all-gather (reduce-scatter) hop does, and takes that kernel's curve. */
+  relayCollective_t curve = key->coll == relayCollectiveBroadcast ? relayCollectiveAllGather
+                            : key->coll == relayCollectiveReduce  ? relayCollectiveReduceScatter
+                                                                  : key->coll;
+  const relayTopoCurve* eff = &topo->collEff[curve];
   for (int g = 0; g < G; g++) {
     ringPair[g] /= relayTopoCurveAt(eff, ringPair[g]);
     directPair[g] /= relayTopoCurveAt(eff, directPair[g]);

@@ -498,6 +498,12 @@ double relaySimSubCollSeconds(const struct relayTopo* t, relayCollective_t coll,
       steps = 1;
       netOut = (double)perNode * (n - perNode) * blkBytes;
       break;
+    case relayCollectiveBroadcast:
+    case relayCollectiveReduce: /* a pipelined chain: the whole buffer on each edge */
+      edge = blkBytes;
+      steps = n - 1;
+      netOut = edge;
+      break;
     default:
       edge = (double)(n - 1) * blkBytes;
       steps = n - 1;

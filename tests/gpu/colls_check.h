@@ -25,13 +25,28 @@
 #define CC_WAIT_S 120.0
 #define CC_MAX_RANKS 64
 
-/* The six collectives, in relayCollective_t's order. */
-enum { CC_AG = 0, CC_RS = 1, CC_AR = 2, CC_A2A = 3, CC_SCATTER = 4, CC_GATHER = 5, CC_NCOLLS = 6 };
-static const char* const kCcCollNames[CC_NCOLLS] = {"allgather", "reducescatter", "allreduce",
-                                                    "alltoall",  "scatter",       "gather"};
+/* The collectives, in relayCollective_t's order: CC_NCOLLS the six that loops over "every collective" run
+ * (gputest_nodes), then broadcast and reduce (a layout and a root position: gputest_colls' rooted row). */
+enum {
+  CC_AG = 0,
+  CC_RS = 1,
+  CC_AR = 2,
+  CC_A2A = 3,
+  CC_SCATTER = 4,
+  CC_GATHER = 5,
+  CC_NCOLLS = 6,
+  CC_BCAST = 6,
+  CC_REDUCE = 7,
+  CC_NALL = 8
+};
+static const char* const kCcCollNames[CC_NALL] = {"allgather", "reducescatter", "allreduce", "alltoall",
+                                                  "scatter",   "gather",        "broadcast", "reduce"};
 
-static inline int ccIsReduce(int coll) { return coll == CC_RS || coll == CC_AR; }
+static inline int ccIsReduce(int coll) { return coll == CC_RS || coll == CC_AR || coll == CC_REDUCE; }
+/* A rank set and a comm-rank root (scatter, gather). */
 static inline int ccIsRooted(int coll) { return coll == CC_SCATTER || coll == CC_GATHER; }
+/* A layout and the root's position in each group (broadcast, reduce). */
+static inline int ccIsPositioned(int coll) { return coll == CC_BCAST || coll == CC_REDUCE; }
 
 /* ---- patterns and the serial reference ----------------------------------- */
 
@@ -209,7 +224,7 @@ static inline int ccRoleOf(const ccLayout* L, int rank, int* idx) {
 
 static inline void ccDescribe(char* buf, size_t n, const ccRank* R, const ccLayout* L, const ccCase* c) {
   char root[32] = "";
-  if (ccIsRooted(c->coll)) snprintf(root, sizeof root, " root=%d", c->root);
+  if (ccIsRooted(c->coll) || ccIsPositioned(c->coll)) snprintf(root, sizeof root, " root=%d", c->root);
   snprintf(buf, n, "%s %s%s route=%s %s %s count=%zu %s off=%d", kCcCollNames[c->coll], L->name, root,
            R->routeName, relayTypeName(c->dt), ccIsReduce(c->coll) ? relayOpName(c->op) : "-", c->count,
            c->inPlace ? "in-place" : "out-of-place", c->offElems);
@@ -219,7 +234,7 @@ static inline void ccDescribe(char* buf, size_t n, const ccRank* R, const ccLayo
  * region both live in with each one's element offset inside it. */
 typedef struct {
   int g, idx;   /* layout: group and active index; rooted: 0 and the index in the set */
-  int isRoot;   /* rooted */
+  int isRoot;   /* rooted; broadcast, reduce: the group's root (idx == root) */
   size_t count; /* layout: this group's count */
   size_t sendElems, recvElems;
   int inPlace;
@@ -249,11 +264,15 @@ static inline void ccPartOf(const ccRank* R, const ccLayout* L, const ccCase* c,
     return;
   }
   P->count = P->g >= 0 && c->count ? c->count + (size_t)P->g : 0;
+  P->isRoot = ccIsPositioned(c->coll) && P->g >= 0 && P->idx == c->root;
   size_t k = P->count;
   switch (c->coll) {
     case CC_AG: P->sendElems = k, P->recvElems = (size_t)A * k; break;
     case CC_RS: P->sendElems = (size_t)A * k, P->recvElems = k; break;
     case CC_AR: P->sendElems = k, P->recvElems = k; break;
+    /* broadcast reads the root's send only, reduce writes the root's recv only */
+    case CC_BCAST: P->sendElems = P->isRoot ? k : 0, P->recvElems = k; break;
+    case CC_REDUCE: P->sendElems = k, P->recvElems = P->isRoot ? k : 0; break;
     default: P->sendElems = (size_t)A * k, P->recvElems = (size_t)A * k; break;
   }
   P->inPlace = c->inPlace && P->g >= 0;
@@ -273,7 +292,9 @@ static inline void ccInput(unsigned char* p, const ccLayout* L, const ccCase* c,
     case CC_AG: ccMovePattern(p, c->dt, P->g, P->idx, 0, e, s); break;
     case CC_A2A: ccMovePattern(p, c->dt, P->g, P->idx, (int)(e / k), e % k, s); break;
     case CC_RS: ccStoreValue(p, c->dt, ccReduceValue(c->dt, P->g, P->idx, (int)(e / k), e % k, s)); break;
-    case CC_AR: ccStoreValue(p, c->dt, ccReduceValue(c->dt, P->g, P->idx, 0, e, s)); break;
+    case CC_AR:
+    case CC_REDUCE: ccStoreValue(p, c->dt, ccReduceValue(c->dt, P->g, P->idx, 0, e, s)); break;
+    case CC_BCAST: ccMovePattern(p, c->dt, P->g, P->idx, 0, e, s); break;
     case CC_SCATTER: {
       /* the root's element e: block i for ranks[i] */
       int i = 0;
@@ -295,7 +316,9 @@ static inline void ccExpected(unsigned char* want, const ccLayout* L, const ccCa
     case CC_AG: ccMovePattern(want, c->dt, P->g, (int)(e / k), 0, e % k, s); break;
     case CC_A2A: ccMovePattern(want, c->dt, P->g, (int)(e / k), P->idx, e % k, s); break;
     case CC_RS: ccReduceRef(want, c->dt, c->op, A, P->g, P->idx, e, s); break;
-    case CC_AR: ccReduceRef(want, c->dt, c->op, A, P->g, 0, e, s); break;
+    case CC_AR:
+    case CC_REDUCE: ccReduceRef(want, c->dt, c->op, A, P->g, 0, e, s); break;
+    case CC_BCAST: ccMovePattern(want, c->dt, P->g, c->root, 0, e, s); break; /* the root's input */
     case CC_SCATTER: ccMovePattern(want, c->dt, 0, c->root, rank, e, s); break;
     default: {
       int i = 0;
@@ -323,6 +346,8 @@ static inline relayResult_t ccCall(ccRank* R, const ccLayout* L, const ccCase* c
       case CC_AG: r = relayAllGather(send, recv, counts, c->dt, &L->l, R->comm, R->s); break;
       case CC_RS: r = relayReduceScatter(send, recv, counts, c->dt, c->op, &L->l, R->comm, R->s); break;
       case CC_AR: r = relayAllReduce(send, recv, counts, c->dt, c->op, &L->l, R->comm, R->s); break;
+      case CC_BCAST: r = relayBroadcast(send, recv, counts, c->dt, c->root, &L->l, R->comm, R->s); break;
+      case CC_REDUCE: r = relayReduce(send, recv, counts, c->dt, c->op, c->root, &L->l, R->comm, R->s); break;
       default: r = relayAllToAll(send, recv, counts, c->dt, &L->l, R->comm, R->s); break;
     }
   }
@@ -341,10 +366,15 @@ static inline relayResult_t ccLaunch(ccRank* R, const ccLayout* L, const ccCase*
           kCcCollNames[c->coll], L->name, R->poolBytes, need);
   void *send = NULL, *recv = NULL;
   /* The buffers the rank's role uses (relaycc.h): layout actives both; a scatter root sends and its set
-   * members receive; a gather's members send and its root receives. */
+   * members receive; a gather's members send and its root receives; a broadcast's root sends and every
+   * active receives; a reduce's actives send and its root receives (NULL for the unused one). */
   int member = P->g >= 0;
   int hasSend = !ccIsRooted(c->coll) ? member : c->coll == CC_SCATTER ? P->isRoot : member;
   int hasRecv = !ccIsRooted(c->coll) ? member : c->coll == CC_SCATTER ? member : P->isRoot;
+  if (ccIsPositioned(c->coll)) {
+    hasSend = member && (P->isRoot || c->coll == CC_REDUCE);
+    hasRecv = member && (P->isRoot || c->coll == CC_BCAST);
+  }
   if (hasSend || hasRecv) {
     for (size_t e = 0; e < P->sendElems; e++) ccInput(R->hPat + e * es, L, c, P, R->rank, e);
     G_CUDA(cudaMemsetAsync(R->dRecv, CC_POISON, R->poolBytes, R->s));

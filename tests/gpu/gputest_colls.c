@@ -19,7 +19,8 @@
  *
  * Each CTest row runs some of the routes (a budget each): direct (and the large cases), relay, the
  * pipelined relay at forced depths, one-shot and bandwidth (forced: a call they cannot serve runs direct),
- * auto (and the wrapped comm); small is the sanitizer's sweep.
+ * auto (and the wrapped comm); small is the sanitizer's sweep; rooted runs broadcast and reduce
+ * (colls_check.h) on direct, relay and auto.
  * Environment: RELAYCC_GPUTEST_RANKS (ranks; more than GPUs: rank r on GPU r % GPUs, docs/gpu-harness.md),
  *              RELAYCC_GPUTEST_ROUTES (e.g. "direct,relay": overrides the row's routes).
  */
@@ -52,6 +53,7 @@ typedef struct {
   int wrapped;        /* the case of a user's NCCL comm (relayCommInitNccl) */
   const char* routes; /* the row's routes: names of kRoutes, comma separated */
   int sharesGpu;      /* ranks share GPUs: NCCL over loopback sockets, large cases sized for it */
+  int rooted;         /* broadcast and reduce (colls_check.h's cases) instead of the four */
   char job[128];
 } opts_t;
 
@@ -341,6 +343,33 @@ static void hugeCases(rank_t* R, const layout_t* layouts, int nL, size_t hugeByt
   allocPools(R, (size_t)8 * (BIG_COUNT + 64) * 4);
 }
 
+/* Broadcast and reduce through colls_check.h: every layout x fp32, bf16 x sum, avg (reduce) x counts 0, 1,
+ * 7, 1000, 2^20+3 x in and out of place, the root's position moving with the count. */
+static void rootedSweep(rank_t* R, const layout_t* layouts, int nL) {
+  ccRank C = {R->comm,  R->s,         R->rank,  R->nranks, R->routeName, R->dSend,
+              R->dRecv, R->poolBytes, R->hSend, R->hRecv,  R->hPat,      0};
+  static const relayDataType_t kTypes[] = {relayFloat32, relayBfloat16};
+  static const relayRedOp_t kOps[] = {relaySum, relayAvg};
+  const size_t counts[] = {0, 1, 7, 1000, BIG_COUNT};
+  for (int li = 0; li < nL; li++) {
+    ccLayout L;
+    L.name = layouts[li].name;
+    L.l = layouts[li].l;
+    memcpy(L.ranks, layouts[li].ranks, sizeof L.ranks);
+    L.l.ranks = L.ranks;
+    for (int coll = CC_BCAST; coll <= CC_REDUCE; coll++)
+      for (int ti = 0; ti < 2; ti++)
+        for (int oi = 0; oi < (coll == CC_REDUCE ? 2 : 1); oi++)
+          for (int ci = 0; ci < (int)(sizeof counts / sizeof counts[0]); ci++)
+            for (int inPlace = 0; inPlace < 2; inPlace++) {
+              ccCase c = {coll, kTypes[ti], kOps[oi], inPlace, 0, counts[ci], (ci + li) % L.l.nActive, 0};
+              ccRunCase(&C, &L, &c);
+            }
+    if (R->rank == 0) gpuLog("ok: broadcast, reduce %-11s route=%s", L.name, R->routeName);
+  }
+  R->cases += C.calls;
+}
+
 static int routeWanted(const char* rowRoutes, const char* name, int n) {
   const char* env = getenv("RELAYCC_GPUTEST_ROUTES");
   const char* list = env && *env ? env : rowRoutes;
@@ -390,8 +419,10 @@ static int rankMain(int rank, int nranks, void* arg) {
     G_RELAY(NULL, relayCommInitNcclShm(&R.comm, nranks, rank, job, dev, &cfg));
     if (rank == 0) gpuLog("init route=%s: %.2f s", kRoutes[ri].name, gpuNow() - t0);
     R.routeName = kRoutes[ri].name;
-    sweep(&R, layouts, nL, o->small);
-    if (o->huge && first) hugeCases(&R, layouts, nL, o->sharesGpu ? HUGE_BYTES / 8 : HUGE_BYTES);
+    if (o->rooted) rootedSweep(&R, layouts, nL);
+    else sweep(&R, layouts, nL, o->small);
+    if (o->huge && first && !o->rooted)
+      hugeCases(&R, layouts, nL, o->sharesGpu ? HUGE_BYTES / 8 : HUGE_BYTES);
     first = 0;
     G_RELAY(R.comm, relayCommBarrier(R.comm));
     G_RELAY(R.comm, relayCommDestroy(R.comm));
@@ -454,7 +485,7 @@ static int runColls(void* arg) {
   setenv("NCCL_NVLS_ENABLE", "0", 1);
   opts_t o = *(const opts_t*)arg;
   char logName[64];
-  snprintf(logName, sizeof logName, "gputest_colls-%s", o.small ? "small" : o.routes);
+  snprintf(logName, sizeof logName, "gputest_colls-%s", o.small ? "small" : o.rooted ? "rooted" : o.routes);
   gpuLogOpen(logName);
   int n = gpuTestRanks("gputest_colls", 2, 64);
   if (!n) return GPU_SKIP;
@@ -475,6 +506,7 @@ static const opts_t kRelayDepths = {.routes = "relay-d2,relay-d8"};
 static const opts_t kOneShotBw = {.routes = "oneshot,bw"};
 static const opts_t kAuto = {.routes = "auto", .wrapped = 1};
 static const opts_t kSmall = {.routes = "direct", .small = 1};
+static const opts_t kRooted = {.routes = "direct,relay,auto", .rooted = 1};
 static const tCase kCases[] = {
     {.name = "direct",
      .run = runColls,
@@ -512,6 +544,14 @@ static const tCase kCases[] = {
      .run = runColls,
      .arg = (void*)&kAuto,
      .ctest = "gpu_colls_auto",
+     .labels = "gpu",
+     .timeoutS = 600,
+     .skipCode = GPU_SKIP,
+     .serial = 1},
+    {.name = "rooted",
+     .run = runColls,
+     .arg = (void*)&kRooted,
+     .ctest = "gpu_colls_rooted",
      .labels = "gpu",
      .timeoutS = 600,
      .skipCode = GPU_SKIP,

@@ -20,7 +20,7 @@ def test_exports_and_ops():
   with open(os.path.join(os.path.dirname(top), "pyproject.toml")) as f:
     assert re.search(r'^version = "([0-9.]+)"', f.read(), re.M).group(1) == relaycc.__version__
   for name in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather", "send", "recv",
-               "all_to_all_v"):
+               "all_to_all_v", "broadcast", "reduce"):
     assert hasattr(torch.ops.relaycc, name), name
   assert issubclass(relaycc.RelayccArgumentError, relaycc.RelayccError)
   assert issubclass(relaycc.RelayccArgumentError, ValueError)
@@ -120,7 +120,7 @@ def test_constants_come_from_the_library():
   assert list(_lib.OPS) == ["sum", "prod", "max", "min", "avg"]
   assert list(_lib.ROUTES) == ["auto", "direct", "relay", "oneshot", "native", "bw"]
   assert list(_lib.COLLECTIVES) == ["all_gather", "reduce_scatter", "all_reduce", "all_to_all", "scatter", "gather",
-                                    "send", "recv", "all_to_all_v"]
+                                    "send", "recv", "all_to_all_v", "broadcast", "reduce"]
   # What ctypes cannot read from the library: the struct layouts and defines, checked against the headers.
   body = re.search(r"typedef struct relayConfig \{(.*?)\} relayConfig_t;", text, re.S).group(1)
   body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)

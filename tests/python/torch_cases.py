@@ -31,6 +31,15 @@ def _op_args(comm, name, layout):
       return (big, torch.full((N,), POISON, dtype=dt) if active else None, h, root, ranks, counts, code)
     return (small, torch.full((N * len(flat),), POISON, dtype=dt) if r == root else None, h, root, ranks, counts,
             code)
+  if name in ("broadcast", "reduce"):
+    # the root at position 1 of each group; a broadcast reads the root's send only, a reduce writes the
+    # root's output only (the others pass None there)
+    root = 1
+    me = next((g.index(r) for g in layout if r in g), -1)
+    bcast = name == "broadcast"
+    send = value(r, 4, N, None if bcast else "sum").to(dt) if active and (me == root or not bcast) else None
+    like = torch.full((N,), POISON, dtype=dt) if active and (me == root or bcast) else None
+    return (send, like, h, flat, len(layout), [N] * len(layout), code, 0, root)
   send_n = {"all_reduce": N, "reduce_scatter": a * N, "all_gather": N, "all_to_all": a * N}[name]
   recv_n = {"all_reduce": N, "reduce_scatter": N, "all_gather": a * N, "all_to_all": a * N}[name]
   send = value(r, 3, send_n, "sum").to(dt) if active else None

@@ -273,6 +273,7 @@ static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDa
   for (int q = 0; q < nranks; q++) ranks[q] = q;
   planKey key = planKeyInit(coll, nranks, 1, nranks, ranks, &count, dt);
   key.op = relayCollReduces(coll) ? op : relaySum;
+  key.root = relayCollRooted(coll) ? nranks - 1 : 0; /* rankRoutedRooted's root */
   key.route = relayRouteDirect;
   key.depth = 1;
   /* The test hook's state is on the shm transport: its capabilities (one-shot and bw), per call. */
@@ -331,6 +332,53 @@ static int checkedCall(relayCollective_t coll, relayDataType_t dt, relayRedOp_t 
   free(recv);
   free(want);
   return countCallsInto(kNcclNames[coll], inPlace ? send : recv) == before;
+}
+
+/* ncclBroadcast, ncclReduce and ncclBcast (root: the last rank) through the shim: relaycc takes a call
+ * exactly where its router says relaycc's route beats NCCL's own, a taken call's result is the serial
+ * reference's (a reduce writes the root's buffer only), and a call it leaves reaches the fake. */
+static int rankRoutedRooted(int rank, int nranks, void* arg) {
+  ncclComm_t comm = initComm(arg, rank);
+  const size_t counts[] = {5, 1024, 300000};
+  const int root = nranks - 1;
+  int taken = 0, forwarded = 0;
+  for (int k = 0; k < 3; k++)
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      relayCollective_t coll = k == 1 ? relayCollectiveReduce : relayCollectiveBroadcast;
+      const char* name = k == 0 ? "ncclBroadcast" : k == 1 ? "ncclReduce" : "ncclBcast";
+      size_t n = counts[c];
+      float* send = malloc(n * sizeof *send);
+      float* recv = malloc(n * sizeof *recv);
+      float* want = malloc(n * sizeof *want);
+      T_CHECK(send && recv && want, "out of memory");
+      tc_fill_input(coll, relayFloat32, relaySum, nranks, rank, n, send);
+      memset(recv, 0xA5, n * sizeof *recv); /* poison */
+      if (coll == relayCollectiveReduce && rank != root) memcpy(want, recv, n * sizeof *want);
+      else tc_expected_root(coll, relayFloat32, relaySum, nranks, rank, root, n, want);
+      if (k == 2) memcpy(recv, send, n * sizeof *recv); /* ncclBcast: one buffer, the root's input */
+      int want1 = predicts(coll, nranks, n, relayFloat32, relaySum), before = countCalls(name);
+      ncclResult_t r = k == 0   ? ncclBroadcast(send, recv, n, ncclFloat32, root, comm, gStream)
+                       : k == 1 ? ncclReduce(send, recv, n, ncclFloat32, ncclSum, root, comm, gStream)
+                                : ncclBcast(recv, n, ncclFloat32, root, comm, gStream);
+      T_CHECK(r == ncclSuccess, "rank %d: %s count %zu -> %d", rank, name, n, (int)r);
+      int got = countCalls(name) == before;
+      T_CHECK(got == want1, "rank %d: %s count %zu: %s, the router says %s", rank, name, n,
+              got ? "taken" : "forwarded", want1 ? "relaycc wins" : "NCCL's");
+      if (got) {
+        size_t bad = 0, nbad = tc_compare(relayFloat32, recv, want, n, &bad);
+        T_CHECK(nbad == 0, "rank %d: %s count %zu: %zu elements wrong, first at %zu", rank, name, n, nbad,
+                bad);
+      }
+      taken += got;
+      forwarded += !got;
+      free(send);
+      free(recv);
+      free(want);
+    }
+  if (rank == 0)
+    printf("routed rooted: %d ranks, %d calls taken by relaycc, %d forwarded\n", nranks, taken, forwarded);
+  T_CHECK(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy");
+  return 0;
 }
 
 static int rankRouted(int rank, int nranks, void* arg) {
@@ -957,6 +1005,7 @@ static const tCase kCases[] = {
     SHIM("settings_2", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM_COLLS=allgather"),
     SHIM("settings_2_off", rankSettings, 2, SHM ";SHIM_TEST_RANK0_SETTING=RELAYCC_SHIM=0"),
     SHIM("routed_3", rankRouted, 3, SHM),
+    SHIM("routed_rooted_3", rankRoutedRooted, 3, SHM),
     SHIM("routed_4", rankRouted, 4, SHM ";RELAYCC_DEBUG=2"),
     SHIM1("environ_2", caseEnviron, "CUDA_VISIBLE_DEVICES="),
 /* No GPU for the off cases, as for nccl221_forward_2: forwardAll's stream is a made-up value that

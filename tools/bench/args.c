@@ -236,6 +236,11 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
                         "%s '%s': unknown collective (allreduce, allgather, reducescatter, alltoall, all, "
                         "scatter, gather)",
                         name, t);
+          /* The bench's checks and NCCL baselines know the layout and rank-set kinds only. */
+          if (relayCollKind(cl) == relayKindRootedPosition)
+            return fail(err, len,
+                        "%s '%s': not swept by relaycc-bench yet (relaycc-sim and relaycc-plan take it)",
+                        name, t);
           if (!collSeen[cl]) collSeen[cl] = 1, o->colls[o->nColls++] = cl;
         }
         if (!any) return fail(err, len, "%s '%s': no collective named", name, optarg);

@@ -55,7 +55,7 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
 
 void benchPrintTableHead(FILE* f, const benchOpts* o, relayCollective_t coll, const char* baseName) {
   fprintf(f, "#\n# %s\n", relayCollName(coll));
-  if (relayCollRooted(coll)) {
+  if (relayCollRankSet(coll)) {
     int n = o->nActive * o->nGroups;
     fprintf(
         f,

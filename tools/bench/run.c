@@ -47,7 +47,7 @@ double benchAlgBytes(relayCollective_t coll, uint64_t bytes, int nActive) {
   /* nccl-tests' algbw divides the collective's total data by the time: for
    * all-gather that is the gathered output, A inputs; for scatter and gather
    * the root's buffer, n blocks (ScatterGetBw: count * nranks * typesize). */
-  return coll == relayCollectiveAllGather || relayCollRooted(coll) ? (double)bytes * nActive : (double)bytes;
+  return coll == relayCollectiveAllGather || relayCollRankSet(coll) ? (double)bytes * nActive : (double)bytes;
 }
 
 double benchBusFactor(relayCollective_t coll, int nActive) {
@@ -97,7 +97,7 @@ typedef struct {
  * size does not divide (the row is skipped). */
 static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, uint64_t* count,
                      uint64_t* sendElems, uint64_t* recvElems) {
-  if (!relayCollRooted(coll))
+  if (!relayCollRankSet(coll))
     return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
   /* size = one member's block, as the per-active-rank input elsewhere. */
   if (bytes % x->esize) return 0;
@@ -111,13 +111,13 @@ static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, u
 
 /* Takes part in coll: active in a group, or the root or a member of the set. */
 static int rankInvolved(const rankCtx* x, relayCollective_t coll) {
-  return relayCollRooted(coll) ? x->isRoot || x->member >= 0 : x->me >= 0;
+  return relayCollRankSet(coll) ? x->isRoot || x->member >= 0 : x->me >= 0;
 }
 
 /* One buffer for send and recv: the in-place forms (relaycc.h); a rooted
  * call has one only on a root that is in the set. */
 static int rankOneBuffer(const rankCtx* x, relayCollective_t coll) {
-  return x->o->inplace && (!relayCollRooted(coll) || (x->isRoot && x->member >= 0));
+  return x->o->inplace && (!relayCollRankSet(coll) || (x->isRoot && x->member >= 0));
 }
 
 static int failRank(rankCtx* x, const char* what, relayCollective_t coll, uint64_t bytes) {
@@ -367,7 +367,7 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
     return 0;
   }
   /* Buffers for the largest size that divides, reused across sizes. */
-  int rooted = relayCollRooted(coll), involved = rankInvolved(x, coll), oneBuf = rankOneBuffer(x, coll);
+  int rooted = relayCollRankSet(coll), involved = rankInvolved(x, coll), oneBuf = rankOneBuffer(x, coll);
   uint64_t maxSend = 0, maxRecv = 0;
   for (int s = 0; s < o->nSizes; s++) {
     uint64_t cnt, se, re;

@@ -144,7 +144,7 @@ static ncclResult_t groupedAllToAll(const void* send, void* recv, size_t count, 
 }
 
 relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective_t coll, const void* send,
-                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op, int root,
                               relayStream_t stream) {
   relayNcclState* st = c->tpState;
   struct relayNcclNative* e = handle;
@@ -166,6 +166,13 @@ relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective
     case relayCollectiveAllToAll:
       r = relayNccl.ncclAlltoAll ? relayNccl.ncclAlltoAll(send, recv, count, t, sub, s)
                                  : groupedAllToAll(send, recv, count, t, nSub, sub, s);
+      break;
+    /* root: the root's position in the group, its rank in the sub-communicator (members in layout
+     * order; the whole comm's in rank order). NCCL reads sendbuff on the root only (broadcast) and writes
+     * recvbuff on the root only (reduce), as relaycc's contract says: a NULL there is never touched. */
+    case relayCollectiveBroadcast: r = relayNccl.ncclBroadcast(send, recv, count, t, root, sub, s); break;
+    case relayCollectiveReduce:
+      r = relayNccl.ncclReduce(send, recv, count, t, (ncclRedOp_t)op, root, sub, s);
       break;
     default: return relaySetError(c, relayInternalError, "no native %s", relayCollName(coll));
   }

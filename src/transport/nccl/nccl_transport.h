@@ -71,7 +71,7 @@ typedef struct relayNcclState {
 relayResult_t relayNcclNativePrepare(struct relayComm* c, int nGroups, int nActive, const int* ranks,
                                      relayStream_t stream, void** handle);
 relayResult_t relayNcclNative(struct relayComm* c, void* handle, relayCollective_t coll, const void* send,
-                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op,
+                              void* recv, size_t count, relayDataType_t dt, relayRedOp_t op, int root,
                               relayStream_t stream);
 void relayNcclNativeFree(relayNcclState* st, int drained);
 /* Abort every sub-communicator (they stay listed, with sub = NULL). */

@@ -677,7 +677,7 @@ static int issueRelay(benchRank* r, const benchCall* c) {
 /* A rank with nothing to do in the baseline: outside the A actives, or for
  * scatter and gather neither the root nor in the set. */
 static int baselineIdle(const ncclState* s, const benchCall* c) {
-  return relayCollRooted(c->coll) ? c->group < 0 : !s->base || c->group < 0;
+  return relayCollRankSet(c->coll) ? c->group < 0 : !s->base || c->group < 0;
 }
 
 /* Scatter and gather as NCCL users write them (nccl-tests' scatter and
@@ -721,7 +721,7 @@ static int issueRootedBaseline(benchRank* r, const benchCall* c) {
 static int issueBaseline(benchRank* r, const benchCall* c) {
   ncclState* s = r->state;
   if (baselineIdle(s, c)) return 0; /* idle: not in the A actives */
-  if (relayCollRooted(c->coll)) return issueRootedBaseline(r, c);
+  if (relayCollRankSet(c->coll)) return issueRootedBaseline(r, c);
   size_t count = c->counts[c->group];
   ncclDataType_t dt = (ncclDataType_t)c->dtype;
   ncclRedOp_t op = (ncclRedOp_t)c->op;
