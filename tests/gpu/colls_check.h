@@ -25,8 +25,9 @@
 #define CC_WAIT_S 120.0
 #define CC_MAX_RANKS 64
 
-/* The collectives, in relayCollective_t's order: CC_NCOLLS the six that loops over "every collective" run
- * (gputest_nodes), then broadcast and reduce (a layout and a root position: gputest_colls' rooted row). */
+/* The collectives this file checks, by its own numbers: the first CC_NCOLLS are relayCollective_t's values
+ * (loops over "every collective" run them: gputest_nodes), then broadcast and reduce (a layout and a root
+ * position: gputest_colls' rooted row), which relayCollective_t numbers after the point-to-point rows. */
 enum {
   CC_AG = 0,
   CC_RS = 1,
