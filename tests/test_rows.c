@@ -392,7 +392,7 @@ static int onceRank(int rank, int nranks, void* arg) {
   int ranks[2] = {0, 1};
   relayLayout_t L = {1, 2, ranks};
   buildCounts(before);
-  int take = relayCommRoutesCall(comm, relayCollectiveAllReduce, &count, relayFloat32, relaySum, &L, NULL);
+  int take = relayCommRoutesCall(comm, relayCollectiveAllReduce, &count, relayFloat32, relaySum, &L, 0, NULL);
   int route = allReduce(comm, rank, count, send, recv), depth;
   relayCommLastRoute(comm, NULL, &depth);
   buildCounts(after);

@@ -794,7 +794,8 @@ relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts, rela
     return relaySetError(NULL, relayInvalidArgument, "relayCallRouted: %s is NULL", comm ? "routed" : "comm");
   *routed = 0;
   const relayCollRow* row = relayCollRowOf(coll);
-  if (!row || relayCollRooted(coll))
+  /* The layout calls only: a rooted or point-to-point call has arguments this question does not take. */
+  if (!row || !relayCollIsLayout(coll))
     return relaySetError(comm, relayInvalidArgument, "relayCallRouted: collective %d is not a layout call",
                          (int)coll);
   /* The shape check every call makes first (validate: no buffer is read, none is given) */
@@ -813,7 +814,7 @@ relayResult_t relayCallRouted(relayCollective_t coll, const size_t* counts, rela
   int forced = relayNodesRoute(comm, comm->cfg.route);
   if (forced != relayRouteAuto)
     *routed = forced != relayRouteNative || !(comm->tp->caps & RELAY_TP_CAP_NATIVE);
-  else *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, stream) != 0;
+  else *routed = relayCommRoutesCall(comm, coll, counts, datatype, op, layout, 0, stream) != 0;
   return relaySuccess;
 }
 
