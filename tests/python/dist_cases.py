@@ -75,6 +75,22 @@ def _check(bad, what, got, want, dtype, loose=False):
     bad.append(f"{what}: got {got.flatten()[:8].tolist()} want {want64.flatten()[:8].tolist()}")
 
 
+def _served():
+  """How many calls this rank's default group's relaycc backend completed, by op name (the backend's
+  counter): a case reads it before and after a call to prove relaycc served it and gloo did not."""
+  from relaycc import torch_backend
+  return dict(torch_backend.get_backend().served)
+
+
+def _expect_served(bad, before, ops):
+  """Each op of `ops` (name: how many calls) was served by relaycc since `before`."""
+  now = _served()
+  for op, k in ops.items():
+    got = now.get(op, 0) - before.get(op, 0)
+    if got != k:
+      bad.append(f"{op}: relaycc served {got} calls, not {k} (forwarded?)")
+
+
 def _poison(shape, dtype):
   return torch.full(shape if isinstance(shape, tuple) else (shape,), POISON).to(dtype)
 
@@ -210,18 +226,34 @@ def case_all_to_all(g, dtypes, sizes):
       dist.all_to_all_single(out, inp)
       want = torch.cat([_a2a_block(s, me, k, dt) for s in range(n)])
       _check(bad, f"all_to_all_single {dn} k={k}", out, want, dt)
-  # Uneven splits: src sends (src + dst) % 3 + 1 elements to dst.
+  # Uneven splits: src sends (src + dst) % 3 + 1 elements to dst; a zero split (src == dst + 1: nothing
+  # sent); 2-D rows of 3 and the output's splits only; relaycc serves all of them (relayAllToAllv).
+  before = _served()
   cnt = lambda s, d: (s + d) % 3 + 1  # noqa: E731
   inp = torch.cat([_a2a_block(me, d, cnt(me, d), torch.float32) for d in range(n)])
   out = _poison(sum(cnt(s, me) for s in range(n)), torch.float32)
   dist.all_to_all_single(out, inp, [cnt(s, me) for s in range(n)], [cnt(me, d) for d in range(n)])
   _check(bad, "all_to_all_single uneven", out,
          torch.cat([_a2a_block(s, me, cnt(s, me), torch.float32) for s in range(n)]), torch.float32)
+  zc = lambda s, d: 0 if s == (d + 1) % n else s + 2 * d + 1  # noqa: E731
+  inp = torch.cat([_a2a_block(me, d, 3 * zc(me, d), torch.bfloat16) for d in range(n)]).view(-1, 3)
+  out = _poison(3 * sum(zc(s, me) for s in range(n)), torch.bfloat16).view(-1, 3)
+  w = dist.all_to_all_single(out, inp, [zc(s, me) for s in range(n)], [zc(me, d) for d in range(n)],
+                             async_op=True)
+  w.wait()
+  _check(bad, "all_to_all_single uneven 2-D with a zero split (async)", out.view(-1),
+         torch.cat([_a2a_block(s, me, 3 * zc(s, me), torch.bfloat16) for s in range(n)]), torch.bfloat16)
+  inp = torch.cat([_a2a_block(me, d, 2, torch.int32) for d in range(n)])
+  out = _poison(2 * n, torch.int32)
+  dist.all_to_all_single(out, inp, output_split_sizes=[2] * n)
+  _check(bad, "all_to_all_single output splits only", out,
+         torch.cat([_a2a_block(s, me, 2, torch.int32) for s in range(n)]), torch.int32)
   outs = [_poison(cnt(s, me), torch.int64) for s in range(n)]
   dist.all_to_all(outs, [_a2a_block(me, d, cnt(me, d), torch.int64) for d in range(n)])
   for s in range(n):
     _check(bad, f"all_to_all list uneven from {s}", outs[s], _a2a_block(s, me, cnt(s, me), torch.int64),
            torch.int64)
+  _expect_served(bad, before, {"all_to_all_single_v": 3, "all_to_all": 1})
   return bad
 
 
@@ -229,6 +261,7 @@ def case_rooted(g, sizes):
   """broadcast, reduce, gather, scatter from every root, barrier, and the object collectives."""
   bad, me, n = [], g.rank, g.n
   dt = torch.float32
+  before = _served()
   for k in sizes:
     for root in range(n):
       t = value(me, 0, k).to(dt) if me == root else _poison(k, dt)
@@ -251,6 +284,33 @@ def case_rooted(g, sizes):
       dist.scatter(out, sl, src=root)
       _check(bad, f"scatter root={root} k={k}", out, value(root, 3 + me, k), dt)
   dist.barrier()
+  calls = len(sizes) * n
+  _expect_served(bad, before, {"broadcast": calls, "reduce": 3 * calls, "gather": calls, "scatter": calls,
+                               "barrier": 1})
+  # Other dtypes: a bool and a non-contiguous broadcast (bytes), an int reduce with a premul on float16.
+  root = n - 1
+  t = (value(me, 4, 7) % 2 == 0) if me == root else torch.zeros(7, dtype=torch.bool) | (me % 2 == 0)
+  dist.broadcast(t, root)
+  _check(bad, "broadcast bool", t, value(root, 4, 7) % 2 == 0, torch.bool)
+  base = value(me, 5, 12).double().view(3, 4) if me == root else _poison((3, 4), torch.float64)
+  t = base.t()
+  dist.broadcast(t, root)
+  _check(bad, "broadcast non-contiguous", base, value(root, 5, 12).view(3, 4), torch.float64)
+  t = _inp(me, 6, 9, "sum", torch.int64)  # a bitwise op: gloo's
+  dist.reduce(t, 0, op=R.BOR)
+  want = torch.zeros(9, dtype=torch.int64)
+  for s in range(n):
+    want |= _inp(s, 6, 9, "sum", torch.int64)
+  _check(bad, "reduce BOR (gloo)", t, want if me == 0 else _inp(me, 6, 9, "sum", torch.int64), torch.int64)
+  t = _inp(me, 7, 9, "sum", torch.int32)
+  dist.reduce(t, root, op=R.MIN)
+  _check(bad, "reduce int32 min", t, ref_reduce(n, 7, 9, "min", torch.int32) if me == root else
+         _inp(me, 7, 9, "sum", torch.int32), torch.int32)
+  t = _inp(me, 8, 9, "sum", torch.float16)
+  dist.reduce(t, root, op=dist._make_nccl_premul_sum(0.5))
+  _check(bad, "reduce float16 premul_sum", t, ref_reduce(n, 8, 9, "premul_sum", torch.float16, 0.5)
+         if me == root else _inp(me, 8, 9, "sum", torch.float16), torch.float16, True)
+  _expect_served(bad, before, {"broadcast": calls + 2, "reduce": 3 * calls + 2})
   objs = [None] * n
   dist.all_gather_object(objs, {"rank": me, "data": list(range(me + 1))})
   if objs != [{"rank": s, "data": list(range(s + 1))} for s in range(n)]:
@@ -322,12 +382,25 @@ def case_async(g, k):
     bad.append(f"async all_reduce returned after {secs:.2f} s, completed before the peer came: {early}")
   _check(bad, "async all_reduce with a late peer", t, ref_reduce(n, 5, k, "sum", torch.float32),
          torch.float32)
-  # A forwarded async call (gloo) followed by a relaycc call without a wait in between: program order.
-  b = value(me, 1, k).float() if me == 0 else _poison(k, torch.float32)
-  w1 = dist.broadcast(b, 0, async_op=True)
+  # A forwarded async call (gloo: a bitwise op) followed by a relaycc call without a wait in between:
+  # program order.
+  b = _inp(me, 1, k, "sum", torch.int64)
+  w1 = dist.all_reduce(b, op=R.BOR, async_op=True)
   dist.all_reduce(b)
   w1.wait()
-  _check(bad, "broadcast(async) then all_reduce", b, value(0, 1, k) * n, torch.float32)
+  want = torch.zeros(k, dtype=torch.int64)
+  for s in range(n):
+    want |= _inp(s, 1, k, "sum", torch.int64)
+  _check(bad, "all_reduce BOR (gloo, async) then all_reduce", b, want * n, torch.int64)
+  # An async relaycc broadcast and reduce, then a wait on each.
+  b = value(me, 2, k).float() if me == n - 1 else _poison(k, torch.float32)
+  r = _inp(me, 3, k, "sum", torch.float32)
+  wb, wr = dist.broadcast(b, n - 1, async_op=True), dist.reduce(r, 0, async_op=True)
+  wr.wait()
+  wb.wait()
+  _check(bad, "async broadcast", b, value(n - 1, 2, k), torch.float32)
+  _check(bad, "async reduce", r, ref_reduce(n, 3, k, "sum", torch.float32) if me == 0 else
+         _inp(me, 3, k, "sum", torch.float32), torch.float32)
   # Several async relaycc calls, waited out of order.
   ts = [_inp(me, 10 + i, k, "sum", torch.float32) for i in range(3)]
   ws = [dist.all_reduce(t, async_op=True) for t in ts]

@@ -3,12 +3,12 @@
 // DeviceMesh and FSDP2). Compiled against the user's installed torch by relaycc/torch_backend.py.
 //
 // Shape: relaycc serves what its C core serves on a whole-comm layout (all-reduce, all-gather,
-// reduce-scatter, even all-to-all, gather, scatter); every other call is forwarded to an inner gloo
-// backend created from the same store. Every routing decision reads only facts that are equal on every
-// rank of a correct torch program (the op, the reduce op, the dtype, the agreed sizes of a collective's
-// outputs, whether split sizes were given), never a rank-local fact, so the ranks stay in one lockstep on
-// both comms. An op that moves to the C core when its call lands (broadcast, reduce, send/recv,
-// all-to-all-v) changes its route in one place: the `forward` line of that method.
+// reduce-scatter, all-to-all even and uneven, gather, scatter, broadcast, reduce, barrier); every other
+// call (send/recv, bitwise reductions, dtypes it lacks) is forwarded to an inner gloo backend created
+// from the same store. Every routing decision reads only facts that are equal on every rank of a correct
+// torch program (the op, the reduce op, the dtype, the agreed sizes of a collective's outputs, whether
+// split sizes were given), never a rank-local fact, so the ranks stay in one lockstep on both comms.
+// Send/recv stay forwarded: a pair's Works are gloo's, ordered by tag, outside the group's order.
 //
 // Execution: a synchronous relaycc call runs on the caller's thread (CPU: the data is in place when it
 // returns); an asynchronous one (asyncOp: DDP's buckets, async_op=True) runs on the group's worker thread,
@@ -31,6 +31,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -317,19 +318,23 @@ class RelayBackend : public c10d::Backend {
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
                         std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) override {
-    // Split sizes given: all-to-all-v, which the C core lacks today (forwarded). Whether they are given is
+    // Split sizes given: all-to-all-v (relayAllToAllv), else the even all-to-all. Whether they are given is
     // part of the call's form (all_to_all_single with or without splits), the same on every rank.
-    if (outputSplits.empty() && inputSplits.empty() && input.scalar_type() == output.scalar_type() &&
+    bool splits = !outputSplits.empty() || !inputSplits.empty();
+    if (!splits && input.scalar_type() == output.scalar_type() &&
         cudaRoutes(input, relayCollectiveAllToAll, bytesOf(input) / size_, relayUint8, relaySum))
       return runCuda(OpType::ALLTOALL_BASE, "all_to_all_single", {output}, [=]() mutable {
         onDevice(relayCollectiveAllToAll, bytesOf(input) / size_, output);
         allToAll(output, input);
       });
-    if (!outputSplits.empty() || !inputSplits.empty() || !relayable(input) || !relayable(output) ||
-        input.scalar_type() != output.scalar_type())
+    if (!relayable(input) || !relayable(output) || input.scalar_type() != output.scalar_type())
       return forward(
           [&] { return innerFor(input)->alltoall_base(output, input, outputSplits, inputSplits, opts); });
     std::vector<at::Tensor> outs{output};
+    if (splits)
+      return run(
+          OpType::ALLTOALL_BASE, "all_to_all_single_v", outs,
+          [=]() mutable { allToAllSplit(output, input, outputSplits, inputSplits); }, opts.asyncOp);
     return run(
         OpType::ALLTOALL_BASE, "all_to_all_single", outs, [=]() mutable { allToAll(output, input); },
         opts.asyncOp);
@@ -356,12 +361,8 @@ class RelayBackend : public c10d::Backend {
         opts.asyncOp);
   }
 
-  // reduce: the C core has no reduce yet; gloo has no AVG or PREMUL_SUM reduce, so those two are an
-  // all-reduce of a copy here (every rank computes the result, the root keeps it).
   WorkPtr reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override {
-    bool compose = tensors.size() == 1 && relayable(tensors[0]) && reducible(tensors[0], opts.reduceOp) &&
-                   (opts.reduceOp.op_ == ReduceOp::AVG || opts.reduceOp.op_ == ReduceOp::PREMUL_SUM);
-    if (!compose) {
+    if (tensors.size() != 1 || !relayable(tensors[0]) || !reducible(tensors[0], opts.reduceOp)) {
       // gloo uses a non-root's tensor as scratch; a non-root's tensor is its input only (as NCCL keeps it),
       // so gloo gets a copy there.
       if (rank_ == opts.rootRank || tensors.size() != 1)
@@ -369,29 +370,65 @@ class RelayBackend : public c10d::Backend {
       std::vector<at::Tensor> scratch{tensors[0].clone()};
       return forward([&] { return innerFor(scratch)->reduce(scratch, opts); });
     }
+    int root = static_cast<int>(opts.rootRank);
     return run(
-        OpType::REDUCE, "reduce", tensors,
-        [=]() mutable {
-          at::Tensor tmp = tensors[0].clone(at::MemoryFormat::Contiguous);
-          reduceInPlace(tmp, opts.reduceOp);
-          if (rank_ == opts.rootRank) tensors[0].copy_(tmp);
-        },
+        OpType::REDUCE, "reduce", tensors, [=]() mutable { reduceToRoot(tensors[0], opts.reduceOp, root); },
         opts.asyncOp);
   }
 
-  // ---- forwarded until the C core has them ---------------------------------------------------------
-
   WorkPtr broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) override {
-    return forward([&] { return innerFor(tensors)->broadcast(tensors, opts); });
+    if (tensors.size() != 1 || !relayable(tensors[0]))
+      return forward([&] { return innerFor(tensors)->broadcast(tensors, opts); });
+    int root = static_cast<int>(opts.rootRank);
+    return run(
+        OpType::BROADCAST, "broadcast", tensors, [=]() mutable { broadcastFrom(tensors[0], root); },
+        opts.asyncOp);
   }
+
+  // relayBarrier orders the ranks' host calls; relaycc's CPU calls are done when they return, and run()
+  // waits for the forwarded ones first. With a CUDA side, NCCL's barrier on the group's device: it also
+  // orders the GPU work before it, as a group of torch's own NCCL does (relaycc's CUDA calls run on the
+  // caller's stream, which NCCL's stream waits for).
+  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
+    if (cudaInner_) {
+      c10d::BarrierOptions o = opts;
+      o.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
+      return forward([&] { return cudaInner_->barrier(o); });
+    }
+    if (!useRelay_) return forward([&] { return inner_->barrier(opts); });
+    return run(
+        OpType::BARRIER, "barrier", {}, [this]() { check(relayBarrier(cur_, stream_)); }, false);
+  }
+
+  // ---- all-to-all of lists; forwarded ----------------------------------------------------------------
+
   WorkPtr alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                    const c10d::AllToAllOptions& opts) override {
     if (cudaInner_ && !inputs.empty() && inputs[0].is_cuda())
       return forward([&] { return cudaInner_->alltoall(outputs, inputs, opts); });
-    // Lists of any sizes (each rank's own): one all-to-all-v of the flattened lists on the inner backend
-    // (gloo has no list all-to-all).
+    // Lists of any sizes (each rank's own): one all-to-all-v of the flattened lists, relaycc's
+    // (relayAllToAllv) where every tensor is relayable and of the inputs' dtype, else gloo's.
     TORCH_CHECK(outputs.size() == static_cast<size_t>(size_) && inputs.size() == static_cast<size_t>(size_),
                 "relaycc: all_to_all needs ", size_, " input and output tensors");
+    if (sameKind(inputs, inputs[0]) && sameKind(outputs, inputs[0]))
+      return run(
+          OpType::ALLTOALL, "all_to_all", outputs,
+          [=]() mutable {
+            std::vector<size_t> sc, rc;
+            for (auto& t : inputs) sc.push_back(bytesOf(t));
+            for (auto& t : outputs) rc.push_back(bytesOf(t));
+            at::Tensor in = at::cat(flatViews(inputs));
+            int64_t total = static_cast<int64_t>(std::accumulate(rc.begin(), rc.end(), size_t(0)));
+            at::Tensor out = at::empty({total}, inputs[0].options().dtype(at::kByte));
+            allToAllBytes(in, sc, out, rc);
+            int64_t off = 0;
+            for (size_t i = 0; i < outputs.size(); i++) {
+              int64_t b = static_cast<int64_t>(rc[i]);
+              outputs[i].view(-1).view(at::kByte).copy_(out.narrow(0, off, b));
+              off += b;
+            }
+          },
+          opts.asyncOp);
     std::vector<int64_t> inSplits, outSplits;
     for (auto& t : inputs) inSplits.push_back(t.numel());
     for (auto& t : outputs) outSplits.push_back(t.numel());
@@ -434,17 +471,6 @@ class RelayBackend : public c10d::Backend {
     drainRelay();
     return innerFor(tensors)->recvAnysource(tensors, tag);
   }
-  // gloo's barrier waits for its own earlier work; relaycc's calls are done when they return. With a
-  // CUDA side, NCCL's barrier on the group's device: it also orders the GPU work before it, as a group of
-  // torch's own NCCL does (relaycc's CUDA calls run on the caller's stream, which NCCL's stream waits for).
-  WorkPtr barrier(const c10d::BarrierOptions& opts) override {
-    if (cudaInner_) {
-      c10d::BarrierOptions o = opts;
-      o.device = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
-      return forward([&] { return cudaInner_->barrier(o); });
-    }
-    return forward([&] { return inner_->barrier(opts); });
-  }
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
     drainRelay();
     inner_->monitoredBarrier(opts, waitAllRanks);
@@ -485,6 +511,12 @@ class RelayBackend : public c10d::Backend {
   bool commCreated() {
     std::lock_guard<std::mutex> g(mu_);
     return comm_ != nullptr;
+  }
+  // How many calls relaycc completed, by op name ("broadcast", "all_to_all_single_v"): what proves that a
+  // call was served here and not forwarded (the tests read it).
+  std::map<std::string, int64_t> served() {
+    std::lock_guard<std::mutex> g(mu_);
+    return served_;
   }
 
  private:
@@ -622,6 +654,7 @@ class RelayBackend : public c10d::Backend {
         cur_ = comm_;
       }
       body();
+      served_[what]++;
     } catch (const c10::DistBackendError&) {
       return std::current_exception();
     } catch (const std::exception& e) {
@@ -731,6 +764,36 @@ class RelayBackend : public c10d::Backend {
     back(t, d);
   }
 
+  // The group's layout is the group in rank order, so the root's position in it (relayBroadcast's and
+  // relayReduce's rootIndex) is its group rank. Bytes: any dtype is served as uint8.
+  void broadcastFrom(at::Tensor& t, int root) {
+    at::Tensor d = dense(t);
+    size_t n = bytesOf(d);
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayBroadcast(d.data_ptr(), d.data_ptr(), &n, relayUint8, root, &L, cur_, stream_));
+    }
+    back(t, d);
+  }
+
+  // The root's tensor gets the result; a non-root's stays its input (as NCCL keeps it; relayReduce only
+  // reads a non-root's send buffer). PREMUL_SUM scales a copy, so no input changes.
+  void reduceToRoot(at::Tensor& t, const ReduceOp& op, int root) {
+    at::Tensor in = dense(t), out = in;
+    if (op.op_ == ReduceOp::PREMUL_SUM) {
+      in = in.clone();
+      premultiply(in, op);
+    }
+    size_t n = static_cast<size_t>(in.numel());
+    if (n > 0) {
+      relayLayout_t L = layout();
+      check(relayReduce(in.data_ptr(), rank_ == root ? out.data_ptr() : nullptr, &n,
+                        (relayDataType_t)relayDtype(in.scalar_type()), (relayRedOp_t)relayOp(op), root, &L,
+                        cur_, stream_));
+    }
+    if (rank_ == root) back(t, out);
+  }
+
   // This rank cannot make the call (a size that breaks c10d's contract): it rejects it through the C core
   // (relayCallReject, with the shape a valid call here would pass), so its peers fail the call too instead
   // of waiting for it until the deadline; never a local throw alone.
@@ -817,6 +880,61 @@ class RelayBackend : public c10d::Backend {
     back(output, out);
   }
 
+  // all_to_all_single with split sizes (rows of dim 0; none given: even rows) through relayAllToAllv in
+  // bytes. Splits that do not cover a tensor break c10d's contract: the call is rejected through the C
+  // core (the peers fail it too). A rank-local fact decides nothing else here: relayAllToAllv checks
+  // that each pair's counts agree.
+  void allToAllSplit(at::Tensor& output, const at::Tensor& input, const std::vector<int64_t>& outSplits,
+                     const std::vector<int64_t>& inSplits) {
+    std::string bad;
+    auto counts = [&](const at::Tensor& t, const std::vector<int64_t>& sp, const char* which) {
+      std::vector<size_t> c(size_, 0);
+      int64_t rows = t.dim() > 0 ? t.size(0) : 0, rowBytes = rows > 0 ? bytesOf(t) / rows : 0, sum = 0;
+      if (sp.empty() && rows % size_ != 0)
+        bad = std::string(which) + " has " + std::to_string(rows) + " rows, not divisible by " +
+              std::to_string(size_);
+      if (!sp.empty() && sp.size() != static_cast<size_t>(size_))
+        bad = std::string(which) + " splits have " + std::to_string(sp.size()) + " sizes, not " +
+              std::to_string(size_);
+      for (int i = 0; bad.empty() && i < size_; i++) {
+        int64_t r = sp.empty() ? rows / size_ : sp[i];
+        if (r < 0) bad = std::string(which) + " split " + std::to_string(i) + " is negative";
+        c[i] = static_cast<size_t>(r * rowBytes);
+        sum += r;
+      }
+      if (bad.empty() && sum != rows)
+        bad = std::string(which) + " splits add up to " + std::to_string(sum) + " rows, the tensor has " +
+              std::to_string(rows);
+      return c;
+    };
+    std::vector<size_t> sc = counts(input, inSplits, "input"), rc = counts(output, outSplits, "output");
+    relayLayout_t L = layout();
+    if (!bad.empty())
+      check(relayCallReject(relayCollectiveAllToAllV, nullptr, relayUint8, relaySum, &L, 0, bad.c_str(), cur_,
+                            stream_));
+    at::Tensor in = dense(input), out = dense(output);
+    allToAllBytes(in, sc, out, rc);
+    back(output, out);
+  }
+
+  // relayAllToAllv of contiguous in and out, sc/rc bytes per peer, blocks back to back in peer order.
+  void allToAllBytes(at::Tensor in, const std::vector<size_t>& sc, at::Tensor& out,
+                     const std::vector<size_t>& rc) {
+    std::vector<size_t> sd(size_, 0), rd(size_, 0);
+    for (int i = 1; i < size_; i++) {
+      sd[i] = sd[i - 1] + sc[i - 1];
+      rd[i] = rd[i - 1] + rc[i - 1];
+    }
+    // relayAllToAllv rejects in place; a caller's aliased pair goes through a copy of the input. An
+    // empty tensor may have no address, and NULL buffers are a helper's: a byte of our own stands in.
+    if (in.numel() > 0 && in.data_ptr() == out.data_ptr()) in = in.clone();
+    char noIn = 0, noOut = 0;
+    void* sb = in.numel() > 0 ? in.data_ptr() : &noIn;
+    void* rb = out.numel() > 0 ? out.data_ptr() : &noOut;
+    relayLayout_t L = layout();
+    check(relayAllToAllv(sb, sc.data(), sd.data(), rb, rc.data(), rd.data(), relayUint8, &L, cur_, stream_));
+  }
+
   // gather (isGather) or scatter over the whole group, root's list of size_ blocks of `mine`'s size
   // (c10d's contract: every rank's tensor has the same size). A root whose list breaks it rejects the call
   // through the C core (relayCallReject), so the peers fail too instead of waiting out the deadline.
@@ -898,6 +1016,7 @@ class RelayBackend : public c10d::Backend {
   std::atomic<bool> released_{false};
   std::atomic<int> error_{0};  // getError's value (c10d::ErrorType), 0 while none
   const char* curOp_ = "init";
+  std::map<std::string, int64_t> served_;  // served(): completed relaycc calls by op name (under mu_)
   std::mutex pendingMu_;
   std::vector<WorkPtr> pending_;
   std::mutex qmu_;  // the worker's queue
@@ -931,5 +1050,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("abort_relay", &RelayBackend::abortRelay, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("cuda_active", &RelayBackend::cudaActive)
       .def_property_readonly("relay_active", &RelayBackend::relayActive)
-      .def_property_readonly("comm_created", &RelayBackend::commCreated);
+      .def_property_readonly("comm_created", &RelayBackend::commCreated)
+      .def_property_readonly("served", &RelayBackend::served);
 }
