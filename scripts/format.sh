@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# scripts/format.sh [--check] [BUILD]: clang-format the tracked C and CUDA sources (*.c *.h *.cu *.cuh)
+# scripts/format.sh [--check] [BUILD]: clang-format the tracked C, CUDA and C++ sources
+# (*.c *.h *.cu *.cuh *.cpp)
 # with the repository's .clang-format. --check changes nothing: it lists the files that are not formatted
 # and fails when there is one (CI runs it through `make format-check`); without it the files are rewritten.
 #
@@ -41,7 +42,7 @@ if ! is_pinned "$cf"; then
   exit 2
 fi
 
-mapfile -t files < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+mapfile -t files < <(git ls-files '*.c' '*.h' '*.cu' '*.cuh' '*.cpp')
 if [ "$check" = 0 ]; then
   printf '%s\0' "${files[@]}" | xargs -0 "$cf" -i --style=file
   echo "format: ${#files[@]} files formatted with $cf"

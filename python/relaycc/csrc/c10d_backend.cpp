@@ -86,69 +86,43 @@ class RelayWork : public c10d::Work {
 // The relaycc datatype of a dtype the reducing calls serve; -1: none (such a call is forwarded).
 int relayDtype(at::ScalarType t) {
   switch (t) {
-    case at::kChar:
-      return relayInt8;
-    case at::kByte:
-      return relayUint8;
-    case at::kInt:
-      return relayInt32;
-    case at::kLong:
-      return relayInt64;
-    case at::kHalf:
-      return relayFloat16;
-    case at::kFloat:
-      return relayFloat32;
-    case at::kDouble:
-      return relayFloat64;
-    case at::kBFloat16:
-      return relayBfloat16;
-    default:
-      return -1;
+    case at::kChar: return relayInt8;
+    case at::kByte: return relayUint8;
+    case at::kInt: return relayInt32;
+    case at::kLong: return relayInt64;
+    case at::kHalf: return relayFloat16;
+    case at::kFloat: return relayFloat32;
+    case at::kDouble: return relayFloat64;
+    case at::kBFloat16: return relayBfloat16;
+    default: return -1;
   }
 }
 
 // The relaycc op of a torch reduce op; -1: none. PREMUL_SUM is SUM after the input is scaled.
 int relayOp(const ReduceOp& op) {
   switch (op.op_) {
-    case ReduceOp::SUM:
-      return relaySum;
-    case ReduceOp::AVG:
-      return relayAvg;
-    case ReduceOp::PRODUCT:
-      return relayProd;
-    case ReduceOp::MIN:
-      return relayMin;
-    case ReduceOp::MAX:
-      return relayMax;
-    case ReduceOp::PREMUL_SUM:
-      return relaySum;
-    default:
-      return -1;
+    case ReduceOp::SUM: return relaySum;
+    case ReduceOp::AVG: return relayAvg;
+    case ReduceOp::PRODUCT: return relayProd;
+    case ReduceOp::MIN: return relayMin;
+    case ReduceOp::MAX: return relayMax;
+    case ReduceOp::PREMUL_SUM: return relaySum;
+    default: return -1;
   }
 }
 
 const char* opName(const ReduceOp& op) {
   switch (op.op_) {
-    case ReduceOp::SUM:
-      return "SUM";
-    case ReduceOp::AVG:
-      return "AVG";
-    case ReduceOp::PRODUCT:
-      return "PRODUCT";
-    case ReduceOp::MIN:
-      return "MIN";
-    case ReduceOp::MAX:
-      return "MAX";
-    case ReduceOp::PREMUL_SUM:
-      return "PREMUL_SUM";
-    case ReduceOp::BAND:
-      return "BAND";
-    case ReduceOp::BOR:
-      return "BOR";
-    case ReduceOp::BXOR:
-      return "BXOR";
-    default:
-      return "UNUSED";
+    case ReduceOp::SUM: return "SUM";
+    case ReduceOp::AVG: return "AVG";
+    case ReduceOp::PRODUCT: return "PRODUCT";
+    case ReduceOp::MIN: return "MIN";
+    case ReduceOp::MAX: return "MAX";
+    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
+    case ReduceOp::BAND: return "BAND";
+    case ReduceOp::BOR: return "BOR";
+    case ReduceOp::BXOR: return "BXOR";
+    default: return "UNUSED";
   }
 }
 
@@ -255,7 +229,8 @@ class RelayBackend : public c10d::Backend {
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type();
-    if (!ok) return forward(
+    if (!ok)
+      return forward(
           [&] { return innerFor(inputs)->allgather_into_tensor_coalesced(outputs, inputs, opts); });
     return run(
         OpType::COALESCED, "all_gather_into_tensor_coalesced", outputs,
@@ -305,7 +280,8 @@ class RelayBackend : public c10d::Backend {
     for (size_t i = 0; ok && i < inputs.size(); i++)
       ok = relayable(inputs[i]) && relayable(outputs[i]) &&
            outputs[i].scalar_type() == inputs[i].scalar_type() && reducible(inputs[i], opts.reduceOp);
-    if (!ok) return forward(
+    if (!ok)
+      return forward(
           [&] { return innerFor(inputs)->reduce_scatter_tensor_coalesced(outputs, inputs, opts); });
     return run(
         OpType::COALESCED, "reduce_scatter_tensor_coalesced", outputs,
@@ -562,10 +538,10 @@ class RelayBackend : public c10d::Backend {
                 const ReduceOp& op = ReduceOp::SUM) {
     if (t.device().index() == cudaDevice_) return;
     bool reduces = coll == relayCollectiveAllReduce || coll == relayCollectiveReduceScatter;
-    rejectCall(coll, static_cast<size_t>(count), reduces ? relayDtype(t.scalar_type()) : relayUint8,
-               reduces ? relayOp(op) : relaySum,
-               "tensor on " + t.device().str() + ", the group's device is cuda:" +
-                   std::to_string(cudaDevice_));
+    rejectCall(
+        coll, static_cast<size_t>(count), reduces ? relayDtype(t.scalar_type()) : relayUint8,
+        reduces ? relayOp(op) : relaySum,
+        "tensor on " + t.device().str() + ", the group's device is cuda:" + std::to_string(cudaDevice_));
   }
 
   // One relaycc call on CUDA tensors: on the caller's thread and its current stream (the GPU work is
@@ -952,8 +928,8 @@ class RelayBackend : public c10d::Backend {
         if (bytesOf(list[i]) != n || list[i].scalar_type() != mine.scalar_type())
           bad = "the root's tensor " + std::to_string(i) + " differs from this rank's in size or dtype";
       if (!bad.empty())
-        check(relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), cur_,
-                              stream_));
+        check(
+            relayCallReject(coll, counts.data(), relayUint8, relaySum, &L, root, bad.c_str(), cur_, stream_));
       flat = isGather ? at::empty({static_cast<int64_t>(n) * size_}, mine.options().dtype(at::kByte))
                       : at::cat(flatViews(list)).view(at::kByte);
     }
@@ -964,8 +940,8 @@ class RelayBackend : public c10d::Backend {
         check(relayGather(d.data_ptr(), rootBuf, counts.data(), relayUint8, root, ranks_.data(), size_, cur_,
                           stream_));
       else
-        check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_,
-                           cur_, stream_));
+        check(relayScatter(rootBuf, d.data_ptr(), counts.data(), relayUint8, root, ranks_.data(), size_, cur_,
+                           stream_));
     }
     if (!isGather) back(mine, d);
     if (isGather && rank_ == root && n > 0) {
@@ -1032,21 +1008,20 @@ class RelayBackend : public c10d::Backend {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   auto base = py::module::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<RelayBackend, c10::intrusive_ptr<RelayBackend>>(m, "RelayBackend", base)
-      .def(
-          py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay,
-                      py::object cudaInner, uintptr_t cudaComm, int cudaDevice) {
-            auto backend = [](py::object o) {
-              return o.is_none() ? c10::intrusive_ptr<c10d::Backend>()
-                                 : c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(
-                                       o.cast<c10d::Backend*>());
-            };
-            return c10::make_intrusive<RelayBackend>(backend(inner), rank, size, std::move(token), timeoutMs,
-                                                     useRelay, backend(cudaInner),
-                                                     reinterpret_cast<relayComm_t>(cudaComm), cudaDevice);
-          }),
-          py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
-          py::arg("use_relay"), py::arg("cuda_inner") = py::none(), py::arg("cuda_comm") = 0,
-          py::arg("cuda_device") = -1)
+      .def(py::init([](py::object inner, int rank, int size, std::string token, int timeoutMs, bool useRelay,
+                       py::object cudaInner, uintptr_t cudaComm, int cudaDevice) {
+             auto backend = [](py::object o) {
+               return o.is_none() ? c10::intrusive_ptr<c10d::Backend>()
+                                  : c10::intrusive_ptr<c10d::Backend>::unsafe_reclaim_from_nonowning(
+                                        o.cast<c10d::Backend*>());
+             };
+             return c10::make_intrusive<RelayBackend>(backend(inner), rank, size, std::move(token), timeoutMs,
+                                                      useRelay, backend(cudaInner),
+                                                      reinterpret_cast<relayComm_t>(cudaComm), cudaDevice);
+           }),
+           py::arg("inner"), py::arg("rank"), py::arg("size"), py::arg("token"), py::arg("timeout_ms"),
+           py::arg("use_relay"), py::arg("cuda_inner") = py::none(), py::arg("cuda_comm") = 0,
+           py::arg("cuda_device") = -1)
       .def("abort_relay", &RelayBackend::abortRelay, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("cuda_active", &RelayBackend::cudaActive)
       .def_property_readonly("relay_active", &RelayBackend::relayActive)
