@@ -388,7 +388,7 @@ static int a2avRejectRank(int rank, int nranks, void* arg) {
   if (rank == 1) {
     expectError(rank, c, res, relayInvalidArgument, "bad tensor", NULL);
   } else if (checkMode) {
-    expectError(rank, c, res, relayInvalidArgument, "rank 1 rejected", NULL);
+    expectError(rank, c, res, relayInvalidArgument, "rank 1 rejected", "bad tensor");
     expectPoison(rank, "an agreed rejection", r, (size_t)nranks * 5);
   } else {
     expectError(rank, c, res, relayRemoteError, "rank 1 rejected", NULL);

@@ -32,6 +32,36 @@ relayResult_t relayAgree(struct relayComm* comm, const void* mine, size_t bytes,
   return relaySuccess;
 }
 
+relayResult_t relayAgreeCall(struct relayComm* comm, relayResult_t local, const void* mine, size_t bytes,
+                             const void** all) {
+  /* The round may write lastError (a peer that died): keep this rank's rejection text for its ballot. */
+  char own[sizeof comm->lastError];
+  memcpy(own, comm->lastError, sizeof own);
+  const void* got;
+  RELAY_CHECK(relayAgree(comm, mine, bytes, &got));
+  int rejected = 0;
+  for (int q = 0; q < comm->nranks && !rejected; q++) {
+    int32_t status;
+    memcpy(&status, (const char*)got + (size_t)q * bytes, sizeof status);
+    rejected = status != (int32_t)relaySuccess;
+  }
+  if (!rejected) {
+    *all = got;
+    return relaySuccess;
+  }
+  *all = NULL;
+  relayBallot ballot = {local, 0, own};
+  relayVerdict v;
+  relayResult_t voted = relayVoteBallot(comm, &ballot, &v);
+  if (voted != relaySuccess) return voted;
+  if (local != relaySuccess) {
+    memcpy(comm->lastError, own, sizeof own);
+    return local;
+  }
+  return relaySetError(comm, v.status, "rank %d rejected the call (%s): %s", v.rank,
+                       relayGetErrorString(v.status), v.why);
+}
+
 relayResult_t relayVoteBallot(struct relayComm* comm, const relayBallot* mine, relayVerdict* out) {
   voteRecord rec;
   memset(&rec, 0, sizeof rec);

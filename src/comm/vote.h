@@ -64,6 +64,15 @@ relayResult_t relayVote(struct relayComm* comm, int ok, const char* why, relayVe
  * an error *all is NULL and the comm is failed. */
 relayResult_t relayAgree(struct relayComm* comm, const void* mine, size_t bytes, const void** all);
 
+/* COLLECTIVE: a call's agreement round (the call digests of the collectives and of all-to-all-v). Each
+ * record begins with an int32_t status, this rank's local verdict `local`. When every rank's status is
+ * success it returns relaySuccess with *all as relayAgree's. Otherwise every rank saw a rejection, so every
+ * rank takes one more round, a relayVoteBallot, in which each rejecting rank gives its own text: a rank that
+ * rejected returns its own error (its text, naming the argument, kept), every other rank returns the first
+ * rejecting rank's code with its reason quoted, so no rank's error says only "another rank rejected". */
+relayResult_t relayAgreeCall(struct relayComm* comm, relayResult_t local, const void* mine, size_t bytes,
+                             const void** all);
+
 #ifdef __cplusplus
 }
 #endif

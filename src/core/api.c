@@ -204,23 +204,6 @@ typedef struct {
   uint64_t winSendOff, winRecvOff;
 } callDigest;
 
-/* A rank rejected the call (every rank saw it in the digests, so every rank
- * takes this second round, a vote): each rejecting rank gives its own text
- * (the vote drops its prefix), and the others quote the first one's, so their error
- * says why, not only that. `own` is this rank's text (lastError when it
- * rejected); returns the call's result for this rank. */
-static relayResult_t quoteRejection(struct relayComm* c, relayResult_t local, relayResult_t res,
-                                    const char* own) {
-  relayBallot mine = {local, 0, own};
-  relayVerdict v;
-  relayResult_t voted = relayVoteBallot(c, &mine, &v);
-  if (voted != relaySuccess) return voted;
-  if (local == relaySuccess && !v.yes)
-    res = relaySetError(c, v.status, "rank %d rejected the call (%s): %s", v.rank,
-                        relayGetErrorString(v.status), v.why);
-  return res;
-}
-
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                  int depth) {
   callDigest mine;
@@ -244,19 +227,10 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
     mine.winSendOff = a->winSendOff;
     mine.winRecvOff = a->winRecvOff;
   }
-  char saved[sizeof c->lastError];
-  memcpy(saved, c->lastError, sizeof saved);
   const void* got;
-  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
+  RELAY_CHECK(relayAgreeCall(c, local, &mine, sizeof mine, &got));
   const callDigest* all = got; /* the comm's agreement buffer: read before the next round */
-  /* Own rejection first: its message names the argument. */
   relayResult_t res = relaySuccess;
-  if (local != relaySuccess) {
-    memcpy(c->lastError, saved, sizeof saved);
-    res = local;
-  }
-  for (int q = 0; q < c->nranks; q++)
-    if (all[q].status != relaySuccess) return quoteRejection(c, local, res, saved);
   for (int q = 1; q < c->nranks && res == relaySuccess; q++) {
     const callDigest* x = &all[0];
     const callDigest* y = &all[q];

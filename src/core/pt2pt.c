@@ -389,19 +389,9 @@ static relayResult_t a2avAgree(struct relayComm* c, const a2avArgs* a, int me, r
       mine.counts[j] = a->sendcounts[j];
       mine.counts[A + j] = a->recvcounts[j];
     }
-  char own[sizeof c->lastError];
-  memcpy(own, c->lastError, sizeof own);
   const void* allv;
-  RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &allv));
+  RELAY_CHECK(relayAgreeCall(c, local, &mine, sizeof mine, &allv));
   const a2avDigest* all = allv;
-  for (int r = 0; r < c->nranks; r++)
-    if (all[r].status != relaySuccess) {
-      if (r == c->rank) {
-        memcpy(c->lastError, own, sizeof own);
-        return local;
-      }
-      return relaySetError(c, relayInvalidArgument, "rank %d rejected the call (its error says why)", r);
-    }
   for (int r = 0; r < c->nranks; r++)
     if (all[r].dtype != all[0].dtype || all[r].layout != all[0].layout)
       return relaySetError(c, relayInvalidUsage,
