@@ -206,7 +206,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
   # The sender dies after the check: its receiver (relayRecv, relayAllToAllv) must fail fast, naming it.
   foreach(c sendrecv alltoallv)
     add_test(NAME bench_rank_dies_${c} COMMAND ${BENCH_SH} fail 30 "rank 1: .*rank 0 [(]pid [0-9]+[)] died"
-                                               ${BENCH} --backend shm --ranks 2 --sizes 100K -n 2 -w 1 -r 2 -c ${c} --debug-kill 0)
+             ${BENCH} --backend shm --ranks 2 --sizes 100K -n 2 -w 1 -r 2 -c ${c} --debug-kill 0)
     set_tests_properties(bench_rank_dies_${c} PROPERTIES TIMEOUT 120 LABELS cpu)
   endforeach()
 
