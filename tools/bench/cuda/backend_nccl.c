@@ -9,7 +9,10 @@
  *  - Baseline: the same collective in NCCL on a communicator of only the A
  *    active ranks of this rank's group (ncclCommSplit of the relay comm's
  *    own NCCL communicator: color = group, key = active index; helpers get
- *    NCCL_SPLIT_NOCOLOR and stay idle), i.e. what a user would otherwise run.
+ *    NCCL_SPLIT_NOCOLOR and stay idle), i.e. what a user would otherwise run:
+ *    ncclBroadcast/ncclReduce with the root's active index, ncclSend/ncclRecv
+ *    on the pair's communicator for the sendrecv copy, one group of
+ *    ncclSend/ncclRecv for all-to-all-v.
  *  - Timing: CUDA events on the rank's stream around one call (per call), or
  *    around one replay of a CUDA graph of K captured calls, divided by K
  *    (--graph, the way latency-bound users run). The start event is recorded
