@@ -4,6 +4,21 @@ if(TARGET relaycc-bench)
   set(BENCH_SH ${CMAKE_CURRENT_LIST_DIR}/test_bench.sh)
   set(BENCH $<TARGET_FILE:relaycc-bench>)
 
+  # One test per "name|arguments" row of ROWS: bench_<prefix><name> runs relaycc-bench with the common
+  # arguments (the lists after ARGS) then the row's, and expects EXPECT (test_bench.sh's "ok", or
+  # "fail <seconds> <regex>").
+  function(bench_rows prefix rows)
+    cmake_parse_arguments(B "" "" "EXPECT;ARGS" ${ARGN})
+    foreach(case ${rows})
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(GET parts 1 args)
+      separate_arguments(args UNIX_COMMAND "${args}")
+      add_test(NAME bench_${prefix}${name} COMMAND ${BENCH_SH} ${B_EXPECT} ${BENCH} ${B_ARGS} ${args})
+      set_tests_properties(bench_${prefix}${name} PROPERTIES TIMEOUT 120 LABELS cpu)
+    endforeach()
+  endfunction()
+
   # name | regex the message must match | arguments. Each must exit non-zero
   # within 3 s (the tool answers in milliseconds, before forking; the slack
   # is for a loaded 2-core CI machine).
@@ -128,14 +143,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "inplace_A4_double_min|-A 4 --inplace -d double -o min"
     "inplace_A2G2_int32|-A 2 -G 2 --inplace -d int32"
   )
-  foreach(case ${BENCH_VARIANTS})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
-    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(run_ "${BENCH_VARIANTS}" EXPECT ok ARGS ${BENCH_SHORT})
 
   # Scatter and gather (rooted, the set = the layout's ranks): every root
   # role -- in the set, in place, outside it -- on 8 ranks with sizes 0 to
@@ -146,14 +154,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "rooted_outside_int8|-A 3 --layout 6,1,4 -c scatter,gather --root 2 -d int8"
     "rooted_fused_layout_double|-A 2 -G 3 --layout 7,0,5,2,1,6 -c gather,scatter --root 7 -d double"
   )
-  foreach(case ${BENCH_ROOTED})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
-    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(run_ "${BENCH_ROOTED}" EXPECT ok ARGS ${BENCH_SHORT})
   add_test(NAME bench_detects_wrong_gather COMMAND ${BENCH_SH} fail 60 "wrong elements" ${BENCH} ${BENCH_SHORT}
            -A 8 -c gather --root 3 --debug-corrupt 3)
   set_tests_properties(bench_detects_wrong_gather PROPERTIES TIMEOUT 120 LABELS cpu)
@@ -179,14 +180,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "alltoallv_r4_A4_double|--ranks 4 -A 4 -c alltoallv -d double"
     "alltoallv_r4_A3_helper_uint8|--ranks 4 -A 3 --layout 3,1,0 -c alltoallv -d uint8 --sizes 0,3,999,12K"
   )
-  foreach(case ${BENCH_NEW_CALLS})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_P2P_SHORT} ${args})
-    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(run_ "${BENCH_NEW_CALLS}" EXPECT ok ARGS ${BENCH_P2P_SHORT})
   set(BENCH_NEW_CORRUPT
     "broadcast_member|--ranks 4 -A 2 -G 2 -c broadcast --debug-corrupt 2"
     "reduce_root|--ranks 2 -c reduce --root-index 1 --debug-corrupt 1"
@@ -194,15 +188,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "sendrecv_receiver|--ranks 4 --layout 2,1 -c sendrecv --debug-corrupt 1"
     "alltoallv_block|--ranks 4 -A 3 -c alltoallv --debug-corrupt 2"
   )
-  foreach(case ${BENCH_NEW_CORRUPT})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_detects_wrong_${name} COMMAND ${BENCH_SH} fail 60 "wrong elements" ${BENCH}
-                                                       ${BENCH_P2P_SHORT} ${args})
-    set_tests_properties(bench_detects_wrong_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(detects_wrong_ "${BENCH_NEW_CORRUPT}" EXPECT fail 60 "wrong elements" ARGS ${BENCH_P2P_SHORT})
   # The sender dies after the check: its receiver (relayRecv, relayAllToAllv) must fail fast, naming it.
   foreach(c sendrecv alltoallv)
     add_test(NAME bench_rank_dies_${c} COMMAND ${BENCH_SH} fail 30 "rank 1: .*rank 0 [(]pid [0-9]+[)] died"
