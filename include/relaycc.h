@@ -394,8 +394,11 @@ RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* 
  * to and receive from a peer at once in any order (a ring shift, an all-pairs exchange). A group may
  * span comms: each comm's transfers run as one group, the comms one after another in an order every rank
  * shares (a key the comm's ranks agreed at init), so a group that sends on one comm and receives on
- * another while a peer's group does the opposite cannot deadlock: as with NCCL, which progresses them
- * together, any set of groups whose transfers match completes. A queued call's argument error is returned by
+ * another while a peer's group does the opposite completes. That holds where every transfer a group
+ * posts on a comm meets its match in ONE group of the peer (or a single call); where a peer splits the
+ * matching transfers over several calls (its send on Y, then its receive on X, as two calls), the group
+ * may wait until the deadline or not, depending on the comms' agreed order (NCCL progresses a group's
+ * comms together, and would complete it). A queued call's argument error is returned by
  * the call itself; relayGroupEnd returns the first error of the transfers it ran. On shm the stream is
  * ignored; on NCCL the transfers are ncclSend/ncclRecv inside ncclGroupStart/ncclGroupEnd.
  */

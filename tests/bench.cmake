@@ -182,7 +182,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
   )
   bench_rows(run_ "${BENCH_NEW_CALLS}" EXPECT ok ARGS ${BENCH_P2P_SHORT})
   set(BENCH_NEW_CORRUPT
-    "broadcast_member|--ranks 4 -A 2 -G 2 -c broadcast --debug-corrupt 2"
+    "broadcast_member|--ranks 4 -A 2 -G 2 -c broadcast --debug-corrupt 3"
     "reduce_root|--ranks 2 -c reduce --root-index 1 --debug-corrupt 1"
     "reduce_nonroot_written|--ranks 2 -c reduce --debug-corrupt 1"
     "sendrecv_receiver|--ranks 4 --layout 2,1 -c sendrecv --debug-corrupt 1"

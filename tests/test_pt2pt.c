@@ -402,6 +402,34 @@ static int a2avRank(int rank, int nranks, void* argp) {
   return 0;
 }
 
+/* Check mode 1, rank 0 rejects its all-to-all-v (sendcounts NULL) on the identity layout while the
+ * others call later with the layout reversed: the agreement's second round (the rejection's reason) must
+ * not meet the transport's shape judge with the call's shape still set (it failed the comm before the
+ * fix): every rank fails the call naming rank 0, and the comm stays usable. */
+static int a2avRejectOtherLayoutRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t c = commOf(rank, nranks, 1, 20000);
+  int ranks[8];
+  for (int q = 0; q < nranks; q++) ranks[q] = rank == 0 ? q : nranks - 1 - q;
+  relayLayout_t lay = {1, nranks, ranks};
+  size_t cnt[8], dsp[8];
+  int32_t s[8 * 4], r[8 * 4];
+  for (int j = 0; j < nranks; j++) {
+    cnt[j] = 4;
+    dsp[j] = (size_t)j * 4;
+    fill(s + j * 4, rank, j, 4);
+  }
+  poison(r, 8 * 4);
+  if (rank != 0) usleep(100000); /* rank 0's rejection is in the round first */
+  relayResult_t res = relayAllToAllv(s, rank == 0 ? NULL : cnt, dsp, r, cnt, dsp, relayInt32, &lay, c, NULL);
+  if (rank == 0) expectError(rank, c, res, relayInvalidArgument, "sendcounts", NULL);
+  else expectError(rank, c, res, relayInvalidArgument, "rank 0 rejected", "sendcounts");
+  expectPoison(rank, "a rejected all-to-all-v", r, (size_t)nranks * 4);
+  allReduceCheck(rank, nranks, c);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
 /* A binding's rejection of an all-to-all-v on rank 1 (relayCallReject): check mode 0, the ranks that
  * receive from it fail naming it, its own blocks are drained, the others' calls succeed; check mode 1,
  * every rank fails and nothing moves. The comm stays usable. */
@@ -505,6 +533,7 @@ static const tCase kCases[] = {
      .ranks = 4,
      .deadlineS = 120,
      .timeoutS = 180},
+    P2P("a2av-reject-other-layout", a2avRejectOtherLayoutRank, 3),
     {.name = "a2av-reject-check",
      .rank = a2avRejectRank,
      .arg = (void*)1,

@@ -125,6 +125,7 @@ static inline int relayCollNumCounts(relayCollective_t coll, int nGroups, int nA
 const char* relayCollName(relayCollective_t coll);            /* "?" outside the table */
 int relayParseColl(const char* s, relayCollective_t* out);    /* a layout collective; 0 on success */
 int relayParseCollAll(const char* s, relayCollective_t* out); /* a planned collective; 0 on success */
+int relayParseCollRow(const char* s, relayCollective_t* out); /* any row, by name or alias; 0 on success */
 
 #ifdef __cplusplus
 }

@@ -116,14 +116,20 @@ static int wordIn(const char* list, const char* word) {
   return 0;
 }
 
-int relayParseCollAll(const char* s, relayCollective_t* out) {
+int relayParseCollRow(const char* s, relayCollective_t* out) {
   for (int i = 0; s && *s && i < relayNumCollectives; i++)
-    if (relayCollPlanned((relayCollective_t)i) &&
-        (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s))) {
+    if (strcasecmp(s, relayCollRows[i].name) == 0 || wordIn(relayCollRows[i].aliases, s)) {
       *out = (relayCollective_t)i;
       return 0;
     }
   return -1;
+}
+
+int relayParseCollAll(const char* s, relayCollective_t* out) {
+  relayCollective_t c;
+  if (relayParseCollRow(s, &c) != 0 || !relayCollPlanned(c)) return -1;
+  *out = c;
+  return 0;
 }
 
 int relayParseColl(const char* s, relayCollective_t* out) {
@@ -133,10 +139,6 @@ int relayParseColl(const char* s, relayCollective_t* out) {
   return 0;
 }
 
-/* hostname + boot id: two containers on one host share the boot id but may
- * differ in hostname (and then are two nodes to us, which is safe: IPC is
- * only ever attempted within one); two hosts cloned from one image share a
- * hostname, never a boot id. */
 uint64_t relayRandom64(void) {
   uint64_t x = 0;
   if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
@@ -144,6 +146,10 @@ uint64_t relayRandom64(void) {
   return x ? x : 0x9e3779b97f4a7c15ull;
 }
 
+/* hostname + boot id: two containers on one host share the boot id but may
+ * differ in hostname (and then are two nodes to us, which is safe: IPC is
+ * only ever attempted within one); two hosts cloned from one image share a
+ * hostname, never a boot id. */
 uint64_t relayHostIdentity(void) {
   char buf[512];
   memset(buf, 0, sizeof buf);

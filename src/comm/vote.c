@@ -32,11 +32,9 @@ relayResult_t relayAgree(struct relayComm* comm, const void* mine, size_t bytes,
   return relaySuccess;
 }
 
-relayResult_t relayAgreeCall(struct relayComm* comm, relayResult_t local, const void* mine, size_t bytes,
-                             const void** all) {
-  /* The round may write lastError (a peer that died): keep this rank's rejection text for its ballot. */
-  char own[sizeof comm->lastError];
-  memcpy(own, comm->lastError, sizeof own);
+/* relayAgreeCall's two rounds; own: this rank's rejection text, kept from before them. */
+static relayResult_t agreeCallRounds(struct relayComm* comm, relayResult_t local, const char* own,
+                                     const void* mine, size_t bytes, const void** all) {
   const void* got;
   RELAY_CHECK(relayAgree(comm, mine, bytes, &got));
   int rejected = 0;
@@ -55,11 +53,30 @@ relayResult_t relayAgreeCall(struct relayComm* comm, relayResult_t local, const 
   relayResult_t voted = relayVoteBallot(comm, &ballot, &v);
   if (voted != relaySuccess) return voted;
   if (local != relaySuccess) {
-    memcpy(comm->lastError, own, sizeof own);
+    memcpy(comm->lastError, own, sizeof comm->lastError);
     return local;
   }
+  if (v.yes) /* a record whose first int32 is not the caller's `local`: the contract is broken */
+    return relaySetError(comm, relayInternalError, "a call's agreement saw a rejection its vote did not");
   return relaySetError(comm, v.status, "rank %d rejected the call (%s): %s", v.rank,
                        relayGetErrorString(v.status), v.why);
+}
+
+relayResult_t relayAgreeCall(struct relayComm* comm, relayResult_t local, const void* mine, size_t bytes,
+                             const void** all) {
+  /* The rounds may write lastError (a peer that died): keep this rank's rejection text for its ballot. */
+  char own[sizeof comm->lastError];
+  memcpy(own, comm->lastError, sizeof own);
+  /* The rounds compare the calls' shapes themselves: a peer that waits in one with another shape is their
+   * answer (every rank fails the call, the comm stays usable), not the transport's shape error, which
+   * would fail the comm. Round 2 (the vote) comes only after a rejection, whose rank may have counts or a
+   * layout of its own (issue 37 item 4; a2av: found by review, an all-to-all-v rejected on one rank with
+   * another layout failed the comm). */
+  uint64_t shape = comm->callShape;
+  comm->callShape = 0;
+  relayResult_t res = agreeCallRounds(comm, local, own, mine, bytes, all);
+  comm->callShape = shape;
+  return res;
 }
 
 relayResult_t relayVoteBallot(struct relayComm* comm, const relayBallot* mine, relayVerdict* out) {

@@ -20,6 +20,7 @@
  *    wrong after data may have moved leaves the comm failed (sticky), as
  *    NCCL's asynchronous errors do.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,8 @@ typedef struct {
   uint32_t win;
   uint64_t winSendOff, winRecvOff;
 } callDigest;
+_Static_assert(offsetof(callDigest, status) == 0 && sizeof(callDigest) <= RELAY_TP_AGREE_MAX,
+               "relayAgreeCall reads a record's status from its first int32");
 
 static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                  int depth) {
@@ -514,13 +517,8 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   int agree = c->cfg.checkMode ||
               (relayCollRowOf(a->coll) && relayCollRooted(a->coll) && (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
-    /* The round compares the shapes itself: a peer that waits in it with another shape is an answer of
-     * the round (every rank then fails the call and the comm stays usable), not the transport's shape
-     * error, which would fail the comm (a binding's rejection with its own counts, issue 37 item 4). */
-    uint64_t shape = c->callShape;
-    c->callShape = 0;
+    /* relayAgreeCall clears the call's shape for its rounds: a peer with another shape is their answer. */
     relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
-    c->callShape = shape;
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
     /* A shape error: no plan, so nothing to take part with. Peers that wait

@@ -15,6 +15,7 @@
  * pair whose counts disagree is an error at the receiver in check mode 0; check mode 1 agrees on every
  * row first (one round), so every rank returns the same error and nothing moves.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,8 @@ typedef struct {
   uint64_t layout;
   uint64_t counts[2 * RELAY_A2AV_AGREE_MAX]; /* sendcounts, then recvcounts */
 } a2avDigest;
+_Static_assert(offsetof(a2avDigest, status) == 0 && sizeof(a2avDigest) <= RELAY_TP_AGREE_MAX,
+               "relayAgreeCall reads a record's status from its first int32");
 
 typedef struct {
   const void* send;

@@ -99,19 +99,15 @@ static int parseRoute(const char* s, int* out) { return relayParseRoute(s, out) 
 /* The planned collectives by the library's names; the point-to-point copy as sendrecv (also send/recv,
  * p2p: relayCollectiveSend stands for the pair's send and receive); all-to-all-v by its row's names. */
 static int parseColl(const char* s, relayCollective_t* out) {
-  if (relayParseCollAll(s, out) == 0) return 0;
-  static const char* const copy[] = {"sendrecv", "send/recv", "send_recv", "p2p", "send", "recv"};
+  static const char* const copy[] = {"sendrecv", "send/recv", "send_recv", "p2p"};
   for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++)
     if (!strcasecmp(s, copy[i])) return *out = relayCollectiveSend, 0;
-  const relayCollRow* v = relayCollRowOf(relayCollectiveAllToAllV);
-  size_t n = strlen(s);
-  for (const char* w = v->aliases; n && *w;) { /* the row's name, then its space-separated aliases */
-    size_t wl = strcspn(w, " ");
-    if (wl == n && !strncasecmp(w, s, n)) return *out = relayCollectiveAllToAllV, 0;
-    w += wl + (w[wl] == ' ');
-  }
-  if (!strcasecmp(s, v->name)) return *out = relayCollectiveAllToAllV, 0;
-  return 1;
+  relayCollective_t c;
+  if (relayParseCollRow(s, &c) != 0) return 1;
+  if (c == relayCollectiveRecv) c = relayCollectiveSend;
+  if (!relayCollPlanned(c) && c != relayCollectiveSend && c != relayCollectiveAllToAllV) return 1;
+  *out = c;
+  return 0;
 }
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
