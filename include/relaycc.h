@@ -392,11 +392,12 @@ RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* 
  * relayGroupStart/relayGroupEnd: calls between them (this thread's; nesting counts) are queued and run
  * at the outermost relayGroupEnd, all transfers of one comm progressing together, so a group may send
  * to and receive from a peer at once in any order (a ring shift, an all-pairs exchange). A group may
- * span comms: each comm's transfers run as one group, the comms one after another in the order each
- * first appeared in the group (not together: a group whose comms wait on each other across ranks
- * can deadlock; NCCL progresses them together). A queued call's argument error is returned by the call
- * itself; relayGroupEnd returns the first error of the transfers it ran. On shm the stream is ignored;
- * on NCCL the transfers are ncclSend/ncclRecv inside ncclGroupStart/ncclGroupEnd.
+ * span comms: each comm's transfers run as one group, the comms one after another in an order every rank
+ * shares (a key the comm's ranks agreed at init), so a group that sends on one comm and receives on
+ * another while a peer's group does the opposite cannot deadlock: as with NCCL, which progresses them
+ * together, any set of groups whose transfers match completes. A queued call's argument error is returned by
+ * the call itself; relayGroupEnd returns the first error of the transfers it ran. On shm the stream is
+ * ignored; on NCCL the transfers are ncclSend/ncclRecv inside ncclGroupStart/ncclGroupEnd.
  */
 RELAYCC_API relayResult_t relaySend(const void* sendbuff, size_t count, relayDataType_t datatype, int peer,
                                     relayComm_t comm, relayStream_t stream);

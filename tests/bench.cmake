@@ -4,6 +4,21 @@ if(TARGET relaycc-bench)
   set(BENCH_SH ${CMAKE_CURRENT_LIST_DIR}/test_bench.sh)
   set(BENCH $<TARGET_FILE:relaycc-bench>)
 
+  # One test per "name|arguments" row of ROWS: bench_<prefix><name> runs relaycc-bench with the common
+  # arguments (the lists after ARGS) then the row's, and expects EXPECT (test_bench.sh's "ok", or
+  # "fail <seconds> <regex>").
+  function(bench_rows prefix rows)
+    cmake_parse_arguments(B "" "" "EXPECT;ARGS" ${ARGN})
+    foreach(case ${rows})
+      string(REPLACE "|" ";" parts "${case}")
+      list(GET parts 0 name)
+      list(GET parts 1 args)
+      separate_arguments(args UNIX_COMMAND "${args}")
+      add_test(NAME bench_${prefix}${name} COMMAND ${BENCH_SH} ${B_EXPECT} ${BENCH} ${B_ARGS} ${args})
+      set_tests_properties(bench_${prefix}${name} PROPERTIES TIMEOUT 120 LABELS cpu)
+    endforeach()
+  endfunction()
+
   # name | regex the message must match | arguments. Each must exit non-zero
   # within 3 s (the tool answers in milliseconds, before forking; the slack
   # is for a loaded 2-core CI machine).
@@ -37,6 +52,10 @@ if(TARGET relaycc-bench)
     "graph_shm|--graph|--backend shm --graph"
     "json_dir|--json /nonexistent|--json /nonexistent/dir/out.json"
     "root_range|--root 8: no such rank|--ranks 8 -c scatter --root 8"
+    "root_index_range|--root-index 2: must be < A = 2|--ranks 8 -c broadcast --root-index 2"
+    "root_index_junk|--root-index 'x'|--root-index x"
+    "sendrecv_A3|-c sendrecv with -A 3|--ranks 8 -c sendrecv -A 3"
+    "alltoallv_G2|-c alltoallv with -G 2|--ranks 8 -c alltoallv -G 2"
   )
   foreach(case ${BENCH_BAD_CASES})
     string(REPLACE "|" ";" parts "${case}")
@@ -85,6 +104,8 @@ if(TARGET relaycc-bench)
       "percall_inplace_half|--inplace -d half"
       "graph_int32_max|--graph -d int32 -o max"
       "rooted_graph_inplace_root1|-c scatter,gather --graph --inplace --root 1"
+      "bcast_reduce_p2p_a2av|-c broadcast,reduce,sendrecv,alltoallv"
+      "bcast_reduce_graph_inplace_root1|-c broadcast,reduce --graph --inplace --root-index 1 -d bfloat16"
     )
     foreach(case ${BENCH_GPU_CASES})
       string(REPLACE "|" ";" parts "${case}")
@@ -122,14 +143,7 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "inplace_A4_double_min|-A 4 --inplace -d double -o min"
     "inplace_A2G2_int32|-A 2 -G 2 --inplace -d int32"
   )
-  foreach(case ${BENCH_VARIANTS})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
-    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(run_ "${BENCH_VARIANTS}" EXPECT ok ARGS ${BENCH_SHORT})
 
   # Scatter and gather (rooted, the set = the layout's ranks): every root
   # role -- in the set, in place, outside it -- on 8 ranks with sizes 0 to
@@ -140,17 +154,47 @@ exec \"$@\" --ranks $((2 * n))" gpu_bench ${BENCH_SH} ok ${BENCH} --backend nccl
     "rooted_outside_int8|-A 3 --layout 6,1,4 -c scatter,gather --root 2 -d int8"
     "rooted_fused_layout_double|-A 2 -G 3 --layout 7,0,5,2,1,6 -c gather,scatter --root 7 -d double"
   )
-  foreach(case ${BENCH_ROOTED})
-    string(REPLACE "|" ";" parts "${case}")
-    list(GET parts 0 name)
-    list(GET parts 1 args)
-    separate_arguments(args UNIX_COMMAND "${args}")
-    add_test(NAME bench_run_${name} COMMAND ${BENCH_SH} ok ${BENCH} ${BENCH_SHORT} ${args})
-    set_tests_properties(bench_run_${name} PROPERTIES TIMEOUT 120 LABELS cpu)
-  endforeach()
+  bench_rows(run_ "${BENCH_ROOTED}" EXPECT ok ARGS ${BENCH_SHORT})
   add_test(NAME bench_detects_wrong_gather COMMAND ${BENCH_SH} fail 60 "wrong elements" ${BENCH} ${BENCH_SHORT}
            -A 8 -c gather --root 3 --debug-corrupt 3)
   set_tests_properties(bench_detects_wrong_gather PROPERTIES TIMEOUT 120 LABELS cpu)
+
+  # Broadcast and reduce (a root per group, --root-index), the point-to-point copy (each group a pair)
+  # and all-to-all-v (uneven counts) at 2 and 4 ranks: a single group and fused groups on permuted
+  # layouts, helpers, in place, forced routes (the relay copy through the helpers), 8- and 16-bit types;
+  # each checked against the serial reference. The corrupt rows show the check catches a wrong element
+  # of each new call (a broadcast member's copy, a reduce root's result, a non-root's recv written, the
+  # receiver's copy, an all-to-all-v block).
+  set(BENCH_P2P_SHORT --backend shm --sizes 0,4,1K,12K,100K -n 2 -w 1 -r 2)
+  set(BENCH_NEW_CALLS
+    "new_calls_r2|--ranks 2 -c broadcast,reduce,sendrecv,alltoallv"
+    "new_calls_r2_root1_int8_max|--ranks 2 -c broadcast,reduce,sendrecv,alltoallv --root-index 1 \
+-d int8 -o max"
+    "bcast_relay_copy_r4|--ranks 4 --layout 1,3 -c broadcast,reduce --route relay"
+    "bcast_reduce_r4_fused_half_avg|--ranks 4 -A 2 -G 2 --layout 3,0,1,2 -c broadcast,reduce --root-index 1 \
+-d half -o avg"
+    "bcast_reduce_r4_A4_inplace|--ranks 4 -A 4 -c broadcast,reduce --inplace --root-index 3 -d int32 -o min"
+    "bcast_reduce_r4_A3_relay_bf16|--ranks 4 -A 3 --layout 2,0,3 -c broadcast,reduce --route relay \
+--root-index 2 -d bfloat16 -o prod"
+    "sendrecv_r4_fused_bf16|--ranks 4 -G 2 --layout 3,0,1,2 -c sendrecv -d bfloat16"
+    "alltoallv_r4_A4_double|--ranks 4 -A 4 -c alltoallv -d double"
+    "alltoallv_r4_A3_helper_uint8|--ranks 4 -A 3 --layout 3,1,0 -c alltoallv -d uint8 --sizes 0,3,999,12K"
+  )
+  bench_rows(run_ "${BENCH_NEW_CALLS}" EXPECT ok ARGS ${BENCH_P2P_SHORT})
+  set(BENCH_NEW_CORRUPT
+    "broadcast_member|--ranks 4 -A 2 -G 2 -c broadcast --debug-corrupt 2"
+    "reduce_root|--ranks 2 -c reduce --root-index 1 --debug-corrupt 1"
+    "reduce_nonroot_written|--ranks 2 -c reduce --debug-corrupt 1"
+    "sendrecv_receiver|--ranks 4 --layout 2,1 -c sendrecv --debug-corrupt 1"
+    "alltoallv_block|--ranks 4 -A 3 -c alltoallv --debug-corrupt 2"
+  )
+  bench_rows(detects_wrong_ "${BENCH_NEW_CORRUPT}" EXPECT fail 60 "wrong elements" ARGS ${BENCH_P2P_SHORT})
+  # The sender dies after the check: its receiver (relayRecv, relayAllToAllv) must fail fast, naming it.
+  foreach(c sendrecv alltoallv)
+    add_test(NAME bench_rank_dies_${c} COMMAND ${BENCH_SH} fail 30 "rank 1: .*rank 0 [(]pid [0-9]+[)] died"
+             ${BENCH} --backend shm --ranks 2 --sizes 100K -n 2 -w 1 -r 2 -c ${c} --debug-kill 0)
+    set_tests_properties(bench_rank_dies_${c} PROPERTIES TIMEOUT 120 LABELS cpu)
+  endforeach()
 
   # What `make run` does, with the default sweep.
   add_test(NAME bench_default COMMAND ${BENCH_SH} ok ${BENCH} --backend auto)

@@ -127,6 +127,43 @@ static int allPairsRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* A group spanning two comms, crossed: rank 0 sends on A and receives on B, rank 1 sends on B and
+ * receives on A, each listing its send first, with messages 16 times the 1 MiB ring so a send cannot
+ * finish before its receive runs. Comm by comm in order of first appearance both ranks would block in
+ * their sends until the deadline; relaycc runs both comms in the order of their agreed keys. */
+static int crossCommsRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 20000;
+  relayComm_t a = t_comm(rank, nranks, &cfg), b = NULL;
+  char job[160];
+  snprintf(job, sizeof job, "%s-b", t_job());
+  T_OK(relayCommInitShm(&b, nranks, rank, job, &cfg));
+  size_t n = (size_t)4 << 20; /* 16 MiB of int32 */
+  int peer = 1 - rank;
+  for (int rep = 0; rep < 2; rep++) {
+    int32_t* s = malloc(n * sizeof *s);
+    int32_t* r = malloc((n + 1) * sizeof *r);
+    T_CHECK(s && r, "rank %d: out of memory", rank);
+    fill(s, rank, peer, n);
+    poison(r, n + 1);
+    relayComm_t sendOn = rank == 0 ? a : b, recvOn = rank == 0 ? b : a;
+    T_OK(relayGroupStart());
+    T_OK(relaySend(s, n, relayInt32, peer, sendOn, NULL));
+    T_OK(relayRecv(r, n, relayInt32, peer, recvOn, NULL));
+    T_OK(relayGroupEnd());
+    expectBlock(rank, "the crossed group", r, peer, rank, n);
+    T_CHECK(r[n] == POISON_WORD, "rank %d: the crossed group wrote past the block", rank);
+    free(s);
+    free(r);
+  }
+  allReduceCheck(rank, nranks, a);
+  allReduceCheck(rank, nranks, b);
+  T_OK(relayCommDestroy(b));
+  T_OK(relayCommDestroy(a));
+  return 0;
+}
+
 /* The same in check mode 1: the pair's check round before the data (the NCCL path's logic, on shm). */
 static int ringCheckRank(int rank, int nranks, void* arg) {
   gCheckMode = 1;
@@ -438,6 +475,7 @@ static const tCase kCases[] = {
      .deadlineS = 120,
      .timeoutS = 180},
     P2P("ring-3-check", ringCheckRank, 3),
+    P2P("cross-comms", crossCommsRank, 2),
     P2P("allpairs-6-check", allPairsCheckRank, 6),
     {.name = "interleave",
      .rank = interleaveRank,

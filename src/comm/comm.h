@@ -65,6 +65,10 @@ struct relayComm {
    * group), read by the transport. inPt2pt: a point-to-point group is in flight (errors then name no
    * call number, and the shm judge ignores call numbers). */
   uint64_t* pairSeq;
+  /* Rank 0's random value, agreed at init (core/nodes.c): the same on every rank of this comm and, but
+   * for a 2^-64 chance, on no other comm. A group spanning comms runs them in the order of their keys,
+   * the same order on every rank, so no two ranks wait on each other's comm (core/pt2pt.c). */
+  uint64_t commKey;
   relayXferTag* xferTags;
   int inPt2pt;
   int failed; /* sticky: an error after data may have moved */

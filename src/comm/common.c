@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -136,6 +137,13 @@ int relayParseColl(const char* s, relayCollective_t* out) {
  * differ in hostname (and then are two nodes to us, which is safe: IPC is
  * only ever attempted within one); two hosts cloned from one image share a
  * hostname, never a boot id. */
+uint64_t relayRandom64(void) {
+  uint64_t x = 0;
+  if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
+    x = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&x;
+  return x ? x : 0x9e3779b97f4a7c15ull;
+}
+
 uint64_t relayHostIdentity(void) {
   char buf[512];
   memset(buf, 0, sizeof buf);

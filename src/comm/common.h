@@ -79,6 +79,9 @@ static inline uint64_t relayHash64(uint64_t h, const void* p, size_t n) {
  * a test gives each rank its own to run several ranks on one GPU, and they stay one node to relaycc. */
 uint64_t relayHostIdentity(void);
 
+/* 64 random bits, never 0 (getrandom; where it fails, clock, pid and a stack address). */
+uint64_t relayRandom64(void);
+
 /* 1 when every node holds nranks / nNodes ranks, node-major (rank r on node
  * r / (nranks / nNodes)): the layout the P2P channel layer's part rules and
  * the simulator's multi-node topologies assume. */

@@ -20,6 +20,7 @@
 typedef struct {
   int32_t source, pad;
   uint64_t id;
+  uint64_t key; /* this rank's random value: rank 0's becomes the comm's key (comm.h commKey) */
 } nodeRecord;
 
 /* This rank's record: RELAYCC_NODE_ID (its own), else the test hook
@@ -28,6 +29,7 @@ typedef struct {
  * table (an invalid value failed init on every rank before this). */
 static void localRecord(const struct relayComm* c, nodeRecord* rec) {
   memset(rec, 0, sizeof *rec);
+  rec->key = relayRandom64();
   long long id = relayParamInt(c, RELAY_P_NODE_ID);
   long long nodes = relayParamInt(c, RELAY_P_SHM_NODES);
   if (id >= 0) {
@@ -68,6 +70,7 @@ relayResult_t relayCommDiscoverNodes(struct relayComm* c) {
   const void* got;
   RELAY_CHECK(relayAgree(c, &mine, sizeof mine, &got));
   const nodeRecord* all = got;
+  c->commKey = all[0].key;
   /* After the round: a rank short of memory still took part in it. */
   int* nodeOf = calloc((size_t)n, sizeof *nodeOf);
   if (!nodeOf) return relaySetError(c, relaySystemError, "out of memory for the node map");

@@ -215,16 +215,35 @@ static relayResult_t pt2ptRunComm(struct relayComm* c, const pt2ptOp* ops, int n
   return res == relayInvalidArgument ? relaySuccess : res;
 }
 
-/* Run every comm's transfers of the closed group, comm by comm in order of first appearance. */
+/* Run every comm's transfers of the closed group, comm by comm in the order of their keys (commKey),
+ * which every rank shares: a group's transfers on one comm run together, so where rank a's group sends on
+ * comm X and receives on Y while rank b's sends on Y and receives on X, both take X first and neither
+ * waits for the other (in order of first appearance each would block in its own send once the message
+ * outgrew the ring). Comms with equal keys (a 2^-64 chance) keep the order they first appear in. */
 static relayResult_t pt2ptRun(pt2ptOp* ops, int n) {
   relayResult_t first = relaySuccess;
-  for (int i = 0; i < n; i++) {
-    int seen = 0;
-    for (int j = 0; j < i && !seen; j++) seen = ops[j].comm == ops[i].comm;
-    if (seen) continue;
+  struct relayComm* done = NULL; /* the last comm run: the next is the smallest key above it */
+  for (;;) {
+    struct relayComm* next = NULL;
+    for (int i = 0; i < n; i++) {
+      struct relayComm* k = ops[i].comm;
+      int after = !done || k->commKey > done->commKey;
+      if (after && (!next || k->commKey < next->commKey)) next = k;
+    }
+    if (!next) break;
     const char* name = n == 1 ? (ops[0].isSend ? "relaySend" : "relayRecv") : "relayGroupEnd";
-    relayResult_t res = pt2ptRunComm(ops[i].comm, ops, n, name);
+    relayResult_t res = pt2ptRunComm(next, ops, n, name);
     if (first == relaySuccess) first = res;
+    /* Comms whose key equals next's but are not next: run them now, in order of first appearance. */
+    for (int i = 0; i < n; i++) {
+      struct relayComm* k = ops[i].comm;
+      int seen = k == next;
+      for (int j = 0; j < i && !seen; j++) seen = ops[j].comm == k;
+      if (seen || k->commKey != next->commKey) continue;
+      res = pt2ptRunComm(k, ops, n, name);
+      if (first == relaySuccess) first = res;
+    }
+    done = next;
   }
   return first;
 }

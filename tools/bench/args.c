@@ -41,9 +41,20 @@ void benchUsage(FILE* f) {
           "                    is present, else shm)\n"
           "  --ranks N         processes / comm size (default 8 on shm, the GPU count on nccl)\n"
           "  -c, --coll C      allreduce | allgather | reducescatter | alltoall | all (these\n"
-          "                    four), scatter | gather, or a comma list (default all)\n"
+          "                    four), scatter | gather | broadcast | reduce | sendrecv |\n"
+          "                    alltoallv, or a comma list (default all)\n"
+          "                    sendrecv: each group a pair (-A 2): its first rank sends to its\n"
+          "                    second (--layout 2,5: rank 2 to rank 5), timed as the receiver\n"
+          "                    sees it; on nccl against ncclSend/ncclRecv\n"
+          "                    alltoallv: one group, active i sends base x (1 + (i + 2j) %% 3)\n"
+          "                    elements to active j, base = size / (A x element size); the size\n"
+          "                    column is the busiest active's receive total; on nccl against a\n"
+          "                    group of ncclSend/ncclRecv\n"
           "  --root R          the root of scatter and gather (default 0); their rank set is\n"
           "                    the layout's ranks, size = bytes of each member's block\n"
+          "  --root-index I    the root of broadcast and reduce: its position in each group\n"
+          "                    (default 0; fused groups each have theirs); on nccl against\n"
+          "                    ncclBroadcast/ncclReduce\n"
           "  -A N              active ranks per group (default 2)\n"
           "  -G N              groups (default 1; > 1 is a fused call)\n"
           "  --layout LIST     comm ranks of the groups, group-major (default 0..A*G-1)\n"
@@ -60,11 +71,12 @@ void benchUsage(FILE* f) {
           "  -d, --dtype T     int8 uint8 int32 uint32 int64 uint64 half bfloat16 float double\n"
           "                    (default float)\n"
           "  -o, --op OP       sum | prod | max | min | avg (default sum)\n"
-          "  --route R         auto | direct | relay | oneshot (default: RELAYCC_ROUTE, else auto)\n"
+          "  --route R         auto | direct | relay | oneshot (default: RELAYCC_ROUTE, else auto;\n"
+          "                    sendrecv and alltoallv always run direct)\n"
           "  --depth T         force the relay pipeline depth (0 = model; default RELAYCC_DEPTH)\n"
           "  --check 0|1       check every output element against a serial reference (default 1)\n"
-          "  --inplace         use the in-place forms (all-to-all in place is rejected by relaycc\n"
-          "                    and skipped)\n"
+          "  --inplace         use the in-place forms (all-to-all and all-to-all-v in place are\n"
+          "                    rejected by relaycc and skipped, as is sendrecv)\n"
           "  --sequential      time all of relaycc's repetitions, then all of the baseline's\n"
           "                    (default: the two take turns within each repetition)\n"
           "  --graph           time replays of a captured CUDA graph (nccl backend): K calls per\n"
@@ -84,7 +96,23 @@ void benchUsage(FILE* f) {
 static int parseType(const char* s, relayDataType_t* out) { return relayParseType(s, out) != 0; }
 static int parseOp(const char* s, relayRedOp_t* out) { return relayParseOp(s, out) != 0; }
 static int parseRoute(const char* s, int* out) { return relayParseRoute(s, out) != 0; }
-static int parseColl(const char* s, relayCollective_t* out) { return relayParseCollAll(s, out) != 0; }
+/* The planned collectives by the library's names; the point-to-point copy as sendrecv (also send/recv,
+ * p2p: relayCollectiveSend stands for the pair's send and receive); all-to-all-v by its row's names. */
+static int parseColl(const char* s, relayCollective_t* out) {
+  if (relayParseCollAll(s, out) == 0) return 0;
+  static const char* const copy[] = {"sendrecv", "send/recv", "send_recv", "p2p", "send", "recv"};
+  for (size_t i = 0; i < sizeof copy / sizeof copy[0]; i++)
+    if (!strcasecmp(s, copy[i])) return *out = relayCollectiveSend, 0;
+  const relayCollRow* v = relayCollRowOf(relayCollectiveAllToAllV);
+  size_t n = strlen(s);
+  for (const char* w = v->aliases; n && *w;) { /* the row's name, then its space-separated aliases */
+    size_t wl = strcspn(w, " ");
+    if (wl == n && !strncasecmp(w, s, n)) return *out = relayCollectiveAllToAllV, 0;
+    w += wl + (w[wl] == ' ');
+  }
+  if (!strcasecmp(s, v->name)) return *out = relayCollectiveAllToAllV, 0;
+  return 1;
+}
 
 /* A whole decimal integer; rejects junk, overflow and an empty string. */
 static int parseLong(const char* s, long* out) {
@@ -111,6 +139,7 @@ enum {
   OPT_CORRUPT,
   OPT_ROOT,
   OPT_NODES,
+  OPT_ROOT_INDEX,
 };
 
 static const struct option kLongOpts[] = {
@@ -144,6 +173,7 @@ static const struct option kLongOpts[] = {
     {"debug-corrupt", required_argument, 0, OPT_CORRUPT},
     {"root", required_argument, 0, OPT_ROOT},
     {"nodes", required_argument, 0, OPT_NODES},
+    {"root-index", required_argument, 0, OPT_ROOT_INDEX},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -234,12 +264,7 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
           if (parseColl(t, &cl))
             return fail(err, len,
                         "%s '%s': unknown collective (allreduce, allgather, reducescatter, alltoall, all, "
-                        "scatter, gather)",
-                        name, t);
-          /* The bench's checks and NCCL baselines know the layout and rank-set kinds only. */
-          if (relayCollKind(cl) == relayKindRootedPosition)
-            return fail(err, len,
-                        "%s '%s': not swept by relaycc-bench yet (relaycc-sim and relaycc-plan take it)",
+                        "scatter, gather, broadcast, reduce, sendrecv, alltoallv)",
                         name, t);
           if (!collSeen[cl]) collSeen[cl] = 1, o->colls[o->nColls++] = cl;
         }
@@ -328,6 +353,9 @@ int benchParseArgs(int argc, char** argv, benchOpts* o, char* err, size_t len) {
         break;
       case OPT_ROOT:
         if (intArg(name, optarg, 0, BENCH_MAX_RANKS - 1, &o->root, err, len)) return 1;
+        break;
+      case OPT_ROOT_INDEX:
+        if (intArg(name, optarg, 0, BENCH_MAX_RANKS - 1, &o->rootIndex, err, len)) return 1;
         break;
       case OPT_NODES:
         if (intArg(name, optarg, 1, BENCH_MAX_RANKS, &o->nodes, err, len)) return 1;
@@ -433,6 +461,17 @@ int benchCheckOpts(benchOpts* o, char* err, size_t len) {
   if (o->killRank >= n) return fail(err, len, "--debug-kill %d: no such rank", o->killRank);
   if (o->corruptRank >= n) return fail(err, len, "--debug-corrupt %d: no such rank", o->corruptRank);
   if (o->root >= n) return fail(err, len, "--root %d: no such rank (--ranks %d)", o->root, n);
+  if (o->rootIndex >= o->nActive)
+    return fail(err, len, "--root-index %d: must be < A = %d (the root's position in each group)",
+                o->rootIndex, o->nActive);
+  for (int i = 0; i < o->nColls; i++) {
+    if (o->colls[i] == relayCollectiveSend && o->nActive != 2)
+      return fail(err, len,
+                  "-c sendrecv with -A %d: each group is a pair (-A 2), its first rank sends to its second",
+                  o->nActive);
+    if (o->colls[i] == relayCollectiveAllToAllV && o->nGroups != 1)
+      return fail(err, len, "-c alltoallv with -G %d: relayAllToAllv runs one group (-G 1)", o->nGroups);
+  }
   if (o->nodes && n % o->nodes != 0)
     return fail(err, len, "--nodes %d: must divide --ranks %d (nodes of equal size)", o->nodes, n);
   return 0;

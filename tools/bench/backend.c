@@ -3,6 +3,31 @@
 #include <string.h>
 
 #include "backend.h"
+#include "core/core.h"
+
+relayResult_t benchIssueRelay(relayComm_t comm, const benchCall* c, relayStream_t stream) {
+  switch (c->coll) {
+    case relayCollectiveSend: {
+      if (c->group < 0) return relaySuccess; /* not in a pair: point-to-point involves only the two */
+      int peer = c->layout->ranks[c->group * c->layout->nActive + 1 - c->activeIndex];
+      size_t count = c->counts[c->group];
+      return c->activeIndex == 0 ? relaySend(c->send, count, c->dtype, peer, comm, stream)
+                                 : relayRecv(c->recv, count, c->dtype, peer, comm, stream);
+    }
+    case relayCollectiveAllToAllV:
+      return relayAllToAllv(c->send, c->sendcounts, c->sdispls, c->recv, c->recvcounts, c->rdispls, c->dtype,
+                            c->layout, comm, stream);
+    default:
+      return relayCommCall(comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout, c->root,
+                           stream);
+  }
+}
+
+const char* benchRelayCallName(relayCollective_t coll) {
+  if (coll == relayCollectiveSend) return "relaySend/relayRecv";
+  const relayCollRow* row = relayCollRowOf(coll);
+  return row ? row->call : "relaycc collective";
+}
 
 #ifdef RELAY_HAVE_NCCL
 /* Defined by tools/bench/cuda/ (the NCCL backend, compiled only with CUDA +

@@ -49,7 +49,9 @@ typedef struct {
   int activeIndex;      /* index within that group, -1 on a helper */
   const void* send;
   void* recv;
-  int root; /* rooted collectives: the root's comm rank */
+  int root; /* scatter, gather: the root's comm rank; broadcast, reduce: its index in each group */
+  /* All-to-all-v (one group): this active's row, A entries each (NULL on a helper). */
+  const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 } benchCall;
 
 typedef struct benchRank {
@@ -117,6 +119,13 @@ typedef struct benchBackend {
  * tools/bench/cuda/ (compiled only with CUDA + NCCL); until it exists the
  * symbol is absent and --backend nccl says so. */
 extern const benchBackend benchBackendShm;
+
+/* Issue c as relaycc on comm (every backend's relaycc target): relayCommCall for the planned
+ * collectives, relaySend on the pair's first rank and relayRecv on its second for the point-to-point
+ * copy (relayCollectiveSend; other ranks issue nothing), relayAllToAllv for all-to-all-v. */
+relayResult_t benchIssueRelay(relayComm_t comm, const benchCall* c, relayStream_t stream);
+/* The relaycc function(s) benchIssueRelay calls for coll, for messages. */
+const char* benchRelayCallName(relayCollective_t coll);
 
 /* Resolve --backend (shm|nccl|auto) in the parent: the backend, and the
  * default --ranks it implies. Returns NULL with a message in why. */

@@ -128,14 +128,12 @@ static int shmRun(benchRank* r, const benchCall* c, benchTarget t) {
     snprintf(r->err, sizeof r->err, "the shm backend has no baseline");
     return 1;
   }
-  const relayCollRow* row = relayCollRowOf(c->coll);
-  if (!row) {
+  if (!relayCollRowOf(c->coll)) {
     snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
     return 1;
   }
-  relayResult_t res =
-      relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout, c->root, NULL);
-  return res == relaySuccess ? 0 : libError(r, row->call, res, s->comm);
+  relayResult_t res = benchIssueRelay(s->comm, c, NULL);
+  return res == relaySuccess ? 0 : libError(r, benchRelayCallName(c->coll), res, s->comm);
 }
 
 static int shmSync(benchRank* r) {

@@ -46,6 +46,9 @@ typedef struct {
   /* Scatter and gather (rooted): the root, a comm rank (--root, default 0).
    * Their rank set is the layout's ranks, all nGroups * nActive of them. */
   int root;
+  /* Broadcast and reduce (rooted by position): the root's index in each group (--root-index, default 0),
+   * 0 <= rootIndex < A, as relayBroadcast/relayReduce take it. */
+  int rootIndex;
   /* --nodes N (0: unset): the ranks as N nodes of nranks / N, node-major, by
    * setting RELAYCC_NODE_ID on each rank before its comm is made. */
   int nodes;
@@ -107,10 +110,19 @@ typedef struct {
   relayCollective_t coll;
   relayDataType_t dtype;
   relayRedOp_t op;
-  int nActive;   /* rooted collectives: the size of the rank set */
-  int group, me; /* this rank's group and active index (rooted: 0 and its index in the set, -1 outside) */
-  uint64_t count;
+  int nActive;    /* rooted collectives: the size of the rank set */
+  int group, me;  /* this rank's group and active index (rooted: 0 and its index in the set, -1 outside) */
+  uint64_t count; /* all-to-all-v: the base of benchA2avCount */
+  int root;       /* broadcast, reduce: the root's active index */
+  int inplace;    /* reduce: a non-root's one buffer keeps its input (out of place: the sentinel) */
 } benchCheckKey;
+/* All-to-all-v's uneven counts: active `from` sends base * (1 + (from + 2 to) % 3) elements to active
+ * `to` -- 1, 2 or 3 times the base, different across a row and a column, so a block that lands at another
+ * block's offset or with another block's length shows; the displacements are the prefix sums. */
+uint64_t benchA2avCount(uint64_t base, int from, int to);
+/* The bench's name of a collective: relayCollName, except the point-to-point copy (relayCollectiveSend
+ * stands for the pair's send and receive), "sendrecv". */
+const char* benchCollName(relayCollective_t coll);
 /* Fill this rank's input: elements of the send buffer (A blocks of count for
  * reduce-scatter and all-to-all, else count). */
 void benchFillInput(const benchCheckKey* k, void* buf);

@@ -137,15 +137,33 @@ void benchFillSentinel(relayDataType_t dt, void* buf, uint64_t elems) {
   }
 }
 
-static int blocksOfInput(relayCollective_t c) {
-  return c == relayCollectiveReduceScatter || c == relayCollectiveAllToAll;
+/* The input of this rank as blocks: block b holds *len elements of the pattern addressed to b, starting
+ * at element *at of the send buffer. Returns the number of blocks (0: this rank sends nothing). */
+static int inputBlock(const benchCheckKey* k, int b, uint64_t* at, uint64_t* len) {
+  int nb = 1;
+  if (k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveAllToAll ||
+      k->coll == relayCollectiveAllToAllV)
+    nb = k->nActive;
+  if (k->coll == relayCollectiveSend && k->me != 0) nb = 0; /* the pair's receiver sends nothing */
+  *at = 0;
+  *len = k->count;
+  if (k->coll == relayCollectiveAllToAllV) {
+    for (int j = 0; j < b; j++) *at += benchA2avCount(k->count, k->me, j);
+    *len = benchA2avCount(k->count, k->me, b);
+  } else {
+    *at = (uint64_t)b * k->count;
+  }
+  return nb;
 }
 
 void benchFillInput(const benchCheckKey* k, void* buf) {
-  int nb = blocksOfInput(k->coll) ? k->nActive : 1;
-  for (int b = 0; b < nb; b++)
-    for (uint64_t i = 0; i < k->count; i++)
-      putElem(k->dtype, buf, (uint64_t)b * k->count + i, patValue(k, k->me, b, i));
+  uint64_t at, len;
+  for (int b = 0; b < inputBlock(k, b, &at, &len); b++)
+    for (uint64_t i = 0; i < len; i++) putElem(k->dtype, buf, at + i, patValue(k, k->me, b, i));
+}
+
+uint64_t benchA2avCount(uint64_t base, int from, int to) {
+  return base * (uint64_t)(1 + (from + 2 * to) % 3);
 }
 
 /* Round the exact reference into the dtype, as a correct library stores it. */
@@ -198,6 +216,19 @@ static void report(const char* tag, long long nth, const char* what, uint64_t id
             want);
 }
 
+/* Elements of out that are no longer the sentinel (benchFillSentinel), compared bit for bit. */
+static long long checkSentinel(const benchCheckKey* k, const void* out, const char* tag) {
+  long long wrong = 0;
+  size_t es = esizeOf(k->dtype);
+  unsigned char one[8];
+  benchFillSentinel(k->dtype, one, 1);
+  for (uint64_t i = 0; i < k->count; i++)
+    if (memcmp((const char*)out + i * es, one, es))
+      report(tag, wrong++, "output (written on the root only: must stay the sentinel)", i,
+             getElem(k->dtype, out, i), getElem(k->dtype, one, 0));
+  return wrong;
+}
+
 long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* tag) {
   long long wrong = 0;
   const relayDataType_t dt = k->dtype;
@@ -225,6 +256,39 @@ long long benchCheckOutput(const benchCheckKey* k, const void* out, const char* 
           double got = getElem(dt, out, idx);
           if (got != want) report(tag, wrong++, "output", idx, got, want);
         }
+      break;
+    case relayCollectiveAllToAllV:
+      /* Block j, from active j, sits after blocks 0..j-1 (rdispls are the prefix sums). */
+      for (uint64_t j = 0, base = 0; j < (uint64_t)k->nActive; j++) {
+        uint64_t len = benchA2avCount(k->count, (int)j, k->me);
+        for (uint64_t i = 0; i < len; i++) {
+          double want = roundTo(dt, patValue(k, (int)j, k->me, i)), got = getElem(dt, out, base + i);
+          if (got != want) report(tag, wrong++, "output", base + i, got, want);
+        }
+        base += len;
+      }
+      break;
+    case relayCollectiveBroadcast:
+    case relayCollectiveSend:
+      /* Every active gets the root's input (a copy: bit exact); a pair's receiver gets the sender's. */
+      if (k->coll == relayCollectiveSend && k->me != 1) break;
+      for (uint64_t i = 0; i < k->count; i++) {
+        double want = roundTo(dt, patValue(k, k->coll == relayCollectiveSend ? 0 : k->root, 0, i));
+        double got = getElem(dt, out, i);
+        if (got != want) report(tag, wrong++, "output", i, got, want);
+      }
+      break;
+    case relayCollectiveReduce:
+      if (k->me == k->root) {
+        for (uint64_t i = 0; i < k->count; i++) {
+          double want = roundTo(dt, reference(k, 0, i)), got = getElem(dt, out, i);
+          if (!matches(k, got, want)) report(tag, wrong++, "output", i, got, want);
+        }
+      } else if (k->inplace) {
+        wrong += benchCheckInputIntact(k, out, tag); /* written on the root only: its input stays */
+      } else {
+        wrong += checkSentinel(k, out, tag); /* written on the root only: still the sentinel */
+      }
       break;
     default: break;
   }
@@ -254,12 +318,11 @@ long long benchCheckBlocks(const benchCheckKey* k, const void* buf, int first, i
 
 long long benchCheckInputIntact(const benchCheckKey* k, const void* in, const char* tag) {
   long long wrong = 0;
-  int nb = blocksOfInput(k->coll) ? k->nActive : 1;
-  for (int b = 0; b < nb; b++)
-    for (uint64_t i = 0; i < k->count; i++) {
-      uint64_t idx = (uint64_t)b * k->count + i;
-      double want = roundTo(k->dtype, patValue(k, k->me, b, i)), got = getElem(k->dtype, in, idx);
-      if (got != want) report(tag, wrong++, "send buffer (must stay untouched)", idx, got, want);
+  uint64_t at, len;
+  for (int b = 0; b < inputBlock(k, b, &at, &len); b++)
+    for (uint64_t i = 0; i < len; i++) {
+      double want = roundTo(k->dtype, patValue(k, k->me, b, i)), got = getElem(k->dtype, in, at + i);
+      if (got != want) report(tag, wrong++, "send buffer (must stay untouched)", at + i, got, want);
     }
   return wrong;
 }

@@ -8,6 +8,10 @@
 #include "bench.h"
 #include "comm/common.h"
 
+const char* benchCollName(relayCollective_t coll) {
+  return coll == relayCollectiveSend ? "sendrecv" : relayCollName(coll);
+}
+
 const char* benchRouteLabel(int route, int depth, char* buf, size_t len) {
   const char* n = relayRouteName(route);
   /* Depth matters only for the relay (depth 1 is the two-group schedule). */
@@ -54,7 +58,7 @@ void benchPrintHeader(FILE* f, const benchOpts* o, const benchResults* res) {
 }
 
 void benchPrintTableHead(FILE* f, const benchOpts* o, relayCollective_t coll, const char* baseName) {
-  fprintf(f, "#\n# %s\n", relayCollName(coll));
+  fprintf(f, "#\n# %s\n", benchCollName(coll));
   if (relayCollRankSet(coll)) {
     int n = o->nActive * o->nGroups;
     fprintf(
@@ -63,6 +67,19 @@ void benchPrintTableHead(FILE* f, const benchOpts* o, relayCollective_t coll, co
         "/ time (the root's data), busbw = algbw x %d/%d (nccl-tests)\n",
         o->root, n, n, n - 1, n);
   }
+  if (relayCollKind(coll) == relayKindRootedPosition)
+    fprintf(f, "# root index %d: the root of each group is its active %d; busbw = algbw (nccl-tests)\n",
+            o->rootIndex, o->rootIndex);
+  if (coll == relayCollectiveSend)
+    fprintf(
+        f,
+        "# each group a pair: its first rank sends size bytes to its second (relaySend/relayRecv), timed as "
+        "the receiver sees it; busbw = algbw\n");
+  if (coll == relayCollectiveAllToAllV)
+    fprintf(
+        f,
+        "# uneven: active i sends count x (1 + (i + 2j) %% 3) elements to active j (blocks packed in peer "
+        "order); size = the busiest active's receive total\n");
   fprintf(f, "#%11s %12s %9s %6s %9s %10s %10s %7s %8s %8s", "size", "count", "type", "redop", "route",
           "time-min", "time-med", "spread", "algbw", "busbw");
   if (baseName) fprintf(f, " %10s %8s", baseName, "speedup");
@@ -90,7 +107,7 @@ void benchPrintRow(FILE* f, const benchOpts* o, const benchRow* row) {
 }
 
 void benchPrintSkip(FILE* f, relayCollective_t coll, uint64_t bytes, const char* why) {
-  fprintf(f, "# %s %llu bytes skipped: %s\n", relayCollName(coll), (unsigned long long)bytes, why);
+  fprintf(f, "# %s %llu bytes skipped: %s\n", benchCollName(coll), (unsigned long long)bytes, why);
   fflush(f);
 }
 
@@ -157,7 +174,7 @@ int benchWriteJson(const char* path, const benchOpts* o, const benchResults* res
     const benchRow* r = &res->rows[i];
     char route[32];
     fprintf(f, "%s\n    {\"coll\": \"%s\", \"bytes\": %llu, \"count\": %llu, \"dtype\": \"%s\", \"op\": ",
-            i ? "," : "", relayCollName((relayCollective_t)r->coll), (unsigned long long)r->bytes,
+            i ? "," : "", benchCollName((relayCollective_t)r->coll), (unsigned long long)r->bytes,
             (unsigned long long)r->count, relayTypeName(o->dtype));
     if (relayCollReduces((relayCollective_t)r->coll)) fprintf(f, "\"%s\"", relayOpName(o->op));
     else fprintf(f, "null");

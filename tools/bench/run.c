@@ -39,6 +39,20 @@ int benchCounts(relayCollective_t coll, uint64_t bytes, size_t esize, int nActiv
       *count = bytes / (esize * A);
       *sendElems = *recvElems = A * *count;
       return 1;
+    case relayCollectiveBroadcast:
+    case relayCollectiveReduce:
+    case relayCollectiveSend:
+      if (bytes % esize) return 0;
+      *count = bytes / esize;
+      *sendElems = *recvElems = *count;
+      return 1;
+    case relayCollectiveAllToAllV:
+      /* count: the base of benchA2avCount, as all-to-all's block (the even exchange of the same size);
+       * the buffers: at most 3 bases per peer (rankShape gives each rank its own row and column). */
+      if (bytes % (esize * A)) return 0;
+      *count = bytes / (esize * A);
+      *sendElems = *recvElems = 3 * A * *count;
+      return 1;
     default: return 0;
   }
 }
@@ -47,11 +61,25 @@ double benchAlgBytes(relayCollective_t coll, uint64_t bytes, int nActive) {
   /* nccl-tests' algbw divides the collective's total data by the time: for
    * all-gather that is the gathered output, A inputs; for scatter and gather
    * the root's buffer, n blocks (ScatterGetBw: count * nranks * typesize). */
+  if (coll == relayCollectiveAllToAllV) {
+    /* The receive total of the busiest active (the largest column of benchA2avCount), bytes / A being
+     * the base's bytes: what the row reports as its size. */
+    uint64_t most = 0;
+    for (int j = 0; j < nActive; j++) {
+      uint64_t col = 0;
+      for (int i = 0; i < nActive; i++) col += benchA2avCount(1, i, j);
+      most = col > most ? col : most;
+    }
+    return (double)(bytes / (uint64_t)nActive * most);
+  }
   return coll == relayCollectiveAllGather || relayCollRankSet(coll) ? (double)bytes * nActive : (double)bytes;
 }
 
 double benchBusFactor(relayCollective_t coll, int nActive) {
   double n = nActive;
+  /* nccl-tests: broadcast, reduce and sendrecv move the data once over the busiest link. */
+  if (coll == relayCollectiveBroadcast || coll == relayCollectiveReduce || coll == relayCollectiveSend)
+    return 1;
   return coll == relayCollectiveAllReduce ? 2.0 * (n - 1) / n : (n - 1) / n;
 }
 
@@ -90,6 +118,7 @@ typedef struct {
   relayLayout_t set;
   int nSet, member, isRoot; /* member: index in the set, -1 outside */
   size_t* setCounts;        /* [nSet] */
+  size_t* a2av;             /* all-to-all-v: sendcounts, sdispls, recvcounts, rdispls, A each */
 } rankCtx;
 
 /* This rank's buffer elements for one size: relaycc's count argument and the
@@ -97,8 +126,23 @@ typedef struct {
  * size does not divide (the row is skipped). */
 static int rankShape(const rankCtx* x, relayCollective_t coll, uint64_t bytes, uint64_t* count,
                      uint64_t* sendElems, uint64_t* recvElems) {
-  if (!relayCollRankSet(coll))
-    return benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems);
+  if (!relayCollRankSet(coll)) {
+    if (!benchCounts(coll, bytes, x->esize, x->o->nActive, count, sendElems, recvElems)) return 0;
+    if (coll == relayCollectiveSend) {
+      /* The pair's first rank only sends, its second only receives. */
+      if (x->me != 0) *sendElems = 0;
+      if (x->me != 1) *recvElems = 0;
+    }
+    if (coll == relayCollectiveAllToAllV) {
+      /* This active's row and column (a helper has neither). */
+      *sendElems = *recvElems = 0;
+      for (int j = 0; j < x->o->nActive && x->me >= 0; j++) {
+        *sendElems += benchA2avCount(*count, x->me, j);
+        *recvElems += benchA2avCount(*count, j, x->me);
+      }
+    }
+    return 1;
+  }
   /* size = one member's block, as the per-active-rank input elsewhere. */
   if (bytes % x->esize) return 0;
   *count = bytes / x->esize;
@@ -122,7 +166,7 @@ static int rankOneBuffer(const rankCtx* x, relayCollective_t coll) {
 
 static int failRank(rankCtx* x, const char* what, relayCollective_t coll, uint64_t bytes) {
   fprintf(stderr, "relaycc-bench: rank %d: %s (%s, %llu bytes, backend %s): %s\n", x->r.rank, what,
-          relayCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
+          benchCollName(coll), (unsigned long long)bytes, x->be->name, x->r.err[0] ? x->r.err : "failed");
   fflush(stderr);
   return 1;
 }
@@ -171,6 +215,9 @@ static int timeTargets(rankCtx* x, const benchCall* c, int nTargets) {
         if (x->be->barrier(r) || x->be->timerStart(r) || x->be->run(r, c, (benchTarget)t) ||
             x->be->timerStop(r, slot))
           return 1;
+        /* The copy is timed as its receiver sees it: the data is there when its receive returns (a
+         * send may return once its data is handed off). */
+        if (c->coll == relayCollectiveSend && x->me != 1) *slot = 0;
       }
   return 0;
 }
@@ -226,14 +273,14 @@ static long long checkOnce(rankCtx* x, const benchCall* c, benchTarget t, rankBu
   benchRank* r = &x->r;
   const benchBackend* be = x->be;
   long long wrong = 0;
-  benchCheckKey key = {c->coll, o->dtype, o->op, o->nActive, x->group, x->me, count};
+  benchCheckKey key = {c->coll, o->dtype, o->op,        o->nActive, x->group,
+                       x->me,   count,    o->rootIndex, o->inplace};
   uint64_t es = x->esize;
+  int blocks = relayCollSendsBlocks(c->coll); /* the size is A blocks of count (the swept size) */
   char tag[160];
   snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s", r->rank,
-           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, relayCollName(c->coll),
-           (unsigned long long)(c->coll == relayCollectiveAllGather || c->coll == relayCollectiveAllReduce
-                                    ? count * es
-                                    : count * es * (uint64_t)o->nActive),
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
+           (unsigned long long)(blocks ? count * es * (uint64_t)o->nActive : count * es),
            o->inplace ? " in place" : "");
   if (x->me >= 0) {
     /* Host images of what the buffers must hold before the call. */
@@ -297,10 +344,10 @@ static long long checkOnceRooted(rankCtx* x, const benchCall* c, benchTarget t, 
   int one = rankOneBuffer(x, c->coll);
   uint64_t es = x->esize, total = (uint64_t)n * count;
   /* op plays no part; sum keeps the pattern's full range of values. */
-  benchCheckKey key = {c->coll, o->dtype, relaySum, n, 0, m, count};
+  benchCheckKey key = {c->coll, o->dtype, relaySum, n, 0, m, count, 0, 0};
   char tag[160];
   snprintf(tag, sizeof tag, "relaycc-bench: rank %d: %s %s %llu bytes%s (root %d, set index %d)", r->rank,
-           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, relayCollName(c->coll),
+           t == BENCH_TARGET_RELAY ? "relaycc" : be->baselineName, benchCollName(c->coll),
            (unsigned long long)(count * es), one ? " in place" : "", c->root, m);
   /* Host images: the buffers themselves where they are host memory. */
   void* inImg = be->hostVisible ? (void*)c->send : b->hostIn;
@@ -358,10 +405,12 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
   int printer = r->rank == 0;
   int nTargets = be->baselineName ? 2 : 1;
 
-  if (o->inplace && coll == relayCollectiveAllToAll) {
+  if (o->inplace &&
+      (coll == relayCollectiveAllToAll || coll == relayCollectiveAllToAllV || coll == relayCollectiveSend)) {
     if (printer) {
-      fprintf(stdout, "#\n# %s: in place is rejected by relaycc (as in the reference); skipped\n",
-              relayCollName(coll));
+      fprintf(stdout, "#\n# %s: %s; skipped\n", benchCollName(coll),
+              coll == relayCollectiveSend ? "a copy between two ranks has no in-place form"
+                                          : "in place is rejected by relaycc (as in the reference)");
       fflush(stdout);
     }
     return 0;
@@ -414,7 +463,8 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
     if (!rankShape(x, coll, bytes, &count, &sendElems, &recvElems)) {
       if (printer) {
         char why[96];
-        if (coll == relayCollectiveAllReduce || coll == relayCollectiveAllGather || rooted)
+        if (coll != relayCollectiveReduceScatter && coll != relayCollectiveAllToAll &&
+            coll != relayCollectiveAllToAllV)
           snprintf(why, sizeof why, "not a multiple of the element size %zu", x->esize);
         else
           snprintf(why, sizeof why, "not a multiple of A x element size = %llu",
@@ -424,7 +474,22 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
       continue;
     }
     for (int g = 0; g < o->nGroups; g++) counts[g] = (size_t)count;
-    benchCall c = {coll, o->dtype, o->op, &x->layout, counts, x->group, x->me, NULL, NULL, o->root};
+    benchCall c = {coll, o->dtype, o->op,   &x->layout, counts, x->group, x->me,
+                   NULL, NULL,     o->root, NULL,       NULL,   NULL,     NULL};
+    if (relayCollKind(coll) == relayKindRootedPosition) c.root = o->rootIndex;
+    if (coll == relayCollectiveAllToAllV && x->me >= 0) {
+      /* This active's row of the pattern; blocks packed in peer order (displacements: prefix sums). */
+      for (int j = 0, A = o->nActive; j < A; j++) {
+        x->a2av[j] = benchA2avCount(count, x->me, j);
+        x->a2av[2 * A + j] = benchA2avCount(count, j, x->me);
+        x->a2av[A + j] = j ? x->a2av[A + j - 1] + x->a2av[j - 1] : 0;
+        x->a2av[3 * A + j] = j ? x->a2av[3 * A + j - 1] + x->a2av[2 * A + j - 1] : 0;
+      }
+      c.sendcounts = x->a2av;
+      c.sdispls = x->a2av + o->nActive;
+      c.recvcounts = x->a2av + 2 * o->nActive;
+      c.rdispls = x->a2av + 3 * o->nActive;
+    }
     if (rooted) {
       /* The set as one group, a count per member; each role its buffers. */
       for (int i = 0; i < x->nSet; i++) x->setCounts[i] = (size_t)count;
@@ -494,6 +559,9 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
     for (int t = 0; t < nTargets && !rc; t++)
       if (targetStats(x, (benchTarget)t, &st[t])) rc = failRank(x, "agreement of the times", coll, bytes);
     if (!rc) be->lastRoute(r, &rec.route, &rec.depth);
+    /* Point-to-point and all-to-all-v have no plan: always direct (relaycc.h); lastRoute is the last
+     * planned call's. */
+    if (!relayCollPlanned(coll)) rec.route = relayRouteDirect, rec.depth = 0;
     if (be->unprepare)
       for (int t = 0; t < prepared; t++) be->unprepare(r, &c, (benchTarget)t);
     if (rc) break;
@@ -513,7 +581,8 @@ static int runColl(rankCtx* x, relayCollective_t coll) {
       memset(&row, 0, sizeof row);
       row.coll = coll;
       row.inplace = o->inplace;
-      row.bytes = bytes;
+      /* All-to-all-v: the receive total of the busiest active (benchAlgBytes), not the swept size. */
+      row.bytes = coll == relayCollectiveAllToAllV ? (uint64_t)benchAlgBytes(coll, bytes, o->nActive) : bytes;
       row.count = count;
       row.route = all[o->layout[0]].route; /* what the first active rank ran */
       row.depth = all[o->layout[0]].depth;
@@ -591,7 +660,8 @@ int benchRankMain(int rank, int nranks, void* argp) {
   x.maxTimes = calloc((size_t)total, sizeof(double));
   x.all = calloc((size_t)nranks * TIMES_PER_AGREE, sizeof(double));
   x.setCounts = calloc((size_t)x.nSet, sizeof(size_t));
-  if (!x.times || !x.maxTimes || !x.all || !x.setCounts) {
+  x.a2av = calloc(4 * (size_t)x.o->nActive, sizeof(size_t));
+  if (!x.times || !x.maxTimes || !x.all || !x.setCounts || !x.a2av) {
     fprintf(stderr, "relaycc-bench: rank %d: out of memory for %d timings\n", rank, total);
     return 3;
   }
@@ -622,5 +692,6 @@ int benchRankMain(int rank, int nranks, void* argp) {
   free(x.maxTimes);
   free(x.all);
   free(x.setCounts);
+  free(x.a2av);
   return rc ? 5 : 0;
 }

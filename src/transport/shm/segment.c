@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,13 +57,6 @@
 /* Smallest data ring of one channel: rank 0 lowers the channel count until
  * every channel's ring has 1 KiB (a 4 KiB test ring: at most 4 channels). */
 #define SHM_MIN_CHAN_RING 1024u
-
-static uint64_t shmRand64(void) {
-  uint64_t x = 0;
-  if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x)
-    x = relayNowNs() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&x;
-  return x ? x : 0x9e3779b97f4a7c15ull;
-}
 
 int shmLayoutOf(int n, uint64_t ring, int channels, shmLayout* L) {
   size_t pairs = (size_t)n * (size_t)(n - 1);
@@ -318,7 +310,7 @@ retry:
   fd = -1;
   st->size = L->total;
   shmSetPointers(st, L);
-  st->nonce = shmRand64();
+  st->nonce = relayRandom64();
   /* The file was created zero-filled: rings, cursors, statuses start at 0. */
   st->hdr->version = SHM_VERSION;
   st->hdr->nranks = (uint32_t)n;

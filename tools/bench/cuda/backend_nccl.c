@@ -9,7 +9,10 @@
  *  - Baseline: the same collective in NCCL on a communicator of only the A
  *    active ranks of this rank's group (ncclCommSplit of the relay comm's
  *    own NCCL communicator: color = group, key = active index; helpers get
- *    NCCL_SPLIT_NOCOLOR and stay idle), i.e. what a user would otherwise run.
+ *    NCCL_SPLIT_NOCOLOR and stay idle), i.e. what a user would otherwise run:
+ *    ncclBroadcast/ncclReduce with the root's active index, ncclSend/ncclRecv
+ *    on the pair's communicator for the sendrecv copy, one group of
+ *    ncclSend/ncclRecv for all-to-all-v.
  *  - Timing: CUDA events on the rank's stream around one call (per call), or
  *    around one replay of a CUDA graph of K captured calls, divided by K
  *    (--graph, the way latency-bound users run). The start event is recorded
@@ -641,11 +644,6 @@ static int ncclToHost(benchRank* r, void* dst, const void* src, size_t bytes) {
 
 /* ---- calls ------------------------------------------------------------- */
 
-static const char* relayCallName(relayCollective_t coll) {
-  const relayCollRow* row = relayCollRowOf(coll);
-  return row ? row->call : "relaycc collective";
-}
-
 static const char* ncclCallName(relayCollective_t coll) {
   switch (coll) {
     case relayCollectiveAllReduce: return "ncclAllReduce";
@@ -658,6 +656,10 @@ static const char* ncclCallName(relayCollective_t coll) {
 #endif
     case relayCollectiveScatter: return "ncclSend/ncclRecv group (scatter)";
     case relayCollectiveGather: return "ncclSend/ncclRecv group (gather)";
+    case relayCollectiveBroadcast: return "ncclBroadcast";
+    case relayCollectiveReduce: return "ncclReduce";
+    case relayCollectiveSend: return "ncclSend/ncclRecv (the pair's copy)";
+    case relayCollectiveAllToAllV: return "ncclSend/ncclRecv group (all-to-all-v)";
     default: return "nccl collective";
   }
 }
@@ -669,9 +671,8 @@ static int issueRelay(benchRank* r, const benchCall* c) {
     snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll);
     return 1;
   }
-  relayResult_t res =
-      relayCommCall(s->comm, c->coll, c->send, c->recv, c->counts, c->dtype, c->op, c->layout, c->root, st);
-  return res == relaySuccess ? 0 : relayFailure(r, relayCallName(c->coll), res, s->comm);
+  relayResult_t res = benchIssueRelay(s->comm, c, st);
+  return res == relaySuccess ? 0 : relayFailure(r, benchRelayCallName(c->coll), res, s->comm);
 }
 
 /* A rank with nothing to do in the baseline: outside the A actives, or for
@@ -716,6 +717,25 @@ static int issueRootedBaseline(benchRank* r, const benchCall* c) {
   return nr == ncclSuccess ? 0 : ncclFailure(r, ncclCallName(c->coll), nr, world);
 }
 
+/* An exchange among the group's actives as NCCL users write all-to-all-v (and all-to-all before
+ * ncclAlltoAll): one group of ncclSend/ncclRecv on the group's communicator, active j's block at
+ * sdispls[j] / rdispls[j] elements. A zero-count pair is left out on both of its ranks alike (both
+ * know the count), so no empty transfer is posted. */
+static ncclResult_t exchangeBaseline(ncclState* s, const benchCall* c, const size_t* sendcounts,
+                                     const size_t* sdispls, const size_t* recvcounts, const size_t* rdispls) {
+  ncclDataType_t dt = (ncclDataType_t)c->dtype;
+  size_t es = relayTypeSize(c->dtype);
+  ncclResult_t nr = ncclGroupStart();
+  for (int j = 0; j < c->layout->nActive && nr == ncclSuccess; j++) {
+    if (sendcounts[j])
+      nr = ncclSend((const char*)c->send + sdispls[j] * es, sendcounts[j], dt, j, s->base, s->stream);
+    if (nr == ncclSuccess && recvcounts[j])
+      nr = ncclRecv((char*)c->recv + rdispls[j] * es, recvcounts[j], dt, j, s->base, s->stream);
+  }
+  ncclResult_t ne = ncclGroupEnd();
+  return nr == ncclSuccess ? ne : nr;
+}
+
 /* The baseline: plain NCCL on the group's own communicator. Same datatype
  * and op numbering as relaycc (relaycc.h), so the values cast. */
 static int issueBaseline(benchRank* r, const benchCall* c) {
@@ -738,20 +758,28 @@ static int issueBaseline(benchRank* r, const benchCall* c) {
 #if BENCH_NCCL_ALLTOALL
       nr = ncclAlltoAll(c->send, c->recv, count, dt, s->base, s->stream);
 #else
-      /* No ncclAlltoAll before 2.28: the group users wrote instead. */
-      size_t bytes = count * relayTypeSize(c->dtype);
-      int A = c->layout->nActive;
-      nr = ncclGroupStart();
-      for (int j = 0; j < A && nr == ncclSuccess; j++) {
-        nr = ncclSend((const char*)c->send + (size_t)j * bytes, count, dt, j, s->base, s->stream);
-        if (nr == ncclSuccess)
-          nr = ncclRecv((char*)c->recv + (size_t)j * bytes, count, dt, j, s->base, s->stream);
-      }
-      ncclResult_t ne = ncclGroupEnd();
-      if (nr == ncclSuccess) nr = ne;
+      /* No ncclAlltoAll before 2.28: the group users wrote instead, A even blocks. */
+      size_t even[BENCH_MAX_RANKS], displs[BENCH_MAX_RANKS];
+      for (int j = 0; j < c->layout->nActive; j++) even[j] = count, displs[j] = (size_t)j * count;
+      nr = exchangeBaseline(s, c, even, displs, even, displs);
 #endif
       break;
     }
+    /* Broadcast and reduce: the root's active index is its rank in the group's communicator. */
+    case relayCollectiveBroadcast:
+      nr = ncclBroadcast(c->send, c->recv, count, dt, c->root, s->base, s->stream);
+      break;
+    case relayCollectiveReduce:
+      nr = ncclReduce(c->send, c->recv, count, dt, op, c->root, s->base, s->stream);
+      break;
+    case relayCollectiveSend: /* the pair's communicator: active 0 sends to active 1 (count 0: neither) */
+      if (!count) return 0;
+      nr = c->activeIndex == 0 ? ncclSend(c->send, count, dt, 1, s->base, s->stream)
+                               : ncclRecv(c->recv, count, dt, 0, s->base, s->stream);
+      break;
+    case relayCollectiveAllToAllV:
+      nr = exchangeBaseline(s, c, c->sendcounts, c->sdispls, c->recvcounts, c->rdispls);
+      break;
     default: snprintf(r->err, sizeof r->err, "collective %d unknown", (int)c->coll); return 1;
   }
   return nr == ncclSuccess ? 0 : ncclFailure(r, ncclCallName(c->coll), nr, s->base);
@@ -860,7 +888,7 @@ static int runImpl(benchRank* r, const benchCall* c, benchTarget t) {
 
 static int ncclRun(benchRank* r, const benchCall* c, benchTarget t) {
   ncclState* s = r->state;
-  guardOn(&s->wd, t == BENCH_TARGET_RELAY ? relayCallName(c->coll) : ncclCallName(c->coll));
+  guardOn(&s->wd, t == BENCH_TARGET_RELAY ? benchRelayCallName(c->coll) : ncclCallName(c->coll));
   int rc = runImpl(r, c, t);
   guardOff(&s->wd);
   return rc;
