@@ -328,3 +328,29 @@ def case_check_mode(g, timeout_s, asymmetric):
     res["asym"] = _timed(lambda: (dist.recv(out, 0, group=grp), dist.send(blk(1, 0, 2, 5), 0, group=grp)))
   res["right"] = torch.equal(out, blk(1 - me, me, 2, 5))
   return res
+
+
+def case_unwaited(g, timeout_s):
+  """A transfer never waited on is not lost: rank 0's isend (no wait) reaches rank 1's blocking recv when
+  rank 0 shuts its group down (shutdown starts the deferred transfers). An abort instead fails a deferred
+  transfer: its wait raises DistBackendError at once."""
+  from relaycc import torch_backend
+  me, n = g.rank, g.n
+  grp = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=timeout_s))
+  dist.all_reduce(torch.ones(2), group=grp)
+  res = {}
+  if me == 0:
+    dist.isend(blk(0, 1, 0, 7), 1, group=grp)  # never waited
+    time.sleep(0.5)
+    torch_backend.shutdown(grp)
+  elif me == 1:
+    out = _poison(7, torch.float32)
+    res["recv"] = _timed(lambda: dist.recv(out, 0, group=grp))
+    res["right"] = torch.equal(out, blk(0, 1, 0, 7))
+  grp2 = dist.new_group(list(range(n)), backend="relaycc", timeout=datetime.timedelta(seconds=timeout_s))
+  dist.all_reduce(torch.ones(2), group=grp2)
+  if me == 0:
+    w = dist.isend(blk(0, 1, 1, 7), 1, group=grp2)
+    torch_backend.abort(grp2)
+    res["aborted"] = _timed(w.wait)
+  return res

@@ -120,3 +120,10 @@ def test_check_mode_asymmetric_groups(pool):
     kind, secs, text = res[r]["asym"]
     assert secs < 30, f"rank {r}: {res[r]}"
     assert kind != "none" or res[r]["right"], f"rank {r}: success without the data: {res[r]}"
+
+
+def test_unwaited_transfer_at_shutdown_and_abort(pool):
+  res = pool.run(pc.case_unwaited, 30, timeout=300)
+  assert res[1]["recv"][0] == "none" and res[1]["right"], res[1]
+  kind, secs, text = res[0]["aborted"]
+  assert kind == "DistBackendError" and "shut down or aborted" in text and secs < 5, res[0]
