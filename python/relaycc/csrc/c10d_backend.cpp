@@ -87,8 +87,8 @@ class RelayWork : public c10d::Work {
 // The point-to-point transfers issued and not started yet, shared by the backend and their Works (a Work
 // may outlive its backend). A transfer is deferred, not run at issue, because torch's send and isend are
 // one call (send = isend + wait) and a blocking transfer run at issue would deadlock a ring of isend and
-// irecv: the deferred ones run as ONE relaycc group (relayGroupStart/End, all progressing together) when
-// a Work of theirs is waited on or polled, at batch_isend_irecv's end, or before the group's next
+// irecv: the deferred ones start, in issue order, as relaycc groups (relayGroupStart/End, see runP2P)
+// when a Work of theirs is waited on or polled, at batch_isend_irecv's end, or before the group's next
 // collective (program order). `start` is the backend's flush; empty once the backend is released.
 struct P2PQueue {
   struct Op {
@@ -513,7 +513,8 @@ class RelayBackend : public c10d::Backend {
   }
 
   // batch_isend_irecv (torch calls it coalescing): the batch's transfers are deferred like any, and its
-  // end starts them as one group; its Work also waits for the batch's forwarded (tagged) transfers.
+  // end starts them (with any deferred before); its Work also waits for the batch's forwarded (tagged)
+  // transfers.
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override {
     std::lock_guard<std::mutex> g(p2p_->mu);
@@ -728,7 +729,7 @@ class RelayBackend : public c10d::Backend {
     return work;
   }
 
-  // Start the deferred transfers (all of them, as one group) on the worker.
+  // Start the deferred transfers (all of them, in issue order) on the worker.
   void startP2P() {
     std::lock_guard<std::mutex> g(p2p_->mu);
     if (p2p_->start) p2p_->start();
@@ -737,10 +738,7 @@ class RelayBackend : public c10d::Backend {
     if (p2p_->pending.empty()) return;
     std::vector<P2PQueue::Op> ops;
     ops.swap(p2p_->pending);
-    enqueue([this, ops]() mutable {
-      std::exception_ptr err = runP2P(ops);
-      (void)err;  // each Work holds its own outcome
-    });
+    enqueue([this, ops]() mutable { runP2P(ops); });  // each Work holds its own outcome
   }
 
   // The transfers' count and datatype: the reducing dtypes as themselves (a float32 send meets an int32
@@ -1246,7 +1244,11 @@ class RelayBackend : public c10d::Backend {
     {
       std::lock_guard<std::mutex> g(p2p_->mu);
       if (!p2p_->start) return;
-      bool onWorker = std::this_thread::get_id() == worker_.get_id();
+      bool onWorker;
+      {
+        std::lock_guard<std::mutex> q(qmu_);  // the lock order of startP2PLocked: p2p_->mu, then qmu_
+        onWorker = std::this_thread::get_id() == worker_.get_id();
+      }
       if (!abort && !onWorker) startP2PLocked();
       ops.swap(p2p_->pending);
       p2p_->start = nullptr;
