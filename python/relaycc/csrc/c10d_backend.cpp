@@ -3,12 +3,13 @@
 // DeviceMesh and FSDP2). Compiled against the user's installed torch by relaycc/torch_backend.py.
 //
 // Shape: relaycc serves what its C core serves on a whole-comm layout (all-reduce, all-gather,
-// reduce-scatter, all-to-all even and uneven, gather, scatter, broadcast, reduce, barrier); every other
-// call (send/recv, bitwise reductions, dtypes it lacks) is forwarded to an inner gloo backend created
-// from the same store. Every routing decision reads only facts that are equal on every rank of a correct
-// torch program (the op, the reduce op, the dtype, the agreed sizes of a collective's outputs, whether
-// split sizes were given), never a rank-local fact, so the ranks stay in one lockstep on both comms.
-// Send/recv stay forwarded: a pair's Works are gloo's, ordered by tag, outside the group's order.
+// reduce-scatter, all-to-all even and uneven, gather, scatter, broadcast, reduce, barrier) and tag-0
+// point-to-point (relaySend/relayRecv in groups, see send); every other call (tagged send/recv,
+// bitwise reductions, dtypes it lacks) is forwarded to an inner gloo backend created from the same
+// store. Every routing decision reads only facts that are equal on every rank of a correct torch program
+// (the op, the reduce op, the dtype, the agreed sizes of a collective's outputs, whether split sizes
+// were given; for a transfer, what both ends of its pair share), never a rank-local fact, so the ranks
+// stay in one lockstep on both comms.
 //
 // Execution: a synchronous relaycc call runs on the caller's thread (CPU: the data is in place when it
 // returns); an asynchronous one (asyncOp: DDP's buckets, async_op=True) runs on the group's worker thread,
@@ -81,6 +82,56 @@ class RelayWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   bool cuda_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+// The point-to-point transfers issued and not started yet, shared by the backend and their Works (a Work
+// may outlive its backend). A transfer is deferred, not run at issue, because torch's send and isend are
+// one call (send = isend + wait) and a blocking transfer run at issue would deadlock a ring of isend and
+// irecv: the deferred ones start, in issue order, as relaycc groups (relayGroupStart/End, see runP2P)
+// when a Work of theirs is waited on or polled, at batch_isend_irecv's end, or before the group's next
+// collective (program order). `start` is the backend's flush; empty once the backend is released.
+struct P2PQueue {
+  struct Op {
+    bool isSend;
+    at::Tensor tensor;
+    int peer;
+    std::string reject;  // non-empty: the binding rejects this transfer (through the C core)
+    c10::intrusive_ptr<RelayWork> work;
+  };
+  std::mutex mu;
+  std::vector<Op> pending;
+  std::function<void()> start;
+};
+
+// A send's or receive's Work: waiting on it, polling it or taking its Future starts the deferred
+// transfers (its own among them) on the group's worker thread.
+class P2PWork : public RelayWork {
+ public:
+  P2PWork(std::shared_ptr<P2PQueue> q, int rank, OpType type, std::vector<at::Tensor> outputs, int peer)
+      : RelayWork(rank, type, std::move(outputs)), q_(std::move(q)), peer_(peer) {}
+  bool wait(std::chrono::milliseconds timeout) override {
+    kick();
+    return RelayWork::wait(timeout);
+  }
+  bool isCompleted() override {
+    kick();
+    return RelayWork::isCompleted();
+  }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    kick();
+    return RelayWork::getFuture();
+  }
+  int sourceRank() const override { return peer_; }
+
+ private:
+  void kick() {
+    if (kicked_.exchange(true)) return;
+    std::lock_guard<std::mutex> g(q_->mu);
+    if (q_->start) q_->start();
+  }
+  std::shared_ptr<P2PQueue> q_;
+  int peer_;
+  std::atomic<bool> kicked_{false};
 };
 
 // The relaycc datatype of a dtype the reducing calls serve; -1: none (such a call is forwarded).
@@ -161,6 +212,7 @@ class RelayBackend : public c10d::Backend {
         useRelay_(useRelay) {
     ranks_.resize(size);
     std::iota(ranks_.begin(), ranks_.end(), 0);
+    p2p_->start = [this] { startP2PLocked(); };
   }
 
   ~RelayBackend() override { release(false); }
@@ -414,6 +466,7 @@ class RelayBackend : public c10d::Backend {
     // Synchronous: torch 2.15's gloo returns no Work for a call that is not async (it waited itself).
     c10d::AllToAllOptions sync = opts;
     sync.asyncOp = false;
+    startP2P();
     drainRelay();
     drainForwarded();
     // gloo takes the split vectors by reference and may move them away: pass copies.
@@ -433,21 +486,77 @@ class RelayBackend : public c10d::Backend {
                               const c10d::AllgatherOptions& opts) override {
     return forward([&] { return innerFor(inputs)->allgather_coalesced(outputs, inputs, opts); });
   }
-  // Point-to-point Works are not remembered: gloo's can be waited on once only (a second wait blocks for
-  // ever), and a send/recv pair is ordered by its tag, not by the group's sequence of collectives.
+  // ---- point-to-point ----------------------------------------------------------------------------
+  //
+  // Tag 0 (torch's default: dist.send/recv, isend/irecv, batch_isend_irecv, the object calls) goes to
+  // relaycc: a pair's transfers match in the order each end issues them, as ProcessGroupNCCL's do (NCCL
+  // has no tags). A tag != 0 goes to gloo, which matches by tag: both ends of a transfer carry the same
+  // tag in a program correct under gloo, so a send on relaycc never meets a receive on gloo, and tagged
+  // traffic keeps gloo's meaning. A receive from any source (src=None) is gloo's with a tag; with tag 0
+  // it is rejected through the C core (no peer to tell; NCCL has none either), since its sender's tag-0
+  // send is relaycc's. Forwarded transfers' Works are gloo's, not remembered: gloo's can be waited on
+  // once only (a second wait blocks for ever), except inside batch_isend_irecv, whose one Work
+  // (endCoalescing's) waits for them.
   WorkPtr send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override {
-    drainRelay();
-    return innerFor(tensors)->send(tensors, dstRank, tag);
+    return p2p(true, tensors, dstRank, tag);
   }
   WorkPtr recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override {
-    drainRelay();
-    return innerFor(tensors)->recv(tensors, srcRank, tag);
+    return p2p(false, tensors, srcRank, tag);
   }
   WorkPtr recvAnysource(std::vector<at::Tensor>& tensors, int tag) override {
-    drainRelay();
-    return innerFor(tensors)->recvAnysource(tensors, tag);
+    if (p2pForwarded(tensors, tag))
+      return forwardP2P([&] { return innerFor(tensors)->recvAnysource(tensors, tag); });
+    return p2p(false, tensors, -1, tag,
+               "a receive from any source (src=None) with tag 0: relaycc matches a pair's transfers in "
+               "order, as NCCL (which has no any-source receive) does; name the source, or give the "
+               "senders and this receive a tag != 0 (gloo's)");
   }
+
+  // batch_isend_irecv (torch calls it coalescing): the batch's transfers are deferred like any, and its
+  // end starts them (with any deferred before); its Work also waits for the batch's forwarded (tagged)
+  // transfers.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override {
+    std::lock_guard<std::mutex> g(p2p_->mu);
+    coalescing_ = true;
+  }
+  WorkPtr endCoalescing() override {
+    std::vector<WorkPtr> fwd;
+    std::vector<at::Tensor> outs;
+    std::vector<P2PQueue::Op> ops;
+    bool open;
+    {
+      std::lock_guard<std::mutex> g(p2p_->mu);
+      coalescing_ = false;
+      fwd.swap(coalescedForwarded_);
+      ops.swap(p2p_->pending);
+      open = static_cast<bool>(p2p_->start);
+    }
+    for (auto& op : ops)
+      if (op.tensor.defined()) outs.push_back(op.tensor);
+    auto work = c10::make_intrusive<RelayWork>(rank_, OpType::COALESCED, outs);
+    auto task = [this, ops, fwd, work]() mutable {
+      std::exception_ptr err = ops.empty() ? nullptr : runP2P(ops);
+      for (auto& w : fwd) {
+        try {
+          w->wait();
+        } catch (...) {
+          if (!err) err = std::current_exception();
+        }
+      }
+      work->complete(err);
+    };
+    if (open) {
+      enqueue(std::move(task));
+    } else {  // released (torch's abort runs inside a coalescing block): nothing is started
+      failP2P(ops);
+      work->complete(ops.empty() ? nullptr : releasedError());
+    }
+    return work;
+  }
+
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override {
+    startP2P();
     drainRelay();
     inner_->monitoredBarrier(opts, waitAllRanks);
   }
@@ -549,6 +658,7 @@ class RelayBackend : public c10d::Backend {
   // forwarded NCCL call's wait() makes the current stream wait for NCCL's stream, no host wait).
   WorkPtr runCuda(OpType type, const char* what, const std::vector<at::Tensor>& outputs,
                   std::function<void()> body) {
+    startP2P();
     drainRelay();
     drainForwarded();
     at::Device dev(at::kCUDA, static_cast<c10::DeviceIndex>(cudaDevice_));
@@ -574,11 +684,155 @@ class RelayBackend : public c10d::Backend {
   // A forwarded call: after the queued relaycc calls (program order), and remembered so that the next
   // relaycc call waits for it.
   WorkPtr forward(const std::function<WorkPtr()>& call) {
+    startP2P();
     drainRelay();
     WorkPtr w = call();
     std::lock_guard<std::mutex> g(pendingMu_);
     if (w) pending_.push_back(w);
     return w;
+  }
+
+  // ---- point-to-point (see send) -------------------------------------------------------------------
+
+  // Whether a transfer is gloo's (NCCL's for CUDA tensors): from facts both ends of a correct pair share
+  // (the tag, the group's host check, the tensor's device); a list of other than one tensor stays ours,
+  // to be rejected through the C core.
+  bool p2pForwarded(const std::vector<at::Tensor>& tensors, int tag) const {
+    return tag != 0 || !useRelay_ || (tensors.size() == 1 && !relayable(tensors[0]));
+  }
+
+  WorkPtr forwardP2P(const std::function<WorkPtr()>& call) {
+    drainRelay();
+    WorkPtr w = call();
+    std::lock_guard<std::mutex> g(p2p_->mu);
+    if (coalescing_ && w) coalescedForwarded_.push_back(w);
+    return w;
+  }
+
+  WorkPtr p2p(bool isSend, std::vector<at::Tensor>& tensors, int peer, int tag, std::string reject = "") {
+    if (reject.empty() && p2pForwarded(tensors, tag))
+      return forwardP2P([&] {
+        return isSend ? innerFor(tensors)->send(tensors, peer, tag)
+                      : innerFor(tensors)->recv(tensors, peer, tag);
+      });
+    if (reject.empty() && tensors.size() != 1)
+      reject = "a point-to-point call takes one tensor, not " + std::to_string(tensors.size());
+    auto work =
+        c10::make_intrusive<P2PWork>(p2p_, rank_, isSend ? OpType::SEND : OpType::RECV, tensors, peer);
+    P2PQueue::Op op{isSend, tensors.size() == 1 ? tensors[0] : at::Tensor(), peer, reject, work};
+    std::lock_guard<std::mutex> g(p2p_->mu);
+    if (!p2p_->start) {
+      work->complete(releasedError());
+    } else {
+      p2p_->pending.push_back(std::move(op));
+    }
+    return work;
+  }
+
+  // Start the deferred transfers (all of them, in issue order) on the worker.
+  void startP2P() {
+    std::lock_guard<std::mutex> g(p2p_->mu);
+    if (p2p_->start) p2p_->start();
+  }
+  void startP2PLocked() {  // under p2p_->mu
+    if (p2p_->pending.empty()) return;
+    std::vector<P2PQueue::Op> ops;
+    ops.swap(p2p_->pending);
+    enqueue([this, ops]() mutable { runP2P(ops); });  // each Work holds its own outcome
+  }
+
+  // The transfers' count and datatype: the reducing dtypes as themselves (a float32 send meets an int32
+  // receive as a mismatch), any other dtype as bytes.
+  static void p2pShape(const at::Tensor& t, size_t* count, relayDataType_t* dtype) {
+    int dt = relayDtype(t.scalar_type());
+    *dtype = dt >= 0 ? (relayDataType_t)dt : relayUint8;
+    *count = dt >= 0 ? static_cast<size_t>(t.numel()) : bytesOf(t);
+  }
+
+  // The deferred transfers (on the worker), as rounds of relaycc groups (relayGroupStart/End): round j
+  // holds the j-th transfer of each (peer, direction) in issue order, so a group never holds two
+  // transfers of one direction of a pair. The shm transport matches a group's k-th transfer of a
+  // direction with the peer's k-th of its group, and the two ends defer alike only where their waits
+  // fall alike: with one per direction both ends' groups agree whatever each end deferred, and the
+  // transfers of a round still progress together (a ring of isend/irecv, a send and a receive with one
+  // peer at once). A round's failure fails its Works (a receive's tensor is then undefined; a send's is
+  // never written) and the later rounds still run, so the pair stays in step when the comm is usable (a
+  // mismatch, a rejection); a rejected transfer's Work fails with its own reason, its peer's with the C
+  // core's text naming it. Returns the first error.
+  std::exception_ptr runP2P(std::vector<P2PQueue::Op>& ops) {
+    std::vector<int> round(ops.size(), 0);
+    std::map<std::pair<int, int>, int> seen;  // (peer, isSend) -> transfers so far
+    int rounds = 0;
+    for (size_t i = 0; i < ops.size(); i++) {
+      round[i] = seen[{ops[i].peer, ops[i].isSend}]++;
+      rounds = std::max(rounds, round[i] + 1);
+    }
+    std::exception_ptr first;
+    for (int j = 0; j < rounds; j++) {
+      std::vector<size_t> idx;
+      for (size_t i = 0; i < ops.size(); i++)
+        if (round[i] == j) idx.push_back(i);
+      std::exception_ptr err = runRound(ops, idx);
+      if (err && !first) first = err;
+    }
+    return first;
+  }
+
+  // One group: relayGroupStart, each send, receive or rejection, relayGroupEnd.
+  std::exception_ptr runRound(std::vector<P2PQueue::Op>& ops, const std::vector<size_t>& idx) {
+    std::vector<std::string> own(idx.size());
+    std::vector<at::Tensor> bufs(idx.size());
+    int sends = 0;
+    for (size_t i : idx) sends += ops[i].isSend;
+    const char* what = idx.size() > 1 ? "isend/irecv group" : ops[idx[0]].isSend ? "send" : "recv";
+    // served_["point_to_point"] counts the groups, served_["send"] and ["recv"] the transfers.
+    std::function<void()> body = [&]() {
+      curOp_ = what;
+      check(relayGroupStart());
+      for (size_t k = 0; k < idx.size(); k++) {
+        P2PQueue::Op& op = ops[idx[k]];
+        size_t n = 0;
+        relayDataType_t dt = relayUint8;
+        if (op.tensor.defined()) p2pShape(op.tensor, &n, &dt);
+        relayResult_t r;
+        if (!op.reject.empty()) {
+          r = relayCallReject(op.isSend ? relayCollectiveSend : relayCollectiveRecv, &n, dt, relaySum,
+                              nullptr, op.peer, op.reject.c_str(), cur_, stream_);
+        } else {
+          bufs[k] = dense(op.tensor);
+          void* b = n > 0 ? bufs[k].data_ptr() : nullptr;
+          r = op.isSend ? relaySend(b, n, dt, op.peer, cur_, stream_)
+                        : relayRecv(b, n, dt, op.peer, cur_, stream_);
+        }
+        if (r != relaySuccess) {
+          const char* text = relayGetLastError(cur_);
+          own[k] = std::string(op.isSend ? "send" : "recv") + " failed" +
+                   (op.reject.empty() ? "" : " (" + op.reject + ")") + ": " + relayGetErrorString(r) + ": " +
+                   (text ? text : "");
+        }
+      }
+      check(relayGroupEnd());
+      for (size_t k = 0; k < idx.size(); k++)
+        if (own[k].empty() && !ops[idx[k]].isSend) back(ops[idx[k]].tensor, bufs[k]);
+      served_["send"] += sends;
+      served_["recv"] += static_cast<int64_t>(idx.size()) - sends;
+    };
+    std::exception_ptr err = execute("point_to_point", body);
+    for (size_t k = 0; k < idx.size(); k++)
+      ops[idx[k]].work->complete(err ? err : own[k].empty() ? nullptr : p2pError(own[k]));
+    return err;
+  }
+
+  std::exception_ptr p2pError(const std::string& text) const {
+    return std::make_exception_ptr(c10::DistBackendError(
+        {__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+        "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + text));
+  }
+  std::exception_ptr releasedError() const {
+    return p2pError("point-to-point: the group was shut down or aborted before the transfer started");
+  }
+  void failP2P(std::vector<P2PQueue::Op>& ops) {
+    for (auto& op : ops) op.work->complete(releasedError());
   }
 
   void drainForwarded() {
@@ -603,6 +857,7 @@ class RelayBackend : public c10d::Backend {
   // op and relaycc's own text.
   WorkPtr run(OpType type, const char* what, const std::vector<at::Tensor>& outputs,
               std::function<void()> body, bool async) {
+    startP2P();  // the transfers issued before this call go first, on every rank: program order
     drainForwarded();
     auto work = c10::make_intrusive<RelayWork>(rank_, type, outputs);
     auto task = [this, work, what, body = std::move(body)]() mutable { work->complete(execute(what, body)); };
@@ -696,8 +951,12 @@ class RelayBackend : public c10d::Backend {
     // The group's error state (getError): ErrorType's TIMEOUT 1, COMM_ERROR 2, REMOTE_ERROR 3 (Backend.hpp),
     // the first one kept. Not for a rejected argument, nor a peer's buffer error (relaycc.h: the comm
     // stays usable after both; the core's text for the second says so).
+    // Point-to-point (relaycc.h): a send and receive whose count or datatype differ, and a peer's rejected
+    // transfer, are drained with the pair kept in step: the comm stays usable after both too.
     bool usable = res == relayInvalidArgument ||
-                  (res == relayRemoteError && text && strstr(text, "passed a bad buffer"));
+                  (res == relayRemoteError && text &&
+                   (strstr(text, "passed a bad buffer") || strstr(text, "rejected its point-to-point"))) ||
+                  (res == relayInvalidUsage && text && strstr(text, "the pair's counts or datatypes differ"));
     int kind = res == relayTimeout ? 1 : res == relayRemoteError ? 3 : 2, none = 0;
     if (!usable) error_.compare_exchange_strong(none, kind);
     std::string msg = "relaycc: rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " +
@@ -956,6 +1215,7 @@ class RelayBackend : public c10d::Backend {
   // The CUDA comm is a guest: its abort or destroy leaves NCCL's communicator to torch, and goes first
   // (the communicator must outlive it).
   void release(bool abort) {
+    closeP2P(abort);
     if (abort) {
       released_ = true;
       relayComm_t c = comm_.exchange(nullptr);
@@ -977,6 +1237,25 @@ class RelayBackend : public c10d::Backend {
     }
   }
 
+  // No transfer is deferred past the backend's end: a shutdown starts the ones never waited on (an isend
+  // whose peer waits for it; within the comm's deadline), an abort fails them.
+  void closeP2P(bool abort) {
+    std::vector<P2PQueue::Op> ops;
+    {
+      std::lock_guard<std::mutex> g(p2p_->mu);
+      if (!p2p_->start) return;
+      bool onWorker;
+      {
+        std::lock_guard<std::mutex> q(qmu_);  // the lock order of startP2PLocked: p2p_->mu, then qmu_
+        onWorker = std::this_thread::get_id() == worker_.get_id();
+      }
+      if (!abort && !onWorker) startP2PLocked();
+      ops.swap(p2p_->pending);
+      p2p_->start = nullptr;
+    }
+    failP2P(ops);
+  }
+
   c10::intrusive_ptr<c10d::Backend> inner_;
   c10::intrusive_ptr<c10d::Backend> cudaInner_;
   std::atomic<relayComm_t> cudaComm_;
@@ -995,7 +1274,10 @@ class RelayBackend : public c10d::Backend {
   std::map<std::string, int64_t> served_;  // served(): completed relaycc calls by op name (under mu_)
   std::mutex pendingMu_;
   std::vector<WorkPtr> pending_;
-  std::mutex qmu_;  // the worker's queue
+  std::shared_ptr<P2PQueue> p2p_ = std::make_shared<P2PQueue>();  // deferred transfers (see send)
+  bool coalescing_ = false;                                       // inside batch_isend_irecv (under p2p_->mu)
+  std::vector<WorkPtr> coalescedForwarded_;  // its forwarded transfers' Works (under p2p_->mu)
+  std::mutex qmu_;                           // the worker's queue
   std::condition_variable qcv_;
   std::deque<std::function<void()>> queue_;
   uint64_t queued_ = 0, done_ = 0;
