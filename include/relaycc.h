@@ -369,9 +369,12 @@ RELAYCC_API relayResult_t relayCallRouted(relayCollective_t coll, const size_t* 
  * Only the two ranks of a pair call; the other ranks do not, so point-to-point stands OUTSIDE the
  * comm-wide call numbering that every collective keeps: the k-th send from rank a to rank b matches the
  * k-th receive of rank b from rank a (per-pair sequence numbers), whatever collectives or transfers with
- * other peers come between them. Collectives on the same comm keep their lockstep; a pair that orders a
- * transfer and a collective differently (rank a sends, then all-reduces; rank b all-reduces, then
- * receives) is an error on shm (relayInvalidUsage naming the peer), a hang on NCCL, as in NCCL.
+ * other peers come between them, and however each end groups them (rank a may send three in one group
+ * while rank b receives them in three calls) in check mode 0 on shm; where the pair checks first (check
+ * mode 1, every call on NCCL) both ends must group a pair's transfers alike, else both fail. Collectives on
+ * the same comm keep their lockstep; a pair that orders a transfer and a collective differently (rank a
+ * sends, then all-reduces; rank b all-reduces, then receives) is an error on shm (relayInvalidUsage naming
+ * the peer), a hang on NCCL, as in NCCL.
  *   - Shape check, every check mode: a count or datatype that differs between the send and its receive
  *     is relayInvalidUsage naming both ranks and both shapes, nothing written to the receive's buff, the
  *     pair kept in step and the comm usable. Check mode 0 on shm: the send's count and datatype travel

@@ -164,6 +164,44 @@ static int crossCommsRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* Matched by order per pair, not by group (NCCL's rule): rank 0 sends three transfers in one group
+ * (the first 4 MiB, larger than the ring) while rank 1 receives them in three calls, then the reverse
+ * (rank 1 sends in three calls, rank 0 receives in one group). Check mode 0: the pair's check round of
+ * check mode 1 needs both ends to group alike (relaycc.h). */
+static int splitGroupsRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayComm_t c = commOf(rank, nranks, 0, 20000);
+  const size_t n[3] = {(size_t)1 << 20, 7, 4099};
+  int32_t* b[3];
+  for (int k = 0; k < 3; k++) {
+    b[k] = malloc((n[k] + 1) * sizeof(int32_t));
+    T_CHECK(b[k] != NULL, "rank %d: out of memory", rank);
+  }
+  for (int dir = 0; dir < 2; dir++) {
+    int sender = dir, me = rank == sender, peer = 1 - rank;
+    for (int k = 0; k < 3; k++) {
+      if (me) fill(b[k], rank, peer + 10 * k, n[k]);
+      else poison(b[k], n[k] + 1);
+    }
+    /* The sender groups when dir == 0, the receiver when dir == 1. */
+    int grouped = me == (dir == 0);
+    if (grouped) T_OK(relayGroupStart());
+    for (int k = 0; k < 3; k++)
+      T_OK(me ? relaySend(b[k], n[k], relayInt32, peer, c, NULL)
+              : relayRecv(b[k], n[k], relayInt32, peer, c, NULL));
+    if (grouped) T_OK(relayGroupEnd());
+    if (!me)
+      for (int k = 0; k < 3; k++) {
+        expectBlock(rank, "a transfer grouped on one end only", b[k], peer, rank + 10 * k, n[k]);
+        T_CHECK(b[k][n[k]] == POISON_WORD, "rank %d: transfer %d wrote past its block", rank, k);
+      }
+  }
+  for (int k = 0; k < 3; k++) free(b[k]);
+  allReduceCheck(rank, nranks, c);
+  T_OK(relayCommDestroy(c));
+  return 0;
+}
+
 /* The same in check mode 1: the pair's check round before the data (the NCCL path's logic, on shm). */
 static int ringCheckRank(int rank, int nranks, void* arg) {
   gCheckMode = 1;
@@ -504,6 +542,7 @@ static const tCase kCases[] = {
      .timeoutS = 180},
     P2P("ring-3-check", ringCheckRank, 3),
     P2P("cross-comms", crossCommsRank, 2),
+    P2P("split-groups", splitGroupsRank, 2),
     P2P("allpairs-6-check", allPairsCheckRank, 6),
     {.name = "interleave",
      .rank = interleaveRank,

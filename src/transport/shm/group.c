@@ -89,6 +89,13 @@ static int32_t shmTagStep(const relayXferTag* t) {
 static uint64_t shmXferSeq(const struct relayComm* comm, const relayXferTag* tags, int i) {
   return tags ? tags[i].seq : comm->callSeq;
 }
+/* The index a transfer's headers carry: a plan's transfer, its position among the group's transfers of
+ * the pair (both ends run the same plan step); a tagged one, its tag's sequence number, which both ends
+ * count per pair whatever their groups: NCCL matches a pair's transfers by order, not by group, so one
+ * end may send two in one group while the other receives them in two calls. */
+static uint32_t shmXferIndex(const relayXferTag* tags, int i, int pos) {
+  return tags ? (uint32_t)tags[i].seq : (uint32_t)pos;
+}
 
 /* The P2P channel layer's comm-wide facts, built at the first group: by then
  * the comm's topology is loaded, whose direct links per local pair set the
@@ -330,7 +337,7 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
       shmTaskHdr h = {SHM_TASK_MAGIC,
                       me,
                       tag ? shmTagStep(tag) : comm->curStep,
-                      (uint32_t)(q->ctl - q->beg),
+                      shmXferIndex(st->stag, i, q->ctl - q->beg),
                       shmXferSeq(comm, st->stag, i),
                       sends[i].bytes,
                       (uint16_t)st->groupOp,
@@ -362,9 +369,12 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
     while (cq->cur < q->ctl) {
       int i = st->sorder[cq->cur];
       const p2pPart* pp = &st->spart[(size_t)i * P + (size_t)cq->part];
-      shmPartHdr h = {
-          SHM_PART_MAGIC, me, (uint32_t)(cq->cur - q->beg), (uint32_t)cq->part, shmXferSeq(comm, st->stag, i),
-          pp->len};
+      shmPartHdr h = {SHM_PART_MAGIC,
+                      me,
+                      shmXferIndex(st->stag, i, cq->cur - q->beg),
+                      (uint32_t)cq->part,
+                      shmXferSeq(comm, st->stag, i),
+                      pp->len};
       moved += shmPutStream(st, p, cur, c, d, st->chanBytes, &h, SHM_PHDR,
                             (const unsigned char*)sends[i].ptr + pp->off, SHM_PHDR + pp->len, &cq->pos,
                             &sincePublish);
@@ -481,13 +491,12 @@ static relayResult_t shmDrainTask(struct relayComm* comm, shmState* st, int p, i
  * and its error kept for the group's end (st->tagRes). */
 static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, const shmTaskHdr* h,
                                   const relayXferDesc* x, int t) {
-  shmPeerQ* q = &st->rq[p];
-  int i = st->rorder[t], index = t - q->beg;
+  int i = st->rorder[t];
   relayXferTag* tag = &st->rtag[i];
-  if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
-    return relaySetError(comm, relayInternalError,
-                         "corrupt stream from rank %d (magic %#x, src %d, task %u expected %d)", p, h->magic,
-                         h->src, h->index, index);
+  /* The index is the sequence number here (shmXferIndex): the checks below say how they differ. */
+  if (h->magic != SHM_TASK_MAGIC || h->src != p)
+    return relaySetError(comm, relayInternalError, "corrupt stream from rank %d (magic %#x, src %d)", p,
+                         h->magic, h->src);
   int pair = (tag->seq & RELAY_TAG_PAIR) != 0, ack = (tag->seq & RELAY_TAG_ACK) != 0;
   const char* kind = pair ? "point-to-point transfer" : "all-to-all-v block";
   unsigned long long seq = (unsigned long long)(tag->seq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK));
@@ -635,9 +644,9 @@ static relayResult_t shmPull(struct relayComm* comm, shmState* st, int p, const 
                             SHM_PHDR + pp->len, &cq->pos, &sincePublish, &hdrDone);
       if (hdrDone) {
         const shmPartHdr* h = &hs[ch];
-        if (h->magic != SHM_PART_MAGIC || h->src != p || h->index != (uint32_t)(cq->cur - q->beg) ||
-            h->part != (uint32_t)cq->part || h->callSeq != shmXferSeq(comm, st->rtag, i) ||
-            h->len != pp->len) {
+        if (h->magic != SHM_PART_MAGIC || h->src != p ||
+            h->index != shmXferIndex(st->rtag, i, cq->cur - q->beg) || h->part != (uint32_t)cq->part ||
+            h->callSeq != shmXferSeq(comm, st->rtag, i) || h->len != pp->len) {
           res = relaySetError(comm, relayInternalError,
                               "corrupt stream from rank %d on channel %d (magic %#x, task %u part %u of %llu "
                               "bytes; expected task %d part %d of %zu bytes)",
