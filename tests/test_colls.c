@@ -21,6 +21,7 @@
 #include "comm/common.h"
 #include "core/core.h"
 #include "harness.h"
+#include "plan/plan.h"
 
 #define NRANKS 8
 #define POISON TC_POISON
@@ -34,13 +35,16 @@ static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
 
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;
-  relayComm_t comms[3];
-  for (int r = 0; r < 3; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
+  int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
+  /* Broadcast and reduce also force the one-shot (its rooted form; the layout collectives' one-shot has
+   * its own cases, test_oneshot.c). */
+  int nRoutes = rooted ? 4 : 3;
+  relayComm_t comms[4];
+  for (int r = 0; r < nRoutes; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   relayDataType_t dtypesAll[] = {relayInt8,   relayUint8,   relayInt32,   relayUint32,  relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
   relayRedOp_t opsAll[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
-  int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
   /* Broadcast and reduce: A = 2..8 (3 fused as 2 groups of 3, 8 independent only), the root moving. */
   const int asLayout[] = {2, 4}, asRooted[] = {2, 3, 4, 8};
   const int* As = rooted ? asRooted : asLayout;
@@ -70,7 +74,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
             for (int g = 0; g < G; g++) counts[g] = countsList[ci] + (size_t)(g % 2) * (ci ? 3 : 0);
             for (int inPlace = 0; inPlace < 2; inPlace++) {
               if (inPlace && sa->coll == relayCollectiveAllToAll) continue;
-              for (int r = 0; r < 3; r++) {
+              for (int r = 0; r < nRoutes; r++) {
                 if (ci == 4 && r == 2) continue; /* auto == one of the other two */
                 char tag[200];
                 int root = rooted ? (int)(ci + (size_t)di + (size_t)oi) % A : 0;
@@ -80,6 +84,19 @@ static int sweepRank(int rank, int nranks, void* arg) {
                 wrong += tc_one_call_root(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, root,
                                           inPlace, tag);
                 nCalls++;
+                /* A forced relay or one-shot serves broadcast and reduce wherever its builder can (relay:
+                 * a helper; one-shot: one group within the default gate): the route taken proves it. */
+                if (rooted && r % 2 && countsList[ci]) {
+                  int want = r == 1
+                                 ? (A < NRANKS ? relayRouteRelay : relayRouteDirect)
+                                 : (G == 1 && counts[0] * relayTypeSize(dt) <= RELAY_ONESHOT_DEFAULT_MAX_BYTES
+                                        ? relayRouteOneShot
+                                        : relayRouteDirect);
+                  int got = -1, depth = 0;
+                  relayCommLastRoute(comms[r], &got, &depth);
+                  T_CHECK(got == want, "%s: took route %s, want %s", tag, relayRouteName(got),
+                          relayRouteName(want));
+                }
               }
             }
           }
@@ -87,7 +104,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
       }
     }
   }
-  for (int r = 0; r < 3; r++) T_OK(relayCommDestroy(comms[r]));
+  for (int r = 0; r < nRoutes; r++) T_OK(relayCommDestroy(comms[r]));
   if (rank == 0) printf("%s: %d calls per rank\n", relayCollName(sa->coll), nCalls);
   return wrong ? 1 : 0;
 }
