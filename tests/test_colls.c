@@ -446,6 +446,10 @@ static const tCase kCases[] = {
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),
     SWEEP_DEPTH8("depth8-allreduce", relayCollectiveAllReduce, "depth_colls_depth8_allreduce"),
     SWEEP_DEPTH8("depth8-alltoall", relayCollectiveAllToAll, "depth_colls_depth8_alltoall"),
+    /* A = 2 broadcast and reduce pipeline (the relay copy and its mirror); A > 2 keeps two and three steps.
+     */
+    SWEEP_DEPTH8("depth8-broadcast", relayCollectiveBroadcast, "depth_colls_depth8_broadcast"),
+    SWEEP_DEPTH8("depth8-reduce", relayCollectiveReduce, "depth_colls_depth8_reduce"),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "colls", kCases, T_NCASES(kCases)); }

@@ -123,8 +123,9 @@ relayResult_t planBuildBroadcastRelay(planBuilder* b) {
  * a slice per active; planBuildRelay's reduce-at-helper, spliced as it builds it, helpers and all), then
  * in one more step a gather of the reduced slices to the root, and beside it the last m - A*q elements
  * (fewer than A) straight to the root, reduced there in active-index order. Every element is reduced
- * once, over the A inputs in active order (the reduce-scatter's helpers fold the foreign inputs in that
- * order and the owner its own in place), so the result is the direct route's bit for bit.
+ * once, in the relay reduce-scatter's order (a helper folds the A-1 foreign inputs in active order, the
+ * owner adds its own): the relay reduce-scatter's rounding, exact where the sums are (the tests' integer
+ * inputs), not the direct route's bits in general. A = 2 (plan_relay.c) keeps active order exactly.
  *
  * Links: the reduce-scatter's m/4 (A + H = 8, two-group form) for its slices, then the gather's q = m/A
  * into the root on each of A-1 links at once, against direct's m into the root over each of A-1 links:

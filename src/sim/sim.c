@@ -452,7 +452,9 @@ static double pushSeconds(const simState* S, int r, const planOp* op, double byt
 /* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
  * of the A-1 peers (concurrent, each at the pair's rate, all together within
  * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
- * and all-to-all: A block copies, each read and written once). Peers'
+ * and all-to-all: A block copies, each read and written once). A rooted op
+ * pushes one way (broadcast: the root to each peer, which copies one block;
+ * reduce: each peer to the root, which alone reduces). Peers'
  * pushes into r overlap r's own (both directions of a link), and the
  * hand-shake wait is not modelled: ranks enter the step together. */
 /* A pair's read of its peer's b bytes out of the staging the peer has just written (topo.h stagedReadBw),
