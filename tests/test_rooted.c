@@ -26,11 +26,11 @@
 #define GUARD 64 /* bytes either side of every caller buffer */
 #define POISON 0xC5
 /* A wrong result that the sweep counts (and goes on: one run names every failing shape). */
-#define RFAIL(...)                  \
-  do {                              \
-    fprintf(stderr, "FAIL: ");      \
-    fprintf(stderr, __VA_ARGS__);   \
-    fprintf(stderr, "\n");          \
+#define RFAIL(...)                \
+  do {                            \
+    fprintf(stderr, "FAIL: ");    \
+    fprintf(stderr, __VA_ARGS__); \
+    fprintf(stderr, "\n");        \
   } while (0)
 
 typedef struct {
@@ -52,10 +52,9 @@ static int served(const rcfg* f) {
 }
 
 static void describe(const rcfg* f, char* out, size_t len) {
-  snprintf(out, len, "%s A=%d G=%d root=%d %s %s route=%s depth=%d %s counts=%zu,%zu",
-           relayCollName(f->coll), f->A, f->G, f->root, relayTypeName(f->dt), relayOpName(f->op),
-           relayRouteName(f->route), f->depth, f->inPlace ? "in-place" : "out-of-place", f->counts[0],
-           f->G > 1 ? f->counts[1] : 0);
+  snprintf(out, len, "%s A=%d G=%d root=%d %s %s route=%s depth=%d %s counts=%zu,%zu", relayCollName(f->coll),
+           f->A, f->G, f->root, relayTypeName(f->dt), relayOpName(f->op), relayRouteName(f->route), f->depth,
+           f->inPlace ? "in-place" : "out-of-place", f->counts[0], f->G > 1 ? f->counts[1] : 0);
 }
 
 /* Runs f's plan on the reference executor; returns the number of failures (0: every output as the serial
