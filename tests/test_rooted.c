@@ -254,7 +254,42 @@ static int caseRoute(void) {
   return 0;
 }
 
+/* The checker holds a rooted one-shot to its plan: the key's root, broadcast placing and reduce reducing,
+ * and a non-root reduce's destination of no extent (it writes nothing). Each mutation of a sound plan
+ * must be refused. */
+static int caseChecker(void) {
+  int ranks[3] = {6, 1, 4};
+  size_t count = 100;
+  char err[512];
+  for (int c = 0; c < 2; c++) {
+    relayCollective_t coll = c ? relayCollectiveReduce : relayCollectiveBroadcast;
+    planKey k = planKeyInit(coll, NRANKS, 1, 3, ranks, &count, relayFloat32);
+    k.op = relaySum, k.route = relayRouteOneShot, k.depth = 1, k.root = 2;
+    relayPlan* p = NULL;
+    T_OK(relayPlanBuild(&k, &p));
+    T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s: sound plan refused: %s", relayCollName(coll), err);
+    planOp* o = NULL;
+    for (uint32_t i = 0; i < p->nOps; i++)
+      if (p->ops[i].kind == PLAN_OP_ONESHOT && p->ops[i].root >= 0) o = &p->ops[i];
+    T_CHECK(o && p->nOps == 3, "%s: %u ops, want 3 rooted one-shots", relayCollName(coll), p->nOps);
+    o->root = 1;
+    T_CHECK(relayPlanCheck(p, err, sizeof err) != 0, "%s: another root accepted", relayCollName(coll));
+    o->root = -1;
+    T_CHECK(relayPlanCheck(p, err, sizeof err) != 0, "%s: an unrooted op accepted", relayCollName(coll));
+    o->root = 2;
+    o->gather = (uint8_t)!o->gather;
+    T_CHECK(relayPlanCheck(p, err, sizeof err) != 0, "%s: gather flipped accepted", relayCollName(coll));
+    o->gather = (uint8_t)!o->gather;
+    T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s: restored plan refused: %s", relayCollName(coll),
+            err);
+    relayPlanFree(p);
+  }
+  printf("checker: ok\n");
+  return 0;
+}
+
 static const tCase kCases[] = {
+    {.name = "checker", .fn = caseChecker, .timeoutS = 60},
     {.name = "ref", .fn = caseRef, .timeoutS = 600},
     {.name = "route", .fn = caseRoute, .timeoutS = 60},
 };

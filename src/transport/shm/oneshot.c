@@ -344,7 +344,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     if (push)
       memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r),
              (const char*)d->src + (size_t)i * d->srcStride * es, push);
-    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)push,
+    /* The call's byte count, also with an empty push: both ends of a rooted pair see a count that differs */
+    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes,
                           memory_order_relaxed);
     relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
                       &osInfo(s->reg.base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v,
@@ -360,7 +361,6 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     }
     if (!osPairs(d, me, i)) continue;
     int p = d->ranks[i];
-    size_t want = osPushBytes(d, i, me, bytes);
     res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
     uint32_t got = atomic_load_explicit(&osBytes(mine, n, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
@@ -368,11 +368,11 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
       res = relayShmCheckMark(comm, &osInfo(mine, n, OS_INFO_CALL, (int)(ep[i] & 1), p)->v,
                               &osInfo(mine, n, OS_INFO_MARK, (int)(ep[i] & 1), p)->v,
                               &osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, p, "one-shot");
-    if (res == relaySuccess && got != (uint32_t)want)
+    if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
                           "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between "
                           "ranks)",
-                          p, got, want);
+                          p, got, bytes);
   }
   if (res != relaySuccess) {
     /* Peers still waiting for this rank's push or acknowledgement end their
