@@ -21,6 +21,7 @@
 #include "comm/common.h"
 #include "core/core.h"
 #include "harness.h"
+#include "plan/plan.h"
 
 #define NRANKS 8
 #define POISON TC_POISON
@@ -34,13 +35,16 @@ static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
 
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;
-  relayComm_t comms[3];
-  for (int r = 0; r < 3; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
+  int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
+  /* Broadcast and reduce also force the one-shot (its rooted form; the layout collectives' one-shot has
+   * its own cases, test_oneshot.c). */
+  int nRoutes = rooted ? 4 : 3;
+  relayComm_t comms[4];
+  for (int r = 0; r < nRoutes; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   relayDataType_t dtypesAll[] = {relayInt8,   relayUint8,   relayInt32,   relayUint32,  relayInt64,
                                  relayUint64, relayFloat16, relayFloat32, relayFloat64, relayBfloat16};
   relayRedOp_t opsAll[] = {relaySum, relayProd, relayMax, relayMin, relayAvg};
-  int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
   /* Broadcast and reduce: A = 2..8 (3 fused as 2 groups of 3, 8 independent only), the root moving. */
   const int asLayout[] = {2, 4}, asRooted[] = {2, 3, 4, 8};
   const int* As = rooted ? asRooted : asLayout;
@@ -70,7 +74,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
             for (int g = 0; g < G; g++) counts[g] = countsList[ci] + (size_t)(g % 2) * (ci ? 3 : 0);
             for (int inPlace = 0; inPlace < 2; inPlace++) {
               if (inPlace && sa->coll == relayCollectiveAllToAll) continue;
-              for (int r = 0; r < 3; r++) {
+              for (int r = 0; r < nRoutes; r++) {
                 if (ci == 4 && r == 2) continue; /* auto == one of the other two */
                 char tag[200];
                 int root = rooted ? (int)(ci + (size_t)di + (size_t)oi) % A : 0;
@@ -80,6 +84,19 @@ static int sweepRank(int rank, int nranks, void* arg) {
                 wrong += tc_one_call_root(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, root,
                                           inPlace, tag);
                 nCalls++;
+                /* A forced relay or one-shot serves broadcast and reduce wherever its builder can (relay:
+                 * a helper; one-shot: one group within the default gate): the route taken proves it. */
+                if (rooted && r % 2 && countsList[ci]) {
+                  int want = r == 1
+                                 ? (A < NRANKS ? relayRouteRelay : relayRouteDirect)
+                                 : (G == 1 && counts[0] * relayTypeSize(dt) <= RELAY_ONESHOT_DEFAULT_MAX_BYTES
+                                        ? relayRouteOneShot
+                                        : relayRouteDirect);
+                  int got = -1, depth = 0;
+                  relayCommLastRoute(comms[r], &got, &depth);
+                  T_CHECK(got == want, "%s: took route %s, want %s", tag, relayRouteName(got),
+                          relayRouteName(want));
+                }
               }
             }
           }
@@ -87,7 +104,7 @@ static int sweepRank(int rank, int nranks, void* arg) {
       }
     }
   }
-  for (int r = 0; r < 3; r++) T_OK(relayCommDestroy(comms[r]));
+  for (int r = 0; r < nRoutes; r++) T_OK(relayCommDestroy(comms[r]));
   if (rank == 0) printf("%s: %d calls per rank\n", relayCollName(sa->coll), nCalls);
   return wrong ? 1 : 0;
 }
@@ -314,39 +331,66 @@ static void* killer(void* arg) {
   return NULL;
 }
 
+/* A killed-rank case: the collective, and for broadcast and reduce on a route of their own a group of 4
+ * with rank 5 in it and helpers beside it (A 0: the whole comm, 2^20 floats, the comm's route). */
+typedef struct {
+  relayCollective_t coll;
+  int A;
+  size_t count;
+  relayRoute_t route;
+} killedArg;
+
 static int killedRank(int rank, int nranks, void* arg) {
-  relayCollective_t coll = arg ? *(const relayCollective_t*)arg : relayCollectiveAllToAll;
+  const killedArg* ka = arg;
+  relayCollective_t coll = ka ? ka->coll : relayCollectiveAllToAll;
   relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
   cfg.timeoutMs = 8000;
+  if (ka && ka->A) cfg.route = ka->route;
   relayComm_t comm = t_comm(rank, nranks, &cfg);
-  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  int ranks[8] = {0, 1, 2, 3, 4, 5, 6, 7}, four[4] = {2, 5, 0, 7};
   relayLayout_t L = {1, 8, ranks};
   size_t counts[1] = {1u << 20};
+  if (ka && ka->A) {
+    L = (relayLayout_t){1, ka->A, four};
+    counts[0] = ka->count;
+  }
   float* s = calloc(8u << 20, sizeof(float));
   float* r = calloc(8u << 20, sizeof(float));
   T_CHECK(s && r, "oom");
+  /* One call before the killer starts: the route's setup (the one-shot's region: tens of ms for 8 ranks) is
+   * done, so the rank dies inside the route's data path, not in its setup's vote. */
+  if (ka && ka->A) T_OK(tc_run_root(coll, s, r, counts, relayFloat32, relaySum, 2, &L, comm));
   T_OK(relayCommBarrier(comm));
   pthread_t th;
   if (rank == 5) pthread_create(&th, NULL, killer, NULL);
   uint64_t t0 = relayNowNs();
   relayResult_t res = relaySuccess;
-  for (int i = 0; i < 1000 && res == relaySuccess; i++)
+  /* 1000 calls of 4 MiB, or small calls until the kill (30 ms in) shows, within 15 s */
+  int ran = -1, depth = 0, done = 0; /* the route of the last call that succeeded */
+  for (int i = 0; (ka && ka->A ? relayNowNs() - t0 < 15000000000ull : i < 1000) && res == relaySuccess; i++) {
     res = coll == relayCollectiveAllToAll
               ? relayAllToAll(s, r, counts, relayFloat32, &L, comm, NULL)
               : tc_run_root(coll, s, r, counts, relayFloat32, relaySum, 2, &L, comm);
+    if (res == relaySuccess) relayCommLastRoute(comm, &ran, &depth), done++;
+  }
   double sec = (double)(relayNowNs() - t0) / 1e9;
   T_CHECK(rank != 5, "rank 5 outlived its killer");
   T_CHECK(res == relayRemoteError || res == relayTimeout, "rank %d: got %s after a peer died", rank,
           relayGetErrorString(res));
+  /* the route under test ran before the kill (a call done: the region's setup may outlast the 30 ms) */
+  if (ka && ka->A && done)
+    T_CHECK(ran == (int)ka->route, "rank %d: %d calls on route %s, want %s", rank, done, relayRouteName(ran),
+            relayRouteName(ka->route));
   T_CHECK(sec < 20.0, "rank %d: took %.1f s to notice", rank, sec);
-  printf("rank %d: %s after %.2f s: %s\n", rank, relayGetErrorString(res), sec, relayGetLastError(comm));
+  printf("rank %d: %s after %.2f s and %d calls on route %s: %s\n", rank, relayGetErrorString(res), sec, done,
+         relayRouteName(ran), relayGetLastError(comm));
   relayCommDestroy(comm);
   return 0;
 }
 
-static int runKilledColl(const relayCollective_t* coll) {
+static int runKilledColl(const killedArg* ka) {
   int codes[NRANKS];
-  t_launch(NRANKS, killedRank, (void*)coll, 60, 30000, codes);
+  t_launch(NRANKS, killedRank, (void*)ka, 60, 30000, codes);
   for (int r = 0; r < NRANKS; r++) {
     if (r == 5) T_CHECK(codes[r] == -SIGKILL, "rank 5 exit %d, want -SIGKILL", codes[r]);
     else T_CHECK(codes[r] == 0, "survivor rank %d exit code %d", r, codes[r]);
@@ -357,12 +401,25 @@ static int runKilledColl(const relayCollective_t* coll) {
 static int runKilled(void) { return runKilledColl(NULL); }
 /* Rank 5 dies while rank 2 broadcasts to it (and reduces from it) in 8-rank calls. */
 static int runKilledBroadcast(void) {
-  static const relayCollective_t c = relayCollectiveBroadcast;
-  return runKilledColl(&c);
+  static const killedArg a = {relayCollectiveBroadcast, 0, 0, relayRouteAuto};
+  return runKilledColl(&a);
 }
 static int runKilledReduce(void) {
-  static const relayCollective_t c = relayCollectiveReduce;
-  return runKilledColl(&c);
+  static const killedArg a = {relayCollectiveReduce, 0, 0, relayRouteAuto};
+  return runKilledColl(&a);
+}
+/* Rank 5 dies inside the relay (A = 4: reduce-scatter then gather) and the rooted one-shot. */
+static int runKilledReduceRelay(void) {
+  static const killedArg a = {relayCollectiveReduce, 4, 1u << 18, relayRouteRelay};
+  return runKilledColl(&a);
+}
+static int runKilledReduceOneShot(void) {
+  static const killedArg a = {relayCollectiveReduce, 4, 1024, relayRouteOneShot};
+  return runKilledColl(&a);
+}
+static int runKilledBroadcastOneShot(void) {
+  static const killedArg a = {relayCollectiveBroadcast, 4, 1024, relayRouteOneShot};
+  return runKilledColl(&a);
 }
 
 /* Every collective, A = 2 and 4, independent and fused, odd counts up to 2^20+3, in and out of place;
@@ -412,6 +469,9 @@ static const tCase kCases[] = {
     {.name = "killed", .fn = runKilled, .timeoutS = 600},
     {.name = "killed-broadcast", .fn = runKilledBroadcast, .timeoutS = 600},
     {.name = "killed-reduce", .fn = runKilledReduce, .timeoutS = 600},
+    {.name = "killed-reduce-relay", .fn = runKilledReduceRelay, .timeoutS = 600},
+    {.name = "killed-reduce-oneshot", .fn = runKilledReduceOneShot, .timeoutS = 600},
+    {.name = "killed-broadcast-oneshot", .fn = runKilledBroadcastOneShot, .timeoutS = 600},
     {.name = "badinput-rooted",
      .rank = badRootedRank,
      .arg = &(int){1},
@@ -429,6 +489,10 @@ static const tCase kCases[] = {
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),
     SWEEP_DEPTH8("depth8-allreduce", relayCollectiveAllReduce, "depth_colls_depth8_allreduce"),
     SWEEP_DEPTH8("depth8-alltoall", relayCollectiveAllToAll, "depth_colls_depth8_alltoall"),
+    /* A = 2 broadcast and reduce pipeline (the relay copy and its mirror); A > 2 keeps two and three steps.
+     */
+    SWEEP_DEPTH8("depth8-broadcast", relayCollectiveBroadcast, "depth_colls_depth8_broadcast"),
+    SWEEP_DEPTH8("depth8-reduce", relayCollectiveReduce, "depth_colls_depth8_reduce"),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "colls", kCases, T_NCASES(kCases)); }

@@ -576,7 +576,11 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayCollect
   int route = o->route, depth = o->depth ? o->depth : 1;
   if (route == relayRouteAuto) {
     int d;
-    relayRouteChoose(&k, topo, RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW, &route, &d);
+    /* The transport's capabilities: the CPU model is shm's, whose one-shot has the rooted form (broadcast,
+     * reduce); the GPU kernel's has not yet. */
+    unsigned caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW;
+    if (!strcmp(topo->name, "cpu")) caps |= RELAY_TP_CAP_ONESHOT_ROOTED;
+    relayRouteChoose(&k, topo, (int)caps, &route, &d);
     if (!o->depth) depth = d;
   }
   relayBaselineResult br;

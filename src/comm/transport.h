@@ -74,7 +74,13 @@ typedef struct {
   relayDataType_t dtype;
   relayRedOp_t op;
   int divisor;
-  int gather;                      /* 1: contributions side by side in dst, no reduce */
+  int gather; /* 1: contributions side by side in dst, no reduce */
+  /* A rooted call's root (an active index; -1: none): only the root pushes, its block alone placed at
+   * dst (gather: a broadcast), or only the peers push, to the root, which reduces all A (a reduce; a
+   * peer's dst is not written). Pairs without the root move nothing; a root's pair hand-shakes both
+   * ways, the way without data as an empty push, so the pair's epochs stay in step. The transports
+   * with RELAY_TP_CAP_ONESHOT_ROOTED serve it. */
+  int root;
   int nActive, me;                 /* me: this rank's active index */
   int ranks[RELAY_TP_ONESHOT_MAX]; /* comm rank of each active index */
 } relayOneShotDesc;
@@ -126,6 +132,9 @@ enum {
    * wait judges a peer that waits in the same call with another shape; its agree is host memory, cheap
    * enough that rooted calls (scatter, gather) take the call's agreement in check mode 0 too. */
   RELAY_TP_CAP_SHAPES = 8,
+  /* The one-shot's rooted form (relayOneShotDesc.root: broadcast and reduce), beside RELAY_TP_CAP_ONESHOT:
+   * shm's; the GPU kernel (nccl/oneshot.cu) has no rooted form yet, so the router does not price it there. */
+  RELAY_TP_CAP_ONESHOT_ROOTED = 16,
 };
 
 typedef struct relayTransportOps {

@@ -105,5 +105,6 @@ int relayNodesRoute(const struct relayComm* c, int route) {
 }
 
 int relayNodesCaps(const struct relayComm* c, int caps) {
-  return c->nNodes > 1 ? caps & ~(RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW) : caps;
+  return c->nNodes > 1 ? caps & ~(RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW)
+                       : caps;
 }

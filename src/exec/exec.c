@@ -25,7 +25,9 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
                                  const execBufs* b, const relayExecCall* call) {
   relayStream_t stream = call->stream;
   int bw = o->kind == PLAN_OP_BW;
-  if (!(comm->tp->caps & (bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT)) || p->nActive > RELAY_TP_ONESHOT_MAX)
+  unsigned need =
+      bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT | (o->root >= 0 ? RELAY_TP_CAP_ONESHOT_ROOTED : 0);
+  if ((comm->tp->caps & need) != need || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "the %s transport has no %s op", comm->tp->name,
                          bw ? "bandwidth" : "one-shot");
   relayBwDesc w;
@@ -36,6 +38,7 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d->count = o->count;
   d->srcStride = o->srcStride;
   d->gather = o->gather;
+  d->root = o->root;
   d->dtype = p->dtype;
   d->op = p->op;
   d->divisor = o->divisor;

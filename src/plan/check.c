@@ -56,7 +56,7 @@ static const char* bufName(int buf) {
  * all-to-all) fills A blocks of count. */
 static uint64_t opWritten(const relayPlan* p, const planOp* o) {
   if (o->kind == PLAN_OP_SUBCOLL) return planSubCollOut(&p->subs[o->group]);
-  int gather = planOpIsCollective(o->kind) && o->gather;
+  int gather = planOpIsCollective(o->kind) && o->gather && o->root < 0;
   return gather ? (uint64_t)p->nActive * o->count : o->count;
 }
 
@@ -104,8 +104,11 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
        (o->form == PLAN_BW_TWOSHOT && p->coll != relayCollectiveAllReduce)))
     return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s,
                 o->tile, o->ring, o->form, relayCollName(p->coll));
-  if (!relayCollIsLayout(p->coll))
-    return fail(err, errlen, "rank %d step %d: one-shot in a %s plan", r, s, relayCollName(p->coll));
+  int rooted = relayCollRooted(p->coll);
+  if (!relayCollOnLayout(p->coll) || o->root != (rooted ? p->root : -1) ||
+      (rooted && o->kind != PLAN_OP_ONESHOT) || (rooted && o->gather != !relayCollReduces(p->coll)))
+    return fail(err, errlen, "rank %d step %d: one-shot of root %d, gather %d in a %s plan of root %d", r, s,
+                o->root, o->gather, relayCollName(p->coll), p->root);
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)
     return fail(err, errlen, "rank %d step %d: one-shot of group %d, rank not active in it", r, s, o->group);
   if (o->nsrc != 1 || o->lane != 0 || p->srcs[o->srcBase].buf != PLAN_BUF_SEND || o->dst.buf != PLAN_BUF_RECV)
@@ -114,8 +117,14 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
   if (o->srcStride > (UINT64_MAX - o->count) / (uint64_t)A)
     return fail(err, errlen, "rank %d step %d: one-shot stride %llu overflows", r, s,
                 (unsigned long long)o->srcStride);
-  uint64_t in = (uint64_t)(A - 1) * o->srcStride + o->count;
-  if (checkRef(p, r, s, o->dst, opWritten(p, o), 1, "one-shot destination", err, errlen) ||
+  uint64_t in = (uint64_t)(A - 1) * o->srcStride + o->count, out = opWritten(p, o);
+  /* A rooted call's roles (planLayoutRank): a broadcast reads SEND on the root only, a reduce writes RECV
+   * on the root only. */
+  if (rooted && p->rank[r].activeIndex != o->root) {
+    if (o->gather) in = 0;
+    else out = 0;
+  }
+  if (checkRef(p, r, s, o->dst, out, 1, "one-shot destination", err, errlen) ||
       checkRef(p, r, s, p->srcs[o->srcBase], in, 0, "one-shot source", err, errlen))
     return 1;
   for (int i = 0; i < A; i++) {

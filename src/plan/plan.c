@@ -326,7 +326,9 @@ static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int
   planOp* op = &b->items[b->nItems - 1].op;
   op->group = group;
   op->srcStride = relayCollSendsBlocks(b->key.coll) ? count : 0;
-  op->gather = (uint8_t)relayCollGathers(b->key.coll);
+  /* broadcast places (as a gather of the root's block alone), reduce reduces */
+  op->gather = (uint8_t)(relayCollGathers(b->key.coll) || b->key.coll == relayCollectiveBroadcast);
+  op->root = (int8_t)(relayCollRooted(b->key.coll) ? b->key.root : -1);
   return op;
 }
 

@@ -173,6 +173,11 @@ typedef struct {
    * instead of reducing. */
   uint64_t srcStride;
   uint8_t gather;
+  /* PLAN_OP_ONESHOT of a rooted call (broadcast, reduce: the key's root position), else -1: only the
+   * root's contribution moves, to every peer (gather set: broadcast, placed at dst), or only the
+   * peers', to the root (a reduce, in active-index order into the root's dst; a peer's dst is not
+   * written). */
+  int8_t root;
   uint32_t tile; /* PLAN_OP_BW: elements per tile (0 otherwise) */
   uint16_t ring; /* PLAN_OP_BW: staging slots per source */
   uint8_t form;  /* PLAN_OP_BW: PLAN_BW_* */

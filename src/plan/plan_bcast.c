@@ -117,3 +117,89 @@ relayResult_t planBuildBroadcastRelay(planBuilder* b) {
   free(inGroup);
   return relaySuccess;
 }
+
+/*
+ * Reduce at A > 2, the relay route: the relay's reduce-scatter of each group's first A*q elements (q = m/A:
+ * a slice per active; planBuildRelay's reduce-at-helper, spliced as it builds it, helpers and all), then
+ * in one more step a gather of the reduced slices to the root, and beside it the last m - A*q elements
+ * (fewer than A) straight to the root, reduced there in active-index order. Every element is reduced
+ * once, in the relay reduce-scatter's order (a helper folds the A-1 foreign inputs in active order, the
+ * owner adds its own): the relay reduce-scatter's rounding, exact where the sums are (the tests' integer
+ * inputs), not the direct route's bits in general. A = 2 (plan_relay.c) keeps active order exactly.
+ *
+ * Links: the reduce-scatter's m/4 (A + H = 8, two-group form) for its slices, then the gather's q = m/A
+ * into the root on each of A-1 links at once, against direct's m into the root over each of A-1 links:
+ * whether the extra step pays is the simulator's answer. Slot use: 0 and 1 the reduce-scatter's
+ * (SLOT_OWN, SLOT_HELP), 2 a non-root's reduced slice, 3 the root's tail inputs.
+ */
+enum { RED_SLOT_SLICE = 2, RED_SLOT_TAIL = 3 };
+
+relayResult_t planBuildReduceRelay(planBuilder* b) {
+  const planKey* k = planBuilderKey(b);
+  int n = k->nranks, A = k->nActive, R = k->root, G = k->nGroups;
+  if (k->coll != relayCollectiveReduce || A < 3 || A > PLAN_MAX_SRCS || R < 0 || R >= A || n - A < 1)
+    return relayNotSupported;
+  size_t* q = malloc((size_t)G * sizeof *q);
+  int* map = malloc((size_t)n * sizeof *map);
+  planRef* sendRef = malloc((size_t)n * sizeof *sendRef);
+  planRef* recvRef = malloc((size_t)n * sizeof *recvRef);
+  relayResult_t res = q && map && sendRef && recvRef ? relaySuccess : relaySystemError;
+  int any = 0;
+  for (int g = 0; g < G && res == relaySuccess; g++) any |= (q[g] = k->counts[g] / (uint64_t)A) != 0;
+  relayPlan* rs = NULL;
+  if (res == relaySuccess && any) {
+    planKey rk = *k;
+    rk.coll = relayCollectiveReduceScatter;
+    rk.counts = q;
+    rk.root = 0;
+    rk.depth = 1;
+    planBuilder* sb = planBuilderNew(&rk);
+    res = sb ? planBuildRelay(sb) : relaySystemError;
+    if (res == relaySuccess && !(rs = planBuilderFinish(sb))) res = relaySystemError;
+    planBuilderFree(sb);
+  }
+  if (res == relaySuccess) {
+    planSetDepth(b, 1);
+    for (int r = 0; r < n; r++) {
+      map[r] = r;
+      sendRef[r] = planSendRef(0);
+      recvRef[r] = planScratchRef(RED_SLOT_SLICE, 0); /* helpers: never named */
+    }
+    for (int g = 0; g < G; g++)
+      for (int i = 0; i < A; i++)
+        recvRef[planActiveRank(k, g, i)] =
+            i == R ? planRecvRef((uint64_t)R * q[g]) : planScratchRef(RED_SLOT_SLICE, 0);
+    int nRs = rs ? rs->nSteps : 0;
+    for (int s = 0; s < nRs; s++) planAddStep(b);
+    if (rs) planSplice(b, rs, map, 0, sendRef, recvRef);
+    int s = planAddStep(b);
+    for (int g = 0; g < G; g++) {
+      uint64_t m = k->counts[g], tail = m - (uint64_t)A * q[g];
+      int root = planActiveRank(k, g, R);
+      planRef srcs[PLAN_MAX_SRCS];
+      for (int i = 0; i < A; i++) {
+        int peer = planActiveRank(k, g, i);
+        if (i == R) {
+          srcs[i] = planSendRef(m - tail);
+          continue;
+        }
+        planNeedScratch(b, peer, RED_SLOT_SLICE, q[g]);
+        planSend(b, peer, s, root, planScratchRef(RED_SLOT_SLICE, 0), q[g]);
+        planRecv(b, root, s, peer, planRecvRef((uint64_t)i * q[g]), q[g]);
+        srcs[i] = planScratchRef(RED_SLOT_TAIL, (uint64_t)planPeerSlot(i, R) * tail);
+        planSend(b, peer, s, root, planSendRef(m - tail), tail);
+        planRecv(b, root, s, peer, srcs[i], tail);
+      }
+      if (tail) {
+        planNeedScratch(b, root, RED_SLOT_TAIL, (uint64_t)(A - 1) * tail);
+        planReduce(b, root, s, planRecvRef(m - tail), srcs, A, tail, k->op == relayAvg ? A : 0);
+      }
+    }
+  }
+  relayPlanFree(rs);
+  free(q);
+  free(map);
+  free(sendRef);
+  free(recvRef);
+  return res;
+}

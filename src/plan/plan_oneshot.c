@@ -6,7 +6,10 @@
  * whole fused call on the seed's MI350X: the launch is the cost there).
  *
  * Served: all-reduce and reduce-scatter, and (no reduce: the contributions
- * land side by side) all-gather and all-to-all; nGroups == 1, 2 <= A <= 8,
+ * land side by side) all-gather and all-to-all; broadcast (the root pushes
+ * into every peer's staging, each places it) and reduce (every peer pushes
+ * into the root's staging, the root reduces in active-index order: the
+ * direct route's bits), rooted ops (planOp.root); nGroups == 1, 2 <= A <= 8,
  * and the bytes one source stages per destination (count * elemSize for
  * every collective) within the slot gate. Anything else answers relayNotSupported
  * and core falls back to direct on every rank alike (the answer depends only
@@ -31,7 +34,7 @@ uint64_t planOneShotGate(const planKey* k) {
 }
 
 int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
-  if (k->nGroups != 1 || !relayCollIsLayout(k->coll)) return 0;
+  if (k->nGroups != 1 || !relayCollOnLayout(k->coll)) return 0;
   uint64_t bytes =
       k->counts[0] * relayTypeSize(k->dtype) * (relayCollSendsBlocks(k->coll) ? (uint64_t)k->nActive : 1);
   return gateBytes > 0 && bytes <= gateBytes; /* per-rank input */
@@ -39,7 +42,9 @@ int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
 
 relayResult_t planBuildOneShot(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if (!relayCollIsLayout(k->coll)) return relayNotSupported; /* rooted: no one-shot */
+  /* Rooted by comm rank (scatter, gather): no one-shot; rooted by position (broadcast, reduce): one */
+  if (!relayCollOnLayout(k->coll) || (relayCollRooted(k->coll) && (k->root < 0 || k->root >= k->nActive)))
+    return relayNotSupported;
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   uint64_t c = k->counts[0];
   /* The gate is the caller's (core: the comm's; relayOneShotFits); this is

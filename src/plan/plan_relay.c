@@ -47,6 +47,14 @@
  *                                       helper, pipelined)
  *   broadcast       >= 3  >= 1          scatter to every rank, then every rank
  *                                       forwards (plan_bcast.c; two steps)
+ *   reduce          2     >= 1          as reduce-scatter to the root only: the
+ *                                       non-root's buffer split between the
+ *                                       direct link and one share per helper,
+ *                                       each helper forwarding its share to the
+ *                                       root, which reduces (pipelined)
+ *   reduce          >= 3  >= 1          this route's reduce-scatter, then a
+ *                                       gather of the slices to the root
+ *                                       (plan_bcast.c; three steps)
  *   all-to-all      4     >= 4          Latin relay: helper = src XOR p[dst],
  *                                       p = {0,2,3,1}, 3 tasks per helper
  *   all-to-all      odd   >= A          Latin relay: helper = (src+dst) mod A,
@@ -164,7 +172,8 @@ static pipeForm formOf(const planKey* k) {
   pipeForm f = {H, 1, 1, 1, 0};              /* 2-active all-reduce and all-to-all */
   if (k->coll == relayCollectiveAllGather) { /* u up; then A-1 slices down per helper link */
     f.dMid = f.dLast = A - 1;
-  } else if (k->coll == relayCollectiveReduceScatter) { /* A-1 slices up; then one reduced down */
+  } else if (k->coll == relayCollectiveReduceScatter || k->coll == relayCollectiveReduce) {
+    /* A-1 slices up; then one reduced down (reduce: A = 2 only, the root's block) */
     f.dFirst = f.dMid = A - 1;
     f.stageMajor = A == 2; /* the owner reduces each step's arrivals as they land */
   } else if (k->coll == relayCollectiveAllToAll && A > 2) { /* Latin: one tile per task */
@@ -176,7 +185,8 @@ static pipeForm formOf(const planKey* k) {
 
 int planRelayPipeShape(const planKey* k, relayPipeShape* out) {
   if (relaySupported(k) != relaySuccess || k->nGroups != 1) return -1;
-  if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return -1; /* two steps, no pipeline */
+  /* A > 2 broadcast and reduce: two and three steps, no pipeline (plan_bcast.c) */
+  if (relayCollRooted(k->coll) && k->nActive > 2) return -1;
   int A = k->nActive, H = k->nranks - A;
   relayPipeShape s = {0, 0, 0, 0, 0};
   if (k->coll == relayCollectiveAllReduce && A > 2) {
@@ -338,6 +348,7 @@ static void ownBlock(const grp* c, int step, int rank, planRef dst, planRef src,
 static uint64_t helperSlots(const grp* c, int h) {
   uint64_t A = (uint64_t)c->A;
   if (c->k->coll == relayCollectiveReduceScatter) return A * (A - 1); /* A-1 inputs per owner */
+  if (c->k->coll == relayCollectiveReduce) return A - 1;              /* one owner: the root */
   if (c->k->coll == relayCollectiveAllToAll && c->A > 2) return (uint64_t)c->lt->tasks[h];
   return A; /* one per source */
 }
@@ -467,8 +478,10 @@ static void buildLatin(const grp* c) {
   }
 }
 
-/* -- reduce-at-helper: reduce-scatter, any A --
- * Helper h owns the relay pieces h of every block. For owner j its staging
+/* -- reduce-at-helper: reduce-scatter, any A; reduce, A = 2 --
+ * Helper h owns the relay pieces h of every block. A reduce has one owner,
+ * the root, and one block per source, the whole SEND (rsOwns, rsBlock): the
+ * mirror of the relay copy. For owner j its staging
  * holds the A-1 foreign contributions as tasks j*(A-1) + peerSlot; it
  * reduces them into the first (sources in active order) and returns one
  * tile. The owner's slot 0 holds peer slot 0 as a full mirror of the block
@@ -481,8 +494,20 @@ static planRef rsPeer(const grp* c, int peerSlot, uint64_t off) {
   return planScratchRef(SLOT_OWN, c->m + (uint64_t)(peerSlot - 1) * direct + (off - c->geo.relayLen));
 }
 
+static int rsOwns(const grp* c, int j) { return c->k->coll != relayCollectiveReduce || j == c->k->root; }
+
+/* Where owner j's block starts in a source's SEND. */
+static uint64_t rsBlock(const grp* c, int j) {
+  return c->k->coll == relayCollectiveReduce ? 0 : (uint64_t)j * c->m;
+}
+
+/* Owner j's first task at a helper (its A-1 inputs follow): the owner's index among the owners, times A-1. */
+static uint64_t rsOwnerTask(const grp* c, int j) {
+  return (c->k->coll == relayCollectiveReduce ? 0 : (uint64_t)j) * (uint64_t)(c->A - 1);
+}
+
 static uint64_t rsTask(const grp* c, int i, int j) {
-  return (uint64_t)j * (uint64_t)(c->A - 1) + (uint64_t)planPeerSlot(i, j);
+  return rsOwnerTask(c, j) + (uint64_t)planPeerSlot(i, j);
 }
 
 static void rsScatter(const grp* c, int t) {
@@ -491,7 +516,8 @@ static void rsScatter(const grp* c, int t) {
       int h = (i + k) % c->H;
       for (int kj = 1; kj < c->A; kj++) {
         int j = (i + kj) % c->A;
-        xfer(c, t, c->act[i], planSendRef((uint64_t)j * c->m + relayOff(&c->geo, t, h)), helperRank(c, h),
+        if (!rsOwns(c, j)) continue;
+        xfer(c, t, c->act[i], planSendRef(rsBlock(c, j) + relayOff(&c->geo, t, h)), helperRank(c, h),
              stageRef(c, h, t, rsTask(c, i, j)), c->tile);
       }
     }
@@ -514,7 +540,8 @@ static void rsReturn(const grp* c, int t) {
   for (int h = 0; h < c->H; h++)
     for (int k = 0; k < c->A; k++) {
       int j = (h + k) % c->A;
-      xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, (uint64_t)j * (uint64_t)(c->A - 1)), c->act[j],
+      if (!rsOwns(c, j)) continue;
+      xfer(c, t + 1, helperRank(c, h), stageRef(c, h, t, rsOwnerTask(c, j)), c->act[j],
            rsPeer(c, 0, relayOff(&c->geo, t, h)), c->tile);
     }
 }
@@ -524,7 +551,8 @@ static void rsDirect(const grp* c, int k) {
   for (int i = 0; i < c->A; i++)
     for (int kj = 1; kj < c->A; kj++) {
       int j = (i + kj) % c->A;
-      xferSplit(c, k, c->act[i], planSendRef((uint64_t)j * c->m + off), c->act[j],
+      if (!rsOwns(c, j)) continue;
+      xferSplit(c, k, c->act[i], planSendRef(rsBlock(c, j) + off), c->act[j],
                 rsPeer(c, planPeerSlot(i, j), off), len, directPieces(c, k));
     }
 }
@@ -532,7 +560,7 @@ static void rsDirect(const grp* c, int k) {
 /* Owner j's reduce of [off, off+n) of its block over (own, mirror), in
  * active order, into its output. */
 static void rsReduce2(const grp* c, int j, int step, uint64_t off, uint64_t n) {
-  planRef own = planSendRef((uint64_t)j * c->m + off), part = planScratchRef(SLOT_OWN, off);
+  planRef own = planSendRef(rsBlock(c, j) + off), part = planScratchRef(SLOT_OWN, off);
   planRef two[2] = {j == 0 ? own : part, j == 0 ? part : own};
   planReduce(c->b, c->act[j], step, planRecvRef(off), two, 2, n, c->divisor);
 }
@@ -549,6 +577,7 @@ static void rsOwnerReduce(const grp* c) {
   const pipeGeom* g = &c->geo;
   for (int j = 0; j < A; j++) {
     int me = c->act[j];
+    if (!rsOwns(c, j)) continue;
     planNeedScratch(c->b, me, SLOT_OWN, c->m + (uint64_t)(A - 2) * (c->m - g->relayLen));
     if (A == 2 && T == 1) {
       rsReduce2(c, j, T, 0, c->m);
@@ -716,10 +745,10 @@ static relayResult_t relaySupported(const planKey* k) {
   if (!relayCollOnLayout(k->coll)) return relayInvalidArgument;
   /* no helper, nothing to relay through: direct is the whole answer */
   if (A < 2 || A > PLAN_MAX_SRCS || H < 1 || k->nGroups < 1) return relayNotSupported;
-  /* Rooted on a layout: broadcast (A = 2: the relay copy, the fan-out below; A > 2: scatter to every rank,
-   * then every rank forwards, plan_bcast.c); reduce has no relay shape yet and runs direct. */
-  if (relayCollRooted(k->coll) && (k->coll != relayCollectiveBroadcast || k->root < 0 || k->root >= A))
-    return relayNotSupported;
+  /* Rooted on a layout (a root position): broadcast (A = 2: the relay copy, the fan-out below; A > 2:
+   * scatter to every rank, then every rank forwards) and reduce (A = 2: reduce-at-helper to the root;
+   * A > 2: reduce-scatter, then gather to the root; plan_bcast.c). */
+  if (relayCollRooted(k->coll) && (k->root < 0 || k->root >= A)) return relayNotSupported;
   if (k->coll == relayCollectiveAllToAll && A > 2 && latinHelper(A, H, 0, 1) < 0) return relayNotSupported;
   return relaySuccess;
 }
@@ -729,6 +758,7 @@ relayResult_t planBuildRelay(planBuilder* b) {
   relayResult_t res = relaySupported(k);
   if (res != relaySuccess) return res;
   if (k->coll == relayCollectiveBroadcast && k->nActive > 2) return planBuildBroadcastRelay(b);
+  if (k->coll == relayCollectiveReduce && k->nActive > 2) return planBuildReduceRelay(b);
   int n = k->nranks, A = k->nActive, H = n - A, T = pipeDepth(k);
   int* help = malloc((size_t)H * sizeof *help);
   uint64_t* total = calloc((size_t)n, sizeof *total); /* staging used so far per rank */
@@ -780,7 +810,8 @@ relayResult_t planBuildRelay(planBuilder* b) {
     switch (k->coll) {
       case relayCollectiveAllGather:
       case relayCollectiveBroadcast: buildFanout(&c); break;
-      case relayCollectiveReduceScatter: buildReduceAtHelper(&c); break;
+      case relayCollectiveReduceScatter:
+      case relayCollectiveReduce: buildReduceAtHelper(&c); break;
       case relayCollectiveAllReduce: buildAllReduce(&c); break;
       default:
         if (A == 2) buildFanout(&c);

@@ -18,7 +18,10 @@ relayResult_t planBuildScatter(planBuilder* b); /* scatter and gather (rooted) *
 relayResult_t planBuildBroadcastDirect(planBuilder* b);
 /* Broadcast at A > 2 on the relay route: scatter to every rank, then every rank forwards (plan_bcast.c). */
 relayResult_t planBuildBroadcastRelay(planBuilder* b);
-/* One PLAN_OP_ONESHOT step: all-reduce and reduce-scatter, nGroups == 1, the
+/* Reduce at A > 2 on the relay route: the relay's reduce-scatter, then a gather to the root (plan_bcast.c).
+ */
+relayResult_t planBuildReduceRelay(planBuilder* b);
+/* One PLAN_OP_ONESHOT step: the layout collectives, broadcast and reduce (a rooted op), nGroups == 1, the
  * largest per-rank staging slot within RELAY_ONESHOT_MAX_BYTES (plan_oneshot.c). */
 relayResult_t planBuildOneShot(planBuilder* b);
 /* A layout collective on a comm of several nodes (key->nodeOf): per-node

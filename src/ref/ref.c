@@ -42,7 +42,7 @@ static int refOneShotSnapshot(const relayPlan* p, int s, const refRank* rr, char
  * what every active of the group pushes to it (all-reduce: the whole send
  * buffer; reduce-scatter: block me); for all-gather (whole buffer) and
  * all-to-all (block me) those contributions side by side, active j's at
- * output block j. */
+ * output block j. A rooted op (broadcast, reduce) as planOp.root says. */
 static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank* rr, char* const* snaps,
                       char* err, size_t errlen) {
   int A = p->nActive, g = o->group, me = p->rank[r].activeIndex;
@@ -58,6 +58,11 @@ static int refOneShot(const relayPlan* p, int r, const planOp* o, const refRank*
     srcs[i] = snaps[q] + off * p->elemSize;
   }
   char* dst = resolve(p, &rr[r], o->dst);
+  if (o->root >= 0) { /* broadcast: the root's block at every active; reduce: all A at the root only */
+    if (gather) memmove(dst, srcs[o->root], o->count * p->elemSize);
+    else if (me == o->root) relayHostReduce(dst, srcs, A, o->count, p->dtype, p->op, o->divisor);
+    return 0;
+  }
   if (gather) {
     size_t bytes = o->count * p->elemSize;
     for (int i = 0; i < A; i++) memmove(dst + (size_t)i * bytes, srcs[i], bytes);

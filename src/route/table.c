@@ -26,9 +26,14 @@
  * input as the seed's 1 MiB was: the key's (the comm's agreed
  * RELAYCC_ONESHOT_MAX_BYTES, else the default), which the prepare below
  * reads too: one value, set in one place (relayCommKeySettings). */
+static int oneShotRootedCan(const planKey* k, unsigned caps) {
+  return !relayCollRooted(k->coll) || (caps & RELAY_TP_CAP_ONESHOT_ROOTED);
+}
+
+/* Broadcast and reduce (rooted by position) only where the transport's one-shot has the rooted form
+ * (RELAY_TP_CAP_ONESHOT_ROOTED: shm's; the GPU kernel's is not written yet). */
 static int oneShotPriced(const planKey* k, int caps) {
-  (void)caps;
-  return relayOneShotFits(k, planOneShotGate(k));
+  return oneShotRootedCan(k, (unsigned)caps) && relayOneShotFits(k, planOneShotGate(k));
 }
 
 /* A forced one-shot above the comm's gate (what one source stages per
@@ -36,7 +41,9 @@ static int oneShotPriced(const planKey* k, int caps) {
 static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
   (void)handle;
   uint64_t gate = planOneShotGate(call->key);
-  if (!relayOneShotSlotFits(call->key, gate)) return relayNotSupported;
+  /* A forced one-shot of a rooted call on a transport without the rooted form: declined, every rank alike */
+  if (!relayOneShotSlotFits(call->key, gate) || !oneShotRootedCan(call->key, c->tp->caps))
+    return relayNotSupported;
   return c->tp->oneshotPrepare(c, (size_t)gate, call->exec.stream);
 }
 
@@ -84,8 +91,8 @@ static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRou
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
 /* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c, plan_bcast.c),
- * the one schedule scatter and gather have; the relay serves broadcast too (A = 2: the relay copy); the other
- * routes serve the layout collectives. */
+ * the one schedule scatter and gather have; the relay and the one-shot serve broadcast and reduce too (A = 2
+ * broadcast: the relay copy); the bandwidth route serves the layout collectives. */
 #define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
     [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0,
@@ -94,7 +101,8 @@ static const relayRouteRow kRows[relayNumRoutes] = {
                           0, NULL, NULL, NULL},
     [relayRouteRelay] = {relayRouteRelay, planBuildRelay, 0, LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition),
                          RELAY_ROW_PIPELINED, NULL, NULL, NULL},
-    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT, LAYOUT,
+    [relayRouteOneShot] = {relayRouteOneShot, planBuildOneShot, RELAY_TP_CAP_ONESHOT,
+                           LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition),
                            RELAY_ROW_UNMODELLED | RELAY_ROW_ONE_LAUNCH, oneShotPriced, oneShotPrepare, NULL},
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE,
                           LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition), RELAY_ROW_ONE_LAUNCH, NULL,

@@ -431,15 +431,19 @@ static double opSeconds(const simState* S, const planOp* op) {
 static double pushSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const relayPlan* P = S->plan;
   double push = 0;
+  int me = P->rank[r].activeIndex, peers = 0;
   for (int i = 0; i < P->nActive; i++) {
     int q = P->ranks[op->group * P->nActive + i];
-    if (q == r) continue;
+    /* A rooted op pushes data one way only: the root to each peer (broadcast), each peer to the root
+     * (reduce); the other way's empty push is a flag, not priced */
+    if (q == r || (op->root >= 0 && !(op->gather ? me == op->root : i == op->root))) continue;
+    peers++;
     double rate = relayTopoPairRate(S->topo, r, q);
     double t = rate > 0 ? bytes / rate : 0;
     if (t > push) push = t;
   }
   if (S->topo->injBw && S->topo->injBw[r] > 0) {
-    double t = (double)(P->nActive - 1) * bytes / S->topo->injBw[r];
+    double t = (double)peers * bytes / S->topo->injBw[r];
     if (t > push) push = t;
   }
   return push;
@@ -448,7 +452,9 @@ static double pushSeconds(const simState* S, int r, const planOp* op, double byt
 /* A one-shot op of rank r: one launch, its pushes of `pushed` bytes to each
  * of the A-1 peers (concurrent, each at the pair's rate, all together within
  * r's injection cap), then the A-input reduce at memory bandwidth (all-gather
- * and all-to-all: A block copies, each read and written once). Peers'
+ * and all-to-all: A block copies, each read and written once). A rooted op
+ * pushes one way (broadcast: the root to each peer, which copies one block;
+ * reduce: each peer to the root, which alone reduces). Peers'
  * pushes into r overlap r's own (both directions of a link), and the
  * hand-shake wait is not modelled: ranks enter the step together. */
 /* A pair's read of its peer's b bytes out of the staging the peer has just written (topo.h stagedReadBw),
@@ -463,8 +469,9 @@ static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   double bytes = (double)op->count * (double)P->elemSize, push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
-  int gather = op->gather;
-  double local = gather ? 2.0 * P->nActive * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
+  int gather = op->gather, blocks = op->root >= 0 ? 1 : P->nActive;
+  double local = gather ? 2.0 * blocks * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
+  if (op->root >= 0 && !gather && P->rank[r].activeIndex != op->root) local = 0; /* a reduce's peer */
   return S->topo->launchS + push + local + stagedReadSeconds(S, bytes);
 }
 

@@ -506,7 +506,10 @@ static const opts_t kRelayDepths = {.routes = "relay-d2,relay-d8"};
 static const opts_t kOneShotBw = {.routes = "oneshot,bw"};
 static const opts_t kAuto = {.routes = "auto", .wrapped = 1};
 static const opts_t kSmall = {.routes = "direct", .small = 1};
-static const opts_t kRooted = {.routes = "direct,relay,auto", .rooted = 1};
+/* relay: the relay copy and relay reduce (A = 2 reduce-at-helper, A > 2 reduce-scatter then gather); relay-d8
+ * their pipelines; oneshot: declined on NCCL until the kernel has the rooted form
+ * (RELAY_TP_CAP_ONESHOT_ROOTED), so the call falls back to direct on every rank alike. */
+static const opts_t kRooted = {.routes = "direct,relay,relay-d8,oneshot,auto", .rooted = 1};
 static const tCase kCases[] = {
     {.name = "direct",
      .run = runColls,

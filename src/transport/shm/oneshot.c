@@ -305,6 +305,18 @@ static relayResult_t osWait(struct relayComm* comm, osWord* w, uint32_t want, in
   return relayShmRegionWait(comm, w, want, peer, "one-shot", what);
 }
 
+/* Whether actives i and j (i != j) hand-shake in call d: all pairs, or a rooted call's root's. */
+static int osPairs(const relayOneShotDesc* d, int i, int j) {
+  return d->root < 0 || d->root >= d->nActive || i == d->root || j == d->root;
+}
+
+/* Bytes active `from` pushes to active `to`: everything, or a rooted call's data way only (broadcast:
+ * from the root; reduce: to it). */
+static size_t osPushBytes(const relayOneShotDesc* d, int from, int to, size_t bytes) {
+  if (d->root < 0 || d->root >= d->nActive) return bytes;
+  return (d->gather ? from == d->root : to == d->root) ? bytes : 0;
+}
+
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
   (void)stream;
   osState* s = comm->oneshot;
@@ -315,18 +327,24 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     return relaySetError(comm, relayInternalError, "one-shot: region %s, A %d, me %d, %zu bytes (slot %zu)",
                          s && s->ready ? "ready" : "absent", A, me, bytes, s ? s->slotBytes : 0);
   unsigned char* mine = s->reg.base[r];
+  /* A rooted call (broadcast, reduce) runs only the root's pairs; the way without data carries an empty
+   * push, so both ends of a pair count its epochs alike. */
+  int R = d->root, rooted = R >= 0 && R < A;
   uint32_t ep[RELAY_TP_ONESHOT_MAX];
-  for (int i = 0; i < A; i++) ep[i] = i == me ? 0 : ++s->pairEpoch[d->ranks[i]];
+  for (int i = 0; i < A; i++) ep[i] = osPairs(d, me, i) ? ++s->pairEpoch[d->ranks[i]] : 0;
   relayResult_t res = relaySuccess;
   /* Push, starting after me so peers are not all written in the same order. */
   for (int k = 1; k < A && res == relaySuccess; k++) {
     int i = (me + k) % A, p = d->ranks[i];
+    if (!osPairs(d, me, i)) continue;
     uint32_t e = ep[i];
+    size_t push = osPushBytes(d, me, i, bytes);
     res = osWait(comm, osAck(mine, n, p), e - 2, p, "acknowledgement of");
     if (res != relaySuccess) break;
-    if (bytes)
+    if (push)
       memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r),
-             (const char*)d->src + (size_t)i * d->srcStride * es, bytes);
+             (const char*)d->src + (size_t)i * d->srcStride * es, push);
+    /* The call's byte count, also with an empty push: both ends of a rooted pair see a count that differs */
     atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes,
                           memory_order_relaxed);
     relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
@@ -341,6 +359,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
       srcs[i] = (const char*)d->src + (size_t)me * d->srcStride * es;
       continue;
     }
+    if (!osPairs(d, me, i)) continue;
     int p = d->ranks[i];
     res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
@@ -362,7 +381,13 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     comm->tp->fail(comm);
     return res;
   }
-  if (d->count && d->gather) {
+  if (rooted) {
+    /* Broadcast: every active places the root's block (the root its own, unless in place); reduce: the
+     * root folds all A in active-index order, a peer writes nothing. */
+    if (d->count && d->gather && srcs[R] != d->dst) memmove(d->dst, srcs[R], bytes);
+    if (d->count && !d->gather && me == R)
+      relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
+  } else if (d->count && d->gather) {
     /* Side by side; own block last: in place (all-gather) it is its own source. */
     for (int k = 1; k <= A; k++) {
       int i = (me + k) % A;
@@ -372,7 +397,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
   }
   for (int i = 0; i < A; i++)
-    if (i != me) {
+    if (i != me && osPairs(d, me, i)) {
       atomic_store_explicit(&osAck(s->reg.base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
       relayShmRing(comm, d->ranks[i]);
     }
