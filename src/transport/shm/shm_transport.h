@@ -329,7 +329,7 @@ relayResult_t relayShmRegionDecline(struct relayComm* comm, uint64_t param);
 void relayShmRegionUnmap(relayShmRegion* R);
 /* Wait until w - want >= 0 (relayShmWaitWord); a timeout's message names
  * proto ("one-shot", "bw"), what was awaited, its epoch and the peer. */
-relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer,
+relayResult_t relayShmRegionWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_t want, int peer,
                                  const char* proto, const char* what);
 
 /* A push's call number, mark (1 + comm->callMark) and shape digest, stored
