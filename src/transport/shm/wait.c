@@ -218,12 +218,12 @@ void shmWaiterProgress(shmState* st, shmWaiter* w) {
  * deadline (no progress for timeoutMs) passed. */
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
   if (!w->spun) {
-    int limit = comm->cfg.spinCount >> st->spinCut;
-    if (comm->cfg.spinCount > 2 && limit < 2) limit = 2; /* a probe, so the cut can come down again */
+    int polls = comm->cfg.spinCount >> st->spinCut;
+    if (comm->cfg.spinCount > 2 && polls < 2) polls = 2; /* a probe, so the cut can come down again */
     int i = w->spins, busy = i < comm->cfg.spinBusy;
     /* The clock (a vDSO read, ~20 ns) every 16th busy poll and every yield: a yield can run another rank's
      * whole slice. */
-    if (i < limit && !((!busy || (i & 15) == 0) && relayNowNs() - w->lastProgress >= comm->cfg.spinNs)) {
+    if (i < polls && !((!busy || (i & 15) == 0) && relayNowNs() - w->lastProgress >= comm->cfg.spinNs)) {
       w->spins++;
       if (busy) shmCpuRelax();
       else sched_yield();
