@@ -228,8 +228,8 @@ typedef struct relayConfig {
   int route;            /* RELAYCC_ROUTE: auto|direct|relay|oneshot|native|bw (default auto) */
   int depth;            /* RELAYCC_DEPTH: force a pipeline depth (default 0 = model) */
   int shmRingBytes;     /* RELAYCC_SHM_RING_BYTES: per-pair ring of the shm transport (default 1 MiB) */
-  int spinCount;        /* RELAYCC_SPIN: polls before a wait sleeps (default: 200 when every rank
-                         * has a CPU core of its own, else 0) */
+  int spinCount;        /* RELAYCC_SPIN: polls before a wait sleeps (default: RELAYCC_SPIN_OWN, 200,
+                         * when every rank has a CPU core of its own, else RELAYCC_SPIN_SHARED) */
   const char* topo;     /* RELAYCC_TOPO: preset name or file (default: detect, else "cpu") */
   /* A binding's reason that it could not build the config it was asked for (NULL: none), the init's
    * relayCallReject: a binding never fails an init on its own (its peers would wait for it until their

@@ -9,7 +9,8 @@
 #   gloo      torch.distributed's gloo through scripts/cpu_peers/torch_peers.py
 #   deepspeed DeepSpeed's shm all-reduce: csrc/cpu/comm of the checkout given by
 #             --deepspeed (a work tree, or a git directory such as a bare mirror),
-#             compiled here at run time (all-reduce only: it has no other collective)
+#             compiled here at run time (all-reduce only: it has no other collective,
+#             broadcast included; the table says "none" in those cells)
 # fp32 for every peer, bf16 for relaycc, gloo and DeepSpeed (MPI has no bf16 type).
 # The peers take turns: each repetition runs every peer once, in an order rotated from
 # one repetition to the next, and a cell is the median over the repetitions with the
@@ -17,7 +18,7 @@
 # the repository.
 #
 #   scripts/cpu_peers_bench.sh --wheels DIR [--deepspeed DIR] [--python PY] [--ranks "2 4 8"]
-#       [--colls allreduce,allgather,reducescatter,alltoall] [--min 4K] [--max 64M] [--reps 3]
+#       [--colls allreduce,allgather,reducescatter,alltoall,broadcast] [--min 4K] [--max 64M] [--reps 3]
 #       [--budget 540] [--peers relaycc,openmpi,gloo,deepspeed] [--build DIR] [--stat med|min]
 #       [--base-build DIR]
 #
@@ -40,7 +41,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 
 wheels="" ds="" py="${RELAYCC_TORCH_PYTHON:-}" ranks="2 4 8"
-colls="allreduce,allgather,reducescatter,alltoall" minb=4K maxb=64M reps=3 budget=540
+colls="allreduce,allgather,reducescatter,alltoall,broadcast" minb=4K maxb=64M reps=3 budget=540
 peers="relaycc,openmpi,gloo,deepspeed" build="$repo/build-cpu-peers" stat=med
 base=""
 while [ $# -gt 0 ]; do
@@ -191,6 +192,25 @@ if [ -n "$dspid" ]; then
   wait "$dspid" || { dssrc=""; say "# deepspeed: compiling failed (see run.log): left out"; }
   cat "$work/ds-build.log" >> "$log"
 fi
+# A relaycc-bench that does not know broadcast (before it learned it) runs the other collectives: one
+# 2-rank call of 4 KiB says whether it takes it (milliseconds), and the run.log says why it was left out.
+without() { echo ",$1," | sed "s/,$2,/,/g; s/^,//; s/,$//"; }
+colls_for() { # exe -> the collectives it runs
+  local c=$colls why
+  case ",$c," in
+    *,broadcast,*)
+      if ! why=$(timeout 60 "$1" --backend shm --ranks 2 -A 2 -c broadcast --sizes 4096 -n 1 -w 0 -r 1 \
+        --check 1 2>&1); then
+        c=$(without "$c" broadcast)
+        say "# $1 refuses broadcast ($(echo "$why" | grep -m1 -i 'broadcast\|error\|unknown' | cut -c1-160)):" \
+          "broadcast left out for it"
+      fi ;;
+  esac
+  echo "$c"
+}
+relcolls="" basecolls=""
+has relaycc && [ -x "$bench" ] && relcolls=$(colls_for "$bench")
+[ -n "$base" ] && [ -x "$base/relaycc-bench" ] && basecolls=$(colls_for "$base/relaycc-bench")
 say "# setup took $(( $(date +%s) - start ))s"
 
 # ---- the runs ----
@@ -200,8 +220,9 @@ run_peer() { # peer nranks rep
   if [ "$t" -le 5 ]; then say "# budget spent: $p at $n ranks, repetition $rep not run"; return; fi
   case $p in
     relaycc|relaycc-base)
-      local d s it groups="" g exe=$bench
-      [ "$p" = relaycc-base ] && exe=$base/relaycc-bench
+      local d s it groups="" g exe=$bench pc=$relcolls
+      [ "$p" = relaycc-base ] && exe=$base/relaycc-bench pc=$basecolls
+      [ -n "$pc" ] || return
       # One launch per iteration count (relaycc-bench's -n is one number per launch).
       for s in ${sizes//,/ }; do groups="$groups $(iters_for "$s"):$s"; done
       for d in float bfloat16; do
@@ -209,7 +230,7 @@ run_peer() { # peer nranks rep
           g=$(echo "$groups" | tr ' ' '\n' | awk -F: -v it="$it" '$1 == it {printf "%s%s", sep, $2; sep=","}')
           t=$(left)
           [ "$t" -le 5 ] && { say "# budget spent: $p $n ranks $d sizes $g not run"; continue; }
-          RELAYCC_BENCH_BIND=1 timeout "$t" "$exe" --backend shm --ranks "$n" -A "$n" -c "$colls" \
+          RELAYCC_BENCH_BIND=1 timeout "$t" "$exe" --backend shm --ranks "$n" -A "$n" -c "$pc" \
             --sizes "$g" -d "$d" -n "$it" -w "$warmup" -r 1 --check 0 --json "$work/bench.json" \
             >> "$log" 2>&1 ||
             say "# $p failed: $n ranks $d sizes $g (rc $?)"

@@ -967,8 +967,117 @@ static int cmdReduceExact(void) {
   return 0;
 }
 
+/* Every length from 1 to 70 and around the block (1024) and vector widths, 2 to 8 sources, each source and
+ * the output at its own element offset (0 to 3: 16-bit elements 2, 4 or 6 bytes off a vector's alignment),
+ * sum and max, bf16 and fp16 against the serial reference (sources folded in rank order in float, one
+ * rounding): the vector clone's head, body and tail all agree with it bit for bit. The output is poisoned
+ * before each call, and the element after it must stay untouched. */
+static int cmdReduceTails(void) {
+  enum { kMaxN = 2100, kMaxSrc = 8, kPad = 8 };
+  unsigned short* buf[kMaxSrc + 1];
+  for (int k = 0; k <= kMaxSrc; k++) {
+    buf[k] = malloc((kMaxN + kPad) * sizeof(unsigned short));
+    T_CHECK(buf[k], "oom");
+  }
+  static const size_t lens[] = {1023, 1024, 1025, 1031, 2047, 2048, 2049, 2090};
+  size_t nlens = 70 + sizeof lens / sizeof lens[0];
+  relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
+  relayRedOp_t ops[2] = {relaySum, relayMax};
+  uint64_t checked = 0;
+  for (int di = 0; di < 2; di++)
+    for (int oi = 0; oi < 2; oi++)
+      for (int nsrc = 2; nsrc <= kMaxSrc; nsrc += 3)
+        for (size_t li = 0; li < nlens; li++) {
+          relayDataType_t dt = dts[di];
+          size_t n = li < 70 ? li + 1 : lens[li - 70];
+          const void* srcs[kMaxSrc];
+          int off[kMaxSrc + 1];
+          for (int k = 0; k <= nsrc; k++) {
+            off[k] = (int)((li + (size_t)k * 3) & 3);
+            /* Values that encode source and index; fp16 kept to finite magnitudes, bf16 any non-NaN. */
+            for (size_t i = 0; i < n; i++)
+              buf[k][off[k] + i] = (unsigned short)((dt == relayFloat16 ? 0x3bff : 0x7f7f) &
+                                                    (i * 40503u + (unsigned)k * 977u));
+            if (k < nsrc) srcs[k] = buf[k] + off[k];
+          }
+          unsigned short* out = buf[nsrc] + off[nsrc];
+          for (size_t i = 0; i < n + 1; i++) out[i] = 0xdead & 0xfbff; /* poison, and the guard after */
+          relayHostReduce(out, srcs, nsrc, n, dt, ops[oi], 0);
+          for (size_t i = 0; i < n; i++) {
+            float r = refLoad(dt, ((const unsigned short*)srcs[0])[i]);
+            for (int k = 1; k < nsrc; k++) {
+              float v = refLoad(dt, ((const unsigned short*)srcs[k])[i]);
+              r = ops[oi] == relaySum ? r + v : (r < v ? v : r);
+            }
+            unsigned short want = refStore(dt, r);
+            T_CHECK(out[i] == want,
+                    "%s %s, %d sources, %zu elements, offsets %d/%d: element %zu 0x%04x, want 0x%04x",
+                    relayTypeName(dt), relayOpName(ops[oi]), nsrc, n, off[0], off[nsrc], i, out[i], want);
+          }
+          T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
+          checked += n;
+        }
+  for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
+  printf("reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, bit for bit\n",
+         (unsigned long long)checked);
+  return 0;
+}
+
+/* The host reduce alone, GB/s = (sources + 1 output) x bytes / time, best of 5 runs of as many calls as fit
+ * ~20 ms: in cache (64 KiB per source) and from memory (8 MiB). What the shm routes' reduce can give at best;
+ * docs/perf/2026-12-05-cpu-2core.md keeps the numbers. The output is checked against the reference (its first
+ * and last elements) so a broken kernel cannot pass as fast. */
+static int cmdReduceSpeed(void) {
+  relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayFloat16};
+  size_t sizes[2] = {64u << 10, 8u << 20};
+  int nsrcs[2] = {2, 8};
+  for (int si = 0; si < 2; si++)
+    for (int ni = 0; ni < 2; ni++)
+      for (int di = 0; di < 3; di++) {
+        relayDataType_t dt = dts[di];
+        size_t bytes = sizes[si], esz = relayTypeSize(dt), n = bytes / esz;
+        int nsrc = nsrcs[ni];
+        void* src[8];
+        for (int k = 0; k < nsrc; k++) {
+          src[k] = malloc(bytes);
+          T_CHECK(src[k], "oom");
+          for (size_t i = 0; i < n; i++) {
+            float v = (float)((i + (size_t)k) & 7);
+            if (dt == relayFloat32) ((float*)src[k])[i] = v;
+            else ((unsigned short*)src[k])[i] = refStore(dt, v);
+          }
+        }
+        void* dst = malloc(bytes);
+        T_CHECK(dst, "oom");
+        double best = 0;
+        for (int run = 0; run < 5; run++) {
+          uint64_t t0 = relayNowNs(), calls = 0;
+          do {
+            relayHostReduce(dst, (const void* const*)src, nsrc, n, dt, relaySum, 0);
+            calls++;
+          } while (relayNowNs() - t0 < 20000000ull);
+          double gbs = (double)calls * (double)(nsrc + 1) * (double)bytes / (double)(relayNowNs() - t0);
+          if (gbs > best) best = gbs;
+        }
+        size_t at[2] = {0, n - 1};
+        for (int j = 0; j < 2; j++) {
+          float want = 0;
+          for (int k = 0; k < nsrc; k++) want += (float)((at[j] + (size_t)k) & 7);
+          float got = dt == relayFloat32 ? ((float*)dst)[at[j]] : refLoad(dt, ((unsigned short*)dst)[at[j]]);
+          T_CHECK(got == want, "%s element %zu: %g, want %g", relayTypeName(dt), at[j], got, want);
+        }
+        printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n", relayTypeName(dt), nsrc, bytes >> 10,
+               best);
+        for (int k = 0; k < nsrc; k++) free(src[k]);
+        free(dst);
+      }
+  return 0;
+}
+
 static const tCase kCases[] = {
     {.name = "reduce_exact", .fn = cmdReduceExact, .timeoutS = 120},
+    {.name = "reduce_tails", .fn = cmdReduceTails, .timeoutS = 120},
+    {.name = "reduce_speed", .fn = cmdReduceSpeed, .timeoutS = 120},
     {.name = "sweep", .main = runSweep, .args = "0 4000", .timeoutS = 120},
     {.name = "sweep_fixed", .fn = runSweepFixed, .timeoutS = 120},
     {.name = "config", .main = runReplay, .manual = 1},

@@ -433,6 +433,16 @@ static int rankTimeout(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* The same with every spin setting at its most (a million busy polls, a million yields, 0.3 s of them per
+ * wait): the polls end at their time bound, so the deadline still ends the wait on time and names the peer.
+ * Each rank sets its own process's variables before its init (each rank is a process of its own). */
+static int rankTimeoutSpin(int rank, int nranks, void* arg) {
+  setenv("RELAYCC_SPIN", "1000000", 1);
+  setenv("RELAYCC_SPIN_BUSY", "1000000", 1);
+  setenv("RELAYCC_SPIN_US", "300000", 1);
+  return rankTimeout(rank, nranks, arg);
+}
+
 /* Rank 2 never inits: the others time out naming it. */
 static int rankInitTimeout(int rank, int nranks, void* arg) {
   (void)arg;
@@ -1447,6 +1457,7 @@ static const tCase kCases[] = {
     SHM_RANKS("agree_mismatch", 3, rankAgreeMismatch),
     SHM_CASE("mismatch", runMismatch),
     SHM_RANKS("timeout", 3, rankTimeout),
+    SHM_RANKS("timeout_spin", 3, rankTimeoutSpin),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),

@@ -1,8 +1,9 @@
 /* The MPI side of scripts/cpu_peers_bench.sh: times MPI's all-reduce, all-gather,
- * reduce-scatter and all-to-all the way relaycc-bench times relaycc's, so the two
- * columns mean the same thing:
+ * reduce-scatter, all-to-all and broadcast the way relaycc-bench times relaycc's, so
+ * the two columns mean the same thing:
  *   - size = bytes of each rank's input (all-gather's output is nranks x size,
- *     reduce-scatter's is size / nranks, all-to-all's blocks are size / nranks);
+ *     reduce-scatter's is size / nranks, all-to-all's blocks are size / nranks,
+ *     broadcast's root 0 sends size bytes to every rank);
  *   - an iteration's time is the max over ranks of one call after a barrier;
  *   - rank r runs on the r-th CPU of the set it inherited (when --bind 1), the rule
  *     relaycc-bench follows under RELAYCC_BENCH_BIND=1 and the torch driver too.
@@ -78,7 +79,9 @@ int main(int argc, char** argv) {
       long block = count / nranks; /* reduce-scatter's output, all-to-all's block */
       int isAg = !strcmp(c, "allgather"), isAr = !strcmp(c, "allreduce");
       int isRs = !strcmp(c, "reducescatter"), isA2a = !strcmp(c, "alltoall");
-      if (!(isAg || isAr || isRs || isA2a) || count <= 0 || ((isRs || isA2a) && count % nranks)) continue;
+      int isBc = !strcmp(c, "broadcast"); /* root 0: its input to every other rank's output */
+      if (!(isAg || isAr || isRs || isA2a || isBc) || count <= 0 || ((isRs || isA2a) && count % nranks))
+        continue;
       long outCount = isAg ? count * nranks : isRs ? block : count;
       float* in = malloc((size_t)count * sizeof(float));
       float* out = malloc((size_t)outCount * sizeof(float));
@@ -94,6 +97,7 @@ int main(int argc, char** argv) {
         double t0 = MPI_Wtime();
         if (isAr) MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         else if (isAg) MPI_Allgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT, MPI_COMM_WORLD);
+        else if (isBc) MPI_Bcast(rank ? out : in, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
         else if (isRs) MPI_Reduce_scatter_block(in, out, (int)block, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         else MPI_Alltoall(in, (int)block, MPI_FLOAT, out, (int)block, MPI_FLOAT, MPI_COMM_WORLD);
         double t1 = MPI_Wtime();
@@ -101,10 +105,11 @@ int main(int argc, char** argv) {
       }
       MPI_Reduce(t, tMax, (int)iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
       /* One element of the output checked, so a broken launch cannot pass as fast. */
-      double want = isAr ? 0 : -1, got = out[0];
+      double want = isAr ? 0 : -1, got = isBc ? (rank ? out : in)[count - 1] : out[0];
       if (isAr)
         for (int r = 0; r < nranks; r++) want += r * 1000;
       else if (isAg) want = 0;                                /* block 0: rank 0's index 0 */
+      else if (isBc) want = (double)((count - 1) & 1023);     /* root 0's last element (outputs were 0) */
       else if (isA2a) want = (double)((rank * block) & 1023); /* rank 0's block `rank` */
       else want = 0 + (double)nranks * (nranks - 1) / 2 * 1000 + nranks * (double)((rank * block) & 1023);
       int bad = got != want;

@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import time
 
-COLLS = ("allreduce", "allgather", "reducescatter", "alltoall")
+COLLS = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast")
 
 
 def parse():
@@ -120,6 +120,12 @@ def child(a):
                     else:
                         call = lambda: dist.all_reduce(work)
                     out = work
+                elif coll == "broadcast":
+                    # Root 0's input over every rank's buffer: a rank other than 0 starts from its own
+                    # (8 * r + index), which the check below tells from root 0's.
+                    work = inp.clone()
+                    call = lambda: dist.broadcast(work, src=0)
+                    out = work
                 elif coll == "allgather":
                     call = lambda: dist.all_gather_into_tensor(out, inp)
                 elif coll == "reducescatter":
@@ -142,6 +148,8 @@ def child(a):
                     got = out.to(torch.float32)
                     if coll == "allreduce":
                         want = n * idx + 8 * ranks.sum()
+                    elif coll == "broadcast":
+                        want = idx
                     elif coll == "allgather":
                         got, want = got.view(n, count), idx.unsqueeze(0) + 8 * ranks
                     elif coll == "reducescatter":

@@ -22,7 +22,11 @@ typedef struct {
   int route; /* relayRoute_t */
   int depth; /* 0 = model */
   int shmRingBytes;
-  int spinCount;
+  int spinCount;   /* polls before a wait sleeps (shmPause): spinBusy, then RELAYCC_SPIN's yielding ones */
+  int spinAdapt;   /* ranks outnumber cores: the shm waits adapt their polls (shmPause) */
+  uint64_t spinNs; /* RELAYCC_SPIN_US: the polls' time bound, since the wait's last progress */
+  int spinBusy; /* the first polls, busy without a syscall (RELAYCC_SPIN_BUSY; 0 when ranks outnumber cores)
+                 */
   char topo[256];
 } relayResolvedConfig;
 

@@ -86,7 +86,30 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "deadline of every wait; a dead or silent peer becomes relayRemoteError / relayTimeout naming rank and " \
     "step")                                                                                                  \
   X(SPIN, "RELAYCC_SPIN", INT, RANK, -1, -1, 1000000, 5, "auto",                                             \
-    "polls before a wait sleeps on a futex (auto, -1: 200 when every rank has a core, else 0)")              \
+    "polls (each a sched_yield) before a wait sleeps on a futex, after `RELAYCC_SPIN_BUSY`'s (auto, -1: "    \
+    "`RELAYCC_SPIN_OWN` when every rank has a core, else `RELAYCC_SPIN_SHARED`)")                            \
+  /* The waits' bounded spin (src/transport/shm/wait.c shmPause), measured on 2 cores under other            \
+   * work (load 9-19), relaycc-bench --ranks N -A N, medians of 3-5 alternating rounds                       \
+   * (docs/perf/2026-12-05-cpu-2core.md). Ranks > cores: sleeping at once (the old auto, 0 polls)            \
+   * cost 3-7x below 64 KiB against yielding first: 4 ranks 4 KiB all-reduce 33.5 us at 0 polls,             \
+   * 11.4 now; 8 ranks 226 -> 60. A fixed count lost at 1 MiB (8 ranks all-gather 9.5 -> 24 ms,              \
+   * all-reduce 3.0 -> 5.2 ms: a yield can run another rank's whole slice), so there the polls               \
+   * adapt: a spin that ends in a sleep halves the next ones, one that ends in progress doubles              \
+   * them back (all-gather 12.0 ms at 0 polls, 12.6 adapted; all-reduce 2.94, 2.84). The time                \
+   * bound ends a spin whose yields ran long (4 ranks 1 MiB all-reduce 1464 us at 200 polls                  \
+   * unbounded, 645 at 50 us). */                                                                            \
+  X(SPIN_OWN, "RELAYCC_SPIN_OWN", INT, RANK, 200, 0, 1000000, -1, "200",                                     \
+    "`RELAYCC_SPIN` auto when every rank has a core: yielding polls before a wait sleeps")                   \
+  X(SPIN_SHARED, "RELAYCC_SPIN_SHARED", INT, RANK, 200, 0, 1000000, -1, "200",                               \
+    "`RELAYCC_SPIN` auto when ranks outnumber cores: yielding polls before a wait sleeps, halved after a "   \
+    "spin that ended in a sleep, doubled back after one that ended in progress")                             \
+  X(SPIN_US, "RELAYCC_SPIN_US", INT, RANK, 50, 1, 1000000, -1, "50",                                         \
+    "a wait's polls end after this many microseconds without progress, polls left or not (then it sleeps)")  \
+  /* 2 ranks on 2 cores, 5 alternating rounds: 200 busy polls took 4 KiB all-reduce 2.6 -> 2.2 us,           \
+   * reduce-scatter 1.8 -> 1.4, 64 KiB all-gather 9.5 -> 8.9 (a sched_yield is a syscall per poll). */       \
+  X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 200, 0, 1000000, -1, "200",                                   \
+    "polls before `RELAYCC_SPIN`'s yielding ones that busy-poll with a CPU pause hint (no syscall); only "   \
+    "when every rank has a core (else none)")                                                                \
   X(TOPO, "RELAYCC_TOPO", STRING, RANK, 0, 0, 0, 6, "detect / `cpu`",                                        \
     "topology preset (`mi350x`, `mi300x`, `h200`, `h200x2`, `cpu`) or file; ranks that differ route "        \
     "without a model")                                                                                       \

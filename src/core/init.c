@@ -19,14 +19,6 @@
 #include "topo/topo.h"
 #include "transport/shm.h"
 
-/* Polls before a wait sleeps, when RELAYCC_SPIN is auto (-1): 200 when every
- * rank can have a core of its own, else 0. Spinning only pays while the peer
- * runs on another core: with 8 ranks on 2 cores a spinning rank keeps the CPU
- * from the rank it waits for until the scheduler tick, and a 64 KB relay
- * all-reduce took 4.1 ms at 200 spins against 0.21 ms at 0 (relaycc-bench
- * --ranks 8 -A 2 --route relay, shm, 2 cores). */
-#define RELAY_AUTO_SPIN 200
-
 /* The comm's own memory, after its transport and windows are gone. */
 void relayCommFree(struct relayComm* comm) {
   if (!comm) return;
@@ -51,11 +43,17 @@ static void fillConfig(struct relayComm* c) {
   o->route = (int)relayParamInt(c, RELAY_P_ROUTE);
   o->depth = (int)relayParamInt(c, RELAY_P_DEPTH);
   o->shmRingBytes = (int)relayParamInt(c, RELAY_P_SHM_RING_BYTES);
-  o->spinCount = (int)relayParamInt(c, RELAY_P_SPIN);
-  if (o->spinCount < 0) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    o->spinCount = (cpus > 0 && c->nranks <= cpus) ? RELAY_AUTO_SPIN : 0;
-  }
+  /* Polls before a wait sleeps, RELAYCC_SPIN auto: the numbers and why are the table's (params.h). Busy
+   * polls only while every rank can have a core: with ranks outnumbering cores a busy poll keeps the core
+   * from the rank it waits for until the scheduler's tick, where a yield hands it over. */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int ownCore = cpus > 0 && c->nranks <= cpus;
+  int yields = (int)relayParamInt(c, RELAY_P_SPIN);
+  if (yields < 0) yields = (int)relayParamInt(c, ownCore ? RELAY_P_SPIN_OWN : RELAY_P_SPIN_SHARED);
+  o->spinBusy = ownCore ? (int)relayParamInt(c, RELAY_P_SPIN_BUSY) : 0;
+  o->spinCount = o->spinBusy + yields;
+  o->spinAdapt = !ownCore;
+  o->spinNs = (uint64_t)relayParamInt(c, RELAY_P_SPIN_US) * 1000ull;
   snprintf(o->topo, sizeof o->topo, "%s", c->params.text[RELAY_P_TOPO]);
 }
 

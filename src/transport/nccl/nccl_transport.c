@@ -125,8 +125,10 @@ static relayResult_t checkUsable(struct relayComm* c, relayNcclState* st, const 
 
 /* ---- bounded waits ---------------------------------------------------- */
 
-static void pauseFor(int iter, int spin) {
-  if (iter < spin) {
+/* The comm's yielding polls first (RELAYCC_SPIN: cfg.spinCount less the shm waits' busy polls, which these
+ * host polls of NCCL and CUDA do not make), then 20 us naps. */
+static void pauseFor(int iter, const struct relayComm* c) {
+  if (iter < c->cfg.spinCount - c->cfg.spinBusy) {
     sched_yield();
     return;
   }
@@ -177,7 +179,7 @@ relayResult_t relayNcclWaitReady(struct relayComm* c, ncclComm_t nccl, const cha
     }
     if (isAborted(c, st)) return checkUsable(c, st, what);
     if (relayNowNs() > deadline) return timedOut(c, st, what);
-    pauseFor(i, c->cfg.spinCount);
+    pauseFor(i, c);
   }
 }
 
@@ -192,7 +194,7 @@ relayResult_t relayNcclWaitStream(struct relayComm* c, relayNcclState* st, cudaS
     }
     RELAY_CHECK(pollHealth(c, st, what));
     if (relayNowNs() > deadline) return timedOut(c, st, what);
-    pauseFor(i, c->cfg.spinCount);
+    pauseFor(i, c);
   }
 }
 

@@ -248,7 +248,7 @@ static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g,
     int i = (me + k) % A, p = d->ranks[i];
     uint32_t e = s->sent[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
-    relayResult_t res = relayShmRegionWait(comm, bwAck(s, s->reg.base[r], p), e - (uint32_t)g->w->ring, p,
+    relayResult_t res = relayShmRegionWait(comm, &bwAck(s, s->reg.base[r], p)->v, e - (uint32_t)g->w->ring, p,
                                            "bw", "acknowledgement of tile");
     if (res != relaySuccess) return res;
     size_t off, len;
@@ -283,7 +283,7 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     int p = d->ranks[i];
     uint32_t e = s->got[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
-    relayResult_t res = relayShmRegionWait(comm, bwFlag(s, mine, p, slot), e, p, "bw", "push of tile");
+    relayResult_t res = relayShmRegionWait(comm, &bwFlag(s, mine, p, slot)->v, e, p, "bw", "push of tile");
     if (res != relaySuccess) return res;
     res = relayShmCheckMark(comm, bwInfo(s, mine, BW_INFO_CALL, p, slot),
                             bwInfo(s, mine, BW_INFO_MARK, p, slot), bwInfo(s, mine, BW_INFO_SHAPE, p, slot),
@@ -415,8 +415,8 @@ static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const rel
   *direct = 1;
   for (int k = 1; k < d->nActive; k++) {
     int i = (d->me + k) % d->nActive, p = d->ranks[i];
-    relayResult_t res = relayShmRegionWait(comm, bwEntry(s, mine, p), (uint32_t)comm->callSeq, p, "bw direct",
-                                           "entry into the call");
+    relayResult_t res = relayShmRegionWait(comm, &bwEntry(s, mine, p)->v, (uint32_t)comm->callSeq, p,
+                                           "bw direct", "entry into the call");
     if (res == relaySuccess)
       res =
           relayShmCheckMark(comm, bwEntryInfo(s, mine, BW_ENT_CALL, p), bwEntryInfo(s, mine, BW_ENT_MARK, p),
@@ -450,7 +450,7 @@ static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const rela
   }
   for (int k = 1; k < d->nActive; k++) {
     int p = d->ranks[(d->me + k) % d->nActive];
-    relayResult_t res = relayShmRegionWait(comm, bwExit(s, s->reg.base[r], p), (uint32_t)comm->callSeq, p,
+    relayResult_t res = relayShmRegionWait(comm, &bwExit(s, s->reg.base[r], p)->v, (uint32_t)comm->callSeq, p,
                                            "bw direct", "exit from the call");
     if (res != relaySuccess) return res;
   }

@@ -849,13 +849,11 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
     RELAY_CHECK(shmScan(comm, st, sends, recvs, &moved));
     if (st->nspend + st->nrpend == 0) return relaySuccess;
     if (moved) {
-      w.spins = 0;
-      w.lastProgress = relayNowNs();
+      shmWaiterProgress(st, &w);
       continue;
     }
     if (shmAborted(comm, st)) return relaySetError(comm, relayInvalidUsage, "the comm was aborted");
-    int what = 0,
-        bad = shmFindBadPeer(comm, st, w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), &what);
+    int what = 0, bad = shmFindBadPeer(comm, st, w.spun && shmLiveCheckDue(&w), &what);
     if (bad >= 0) {
       /* Whatever it wrote before it failed or died is visible now: drain it,
        * and fail only if we still need something from it. */

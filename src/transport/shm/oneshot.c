@@ -7,18 +7,17 @@
  * init), maps every peer's, and unlinks its own name once all voted, so
  * nothing is left in /dev/shm and no fd stays open (mappings only):
  *   [header: sentinel, slotBytes, nranks]
- *   [flag[2][nranks]]  written by source s into OWNER's region: "my epoch-e
- *                      push into your staging[e&1][s] is complete"
- *   [ack[nranks]]      written by peer s into OWNER's region: "I finished
- *                      reading your epoch-e push"
- *   [bytes, call, mark, shape: [2][nranks] each]  written by source s with
- *                      its push: its byte count, its call number, its mark
+ *   [push[2][nranks]]  one line each, written by source s into OWNER's
+ *                      region: its byte count, its call number, its mark
  *                      (1 + a rank that passed a bad buffer, comm->callMark)
  *                      and its call's shape digest (low 32 bits), so a push
  *                      left by a call this rank rejected, or of a call of
- *                      another shape, is refused, not reduced
+ *                      another shape, is refused, not reduced; then the flag
+ *                      "my epoch-e push into your staging[e&1][s] is complete"
+ *   [ack[nranks]]      written by peer s into OWNER's region: "I finished
+ *                      reading your epoch-e push"
  *   [staging[2][nranks][slotBytes]]
- * (one 64-byte line per flag/ack: each has exactly one writer).
+ * (one 64-byte line per push/ack: each has exactly one writer).
  *
  * Epochs are per pair (pairEpoch[p]: one-shots this rank ran with p), since
  * successive calls may use different active sets: two ranks count the same
@@ -185,18 +184,18 @@ relayResult_t relayShmRegionSetup(struct relayComm* comm, relayShmRegion* R, con
   return res != relaySuccess ? res : relayNotSupported;
 }
 
-relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer,
+relayResult_t relayShmRegionWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_t want, int peer,
                                  const char* proto, const char* what) {
   /* Mostly there already: no message formatting on the fast path. */
-  if ((int32_t)(atomic_load_explicit(&w->v, memory_order_acquire) - want) >= 0) return relaySuccess;
+  if ((int32_t)(atomic_load_explicit(w, memory_order_acquire) - want) >= 0) return relaySuccess;
   char where[128];
   /* The call and step are the error prefix's. */
   snprintf(where, sizeof where, "%s, waiting for %s epoch %u", proto, what, want);
-  relayResult_t r = relayShmWaitWord(comm, &w->v, want, peer, where);
+  relayResult_t r = relayShmWaitWord(comm, w, want, peer, where);
   if (r != relayTimeout) return r;
   return relaySetError(comm, relayTimeout, "%s: no %s epoch %u from rank %d within %d ms (it holds %u)",
                        proto, what, want, peer, comm->cfg.timeoutMs,
-                       atomic_load_explicit(&w->v, memory_order_acquire));
+                       atomic_load_explicit(w, memory_order_acquire));
 }
 
 /* A push's call, mark and shape (issue 15: no silent wrong result), stored
@@ -238,25 +237,24 @@ typedef struct {
   uint32_t* pairEpoch; /* [n] */
 } osState;
 
-static size_t osFlagsOff(void) { return sizeof(osHeader); }
-static size_t osAcksOff(int n) { return osFlagsOff() + 2 * (size_t)n * sizeof(osWord); }
-/* Per source, by parity: byte count, call number, mark, shape. */
-enum { OS_INFO_BYTES = 0, OS_INFO_CALL = 1, OS_INFO_MARK = 2, OS_INFO_SHAPE = 3, OS_NINFO = 4 };
-static size_t osInfoOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
-static size_t osStagingOff(int n) { return osInfoOff(n) + OS_NINFO * 2 * (size_t)n * sizeof(osWord); }
+/* A push's words, one line per source and parity, all written by that source: the byte count (counts that
+ * differ between ranks, check mode off, become relayInvalidUsage, not garbage), call number, mark and shape,
+ * then the flag (release), whose acquire makes the rest visible to the owner. One line, not five: at 8 ranks
+ * and 4 KiB a push is 8 lines of data, and the four info words on lines of their own were 4 more cache-line
+ * transfers per push, 28 per call per rank (docs/perf/2026-12-05-cpu-2core.md, the 8-rank reduce-scatter). */
+typedef struct {
+  _Alignas(OS_LINE) _Atomic uint32_t flag;
+  _Atomic uint32_t bytes, call, mark, shape;
+} osPush;
 
-static osWord* osFlag(unsigned char* base, int n, int par, int src) {
-  return (osWord*)(base + osFlagsOff()) + (size_t)par * (size_t)n + (size_t)src;
+static size_t osPushOff(void) { return sizeof(osHeader); }
+static size_t osAcksOff(int n) { return osPushOff() + 2 * (size_t)n * sizeof(osPush); }
+static size_t osStagingOff(int n) { return osAcksOff(n) + (size_t)n * sizeof(osWord); }
+
+static osPush* osPushOf(unsigned char* base, int n, int par, int src) {
+  return (osPush*)(base + osPushOff()) + (size_t)par * (size_t)n + (size_t)src;
 }
 static osWord* osAck(unsigned char* base, int n, int src) { return (osWord*)(base + osAcksOff(n)) + src; }
-/* The byte count of a push, stored before its flag: counts that differ
- * between ranks (check mode off) become relayInvalidUsage, not garbage. */
-static osWord* osInfo(unsigned char* base, int n, int what, int par, int src) {
-  return (osWord*)(base + osInfoOff(n)) + ((size_t)what * 2 + (size_t)par) * (size_t)n + (size_t)src;
-}
-static osWord* osBytes(unsigned char* base, int n, int par, int src) {
-  return osInfo(base, n, OS_INFO_BYTES, par, src);
-}
 static unsigned char* osStaging(const osState* s, unsigned char* base, int par, int src) {
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
@@ -301,7 +299,8 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
 
 /* Wait until word >= want (wrap-safe) with the transport's waiter (spin,
  * then futex on this rank's doorbell, which the pusher rings). */
-static relayResult_t osWait(struct relayComm* comm, osWord* w, uint32_t want, int peer, const char* what) {
+static relayResult_t osWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_t want, int peer,
+                            const char* what) {
   return relayShmRegionWait(comm, w, want, peer, "one-shot", what);
 }
 
@@ -339,18 +338,16 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     if (!osPairs(d, me, i)) continue;
     uint32_t e = ep[i];
     size_t push = osPushBytes(d, me, i, bytes);
-    res = osWait(comm, osAck(mine, n, p), e - 2, p, "acknowledgement of");
+    res = osWait(comm, &osAck(mine, n, p)->v, e - 2, p, "acknowledgement of");
     if (res != relaySuccess) break;
     if (push)
       memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r),
              (const char*)d->src + (size_t)i * d->srcStride * es, push);
     /* The call's byte count, also with an empty push: both ends of a rooted pair see a count that differs */
-    atomic_store_explicit(&osBytes(s->reg.base[p], n, (int)(e & 1), r)->v, (uint32_t)bytes,
-                          memory_order_relaxed);
-    relayShmStampMark(comm, &osInfo(s->reg.base[p], n, OS_INFO_CALL, (int)(e & 1), r)->v,
-                      &osInfo(s->reg.base[p], n, OS_INFO_MARK, (int)(e & 1), r)->v,
-                      &osInfo(s->reg.base[p], n, OS_INFO_SHAPE, (int)(e & 1), r)->v);
-    atomic_store_explicit(&osFlag(s->reg.base[p], n, (int)(e & 1), r)->v, e, memory_order_release);
+    osPush* words = osPushOf(s->reg.base[p], n, (int)(e & 1), r);
+    atomic_store_explicit(&words->bytes, (uint32_t)bytes, memory_order_relaxed);
+    relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
+    atomic_store_explicit(&words->flag, e, memory_order_release);
     relayShmRing(comm, p);
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
@@ -361,13 +358,12 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     }
     if (!osPairs(d, me, i)) continue;
     int p = d->ranks[i];
-    res = osWait(comm, osFlag(mine, n, (int)(ep[i] & 1), p), ep[i], p, "push of");
+    osPush* push = osPushOf(mine, n, (int)(ep[i] & 1), p);
+    res = osWait(comm, &push->flag, ep[i], p, "push of");
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
-    uint32_t got = atomic_load_explicit(&osBytes(mine, n, (int)(ep[i] & 1), p)->v, memory_order_relaxed);
+    uint32_t got = atomic_load_explicit(&push->bytes, memory_order_relaxed);
     if (res == relaySuccess)
-      res = relayShmCheckMark(comm, &osInfo(mine, n, OS_INFO_CALL, (int)(ep[i] & 1), p)->v,
-                              &osInfo(mine, n, OS_INFO_MARK, (int)(ep[i] & 1), p)->v,
-                              &osInfo(mine, n, OS_INFO_SHAPE, (int)(ep[i] & 1), p)->v, p, "one-shot");
+      res = relayShmCheckMark(comm, &push->call, &push->mark, &push->shape, p, "one-shot");
     if (res == relaySuccess && got != (uint32_t)bytes)
       res = relaySetError(comm, relayInvalidUsage,
                           "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between "

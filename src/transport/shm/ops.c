@@ -108,13 +108,12 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
     }
     if (np == 0) return relaySuccess;
     if (got) {
-      w.spins = 0;
-      w.lastProgress = relayNowNs();
+      shmWaiterProgress(st, &w);
       continue;
     }
     if (shmAborted(comm, st))
       return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
-    int checkPids = w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w), rescan = 0;
+    int checkPids = w.spun && shmLiveCheckDue(&w), rescan = 0;
     for (int i = 0; i < np && !rescan; i++) {
       int q = pend[i];
       int what = shmPeerState(comm, st, q);

@@ -178,6 +178,9 @@ typedef struct {
   int32_t* pids;          /* [n], from check-in; 0 where a peer's pid is not ours to check */
   uint64_t pidNs;         /* our PID namespace (0: unknown) */
   atomic_int abortedLocal;
+  /* Ranks outnumber cores: the waits' polls are cfg.spinCount >> spinCut; a spin that ends in a sleep
+   * raises the cut, one that ends in progress lowers it (shmPause, shmWaiterProgress). */
+  int spinCut;
   uint64_t agreeRound;
   /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
    * head of rings me->p and tail of p->me. */
@@ -251,13 +254,13 @@ static inline void shmCopyMsg(char* dst, size_t cap, const char* src) {
   dst[len] = 0;
 }
 
-/* A wait made no progress: spin (yielding), then sleep one bounded slice on
- * our doorbell. Returns the ns left before the deadline after the pause
- * (0: passed). */
+/* A wait's progress clock, its polls since the last progress and whether they are spent (shmPause): from
+ * then on it sleeps, and judges the deadline and its peers' liveness. */
 typedef struct {
   uint64_t lastProgress;
   uint64_t lastLiveCheck;
   int spins;
+  int spun;
 } shmWaiter;
 
 /* ------------------------------------------------ functions across files */
@@ -284,6 +287,7 @@ int shmAborted(struct relayComm* comm, shmState* st);
 int shmPeerState(struct relayComm* comm, shmState* st, int q);
 relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what, const char* where);
 void shmWaiterInit(shmWaiter* w);
+void shmWaiterProgress(shmState* st, shmWaiter* w);
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db);
 int shmLiveCheckDue(shmWaiter* w);
 void shmReject(struct relayComm* comm);
@@ -325,7 +329,7 @@ relayResult_t relayShmRegionDecline(struct relayComm* comm, uint64_t param);
 void relayShmRegionUnmap(relayShmRegion* R);
 /* Wait until w - want >= 0 (relayShmWaitWord); a timeout's message names
  * proto ("one-shot", "bw"), what was awaited, its epoch and the peer. */
-relayResult_t relayShmRegionWait(struct relayComm* comm, relayShmWord* w, uint32_t want, int peer,
+relayResult_t relayShmRegionWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_t want, int peer,
                                  const char* proto, const char* what);
 
 /* A push's call number, mark (1 + comm->callMark) and shape digest, stored
@@ -367,7 +371,7 @@ relayResult_t relayShmCmaCopy(struct relayComm* comm, int32_t pid, int p, int wr
 uint64_t relayShmCommHash(struct relayComm* comm);
 /* wait.c */
 /* Wait until *word - want >= 0 (wrap-safe, acquire) as the transport's own
- * waits do: spin cfg.spinCount times (RELAYCC_SPIN), then sleep on this
+ * waits do: spin cfg.spinCount times (RELAYCC_SPIN*), then sleep on this
  * rank's doorbell (futex) in bounded slices; between pauses the abort flag
  * and peer q's failure state, each slice q's process. relaySuccess, a peer /
  * abort error (message set, naming `where`), or relayTimeout with NO message:

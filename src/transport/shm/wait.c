@@ -5,7 +5,8 @@
  * (rendezvous, group, agree, the one-shot's and bw's words) pauses and judges
  * its peers here, so the deadline and death rules are one piece of code.
  *
- * Waits: poll, spin cfg.spinCount times (yielding), then sleep on this rank's
+ * Waits: poll, spin cfg.spinCount times (the first cfg.spinBusy with a CPU
+ * pause hint, the rest yielding the core), then sleep on this rank's
  * doorbell with FUTEX_WAIT (shared, not PRIVATE: the word lives in a shared
  * mapping) in slices of SHM_SLICE_MS, checking between slices the deadline,
  * the abort flag, the failure/reject status of the peers still awaited and
@@ -186,22 +187,50 @@ relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what
   }
 }
 
-/* A wait made no progress: spin (yielding), then sleep one bounded slice on
- * our doorbell. Returns the ns left before the deadline after the pause
- * (0: passed). */
+/* A busy poll's pause: tells the core this is a spin (x86 PAUSE, arm64 YIELD: less power, and the sibling
+ * hyperthread runs), no syscall. */
+static inline void shmCpuRelax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
 
 void shmWaiterInit(shmWaiter* w) {
   w->lastProgress = relayNowNs();
   w->lastLiveCheck = w->lastProgress;
   w->spins = 0;
+  w->spun = 0;
 }
 
-/* Returns 1 when the wait's deadline (no progress for timeoutMs) passed. */
+/* The wait got something: its spin starts over. A spin that got it (no sleep yet) lowers the cut. */
+void shmWaiterProgress(shmState* st, shmWaiter* w) {
+  if (!w->spun && w->spins > 0 && st->spinCut > 0) st->spinCut--;
+  w->spins = 0;
+  w->spun = 0;
+  w->lastProgress = relayNowNs();
+}
+
+/* A wait made no progress: busy-poll (cfg.spinBusy polls), yield the core (cfg.spinCount polls in all),
+ * then sleep one bounded slice on our doorbell. The spins are bounded, so the deadline and the peers'
+ * liveness are judged once they are spent and between every slice after. Returns 1 when the wait's
+ * deadline (no progress for timeoutMs) passed. */
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
-  if (w->spins < comm->cfg.spinCount) {
-    w->spins++;
-    sched_yield();
-    return 0;
+  if (!w->spun) {
+    int polls = comm->cfg.spinCount >> st->spinCut;
+    if (comm->cfg.spinCount > 2 && polls < 2) polls = 2; /* a probe, so the cut can come down again */
+    int i = w->spins, busy = i < comm->cfg.spinBusy;
+    /* The clock (a vDSO read, ~20 ns) every 16th busy poll and every yield: a yield can run another rank's
+     * whole slice. */
+    if (i < polls && !((!busy || (i & 15) == 0) && relayNowNs() - w->lastProgress >= comm->cfg.spinNs)) {
+      w->spins++;
+      if (busy) shmCpuRelax();
+      else sched_yield();
+      return 0;
+    }
+    w->spun = 1; /* spent: judge the deadline and the peers, then sleep */
+    if (comm->cfg.spinAdapt && st->spinCut < 16) st->spinCut++;
   }
   uint64_t now = relayNowNs();
   uint64_t limit = relayWaitLimitNs(comm);
@@ -265,12 +294,14 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
   shmWaiterInit(&w);
   for (;;) {
     uint32_t db = atomic_load_explicit(&me->doorbell, memory_order_acquire);
-    if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
+    if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) {
+      shmWaiterProgress(st, &w);
+      return relaySuccess;
+    }
     if (shmAborted(comm, st))
       return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
     int what = shmPeerState(comm, st, q);
-    if (what == SHM_PEER_OK && w.spins >= comm->cfg.spinCount && shmLiveCheckDue(&w) && shmPeerDead(st, q))
-      what = SHM_PEER_DEAD;
+    if (what == SHM_PEER_OK && w.spun && shmLiveCheckDue(&w) && shmPeerDead(st, q)) what = SHM_PEER_DEAD;
     if (what != SHM_PEER_OK) {
       /* What it stored before it failed or died counts. */
       if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
