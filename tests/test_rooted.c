@@ -233,9 +233,11 @@ static int caseRoute(void) {
     planKey k = planKeyInit(coll, 8, 1, 2, ranks, &small, relayFloat32);
     k.op = relaySum, k.route = relayRouteAuto, k.depth = 1;
     int route = -1, depth = 0;
+    /* auto does not price the rooted one-shot yet (route/table.c oneShotPriced: slower than direct on
+     * the 2-core host); forced, it runs (test_colls' sweeps) */
     relayRouteChoose(&k, t, (int)(RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED), &route, &depth);
-    T_CHECK(route == relayRouteOneShot, "cpu %s of 4 KiB: %s, want oneshot", relayCollName(coll),
-            relayRouteName(route));
+    T_CHECK(route == relayRouteDirect, "cpu %s of 4 KiB: %s, want direct (auto prices no rooted one-shot)",
+            relayCollName(coll), relayRouteName(route));
     relayRouteChoose(&k, t, (int)RELAY_TP_CAP_ONESHOT, &route, &depth);
     T_CHECK(route != relayRouteOneShot, "cpu %s: the one-shot priced without its rooted form",
             relayCollName(coll));
