@@ -202,6 +202,38 @@ static int splitGroupsRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* A pair that orders a transfer and a collective differently (rank 0 sends, then all-reduces; rank 1
+ * all-reduces, then receives), direct route, check mode 0: rank 1's all-reduce meets rank 0's
+ * point-to-point header and must say so (relayInvalidUsage, "sequence of calls"), not report a corrupt
+ * stream (the header's index is the pair's sequence number, which review found checked first). */
+static int misorderRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.timeoutMs = 5000;
+  cfg.route = relayRouteDirect;
+  relayComm_t c = t_comm(rank, nranks, &cfg);
+  int32_t s[64], r[64];
+  fill(s, rank, 1 - rank, 64);
+  poison(r, 64);
+  int ranks[2] = {0, 1};
+  relayLayout_t lay = {1, 2, ranks};
+  size_t counts[1] = {(size_t)1 << 18};
+  int32_t* as = calloc(counts[0], sizeof *as);
+  int32_t* ar = calloc(counts[0], sizeof *ar);
+  T_CHECK(as && ar, "rank %d: out of memory", rank);
+  if (rank == 0) {
+    relaySend(s, 64, relayInt32, 1, c, NULL);
+    relayAllReduce(as, ar, counts, relayInt32, relaySum, &lay, c, NULL);
+  } else {
+    relayResult_t res = relayAllReduce(as, ar, counts, relayInt32, relaySum, &lay, c, NULL);
+    expectError(rank, c, res, relayInvalidUsage, "sequence of calls", NULL);
+  }
+  free(as);
+  free(ar);
+  relayCommDestroy(c);
+  return 0;
+}
+
 /* The same in check mode 1: the pair's check round before the data (the NCCL path's logic, on shm). */
 static int ringCheckRank(int rank, int nranks, void* arg) {
   gCheckMode = 1;
@@ -543,6 +575,7 @@ static const tCase kCases[] = {
     P2P("ring-3-check", ringCheckRank, 3),
     P2P("cross-comms", crossCommsRank, 2),
     P2P("split-groups", splitGroupsRank, 2),
+    P2P("misorder", misorderRank, 2),
     P2P("allpairs-6-check", allPairsCheckRank, 6),
     {.name = "interleave",
      .rank = interleaveRank,

@@ -354,3 +354,62 @@ def case_unwaited(g, timeout_s):
     torch_backend.abort(grp2)
     res["aborted"] = _timed(w.wait)
   return res
+
+
+def case_grouped_against_calls(g):
+  """Rank 0's batch of two isends and an irecv against rank 1's blocking recv, recv, send (valid under
+  gloo and NCCL): rank 1 sends only after it received both, so the batch's transfers must progress as one
+  group, not as rounds of one transfer per direction (they timed out so). Ranks > 1 stay out."""
+  bad, me = [], g.rank
+  if me > 1:
+    return bad
+  big = SIZES[-1]
+  if me == 0:
+    c = _poison(big, torch.float32)
+    ws = dist.batch_isend_irecv([dist.P2POp(dist.isend, blk(0, 1, 400, big), 1),
+                                 dist.P2POp(dist.isend, blk(0, 1, 401, 7), 1), dist.P2POp(dist.irecv, c, 1)])
+    for w in ws:
+      w.wait()
+    _same(bad, "the batch's receive", c, blk(1, 0, 402, big))
+  else:
+    a, b = _poison(big, torch.float32), _poison(7, torch.float32)
+    dist.recv(a, 0)
+    dist.recv(b, 0)
+    dist.send(blk(1, 0, 402, big), 0)
+    _same(bad, "first of the batch", a, blk(0, 1, 400, big))
+    _same(bad, "second of the batch", b, blk(0, 1, 401, 7))
+  return bad
+
+
+def case_wait_in_callback(g, timeout_s):
+  """A Future callback runs on the group's worker thread and waits on an irecv issued before: the
+  transfer must run there and then (queued behind the callback's own task it waited forever)."""
+  import threading
+  bad, me = [], g.rank
+  x = torch.ones(16)
+  if me > 1:
+    dist.all_reduce(x)  # the all_reduce is the group's: every rank takes part
+    return bad
+  if me == 0:
+    y = _poison(10, torch.float32)
+    w_ar = dist.all_reduce(x, async_op=True)
+    w_r = dist.irecv(y, 1)
+    where = []
+
+    def cb(f):
+      where.append(threading.current_thread().name)
+      w_r.wait()
+      return y
+
+    fut = w_ar.get_future().then(cb)
+    done = threading.Event()
+    threading.Thread(target=lambda: (fut.wait(), done.set()), daemon=True).start()
+    if not done.wait(timeout_s):
+      bad.append(f"the callback's wait on the irecv did not end within {timeout_s} s (ran on {where})")
+      return bad
+    _same(bad, "irecv waited in a callback", y, blk(1, 0, 410, 10))
+  else:
+    time.sleep(0.5)
+    dist.all_reduce(x)
+    dist.send(blk(1, 0, 410, 10), 0)
+  return bad

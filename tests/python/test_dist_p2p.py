@@ -127,3 +127,11 @@ def test_unwaited_transfer_at_shutdown_and_abort(pool):
   assert res[1]["recv"][0] == "none" and res[1]["right"], res[1]
   kind, secs, text = res[0]["aborted"]
   assert kind == "DistBackendError" and "shut down or aborted" in text and secs < 5, res[0]
+
+
+def test_grouped_against_calls(pool):
+  _clean(pool.run(pc.case_grouped_against_calls, timeout=600))
+
+
+def test_wait_in_callback(pool):
+  _clean(pool.run(pc.case_wait_in_callback, 20, timeout=600))

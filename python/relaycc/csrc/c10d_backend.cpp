@@ -734,10 +734,22 @@ class RelayBackend : public c10d::Backend {
     std::lock_guard<std::mutex> g(p2p_->mu);
     if (p2p_->start) p2p_->start();
   }
+  // On the worker itself (a Future callback that waits on a transfer's Work, or issues a call) the
+  // transfers run here and now: queued behind the running task they would wait for the task that waits
+  // for them, with no deadline.
   void startP2PLocked() {  // under p2p_->mu
     if (p2p_->pending.empty()) return;
     std::vector<P2PQueue::Op> ops;
     ops.swap(p2p_->pending);
+    bool onWorker;
+    {
+      std::lock_guard<std::mutex> q(qmu_);  // the lock order: p2p_->mu, then qmu_
+      onWorker = worker_.joinable() && std::this_thread::get_id() == worker_.get_id();
+    }
+    if (onWorker) {
+      runP2P(ops);
+      return;
+    }
     enqueue([this, ops]() mutable { runP2P(ops); });  // each Work holds its own outcome
   }
 
@@ -749,37 +761,21 @@ class RelayBackend : public c10d::Backend {
     *count = dt >= 0 ? static_cast<size_t>(t.numel()) : bytesOf(t);
   }
 
-  // The deferred transfers (on the worker), as rounds of relaycc groups (relayGroupStart/End): round j
-  // holds the j-th transfer of each (peer, direction) in issue order, so a group never holds two
-  // transfers of one direction of a pair. The shm transport matches a group's k-th transfer of a
-  // direction with the peer's k-th of its group, and the two ends defer alike only where their waits
-  // fall alike: with one per direction both ends' groups agree whatever each end deferred, and the
-  // transfers of a round still progress together (a ring of isend/irecv, a send and a receive with one
-  // peer at once). A round's failure fails its Works (a receive's tensor is then undefined; a send's is
-  // never written) and the later rounds still run, so the pair stays in step when the comm is usable (a
-  // mismatch, a rejection); a rejected transfer's Work fails with its own reason, its peer's with the C
-  // core's text naming it. Returns the first error.
+  // The deferred transfers (on the worker), as one relaycc group (relayGroupStart/End), so they progress
+  // together: a ring of isend/irecv, a send and a receive with one peer, several to one peer. The shm
+  // transport matches a pair's transfers by order, however each end grouped them (check mode 0), so the
+  // two ends need not have deferred alike; check mode 1's pair check needs both ends to group a pair's
+  // transfers alike (docs/python.md). A failure fails the group's Works (a receive's tensor is then
+  // undefined; a send's is never written); a rejected transfer's Work fails with its own reason, its
+  // peer's with the C core's text naming it. Returns the first error.
   std::exception_ptr runP2P(std::vector<P2PQueue::Op>& ops) {
-    std::vector<int> round(ops.size(), 0);
-    std::map<std::pair<int, int>, int> seen;  // (peer, isSend) -> transfers so far
-    int rounds = 0;
-    for (size_t i = 0; i < ops.size(); i++) {
-      round[i] = seen[{ops[i].peer, ops[i].isSend}]++;
-      rounds = std::max(rounds, round[i] + 1);
-    }
-    std::exception_ptr first;
-    for (int j = 0; j < rounds; j++) {
-      std::vector<size_t> idx;
-      for (size_t i = 0; i < ops.size(); i++)
-        if (round[i] == j) idx.push_back(i);
-      std::exception_ptr err = runRound(ops, idx);
-      if (err && !first) first = err;
-    }
-    return first;
+    std::vector<size_t> idx(ops.size());
+    for (size_t i = 0; i < ops.size(); i++) idx[i] = i;
+    return runGroup(ops, idx);
   }
 
   // One group: relayGroupStart, each send, receive or rejection, relayGroupEnd.
-  std::exception_ptr runRound(std::vector<P2PQueue::Op>& ops, const std::vector<size_t>& idx) {
+  std::exception_ptr runGroup(std::vector<P2PQueue::Op>& ops, const std::vector<size_t>& idx) {
     std::vector<std::string> own(idx.size());
     std::vector<at::Tensor> bufs(idx.size());
     int sends = 0;

@@ -394,15 +394,19 @@ static uint64_t shmPush(struct relayComm* comm, shmState* st, int p, const relay
 /* The header of task k from p disagrees with our transfer x: say how. */
 static relayResult_t shmHdrMismatch(struct relayComm* comm, int p, const shmTaskHdr* h,
                                     const relayXferDesc* x, int index, int count) {
-  if (h->magic != SHM_TASK_MAGIC || h->src != p || h->index != (uint32_t)index)
-    return relaySetError(comm, relayInternalError,
-                         "corrupt stream from rank %d (magic %#x, src %d, task %u of %d expected %d)", p,
-                         h->magic, h->src, h->index, count, index);
+  if (h->magic != SHM_TASK_MAGIC || h->src != p)
+    return relaySetError(comm, relayInternalError, "corrupt stream from rank %d (magic %#x, src %d)", p,
+                         h->magic, h->src);
+  /* Before the index: a point-to-point transfer's header carries its pair sequence number there
+   * (shmXferIndex), so a pair that orders a transfer and a collective differently is this error. */
   if (h->callSeq != comm->callSeq || h->step != comm->curStep)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d sent a transfer from step %d of call #%llu: ranks disagree on the sequence "
                          "of calls or on their plans",
-                         p, h->step, (unsigned long long)h->callSeq);
+                         p, h->step, (unsigned long long)(h->callSeq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK)));
+  if (h->index != (uint32_t)index)
+    return relaySetError(comm, relayInternalError, "corrupt stream from rank %d (task %u of %d expected %d)",
+                         p, h->index, count, index);
   if (h->shape != comm->callShape)
     return relaySetError(comm, relayInvalidUsage,
                          "rank %d's call has another shape (digest %016llx, this rank's %016llx): ranks "
@@ -505,11 +509,15 @@ static relayResult_t shmTaggedHdr(struct relayComm* comm, shmState* st, int p, c
       return relaySetError(comm, relayInvalidUsage,
                            "rank %d sent a transfer of call #%llu where this rank expects its %s #%llu: the "
                            "pair orders its point-to-point transfers and collectives differently",
-                           p, (unsigned long long)(h->callSeq & ~RELAY_TAG_PAIR), kind, seq);
-    return relaySetError(comm, relayInvalidUsage,
-                         "rank %d sent its point-to-point transfer #%llu where this rank expects %s #%llu: "
-                         "the pair orders its transfers differently",
-                         p, (unsigned long long)(h->callSeq & ~RELAY_TAG_PAIR), kind, seq);
+                           p, (unsigned long long)(h->callSeq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK)), kind,
+                           seq);
+    return relaySetError(
+        comm, relayInvalidUsage,
+        "rank %d sent its point-to-point transfer%s #%llu where this rank expects %s%s #%llu: "
+        "the pair orders its transfers differently",
+        p, (h->callSeq & RELAY_TAG_ACK) ? "'s acknowledgement" : "",
+        (unsigned long long)(h->callSeq & ~(RELAY_TAG_PAIR | RELAY_TAG_ACK)),
+        ack ? "the acknowledgement of its " : "", kind, seq);
   }
   int32_t dt = SHM_STEP_TAGGED - h->step;
   relayResult_t err = relaySuccess;
