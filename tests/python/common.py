@@ -3,6 +3,7 @@ patterns that encode source, destination and region; the serial reference of eve
 import multiprocessing as mp
 import os
 import queue
+import socket
 import time
 import traceback
 import uuid
@@ -18,6 +19,14 @@ DTYPE_NAMES = [
 DTYPE_NAMES = [n for n in DTYPE_NAMES if hasattr(torch, n)]
 OPS = ["sum", "prod", "max", "min", "avg"]
 COLLS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "scatter", "gather"]
+
+
+
+def free_port():
+  """A TCP port free on 127.0.0.1 now (a tcp:// rendezvous of its own per test module)."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
 
 # ---- the pool -------------------------------------------------------------------------------------
 

@@ -3,19 +3,12 @@ and 8 ranks (tcp:// and file:// init), async work, DDP and FSDP2 training equal 
 save/load, subgroups and a DeviceMesh, hundreds of cheap groups. The extension is compiled once per session
 (in the build folder's torch_extensions, run.sh) before the ranks start."""
 import functools
-import socket
 import tempfile
 
 import pytest
 
 import dist_cases as dc
-from common import Pool
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+from common import Pool, free_port
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -36,7 +29,7 @@ SETUPS = {
 def setup(request):
   n = request.param
   s = dict(SETUPS[n])
-  url = f"tcp://127.0.0.1:{_free_port()}" if s["url"] == "tcp" else s["url"]
+  url = f"tcp://127.0.0.1:{free_port()}" if s["url"] == "tcp" else s["url"]
   p = Pool(n, init=functools.partial(dc.dist_init, url), timeout=600)
   s["pool"], s["n"] = p, n
   yield s

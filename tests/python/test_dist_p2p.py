@@ -3,19 +3,12 @@ calls and a pipeline of stages on relaycc (served counter), against the serial r
 a count or dtype that differs between a send and its receive raises at the receiver and leaves the group
 usable; a rejected transfer raises on both ends through the C core; tags are gloo's."""
 import functools
-import socket
 
 import pytest
 
 import dist_cases as dc
 import dist_p2p_cases as pc
-from common import Pool
-
-
-def _free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+from common import Pool, free_port
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -27,7 +20,7 @@ def extension():
 @pytest.fixture(scope="module", params=[2, 4], ids=lambda n: f"{n}ranks")
 def pool(request):
   n = request.param
-  p = Pool(n, init=functools.partial(dc.dist_init, f"tcp://127.0.0.1:{_free_port()}"), timeout=600)
+  p = Pool(n, init=functools.partial(dc.dist_init, f"tcp://127.0.0.1:{free_port()}"), timeout=600)
   yield p
   p.close()
 
