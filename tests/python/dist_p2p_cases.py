@@ -413,3 +413,21 @@ def case_wait_in_callback(g, timeout_s):
     dist.all_reduce(x)
     dist.send(blk(1, 0, 410, 10), 0)
   return bad
+
+
+def case_tagged_after_isend(g):
+  """Rank 0's tag-0 isend (relaycc's, deferred) then a blocking tagged recv (gloo's) that rank 1 sends only
+  after receiving the isend: the forwarded recv must start the deferred isend first."""
+  bad, me = [], g.rank
+  if me == 0:
+    w = dist.isend(blk(0, 1, 420, 100), 1)
+    y = _poison(100, torch.float32)
+    dist.recv(y, 1, tag=5)
+    w.wait()
+    _same(bad, "tagged recv after an isend", y, blk(1, 0, 421, 100))
+  elif me == 1:
+    x = _poison(100, torch.float32)
+    dist.recv(x, 0)
+    dist.send(blk(1, 0, 421, 100), 0, tag=5)
+    _same(bad, "the isend before a tagged send", x, blk(0, 1, 420, 100))
+  return bad

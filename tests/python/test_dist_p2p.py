@@ -128,3 +128,7 @@ def test_grouped_against_calls(pool):
 
 def test_wait_in_callback(pool):
   _clean(pool.run(pc.case_wait_in_callback, 20, timeout=600))
+
+
+def test_tagged_after_isend(pool):
+  _clean(pool.run(pc.case_tagged_after_isend, timeout=600))

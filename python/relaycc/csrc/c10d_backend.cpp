@@ -701,7 +701,10 @@ class RelayBackend : public c10d::Backend {
     return tag != 0 || !useRelay_ || (tensors.size() == 1 && !relayable(tensors[0]));
   }
 
+  // A forwarded transfer (a tag, any source) starts the deferred tag-0 ones first: a program may make the
+  // tagged one depend on them (an isend, then a tagged recv that its peer sends only after receiving it).
   WorkPtr forwardP2P(const std::function<WorkPtr()>& call) {
+    startP2P();
     drainRelay();
     WorkPtr w = call();
     std::lock_guard<std::mutex> g(p2p_->mu);
