@@ -330,7 +330,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
    * push, so both ends of a pair count its epochs alike. */
   int R = d->root, rooted = R >= 0 && R < A;
   uint32_t ep[RELAY_TP_ONESHOT_MAX];
-  for (int i = 0; i < A; i++) ep[i] = osPairs(d, me, i) ? ++s->pairEpoch[d->ranks[i]] : 0;
+  for (int i = 0; i < A; i++) ep[i] = i != me && osPairs(d, me, i) ? ++s->pairEpoch[d->ranks[i]] : 0;
   relayResult_t res = relaySuccess;
   /* Push, starting after me so peers are not all written in the same order. */
   for (int k = 1; k < A && res == relaySuccess; k++) {
