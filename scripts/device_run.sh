@@ -23,9 +23,16 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/run.log"; }
 # its session listed in $OUT/NAME.stacks (gdb's backtraces where gdb exists, else the kernel's wait
 # channels), and the *_check.py ranks print their Python stacks into the step's log (faulthandler on
 # SIGUSR1), so a step cut by its time limit says where it waited.
+# The step's processes: its session and every descendant (torchrun starts each rank in a session of its own).
+step_pids() {
+  ps -eo pid=,ppid=,sid= | awk -v s="$1" '
+    { pid[NR] = $1; par[NR] = $2; if ($3 == s) keep[$1] = 1 }
+    END { do { n = 0; for (i in pid) if (!(pid[i] in keep) && (par[i] in keep)) { keep[pid[i]] = 1; n++ } } while (n)
+          for (p in keep) print p }'
+}
 dump_stacks() {
   local sid=$1 f=$2 p
-  for p in $(ps -eo pid=,sid= | awk -v s="$sid" '$2 == s {print $1}'); do
+  for p in $(step_pids "$sid"); do
     echo "== pid $p: $(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-200)"
     if command -v gdb >/dev/null 2>&1; then
       timeout 20 gdb -batch -p "$p" -ex "thread apply all bt 25" 2>/dev/null | grep -E '^(Thread|#)'
@@ -105,6 +112,8 @@ for s in $steps; do
       done
       fi
       tr="torchrun --standalone --nproc-per-node $nr"
+      # torch_plain (by name only): the same script without the interposer, the control for its teardown.
+      [[ $parts == *" torch_plain "* ]] && run torch${nr}_plain ${TORCH_LIMIT:-240} $tr tests/gpu/torch_shim_check.py
       [[ $parts == *" torch_shim "* ]] && run torch${nr}_shim ${TORCH_LIMIT:-240} env RELAYCC_DEBUG=2 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr tests/gpu/torch_shim_check.py
       [[ $parts == *" torch_async "* ]] && run torch${nr}_shim_async 120 env PYTHONPATH=$PWD/tests/gpu RELAYCC_TIMEOUT_MS=2000 RELAYCC_ROUTE=oneshot \
         TORCH_NCCL_ASYNC_ERROR_HANDLING=0 RELAYCC_DEBUG=1 LD_PRELOAD=$PWD/build/librelaycc_shim.so $tr \

@@ -573,13 +573,20 @@ static relayComm_t closeComm(ncclComm_t comm, shimComm** out) {
 
 static void freeComm(shimComm* sc, int abort) {
   if (!sc) return;
+  uint64_t t0 = relayNowNs();
   pthread_mutex_lock(&gLock);
+  ncclComm_t comm = sc->nccl;
+  if (sc->refs > 0) say(2, comm, sc->rank, sc->nranks, "release waits for %d call(s) holding it", sc->refs);
   while (sc->refs > 0) pthread_cond_wait(&gUnheld, &gLock);
   relayComm_t rc = atomic_exchange(&sc->rc, NULL);
   sc->nccl = NULL; /* the slot may be reused by a later comm */
   pthread_mutex_unlock(&gLock);
   if (rc && abort) relayCommAbort(rc);
   else if (rc) relayCommDestroy(rc);
+  /* Where a teardown waits (torch's destroy_process_group under torchrun 8 outlived its step twice): the
+   * trace says how long relaycc's part took, and the caller's line after it NCCL's. */
+  say(2, comm, sc->rank, sc->nranks, "relaycc's state %s in %.1f ms",
+      rc ? (abort ? "aborted" : "freed") : "absent", (double)(relayNowNs() - t0) / 1e6);
 }
 
 /* ---- groups ------------------------------------------------------------------ */
@@ -631,7 +638,11 @@ static ncclResult_t commRelease(ncclResult_t (*fwd)(ncclComm_t), ncclComm_t comm
   shimComm* sc;
   closeComm(comm, &sc);
   freeComm(sc, 0);
-  return fwd(comm);
+  uint64_t t0 = relayNowNs();
+  ncclResult_t r = fwd(comm);
+  say(2, comm, -1, -1, "NCCL's finalize/destroy returned %d in %.1f ms", (int)r,
+      (double)(relayNowNs() - t0) / 1e6);
+  return r;
 }
 SHIM_TWINS(ncclCommFinalize, commRelease, (ncclComm_t comm), comm)
 SHIM_TWINS(ncclCommDestroy, commRelease, (ncclComm_t comm), comm)

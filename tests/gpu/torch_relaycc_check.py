@@ -13,12 +13,13 @@ a scatter (N = 1). Exits non-zero on any mismatch.
 import ctypes
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 
 import relaycc
-from torch_shim_check import place_rank  # beside this file: rank r on GPU r % GPUs
+from torch_shim_check import T0, place_rank  # beside this file: rank r on GPU r % GPUs
 
 
 def c_environ():
@@ -128,9 +129,12 @@ def main():
     cbad = int((out != src * 2 + 1).sum())
   print(f"rank {rank}: torch.compile(fullgraph=True) wrong {cbad}", flush=True)
   wrong += cbad
+  print(f"rank {rank}: checks done ({wrong} wrong) at {time.monotonic() - T0:.1f} s; destroying the comm",
+        flush=True)
   comm.destroy()
+  print(f"rank {rank}: comm destroyed at {time.monotonic() - T0:.1f} s; destroying the group", flush=True)
   dist.destroy_process_group()
-  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'}", flush=True)
+  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} at {time.monotonic() - T0:.1f} s", flush=True)
   sys.exit(1 if wrong else 0)
 
 

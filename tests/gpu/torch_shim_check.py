@@ -10,9 +10,12 @@ import faulthandler
 import os
 import signal
 import sys
+import time
 
 import torch
 import torch.distributed as dist
+
+T0 = time.monotonic()  # the teardown lines say when they ran
 
 
 def place_rank(rank, world):
@@ -39,7 +42,7 @@ def main():
   wrong = 0
   for dtype in (torch.bfloat16, torch.float32):
     size = 4096
-    while size <= 64 << 20:
+    while size <= int(os.environ.get("TORCH_CHECK_MAX_BYTES", 64 << 20)):  # a device call cuts it shorter
       n = size // torch.tensor([], dtype=dtype).element_size()
       # Values encode rank (its parity) and index. Every partial sum of any order stays an integer <= 240 at
       # 8 ranks and 3x replays, exact in bf16 (integers up to 256 are): NCCL's ring adds in bf16, and with
@@ -74,9 +77,11 @@ def main():
       wrong += bad + gbad
       size *= 4
   # Said before the teardown so a run cut by its time limit shows whether the checks or the teardown took it.
-  print(f"rank {rank}: checks done ({wrong} wrong); destroying the group", flush=True)
+  print(f"rank {rank}: checks done ({wrong} wrong) at {time.monotonic() - T0:.1f} s; destroying the group",
+        flush=True)
   dist.destroy_process_group()
-  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements)", flush=True)
+  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements) at {time.monotonic() - T0:.1f} s",
+        flush=True)
   sys.exit(1 if wrong else 0)
 
 

@@ -577,11 +577,15 @@ static void tpDestroy(struct relayComm* c) {
   if (aborted || c->failed) relayNcclOneShotAbort(c); /* its kernels wait on peers: end them */
   uint64_t waitNs = relayWaitLimitNs(c);
   if (aborted && waitNs > 5000000000ull) waitNs = 5000000000ull;
+  uint64_t t0 = relayNowNs();
   int drained = drainDevice(st->device, waitNs);
   if (!drained && st->ownsNccl) {
     abortNccl(st);
     drained = drainDevice(st->device, 5000000000ull);
   }
+  if (relayDebugLevel() >= 2)
+    fprintf(stderr, "relaycc: rank %d: destroy: device %s after %.1f ms (limit %.0f ms)\n", c->rank,
+            drained ? "idle" : "still busy", (double)(relayNowNs() - t0) / 1e6, (double)waitNs / 1e6);
   relayNcclNativeFree(st, drained); /* children before their parent */
   relayNcclOneShotFree(c, drained); /* its IPC mappings before NCCL's own */
   if (st->ownsNccl && !st->ncclDead) {
