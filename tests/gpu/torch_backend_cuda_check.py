@@ -19,7 +19,6 @@ process's environment and one NCCL library is mapped. Each rank's last line is "
 """
 import datetime
 import os
-import sys
 
 import torch
 import torch.distributed as dist
@@ -27,7 +26,7 @@ import torch.distributed as dist
 import relaycc
 from relaycc import torch_backend
 from torch_relaycc_check import c_environ
-from torch_shim_check import place_rank  # beside this file: rank r on GPU r % GPUs
+from torch_shim_check import finish, place_rank  # beside this file: rank r on GPU r % GPUs
 
 POISON = -7.0
 SIZES = [1000, 1 << 18]  # elements: a small call and a 1 MB (fp32) one
@@ -150,12 +149,9 @@ def main():
         torch.arange(10, dtype=torch.float32) * world + world * (world - 1) // 2)
   if torch_backend.get_backend(mixed).cuda_active:
     bad.append("cpu:relaycc,cuda:nccl: the relaycc backend attached to CUDA (torch's NCCL serves it)")
-  print(f"rank {rank}: checks done ({len(bad)} failed); destroying the groups", flush=True)
-  dist.destroy_process_group()
   for b in bad[:20]:
     print(f"rank {rank}: {b}", flush=True)
-  print(f"rank {rank}: {'OK' if not bad else f'FAILED ({len(bad)} checks)'}", flush=True)
-  sys.exit(1 if bad else 0)
+  finish(rank, world, bad, "OK" if not bad else f"FAILED ({len(bad)} checks)")
 
 
 if __name__ == "__main__":

@@ -12,14 +12,12 @@ a scatter (N = 1). Exits non-zero on any mismatch.
 """
 import ctypes
 import os
-import sys
-import time
 
 import torch
 import torch.distributed as dist
 
 import relaycc
-from torch_shim_check import T0, place_rank  # beside this file: rank r on GPU r % GPUs
+from torch_shim_check import finish, place_rank  # beside this file: rank r on GPU r % GPUs
 
 
 def c_environ():
@@ -129,13 +127,8 @@ def main():
     cbad = int((out != src * 2 + 1).sum())
   print(f"rank {rank}: torch.compile(fullgraph=True) wrong {cbad}", flush=True)
   wrong += cbad
-  print(f"rank {rank}: checks done ({wrong} wrong) at {time.monotonic() - T0:.1f} s; destroying the comm",
-        flush=True)
-  comm.destroy()
-  print(f"rank {rank}: comm destroyed at {time.monotonic() - T0:.1f} s; destroying the group", flush=True)
-  dist.destroy_process_group()
-  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} at {time.monotonic() - T0:.1f} s", flush=True)
-  sys.exit(1 if wrong else 0)
+  comm.destroy()  # relaycc's guest state on torch's comm: its own teardown, before torch's
+  finish(rank, world, wrong, f"comm destroyed; {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,21 @@ def place_rank(rank, world):
   torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)) % ndev)
 
 
+def finish(rank, world, failed, what):
+  """Destroy the default group and exit (1 when failed). Where ranks share a GPU over loopback sockets, NCCL's
+  own teardown inside destroy_process_group does not return, with or without relaycc (torchrun 8 on one H200,
+  2026-12-05: plain torch, no interposer, waited there for 120 s after every check passed; relaycc's part of
+  the teardown took 6 ms on every rank; docs/perf/2026-12-05-h200-8ranks.md). There the verdict is printed
+  and the process ends without it, so a run says what it checked instead of running into its time limit."""
+  if world > torch.cuda.device_count() and os.environ.get("NCCL_MULTI_RANK_GPU_ENABLE") != "1":
+    print(f"rank {rank}: {what} at {time.monotonic() - T0:.1f} s; ranks share a GPU: NCCL's teardown skipped "
+          f"(it does not return in this mode, relaycc or not)", flush=True)
+    os._exit(1 if failed else 0)
+  dist.destroy_process_group()
+  print(f"rank {rank}: {what} at {time.monotonic() - T0:.1f} s", flush=True)
+  sys.exit(1 if failed else 0)
+
+
 def main():
   rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
   place_rank(rank, world)
@@ -77,12 +92,7 @@ def main():
       wrong += bad + gbad
       size *= 4
   # Said before the teardown so a run cut by its time limit shows whether the checks or the teardown took it.
-  print(f"rank {rank}: checks done ({wrong} wrong) at {time.monotonic() - T0:.1f} s; destroying the group",
-        flush=True)
-  dist.destroy_process_group()
-  print(f"rank {rank}: {'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements) at {time.monotonic() - T0:.1f} s",
-        flush=True)
-  sys.exit(1 if wrong else 0)
+  finish(rank, world, wrong, f"{'OK' if wrong == 0 else 'FAILED'} ({wrong} wrong elements)")
 
 
 if __name__ == "__main__":
