@@ -351,12 +351,18 @@ static void rootedSweep(rank_t* R, const layout_t* layouts, int nL) {
   static const relayDataType_t kTypes[] = {relayFloat32, relayBfloat16};
   static const relayRedOp_t kOps[] = {relaySum, relayAvg};
   const size_t counts[] = {0, 1, 7, 1000, BIG_COUNT};
+  /* The relay forced where helpers exist must be what runs (a builder that declined would fall back to
+   * direct on every rank alike and pass the data checks: the 2026-12-05 run showed forced relays running
+   * direct where no helper exists, which is right, and nothing said which ones did). */
+  int relayForced = !strncmp(R->routeName, "relay", 5);
   for (int li = 0; li < nL; li++) {
     ccLayout L;
     L.name = layouts[li].name;
     L.l = layouts[li].l;
     memcpy(L.ranks, layouts[li].ranks, sizeof L.ranks);
     L.l.ranks = L.ranks;
+    int helpers = R->nranks > L.l.nGroups * L.l.nActive;
+    int taken[relayNumRoutes] = {0};
     for (int coll = CC_BCAST; coll <= CC_REDUCE; coll++)
       for (int ti = 0; ti < 2; ti++)
         for (int oi = 0; oi < (coll == CC_REDUCE ? 2 : 1); oi++)
@@ -364,8 +370,22 @@ static void rootedSweep(rank_t* R, const layout_t* layouts, int nL) {
             for (int inPlace = 0; inPlace < 2; inPlace++) {
               ccCase c = {coll, kTypes[ti], kOps[oi], inPlace, 0, counts[ci], (ci + li) % L.l.nActive, 0};
               ccRunCase(&C, &L, &c);
+              int route = -1, depth = 0;
+              relayCommLastRoute(R->comm, &route, &depth);
+              if (route >= 0 && route < relayNumRoutes) taken[route]++;
+              G_CHECK(!(relayForced && helpers && counts[ci] >= 1000) || route == relayRouteRelay,
+                      "%s %s count %zu: relay forced with helpers, route %s ran",
+                      coll == CC_BCAST ? "broadcast" : "reduce", L.name, counts[ci],
+                      route >= 0 ? relayRouteName(route) : "none");
             }
-    if (R->rank == 0) gpuLog("ok: broadcast, reduce %-11s route=%s", L.name, R->routeName);
+    char tally[256];
+    int at = 0;
+    for (int r = 0; r < relayNumRoutes; r++)
+      if (taken[r])
+        at += snprintf(tally + at, sizeof tally - (size_t)at, " %s %d", relayRouteName(r), taken[r]);
+    if (R->rank == 0)
+      gpuLog("ok: broadcast, reduce %-11s route=%s (routes taken:%s)", L.name, R->routeName,
+             at ? tally : " none");
   }
   R->cases += C.calls;
 }

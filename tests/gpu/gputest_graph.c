@@ -6,8 +6,9 @@
  * capture, with nothing prepared: no region or sub-communicator may be created inside the capture, and
  * every rank must take the same route.
  *
- * Rows: all (every rank active; routes auto, direct, native, one-shot); newcalls (every rank active: the
- * calls of issue 36 under capture: broadcast and reduce rooted at position 1, routes auto, direct, relay;
+ * Rows: all (every rank active; routes auto, direct, native, one-shot); newcalls (the calls of issue 36
+ * under capture: broadcast and reduce rooted at position 1, routes auto and direct with every rank active,
+ * relay on the relay copy's layout, A = 2 of the comm with the others helping, asserted to run relay;
  * a send/recv ring in one group; an all-to-all-v with uneven and zero blocks); and seed, the seed's scenario
  * (docs/design.md, "Graph capture"): one group of A = 4, ranks 0-3 active and 4-7 helpers (helpers capture
  * and replay their part with NULL buffers), routes auto, direct, relay, one-shot and bandwidth, all four
@@ -108,12 +109,15 @@ static void expect(int coll, int A, int me, int rep, size_t n, float* h) {
 }
 
 /* This rank's position in the (one-group) layout; -1: a helper. */
-static int activeIndex(const relayLayout_t* L, relayComm_t comm) {
-  int rank = -1;
-  relayCommUserRank(comm, &rank);
+static int activeIndexOfRank(const relayLayout_t* L, int rank) {
   for (int i = 0; i < L->nActive; i++)
     if (L->ranks[i] == rank) return i;
   return -1;
+}
+static int activeIndex(const relayLayout_t* L, relayComm_t comm) {
+  int rank = -1;
+  relayCommUserRank(comm, &rank);
+  return activeIndexOfRank(L, rank);
 }
 
 /* The all-to-all-v of active me: counts and displacements from a2avBlock. */
@@ -161,8 +165,9 @@ static relayResult_t call(int coll, const void* s, void* r, size_t n, relayLayou
 
 typedef struct {
   const relayLayout_t* L;
-  int me;       /* this rank's index in the group; -1: a helper (NULL buffers, nothing to check) */
-  size_t count; /* COUNT or LARGE_COUNT */
+  int me;        /* this rank's index in the group; -1: a helper (NULL buffers, nothing to check) */
+  size_t count;  /* COUNT or LARGE_COUNT */
+  int mustRoute; /* the route the captured call must take (a forced route that can serve it); -1: any */
 } shape_t;
 
 /* Capture one call (after an optional uncaptured warm-up), replay it. */
@@ -207,6 +212,8 @@ static void runCase(relayComm_t comm, int rank, int nranks, const shape_t* sh, i
   for (int r = 0; r < nranks; r++)
     G_CHECK(routes[r] == route, "%s: rank %d captured route %s, rank %d route %s", tag, rank,
             relayRouteName(route), r, relayRouteName(routes[r]));
+  G_CHECK(sh->mustRoute < 0 || route == sh->mustRoute, "%s: captured route %s, not %s", tag,
+          relayRouteName(route), relayRouteName(sh->mustRoute));
   for (int rep = 1; rep <= replays; rep++) {
     if (me >= 0) {
       fill(coll, A, me, rep, sh->count, hS);
@@ -276,13 +283,19 @@ static int rankMain(int rank, int nranks, void* arg) {
           /* The relay route is broadcast's (and reduce's once built); point-to-point and all-to-all-v run
            * without a route (a forced relay would be refused under capture: counts not agreed). */
           if (o->newCalls && ri == 2 && coll >= P2P) continue;
-          shape_t sh = {&L, rank < L.nActive ? rank : -1, counts[ci]};
+          /* The forced relay of broadcast and reduce runs on the relay copy's layout: A = 2 of the comm,
+           * the others helpers (README: GPU 2 to GPU 5 of 8); with every rank active there is no helper
+           * and the relay is direct (2026-12-05: that row captured no relay). */
+          int relayCopy = o->newCalls && ri == 2 && nranks > 2;
+          int pair[2] = {nranks >= 6 ? 2 : 0, nranks >= 6 ? 5 : nranks - 1};
+          relayLayout_t Lc = relayCopy ? (relayLayout_t){1, 2, pair} : L;
+          shape_t sh = {&Lc, activeIndexOfRank(&Lc, rank), counts[ci], relayCopy ? relayRouteRelay : -1};
           /* A fresh comm per case, so warm = 0 is a first call under capture. */
           relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
           G_CHECK(relayParseRoute(routes[ri], &cfg.route) == 0, "route");
           char job[200], tag[200];
           snprintf(job, sizeof job, "%s-%d-%d-%d-%d", o->job, ci, ri, coll, warm);
-          snprintf(tag, sizeof tag, "%s A=%d/%d count=%zu route=%s %s [%s]", kColl[coll], L.nActive, nranks,
+          snprintf(tag, sizeof tag, "%s A=%d/%d count=%zu route=%s %s [%s]", kColl[coll], Lc.nActive, nranks,
                    counts[ci], routes[ri], warm ? "warm" : "first call captured",
                    hazards(routes[ri], coll, warm, counts[ci]));
           relayComm_t comm;
