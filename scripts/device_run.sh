@@ -102,7 +102,8 @@ for s in $steps; do
       run nt_build 300 make -C .carry/nccl-tests -j16 MPI=1 MPI_HOME=/tmp/ompi BUILDDIR=/tmp/nt \
         NVCC_GENCODE=-gencode=arch=compute_90,code=sm_90
       mpi="mpirun --allow-run-as-root --oversubscribe --bind-to none -np $nr -x RELAYCC_DEBUG -x RELAY_PRELOAD"
-      for t in all_reduce reduce_scatter all_gather alltoall; do
+      # NT_COLLS: which nccl-tests (broadcast and reduce: the interposer's ncclBroadcast/ncclReduce, issue 36).
+      for t in ${NT_COLLS:-all_reduce reduce_scatter all_gather alltoall broadcast reduce}; do
         for g in 0 5; do
           RELAY_PRELOAD= run nt${nr}_${t}_G${g}_plain 150 $mpi bash scripts/mpi_rank_gpu.sh /tmp/nt/${t}_perf \
             -b 4K -e 4M -f 8 -g 1 -c 1 -n 3 -w 1 -G $g
