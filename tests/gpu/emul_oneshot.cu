@@ -10,7 +10,8 @@
  * LL also the line format, each line's flag (epoch and count) and the zeroing of consumed lines. Every byte
  * of every region outside the expected slots must stay untouched. The GPU run of the whole protocol is
  * gputest_oneshot. Built twice (tests/gpu.cmake): with NVIDIA's 32-lane warps and with AMD's 64-lane
- * wavefront (-DRELAY_GPU_WARP=64: LL128's lanes and lines per warp).
+ * wavefront (-DRELAY_GPU_WARP=64: LL128's lanes and lines per warp). Rooted calls (broadcast, reduce:
+ * rootedRows) run back to back under a model of the kernel's waits, tokens included (runRooted says how).
  */
 #define RELAY_ONESHOT_HOST_EMULATION 1
 #include "transport/nccl/oneshot.cu"
