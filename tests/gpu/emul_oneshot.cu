@@ -213,13 +213,14 @@ static int runCase(const ecase* k, int caseNo) {
  * and every call's output is checked, so a push that overwrote lines its reader had not consumed shows
  * as a missing line or a wrong output. A late peer never starts the last call: whoever waits for it
  * gives up (the host's stand-in for the deadline) and records the error word naming it. */
-enum { RMAXCALLS = 6 };
+enum { RMAXCALLS = 40 };
 
 typedef struct {
   int ll;         /* 0 flags, 1 LL, 2 LL128, 3 LL and LL128 by turns (they share lines and epochs) */
   int bcast;      /* 1 broadcast (the gather kernels), 0 reduce */
   int A, nGroups; /* nGroups 2: fused groups on disjoint ranks (A <= 4), each with its own root */
-  int root[2];
+  int root[2];    /* call 0's; call n's is root + n * rootStep (mod A) */
+  int rootStep;   /* 0: one root for every call; else pairs' epochs drift apart call by call */
   relayDataType_t dt;
   relayRedOp_t op;
   size_t count;
@@ -247,6 +248,17 @@ typedef struct {
 static const int kPerm[NR] = {6, 1, 7, 3, 0, 5, 2, 4}; /* group g's active i is comm rank kPerm[g * A + i] */
 
 static int rProto(const rcase* k, int call) { return k->ll == 3 ? 1 + (call & 1) : k->ll; }
+static int rRoot(const rcase* k, int g, int call) { return (k->root[g] + call * k->rootStep) % k->A; }
+/* The flag protocol's push of `call` to active j waits for j's acknowledgement of pair epoch e-2: the call
+ * two paired calls of the pair back (with a moving root pairs skip calls), -1 when there is none. */
+static int rAckCall(const rcase* k, int g, int i, int j, int call) {
+  int seen = 0;
+  for (int c = call - 1; c >= 0; c--) {
+    const int root = rRoot(k, g, c);
+    if ((root == i || root == j) && ++seen == 2) return c;
+  }
+  return -1;
+}
 
 /* The grid of a call: LL's is the agreed block count, whatever the size (per-block epochs). */
 static int rGrid(const rcase* k, int proto, size_t bytes) {
@@ -262,20 +274,19 @@ static int runRooted(const rcase* k, int caseNo) {
   const int A = k->A, G = k->nGroups;
   const size_t c = k->count, es = relayTypeSize(k->dt), bytes = c * es;
   char what[256];
-  snprintf(
-      what, sizeof what,
-      "#%d rooted %s %s A=%d%s groups=%d root=%d,%d %s %s count=%zu %s%s%s calls=%d%s late=%d threads=%d "
-      "grid mode %d%s",
-      caseNo,
-      k->ll == 3   ? "LL+LL128"
-      : k->ll == 2 ? "LL128"
-      : k->ll      ? "LL"
-                   : "flags",
-      k->bcast ? "broadcast" : "reduce", A, A == 2 && !k->wideAtPair ? " (pair kernels)" : "", G, k->root[0],
-      G > 1 ? k->root[1] : -1, relayTypeName(k->dt), k->bcast ? "-" : relayOpName(k->op), c,
-      k->inPlace ? "in-place" : "out-of-place", k->nullBufs ? " NULL-buffers" : "",
-      k->mis ? " misaligned" : "", k->calls, k->slow ? " slow-reader" : "", k->late, k->threads, k->gridMode,
-      k->reverse ? " reverse" : "");
+  snprintf(what, sizeof what,
+           "#%d rooted %s %s A=%d%s groups=%d root=%d,%d step %d %s %s count=%zu %s%s%s calls=%d%s late=%d "
+           "threads=%d grid mode %d%s",
+           caseNo,
+           k->ll == 3   ? "LL+LL128"
+           : k->ll == 2 ? "LL128"
+           : k->ll      ? "LL"
+                        : "flags",
+           k->bcast ? "broadcast" : "reduce", A, A == 2 && !k->wideAtPair ? " (pair kernels)" : "", G,
+           k->root[0], G > 1 ? k->root[1] : -1, k->rootStep, relayTypeName(k->dt),
+           k->bcast ? "-" : relayOpName(k->op), c, k->inPlace ? "in-place" : "out-of-place",
+           k->nullBufs ? " NULL-buffers" : "", k->mis ? " misaligned" : "", k->calls,
+           k->slow ? " slow-reader" : "", k->late, k->threads, k->gridMode, k->reverse ? " reverse" : "");
   static rrank R[NR];
   static u64 E[2][NR][NR]; /* pair epochs: [0] the flag protocol's, [1] LL's and LL128's */
   memset(E, 0, sizeof E);
@@ -309,8 +320,9 @@ static int runRooted(const rcase* k, int caseNo) {
   for (int r = 0; r < NR; r++) {
     rrank* x = &R[r];
     if (x->g < 0) continue;
-    const int isRoot = x->i == k->root[x->g], mis = k->mis ? (int)es : 0;
+    const int mis = k->mis ? (int)es : 0;
     for (int call = 0; call < k->calls; call++) {
+      const int isRoot = x->i == rRoot(k, x->g, call);
       size_t sb = 2 * EMUL_GUARD + bytes + 16;
       if (posix_memalign((void**)&x->sbuf[call], 256, sb) || posix_memalign((void**)&x->dbuf[call], 256, sb))
         return 1;
@@ -337,12 +349,13 @@ static int runRooted(const rcase* k, int caseNo) {
     printf("FAIL %s: no host runner\n", what);
     return 1;
   }
+  /* With a moving root the slow rank is call 0's reader: a reader or a writer by turns. */
   const int slowRank = k->slow ? rankOf[0][rReader(k)] : -1;
   const int lateRank = k->late >= 0 ? rankOf[0][k->late] : -1;
   int maxLead = 0, fail = 0, deadlines = 0;
   for (;;) {
     /* Writers to the slow reader: how many calls ahead of its consumption they pushed. */
-    if (slowRank >= 0)
+    if (slowRank >= 0 && !k->rootStep)
       for (int i = 0; i < A; i++) {
         int w = rankOf[0][i];
         if (w == slowRank || !(k->bcast ? i == k->root[0] : R[slowRank].i == k->root[0])) continue;
@@ -361,9 +374,10 @@ static int runRooted(const rcase* k, int caseNo) {
         int ok = 1;
         for (int j = 0; j < A && ok; j++) {
           int q = rankOf[x->g][j];
-          if (j == x->i || !(k->root[x->g] == x->i || k->root[x->g] == j)) continue; /* root pairs only */
-          if (x->phase == 0) ok = proto != 0 || R[q].done >= x->next - 1;            /* ack of e-2 */
-          else ok = R[q].pushed >= x->next + 1;                                      /* its push */
+          const int root = rRoot(k, x->g, x->next);
+          if (j == x->i || !(root == x->i || root == j)) continue; /* root pairs only */
+          if (x->phase == 0) ok = proto != 0 || R[q].done > rAckCall(k, x->g, x->i, j, x->next); /* ack e-2 */
+          else ok = R[q].pushed >= x->next + 1; /* its push (data or token) */
         }
         if (ok) pick1 = r;
       }
@@ -414,7 +428,7 @@ static int runRooted(const rcase* k, int caseNo) {
       a->divisor = !k->bcast && k->op == relayAvg ? A : 0;
       a->elemSize = (int)es;
       a->ll = proto;
-      a->root = k->root[g];
+      a->root = rRoot(k, g, call);
       a->hostErr = &x->hostErr;
       if (proto == 2 && relayOsLL128Bytes(c, a->grid, (int)es) > L.llSlotBytes) {
         printf("FAIL %s: LL128 lines overflow the LL slot\n", what);
@@ -475,7 +489,7 @@ static int runRooted(const rcase* k, int caseNo) {
     x->phase = 0;
   }
   /* The slow reader held its writers exactly one call ahead: the second parity set, never a third call. */
-  if (!fail && slowRank >= 0 && k->calls >= 3 && maxLead != 2) {
+  if (!fail && slowRank >= 0 && !k->rootStep && k->calls >= 3 && maxLead != 2) {
     printf("FAIL %s: the writers ran %d calls ahead of the slow reader (want 2)\n", what, maxLead);
     fail = 1;
   }
@@ -486,7 +500,7 @@ static int runRooted(const rcase* k, int caseNo) {
       int r = rankOf[0][i];
       if (r == lateRank) continue;
       const rrank* x = &R[r];
-      const int waits = i == k->root[0] || lt->i == k->root[0]; /* a root pair: it waits for the late peer */
+      const int lroot = rRoot(k, 0, k->calls - 1), waits = i == lroot || lt->i == lroot; /* a root pair */
       if (waits != x->failed) {
         printf("FAIL %s: rank %d %s (it %s the late rank %d)\n", what, r, x->failed ? "gave up" : "finished",
                waits ? "waits on" : "does not wait on", lateRank);
@@ -532,8 +546,8 @@ static int runRooted(const rcase* k, int caseNo) {
   for (int r = 0; r < NR && !fail; r++) {
     rrank* x = &R[r];
     if (x->g < 0) continue;
-    const int root = k->root[x->g], isRoot = x->i == root;
     for (int call = 0; call < x->done && !fail; call++) {
+      const int root = rRoot(k, x->g, call), isRoot = x->i == root;
       const unsigned char* rootIn = R[rankOf[x->g][root]].orig[call];
       const int written = k->bcast || isRoot;
       if (k->bcast) memcpy(exp, rootIn, bytes);
@@ -670,6 +684,30 @@ static int rootedRows(void) {
         k.gridMode = ll % 3;
         if (runRooted(&k, n++)) return 1;
       }
+  /* Many back-to-back calls: 36 with one root and a slow reader, 40 with the root moving every call (pairs'
+   * epochs drift apart, each pair on its own parity), at A = 2, 3 and 8, every protocol. */
+  for (int ll = 0; ll < 4; ll++)
+    for (int bcast = 0; bcast < 2; bcast++)
+      for (int ai = 0; ai < 3; ai++)
+        for (int moving = 0; moving < 2; moving++) {
+          memset(&k, 0, sizeof k);
+          k.ll = ll;
+          k.bcast = bcast;
+          k.A = ai == 0 ? 2 : ai == 1 ? 3 : 8;
+          k.nGroups = 1;
+          k.root[0] = (ll + ai) % k.A;
+          k.rootStep = moving ? 1 + ai % 2 : 0;
+          k.dt = bcast ? relayFloat16 : relayBfloat16;
+          k.op = moving ? relayAvg : relayMax;
+          k.count = moving ? 33 : 1000;
+          k.inPlace = moving;
+          k.calls = moving ? 40 : 36;
+          k.slow = 1;
+          k.late = -1;
+          k.threads = ll >= 2 ? RELAY_GPU_WARP : 64;
+          k.gridMode = moving ? 2 : 0;
+          if (runRooted(&k, n++)) return 1;
+        }
   /* A late peer (the root, or a member) never starts the last call: its root pairs give up, naming it. */
   for (int ll = 1; ll <= 2; ll++)
     for (int bcast = 0; bcast < 2; bcast++)
