@@ -267,7 +267,7 @@ static int rGrid(const rcase* k, int proto, size_t bytes) {
   return proto ? RELAY_OS_DEFAULT_BLOCKS : relayOsGrid(bytes, RELAY_OS_DEFAULT_BLOCKS);
 }
 
-/* The reader the slow case delays (group 0), and whether rank state x writes to it. */
+/* The reader the slow case delays (group 0): a broadcast's member after the root, a reduce's root. */
 static int rReader(const rcase* k) { return k->bcast ? (k->root[0] + 1) % k->A : k->root[0]; }
 
 static int runRooted(const rcase* k, int caseNo) {
