@@ -213,7 +213,9 @@ static int caseRoute(void) {
   struct relayTopo* t = NULL;
   T_OK(relayTopoLoad("mi350x", &t));
   size_t big = (size_t)1 << 29; /* 1 GiB of bf16 */
-  const unsigned gpuCaps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW;
+  /* The NCCL transport's capabilities (nccl_transport.c), the kernel's rooted one-shot included. */
+  const unsigned gpuCaps =
+      RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW;
   for (int c = 0; c < 2; c++) {
     planKey k = planKeyInit(c ? relayCollectiveReduce : relayCollectiveBroadcast, 8, 1, 2, ranks, &big,
                             relayBfloat16);
@@ -224,6 +226,24 @@ static int caseRoute(void) {
             relayCollName(k.coll), relayRouteName(route), depth);
   }
   relayTopoFree(t);
+  /* The GPU kernel's rooted one-shot is not priced either (not measured on a GPU yet): auto never takes it,
+   * on a mesh or on NVSwitch, at 4 KiB where the layout collectives' one-shot wins. */
+  static const char* kGpuTopos[] = {"mi350x", "h200x2"};
+  for (int ti = 0; ti < 2; ti++) {
+    T_OK(relayTopoLoad(kGpuTopos[ti], &t));
+    int pair[2] = {0, 1};
+    size_t small4k = 2048; /* 4 KiB of bf16 */
+    for (int c = 0; c < 2; c++) {
+      planKey k = planKeyInit(c ? relayCollectiveReduce : relayCollectiveBroadcast, ti ? 2 : 8, 1, 2, pair,
+                              &small4k, relayBfloat16);
+      k.op = relaySum, k.route = relayRouteAuto, k.depth = 1, k.root = 1;
+      int route = -1, depth = 0;
+      relayRouteChoose(&k, t, (int)gpuCaps, &route, &depth);
+      T_CHECK(route != relayRouteOneShot, "%s %s of 4 KiB: auto took the rooted one-shot", kGpuTopos[ti],
+              relayCollName(k.coll));
+    }
+    relayTopoFree(t);
+  }
   T_OK(relayTopoLoad("cpu", &t));
   size_t small = 1024; /* 4 KiB of float */
   size_t two[2] = {1024, 1024};

@@ -133,7 +133,7 @@ enum {
    * enough that rooted calls (scatter, gather) take the call's agreement in check mode 0 too. */
   RELAY_TP_CAP_SHAPES = 8,
   /* The one-shot's rooted form (relayOneShotDesc.root: broadcast and reduce), beside RELAY_TP_CAP_ONESHOT:
-   * shm's; the GPU kernel (nccl/oneshot.cu) has no rooted form yet, so the router does not price it there. */
+   * shm's and the GPU kernel's (nccl/oneshot.cu); the router takes it only when forced (route/table.c). */
   RELAY_TP_CAP_ONESHOT_ROOTED = 16,
 };
 

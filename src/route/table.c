@@ -31,12 +31,13 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
 }
 
 /* Broadcast and reduce (rooted by position) run the one-shot only where the transport has its rooted form
- * (RELAY_TP_CAP_ONESHOT_ROOTED: shm's; the GPU kernel's is not written yet), and only when forced: auto
- * does not price it yet. On the 2-core host (2026-12-05, relaycc-bench, 4 ranks, min of 5 x 50) the rooted
- * one-shot broadcast took 14.8-17 us at 4 KiB where the direct route took 9.7 (the root waits for every
- * member's empty push, which the direct route's root does not; the model prices no such wait), and the
- * CPU-peers run with auto on it fell to 0.49x of Open MPI's broadcast (docs/perf/2026-12-05-cpu-2core.md).
- * The 16-core run decides whether auto may take it. */
+ * (RELAY_TP_CAP_ONESHOT_ROOTED: shm's and the GPU kernel's), and only when forced: auto does not price it
+ * yet. On the 2-core host (2026-12-05, relaycc-bench, 4 ranks, min of 5 x 50) the rooted one-shot
+ * broadcast took 14.8-17 us at 4 KiB where the direct route took 9.7 (the root waits for every member's
+ * empty push, which the direct route's root does not; the model prices no such wait), and the CPU-peers
+ * run with auto on it fell to 0.49x of Open MPI's broadcast (docs/perf/2026-12-05-cpu-2core.md). The
+ * 16-core run decides whether auto may take it on shm; on NCCL a GPU run (the kernel's root waits for
+ * every member's token or flag the same way, and no GPU has run it yet). */
 static int oneShotPriced(const planKey* k, int caps) {
   (void)caps;
   return !relayCollRooted(k->coll) && relayOneShotFits(k, planOneShotGate(k));

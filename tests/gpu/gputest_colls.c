@@ -527,8 +527,8 @@ static const opts_t kOneShotBw = {.routes = "oneshot,bw"};
 static const opts_t kAuto = {.routes = "auto", .wrapped = 1};
 static const opts_t kSmall = {.routes = "direct", .small = 1};
 /* relay: the relay copy and relay reduce (A = 2 reduce-at-helper, A > 2 reduce-scatter then gather); relay-d8
- * their pipelines; oneshot: declined on NCCL until the kernel has the rooted form
- * (RELAY_TP_CAP_ONESHOT_ROOTED), so the call falls back to direct on every rank alike. */
+ * their pipelines; oneshot: the kernel's rooted form (RELAY_TP_CAP_ONESHOT_ROOTED) up to the one-shot gate
+ * (one group), the rest (fused layouts, 2^20+3) declined to direct on every rank alike. */
 static const opts_t kRooted = {.routes = "direct,relay,relay-d8,oneshot,auto", .rooted = 1};
 static const tCase kCases[] = {
     {.name = "direct",

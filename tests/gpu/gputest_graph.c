@@ -7,7 +7,8 @@
  * every rank must take the same route.
  *
  * Rows: all (every rank active; routes auto, direct, native, one-shot); newcalls (the calls of issue 36
- * under capture: broadcast and reduce rooted at position 1, routes auto and direct with every rank active,
+ * under capture: broadcast and reduce rooted at position 1, routes auto, direct and one-shot (the GPU
+ * kernel's rooted form: LL at the small count, declined to direct at the large one) with every rank active,
  * relay on the relay copy's layout, A = 2 of the comm with the others helping, asserted to run relay;
  * a send/recv ring in one group; an all-to-all-v with uneven and zero blocks); and seed, the seed's scenario
  * (docs/design.md, "Graph capture"): one group of A = 4, ranks 0-3 active and 4-7 helpers (helpers capture
@@ -271,18 +272,18 @@ static int rankMain(int rank, int nranks, void* arg) {
   for (int i = 0; i < L.nActive; i++) ranks[i] = i;
   static const char* kAllRoutes[] = {"auto", "direct", "native", "oneshot"};
   static const char* kSeedRoutes[] = {"auto", "direct", "relay", "oneshot", "bw"};
-  static const char* kNewRoutes[] = {"auto", "direct", "relay"};
+  static const char* kNewRoutes[] = {"auto", "direct", "relay", "oneshot"};
   const char* const* routes = o->seed ? kSeedRoutes : o->newCalls ? kNewRoutes : kAllRoutes;
-  int nRoutes = o->seed ? 5 : o->newCalls ? 3 : 4;
+  int nRoutes = o->seed ? 5 : 4;
   int coll0 = o->newCalls ? BC : AG, coll1 = o->newCalls ? A2AV : A2A;
   const size_t counts[2] = {COUNT, LARGE_COUNT};
   for (int ci = 0; ci < (o->seed || o->newCalls ? 2 : 1); ci++)
     for (int ri = 0; ri < nRoutes; ri++)
       for (int coll = coll0; coll <= coll1; coll++)
         for (int warm = 1; warm >= 0; warm--) {
-          /* The relay route is broadcast's (and reduce's once built); point-to-point and all-to-all-v run
-           * without a route (a forced relay would be refused under capture: counts not agreed). */
-          if (o->newCalls && ri == 2 && coll >= P2P) continue;
+          /* The relay and one-shot routes are broadcast's and reduce's; point-to-point and all-to-all-v
+           * run without a route (a forced relay would be refused under capture: counts not agreed). */
+          if (o->newCalls && ri >= 2 && coll >= P2P) continue;
           /* The forced relay of broadcast and reduce runs on the relay copy's layout: A = 2 of the comm,
            * the others helpers (README: GPU 2 to GPU 5 of 8); with every rank active there is no helper
            * and the relay is direct (2026-12-05: that row captured no relay). */

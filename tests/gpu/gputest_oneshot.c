@@ -35,6 +35,16 @@
  *  deadline  a 1 s comm deadline and rank 1 3 s late: rank 0's kernel gives
  *            up, its next call says relayTimeout naming rank 1; rank 1's
  *            says relayRemoteError naming rank 0; nothing hangs
+ *  rooted    broadcast and reduce (the kernel's rooted form): every dtype
+ *            (reduce: sum; fp32 and bf16 every op) x the root at every
+ *            position x LL, LL128 and flag sizes (odd counts, 0 too) x in
+ *            and out of place, members passing NULL where the API allows;
+ *            skewed as the sweep; members' outputs untouched, inputs kept
+ *  rootedb2b 3000 back-to-back broadcasts and reduces, root moving, sizes
+ *            over the three protocols, the slow reader's stream held 3 ms
+ *            every 300 calls, every 37th output checked
+ *  rooteddl  the deadline case for a broadcast: its root (rank 0) gives up
+ *            waiting for late rank 1 and names it
  *  cycles    100 create/call/destroy cycles of comms wrapping one NCCL comm:
  *            no peer mapping left open, free device memory not down by a
  *            region; 8 rounds of comms owning their NCCL comm beside bare
@@ -309,6 +319,173 @@ static void backToBack(rk_t* R, relayComm_t comm) {
   G_CUDA(cudaFree(dOut));
 }
 
+/* ---- rooted: broadcast and reduce ---------------------------------------- */
+
+/* Active me's expected output of a rooted call seeded by `call` (broadcast: the root's input; reduce: the
+ * fold of all A in active-index order, the root's alone). */
+static void expectRooted(rk_t* R, unsigned char* out, int bcast, relayDataType_t dt, relayRedOp_t op,
+                         size_t c, int root, uint64_t call) {
+  const void* srcs[MAXR];
+  for (int i = 0; i < R->A; i++) {
+    riFill(R->hTmp[i], c, dt, seedOf(call, i));
+    srcs[i] = R->hTmp[i];
+  }
+  if (bcast) memcpy(out, R->hTmp[root], c * relayTypeSize(dt));
+  else relayHostReduce(out, srcs, R->A, c, dt, op, op == relayAvg ? R->A : 0);
+}
+
+static relayResult_t issueRooted(rk_t* R, relayComm_t comm, int bcast, const void* send, void* recv, size_t c,
+                                 relayDataType_t dt, relayRedOp_t op, int root) {
+  return bcast ? relayBroadcast(send, recv, &c, dt, root, &R->L, comm, R->s)
+               : relayReduce(send, recv, &c, dt, op, root, &R->L, comm, R->s);
+}
+
+/* One rooted call checked whole: the output (a reduce's members: untouched, poison), the guards, the input.
+ */
+static void rootedCase(rk_t* R, relayComm_t comm, int bcast, relayDataType_t dt, relayRedOp_t op, size_t c,
+                       int root, int inPlace, int caseNo) {
+  const size_t es = relayTypeSize(dt), bytes = c * es;
+  const int isRoot = R->me == root, written = bcast || isRoot;
+  char what[256];
+  snprintf(what, sizeof what, "rooted #%d %s %s %s count=%zu root=%d %s", caseNo,
+           bcast ? "broadcast" : "reduce", relayTypeName(dt), bcast ? "-" : relayOpName(op), c, root,
+           inPlace ? "in-place" : "out-of-place");
+  const uint64_t call = 90000 + (uint64_t)caseNo;
+  riFill(R->hIn, c, dt, seedOf(call, R->me));
+  G_CUDA(cudaMemsetAsync(R->dRecv, POISON, R->pool, R->s));
+  G_CUDA(cudaMemsetAsync(R->dSend, POISON, R->pool, R->s));
+  char* buf = R->dRecv + GUARD;
+  void* send = inPlace ? buf : R->dSend + GUARD;
+  void* recv = buf;
+  G_CUDA(cudaMemcpyAsync(send, R->hIn, bytes, cudaMemcpyHostToDevice, R->s));
+  gpuWait(R->s, WAIT_S, "rooted setup");
+  /* Out of place, a member passes NULL where the API allows it (every other case). */
+  if (!inPlace && !isRoot && caseNo % 2) {
+    if (bcast) send = NULL;
+    else recv = NULL;
+  }
+  if ((R->rank & 1) != (caseNo & 1)) sleepMs(20);
+  relayResult_t r = issueRooted(R, comm, bcast, send, recv, c, dt, op, root);
+  G_CHECK(r == relaySuccess, "%s: %s: %s", what, relayGetErrorString(r), relayGetLastError(comm));
+  if (c) expectRoute(comm, relayRouteOneShot, what);
+  gpuWait(R->s, WAIT_S, what);
+  G_CUDA(cudaMemcpyAsync(R->hOut, R->dRecv, 2 * GUARD + bytes, cudaMemcpyDeviceToHost, R->s));
+  gpuWait(R->s, WAIT_S, "copy back");
+  for (size_t b = 0; b < GUARD; b++) {
+    G_CHECK(R->hOut[b] == POISON, "%s: byte %zu before the buffer was written", what, GUARD - b);
+    G_CHECK(R->hOut[GUARD + bytes + b] == POISON, "%s: byte %zu past the buffer was written", what, b);
+  }
+  if (written) {
+    expectRooted(R, R->hWant, bcast, dt, op, c, root, call);
+    compareOut(R->hOut + GUARD, R->hWant, c, es, what);
+  } else if (inPlace) {
+    compareOut(R->hOut + GUARD, R->hIn, c, es, what); /* a reduce's member: its buffer is its input, kept */
+  } else {
+    for (size_t b = 0; b < bytes; b++)
+      G_CHECK(R->hOut[GUARD + b] == POISON, "%s: a reduce's member's output was written (byte %zu)", what, b);
+  }
+  if (!inPlace) {
+    G_CUDA(cudaMemcpyAsync(R->hOut, R->dSend + GUARD, bytes, cudaMemcpyDeviceToHost, R->s));
+    gpuWait(R->s, WAIT_S, "copy back send");
+    G_CHECK(memcmp(R->hOut, R->hIn, bytes) == 0, "%s: the send buffer was modified", what);
+  }
+}
+
+static void rootedSweep(rk_t* R, relayComm_t comm) {
+  /* LL (up to 256 KiB; LL128 from 64 KiB) and the flag protocol above; 0: nothing launched. */
+  static const size_t kBytes[] = {0, 4, 100, 4100, 65540, 262148, 1048572};
+  static const relayDataType_t kTypes[] = {relayFloat32, relayBfloat16};
+  int caseNo = 0;
+  double t0 = gpuNow();
+  for (int bcast = 0; bcast < 2; bcast++)
+    for (int root = 0; root < R->A; root++)
+      for (int bi = 0; bi < 7; bi++)
+        for (int ip = 0; ip < 2; ip++) {
+          relayDataType_t dt = kTypes[(root + bi) % 2];
+          size_t es = relayTypeSize(dt), c = kBytes[bi] ? (kBytes[bi] / es) | 1 : 0;
+          if (c * es > SLOT) c -= 2;
+          rootedCase(R, comm, bcast, dt, riOps[(root + bi + ip) % 5], c, root, ip, caseNo++);
+        }
+  /* Every dtype (reduce: sum; broadcast: the bytes alone), and fp32 / bf16 with every op, root moving. */
+  for (int ti = 0; ti < RI_NTYPES; ti++)
+    for (int bcast = 0; bcast < 2; bcast++)
+      rootedCase(R, comm, bcast, riTypes[ti], relaySum, 1001 + (size_t)ti, (ti + bcast) % R->A, ti % 2,
+                 caseNo++);
+  for (int ti = 0; ti < 2; ti++)
+    for (int oi = 0; oi < 5; oi++)
+      rootedCase(R, comm, 0, kTypes[ti], riOps[oi], 20001, (ti + oi) % R->A, 0, caseNo++);
+  if (R->rank == 0) gpuLog("ok: rooted sweep, %d cases (skewed both ways), %.2f s", caseNo, gpuNow() - t0);
+}
+
+enum { RB2B_CALLS = 3000, RB2B_EVERY = 37 };
+
+/* Call k of the rooted back-to-back run: broadcast or reduce, root, size (the three protocols). */
+static void rootedShape(int k, int A, int* bcast, int* root, size_t* count) {
+  *bcast = k % 3 != 1;
+  *root = (k / 2) % A;
+  *count = k % 11 == 4 ? 65537 : k % 11 == 7 ? 32771 : k % 2 ? 777 : 4099; /* flags, LL128, LL, LL */
+}
+
+static void rootedBackToBack(rk_t* R, relayComm_t comm) {
+  const size_t maxC = 65537;
+  char* dIn;
+  char* dOut;
+  G_CUDA(cudaMalloc((void**)&dIn, B2B_SETS * maxC * 4));
+  G_CUDA(cudaMalloc((void**)&dOut, maxC * 4));
+  for (int set = 0; set < B2B_SETS; set++) {
+    riFill(R->hIn, maxC, relayFloat32, seedOf(70000 + (uint64_t)set, R->me));
+    G_CUDA(cudaMemcpyAsync(dIn + (size_t)set * maxC * 4, R->hIn, maxC * 4, cudaMemcpyHostToDevice, R->s));
+    gpuWait(R->s, WAIT_S, "rooted b2b setup");
+  }
+  const int nSamples = RB2B_CALLS / RB2B_EVERY + 1;
+  unsigned char* hSamples = NULL;
+  G_CUDA(cudaMallocHost((void**)&hSamples, (size_t)nSamples * maxC * 4));
+  G_RELAY(comm, relayCommBarrier(comm));
+  double t0 = gpuNow();
+  for (int k = 0; k < RB2B_CALLS; k++) {
+    int bcast, root;
+    size_t c;
+    rootedShape(k, R->A, &bcast, &root, &c);
+    /* The slow reader: a broadcast's member, a reduce's root (rank 1 and then rank 0 by turns). */
+    if (k % 300 == 150 && R->rank == (k / 300) % 2) G_CUDA(cudaLaunchHostFunc(R->s, holdStream, NULL));
+    relayResult_t r = issueRooted(R, comm, bcast, dIn + (size_t)(k % B2B_SETS) * maxC * 4, dOut, c,
+                                  relayFloat32, relaySum, root);
+    G_CHECK(r == relaySuccess, "rooted b2b call %d: %s: %s", k, relayGetErrorString(r),
+            relayGetLastError(comm));
+    expectRoute(comm, relayRouteOneShot, "rooted b2b");
+    if (k % RB2B_EVERY == 0 && (bcast || R->me == root))
+      G_CUDA(cudaMemcpyAsync(hSamples + (size_t)(k / RB2B_EVERY) * maxC * 4, dOut, c * 4,
+                             cudaMemcpyDeviceToHost, R->s));
+  }
+  gpuWait(R->s, 4 * WAIT_S, "rooted back-to-back calls");
+  double dt = gpuNow() - t0;
+  int checked = 0;
+  for (int k = 0; k < RB2B_CALLS; k += RB2B_EVERY) {
+    int bcast, root;
+    size_t c;
+    rootedShape(k, R->A, &bcast, &root, &c);
+    if (!bcast && R->me != root) continue;
+    const void* srcs[MAXR];
+    for (int i = 0; i < R->A; i++) {
+      riFill(R->hTmp[i], maxC, relayFloat32, seedOf(70000 + (uint64_t)(k % B2B_SETS), i));
+      srcs[i] = R->hTmp[i];
+    }
+    if (bcast) memcpy(R->hWant, R->hTmp[root], c * 4);
+    else relayHostReduce(R->hWant, srcs, R->A, c, relayFloat32, relaySum, 0);
+    char what[128];
+    snprintf(what, sizeof what, "rooted b2b call %d (%s root %d count %zu)", k,
+             bcast ? "broadcast" : "reduce", root, c);
+    compareOut(hSamples + (size_t)(k / RB2B_EVERY) * maxC * 4, R->hWant, c, 4, what);
+    checked++;
+  }
+  if (R->rank == 0)
+    gpuLog("ok: %d rooted back-to-back calls in %.3f s (%.2f us per call, incl. 3 ms holds), %d checked here",
+           RB2B_CALLS, dt, dt * 1e6 / RB2B_CALLS, checked);
+  G_CUDA(cudaFreeHost(hSamples));
+  G_CUDA(cudaFree(dIn));
+  G_CUDA(cudaFree(dOut));
+}
+
 /* ---- graphs --------------------------------------------------------------- */
 
 /* The calls of one captured graph: inputs travel in one pinned-host -> device
@@ -491,6 +668,48 @@ static void testDeadline(rk_t* R, const opts_t* o) {
   G_RELAY(comm, relayCommDestroy(comm));
 }
 
+/* The deadline of a rooted call: rank 1 is 3 s late for a broadcast rooted at rank 0, whose kernel waits for
+ * rank 1's token (LL) and gives up at the 1 s deadline, naming it; rank 1 then sees rank 0's failure. */
+static void testRootedDeadline(rk_t* R, const opts_t* o) {
+  relayComm_t comm = makeComm(R, o, "rooteddl", 30000);
+  const size_t c = 1001;
+  char* d;
+  G_CUDA(cudaMalloc((void**)&d, c * 4));
+  riFill(R->hIn, c, relayFloat32, seedOf(7100, R->me));
+  G_CUDA(cudaMemcpyAsync(d, R->hIn, c * 4, cudaMemcpyHostToDevice, R->s));
+  relayResult_t r = issueRooted(R, comm, 1, d, d, c, relayFloat32, relaySum, 0);
+  G_CHECK(r == relaySuccess, "rooted deadline: first call: %s", relayGetErrorString(r));
+  expectRoute(comm, relayRouteOneShot, "rooted deadline: first call");
+  gpuWait(R->s, WAIT_S, "rooted deadline: first call");
+  G_RELAY(comm, relayCommBarrier(comm));
+  comm->cfg.timeoutMs = 1000; /* as testDeadline: an internal field, test only */
+  if (R->rank == 1) sleepMs(3000);
+  double t0 = gpuNow();
+  for (int i = 0; i < 4 && r == relaySuccess; i++) {
+    r = issueRooted(R, comm, 1, d, d, c, relayFloat32, relaySum, 0);
+    if (r == relaySuccess)
+      gpuWait(R->s, 20.0, "rooted deadline: a call whose peer is late (must end by its deadline)");
+  }
+  const char* err = relayGetLastError(comm);
+  if (R->rank == 0) {
+    G_CHECK(r == relayTimeout && strstr(err, "rank 1"),
+            "rooted deadline: the root got %s: %s (want relayTimeout naming rank 1)", relayGetErrorString(r),
+            err);
+  } else if (R->rank == 1) {
+    G_CHECK(r == relayRemoteError && strstr(err, "rank 0"),
+            "rooted deadline: rank 1 got %s: %s (want relayRemoteError naming the root, rank 0)",
+            relayGetErrorString(r), err);
+  } else {
+    G_CHECK(r == relayRemoteError && strstr(err, "rank 0"),
+            "rooted deadline: rank %d got %s: %s (want relayRemoteError naming the root, rank 0)", R->rank,
+            relayGetErrorString(r), err);
+  }
+  gpuLog("ok: rooted deadline: %s after %.2f s: %s", relayGetErrorString(r), gpuNow() - t0, err);
+  G_RELAY(comm, relayCommBarrier(comm));
+  G_CUDA(cudaFree(d));
+  G_RELAY(comm, relayCommDestroy(comm));
+}
+
 /* One owned-communicator cycle kind: bare NCCL (ncclCommInitRank, one
  * all-reduce, destroy), or a relay comm owning its NCCL comm
  * (relayCommInitNcclShm) running one call on `route`. */
@@ -664,6 +883,8 @@ static int rankMain(int rank, int nranks, void* arg) {
   if (rank == 0) gpuLog("init: %.2f s", gpuNow() - t0);
   sweep(&R, comm);
   backToBack(&R, comm);
+  rootedSweep(&R, comm);
+  rootedBackToBack(&R, comm);
 
   /* The flag protocol at every size, then LL128 at every size the LL
    * protocol serves (odd counts, 4 B up): thresholds are read at the
@@ -715,6 +936,7 @@ static int rankMain(int rank, int nranks, void* arg) {
 
   testCycles(&R, o);
   testDeadline(&R, o);
+  testRootedDeadline(&R, o);
 
   G_CUDA(cudaFree(R.dSend));
   G_CUDA(cudaFree(R.dRecv));
@@ -746,8 +968,8 @@ static int runOneShot(void* arg) {
 }
 
 /* Sweep, skew, 10^4 back-to-back calls, 1000 graph replays, capture before any region, region at init,
- * fault injection, a kernel deadline, at A = 2, 4 and 8 (one process per rank; a row whose A exceeds the
- * ranks there are skips). Logs to $OUT. */
+ * fault injection, a kernel deadline, broadcast and reduce (sweep, back to back, deadline), at A = 2, 4 and 8
+ * (one process per rank; a row whose A exceeds the ranks there are skips). Logs to $OUT. */
 static const tCase kCases[] = {
     {.name = "A2",
      .run = runOneShot,

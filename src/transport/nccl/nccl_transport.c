@@ -619,7 +619,7 @@ static void tpDestroy(struct relayComm* c) {
 
 const relayTransportOps relayNcclTransport = {
     .name = "nccl",
-    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW,
+    .caps = RELAY_TP_CAP_NATIVE | RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW,
     .group = tpGroup,
     .reduce = tpReduce,
     .copy = tpCopy,

@@ -7,7 +7,8 @@
  * Protocols (oneshot.h): LL at or below RELAYCC_ONESHOT_LL_BYTES per
  * destination (default 256 KiB, 0 = never), LL128 in place of LL from
  * RELAYCC_ONESHOT_LL128_BYTES per destination (0 = never), the flag
- * protocol above the LL threshold.
+ * protocol above the LL threshold. Rooted calls (broadcast, reduce:
+ * d->root) take the same protocols (oneshot.h relayOsPairs).
  * Tuning: RELAYCC_ONESHOT_BLOCKS (default 64: 16 and 32 measured no faster at
  * 4-32 KiB and up to 2x slower at 1 MiB on H200), RELAYCC_ONESHOT_THREADS
  * (256 or 512; default by size, oneshot.h). The block count and the LL

@@ -47,6 +47,13 @@
  * peer's rerr (they stop waiting on us) and into mapped host memory (the host
  * reports it at the next call without synchronizing).
  *
+ * Rooted calls (broadcast, reduce: relayOsArgs.root; oneshot.h relayOsPairs
+ * says why and how): the same kernels, the data one way on the root's
+ * pairs only (a broadcast places the root's block, a reduce's root folds
+ * all A in active-index order, its members write nothing and a
+ * broadcast's members never read their src); LL and LL128 add a token
+ * (llTokenPush, llTokenWait) where the flag protocol sends a flag alone.
+ *
  * Precondition (as NCCL's): one-shot calls on one comm are ordered (one
  * stream, or streams the caller orders): two in flight at once would share
  * the block counter and the epochs.
@@ -75,6 +82,7 @@ RD void osPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
+    if (!relayOsPushesTo(&a, j)) continue; /* a rooted call's way without data */
     S* d = (S*)(a.region[j] + relayOsStagingOff(&a.L, (int)(ep[j] & 1), myRank)) + lo;
     const S* s = (const S*)a.src + (uint64_t)j * a.srcStride + lo;
     osCopy<S>(d, s, hi - lo, a.vec != 0, tid, nthr);
@@ -82,15 +90,25 @@ RD void osPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
 }
 
 /* Step 5 for block blk: dst range = my own block of src folded with every
- * peer's staged one, in active-index order. */
+ * peer's staged one, in active-index order. A rooted call: a broadcast
+ * places the root's block at dst (the root its own, unless in place; a
+ * member never reads its src, which may be NULL), a reduce's root folds all
+ * A as above, its members write nothing. */
 template <typename Tr, int OP, int NA>
 RD void osReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
   typedef typename Tr::S S;
   uint64_t lo, hi;
   relayOsRange(a.count, a.grid, (int)sizeof(S), blk, &lo, &hi);
   if (hi <= lo) return;
-  const int A = a.nActive, me = a.me;
+  const int A = a.nActive, me = a.me, R = a.root;
   const char* mine = a.region[me];
+  if (R >= 0 && (OP == RELAY_OS_GATHER || me != R)) {
+    if (OP != RELAY_OS_GATHER) return;
+    const S* s = R == me ? (const S*)a.src + lo
+                         : (const S*)(mine + relayOsStagingOff(&a.L, (int)(ep[R] & 1), a.rank[R])) + lo;
+    if (s != (const S*)a.dst + lo) osCopy<S>((S*)a.dst + lo, s, hi - lo, a.vec != 0, tid, nthr);
+    return;
+  }
   const S* srcs[NA];
   UNROLL
   for (int i = 0; i < NA; i++) {
@@ -150,7 +168,8 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
 #endif
 
 /* The data of an LL line once its flags are f; the host emulation checks
- * once (every push ran before), the device polls. */
+ * once (every push it schedules ran before) and records a missing line as
+ * the device's wait records its deadline (osFail), the device polls. */
 RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                 u64 ep) {
   uint4 v = llLoad(line);
@@ -161,7 +180,7 @@ RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* ou
 #ifdef RELAY_GPU_DEVICE_PASS
   return llSpin(a, line, f, out, peerIdx, blk, ep);
 #else
-  (void)a, (void)peerIdx, (void)blk, (void)ep;
+  osFail(a, RELAY_OS_ERR_FLAG, a.rank[peerIdx], blk, ep);
   return false;
 #endif
 }
@@ -229,6 +248,7 @@ RD void llPushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int n
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
+    if (!relayOsPushesTo(&a, j)) continue; /* a rooted call's way without data: llTokenPush */
     const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
     const u64 e = epOf<NA>(ep, j);
     char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank);
@@ -248,6 +268,15 @@ RD void llEmit(const relayOsArgs& a, const uint64_t* words, uint64_t l, uint64_t
   typedef typename Tr::S S;
   const int A = a.nActive;
   if constexpr (OP == RELAY_OS_GATHER) {
+    if (a.root >= 0) {
+      /* A broadcast: the root's word at dst (selected over constant indices: no stack array). */
+      uint64_t w = words[0];
+      UNROLL
+      for (int i = 1; i < NA; i++)
+        if (i == a.root) w = words[i];
+      llScatter<S>((char*)a.dst, l, limit, w);
+      return;
+    }
     const uint64_t stride = a.count * sizeof(S);
     UNROLL
     for (int i = 0; i < NA; i++)
@@ -274,14 +303,56 @@ RD void llEmit(const relayOsArgs& a, const uint64_t* words, uint64_t l, uint64_t
   }
 }
 
+/* A rooted call's rank with nothing to read or write in the reduce phase:
+ * a reduce's member (it only pushes), a broadcast's root in place. */
+template <int OP>
+RD bool llRootedIdle(const relayOsArgs& a) {
+  if (a.root < 0) return false;
+  return OP == RELAY_OS_GATHER ? a.me == a.root && a.src == a.dst : a.me != a.root;
+}
+/* Whether my own contribution enters my output: always but in a broadcast's
+ * member, which never reads its src (NULL is allowed there). */
+RD bool llReadsOwn(const relayOsArgs& a) { return a.root < 0 || a.me == a.root; }
+
+/* A rooted call's way without data (oneshot.h): block 0 puts one LL line
+ * {0, flag} into each root-pair peer that gets no data from me, at the start
+ * of the slot that way leaves empty, and waits for the same line from each
+ * root-pair peer that sends me none, zeroing it. The flag is the call's
+ * (epoch and count: a count that differs is a timeout naming the peer).
+ * Threads tid, tid + nthr, ... take the peers. LL and LL128 alike. */
+template <int NA>
+RD void llTokenPush(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  if (a.root < 0 || blk != 0) return;
+  const int myRank = a.rank[a.me];
+  for (int i = tid; i < a.nActive; i += nthr) {
+    if (i == a.me || !relayOsPairs(&a, i) || relayOsPushesTo(&a, i)) continue;
+    const u64 e = epOf<NA>(ep, i);
+    llStore(a.region[i] + relayOsLLOff(&a.L, (int)(e & 1), myRank), 0, relayOsLLFlag(e, a.count));
+  }
+}
+template <int NA>
+RD bool llTokenWait(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr) {
+  if (a.root < 0 || blk != 0) return true;
+  for (int i = tid; i < a.nActive; i += nthr) {
+    if (i == a.me || !relayOsPairs(&a, i) || relayOsReadsFrom(&a, i)) continue;
+    const u64 e = epOf<NA>(ep, i);
+    char* line = a.region[a.me] + relayOsLLOff(&a.L, (int)(e & 1), a.rank[i]);
+    uint64_t d;
+    if (!llFetch(a, line, relayOsLLFlag(e, a.count), &d, i, blk, e)) return false;
+    llStore(line, 0, 0u);
+  }
+  return true;
+}
+
 /* Where each peer's lines for me start in my region (its parity set, plus
- * `off`), and the flag they carry this call; NULL and 0 for me and for
- * indices past A. LL and LL128 alike. */
+ * `off`), and the flag they carry this call; NULL and 0 for me, for
+ * indices past A and for a rooted call's peers that send me no data. LL and
+ * LL128 alike. */
 template <int NA>
 RD void llPeerLines(const relayOsArgs& a, const u64* ep, uint64_t off, char** lines, uint32_t* fl) {
   UNROLL
   for (int i = 0; i < NA; i++) {
-    const bool peer = i < a.nActive && i != a.me;
+    const bool peer = i < a.nActive && i != a.me && relayOsReadsFrom(&a, i);
     lines[i] = peer ? a.region[a.me] + relayOsLLOff(&a.L, (int)(ep[i] & 1), a.rank[i]) + off : NULL;
     fl[i] = peer ? relayOsLLFlag(ep[i], a.count) : 0u;
   }
@@ -297,7 +368,9 @@ RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
   if (hi <= lo) return true;
   const uint64_t total = a.count * sizeof(S), l0 = lo * sizeof(S) / 8, l1 = (hi * sizeof(S) + 7) / 8;
   const int A = a.nActive, me = a.me;
-  const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
+  if (llRootedIdle<OP>(a)) return true;
+  const bool own = llReadsOwn(a);
+  const char* src = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
   char* lines[NA];
   uint32_t fl[NA];
   llPeerLines<NA>(a, ep, 0, lines, fl);
@@ -307,12 +380,15 @@ RD bool llReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, int
     for (int i = 0; i < NA; i++) {
       d[i] = 0;
       if (i >= A) continue;
-      if (i == me) d[i] = llGather<S>(own, l, total);
-      else if (!llFetch(a, lines[i] + l * 16, fl[i], &d[i], i, blk, ep[i])) return false;
+      if (i == me) {
+        if (own) d[i] = llGather<S>(src, l, total);
+      } else if (lines[i] && !llFetch(a, lines[i] + l * 16, fl[i], &d[i], i, blk, ep[i])) {
+        return false;
+      }
     }
     UNROLL
     for (int i = 0; i < NA; i++)
-      if (i < A && i != me) llStore(lines[i] + l * 16, 0, 0u);
+      if (i < A && lines[i]) llStore(lines[i] + l * 16, 0, 0u);
     llEmit<Tr, OP, NA>(a, d, l, total);
   }
   return true;
@@ -377,6 +453,7 @@ RD void ll128PushBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, in
   const int A = a.nActive, me = a.me, myRank = a.rank[me];
   for (int k = 1; k < A; k++) {
     int j = me + k < A ? me + k : me + k - A;
+    if (!relayOsPushesTo(&a, j)) continue; /* a rooted call's way without data: llTokenPush */
     const char* s = (const char*)a.src + (uint64_t)j * a.srcStride * sizeof(S);
     const u64 e = epOf<NA>(ep, j);
     char* d = a.region[j] + relayOsLLOff(&a.L, (int)(e & 1), myRank) + first * 128 + 16 * (uint64_t)part;
@@ -424,12 +501,13 @@ RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint6
     if (!relayWarpBcast0(keep)) return false;
   }
 #else
-  (void)a, (void)peerIdx, (void)blk, (void)ep;
   if (!on) return true;
   ll128Load(p, lo, hi);
   uint64_t flag, dummy;
   ll128Load(p - 16 * part + 112, &dummy, &flag);
-  return flag == f;
+  if (flag == f) return true;
+  osFail(a, RELAY_OS_ERR_FLAG, a.rank[peerIdx], blk, ep);
+  return false;
 #endif
 }
 
@@ -442,6 +520,8 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
   if (!ll128Span(a, (int)sizeof(S), blk, &loB, &hiB, &nl, &first)) return true;
   const int lane = ll128Lane(tid), part = lane & 7, nw = ll128Warp(nthr);
   const int A = a.nActive, me = a.me;
+  if (llRootedIdle<OP>(a)) return true;
+  const bool readOwn = llReadsOwn(a);
   const char* own = (const char*)a.src + (uint64_t)me * a.srcStride * sizeof(S);
   char* lines[NA];
   uint32_t fl[NA];
@@ -457,15 +537,16 @@ RD bool ll128ReduceBlock(const relayOsArgs& a, const u64* ep, int blk, int tid, 
       d[0][i] = d[1][i] = 0;
       if (i >= A) continue;
       if (i == me) {
-        if (on) d[0][i] = llGather<S>(own, l8, hiB);
-        if (on && part != 7) d[1][i] = llGather<S>(own, l8 + 1, hiB);
-      } else if (!ll128Fetch(a, lines[i] + line * 128, on, part, fl[i], &d[0][i], &d[1][i], i, blk, ep[i])) {
+        if (on && readOwn) d[0][i] = llGather<S>(own, l8, hiB);
+        if (on && readOwn && part != 7) d[1][i] = llGather<S>(own, l8 + 1, hiB);
+      } else if (lines[i] &&
+                 !ll128Fetch(a, lines[i] + line * 128, on, part, fl[i], &d[0][i], &d[1][i], i, blk, ep[i])) {
         return false;
       }
     }
     UNROLL
     for (int i = 0; i < NA; i++)
-      if (on && i < A && i != me) ll128Store(lines[i] + line * 128, 0, 0);
+      if (on && i < A && lines[i]) ll128Store(lines[i] + line * 128, 0, 0);
     if (!on) continue;
     UNROLL
     for (int w = 0; w < 2; w++) {
@@ -491,6 +572,7 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
   UNROLL
   for (int i = 0; i < NA; i++)
     ep[i] = i < A && i != me ? ldVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk))) + 1 : 0;
+  if (ok) llTokenPush<NA>(a, ep, blk, tid, nthr); /* first: a peer waiting for it goes on sooner */
   if (P == 2) {
     /* LL128's waits are warp-wide: the whole warp goes or stays. */
     ok = relayWarpAll(ok);
@@ -500,9 +582,11 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernelLL(relayOsArgs a
     if (ok) llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
     if (ok) ok = llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
   }
+  if (ok) ok = llTokenWait<NA>(a, ep, blk, tid, nthr); /* last: my data went out before I wait */
   (void)ok;
   __syncthreads(); /* every thread has read the epochs before they advance */
-  if (tid < A && tid != me && ldVolatile(err) == 0) {
+  /* Only pairs that hand-shook count the call (a rooted call's members do not among themselves). */
+  if (tid < A && tid != me && relayOsPairs(&a, tid) && ldVolatile(err) == 0) {
     UNROLL
     for (int i = 0; i < NA; i++)
       if (i == tid) stVolatile(wordAt(mine, relayOsLLEpochOff(&a.L, a.rank[i], blk)), ep[i]);
@@ -521,7 +605,8 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
   /* 0. A failed comm stays failed: exit before touching any peer. */
   osEnter(a, a.L.epochsOff, 1, sEp, &sFail);
   if (sFail) return;
-  const bool peerThread = tid < A && tid != me; /* thread i speaks for active i */
+  /* Thread i speaks for active i; a rooted call's members do not hand-shake among themselves. */
+  const bool peerThread = tid < A && tid != me && relayOsPairs(&a, tid);
 
   /* 1. Peer i no longer reads my epoch-(e-2) push (same parity set). */
   if (peerThread) {
@@ -570,9 +655,11 @@ __global__ void __launch_bounds__(RELAY_OS_MAX_THREADS) osKernel(relayOsArgs a) 
         /* The epochs are read by the next launch on this GPU (ordered by the
          * kernel boundary); the acks release every block's staging reads. */
         for (int i = 0; i < A; i++)
-          if (i != me) stVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[i])), sEp[i]);
+          if (i != me && relayOsPairs(&a, i))
+            stVolatile(wordAt(mine, relayOsEpochOff(&a.L, a.rank[i])), sEp[i]);
         for (int i = 0; i < A; i++)
-          if (i != me) stReleaseSys(wordAt(a.region[i], relayOsAckOff(&a.L, myRank)), sEp[i]);
+          if (i != me && relayOsPairs(&a, i))
+            stReleaseSys(wordAt(a.region[i], relayOsAckOff(&a.L, myRank)), sEp[i]);
       }
     }
   }
@@ -606,18 +693,22 @@ typedef PickWidth<OsGet> PickKernel;
 #ifdef RELAY_ONESHOT_HOST_EMULATION
 /* tests/gpu/emul_oneshot.cu: the push (phase 0) and reduce (phase 1) of one
  * block of one rank, run thread after thread on the host, for the protocol
- * a.ll names. Returns 0 when an LL line was not there (or had the wrong
- * flag) when its reader came. */
+ * a.ll names (a rooted call's token pushed and awaited with them). Returns 0
+ * when an LL line or token was not there (or had the wrong flag) when its
+ * reader came (osFail recorded it). */
 typedef int (*OsHostPhase)(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase);
 template <typename Tr, int OP, int NA>
 int osHostPhase(const relayOsArgs& a, const u64* ep, int blk, int tid, int nthr, int phase) {
-  if (a.ll == 2) {
-    if (phase == 0) ll128PushBlock<Tr, NA>(a, ep, blk, tid, nthr);
-    return phase == 0 ? 1 : (int)ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
-  }
   if (a.ll) {
-    if (phase == 0) llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
-    return phase == 0 ? 1 : (int)llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
+    if (phase == 0) {
+      llTokenPush<NA>(a, ep, blk, tid, nthr);
+      if (a.ll == 2) ll128PushBlock<Tr, NA>(a, ep, blk, tid, nthr);
+      else llPushBlock<Tr, NA>(a, ep, blk, tid, nthr);
+      return 1;
+    }
+    bool ok = a.ll == 2 ? ll128ReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr)
+                        : llReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
+    return (int)(ok && llTokenWait<NA>(a, ep, blk, tid, nthr));
   }
   if (phase == 0) osPushBlock<Tr>(a, ep, blk, tid, nthr);
   else osReduceBlock<Tr, OP, NA>(a, ep, blk, tid, nthr);
@@ -642,9 +733,9 @@ extern "C" cudaError_t relayCudaOneShot(const relayOsArgs* a, relayDataType_t dt
   PickKernel v(a, g);
   const void* k = visit(dt, op, v);
   if (!k || !a || a->grid < 1 || a->grid > RELAY_OS_MAX_BLOCKS || a->nActive < 2 ||
-      a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || threads < RELAY_OS_MAX_ACTIVE ||
-      threads > RELAY_OS_MAX_THREADS || !a->hostErr || !a->hostAbort ||
-      (a->ll == 2 && threads % RELAY_GPU_WARP) ||
+      a->nActive > RELAY_OS_MAX_ACTIVE || a->me < 0 || a->me >= a->nActive || a->root < -1 ||
+      a->root >= a->nActive || threads < RELAY_OS_MAX_ACTIVE || threads > RELAY_OS_MAX_THREADS ||
+      !a->hostErr || !a->hostAbort || (a->ll == 2 && threads % RELAY_GPU_WARP) ||
       (a->ll == 2 && relayOsLL128Bytes(a->count, a->grid, a->elemSize) > a->L.llSlotBytes))
     return cudaErrorInvalidValue;
   relayOsArgs copy = *a;

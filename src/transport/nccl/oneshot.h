@@ -43,7 +43,8 @@
  *    acknowledgement either: a rank's LL call e+2 starts after its call e+1
  *    finished, which waited for the peer's e+1 lines, which the peer pushed
  *    after its own call e (kernels of one comm are stream-ordered) had read
- *    and zeroed parity set e&1.
+ *    and zeroed parity set e&1. A rooted call keeps this with a token on
+ *    the way without data (relayOsPairs below).
  *
  * 64-bit flags: a block that is absent from many calls (small counts use
  * fewer blocks) keeps an old flag; 2^63 calls never come, so the wrap-safe
@@ -344,11 +345,32 @@ typedef struct {
   int32_t elemSize;
   int32_t
       wide; /* 1: the kernels compiled for RELAY_OS_MAX_ACTIVE actives even at A = 2 (RELAYCC_ONESHOT_WIDE) */
-  int32_t pad2;
-  uint64_t timeoutNs;          /* every wait of the kernel gives up after this */
+  int32_t root;       /* a rooted call's root, an active index (broadcast: gather set; reduce); -1: none */
+  uint64_t timeoutNs; /* every wait of the kernel gives up after this */
   unsigned long long* hostErr; /* device alias of a mapped host word: the host reads errors without a sync */
   const volatile int32_t* hostAbort; /* device alias of a mapped host word set by abort */
 } relayOsArgs;
+
+/* A rooted call (relayOneShotDesc.root; shm/oneshot.c's twin): only the root's pairs hand-shake, and data
+ * moves one way on each (broadcast: from the root; reduce: to it). The way without data still hand-shakes,
+ * so both ends of a pair count the same calls (pair epochs): in the flag protocol as a flag with no push
+ * (the acknowledgements guard slot reuse as in every flag call); in LL and LL128 as a token, one LL line
+ * with the call's flag that block 0 puts into the slot the way without data leaves empty (its reader waits
+ * for it and zeroes it). LL has no acknowledgements: a rank's call e+2 reuses parity set e&1 safely
+ * because its call e+1 waited for something the peer pushed in ITS call e+1, after its call e had read and
+ * zeroed that set. A symmetric call waits for every peer's lines; without the token a rooted call's root
+ * of a broadcast (a member of a reduce) would wait for nothing, and back-to-back calls (or graph replays)
+ * would overwrite lines a slow reader had not consumed. Whether actives me and i (i != me) hand-shake,
+ * my data goes to i, i's comes to me: */
+static inline RELAY_OS_HD int relayOsPairs(const relayOsArgs* a, int i) {
+  return a->root < 0 || a->me == a->root || i == a->root;
+}
+static inline RELAY_OS_HD int relayOsPushesTo(const relayOsArgs* a, int i) {
+  return a->root < 0 || (a->gather ? a->me == a->root : i == a->root);
+}
+static inline RELAY_OS_HD int relayOsReadsFrom(const relayOsArgs* a, int i) {
+  return a->root < 0 || (a->gather ? i == a->root : a->me == a->root);
+}
 
 /* The grid of a flag-protocol call: depends only on the bytes per
  * destination and the agreed block cap. */

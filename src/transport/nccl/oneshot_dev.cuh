@@ -124,6 +124,31 @@ RD void osFold(typename Tr::S* dst, const typename Tr::S* const* srcs, int A, ui
   }
 }
 
+/* Record this rank's first failure: the region's sticky err (later launches
+ * exit at once), every peer's rerr[me] (their waits on us end), the mapped
+ * host word (the host reports it at the next call, naming the peer). The
+ * host emulation (tests/gpu/emul_oneshot.cu: one thread, no atomics needed)
+ * records the same words where a wait would have reached its deadline. */
+__host__ __device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
+  const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
+  u64* err = (u64*)(a.region[a.me] + a.L.ctlOff + 8);
+#ifdef RELAY_GPU_DEVICE_PASS
+  if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
+  *(volatile u64*)a.hostErr = w;
+  __threadfence_system();
+#else
+  if (*err != 0) return;
+  *err = w;
+  if (a.hostErr) *a.hostErr = w;
+#endif
+  const int myRank = a.rank[a.me];
+  for (int i = 0; i < a.nActive; i++)
+    if (i != a.me) *(volatile u64*)(a.region[i] + relayOsRerrOff(&a.L, myRank)) = w;
+#ifdef RELAY_GPU_DEVICE_PASS
+  __threadfence_system();
+#endif
+}
+
 /* ---- device-only: the hand-shake ---------------------------------------- */
 
 __device__ __forceinline__ u64 ldAcquireSys(const u64* p) { return relayLdAcquireSys(p); }
@@ -132,21 +157,6 @@ __device__ __forceinline__ u64 ldVolatile(const u64* p) { return *(const volatil
 __device__ __forceinline__ void stVolatile(u64* p, u64 v) { *(volatile u64*)p = v; }
 __device__ __forceinline__ u64 globalTimer() { return relayGpuTimerNs(); }
 __device__ __forceinline__ u64* wordAt(char* base, uint64_t off) { return (u64*)(base + off); }
-
-/* Record this rank's first failure: the region's sticky err (later launches
- * exit at once), every peer's rerr[me] (their waits on us end), the mapped
- * host word (the host reports it at the next call, naming the peer). */
-__device__ void osFail(const relayOsArgs& a, unsigned code, int peerRank, int blk, u64 ep) {
-  const u64 w = relayOsErrPack(code, (unsigned)peerRank, (unsigned)blk, ep);
-  u64* err = wordAt(a.region[a.me], a.L.ctlOff + 8);
-  if (atomicCAS(err, 0ull, w) != 0ull) return; /* not the first */
-  *(volatile u64*)a.hostErr = w;
-  __threadfence_system();
-  const int myRank = a.rank[a.me];
-  for (int i = 0; i < a.nActive; i++)
-    if (i != a.me) stVolatile(wordAt(a.region[i], relayOsRerrOff(&a.L, myRank)), w);
-  __threadfence_system();
-}
 
 /* The give-up checks of a bounded poll (osWait, llSpin), run every 64
  * polls: this rank failed elsewhere (another block), the peer reported a

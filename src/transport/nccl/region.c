@@ -414,11 +414,13 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
   a->nActive = A;
   a->me = me;
   /* Vector accesses need every block start aligned: a gather's output
-   * blocks sit count * es apart. */
+   * blocks sit count * es apart (a broadcast's one block does not). */
   a->vec = (((uintptr_t)d->src | (uintptr_t)d->dst | (uintptr_t)(d->srcStride * es) |
-             (uintptr_t)(d->gather ? d->count * es : 0)) &
+             (uintptr_t)(d->gather && d->root < 0 ? d->count * es : 0)) &
             15u) == 0;
   a->gather = d->gather != 0;
+  /* A rooted call (broadcast, reduce) or none; the bandwidth kernels serve none (no RELAY_TP_CAP_BW row). */
+  a->root = d->root >= 0 && d->root < A ? d->root : -1;
   a->divisor = d->divisor;
   a->elemSize = (int32_t)es;
   a->wide = s->wide;
