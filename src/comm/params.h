@@ -198,6 +198,17 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "shm bandwidth route, 2 active ranks: the one-copy floor instead of `RELAYCC_SHM_CMA_BYTES` (the lower " \
     "of the two counts; `RELAYCC_SHM_CMA_BYTES=0` still turns the path off); from it the router weighs "     \
     "the one-copy path against the one-shot")                                                                \
+  /* 1 MiB: a broadcast's one copy saves the root its A-1 staged writes but reads at the cross-memory rate   \
+   * (~10 GB/s here against ~23 for memcpy), so it wins once the staged copies leave the cache. 2-core EPYC, \
+   * relaycc-bench --check 0, n 40 (2026-12-05), one copy against the staged rooted path: 8 ranks 64 KiB 44  \
+   * against 44 us, 256 KiB 83 against 131, 1 MiB 277 against 393; 4 ranks 256 KiB 41 against 38, 1 MiB 135  \
+   * against 142; 2 ranks 256 KiB 16 against 12.7, 1 MiB 60 against 54, 4 MiB 249 against direct's 417.      \
+   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks, 350 KiB at 4 and 1 MiB at 2.                   \
+   */                                                                                                        \
+  X(SHM_CMA_ROOTED_BYTES, "RELAYCC_SHM_CMA_ROOTED_BYTES", BYTES, AGREED, 1 << 20, 0, 1LL << 40, -1, "1 MiB", \
+    "shm bandwidth route, broadcast: the one-copy path (each peer reads the root's buffer) from this many "  \
+    "bytes the root sends in all ((actives - 1) x count x element size) on (reduce stays staged); "          \
+    "`RELAYCC_SHM_CMA_BYTES=0` still turns the path off")                                                    \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \
