@@ -106,8 +106,18 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(SPIN_US, "RELAYCC_SPIN_US", INT, RANK, 50, 1, 1000000, -1, "50",                                         \
     "a wait's polls end after this many microseconds without progress, polls left or not (then it sleeps)")  \
   /* 2 ranks on 2 cores, 5 alternating rounds: 200 busy polls took 4 KiB all-reduce 2.6 -> 2.2 us,           \
-   * reduce-scatter 1.8 -> 1.4, 64 KiB all-gather 9.5 -> 8.9 (a sched_yield is a syscall per poll). */       \
-  X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 200, 0, 1000000, -1, "200",                                   \
+   * reduce-scatter 1.8 -> 1.4, 64 KiB all-gather 9.5 -> 8.9 (a sched_yield is a syscall per poll).          \
+   * 100000 (was 200): the shm waits' spin is busy until RELAYCC_SPIN_US ends it, so it yields no more       \
+   * where every rank has a core (the NCCL host polls still yield RELAYCC_SPIN's). A yield there gives the   \
+   * core to whatever else runs on it (another job, a compiler) for the rest of that one's slice, 1-2 ms:    \
+   * 2 ranks of the 2-core EPYC bound to a core each, a busy loop beside rank 1, 7 alternating launches of   \
+   * relaycc-bench -c broadcast (direct) -n 100 (2026-12-05): 1 MiB took 1088-1815 us in 3 of 7 launches     \
+   * with 200 busy polls and 200 yields, 142-321 without yields; 5 rounds, -n 200, busy to the time bound    \
+   * against the old spin: broadcast 1 MiB 53-59 us against 71-83 with the busy loop (an all-reduce of 1     \
+   * MiB at 801 in one old launch), 53-57 against 60-120 without; all-reduce 4 KiB / 64 KiB / 1 MiB alike.   \
+   * The CPU-peers runs' slow launches (2 ranks 16 KiB / 64 KiB / 1 MiB 9.3 / 31 / 464 us against 2.4 /      \
+   * 6.4 / 58.8, docs/perf/2026-12-05-cpu-2core.md) were these. */                                           \
+  X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 100000, 0, 1000000, -1, "100000",                             \
     "polls before `RELAYCC_SPIN`'s yielding ones that busy-poll with a CPU pause hint (no syscall); only "   \
     "when every rank has a core (else none)")                                                                \
   X(TOPO, "RELAYCC_TOPO", STRING, RANK, 0, 0, 0, 6, "detect / `cpu`",                                        \
