@@ -112,11 +112,11 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
    * core to whatever else runs on it (another job, a compiler) for the rest of that one's slice, 1-2 ms:    \
    * 2 ranks of the 2-core EPYC bound to a core each, a busy loop beside rank 1, 7 alternating launches of   \
    * relaycc-bench -c broadcast (direct) -n 100 (2026-12-05): 1 MiB took 1088-1815 us in 3 of 7 launches     \
-   * with 200 busy polls and 200 yields, 142-321 without yields; 5 rounds, -n 200, busy to the time bound    \
-   * against the old spin: broadcast 1 MiB 53-59 us against 71-83 with the busy loop (an all-reduce of 1     \
-   * MiB at 801 in one old launch), 53-57 against 60-120 without; all-reduce 4 KiB / 64 KiB / 1 MiB alike.   \
-   * The CPU-peers runs' slow launches (2 ranks 16 KiB / 64 KiB / 1 MiB 9.3 / 31 / 464 us against 2.4 /      \
-   * 6.4 / 58.8, docs/perf/2026-12-05-cpu-2core.md) were these. */                                           \
+   * with 200 busy polls and 200 yields, 61-321 without yields; 5 alternating rounds of -n 200, this         \
+   * default against the old: broadcast 1 MiB 54-282 us against 64-1633 with the busy loop, 84-271 against   \
+   * 126-712 without (other jobs at load 4-5; 4 old launches of 10 above 500 us, none new); all-reduce and   \
+   * all-gather alike. The CPU-peers runs' slow 2-rank launches (16 KiB / 64 KiB / 1 MiB 9.3 / 31 / 464 us   \
+   * against 2.4 / 6.4 / 58.8) were these (docs/perf/2026-12-05-cpu-bcast-2core.md). */                      \
   X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 100000, 0, 1000000, -1, "100000",                             \
     "polls before `RELAYCC_SPIN`'s yielding ones that busy-poll with a CPU pause hint (no syscall); only "   \
     "when every rank has a core (else none)")                                                                \
