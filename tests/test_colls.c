@@ -31,15 +31,15 @@ typedef struct {
   int full; /* all dtypes/ops instead of the usual three */
 } sweepArg;
 
-static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot"};
+static const char* kRoutes[] = {"direct", "relay", "auto", "oneshot", "bw"};
 
 static int sweepRank(int rank, int nranks, void* arg) {
   const sweepArg* sa = arg;
   int isRed = relayCollReduces(sa->coll), rooted = relayCollRooted(sa->coll);
-  /* Broadcast and reduce also force the one-shot (its rooted form; the layout collectives' one-shot has
-   * its own cases, test_oneshot.c). */
-  int nRoutes = rooted ? 4 : 3;
-  relayComm_t comms[4];
+  /* Broadcast and reduce also force the one-shot and the bandwidth route (their rooted forms; the layout
+   * collectives' have their own cases, test_oneshot.c). */
+  int nRoutes = rooted ? 5 : 3;
+  relayComm_t comms[5];
   for (int r = 0; r < nRoutes; r++) comms[r] = tc_comm_route(rank, nranks, kRoutes[r], 60000);
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   relayDataType_t dtypesAll[] = {relayInt8,   relayUint8,   relayInt32,   relayUint32,  relayInt64,
@@ -84,11 +84,13 @@ static int sweepRank(int rank, int nranks, void* arg) {
                 wrong += tc_one_call_root(comms[r], rank, sa->coll, A, G, ranks, counts, dt, op, root,
                                           inPlace, tag);
                 nCalls++;
-                /* A forced relay or one-shot serves broadcast and reduce wherever its builder can (relay:
-                 * a helper; one-shot: one group within the default gate): the route taken proves it. */
-                if (rooted && r % 2 && countsList[ci]) {
-                  int want = r == 1
-                                 ? (A < NRANKS ? relayRouteRelay : relayRouteDirect)
+                /* A forced relay, one-shot or bw serves broadcast and reduce wherever its builder can (relay:
+                 * a helper; one-shot: one group within the default gate; bw: one group, any count, the
+                 * 2^20+3 broadcast on its one-copy path): the route taken proves it. */
+                if (rooted && (r % 2 || r == 4) && countsList[ci]) {
+                  int want = r == 1 ? (A < NRANKS ? relayRouteRelay : relayRouteDirect)
+                             : r == 4
+                                 ? (G == 1 ? relayRouteBw : relayRouteDirect)
                                  : (G == 1 && counts[0] * relayTypeSize(dt) <= RELAY_ONESHOT_DEFAULT_MAX_BYTES
                                         ? relayRouteOneShot
                                         : relayRouteDirect);

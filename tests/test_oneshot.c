@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -45,6 +46,9 @@ static int gCmaWant = -1;
 /* The one-copy floors gCmaWant checks against: RELAYCC_SHM_CMA_BYTES's for 3 or more actives, the pair's
  * (the lower of it and RELAYCC_SHM_CMA_PAIR_BYTES) for 2; the bwcma- cases set both to 64. */
 static size_t gCmaFloor = 64, gCmaPairFloor = 64;
+/* A broadcast's floor on what its root sends in all ((A-1) x count x element size:
+ * RELAYCC_SHM_CMA_ROOTED_BYTES, 1 MiB by default, 64 in the bwcma- cases); a reduce is always staged. */
+static size_t gCmaRootedFloor = 64;
 
 /* Input of active `src` at element e of call `call`: small integers (exact in
  * bf16 and in fp32 sums of 8) that change with every call and every rank. */
@@ -69,9 +73,19 @@ static void fillInput(relayDataType_t dt, int call, int src, size_t n, void* buf
 }
 
 /* Expected output of active `me`: reduce of every active's contribution
- * (all-gather, all-to-all: the contributions side by side). */
+ * (all-gather, all-to-all: the contributions side by side); broadcast: the root's input; reduce: the
+ * reduce at the root, and a peer's recv as it was (`poison` out of place, its own input in place). */
 static void expected(relayCollective_t coll, relayDataType_t dt, relayRedOp_t op, int call, int A, int me,
-                     size_t c, void* out) {
+                     int root, int inPlace, size_t c, void* out) {
+  if (coll == relayCollectiveBroadcast) {
+    fillInput(dt, call, root, c, out);
+    return;
+  }
+  if (coll == relayCollectiveReduce && me != root) {
+    if (inPlace) fillInput(dt, call, me, c, out);
+    else memset(out, 0xCD, c * relayTypeSize(dt));
+    return;
+  }
   int blocked = coll == relayCollectiveReduceScatter || coll == relayCollectiveAllToAll;
   int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
   size_t es = relayTypeSize(dt), in = blocked ? (size_t)A * c : c;
@@ -130,7 +144,7 @@ static int casePlan(void) {
         T_CHECK(relayRefRun(p, sb, rb, err, sizeof err) == 0, "ref: %s", err);
         float* want = malloc(out * es);
         for (int i = 0; i < A; i++) {
-          expected(coll, relayFloat32, relaySum, 3, A, i, c, want);
+          expected(coll, relayFloat32, relaySum, 3, A, i, -1, inPlace, c, want);
           T_CHECK(memcmp(rb[ranks[i]], want, out * es) == 0, "A=%d %s inPlace=%d: active %d differs", A,
                   relayCollName(coll), inPlace, i);
         }
@@ -258,8 +272,12 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       struct timespec ts = {0, (long)a->skew * 1000000L};
       nanosleep(&ts, NULL);
     }
+    /* Broadcast and reduce: the root moves with the call, through every position. */
+    int root = call % A;
     relayResult_t r =
-        a->coll == relayCollectiveAllReduce ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
+        a->coll == relayCollectiveBroadcast ? relayBroadcast(sendp, recvp, &c, a->dt, root, &L, comm, NULL)
+        : a->coll == relayCollectiveReduce ? relayReduce(sendp, recvp, &c, a->dt, a->op, root, &L, comm, NULL)
+        : a->coll == relayCollectiveAllReduce ? relayAllReduce(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
         : a->coll == relayCollectiveReduceScatter
             ? relayReduceScatter(sendp, recvp, &c, a->dt, a->op, &L, comm, NULL)
         : a->coll == relayCollectiveAllGather ? relayAllGather(sendp, recvp, &c, a->dt, &L, comm, NULL)
@@ -271,13 +289,15 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
             relayRouteName(route), relayRouteName(expectRoute));
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
-      int want = gCmaWant && in * es >= (A == 2 ? gCmaPairFloor : gCmaFloor);
+      int want = relayCollRooted(a->coll) ? gCmaWant && a->coll == relayCollectiveBroadcast &&
+                                                (size_t)(A - 1) * in * es >= gCmaRootedFloor
+                                          : gCmaWant && in * es >= (A == 2 ? gCmaPairFloor : gCmaFloor);
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
               "rank %d call %d %s of %zu bytes: %s path, expected %s", rank, call, relayCollName(a->coll),
               in * es, comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
     }
     if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
-      expected(a->coll, a->dt, a->op, call, A, me, c, want);
+      expected(a->coll, a->dt, a->op, call, A, me, root, a->inPlace, c, want);
       if (memcmp(recvp, want, out * es) != 0) {
         size_t bad = 0;
         while (bad < out * es && ((char*)recvp)[bad] == want[bad]) bad++;
@@ -304,8 +324,9 @@ static int rankSweep(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  relayCollective_t colls[4] = {relayCollectiveAllReduce, relayCollectiveReduceScatter,
-                                relayCollectiveAllGather, relayCollectiveAllToAll};
+  relayCollective_t colls[6] = {relayCollectiveAllReduce, relayCollectiveReduceScatter,
+                                relayCollectiveAllGather, relayCollectiveAllToAll,
+                                relayCollectiveBroadcast, relayCollectiveReduce};
   relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayInt32};
   relayRedOp_t ops[3] = {relaySum, relayAvg, relayMax};
   size_t counts[3] = {1, 37, 4099};
@@ -314,12 +335,12 @@ static int rankSweep(int rank, int nranks, void* arg) {
    * (its two-shot shards differ with A, and some are empty at count 1). */
   int nA = gRoute == relayRouteBw ? 7 : 3;
   for (int ai = 0; ai < nA; ai++)
-    for (int ci = 0; ci < 4; ci++)
+    for (int ci = 0; ci < 6; ci++)
       for (int di = 0; di < 3; di++)
         for (int oi = 0; oi < 3; oi++)
           for (int ip = 0; ip < 2; ip++) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
-            if (ci >= 2 && oi > 0) continue;                            /* a gather has no op */
+            if (!relayCollReduces(colls[ci]) && oi > 0) continue;       /* a gather has no op */
             if (colls[ci] == relayCollectiveAllToAll && ip) continue;   /* in-place all-to-all: rejected */
             int A = gRoute == relayRouteBw ? 2 + ai : 2 << ai;
             runArg a = {A, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
@@ -591,6 +612,8 @@ static int runCmaRefused(void) {
   launch("bwcma refused by rank 1: every rank staged", rankCmaRefused, &a, 240);
   a.coll = relayCollectiveAllGather, a.A = 8;
   launch("bwcma refused by rank 1: all-gather staged", rankCmaRefused, &a, 240);
+  a.coll = relayCollectiveBroadcast, a.A = 4, a.calls = 8;
+  launch("bwcma refused by rank 1: broadcast staged, the root at every position", rankCmaRefused, &a, 240);
   return 0;
 }
 
@@ -609,6 +632,45 @@ static int runCmaPair(void) {
   launch("bw pair floor: all-reduce A=2 of 2 KiB, staged", rankRun, &a, 240);
   a.count = 4096, a.coll = relayCollectiveReduceScatter;
   launch("bw pair floor: reduce-scatter A=2 of 32 KiB, one copy", rankRun, &a, 240);
+  return 0;
+}
+
+/* The broadcast's floor at its default (RELAYCC_SHM_CMA_ROOTED_BYTES 1 MiB of what the root sends in all),
+ * on the forced bw route: one element below it staged, at it and one above one copy, A = 2 (262144 floats)
+ * and A = 8 (7 x 37450 floats), in and out of place, the root at every position; a reduce stays staged. */
+static int runCmaRootedFloor(void) {
+  unsetenv("RELAYCC_SHM_CMA_BYTES");
+  unsetenv("RELAYCC_SHM_CMA_ROOTED_BYTES");
+  gCmaWant = 1;
+  gCmaFloor = 64 << 10, gCmaPairFloor = 4 << 10, gCmaRootedFloor = 1 << 20;
+  static const struct {
+    int A;
+    size_t floorCount; /* the least count at the floor */
+  } rows[] = {{2, 262144}, {8, 37450}};
+  for (int i = 0; i < 2; i++)
+    for (int d = -1; d <= 1; d++)
+      for (int ip = 0; ip < 2; ip++) {
+        int A = rows[i].A;
+        runArg a = {A,
+                    A,
+                    0,
+                    1,
+                    relayCollectiveBroadcast,
+                    relayFloat32,
+                    relaySum,
+                    ip,
+                    rows[i].floorCount - 1 + (size_t)(d + 1),
+                    relayRouteOneShot};
+        char what[160];
+        snprintf(what, sizeof what, "bw broadcast floor: A=%d count %zu (%s the floor)%s", A, a.count,
+                 d < 0 ? "below"
+                 : d   ? "above"
+                       : "at",
+                 ip ? " in place" : "");
+        launch(what, rankRun, &a, 240);
+      }
+  runArg r = {8, 8, 0, 1, relayCollectiveReduce, relayFloat32, relaySum, 0, 37451, relayRouteOneShot};
+  launch("bw reduce above the broadcast's floor: staged", rankRun, &r, 240);
   return 0;
 }
 
@@ -667,10 +729,155 @@ static int runCmaKill(void) {
   return 0;
 }
 
+/* One-copy broadcasts of 4 MiB on ranks 7, 5, 3, 1 back to back; rank 3 is killed 300 ms in, as a reader
+ * (root position 0: rank 7) or as the root (position 2): every surviving active's call ends within 3 s
+ * (deadline 60 s), its error naming rank 3 (the root's directly; a reader's through the root's failure
+ * when rank 3 was a reader). */
+static int rankCmaKillRooted(int rank, int nranks, void* arg) {
+  (void)nranks;
+  int root = *(const int*)arg;
+  relayComm_t comm = oneshotComm(rank);
+  int ranks[4] = {7, 5, 3, 1};
+  relayLayout_t L = {1, 4, ranks};
+  size_t c = 1 << 20;
+  float* sb = malloc(c * sizeof(float));
+  float* rb = malloc(c * sizeof(float));
+  T_CHECK(sb && rb, "oom");
+  fillInput(relayFloat32, 1, rank, c, sb);
+  T_OK(relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL)); /* sets the route up, collectively */
+  int active = rank == 7 || rank == 5 || rank == 3 || rank == 1;
+  if (active)
+    T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB broadcast not on the one-copy path", rank);
+  pthread_t th;
+  if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
+  /* Every rank calls every broadcast (helpers too: a rooted call's agreement round is every rank's). */
+  relayResult_t r = relaySuccess;
+  double dt = 0;
+  for (uint64_t t0 = relayNowNs(); r == relaySuccess && relayNowNs() - t0 < 10000000000ull;) {
+    uint64_t t1 = relayNowNs();
+    r = relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL);
+    dt = (double)(relayNowNs() - t1) / 1e9;
+  }
+  T_CHECK(r != relaySuccess && dt < 3.0, "rank %d: broadcast with rank 3 killed -> %s after %.2f s (%s)",
+          rank, relayGetErrorString(r), dt, relayGetLastError(comm));
+  if (active) printf("rank %d: %s\n", rank, relayGetLastError(comm));
+  if (active)
+    T_CHECK(
+        strstr(relayGetLastError(comm), "rank 3"),
+        "rank %d: one-copy broadcast (root position %d) with rank 3 killed: the error does not name it (%s)",
+        rank, root, relayGetLastError(comm));
+  relayCommDestroy(comm); /* the actives' comms are failed: no T_OK */
+  free(sb);
+  free(rb);
+  return 0;
+}
+
+static int runCmaKillRooted(void) {
+  static const int roots[2] = {0, 2};
+  for (int i = 0; i < 2; i++) {
+    int codes[NRANKS];
+    int rc = t_launch(NRANKS, rankCmaKillRooted, (void*)&roots[i], 60, 15000, codes);
+    T_CHECK(rc != 0 && codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
+    for (int r = 0; r < NRANKS; r++) T_CHECK(r == 3 || codes[r] == 0, "rank %d exited %d", r, codes[r]);
+    printf("bwcma kill, broadcast root position %d: ok\n", roots[i]);
+  }
+  return 0;
+}
+
+/* A reader stopped past the root's deadline (1.5 s): a child of rank 3 stops it (SIGSTOP) 300 ms into
+ * one-copy broadcasts of 4 MiB from rank 7 and resumes it 4 s later. Rank 7's call ends at its deadline
+ * naming rank 3 and marks it failed; rank 3, resumed, may still read rank 7's buffer, but its call fails
+ * naming rank 7: no success from a buffer its owner has back. Every rank calls every broadcast (a rooted
+ * call's agreement round is every rank's), so rank 3 may be stopped there too: the answers are the same. */
+static int rankRootedDeadline(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayConfig_t cfg = RELAY_CONFIG_INITIALIZER;
+  cfg.route = gRoute;
+  cfg.timeoutMs = 1500;
+  relayComm_t comm = t_comm(rank, NRANKS, &cfg);
+  int ranks[2] = {7, 3};
+  relayLayout_t L = {1, 2, ranks};
+  size_t c = 1 << 20;
+  float* sb = malloc(c * sizeof(float));
+  float* rb = malloc(c * sizeof(float));
+  T_CHECK(sb && rb, "oom");
+  fillInput(relayFloat32, 2, rank, c, sb);
+  T_OK(relayBroadcast(sb, rb, &c, relayFloat32, 0, &L, comm, NULL));
+  pid_t child = -1;
+  if (rank == 3) {
+    T_CHECK(comm->lastWindow == UINT32_MAX, "rank 3: 4 MiB broadcast not on the one-copy path");
+    pid_t parent = getpid();
+    child = fork();
+    T_CHECK(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+      struct timespec a = {0, 300 * 1000000L}, b = {4, 0};
+      nanosleep(&a, NULL);
+      kill(parent, SIGSTOP);
+      nanosleep(&b, NULL);
+      kill(parent, SIGCONT);
+      _exit(0);
+    }
+  }
+  relayResult_t r = relaySuccess;
+  double dt = 0;
+  for (uint64_t t0 = relayNowNs(); r == relaySuccess && relayNowNs() - t0 < 15000000000ull;) {
+    uint64_t t1 = relayNowNs();
+    r = relayBroadcast(sb, rb, &c, relayFloat32, 0, &L, comm, NULL);
+    dt = (double)(relayNowNs() - t1) / 1e9;
+  }
+  if (rank == 7) {
+    T_CHECK(r == relayTimeout && strstr(relayGetLastError(comm), "rank 3") && dt < 3.0,
+            "rank 7: broadcast with its reader stopped -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
+            relayGetLastError(comm));
+    struct timespec ts = {6, 0}; /* alive while rank 3 looks: it must see "failed", not "died" */
+    nanosleep(&ts, NULL);
+  } else {
+    T_CHECK(r != relaySuccess, "rank %d: success with rank 3 stopped past the deadline", rank);
+    if (rank == 3)
+      T_CHECK(strstr(relayGetLastError(comm), "rank 7"), "rank 3: resumed reader -> %s (%s)",
+              relayGetErrorString(r), relayGetLastError(comm));
+  }
+  if (child > 0) waitpid(child, NULL, 0);
+  if (rank == 7 || rank == 3) printf("rank %d: %s\n", rank, relayGetLastError(comm));
+  relayCommDestroy(comm);
+  free(sb);
+  free(rb);
+  return 0;
+}
+
+static int runRootedDeadline(void) {
+  launch("bwcma broadcast: a reader past the root's deadline", rankRootedDeadline, NULL, 120);
+  return 0;
+}
+
 /* RELAYCC_CHECK=1: the one-copy path under check mode's agreement round. */
 static int runCmaCheck(void) {
   setenv("RELAYCC_CHECK", "1", 1);
   return runSkew();
+}
+
+/* Broadcast (one copy from 64 bytes the root sends in all, in the bwcma- cases) and reduce (staged) with odd
+ * ranks late, A = 2, 3, 4, 8, the root at every position; in check mode 0 (shapes found by the waits) and
+ * 1 (the call's agreement round first). */
+static int runRootedSkew(void) {
+  for (int check = 0; check < 2; check++) {
+    setenv("RELAYCC_CHECK", check ? "1" : "0", 1);
+    static const int As[] = {2, 3, 4, 8};
+    for (int ai = 0; ai < 4; ai++) {
+      runArg a = {As[ai],        2 * As[ai], 2,      1,     relayCollectiveBroadcast,
+                  relayBfloat16, relaySum,   ai & 1, 10007, relayRouteOneShot};
+      char what[160];
+      snprintf(what, sizeof what, "skew broadcast A=%d%s, check mode %d", As[ai], ai & 1 ? " in place" : "",
+               check);
+      launch(what, rankRun, &a, 240);
+      a.coll = relayCollectiveReduce, a.dt = relayFloat32, a.op = relayAvg;
+      snprintf(what, sizeof what, "skew reduce A=%d%s, check mode %d", As[ai], ai & 1 ? " in place" : "",
+               check);
+      launch(what, rankRun, &a, 240);
+    }
+  }
+  return 0;
 }
 
 /* The bw route's cases: 1 KiB tiles, 3 slots (where the environment does not set them): the counts above
@@ -699,14 +906,17 @@ BW_OF(runBwAbort)
 BW_OF(runBwDisagree)
 BW_OF(runBwOff)
 BW_OF(runCmaPair)
+BW_OF(runCmaRootedFloor)
+BW_OF(runRootedSkew)
 
 /* The bw cases again with every call of 64 bytes or more on the one-copy path. */
-#define CMA_OF(f)                             \
-  static int cma_##f(void) {                  \
-    bwSetup();                                \
-    setenv("RELAYCC_SHM_CMA_BYTES", "64", 1); \
-    if (gCmaWant < 0) gCmaWant = 1;           \
-    return f();                               \
+#define CMA_OF(f)                                    \
+  static int cma_##f(void) {                         \
+    bwSetup();                                       \
+    setenv("RELAYCC_SHM_CMA_BYTES", "64", 1);        \
+    setenv("RELAYCC_SHM_CMA_ROOTED_BYTES", "64", 1); \
+    if (gCmaWant < 0) gCmaWant = 1;                  \
+    return f();                                      \
   }
 CMA_OF(runSkew)
 CMA_OF(runBackToBack)
@@ -717,6 +927,9 @@ CMA_OF(runBwAbort)
 CMA_OF(runCmaRefused)
 CMA_OF(runCmaKill)
 CMA_OF(runCmaCheck)
+CMA_OF(runCmaKillRooted)
+CMA_OF(runRootedDeadline)
+CMA_OF(runRootedSkew)
 
 /* At the default settings, before the tests' own. */
 static int bw_caseRoute(void) {
@@ -753,6 +966,8 @@ static const tCase kCases[] = {
     BW("route", caseRoute),
     BW("off", runBwOff),
     BW("pairfloor", runCmaPair),
+    BW("rootedfloor", runCmaRootedFloor),
+    BW("rootedskew", runRootedSkew),
     CMA("skew", runSkew),
     CMA("backtoback", runBackToBack),
     CMA("twocomms", runTwoComms),
@@ -762,6 +977,9 @@ static const tCase kCases[] = {
     CMA("refused", runCmaRefused),
     CMA("kill", runCmaKill),
     CMA("check", runCmaCheck),
+    CMA("killrooted", runCmaKillRooted),
+    CMA("rooteddeadline", runRootedDeadline),
+    CMA("rootedskew", runRootedSkew),
 };
 
 int main(int argc, char** argv) { return t_main(argc, argv, "oneshot", kCases, T_NCASES(kCases)); }

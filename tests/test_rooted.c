@@ -20,6 +20,7 @@
 #include "ref/ref.h"
 #include "route/route.h"
 #include "route/table.h"
+#include "sim/sim.h"
 #include "topo/topo.h"
 
 #define NRANKS 8
@@ -48,6 +49,7 @@ static int served(const rcfg* f) {
   if (f->route == relayRouteOneShot)
     return f->G == 1 && f->A <= RELAY_ONESHOT_MAX_ACTIVE &&
            f->counts[0] * relayTypeSize(f->dt) <= RELAY_ONESHOT_GATE_MAX;
+  if (f->route == relayRouteBw) return f->G == 1 && f->A <= RELAY_ONESHOT_MAX_ACTIVE; /* any count */
   return 1;
 }
 
@@ -162,8 +164,11 @@ static int caseRef(void) {
   static const relayCollective_t colls[] = {relayCollectiveBroadcast, relayCollectiveReduce};
   static const int As[] = {2, 3, 4, 5, 8};
   static const size_t countsList[] = {0, 1, 7, 257, 4099};
-  static const int routes[][2] = {
-      {relayRouteDirect, 1}, {relayRouteRelay, 1}, {relayRouteRelay, 8}, {relayRouteOneShot, 1}};
+  static const int routes[][2] = {{relayRouteDirect, 1},
+                                  {relayRouteRelay, 1},
+                                  {relayRouteRelay, 8},
+                                  {relayRouteOneShot, 1},
+                                  {relayRouteBw, 1}};
   relayDataType_t dtypes3[] = {relayFloat32, relayInt32, relayBfloat16};
   int runs = 0, bad = 0;
   for (size_t ci = 0; ci < 2; ci++)
@@ -271,6 +276,57 @@ static int caseRoute(void) {
     relayRouteChoose(&kf, t, (int)(RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED), &route, &depth);
     T_CHECK(route != relayRouteOneShot, "cpu fused %s: oneshot", relayCollName(coll));
   }
+  /* The bw route's rooted form: auto takes it for broadcast where the transport has it (shm: measured at or
+   * ahead of direct from 4 KiB to 4 MiB at 2, 4 and 8 ranks of the 2-core EPYC,
+   * docs/perf/2026-12-05-cpu-bcast-2core.md), never without the capability, and not for reduce yet
+   * (route/table.c bwPriced); the one-copy path is priced from its floor (topo.h oneCopyRootedBytes). */
+  t->oneCopyBytes = 64 << 10, t->oneCopyPairBytes = 4 << 10, t->oneCopyRootedBytes = 1 << 20;
+  const unsigned shmCaps =
+      RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW | RELAY_TP_CAP_BW_ROOTED;
+  int eight[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  size_t sizes[] = {1024, 1u << 18, 1u << 20}; /* 4 KiB, 1 MiB, 4 MiB of float */
+  for (int A = 2; A <= 8; A *= 2)
+    for (size_t si = 0; si < 3; si++) {
+      planKey k = planKeyInit(relayCollectiveBroadcast, A, 1, A, eight, &sizes[si], relayFloat32);
+      k.op = relaySum, k.route = relayRouteAuto, k.depth = 1, k.root = A - 1;
+      int route = -1, depth = 0;
+      relayRouteChoose(&k, t, (int)shmCaps, &route, &depth);
+      T_CHECK(route == relayRouteBw, "cpu broadcast A=%d of %zu floats: %s, want bw", A, sizes[si],
+              relayRouteName(route));
+      relayRouteChoose(&k, t, (int)(shmCaps & ~RELAY_TP_CAP_BW_ROOTED), &route, &depth);
+      T_CHECK(route != relayRouteBw, "cpu broadcast A=%d: bw without its rooted form", A);
+      k.coll = relayCollectiveReduce;
+      relayRouteChoose(&k, t, (int)shmCaps, &route, &depth);
+      T_CHECK(route != relayRouteBw, "cpu reduce A=%d of %zu floats: bw, which auto does not price yet", A,
+              sizes[si]);
+    }
+  /* Priced from its floor: above it the one copy's time, one element below the staged tiles'. */
+  {
+    size_t at = 37450, below = 37449; /* 7 x 37450 floats >= 1 MiB > 7 x 37449 */
+    planKey k = planKeyInit(relayCollectiveBroadcast, 8, 1, 8, eight, &at, relayFloat32);
+    k.op = relaySum, k.route = relayRouteBw, k.depth = 1, k.root = 3;
+    relayPlan* p = NULL;
+    T_OK(relayPlanBuild(&k, &p));
+    relaySimResult one, staged;
+    T_OK(relaySimRun(p, t, &one));
+    relayPlanFree(p);
+    k.counts = &below;
+    T_OK(relayPlanBuild(&k, &p));
+    T_OK(relaySimRun(p, t, &staged));
+    relayPlanFree(p);
+    t->oneCopyRootedBytes = 0; /* the one copy off: the same count prices staged */
+    k.counts = &at;
+    relaySimResult off;
+    T_OK(relayPlanBuild(&k, &p));
+    T_OK(relaySimRun(p, t, &off));
+    relayPlanFree(p);
+    T_CHECK(one.totalS < off.totalS && staged.totalS > 0.9 * off.totalS && staged.totalS <= off.totalS,
+            "cpu broadcast A=8 at the floor: one copy %.1f us, staged below it %.1f, staged at it %.1f",
+            one.totalS * 1e6, staged.totalS * 1e6, off.totalS * 1e6);
+    relaySimResultFree(&one);
+    relaySimResultFree(&staged);
+    relaySimResultFree(&off);
+  }
   relayTopoFree(t);
   printf("route: ok\n");
   return 0;
@@ -283,17 +339,24 @@ static int caseChecker(void) {
   int ranks[3] = {6, 1, 4};
   size_t count = 100;
   char err[512];
-  for (int c = 0; c < 2; c++) {
-    relayCollective_t coll = c ? relayCollectiveReduce : relayCollectiveBroadcast;
+  for (int c = 0; c < 4; c++) {
+    relayCollective_t coll = c % 2 ? relayCollectiveReduce : relayCollectiveBroadcast;
+    int kind = c < 2 ? PLAN_OP_ONESHOT : PLAN_OP_BW; /* the one-shot's rooted form, then the bw route's */
     planKey k = planKeyInit(coll, NRANKS, 1, 3, ranks, &count, relayFloat32);
-    k.op = relaySum, k.route = relayRouteOneShot, k.depth = 1, k.root = 2;
+    k.op = relaySum, k.route = c < 2 ? relayRouteOneShot : relayRouteBw, k.depth = 1, k.root = 2;
     relayPlan* p = NULL;
     T_OK(relayPlanBuild(&k, &p));
     T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "%s: sound plan refused: %s", relayCollName(coll), err);
     planOp* o = NULL;
     for (uint32_t i = 0; i < p->nOps; i++)
-      if (p->ops[i].kind == PLAN_OP_ONESHOT && p->ops[i].root >= 0) o = &p->ops[i];
-    T_CHECK(o && p->nOps == 3, "%s: %u ops, want 3 rooted one-shots", relayCollName(coll), p->nOps);
+      if (p->ops[i].kind == kind && p->ops[i].root >= 0) o = &p->ops[i];
+    T_CHECK(o && p->nOps == 3, "%s: %u ops, want 3 rooted ops of route %s", relayCollName(coll), p->nOps,
+            relayRouteName(k.route));
+    if (kind == PLAN_OP_BW) {
+      o->form = PLAN_BW_TWOSHOT;
+      T_CHECK(relayPlanCheck(p, err, sizeof err) != 0, "%s: a two-shot bw op accepted", relayCollName(coll));
+      o->form = PLAN_BW_PUSH;
+    }
     o->root = 1;
     T_CHECK(relayPlanCheck(p, err, sizeof err) != 0, "%s: another root accepted", relayCollName(coll));
     o->root = -1;

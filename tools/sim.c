@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "comm/common.h"
+#include "comm/params.h"
 #include "plan/plan.h"
 #include "route/route.h"
 #include "route/table.h"
@@ -576,10 +577,10 @@ static row simulate(const simOpts* o, const struct relayTopo* topo, relayCollect
   int route = o->route, depth = o->depth ? o->depth : 1;
   if (route == relayRouteAuto) {
     int d;
-    /* The transport's capabilities: the CPU model is shm's, whose one-shot has the rooted form (broadcast,
-     * reduce); the GPU kernel's has not yet. */
+    /* The transport's capabilities: the CPU model is shm's, whose one-shot and bandwidth route have the
+     * rooted form (broadcast, reduce); the GPU kernels' have not yet. */
     unsigned caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_BW;
-    if (!strcmp(topo->name, "cpu")) caps |= RELAY_TP_CAP_ONESHOT_ROOTED;
+    if (!strcmp(topo->name, "cpu")) caps |= RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW_ROOTED;
     relayRouteChoose(&k, topo, (int)caps, &route, &d);
     if (!o->depth) depth = d;
   }
@@ -799,6 +800,18 @@ int main(int argc, char** argv) {
   if (relayTopoLoad(o.topo, &topo) != relaySuccess) {
     fprintf(stderr, "relaycc-sim: %s\n", relayGetLastError(NULL));
     return 2;
+  }
+  if (!strcmp(topo->name, "cpu")) {
+    /* As a shm comm's model (core/init.c): the one-copy floors from the settings (environment, else the
+     * defaults), so the router weighs the bandwidth route's one-copy path as a call's would. */
+    relayParams p;
+    int bad = -1;
+    char why[160];
+    if (relayParamsResolve(&p, NULL, &bad, why, sizeof why) == relaySuccess) {
+      topo->oneCopyBytes = (double)p.v[RELAY_P_SHM_CMA_BYTES];
+      topo->oneCopyPairBytes = (double)p.v[RELAY_P_SHM_CMA_PAIR_BYTES];
+      topo->oneCopyRootedBytes = (double)p.v[RELAY_P_SHM_CMA_ROOTED_BYTES];
+    }
   }
   if (o.vsSeed) {
     int rc = vsSeed(topo);

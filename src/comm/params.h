@@ -106,8 +106,18 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
   X(SPIN_US, "RELAYCC_SPIN_US", INT, RANK, 50, 1, 1000000, -1, "50",                                         \
     "a wait's polls end after this many microseconds without progress, polls left or not (then it sleeps)")  \
   /* 2 ranks on 2 cores, 5 alternating rounds: 200 busy polls took 4 KiB all-reduce 2.6 -> 2.2 us,           \
-   * reduce-scatter 1.8 -> 1.4, 64 KiB all-gather 9.5 -> 8.9 (a sched_yield is a syscall per poll). */       \
-  X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 200, 0, 1000000, -1, "200",                                   \
+   * reduce-scatter 1.8 -> 1.4, 64 KiB all-gather 9.5 -> 8.9 (a sched_yield is a syscall per poll).          \
+   * 100000 (was 200): the shm waits' spin is busy until RELAYCC_SPIN_US ends it, so it yields no more       \
+   * where every rank has a core (the NCCL host polls still yield RELAYCC_SPIN's). A yield there gives the   \
+   * core to whatever else runs on it (another job, a compiler) for the rest of that one's slice, 1-2 ms:    \
+   * 2 ranks of the 2-core EPYC bound to a core each, a busy loop beside rank 1, 7 alternating launches of   \
+   * relaycc-bench -c broadcast (direct) -n 100 (2026-12-05): 1 MiB took 1088-1815 us in 3 of 7 launches     \
+   * with 200 busy polls and 200 yields, 61-321 without yields; 5 alternating rounds of -n 200, this         \
+   * default against the old: broadcast 1 MiB 54-282 us against 64-1633 with the busy loop, 84-271 against   \
+   * 126-712 without (other jobs at load 4-5; 4 old launches of 10 above 500 us, none new); all-reduce and   \
+   * all-gather alike. The CPU-peers runs' slow 2-rank launches (16 KiB / 64 KiB / 1 MiB 9.3 / 31 / 464 us   \
+   * against 2.4 / 6.4 / 58.8) were these (docs/perf/2026-12-05-cpu-bcast-2core.md). */                      \
+  X(SPIN_BUSY, "RELAYCC_SPIN_BUSY", INT, RANK, 100000, 0, 1000000, -1, "100000",                             \
     "polls before `RELAYCC_SPIN`'s yielding ones that busy-poll with a CPU pause hint (no syscall); only "   \
     "when every rank has a core (else none)")                                                                \
   X(TOPO, "RELAYCC_TOPO", STRING, RANK, 0, 0, 0, 6, "detect / `cpu`",                                        \
@@ -198,6 +208,17 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "shm bandwidth route, 2 active ranks: the one-copy floor instead of `RELAYCC_SHM_CMA_BYTES` (the lower " \
     "of the two counts; `RELAYCC_SHM_CMA_BYTES=0` still turns the path off); from it the router weighs "     \
     "the one-copy path against the one-shot")                                                                \
+  /* 1 MiB: a broadcast's one copy saves the root its A-1 staged writes but reads at the cross-memory rate   \
+   * (~10 GB/s here against ~23 for memcpy), so it wins once the staged copies leave the cache. 2-core EPYC, \
+   * relaycc-bench --check 0, n 40 (2026-12-05), one copy against the staged rooted path: 8 ranks 64 KiB 44  \
+   * against 44 us, 256 KiB 83 against 131, 1 MiB 277 against 393; 4 ranks 256 KiB 41 against 38, 1 MiB 135  \
+   * against 142; 2 ranks 256 KiB 16 against 12.7, 1 MiB 60 against 54, 4 MiB 249 against direct's 417.      \
+   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks, 350 KiB at 4 and 1 MiB at 2.                   \
+   */                                                                                                        \
+  X(SHM_CMA_ROOTED_BYTES, "RELAYCC_SHM_CMA_ROOTED_BYTES", BYTES, AGREED, 1 << 20, 0, 1LL << 40, -1, "1 MiB", \
+    "shm bandwidth route, broadcast: the one-copy path (each peer reads the root's buffer) from this many "  \
+    "bytes the root sends in all ((actives - 1) x count x element size) on (reduce stays staged); "          \
+    "`RELAYCC_SHM_CMA_BYTES=0` still turns the path off")                                                    \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \

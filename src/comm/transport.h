@@ -135,6 +135,10 @@ enum {
   /* The one-shot's rooted form (relayOneShotDesc.root: broadcast and reduce), beside RELAY_TP_CAP_ONESHOT:
    * shm's and the GPU kernel's (nccl/oneshot.cu); the router takes it only when forced (route/table.c). */
   RELAY_TP_CAP_ONESHOT_ROOTED = 16,
+  /* The bandwidth route's rooted form (relayBwDesc.c.root: broadcast and reduce), beside RELAY_TP_CAP_BW:
+   * shm's (each peer reads the root's buffer once, or the root reads each peer's); the GPU kernel
+   * (nccl/bw.cu) has none, so the router does not price it there and a forced one is declined. */
+  RELAY_TP_CAP_BW_ROOTED = 32,
 };
 
 typedef struct relayTransportOps {

@@ -322,6 +322,7 @@ static relayResult_t initShm(const char* fn, relayComm_t* out, int nranks, int r
   if (res == relaySuccess && c->topo) {
     c->topo->oneCopyBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_BYTES);
     c->topo->oneCopyPairBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_PAIR_BYTES);
+    c->topo->oneCopyRootedBytes = (double)relayParamInt(c, RELAY_P_SHM_CMA_ROOTED_BYTES);
   }
   return relayInitEnd(c, res, out);
 }

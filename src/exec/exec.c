@@ -25,8 +25,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
                                  const execBufs* b, const relayExecCall* call) {
   relayStream_t stream = call->stream;
   int bw = o->kind == PLAN_OP_BW;
-  unsigned need =
-      bw ? RELAY_TP_CAP_BW : RELAY_TP_CAP_ONESHOT | (o->root >= 0 ? RELAY_TP_CAP_ONESHOT_ROOTED : 0);
+  unsigned need = bw ? RELAY_TP_CAP_BW | (o->root >= 0 ? RELAY_TP_CAP_BW_ROOTED : 0)
+                     : RELAY_TP_CAP_ONESHOT | (o->root >= 0 ? RELAY_TP_CAP_ONESHOT_ROOTED : 0);
   if ((comm->tp->caps & need) != need || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "the %s transport has no %s op", comm->tp->name,
                          bw ? "bandwidth" : "one-shot");

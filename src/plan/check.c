@@ -106,7 +106,7 @@ static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char*
                 o->tile, o->ring, o->form, relayCollName(p->coll));
   int rooted = relayCollRooted(p->coll);
   if (!relayCollOnLayout(p->coll) || o->root != (rooted ? p->root : -1) ||
-      (rooted && o->kind != PLAN_OP_ONESHOT) || (rooted && o->gather != !relayCollReduces(p->coll)))
+      (rooted && o->form != PLAN_BW_PUSH) || (rooted && o->gather != !relayCollReduces(p->coll)))
     return fail(err, errlen, "rank %d step %d: one-shot of root %d, gather %d in a %s plan of root %d", r, s,
                 o->root, o->gather, relayCollName(p->coll), p->root);
   if (o->group < 0 || o->group >= p->nGroups || p->rank[r].activeGroup != o->group)

@@ -16,7 +16,12 @@
  * all-gather of the reduced shards): each rank pushes 2(A-1)/A of the count
  * instead of (A-1) of it, fewer bytes for every A > 2 (A = 4: 1.5 vs 3
  * counts). At A = 2 both move one count and the push form has one phase, so
- * it stays push. Reduce-scatter and all-to-all push block j to active j only
+ * it stays push. Broadcast and reduce (rooted by position) push one way:
+ * the root's tiles to every peer, or every peer's to the root, which
+ * reduces them in active-index order; on shm with cross-memory attach every
+ * peer reads the root's buffer once instead (transport/shm/bw.c), where the
+ * direct route stages every byte twice through the pair rings.
+ * Reduce-scatter and all-to-all push block j to active j only
  * ((A-1)/A of the input, already the minimum); all-gather pushes the whole
  * input to every peer, which is the output's definition.
  *
@@ -53,7 +58,10 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
 
 relayResult_t planBuildBw(planBuilder* b) {
   const planKey* k = planBuilderKey(b);
-  if (!relayCollIsLayout(k->coll)) return relayNotSupported; /* rooted: no collective op */
+  /* Rooted by comm rank (scatter, gather): no collective op; by position (broadcast, reduce): its rooted
+   * form (planOp.root: only the root's pairs move, the data one way). */
+  if (!relayCollOnLayout(k->coll) || (relayCollRooted(k->coll) && (k->root < 0 || k->root >= k->nActive)))
+    return relayNotSupported;
   if (k->nGroups != 1 || k->nActive < 2 || k->nActive > RELAY_ONESHOT_MAX_ACTIVE) return relayNotSupported;
   size_t es = relayTypeSize(k->dtype);
   int ring = planBwRing(k);

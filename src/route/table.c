@@ -57,19 +57,34 @@ static relayResult_t oneShotPrepare(struct relayComm* c, const relayRouteCall* c
 /* ---- bandwidth ---------------------------------------------------------- */
 
 /* Tiles through a bounded ring in peers' memory (plan_bw.c): its builder
- * says which keys it serves (nGroups == 1, every layout collective, any
- * count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
+ * says which keys it serves (nGroups == 1, every layout collective,
+ * broadcast and reduce, any count; none when RELAYCC_BW_RING=0) and the simulator prices its tiles
  * (sim.c bwSeconds), so where it wins is the model's answer, continuous with
- * the one-shot's (one tile costs the one-shot plus one flag hop). No gate of
- * its own (its row's priced is NULL); its prepare is its row's (below). */
+ * the one-shot's (one tile costs the one-shot plus one flag hop). Its gate
+ * (bwPriced) only asks for the rooted form where the call is rooted. */
 
 /* The region is sized by the key's tile and ring (the comm's agreed
  * values); the transport's prepare votes on them, so ranks decline
  * together. */
+/* Broadcast and reduce only where the transport has the rooted form (shm's), as the one-shot's. */
+static int bwRootedCan(const planKey* k, unsigned caps) {
+  return !relayCollRooted(k->coll) || (caps & RELAY_TP_CAP_BW_ROOTED);
+}
+
+/* Auto prices broadcast on it, not reduce yet: the staged rooted reduce beat direct from 4 KiB to 1 MiB on
+ * the 2-core EPYC at 2, 4 and 8 ranks (8 ranks 1 MiB 307 us against 568) but lost at 8 ranks 4 MiB (5537
+ * against 4182; relaycc-bench --check 0, 2026-12-05, docs/perf/2026-12-05-cpu-bcast-2core.md), where the
+ * model prices it the winner; forced, it runs. */
+static int bwPriced(const planKey* k, int caps) {
+  return bwRootedCan(k, (unsigned)caps) && k->coll != relayCollectiveReduce;
+}
+
 static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
   (void)handle;
   int ring = planBwRing(call->key);
-  if (ring == 0) return relayNotSupported; /* the builder refused it already; every rank alike */
+  /* the builder refused it already, or a forced rooted call on a transport without the rooted form: every
+   * rank alike */
+  if (ring == 0 || !bwRootedCan(call->key, c->tp->caps)) return relayNotSupported;
   return c->tp->bwPrepare(c, planBwTileBytes(call->key), ring, call->exec.stream);
 }
 
@@ -98,8 +113,9 @@ static relayResult_t nativeRun(struct relayComm* c, void* handle, const relayRou
 /* In relayRoute_t order, which is also the order the router prices plan
  * routes in: on equal predictions the earlier row (direct first) stays. */
 /* Direct's builder also serves the rooted collectives (root to each member: plan_scatter.c, plan_bcast.c),
- * the one schedule scatter and gather have; the relay and the one-shot serve broadcast and reduce too (A = 2
- * broadcast: the relay copy); the bandwidth route serves the layout collectives. */
+ * the one schedule scatter and gather have; the relay, the one-shot and the bandwidth route serve broadcast
+ * and reduce too (A = 2 broadcast: the relay copy; bw: one group, the rooted form, on shm each peer reading
+ * the root's buffer once, transport/shm/bw.c). */
 #define LAYOUT RELAY_ROW_KIND(relayKindLayout)
 static const relayRouteRow kRows[relayNumRoutes] = {
     [relayRouteDirect] = {relayRouteDirect, planBuildDirect, 0,
@@ -114,8 +130,9 @@ static const relayRouteRow kRows[relayNumRoutes] = {
     [relayRouteNative] = {relayRouteNative, NULL, RELAY_TP_CAP_NATIVE,
                           LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition), RELAY_ROW_ONE_LAUNCH, NULL,
                           nativePrepare, nativeRun},
-    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW, LAYOUT,
-                      RELAY_ROW_ONE_LAUNCH | RELAY_ROW_WINDOWED, NULL, bwPrepare, NULL},
+    [relayRouteBw] = {relayRouteBw, planBuildBw, RELAY_TP_CAP_BW,
+                      LAYOUT | RELAY_ROW_KIND(relayKindRootedPosition),
+                      RELAY_ROW_ONE_LAUNCH | RELAY_ROW_WINDOWED, bwPriced, bwPrepare, NULL},
 };
 #undef LAYOUT
 

@@ -562,10 +562,13 @@ static double subcollSeconds(const simState* S, const planOp* op) {
  * shallow to hide it. One tile costs the one-shot's time plus one hop, so
  * the curves meet without a jump. Two-shot: 2 * T1 tiles of the shard
  * (planBwShard), T1 reduced then T1 placed, priced as the slower of the two. */
-static double bwTileLocal(const simState* S, const planOp* op, double b) {
+static double bwTileLocal(const simState* S, int r, const planOp* op, double b) {
   const struct relayTopo* T = S->topo;
   int A = S->plan->nActive;
   double rbw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  if (op->root >= 0) /* broadcast: one block placed everywhere; reduce: the root alone reduces */
+    return op->gather ? 2.0 * b / T->memBw
+                      : (S->plan->rank[r].activeIndex == op->root ? (double)(A + 1) * b / rbw : 0);
   if (relayCollGathers(S->plan->coll)) return 2.0 * A * b / T->memBw;
   double l = (double)(A + 1) * b / rbw;
   if (op->form == PLAN_BW_TWOSHOT) {
@@ -597,16 +600,29 @@ static double bwOneCopySeconds(const simState* S, int r, const planOp* op) {
   return allReduce ? t + T->hopS + pushSeconds(S, r, op, span) : t;
 }
 
-static double bwSeconds(const simState* S, int r, const planOp* op) {
+/* A broadcast's one copy (transport/shm/bw.c): an entry hop (the root's address), every peer's read of the
+ * root's buffer at the pair's rate, the A-1 readers together within the fabric (they share the host's cores
+ * and memory bus), and an exit hop (the root waits for every peer's), where the staged paths write A-1
+ * copies at the root and read each out again. */
+static double bwRootedOneCopySeconds(const simState* S, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const struct relayTopo* T = S->topo;
+  int A = P->nActive, root = P->ranks[op->group * A + op->root];
+  double m = (double)op->count * (double)P->elemSize, read = 0;
+  for (int i = 0; i < A; i++) {
+    int q = P->ranks[op->group * A + i];
+    double rate = q == root ? 0 : relayTopoPairRate(T, root, q), t = rate > 0 ? m / rate : 0;
+    if (t > read) read = t;
+  }
+  if (T->fabricBw > 0 && (A - 1) * m / T->fabricBw > read) read = (A - 1) * m / T->fabricBw;
+  return T->launchS + 2 * T->hopS + read;
+}
+
+/* The staged path: tiles through the ring (above). */
+static double bwStagedSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   const struct relayTopo* T = S->topo;
   double es = (double)P->elemSize;
-  /* Each rank's input: the transport takes the one-copy path from oneCopyBytes on. */
-  double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
-  double floor = T->oneCopyBytes;
-  if (floor > 0 && P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < floor)
-    floor = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
-  if (floor > 0 && input >= floor) return bwOneCopySeconds(S, r, op);
   uint64_t tile = op->tile ? op->tile : 1;
   uint64_t span = op->form == PLAN_BW_TWOSHOT ? planBwShard(op->count, P->nActive) : op->count;
   if (span > op->count) span = op->count; /* a shard rounded up past a tiny count */
@@ -615,8 +631,8 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
   double U = op->form == PLAN_BW_TWOSHOT ? 2.0 * (double)tiles : (double)tiles;
   double f = (double)(span < tile ? span : tile) * es;    /* a full tile's bytes */
   double rest = (double)(span - (tiles - 1) * tile) * es; /* the last tile's */
-  double pf = pushSeconds(S, r, op, f), lf = bwTileLocal(S, op, f);
-  double pr = pushSeconds(S, r, op, rest), lr = bwTileLocal(S, op, rest);
+  double pf = pushSeconds(S, r, op, f), lf = bwTileLocal(S, r, op, f);
+  double pr = pushSeconds(S, r, op, rest), lr = bwTileLocal(S, r, op, rest);
   if (U < 2) return T->launchS + pr + T->hopS + lr;
   double period = pf > lf ? pf : lf;
   double ringTrip = (pf + lf + 2 * T->hopS) / (double)(op->ring ? op->ring : 1);
@@ -624,6 +640,25 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
   /* Two-shot: the shard's last tile closes each phase; price both phases'
    * tiles as full ones but the very last (a small excess on short shards). */
   return T->launchS + pf + (U - 2) * period + (pr > lf ? pr : lf) + lr + T->hopS;
+}
+
+static double bwSeconds(const simState* S, int r, const planOp* op) {
+  const relayPlan* P = S->plan;
+  const struct relayTopo* T = S->topo;
+  double es = (double)P->elemSize;
+  /* Each rank's input: the transport takes the one-copy path from oneCopyBytes on; a broadcast from
+   * oneCopyRootedBytes of what its root sends in all; a reduce stays staged (as bw.c bwCmaWanted). */
+  double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
+  if (op->root >= 0)
+    return op->gather && T->oneCopyBytes > 0 && T->oneCopyRootedBytes > 0 &&
+                   input * (P->nActive - 1) >= T->oneCopyRootedBytes
+               ? bwRootedOneCopySeconds(S, op)
+               : bwStagedSeconds(S, r, op);
+  double floor = T->oneCopyBytes;
+  if (floor > 0 && P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < floor)
+    floor = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
+  if (floor > 0 && input >= floor) return bwOneCopySeconds(S, r, op);
+  return bwStagedSeconds(S, r, op);
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */

@@ -114,6 +114,9 @@ struct relayTopo {
   /* The same floor for 2 active ranks (RELAYCC_SHM_CMA_PAIR_BYTES, the lower of the two, while oneCopyBytes
    * is not 0); 0: oneCopyBytes. */
   double oneCopyPairBytes;
+  /* A broadcast's floor (RELAYCC_SHM_CMA_ROOTED_BYTES), on the bytes its root sends in all ((A-1) x count),
+   * while oneCopyBytes is not 0; a reduce stays staged. */
+  double oneCopyRootedBytes;
 
   /* The rate at which one of 2 active ranks reads what its peer has just written into shared staging (the
    * one-shot's slots), bytes/s: each such line crosses from the writer's core to the reader's on every call,

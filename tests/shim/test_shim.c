@@ -268,6 +268,7 @@ static int chosenRoute(relayCollective_t coll, int nranks, size_t count, relayDa
     T_OK(relayParamsResolve(&p, NULL, &bad, why, sizeof why));
     topo->oneCopyBytes = (double)p.v[RELAY_P_SHM_CMA_BYTES];
     topo->oneCopyPairBytes = (double)p.v[RELAY_P_SHM_CMA_PAIR_BYTES];
+    topo->oneCopyRootedBytes = (double)p.v[RELAY_P_SHM_CMA_ROOTED_BYTES];
   }
   int ranks[16];
   for (int q = 0; q < nranks; q++) ranks[q] = q;

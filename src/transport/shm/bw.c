@@ -179,7 +179,7 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   if (res != relaySuccess) return res;
   s->cma = v.yes;
   if (!v.yes && comm->topo) /* the router stops pricing it (topo.h) */
-    comm->topo->oneCopyBytes = comm->topo->oneCopyPairBytes = 0;
+    comm->topo->oneCopyBytes = comm->topo->oneCopyPairBytes = comm->topo->oneCopyRootedBytes = 0;
   if (!v.yes && relayDebugLevel() >= 1)
     fprintf(stderr,
             "relaycc: rank %d: shm bandwidth route stays staged (no one-copy path): rank %d voted no: %s\n",
@@ -243,9 +243,11 @@ static void bwItem(const bwCall* g, uint64_t u, int from, int to, size_t* off, s
 static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g, uint64_t u) {
   const relayOneShotDesc* d = &g->w->c;
   int A = d->nActive, me = d->me, r = comm->rank;
-  /* Peers in turn starting after me, so they are not all written in the same order. */
+  /* Peers in turn starting after me, so they are not all written in the same order. A rooted call pushes
+   * its data way only (broadcast: the root to each peer; reduce: each peer to the root). */
   for (int k = 1; k < A; k++) {
     int i = (me + k) % A, p = d->ranks[i];
+    if (!relayShmPushBytes(d, me, i, 1)) continue;
     uint32_t e = s->sent[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
     relayResult_t res = relayShmRegionWait(comm, &bwAck(s, s->reg.base[r], p)->v, e - (uint32_t)g->w->ring, p,
@@ -276,10 +278,12 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
          lens[RELAY_TP_ONESHOT_MAX] = {0}; /* gcc -O2 cannot see i == me is reached */
   for (int i = 0; i < A; i++) {
     bwItem(g, u, i, me, &offs[i], &lens[i]);
+    srcs[i] = NULL;
     if (i == me) {
       srcs[i] = (const char*)d->src + offs[i] * g->es;
       continue;
     }
+    if (!relayShmPushBytes(d, i, me, 1)) continue; /* a rooted call's way without data */
     int p = d->ranks[i];
     uint32_t e = s->got[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
@@ -298,7 +302,14 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     srcs[i] = bwStaging(s, mine, p, slot);
   }
   size_t len = lens[me];
-  if (g->w->twoShot && u >= g->T1) {
+  int R = d->root, rooted = R >= 0 && R < A;
+  if (rooted && d->gather) {
+    /* Broadcast: the root's tile u to its place (the root's own unless in place). */
+    char* to = (char*)d->dst + (size_t)u * g->tile * g->es;
+    if (len && to != srcs[R]) memcpy(to, srcs[R], len * g->es);
+  } else if (rooted && me != R) {
+    /* Reduce: a peer writes nothing. */
+  } else if (g->w->twoShot && u >= g->T1) {
     /* Phase 2: every peer's reduced shard tile to its place. */
     for (int i = 0; i < A; i++)
       if (i != me && lens[i]) memcpy((char*)d->dst + offs[i] * g->es, srcs[i], lens[i] * g->es);
@@ -316,7 +327,7 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     relayHostReduce((char*)d->dst + at * g->es, srcs, A, len, d->dtype, d->op, d->divisor);
   }
   for (int i = 0; i < A; i++) {
-    if (i == me) continue;
+    if (i == me || !relayShmPushBytes(d, i, me, 1)) continue;
     int p = d->ranks[i];
     s->got[p]++;
     atomic_store_explicit(&bwAck(s, s->reg.base[p], r)->v, s->got[p], memory_order_release);
@@ -353,6 +364,14 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
  *   exit:  release exit flag = call number in every peer's region; wait for
  *          every peer's in mine: every write into my recv is done and every
  *          read of my send finished, so the call may return.
+ * A rooted call (relayOneShotDesc.root) runs only the root's pairs, its data
+ * one way. Staged: the root pushes its tiles to every peer, which places
+ * them (broadcast), or every peer pushes to the root, which reduces them
+ * (reduce). One copy (broadcast only, bwCmaWanted): the root posts its
+ * entry and goes on; each peer waits for it, reads the root's send straight
+ * into its recv, looks at the root's slot once, posts its exit; the root
+ * waits for every peer's exit (bwDirectExit says why that one round is
+ * enough).
  * Waits are relayShmRegionWait's (deadline, abort, dead and failed peers); a
  * copy that fails (ESRCH: the peer died) names the peer. */
 
@@ -361,7 +380,8 @@ static void bwPostEntry(struct relayComm* comm, bwState* s, const relayOneShotDe
                         size_t soff, size_t roff) {
   int r = comm->rank;
   for (int k = 1; k < d->nActive; k++) {
-    int p = d->ranks[(d->me + k) % d->nActive];
+    int i = (d->me + k) % d->nActive, p = d->ranks[i];
+    if (!relayShmPairs(d, d->me, i)) continue; /* a rooted call: the root's pairs only */
     unsigned char* at = s->reg.base[p];
     uint32_t v[BW_NENT] = {0,
                            0,
@@ -405,16 +425,25 @@ static relayResult_t bwReachCopy(struct relayComm* comm, const relayOneShotDesc*
   return relayShmCmaCopy(comm, at->pid[i], d->ranks[i], write, local, remote, len, base, where);
 }
 
+/* A rooted call's one copy (broadcast) has one reader side, the peers, reading the root's buffer: 1 when
+ * this rank owns what is read. */
+static int bwOwns(const relayOneShotDesc* d) { return d->me == d->root; }
+
 /* *direct = 1 when every active posted my window (BW_WIN_ADDRS: its own addresses, into at) and, in a
  * window, my offsets, else 0: every active then sees the same A entries, so all of them fall back to the
  * staged path together (the entries of a staged rank carry window 0). */
 static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const relayOneShotDesc* d,
                                    uint32_t myWin, uint64_t soff, uint64_t roff, bwReach* at, int* direct) {
   unsigned char* mine = s->reg.base[comm->rank];
-  bwPostEntry(comm, s, d, myWin, (size_t)soff, (size_t)roff);
+  /* A rooted call: an owner (bwOwns) posts where its buffers are and goes on, a reader waits for its
+   * owners' (a reader of another shape finds it in an owner's entry; an owner's wait for a reader's exit
+   * finds it in that reader's slot). */
+  int rooted = d->root >= 0 && d->root < d->nActive, owns = rooted && bwOwns(d);
+  if (!rooted || owns) bwPostEntry(comm, s, d, myWin, (size_t)soff, (size_t)roff);
   *direct = 1;
-  for (int k = 1; k < d->nActive; k++) {
+  for (int k = 1; k < d->nActive && !owns; k++) {
     int i = (d->me + k) % d->nActive, p = d->ranks[i];
+    if (!relayShmPairs(d, d->me, i)) continue;
     relayResult_t res = relayShmRegionWait(comm, &bwEntry(s, mine, p)->v, (uint32_t)comm->callSeq, p,
                                            "bw direct", "entry into the call");
     if (res == relaySuccess)
@@ -441,15 +470,36 @@ static relayResult_t bwDirectEntry(struct relayComm* comm, bwState* s, const rel
   return relaySuccess;
 }
 
-static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const relayOneShotDesc* d) {
-  int r = comm->rank;
+static void bwPostExits(struct relayComm* comm, bwState* s, const relayOneShotDesc* d) {
   for (int k = 1; k < d->nActive; k++) {
-    int p = d->ranks[(d->me + k) % d->nActive];
-    atomic_store_explicit(&bwExit(s, s->reg.base[p], r)->v, (uint32_t)comm->callSeq, memory_order_release);
+    int i = (d->me + k) % d->nActive, p = d->ranks[i];
+    if (!relayShmPairs(d, d->me, i)) continue;
+    atomic_store_explicit(&bwExit(s, s->reg.base[p], comm->rank)->v, (uint32_t)comm->callSeq,
+                          memory_order_release);
     relayShmRing(comm, p);
   }
+}
+
+/* Every active posts its exit and waits for its pairs'. A rooted call has one round: a reader, done with
+ * the owners' buffers, looks at each owner's slot once and posts its exit; an owner waits for its readers'.
+ * An owner cannot return success before that post, and one that fails first (a reader past its deadline)
+ * marks its slot failed before it returns, so a reader that finds it unmarked after its reads read while
+ * the owner was still in the call, and one that finds it marked fails too: never a success read from a
+ * buffer the owner's caller had back. */
+static relayResult_t bwDirectExit(struct relayComm* comm, bwState* s, const relayOneShotDesc* d) {
+  int r = comm->rank, rooted = d->root >= 0 && d->root < d->nActive, reads = rooted && !bwOwns(d);
+  for (int k = 1; k < d->nActive && reads; k++) {
+    int i = (d->me + k) % d->nActive;
+    if (!relayShmPairs(d, d->me, i)) continue;
+    shmState* st = shmStateOf(comm);
+    int what = shmPeerState(comm, st, d->ranks[i]);
+    if (what != SHM_PEER_OK) return shmPeerError(comm, st, d->ranks[i], what, "bw direct, after the copy");
+  }
+  if (!rooted || reads) bwPostExits(comm, s, d);
+  if (reads) return relaySuccess;
   for (int k = 1; k < d->nActive; k++) {
-    int p = d->ranks[(d->me + k) % d->nActive];
+    int i = (d->me + k) % d->nActive, p = d->ranks[i];
+    if (!relayShmPairs(d, d->me, i)) continue;
     relayResult_t res = relayShmRegionWait(comm, &bwExit(s, s->reg.base[r], p)->v, (uint32_t)comm->callSeq, p,
                                            "bw direct", "exit from the call");
     if (res != relaySuccess) return res;
@@ -481,11 +531,32 @@ static relayResult_t bwDirectReduce(struct relayComm* comm, const relayBwDesc* w
   return relaySuccess;
 }
 
+/* A broadcast peer's reads of the root's buffer, bytes at once. Larger reads won on the 2-core EPYC
+ * (relaycc-bench --ranks 8 -A 8 -c broadcast --route bw --check 0, 2026-12-05): 1 MiB took 344 us in reads
+ * of 128 KiB, 261 in 1 MiB reads, 280 in one read; 4 MiB 1616, 1332 and 1510 us: the 7 readers still move
+ * through the root's buffer close together, and each read pins the root's pages once. A dead root ends a
+ * read at once (ESRCH). */
+#define BW_ROOTED_READ_BYTES ((size_t)1 << 20)
+
 static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, const bwReach* at,
                                   size_t es) {
   const relayOneShotDesc* d = &w->c;
-  int A = d->nActive, me = d->me;
+  int A = d->nActive, me = d->me, R = d->root;
   uint64_t c = d->count;
+  if (R >= 0 && R < A) {
+    /* Broadcast (a reduce never comes here: bwCmaWanted): the root copies its own (unless in place); every
+     * peer reads the root's send once, straight into its recv (the staged path writes A-1 copies, then each
+     * peer copies its own out), in reads of BW_ROOTED_READ_BYTES. */
+    if (me == R) {
+      if (d->src != d->dst) memcpy(d->dst, d->src, c * es);
+      return relaySuccess;
+    }
+    size_t tile = BW_ROOTED_READ_BYTES, bytes = c * es;
+    for (size_t off = 0; off < bytes; off += tile)
+      RELAY_CHECK(bwReachCopy(comm, d, at, R, 0, (char*)d->dst + off, at->send[R] + off,
+                              bytes - off < tile ? bytes - off : tile));
+    return relaySuccess;
+  }
   if (d->gather) {
     /* All-gather (stride 0) and all-to-all (stride count): my block for
      * active i into its recv block me; mine to my own recv unless in place. */
@@ -558,6 +629,12 @@ static int bwCmaWanted(struct relayComm* comm, const bwState* s, const relayBwDe
   if (!s->cma) return 0;
   uint64_t in = d->count * es * (d->srcStride ? (uint64_t)d->nActive : 1); /* each rank's input */
   uint64_t floor = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES);
+  /* A broadcast: from what its root sends in all. A reduce stays staged: its one copy would read the A-1
+   * peers' buffers in turn on the root's one core (8 ranks of the 2-core EPYC, 1 MiB: 692 us against 307
+   * staged; 4 ranks 4 MiB 1190 against direct's 896). */
+  if (d->root >= 0 && d->root < d->nActive)
+    return d->gather && floor > 0 &&
+           in * (uint64_t)(d->nActive - 1) >= (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_ROOTED_BYTES);
   uint64_t pair = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_PAIR_BYTES);
   if (d->nActive == 2 && pair > 0 && pair < floor) floor = pair; /* as sim.c bwSeconds prices it */
   return in >= floor;

@@ -304,18 +304,6 @@ static relayResult_t osWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_
   return relayShmRegionWait(comm, w, want, peer, "one-shot", what);
 }
 
-/* Whether actives i and j (i != j) hand-shake in call d: all pairs, or a rooted call's root's. */
-static int osPairs(const relayOneShotDesc* d, int i, int j) {
-  return d->root < 0 || d->root >= d->nActive || i == d->root || j == d->root;
-}
-
-/* Bytes active `from` pushes to active `to`: everything, or a rooted call's data way only (broadcast:
- * from the root; reduce: to it). */
-static size_t osPushBytes(const relayOneShotDesc* d, int from, int to, size_t bytes) {
-  if (d->root < 0 || d->root >= d->nActive) return bytes;
-  return (d->gather ? from == d->root : to == d->root) ? bytes : 0;
-}
-
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
   (void)stream;
   osState* s = comm->oneshot;
@@ -330,14 +318,14 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
    * push, so both ends of a pair count its epochs alike. */
   int R = d->root, rooted = R >= 0 && R < A;
   uint32_t ep[RELAY_TP_ONESHOT_MAX];
-  for (int i = 0; i < A; i++) ep[i] = i != me && osPairs(d, me, i) ? ++s->pairEpoch[d->ranks[i]] : 0;
+  for (int i = 0; i < A; i++) ep[i] = i != me && relayShmPairs(d, me, i) ? ++s->pairEpoch[d->ranks[i]] : 0;
   relayResult_t res = relaySuccess;
   /* Push, starting after me so peers are not all written in the same order. */
   for (int k = 1; k < A && res == relaySuccess; k++) {
     int i = (me + k) % A, p = d->ranks[i];
-    if (!osPairs(d, me, i)) continue;
+    if (!relayShmPairs(d, me, i)) continue;
     uint32_t e = ep[i];
-    size_t push = osPushBytes(d, me, i, bytes);
+    size_t push = relayShmPushBytes(d, me, i, bytes);
     res = osWait(comm, &osAck(mine, n, p)->v, e - 2, p, "acknowledgement of");
     if (res != relaySuccess) break;
     if (push)
@@ -356,7 +344,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
       srcs[i] = (const char*)d->src + (size_t)me * d->srcStride * es;
       continue;
     }
-    if (!osPairs(d, me, i)) continue;
+    if (!relayShmPairs(d, me, i)) continue;
     int p = d->ranks[i];
     osPush* push = osPushOf(mine, n, (int)(ep[i] & 1), p);
     res = osWait(comm, &push->flag, ep[i], p, "push of");
@@ -393,7 +381,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     relayHostReduce(d->dst, srcs, A, d->count, d->dtype, d->op, d->divisor);
   }
   for (int i = 0; i < A; i++)
-    if (i != me && osPairs(d, me, i)) {
+    if (i != me && relayShmPairs(d, me, i)) {
       atomic_store_explicit(&osAck(s->reg.base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
       relayShmRing(comm, d->ranks[i]);
     }

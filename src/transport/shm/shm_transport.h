@@ -342,6 +342,19 @@ void relayShmStampMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic u
 relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* call, _Atomic uint32_t* mark,
                                 _Atomic uint32_t* shape, int peer, const char* proto);
 
+/* Whether actives i and j (i != j) hand-shake in call d: all pairs, or a rooted call's root's (the one-shot
+ * and the bandwidth route alike). */
+static inline int relayShmPairs(const relayOneShotDesc* d, int i, int j) {
+  return d->root < 0 || d->root >= d->nActive || i == d->root || j == d->root;
+}
+
+/* Bytes active `from` moves to active `to`: everything, or a rooted call's data way only (broadcast: from
+ * the root; reduce: to it). */
+static inline size_t relayShmPushBytes(const relayOneShotDesc* d, int from, int to, size_t bytes) {
+  if (d->root < 0 || d->root >= d->nActive) return bytes;
+  return (d->gather ? from == d->root : to == d->root) ? bytes : 0;
+}
+
 relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
 void relayShmOneShotFree(struct relayComm* comm);
