@@ -468,10 +468,23 @@ static int runRooted(const rcase* k, int caseNo) {
       continue;
     }
     int ok = 1;
+    osHostLookedAt = 0;
     for (int bi = 0; bi < x->a.grid; bi++) {
       int b = k->reverse ? x->a.grid - 1 - bi : bi;
       for (int t = 0; t < k->threads; t++) ok &= run(x->a, x->ep, b, t, k->threads, 1);
     }
+    /* The model let this phase run only after every root-pair peer pushed (data or token): LL's kernel must
+     * itself wait for each of them (llFetch), or on the device nothing would hold it and its next calls
+     * would overwrite lines a slow reader had not consumed (the flag protocol's waits are device code). Count
+     * 0 is exempt: the kernel never launches then (oneshot.c), and a member with no data would wait on none.
+     */
+    for (int j = 0; j < A && ok && proto && c; j++)
+      if (j != me && relayOsPairs(&x->a, j) && !(osHostLookedAt & (1u << j))) {
+        printf("FAIL %s: active %d of group %d (rank %d) never waited for active %d's push in call %d\n",
+               what, me, g, pick1, j, call);
+        fail = 1;
+      }
+    if (fail) break;
     if (!ok) {
       x->failed = 1;
       if (!deadlines) {

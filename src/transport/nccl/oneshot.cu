@@ -167,11 +167,21 @@ __device__ bool llSpin(const relayOsArgs& a, const char* line, uint32_t f, uint6
 }
 #endif
 
+#ifdef RELAY_ONESHOT_HOST_EMULATION
+/* The actives whose lines or tokens the host emulation's kernel phases looked for (bit i: active i). The
+ * emulation runs a phase only once its model of the waits says the peer pushed, so a wait missing from the
+ * kernel would pass unseen there; it checks these bits against the pairs it modelled. */
+static unsigned osHostLookedAt;
+#endif
+
 /* The data of an LL line once its flags are f; the host emulation checks
  * once (every push it schedules ran before) and records a missing line as
  * the device's wait records its deadline (osFail), the device polls. */
 RD bool llFetch(const relayOsArgs& a, const char* line, uint32_t f, uint64_t* out, int peerIdx, int blk,
                 u64 ep) {
+#if defined(RELAY_ONESHOT_HOST_EMULATION) && !defined(RELAY_GPU_DEVICE_PASS)
+  osHostLookedAt |= 1u << peerIdx;
+#endif
   uint4 v = llLoad(line);
   if (v.y == f && v.w == f) {
     *out = (uint64_t)v.x | ((uint64_t)v.z << 32);
@@ -501,6 +511,9 @@ RD bool ll128Fetch(const relayOsArgs& a, const char* p, bool on, int part, uint6
     if (!relayWarpBcast0(keep)) return false;
   }
 #else
+#ifdef RELAY_ONESHOT_HOST_EMULATION
+  osHostLookedAt |= 1u << peerIdx; /* the device's warp waits whether or not its lane is on */
+#endif
   if (!on) return true;
   ll128Load(p, lo, hi);
   uint64_t flag, dummy;
