@@ -419,8 +419,12 @@ relayResult_t relayNcclOsArgs(struct relayComm* c, const relayOneShotDesc* d, co
              (uintptr_t)(d->gather && d->root < 0 ? d->count * es : 0)) &
             15u) == 0;
   a->gather = d->gather != 0;
-  /* A rooted call (broadcast, reduce) or none; the bandwidth kernels serve none (no RELAY_TP_CAP_BW row). */
-  a->root = d->root >= 0 && d->root < A ? d->root : -1;
+  /* A rooted call (broadcast, reduce) or none; the bandwidth kernels serve none (no RELAY_TP_CAP_BW row). A
+   * root past the actives is refused, never run unrooted: a broadcast would become an all-gather writing
+   * A blocks into a one-block recv (the plan refuses it first: plan_oneshot.c, check.c). */
+  if (d->root >= A)
+    return relaySetError(c, relayInternalError, "one-shot: root position %d of %d actives", d->root, A);
+  a->root = d->root >= 0 ? d->root : -1;
   a->divisor = d->divisor;
   a->elemSize = (int32_t)es;
   a->wide = s->wide;

@@ -310,9 +310,10 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
   int A = d->nActive, me = d->me, n = comm->nranks, r = comm->rank;
   size_t es = relayTypeSize(d->dtype), bytes = d->count * es;
   if (!s || !s->ready || A < 2 || A > RELAY_TP_ONESHOT_MAX || me < 0 || me >= A || d->ranks[me] != r || !es ||
-      bytes > s->slotBytes)
-    return relaySetError(comm, relayInternalError, "one-shot: region %s, A %d, me %d, %zu bytes (slot %zu)",
-                         s && s->ready ? "ready" : "absent", A, me, bytes, s ? s->slotBytes : 0);
+      bytes > s->slotBytes || d->root >= A) /* a root past the actives: refused, never run unrooted */
+    return relaySetError(comm, relayInternalError,
+                         "one-shot: region %s, A %d, me %d, root %d, %zu bytes (slot %zu)",
+                         s && s->ready ? "ready" : "absent", A, me, d->root, bytes, s ? s->slotBytes : 0);
   unsigned char* mine = s->reg.base[r];
   /* A rooted call (broadcast, reduce) runs only the root's pairs; the way without data carries an empty
    * push, so both ends of a pair count its epochs alike. */
