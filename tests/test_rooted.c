@@ -314,7 +314,17 @@ static int caseRoute(void) {
     T_OK(relayPlanBuild(&k, &p));
     T_OK(relaySimRun(p, t, &staged));
     relayPlanFree(p);
-    t->oneCopyRootedBytes = 0; /* the one copy off: the same count prices staged */
+    /* A rooted floor of 0: the transport takes the one copy for every broadcast (bw.c bwCmaWanted), so the
+     * model prices it so (it priced the staged tiles, a path the transport does not run). */
+    t->oneCopyRootedBytes = 0;
+    k.counts = &below;
+    relaySimResult zero;
+    T_OK(relayPlanBuild(&k, &p));
+    T_OK(relaySimRun(p, t, &zero));
+    relayPlanFree(p);
+    T_CHECK(zero.totalS < staged.totalS, "cpu broadcast A=8 below the floor, floor 0: %.1f us, staged %.1f",
+            zero.totalS * 1e6, staged.totalS * 1e6);
+    t->oneCopyBytes = 0; /* the one copy off (RELAYCC_SHM_CMA_BYTES=0): the same count prices staged */
     k.counts = &at;
     relaySimResult off;
     T_OK(relayPlanBuild(&k, &p));
@@ -326,6 +336,7 @@ static int caseRoute(void) {
     relaySimResultFree(&one);
     relaySimResultFree(&staged);
     relaySimResultFree(&off);
+    relaySimResultFree(&zero);
   }
   relayTopoFree(t);
   printf("route: ok\n");

@@ -443,6 +443,40 @@ static int rankTimeoutSpin(int rank, int nranks, void* arg) {
   return rankTimeout(rank, nranks, arg);
 }
 
+/* Busy polls only where every rank has a core (fillConfig), judged from the CPUs the ranks may run on
+ * together: arg 0 binds both ranks to one CPU (a launch under `taskset -c 0`: 100000 busy polls there
+ * spin each wait's 50 us on the core the peer needs; the online count alone said "a core each"), arg 1
+ * each rank to a CPU of its own (busy, as the table's default). 77: fewer than 2 CPUs to bind to. */
+static int rankSpinCores(int rank, int nranks, void* arg) {
+  int own = *(const int*)arg;
+  cpu_set_t set, one;
+  T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
+  T_CHECK(CPU_COUNT(&set) >= nranks, "rank %d: %d CPUs to bind to", rank, CPU_COUNT(&set));
+  int want = own ? rank : 0, cpu = -1;
+  for (int i = 0, k = 0; i < CPU_SETSIZE && cpu < 0; i++)
+    if (CPU_ISSET(i, &set) && k++ == want) cpu = i;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  T_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity(%d): %s", cpu, strerror(errno));
+  relayConfig_t cfg = tCfg(20000, 0);
+  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
+  int busy = (int)relayParamInt(c, RELAY_P_SPIN_BUSY);
+  T_CHECK(busy > 0, "rank %d: RELAYCC_SPIN_BUSY is %d here: the case needs busy polls on", rank, busy);
+  T_CHECK(c->cfg.spinBusy == (own ? busy : 0) && c->cfg.spinAdapt == !own,
+          "rank %d on CPU %d (%s): %d busy polls, adapt %d; want %d, %d", rank, cpu,
+          own ? "a CPU each" : "both on one", c->cfg.spinBusy, c->cfg.spinAdapt, own ? busy : 0, !own);
+  /* And the comm works so bound: a barrier round. */
+  T_OK(relayBarrier(c, NULL));
+  relayCommDestroy(c);
+  return 0;
+}
+static int runSpinCores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
+  for (int own = 0; own < 2; own++) t_run_ranks(2, rankSpinCores, &own, 60);
+  return 0;
+}
+
 /* Rank 2 never inits: the others time out naming it. */
 static int rankInitTimeout(int rank, int nranks, void* arg) {
   (void)arg;
@@ -1458,6 +1492,7 @@ static const tCase kCases[] = {
     SHM_CASE("mismatch", runMismatch),
     SHM_RANKS("timeout", 3, rankTimeout),
     SHM_RANKS("timeout_spin", 3, rankTimeoutSpin),
+    SHM_CASE("spin_cores", runSpinCores),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),

@@ -39,6 +39,9 @@ enum { RELAY_INIT_BAD_CONFIG = RELAY_P_COUNT };
 struct relayComm {
   int rank, nranks;
   relayResolvedConfig cfg;
+  /* CPUs the ranks may run on together (the union of their affinity masks, relayCommAgreeTopo; 0 before
+   * that round: the online count): whether every rank has a core (fillConfig's busy polls). */
+  int rankCpus;
   relayParams params; /* the resolved table (comm/params.h): readers use relayParamInt */
   int initBadParam;   /* this rank's first invalid setting (-1: none; RELAY_INIT_BAD_CONFIG: the config
                        * struct), told to every rank at init */

@@ -649,9 +649,9 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
   /* Each rank's input: the transport takes the one-copy path from oneCopyBytes on; a broadcast from
    * oneCopyRootedBytes of what its root sends in all; a reduce stays staged (as bw.c bwCmaWanted). */
   double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
+  /* A rooted floor of 0: every broadcast, as bw.c reads it (RELAYCC_SHM_CMA_BYTES=0 is the off switch). */
   if (op->root >= 0)
-    return op->gather && T->oneCopyBytes > 0 && T->oneCopyRootedBytes > 0 &&
-                   input * (P->nActive - 1) >= T->oneCopyRootedBytes
+    return op->gather && T->oneCopyBytes > 0 && input * (P->nActive - 1) >= T->oneCopyRootedBytes
                ? bwRootedOneCopySeconds(S, op)
                : bwStagedSeconds(S, r, op);
   double floor = T->oneCopyBytes;
