@@ -323,6 +323,161 @@ static int badRootedRank(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* ---- a rooted call whose shape differs on one rank (check mode 0) --------- */
+
+/* The row's rooted floor (RELAYCC_SHM_CMA_ROOTED_BYTES): a bw broadcast of floats at A actives takes the
+ * one copy from ceil(4096 / (4 (A - 1))) elements (1024, 512, 342 at A = 2, 3, 4), so counts around it put
+ * one rank on one side of it and its peers on the other. */
+#define MIS_FLOOR_BYTES 4096
+#define MIS_DEADLINE_MS 20000
+#define MIS_BOUND_S 3.0 /* far below the deadline: the promise is "at once", not "by the deadline" */
+
+enum { MIS_COUNT, MIS_DTYPE, MIS_ROOT, MIS_OP };
+/* One rank's call differs from its peers' in one field: the counts (the peers' base count and the odd
+ * rank's, each mul x fc / div + add, fc the floor count at the call's A), the datatype, the root position
+ * (the odd rank names the next one) or the op (reduce only: max where its peers sum). */
+typedef struct {
+  const char* what;
+  int field;
+  int baseMul, baseAdd;
+  int oddMul, oddDiv, oddAdd;
+  relayDataType_t oddDt; /* MIS_DTYPE */
+} misRow;
+static const misRow kMisRows[] = {
+    {"below the floor, one rank at it (its count alone one copy)", MIS_COUNT, 1, -1, 1, 1, 0, 0},
+    {"at the floor, one rank one below (its count alone staged)", MIS_COUNT, 1, 0, 1, 1, -1, 0},
+    {"above the floor, one rank twice the count", MIS_COUNT, 2, 3, 4, 1, 6, 0},
+    {"above the floor, one rank fewer, still above", MIS_COUNT, 2, 3, 1, 1, 1, 0},
+    {"below the floor, one rank half the count", MIS_COUNT, 1, -1, 1, 2, 0, 0},
+    {"below the floor, one rank far above it", MIS_COUNT, 0, 7, 3, 1, 0, 0},
+    {"above the floor, one rank far below it", MIS_COUNT, 3, 0, 0, 1, 7, 0},
+    {"one rank passes count 0", MIS_COUNT, 1, 5, 0, 1, 0, 0},
+    {"one rank says int32 (the same element size)", MIS_DTYPE, 1, 1, 0, 1, 0, relayInt32},
+    {"one rank says bfloat16 (half the bytes)", MIS_DTYPE, 2, 0, 0, 1, 0, relayBfloat16},
+    {"one rank names another root, above the floor", MIS_ROOT, 2, 1, 0, 1, 0, 0},
+    {"one rank names another root, below the floor", MIS_ROOT, 1, -1, 0, 1, 0, 0},
+    {"one rank says max, its peers sum", MIS_OP, 1, 1, 0, 1, 0, 0},
+};
+static const char* const kMisField[] = {"counts", "datatype", "root", "op"};
+
+/* Every rank (helpers too: a rooted call's agreement round is every rank's) makes one call of coll on
+ * `ranks` (A actives, root position `root`) on comm; rank oddRank passes the row's other field (count: odd).
+ * Every rank's call must fail within MIS_BOUND_S with relayInvalidUsage naming rank 0 and the first rank
+ * whose digest differs from rank 0's and the field, and leave every buffer it was given as it was (each
+ * rank's buffers hold exactly its own count, so a rank that moved a peer's count would write past them:
+ * ASan). Returns the call's seconds. */
+static double misCall(relayComm_t comm, int rank, relayCollective_t coll, int A, const int* ranks, int root,
+                      int inPlace, const misRow* row, size_t base, size_t odd, int oddRank, const char* tag) {
+  int me = rank == oddRank;
+  size_t count = me && row->field == MIS_COUNT ? odd : base;
+  relayDataType_t dt = relayFloat32;
+  if (me && row->field == MIS_DTYPE) dt = row->oddDt;
+  relayRedOp_t op = me && row->field == MIS_OP ? relayMax : relaySum;
+  int rootArg = me && row->field == MIS_ROOT ? (root + 1) % A : root;
+  size_t bytes = count * relayTypeSize(dt);
+  unsigned char* s = malloc(bytes ? bytes : 1);
+  unsigned char* r = inPlace ? s : malloc(bytes ? bytes : 1);
+  unsigned char* s0 = malloc(bytes ? bytes : 1);
+  unsigned char* r0 = malloc(bytes ? bytes : 1);
+  T_CHECK(s && r && s0 && r0, "rank %d: out of memory", rank);
+  int pos = -1;
+  for (int i = 0; i < A; i++)
+    if (ranks[i] == rank) pos = i;
+  /* The pattern of active pos (a helper: of position A), the recv poisoned (in place: the input). */
+  tc_fill_input(coll, dt, op, A + 1, pos >= 0 ? pos : A, count, s);
+  if (!inPlace) memset(r, TC_POISON, bytes);
+  memcpy(s0, s, bytes);
+  memcpy(r0, r, bytes);
+  relayLayout_t L = {1, A, ranks};
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = tc_run_root(coll, s, r, &count, dt, op, rootArg, &L, comm);
+  double sec = (double)(relayNowNs() - t0) / 1e9;
+  const char* e = relayGetLastError(comm);
+  T_CHECK(res != relaySuccess, "rank %d, %s: the call succeeded (rank %d's %s differs)", rank, tag, oddRank,
+          kMisField[row->field]);
+  T_CHECK(sec < MIS_BOUND_S, "rank %d, %s: failed after %.2f s (deadline %.0f s, want < %.1f s): %s", rank,
+          tag, sec, MIS_DEADLINE_MS / 1e3, MIS_BOUND_S, e);
+  char want[96];
+  snprintf(want, sizeof want, "ranks 0 and %d disagree on the %s", oddRank ? oddRank : 1,
+           kMisField[row->field]);
+  T_CHECK(res == relayInvalidUsage && strstr(e, want),
+          "rank %d, %s: %s, want relayInvalidUsage saying \"%s\" (%s)", rank, tag, relayGetErrorString(res),
+          want, e);
+  T_CHECK(memcmp(s, s0, bytes) == 0, "rank %d, %s: the failed call changed its sendbuff", rank, tag);
+  T_CHECK(memcmp(r, r0, bytes) == 0, "rank %d, %s: the failed call wrote its recvbuff", rank, tag);
+  if (!inPlace) free(r);
+  free(s);
+  free(s0);
+  free(r0);
+  return sec;
+}
+
+/* For broadcast and reduce on every shm route that serves them (forced), at A = 2, 3, 4 with the root
+ * moving, in and out of place: one rank's call differs (kMisRows; the odd rank is in turn the root, a
+ * member, a helper and rank 0) in check mode 0, where shm agrees on a rooted call's shape first (api.c):
+ * every rank fails at once, nothing written, and the comm stays usable: the next call, with one shape,
+ * runs on the forced route against the serial reference (bw: the one copy where its floor says). */
+static int mismatchRootedRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  static const char* const routes[] = {"direct", "relay", "oneshot", "bw"};
+  static const int routeIds[] = {relayRouteDirect, relayRouteRelay, relayRouteOneShot, relayRouteBw};
+  for (int ri = 0; ri < 4; ri++) {
+    relayComm_t comm = tc_comm_route(rank, nranks, routes[ri], MIS_DEADLINE_MS);
+    T_CHECK(comm->cfg.checkMode == 0, "rank %d: check mode %d, want 0 (RELAYCC_CHECK=0)", rank,
+            comm->cfg.checkMode);
+    double slowest = 0;
+    int nFailed = 0;
+    for (int ci = 0; ci < 2; ci++) {
+      relayCollective_t coll = ci ? relayCollectiveReduce : relayCollectiveBroadcast;
+      for (int A = 2; A <= 4; A++) {
+        /* Permuted actives (2, 5, 0, 3): rank 0 a helper at A = 2, a member above; rank 7 always a helper. */
+        int ranks[4];
+        for (int i = 0; i < A; i++) ranks[i] = (i * 3 + 2) % NRANKS;
+        size_t fc = (MIS_FLOOR_BYTES + 4 * (size_t)(A - 1) - 1) / (4 * (size_t)(A - 1));
+        for (int v = 0; v < (int)(sizeof kMisRows / sizeof kMisRows[0]); v++) {
+          const misRow* row = &kMisRows[v];
+          if (row->field == MIS_OP && coll != relayCollectiveReduce) continue;
+          int root = (v + A) % A, inPlace = (v / 2) % 2;
+          int who = (v + A) % 4;
+          int oddRank = who == 0 ? ranks[root] : who == 1 ? ranks[(root + 1) % A] : who == 2 ? 7 : 0;
+          size_t base = (size_t)((long)row->baseMul * (long)fc + row->baseAdd);
+          size_t odd = (size_t)((long)row->oddMul * (long)fc / row->oddDiv + row->oddAdd);
+          char tag[256];
+          snprintf(tag, sizeof tag, "route %s, %s A=%d root=%d%s: %s, base count %zu, rank %d's %zu",
+                   routes[ri], relayCollName(coll), A, root, inPlace ? " in place" : "", row->what, base,
+                   oddRank, odd);
+          double sec = misCall(comm, rank, coll, A, ranks, root, inPlace, row, base, odd, oddRank, tag);
+          if (sec > slowest) slowest = sec;
+          nFailed++;
+          T_CHECK(!comm->failed, "rank %d, %s: the comm is failed after a rejected shape", rank, tag);
+          /* Usable: the same call with one shape, on the forced route (every route here serves one group
+           * of up to 4 of 8 ranks at these counts), right on every active; on bw the path its floor
+           * says, which puts each row's base count on the side of the floor the row names. */
+          char after[300];
+          snprintf(after, sizeof after, "after %s", tag);
+          T_CHECK(tc_one_call_root(comm, rank, coll, A, 1, ranks, &base, relayFloat32, relaySum, root,
+                                   inPlace, after) == 0,
+                  "rank %d, %s: wrong", rank, after);
+          int got = -1, depth = 0;
+          relayCommLastRoute(comm, &got, &depth);
+          T_CHECK(got == routeIds[ri], "rank %d, %s: took route %s", rank, after, relayRouteName(got));
+          int active = 0;
+          for (int i = 0; i < A; i++) active |= ranks[i] == rank;
+          if (routeIds[ri] == relayRouteBw && active) {
+            int one = coll == relayCollectiveBroadcast && base * 4 * (size_t)(A - 1) >= MIS_FLOOR_BYTES;
+            T_CHECK((comm->lastWindow == UINT32_MAX) == one, "rank %d, %s: %s path, want %s", rank, after,
+                    comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", one ? "one-copy" : "staged");
+          }
+        }
+      }
+    }
+    printf("rooted mismatch, route %s: rank %d: %d calls failed, slowest after %.2f ms\n", routes[ri], rank,
+           nFailed, slowest * 1e3);
+    T_OK(relayCommDestroy(comm));
+  }
+  return 0;
+}
+
 /* Rank 5 (active) dies in the middle of a large call; the others return
  * relayRemoteError or relayTimeout within the deadline. */
 static void* killer(void* arg) {
@@ -486,6 +641,13 @@ static const tCase kCases[] = {
      .ranks = NRANKS,
      .deadlineS = 120,
      .timeoutS = 300},
+    /* Check mode 0, the rooted floor at 4 KiB (MIS_FLOOR_BYTES): the bw broadcast's one copy within reach. */
+    {.name = "mismatch-rooted-check0",
+     .rank = mismatchRootedRank,
+     .ranks = NRANKS,
+     .deadlineS = 120,
+     .timeoutS = 300,
+     .env = "RELAYCC_CHECK=0;RELAYCC_SHM_CMA_ROOTED_BYTES=4096"},
     {.name = "barrier", .rank = barrierRank, .ranks = NRANKS, .deadlineS = 60, .timeoutS = 120},
     SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),
