@@ -13,7 +13,10 @@ NCCL's, CPU ones relaycc's). On each, with CUDA tensors: all_reduce SUM (bf16, f
 all_gather_into_tensor, reduce_scatter_tensor, broadcast, all_to_all_single, barrier, async_op=True with
 wait(), each output poisoned first and compared with the value computed serially here; inputs encode the
 source rank and the index, and every bf16 partial sum is an integer <= 256 (exact in any order). Then one
-DDP step of a tiny model equal to the same step in one process. Also: the creator made no change to the
+DDP step of a tiny model equal to the same step in one process. Then CUDA-graph capture on WORLD
+(all_reduce SUM fp32, all_gather_into_tensor; issue 37 item 4): captured once, replayed three times with
+new inputs copied in between, each replay's output checked; the line "capture: ..." says whether relaycc
+or the inner NCCL served the captured calls (never run on a GPU before this check was written). Also: the creator made no change to the
 process's environment and one NCCL library is mapped. Each rank's last line is "rank R: OK" or
 "rank R: FAILED (...)"; the exit code is 1 on FAILED.
 """
@@ -118,6 +121,46 @@ def ddp_step(bad, rank, world):
     bad.append(f"DDP step vs one process: max |diff| {err}")
 
 
+def captured(bad, rank, world):
+  """CUDA-graph capture of relaycc-backend calls: the replays, not the capture, must move the new data."""
+  dev = torch.device("cuda", torch.cuda.current_device())
+  backend = torch_backend.get_backend()
+  n = 1 << 16
+  idx = torch.arange(n, device=dev, dtype=torch.float32)
+  x = torch.zeros(n, device=dev)
+  mine = torch.zeros(n, device=dev)
+  out = torch.full((world * n,), POISON, device=dev)
+  side = torch.cuda.Stream()
+  side.wait_stream(torch.cuda.current_stream())
+  with torch.cuda.stream(side):  # warm-up outside capture, as torch's graph docs ask for NCCL
+    dist.all_reduce(x)
+    dist.all_gather_into_tensor(out, mine)
+  torch.cuda.current_stream().wait_stream(side)
+  torch.cuda.synchronize()
+  before = dict(backend.served)
+  g = torch.cuda.CUDAGraph()
+  try:
+    with torch.cuda.graph(g):
+      dist.all_reduce(x)
+      dist.all_gather_into_tensor(out, mine)
+  except Exception as e:  # the verdict names it; the rest of the check already ran
+    bad.append(f"capture: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    return
+  served = {k: v - before.get(k, 0) for k, v in backend.served.items() if v != before.get(k, 0)}
+  for rep in range(3):
+    x.copy_(idx % 7 + rank + 10 * rep)
+    mine.copy_(rank * 8 + (idx + rep) % 8)
+    out.fill_(POISON)
+    g.replay()
+    torch.cuda.synchronize()
+    check(bad, f"captured all_reduce replay {rep}", x,
+          (idx % 7) * world + world * (world - 1) // 2 + 10 * rep * world)
+    want = torch.cat([r * 8 + (idx + rep) % 8 for r in range(world)])
+    check(bad, f"captured all_gather_into_tensor replay {rep}", out, want)
+  print(f"rank {rank}: capture: replayed 3x, served by relaycc at capture: {served or 'none (inner NCCL)'}",
+        flush=True)
+
+
 def main():
   rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
   place_rank(rank, world)
@@ -140,6 +183,7 @@ def main():
         f"RELAYCC_ROUTE={os.environ.get('RELAYCC_ROUTE', 'auto')}", flush=True)
   collectives(bad, None, "relaycc", rank, world)
   ddp_step(bad, rank, world)
+  captured(bad, rank, world)
   # The mixed spec: CUDA tensors are torch's NCCL's, CPU ones relaycc's.
   mixed = dist.new_group(backend="cpu:relaycc,cuda:nccl")
   collectives(bad, mixed, "cpu:relaycc,cuda:nccl", rank, world)
