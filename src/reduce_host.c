@@ -194,11 +194,12 @@ REDUCE_FLOAT(bf16, unsigned short, float, bf16Load, bf16Store)
 
 /* fp16 through the CPU's own conversions (F16C: VCVTPH2PS, VCVTPS2PH), 8 elements a step, when it has them
  * (see relayHostHalfPath). The same order and float arithmetic as reduce_f16 above; the last count % 8
- * elements go through an 8-element copy so nothing past dst's or a source's end is read or written. The instructions give relayHalfToFloat / relayFloatToHalf's bits whatever MXCSR holds: the store's
- * immediate rounds to nearest even over MXCSR's mode, neither instruction flushes a half subnormal (FTZ
- * and DAZ concern float ones), and a float subnormal rounds to a signed zero either way (test_plan
- * reduce_exact checks each under DAZ|FTZ and round-toward-zero). A NaN: quiet both ways, the payload kept
- * here where the reference gives 0x7e00. */
+ * elements go through an 8-element copy so nothing past dst's or a source's end is read or written. The
+ * instructions give relayHalfToFloat / relayFloatToHalf's bits whatever MXCSR holds: the store's immediate
+ * rounds to nearest even over MXCSR's mode, neither instruction flushes a half subnormal (FTZ and DAZ concern
+ * float ones), and a float subnormal rounds to a signed zero either way (test_plan reduce_exact checks each
+ * under DAZ|FTZ and round-toward-zero). A NaN: quiet both ways, the payload kept here where the reference
+ * gives 0x7e00. */
 #ifdef REDUCE_F16C
 #define F16C_TARGET __attribute__((target("avx,f16c")))
 F16C_TARGET static inline __m256 f16cLoad(const unsigned short* p, size_t m) {
@@ -227,7 +228,34 @@ F16C_TARGET static inline __m256 f16cMin(__m256 acc, __m256 v) { return _mm256_m
 /* Element-major where reduce_f16 goes block by block: 32 elements' accumulators stay in registers while every
  * source is folded in, in order (the same adds in the same order, no accumulator block to store and reload
  * per source: 8 sources ran at 14 GB/s that way, in cache). */
-#define F16C_FOLD(OP)                                                                                      do {                                                                                                       size_t i = 0;                                                                                            for (; i + 32 <= count; i += 32) {                                                                         const unsigned short* p = (const unsigned short*)srcs[0] + i;                                            __m256 a0 = f16cLoad(p, 8), a1 = f16cLoad(p + 8, 8), a2 = f16cLoad(p + 16, 8),                                 a3 = f16cLoad(p + 24, 8);                                                                         for (int k = 1; k < nsrc; k++) {                                                                           p = (const unsigned short*)srcs[k] + i;                                                                  a0 = OP(a0, f16cLoad(p, 8));                                                                             a1 = OP(a1, f16cLoad(p + 8, 8));                                                                         a2 = OP(a2, f16cLoad(p + 16, 8));                                                                        a3 = OP(a3, f16cLoad(p + 24, 8));                                                                      }                                                                                                        if (divisor > 1)                                                                                           a0 = _mm256_div_ps(a0, dv), a1 = _mm256_div_ps(a1, dv), a2 = _mm256_div_ps(a2, dv),                      a3 = _mm256_div_ps(a3, dv);                                                                            f16cStore(dst + i, a0, 8);                                                                               f16cStore(dst + i + 8, a1, 8);                                                                           f16cStore(dst + i + 16, a2, 8);                                                                          f16cStore(dst + i + 24, a3, 8);                                                                        }                                                                                                        for (; i < count; i += 8) {                                                                                __m256 a = f16cLoad((const unsigned short*)srcs[0] + i, count - i);                                      for (int k = 1; k < nsrc; k++) a = OP(a, f16cLoad((const unsigned short*)srcs[k] + i, count - i));       f16cStore(dst + i, divisor > 1 ? _mm256_div_ps(a, dv) : a, count - i);                                 }                                                                                                      } while (0)
+#define F16C_FOLD(OP)                                                                                    \
+  do {                                                                                                   \
+    size_t i = 0;                                                                                        \
+    for (; i + 32 <= count; i += 32) {                                                                   \
+      const unsigned short* p = (const unsigned short*)srcs[0] + i;                                      \
+      __m256 a0 = f16cLoad(p, 8), a1 = f16cLoad(p + 8, 8), a2 = f16cLoad(p + 16, 8),                     \
+             a3 = f16cLoad(p + 24, 8);                                                                   \
+      for (int k = 1; k < nsrc; k++) {                                                                   \
+        p = (const unsigned short*)srcs[k] + i;                                                          \
+        a0 = OP(a0, f16cLoad(p, 8));                                                                     \
+        a1 = OP(a1, f16cLoad(p + 8, 8));                                                                 \
+        a2 = OP(a2, f16cLoad(p + 16, 8));                                                                \
+        a3 = OP(a3, f16cLoad(p + 24, 8));                                                                \
+      }                                                                                                  \
+      if (divisor > 1)                                                                                   \
+        a0 = _mm256_div_ps(a0, dv), a1 = _mm256_div_ps(a1, dv), a2 = _mm256_div_ps(a2, dv),              \
+        a3 = _mm256_div_ps(a3, dv);                                                                      \
+      f16cStore(dst + i, a0, 8);                                                                         \
+      f16cStore(dst + i + 8, a1, 8);                                                                     \
+      f16cStore(dst + i + 16, a2, 8);                                                                    \
+      f16cStore(dst + i + 24, a3, 8);                                                                    \
+    }                                                                                                    \
+    for (; i < count; i += 8) {                                                                          \
+      __m256 a = f16cLoad((const unsigned short*)srcs[0] + i, count - i);                                \
+      for (int k = 1; k < nsrc; k++) a = OP(a, f16cLoad((const unsigned short*)srcs[k] + i, count - i)); \
+      f16cStore(dst + i, divisor > 1 ? _mm256_div_ps(a, dv) : a, count - i);                             \
+    }                                                                                                    \
+  } while (0)
 
 F16C_TARGET static void reduce_f16_f16c(unsigned short* dst, const void* const* srcs, int nsrc, size_t count,
                                         relayRedOp_t op, int divisor) {
