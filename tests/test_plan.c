@@ -961,7 +961,13 @@ static float refFold(relayDataType_t dt, relayRedOp_t op, const unsigned short* 
     else if (op == relayMax) r = r < v ? v : r;
     else r = r > v ? v : r;
   }
-  return op == relayAvg ? r / (float)nsrc : r;
+  if (op == relayAvg) {
+    /* Read through a volatile so the compiler cannot make this r / (avg ? nsrc : 1): clang -O3 did, and r / 1
+     * is r in the default mode only (DAZ makes a subnormal r zero: bf16 products, 0x8000 for 0x8001). */
+    volatile float divisor = (float)nsrc;
+    r = r / divisor;
+  }
+  return r;
 }
 
 /* One call against the reference (and against `other`, the software path's output, when given). Counts in
@@ -1158,13 +1164,16 @@ static int cmdReduceTails(void) {
  * docs/perf/2026-12-05-cpu-2core.md keeps the numbers. The output is checked against the reference (its first
  * and last elements) so a broken kernel cannot pass as fast. */
 static int cmdReduceSpeed(void) {
-  relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayFloat16};
+  /* the last: fp16 on the software path (the fallback: no F16C, or a test forcing it) */
+  relayDataType_t dts[4] = {relayFloat32, relayBfloat16, relayFloat16, relayFloat16};
   size_t sizes[2] = {64u << 10, 8u << 20};
   int nsrcs[2] = {2, 8};
   for (int si = 0; si < 2; si++)
     for (int ni = 0; ni < 2; ni++)
-      for (int di = 0; di < 3; di++) {
+      for (int di = 0; di < 4; di++) {
         relayDataType_t dt = dts[di];
+        if (di == 3 && relayHostHalfPath() == relayHalfPathSoftware) continue; /* the row above was it */
+        if (di == 3) relayHostHalfPathSet(relayHalfPathSoftware);
         size_t bytes = sizes[si], esz = relayTypeSize(dt), n = bytes / esz;
         int nsrc = nsrcs[ni];
         void* src[8];
@@ -1196,8 +1205,9 @@ static int cmdReduceSpeed(void) {
           float got = dt == relayFloat32 ? ((float*)dst)[at[j]] : refLoad(dt, ((unsigned short*)dst)[at[j]]);
           T_CHECK(got == want, "%s element %zu: %g, want %g", relayTypeName(dt), at[j], got, want);
         }
-        printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n", relayTypeName(dt), nsrc, bytes >> 10,
-               best);
+        relayHostHalfPathSet(-1);
+        printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n",
+               di == 3 ? "half-sw" : relayTypeName(dt), nsrc, bytes >> 10, best);
         for (int k = 0; k < nsrc; k++) free(src[k]);
         free(dst);
       }
