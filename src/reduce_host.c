@@ -1,7 +1,8 @@
 /* CPU reduce family. Processes blocks of kBlock elements: the accumulator
  * block stays in L1 while each source streams through once, which keeps the
  * k-input reduce memory-bound (one read per source, one write) instead of
- * re-reading dst k times. */
+ * re-reading dst k times. fp16 on a CPU with F16C goes element-major instead,
+ * its accumulators in registers (reduce_f16_f16c says why). */
 #include "reduce_host.h"
 
 #include "float16.h"
@@ -148,15 +149,19 @@ static inline unsigned short bf16Store(float f) {
   return (unsigned short)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
-/* fp16 <-> float for the reduce loops: relayHalfToFloat / relayFloatToHalf's results bit for bit (a NaN's
- * payload aside: both give a quiet NaN), without a branch or a loop so the loops vectorize. Through those
- * (a renormalizing loop, rintf) the 2-source fp16 reduce ran scalar at 2.2 GB/s in cache (64 KiB a source),
- * bf16 at 29; through these 11.2 (2-core EPYC, AVX-512 clone, test_plan reduce_speed, median of 3). Load:
- * normals rebias the exponent, a subnormal is its count times 2^-24 made by a subtraction of normal floats
- * (exact, and never through a float subnormal, so a process's denormals-are-zero mode cannot change it; an
- * int-to-float conversion kept GCC scalar), inf and NaN keep an all-ones exponent. Store: below 2^-14 adding
- * 0.5 leaves the half's subnormal count, rounded to nearest even by the add itself, in the low bits; above,
- * the reference's rebias and round. */
+/* fp16 <-> float for the reduce loops, the software path (the fallback: no F16C, off x86-64, or a test
+ * forcing it; reduce_f16_f16c below is the usual one): relayHalfToFloat / relayFloatToHalf's results bit for
+ * bit (a NaN's payload aside: both give a quiet NaN), without a branch or a loop so the loops vectorize.
+ * Through those (a renormalizing loop, rintf) the 2-source fp16 reduce ran scalar at 2.2 GB/s in cache (64
+ * KiB a source), bf16 at 29; through these 11.2 (2-core EPYC, AVX-512 clone, test_plan reduce_speed, median
+ * of 3). Load: normals rebias the exponent, a subnormal is its count times 2^-24 made by a subtraction of
+ * normal floats (exact, and never through a float subnormal, so a process's denormals-are-zero mode cannot
+ * change it; an int-to-float conversion kept GCC scalar), inf and NaN keep an all-ones exponent. Store: below
+ * 2^-14 the half's subnormal count is the 24-bit significand shifted right by 126 - exponent, rounded to
+ * nearest even in integers (adding 0.5 in float did it before, but rounded as MXCSR said: 0x0001 for 1.5 x
+ * 2^-24 toward zero, where F16C and the GPU give 0x0002; the shifts cost this path 11.9 -> 9.1 GB/s at 2
+ * sources in cache, 12.8 -> 11.6 at 8; a truncating conversion and a compare of the fraction gave 5.5);
+ * above, the reference's rebias and round. */
 static inline float f16Load(unsigned short h) {
   union {
     uint32_t u;
@@ -193,13 +198,18 @@ REDUCE_FLOAT(f16, unsigned short, float, f16Load, f16Store)
 REDUCE_FLOAT(bf16, unsigned short, float, bf16Load, bf16Store)
 
 /* fp16 through the CPU's own conversions (F16C: VCVTPH2PS, VCVTPS2PH), 8 elements a step, when it has them
- * (see relayHostHalfPath). The same order and float arithmetic as reduce_f16 above; the last count % 8
- * elements go through an 8-element copy so nothing past dst's or a source's end is read or written. The
- * instructions give relayHalfToFloat / relayFloatToHalf's bits whatever MXCSR holds: the store's immediate
- * rounds to nearest even over MXCSR's mode, neither instruction flushes a half subnormal (FTZ and DAZ concern
- * float ones), and a float subnormal rounds to a signed zero either way (test_plan reduce_exact checks each
- * under DAZ|FTZ and round-toward-zero). A NaN: quiet both ways, the payload kept here where the reference
- * gives 0x7e00. */
+ * (relayHostHalfPath: a cached CPUID check, no ifunc). The software conversions above cost several selects an
+ * element: fp16 ran at 12 GB/s in cache against bf16's 31. Through these, 2 sources of 64 KiB went from 11.9
+ * to 81.6 GB/s and 8 sources from 12.8 to 78.5; from memory (8 MiB a source) 10.5 to 28.8 and 6.3 to 27.4
+ * (test_plan reduce_speed, median of 3, 2-core Xeon with AVX-512, load 1.5: docs/perf/2026-12-05-cpu-fp16-
+ * 2core.md). AVX-512's 16-wide forms were not tried: 8 wide is already past bf16 and memory-bound at 8 MiB.
+ * The same order and float arithmetic as reduce_f16 above; the last count % 8 elements go through an
+ * 8-element copy so nothing past dst's or a source's end is read or written. The instructions give
+ * relayHalfToFloat / relayFloatToHalf's bits whatever MXCSR holds: the store's immediate rounds to nearest
+ * even over MXCSR's mode, neither instruction flushes a half subnormal (DAZ and FTZ concern float ones: a
+ * half subnormal loads as a normal float), and a float subnormal, which only a product can make, rounds to a
+ * signed zero with DAZ or without (test_plan reduce_exact checks each under DAZ|FTZ, DAZ, toward zero and
+ * upward). A NaN: quiet both ways, the payload kept here where the reference gives 0x7e00. */
 #ifdef REDUCE_F16C
 #define F16C_TARGET __attribute__((target("avx,f16c")))
 F16C_TARGET static inline __m256 f16cLoad(const unsigned short* p, size_t m) {
@@ -226,8 +236,9 @@ F16C_TARGET static inline __m256 f16cMax(__m256 acc, __m256 v) { return _mm256_m
 F16C_TARGET static inline __m256 f16cMin(__m256 acc, __m256 v) { return _mm256_min_ps(v, acc); }
 
 /* Element-major where reduce_f16 goes block by block: 32 elements' accumulators stay in registers while every
- * source is folded in, in order (the same adds in the same order, no accumulator block to store and reload
- * per source: 8 sources ran at 14 GB/s that way, in cache). */
+ * source is folded in, in order (the same adds in the same order). Block by block, storing and reloading the
+ * accumulator block per source, these conversions gave 20 GB/s at 2 sources and 14 at 8, in cache (load 3).
+ */
 #define F16C_FOLD(OP)                                                                                    \
   do {                                                                                                   \
     size_t i = 0;                                                                                        \
