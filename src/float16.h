@@ -61,10 +61,14 @@ RELAY_F16_FN unsigned short relayF16FloatToHalf(float f) {
   if (absx >= 0x7f800000u) /* inf or nan */
     return (unsigned short)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); /* >= 65520 rounds to inf */
-  if (absx < 0x38800000u) { /* subnormal half or zero: nearest even of value * 2^24 */
-    float scaled = relayF16BitsToFloat(absx) * 16777216.0f; /* exact: a power of two */
-    float r = rintf(scaled);                                /* default mode: nearest even */
-    return (unsigned short)(sign | (uint32_t)r);
+  if (absx < 0x38800000u) {
+    /* Subnormal half or zero: value x 2^24 = m x 2^(e-126) rounded to nearest even, in integers. rintf here
+     * rounded as the FPU's mode said (toward zero under MXCSR round-toward-zero: 1.5 x 2^-24 gave 0x0001,
+     * not 0x0002) and a float subnormal met denormals-are-zero; these shifts meet neither. Below 2^-25
+     * (exponent under 102, a float subnormal included) the shift of 25 or more leaves 0. */
+    uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u;
+    uint32_t s = e < 95u ? 31u : 126u - e; /* 14..31 */
+    return (unsigned short)(sign | ((m + (1u << (s - 1)) - 1u + ((m >> s) & 1u)) >> s));
   }
   uint32_t mant = absx + 0xc8000000u; /* rebias the exponent: -(127-15) << 23 */
   uint32_t round = ((mant >> 13) & 1u) + 0xfffu;

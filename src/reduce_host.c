@@ -1,14 +1,23 @@
 /* CPU reduce family. Processes blocks of kBlock elements: the accumulator
  * block stays in L1 while each source streams through once, which keeps the
  * k-input reduce memory-bound (one read per source, one write) instead of
- * re-reading dst k times. */
+ * re-reading dst k times. fp16 on a CPU with F16C goes element-major instead,
+ * its accumulators in registers (reduce_f16_f16c says why). */
 #include "reduce_host.h"
 
 #include "float16.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+
+/* x86-64 under GCC or clang: the fp16 path through F16C below, chosen at run time. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define REDUCE_F16C 1
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
 
 enum { kBlock = 1024 };
 
@@ -140,15 +149,19 @@ static inline unsigned short bf16Store(float f) {
   return (unsigned short)((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
-/* fp16 <-> float for the reduce loops: relayHalfToFloat / relayFloatToHalf's results bit for bit (a NaN's
- * payload aside: both give a quiet NaN), without a branch or a loop so the loops vectorize. Through those
- * (a renormalizing loop, rintf) the 2-source fp16 reduce ran scalar at 2.2 GB/s in cache (64 KiB a source),
- * bf16 at 29; through these 11.2 (2-core EPYC, AVX-512 clone, test_plan reduce_speed, median of 3). Load:
- * normals rebias the exponent, a subnormal is its count times 2^-24 made by a subtraction of normal floats
- * (exact, and never through a float subnormal, so a process's denormals-are-zero mode cannot change it; an
- * int-to-float conversion kept GCC scalar), inf and NaN keep an all-ones exponent. Store: below 2^-14 adding
- * 0.5 leaves the half's subnormal count, rounded to nearest even by the add itself, in the low bits; above,
- * the reference's rebias and round. */
+/* fp16 <-> float for the reduce loops, the software path (the fallback: no F16C, off x86-64, or a test
+ * forcing it; reduce_f16_f16c below is the usual one): relayHalfToFloat / relayFloatToHalf's results bit for
+ * bit (a NaN's payload aside: both give a quiet NaN), without a branch or a loop so the loops vectorize.
+ * Through those (a renormalizing loop, rintf) the 2-source fp16 reduce ran scalar at 2.2 GB/s in cache (64
+ * KiB a source), bf16 at 29; through these 11.2 (2-core EPYC, AVX-512 clone, test_plan reduce_speed, median
+ * of 3). Load: normals rebias the exponent, a subnormal is its count times 2^-24 made by a subtraction of
+ * normal floats (exact, and never through a float subnormal, so a process's denormals-are-zero mode cannot
+ * change it; an int-to-float conversion kept GCC scalar), inf and NaN keep an all-ones exponent. Store: below
+ * 2^-14 the half's subnormal count is the 24-bit significand shifted right by 126 - exponent, rounded to
+ * nearest even in integers (adding 0.5 in float did it before, but rounded as MXCSR said: 0x0001 for 1.5 x
+ * 2^-24 toward zero, where F16C and the GPU give 0x0002; the shifts cost this path 11.9 -> 9.1 GB/s at 2
+ * sources in cache, 12.8 -> 11.6 at 8; a truncating conversion and a compare of the fraction gave 5.5);
+ * above, the reference's rebias and round. */
 static inline float f16Load(unsigned short h) {
   union {
     uint32_t u;
@@ -165,11 +178,11 @@ static inline unsigned short f16Store(float f) {
   union {
     float f;
     uint32_t u;
-  } v = {f}, half = {0.5f};
+  } v = {f};
   uint32_t x = v.u, sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  v.u = a;
-  v.f += half.f;
-  uint32_t sub = v.u - half.u;
+  uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+  e = e < 95u ? 95u : e > 112u ? 112u : e; /* the shift kept in 14..31, the reference's below 2^-14 */
+  uint32_t sub = (m + (1u << (125u - e)) - 1u + ((m >> (126u - e)) & 1u)) >> (126u - e);
   uint32_t mant = a + 0xc8000000u;
   mant += ((mant >> 13) & 1u) + 0xfffu;
   uint32_t r = a < 0x38800000u ? sub : mant >> 13;
@@ -184,6 +197,124 @@ REDUCE_FLOAT(f64, double, double, ID, ID)
 REDUCE_FLOAT(f16, unsigned short, float, f16Load, f16Store)
 REDUCE_FLOAT(bf16, unsigned short, float, bf16Load, bf16Store)
 
+/* fp16 through the CPU's own conversions (F16C: VCVTPH2PS, VCVTPS2PH), 8 elements a step, when it has them
+ * (relayHostHalfPath: a cached CPUID check, no ifunc). The software conversions above cost several selects an
+ * element: fp16 ran at 12 GB/s in cache against bf16's 31. Through these, 2 sources of 64 KiB went from 11.9
+ * to 81.6 GB/s and 8 sources from 12.8 to 78.5; from memory (8 MiB a source) 10.5 to 28.8 and 6.3 to 27.4
+ * (test_plan reduce_speed, median of 3, 2-core Xeon with AVX-512, load 1.5: docs/perf/2026-12-05-cpu-fp16-
+ * 2core.md). AVX-512's 16-wide forms were not tried: 8 wide is already past bf16 and memory-bound at 8 MiB.
+ * The same order and float arithmetic as reduce_f16 above; the last count % 8 elements go through an
+ * 8-element copy so nothing past dst's or a source's end is read or written. The instructions give
+ * relayHalfToFloat / relayFloatToHalf's bits whatever MXCSR holds: the store's immediate rounds to nearest
+ * even over MXCSR's mode, neither instruction flushes a half subnormal (DAZ and FTZ concern float ones: a
+ * half subnormal loads as a normal float), and a float subnormal, which only a product can make, rounds to a
+ * signed zero with DAZ or without (test_plan reduce_exact checks each under DAZ|FTZ, DAZ, toward zero and
+ * upward). A NaN: quiet both ways, the payload kept here where the reference gives 0x7e00. */
+#ifdef REDUCE_F16C
+#define F16C_TARGET __attribute__((target("avx,f16c")))
+F16C_TARGET static inline __m256 f16cLoad(const unsigned short* p, size_t m) {
+  if (m >= 8) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+  unsigned short t[8] = {0};
+  memcpy(t, p, m * sizeof *t);
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)t));
+}
+F16C_TARGET static inline void f16cStore(unsigned short* p, __m256 v, size_t m) {
+  __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  if (m >= 8) {
+    _mm_storeu_si128((__m128i*)p, h);
+    return;
+  }
+  unsigned short t[8];
+  _mm_storeu_si128((__m128i*)t, h);
+  memcpy(p, t, m * sizeof *t);
+}
+/* acc < v ? v : acc is MAXPS(v, acc) (it returns its second operand when either is a NaN or both are
+ * zeros), acc > v ? v : acc is MINPS(v, acc): the reduce_f16 loops' own selects. */
+F16C_TARGET static inline __m256 f16cSum(__m256 acc, __m256 v) { return _mm256_add_ps(acc, v); }
+F16C_TARGET static inline __m256 f16cProd(__m256 acc, __m256 v) { return _mm256_mul_ps(acc, v); }
+F16C_TARGET static inline __m256 f16cMax(__m256 acc, __m256 v) { return _mm256_max_ps(v, acc); }
+F16C_TARGET static inline __m256 f16cMin(__m256 acc, __m256 v) { return _mm256_min_ps(v, acc); }
+
+/* Element-major where reduce_f16 goes block by block: 32 elements' accumulators stay in registers while every
+ * source is folded in, in order (the same adds in the same order). Block by block, storing and reloading the
+ * accumulator block per source, these conversions gave 20 GB/s at 2 sources and 14 at 8, in cache (load 3).
+ */
+#define F16C_FOLD(OP)                                                                                    \
+  do {                                                                                                   \
+    size_t i = 0;                                                                                        \
+    for (; i + 32 <= count; i += 32) {                                                                   \
+      const unsigned short* p = (const unsigned short*)srcs[0] + i;                                      \
+      __m256 a0 = f16cLoad(p, 8), a1 = f16cLoad(p + 8, 8), a2 = f16cLoad(p + 16, 8),                     \
+             a3 = f16cLoad(p + 24, 8);                                                                   \
+      for (int k = 1; k < nsrc; k++) {                                                                   \
+        p = (const unsigned short*)srcs[k] + i;                                                          \
+        a0 = OP(a0, f16cLoad(p, 8));                                                                     \
+        a1 = OP(a1, f16cLoad(p + 8, 8));                                                                 \
+        a2 = OP(a2, f16cLoad(p + 16, 8));                                                                \
+        a3 = OP(a3, f16cLoad(p + 24, 8));                                                                \
+      }                                                                                                  \
+      if (divisor > 1)                                                                                   \
+        a0 = _mm256_div_ps(a0, dv), a1 = _mm256_div_ps(a1, dv), a2 = _mm256_div_ps(a2, dv),              \
+        a3 = _mm256_div_ps(a3, dv);                                                                      \
+      f16cStore(dst + i, a0, 8);                                                                         \
+      f16cStore(dst + i + 8, a1, 8);                                                                     \
+      f16cStore(dst + i + 16, a2, 8);                                                                    \
+      f16cStore(dst + i + 24, a3, 8);                                                                    \
+    }                                                                                                    \
+    for (; i < count; i += 8) {                                                                          \
+      __m256 a = f16cLoad((const unsigned short*)srcs[0] + i, count - i);                                \
+      for (int k = 1; k < nsrc; k++) a = OP(a, f16cLoad((const unsigned short*)srcs[k] + i, count - i)); \
+      f16cStore(dst + i, divisor > 1 ? _mm256_div_ps(a, dv) : a, count - i);                             \
+    }                                                                                                    \
+  } while (0)
+
+F16C_TARGET static void reduce_f16_f16c(unsigned short* dst, const void* const* srcs, int nsrc, size_t count,
+                                        relayRedOp_t op, int divisor) {
+  __m256 dv = _mm256_set1_ps((float)divisor);
+  switch (op) {
+    case relaySum:
+    case relayAvg: F16C_FOLD(f16cSum); break;
+    case relayProd: F16C_FOLD(f16cProd); break;
+    case relayMax: F16C_FOLD(f16cMax); break;
+    default: F16C_FOLD(f16cMin); break;
+  }
+}
+
+/* CPUID.1:ECX bits 27-29 (OSXSAVE, AVX, F16C) and XCR0 bits 1-2 (the OS saves XMM and YMM state). */
+static int cpuHasF16c(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || (c & (7u << 27)) != (7u << 27)) return 0;
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  return (lo & 6u) == 6u;
+}
+#else
+static int cpuHasF16c(void) { return 0; }
+#endif
+
+/* The fp16 path, chosen on first use and kept (-1: not chosen yet): a relaxed atomic read per call, no
+ * ifunc, so it holds under ASan and TSan too (REDUCE_CLONES says why those have no clones). */
+static atomic_int gHalfPath = -1;
+
+static int halfPathBest(void) { return cpuHasF16c() ? relayHalfPathF16c : relayHalfPathSoftware; }
+
+int relayHostHalfPath(void) {
+  int p = atomic_load_explicit(&gHalfPath, memory_order_relaxed);
+  if (p < 0) {
+    p = halfPathBest();
+    atomic_store_explicit(&gHalfPath, p, memory_order_relaxed);
+  }
+  return p;
+}
+
+int relayHostHalfPathSet(int path) {
+  if (path < 0) path = halfPathBest();
+  if (path != relayHalfPathSoftware && (path != relayHalfPathF16c || !cpuHasF16c())) return -1;
+  atomic_store_explicit(&gHalfPath, path, memory_order_relaxed);
+  return 0;
+}
+
 void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
                      relayRedOp_t op, int divisor) {
   if (count == 0 || nsrc <= 0) return;
@@ -194,7 +325,15 @@ void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
     case relayUint32: reduce_uint32_t(dst, srcs, nsrc, count, op, divisor); break;
     case relayInt64: reduce_int64_t(dst, srcs, nsrc, count, op, divisor); break;
     case relayUint64: reduce_uint64_t(dst, srcs, nsrc, count, op, divisor); break;
-    case relayFloat16: reduce_f16(dst, srcs, nsrc, count, op, divisor); break;
+    case relayFloat16:
+#ifdef REDUCE_F16C
+      if (relayHostHalfPath() == relayHalfPathF16c) {
+        reduce_f16_f16c(dst, srcs, nsrc, count, op, divisor);
+        break;
+      }
+#endif
+      reduce_f16(dst, srcs, nsrc, count, op, divisor);
+      break;
     case relayBfloat16: reduce_bf16(dst, srcs, nsrc, count, op, divisor); break;
     case relayFloat32: reduce_f32(dst, srcs, nsrc, count, op, divisor); break;
     case relayFloat64: reduce_f64(dst, srcs, nsrc, count, op, divisor); break;

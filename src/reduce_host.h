@@ -17,6 +17,15 @@ extern "C" {
 void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
                      relayRedOp_t op, int divisor);
 
+/* The fp16 reduce's conversions: software (bit operations, any CPU) or the CPU's F16C instructions (x86-64
+ * with F16C and AVX), the same bits either way. relayHostHalfPath: the one relayHostReduce takes, the best
+ * this CPU has unless a test set another. relayHostHalfPathSet (tests: both paths against each other): takes
+ * `path` when this CPU has it and returns 0, else returns -1 and changes nothing; -1 goes back to the best.
+ */
+enum { relayHalfPathSoftware = 0, relayHalfPathF16c = 1 };
+int relayHostHalfPath(void);
+int relayHostHalfPathSet(int path);
+
 /* Conversions used by tests and the bench for 16-bit floats. */
 float relayHalfToFloat(unsigned short h);
 unsigned short relayFloatToHalf(float f);

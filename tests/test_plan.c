@@ -10,6 +10,7 @@
  *   test_plan traffic                critical-path bytes vs link accounting
  *   test_plan unsupported            routes that cannot serve a key say so
  */
+#include <fenv.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -25,6 +26,10 @@
 #include "reduce_host.h"
 #include "ref/ref.h"
 #include "route/table.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #define MAXR 16
 #define GUARD 64 /* bytes either side of every caller buffer */
@@ -908,11 +913,14 @@ static int runReplay(int argc, char** argv) {
   return runSeed(strtoull(argv[0], NULL, 0), &relay, &depth, &f);
 }
 
-/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set: src/reduce_host.c)
- * against the scalar conversions, element by element, bit for bit (a NaN: a NaN): every bf16 / fp16 value as
- * source 0, against a sample of values as sources 1 and 2, each op, a count that leaves vector tails and
- * sources one element off alignment. Whatever clone this CPU runs, a rank with another CPU computes the same.
- */
+/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set, fp16 through F16C where the
+ * CPU has it: src/reduce_host.c) against the scalar conversions, element by element, bit for bit (a NaN: a
+ * quiet NaN): every bf16 / fp16 value as source 0 and as source 1 (in another order), a sample as source 2,
+ * each op, an odd count, sources and output at their own offsets off alignment, then 8-source products down
+ * to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward zero, upward: the
+ * conversions must not follow them, the adds do in both the kernel and the reference here), and fp16 on each
+ * path this CPU has (software, F16C), the paths also against each other. Whatever path and clone a rank
+ * runs, a rank with another CPU computes the same. */
 static float refLoad(relayDataType_t dt, unsigned short h) {
   return dt == relayBfloat16 ? relayBf16ToFloat(h) : relayHalfToFloat(h);
 }
@@ -920,57 +928,180 @@ static unsigned short refStore(relayDataType_t dt, float f) {
   return dt == relayBfloat16 ? relayFloatToBf16(f) : relayFloatToHalf(f);
 }
 
+typedef struct {
+  const char* name;
+  int round;       /* fesetround's argument */
+  unsigned dazftz; /* MXCSR bits: DAZ 0x40, FTZ 0x8000 (x86 only) */
+} fpuMode;
+
+/* Sets the mode (returns 0 where this CPU has no such bits: DAZ/FTZ off x86); fpuModeReset restores. */
+static int fpuModeSet(const fpuMode* m) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (m->dazftz) _mm_setcsr(_mm_getcsr() | m->dazftz);
+#else
+  if (m->dazftz) return 0;
+#endif
+  return fesetround(m->round) == 0;
+}
+static void fpuModeReset(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(_mm_getcsr() & ~0x8040u);
+#endif
+  fesetround(FE_TONEAREST);
+}
+
+/* dst = the reference fold of n elements: each element's sources in order in float, one rounding. */
+static float refFold(relayDataType_t dt, relayRedOp_t op, const unsigned short* const* src, int nsrc,
+                     size_t i) {
+  float r = refLoad(dt, src[0][i]);
+  for (int k = 1; k < nsrc; k++) {
+    float v = refLoad(dt, src[k][i]);
+    if (op == relaySum || op == relayAvg) r = r + v;
+    else if (op == relayProd) r = r * v;
+    else if (op == relayMax) r = r < v ? v : r;
+    else r = r > v ? v : r;
+  }
+  if (op == relayAvg) {
+    /* Read through a volatile so the compiler cannot make this r / (avg ? nsrc : 1): clang -O3 did, and r / 1
+     * is r in the default mode only (DAZ makes a subnormal r zero: bf16 products, 0x8000 for 0x8001). */
+    volatile float divisor = (float)nsrc;
+    r = r / divisor;
+  }
+  return r;
+}
+
+/* One call against the reference (and against `other`, the software path's output, when given). Counts in
+ * cover[0] outputs that rounded inexactly to a nonzero subnormal half and in cover[1] float-subnormal
+ * results, so the modes are shown to have met what they change. */
+static void exactCheck(relayDataType_t dt, relayRedOp_t op, const unsigned short* const* src, int nsrc,
+                       size_t n, const unsigned short* d, const unsigned short* other, const char* mode,
+                       int path, uint64_t cover[2]) {
+  unsigned short inf = dt == relayBfloat16 ? 0x7f80 : 0x7c00, quiet = dt == relayBfloat16 ? 0x7fc0 : 0x7e00;
+  for (size_t i = 0; i < n; i++) {
+    float r = refFold(dt, op, src, nsrc, i);
+    unsigned short want = refStore(dt, r);
+    if ((want & 0x7fff) > inf) {
+      /* A NaN's payload is the one thing not promised: IEEE leaves which input NaN an add returns to the
+       * operand order, which a compiler may swap, and F16C keeps a payload the reference drops. */
+      T_CHECK((d[i] & quiet) == quiet && (!other || (other[i] & quiet) == quiet),
+              "%s %s, %s, path %d: element %zu: 0x%04x, want a quiet NaN", relayTypeName(dt), relayOpName(op),
+              mode, path, i, d[i]);
+      continue;
+    }
+    T_CHECK(d[i] == want,
+            "%s %s, %s, path %d, %d sources: element %zu (0x%04x, 0x%04x, ...): 0x%04x, want 0x%04x",
+            relayTypeName(dt), relayOpName(op), mode, path, nsrc, i, src[0][i], src[1][i], d[i], want);
+    T_CHECK(!other || other[i] == d[i], "%s %s, %s: element %zu: path %d 0x%04x, the other 0x%04x",
+            relayTypeName(dt), relayOpName(op), mode, i, path, d[i], other[i]);
+    uint32_t rb;
+    memcpy(&rb, &r, sizeof rb); /* by its bits: a compare under DAZ takes a subnormal for 0 */
+    if (dt == relayFloat16 && (want & 0x7fff) > 0 && (want & 0x7fff) < 0x400 && refLoad(dt, want) != r)
+      cover[0]++;
+    if ((rb & 0x7f800000u) == 0 && (rb & 0x7fffffu) != 0) cover[1]++;
+  }
+}
+
 static int cmdReduceExact(void) {
-  enum { N = 65536 + 1 };
-  unsigned short* a = malloc(N * sizeof *a);
-  unsigned short* b = malloc(N * sizeof *b);
-  unsigned short* c = malloc(N * sizeof *c);
-  unsigned short* d = malloc(N * sizeof *d);
-  T_CHECK(a && b && c && d, "oom");
+  enum { N = 65536 + 3, kPad = 8, kSmall = 993 }; /* every 16-bit value, and odd */
+  static const fpuMode modes[] = {{"nearest", FE_TONEAREST, 0},
+                                  {"DAZ|FTZ", FE_TONEAREST, 0x8040},
+                                  {"DAZ", FE_TONEAREST, 0x40},
+                                  {"toward zero", FE_TOWARDZERO, 0},
+                                  {"upward", FE_UPWARD, 0}};
+  enum { kModes = sizeof modes / sizeof modes[0] };
+  unsigned short* buf[9];
+  for (int k = 0; k < 9; k++) {
+    buf[k] = malloc((N + kPad) * sizeof(unsigned short));
+    T_CHECK(buf[k], "oom");
+  }
+  unsigned short* out[2] = {malloc((N + kPad) * sizeof(unsigned short)),
+                            malloc((N + kPad) * sizeof(unsigned short))};
+  T_CHECK(out[0] && out[1], "oom");
+  /* The F16C path must be what this machine runs: every CPU with AVX2 has F16C (Intel from Haswell, AMD from
+   * Piledriver), so an AVX2 CPU on the software path means the run-time check broke. */
+  int paths = relayHostHalfPathSet(relayHalfPathF16c) == 0 ? 2 : 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+  T_CHECK(paths == 2 || !__builtin_cpu_supports("avx2"), "an AVX2 CPU without the F16C path");
+#endif
+  T_CHECK(relayHostHalfPathSet(-1) == 0 && relayHostHalfPath() == (paths == 2 ? relayHalfPathF16c : 0),
+          "the best path is not the default");
   relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
   relayRedOp_t ops[5] = {relaySum, relayAvg, relayProd, relayMax, relayMin};
-  uint64_t checked = 0;
-  for (int di = 0; di < 2; di++)
-    for (int oi = 0; oi < 5; oi++)
-      for (uint32_t k = 0; k < 65536; k += 4099) {
-        relayDataType_t dt = dts[di];
-        relayRedOp_t op = ops[oi];
-        size_t n = 65531; /* not a multiple of any vector width */
-        for (size_t i = 0; i < n; i++) {
-          a[1 + i] = (unsigned short)i;
-          b[1 + i] = (unsigned short)(k + i * 7);
-          c[1 + i] = (unsigned short)(k * 3 + 11);
+  uint64_t checked = 0, cover[kModes][2] = {{0}};
+  for (int mi = 0; mi < kModes; mi++)
+    for (int di = 0; di < 2; di++)
+      for (int oi = 0; oi < 5; oi++)
+        for (uint32_t k = 0; k < 65536; k += 8195) {
+          relayDataType_t dt = dts[di];
+          relayRedOp_t op = ops[oi];
+          /* bf16's subnormals are float ones: under DAZ a max or min of two of them compares zeros, and which
+           * bits come out (the operand as read, or the zero DAZ made of it) is the instruction the compiler
+           * chose (MAXSS gives the zero, a compare and blend the operand), here and in the kernel alike. */
+          if (dt == relayBfloat16 && modes[mi].dazftz && (op == relayMax || op == relayMin)) continue;
+          /* Part 1: 3 sources, every value as sources 0 and 1. Part 2: 8 sources of small magnitudes
+           * (exponents 0-15 of fp16, bf16's smallest 64), products into float subnormals. */
+          for (int part = 0; part < 2; part++) {
+            int nsrc = part == 0 ? 3 : 8;
+            size_t n = part == 0 ? N : kSmall + k / 8195; /* tails of 1 to 8 past the last 32 */
+            int off[9];
+            /* source 2: -0 and +0 first (max and min of zeros of either sign), then a sample */
+            unsigned c = k == 0 ? 0x8000 : k == 8195 ? 0 : k * 3 + 11;
+            const unsigned short* src[8];
+            for (int s = 0; s < nsrc; s++) {
+              off[s] = (int)((k / 8195 + (uint32_t)s * 3 + (uint32_t)oi) % 4);
+              unsigned short* p = buf[s] + off[s];
+              for (size_t i = 0; i < n; i++)
+                if (part == 0) p[i] = (unsigned short)(s == 0 ? i : s == 1 ? k + i * 7 : c);
+                else { /* fp16: exponents 0-15, a subnormal to 2; bf16: 2^-17 to 2^15; either sign */
+                  unsigned h = i * 40503u + (unsigned)s * 977u + k;
+                  p[i] = (unsigned short)(dt == relayFloat16 ? h & 0xbfff
+                                                             : (0x3700 + (h & 0x0fff)) | (h & 0x8000));
+                }
+              src[s] = p;
+            }
+            int doff = (int)((k / 8195 + (uint32_t)oi) % 4);
+            int np = dt == relayFloat16 ? paths : 1;
+            for (int path = 0; path < np; path++) {
+              if (dt == relayFloat16) T_CHECK(relayHostHalfPathSet(path) == 0, "path %d", path);
+              unsigned short* d = out[path] + doff;
+              for (size_t i = 0; i <= n; i++) d[i] = 0xdead & 0xfbff; /* poison, and a guard after */
+              if (!fpuModeSet(&modes[mi])) {
+                fpuModeReset();
+                break;
+              }
+              relayHostReduce(d, (const void* const*)src, nsrc, n, dt, op, op == relayAvg ? nsrc : 0);
+              exactCheck(dt, op, src, nsrc, n, d, path == 1 ? out[0] + doff : NULL, modes[mi].name, path,
+                         cover[mi]);
+              fpuModeReset();
+              T_CHECK(d[n] == (0xdead & 0xfbff), "%s %s: wrote past the end", relayTypeName(dt),
+                      relayOpName(op));
+              checked += n;
+            }
+            relayHostHalfPathSet(-1);
+          }
         }
-        const void* srcs[3] = {a + 1, b + 1, c + 1};
-        relayHostReduce(d + 1, srcs, 3, n, dt, op, op == relayAvg ? 3 : 0);
-        for (size_t i = 0; i < n; i++) {
-          float x = refLoad(dt, a[1 + i]), y = refLoad(dt, b[1 + i]), z = refLoad(dt, c[1 + i]), r;
-          if (op == relaySum || op == relayAvg) r = (x + y) + z;
-          else if (op == relayProd) r = (x * y) * z;
-          else if (op == relayMax) r = (x < y ? y : x), r = (r < z ? z : r);
-          else r = (x > y ? y : x), r = (r > z ? z : r);
-          if (op == relayAvg) r = r / 3.0f;
-          unsigned short want = refStore(dt, r), inf = dt == relayBfloat16 ? 0x7f80 : 0x7c00;
-          /* A NaN's payload is the one thing not promised: IEEE leaves which input NaN an add returns to
-           * the operand order, which a compiler may swap (the ranks of one host run one clone alike). */
-          if ((want & 0x7fff) > inf && (d[1 + i] & 0x7fff) > inf) continue;
-          T_CHECK(d[1 + i] == want, "%s %s: element %zu (0x%04x, 0x%04x, 0x%04x): 0x%04x, want 0x%04x",
-                  relayTypeName(dt), relayOpName(op), i, a[1 + i], b[1 + i], c[1 + i], d[1 + i], want);
-        }
-        checked += n;
-      }
-  free(a);
-  free(b);
-  free(c);
-  free(d);
-  printf("reduce exact: %llu elements, bf16 and fp16, 5 ops, bit for bit\n", (unsigned long long)checked);
+  for (int mi = 0; mi < kModes; mi++)
+    printf("reduce exact: %-11s %9llu rounded into subnormal halves, %8llu float subnormals\n",
+           modes[mi].name, (unsigned long long)cover[mi][0], (unsigned long long)cover[mi][1]);
+  /* The modes met what they change: outputs rounded into the subnormal halves (what rintf got wrong toward
+   * zero), float subnormals into the store (DAZ; flushed before it under FTZ). */
+  T_CHECK(cover[0][0] && cover[0][1] && cover[3][0] && cover[4][0], "a mode met no subnormal");
+#if defined(__x86_64__) || defined(__i386__)
+  T_CHECK(cover[2][1], "DAZ met no float subnormal");
+#endif
+  for (int k = 0; k < 9; k++) free(buf[k]);
+  free(out[0]);
+  free(out[1]);
+  printf("reduce exact: %llu elements, bf16 and fp16 (%s), 5 ops, 5 FPU modes, bit for bit\n",
+         (unsigned long long)checked, paths == 2 ? "software and F16C paths" : "software path only");
   return 0;
 }
 
 /* Every length from 1 to 70 and around the block (1024) and vector widths, 2 to 8 sources, each source and
  * the output at its own element offset (0 to 3: 16-bit elements 2, 4 or 6 bytes off a vector's alignment),
  * sum and max, bf16 and fp16 against the serial reference (sources folded in rank order in float, one
- * rounding): the vector clone's head, body and tail all agree with it bit for bit. The output is poisoned
+ * rounding), fp16 on each path this CPU has (software, F16C): the vector clone's head, body and tail all
+ * agree with it bit for bit. The output is poisoned
  * before each call, and the element after it must stay untouched. */
 static int cmdReduceTails(void) {
   enum { kMaxN = 2100, kMaxSrc = 8, kPad = 8 };
@@ -984,11 +1115,14 @@ static int cmdReduceTails(void) {
   relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
   relayRedOp_t ops[2] = {relaySum, relayMax};
   uint64_t checked = 0;
-  for (int di = 0; di < 2; di++)
+  int paths = relayHostHalfPathSet(relayHalfPathF16c) == 0 ? 2 : 1;
+  for (int di = 0; di < 2 * paths; di++) /* fp16 on the software path, then on F16C where the CPU has it */
     for (int oi = 0; oi < 2; oi++)
       for (int nsrc = 2; nsrc <= kMaxSrc; nsrc += 3)
         for (size_t li = 0; li < nlens; li++) {
-          relayDataType_t dt = dts[di];
+          relayDataType_t dt = dts[di & 1];
+          if (dt == relayBfloat16 && di > 1) continue;
+          T_CHECK(relayHostHalfPathSet(di > 1) == 0, "path %d", di > 1);
           size_t n = li < 70 ? li + 1 : lens[li - 70];
           const void* srcs[kMaxSrc];
           int off[kMaxSrc + 1];
@@ -1010,13 +1144,15 @@ static int cmdReduceTails(void) {
               r = ops[oi] == relaySum ? r + v : (r < v ? v : r);
             }
             unsigned short want = refStore(dt, r);
-            T_CHECK(out[i] == want,
-                    "%s %s, %d sources, %zu elements, offsets %d/%d: element %zu 0x%04x, want 0x%04x",
-                    relayTypeName(dt), relayOpName(ops[oi]), nsrc, n, off[0], off[nsrc], i, out[i], want);
+            T_CHECK(
+                out[i] == want,
+                "%s %s (path %d), %d sources, %zu elements, offsets %d/%d: element %zu 0x%04x, want 0x%04x",
+                relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[nsrc], i, out[i], want);
           }
           T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
           checked += n;
         }
+  relayHostHalfPathSet(-1);
   for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
   printf("reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, bit for bit\n",
          (unsigned long long)checked);
@@ -1028,13 +1164,16 @@ static int cmdReduceTails(void) {
  * docs/perf/2026-12-05-cpu-2core.md keeps the numbers. The output is checked against the reference (its first
  * and last elements) so a broken kernel cannot pass as fast. */
 static int cmdReduceSpeed(void) {
-  relayDataType_t dts[3] = {relayFloat32, relayBfloat16, relayFloat16};
+  /* the last: fp16 on the software path (the fallback: no F16C, or a test forcing it) */
+  relayDataType_t dts[4] = {relayFloat32, relayBfloat16, relayFloat16, relayFloat16};
   size_t sizes[2] = {64u << 10, 8u << 20};
   int nsrcs[2] = {2, 8};
   for (int si = 0; si < 2; si++)
     for (int ni = 0; ni < 2; ni++)
-      for (int di = 0; di < 3; di++) {
+      for (int di = 0; di < 4; di++) {
         relayDataType_t dt = dts[di];
+        if (di == 3 && relayHostHalfPath() == relayHalfPathSoftware) continue; /* the row above was it */
+        if (di == 3) relayHostHalfPathSet(relayHalfPathSoftware);
         size_t bytes = sizes[si], esz = relayTypeSize(dt), n = bytes / esz;
         int nsrc = nsrcs[ni];
         void* src[8];
@@ -1066,8 +1205,9 @@ static int cmdReduceSpeed(void) {
           float got = dt == relayFloat32 ? ((float*)dst)[at[j]] : refLoad(dt, ((unsigned short*)dst)[at[j]]);
           T_CHECK(got == want, "%s element %zu: %g, want %g", relayTypeName(dt), at[j], got, want);
         }
-        printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n", relayTypeName(dt), nsrc, bytes >> 10,
-               best);
+        relayHostHalfPathSet(-1);
+        printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n",
+               di == 3 ? "half-sw" : relayTypeName(dt), nsrc, bytes >> 10, best);
         for (int k = 0; k < nsrc; k++) free(src[k]);
         free(dst);
       }
