@@ -477,6 +477,73 @@ static int runSpinCores(void) {
   return 0;
 }
 
+/* Two ranks the scheduler put on one core, though their CPUs allow a core each (busy polls on): a wait
+ * that finds its peer's last wait began on its own CPU sleeps at once instead of spinning RELAYCC_SPIN_US on
+ * the core the peer needs (wait.c, shmPause). Each rank binds itself after its init, as the scheduler may
+ * place it (init judged a core each from the affinity masks): arg 0 both on one CPU, where no wait may
+ * busy-poll; arg 1 a CPU each, where waits spin as before (busy polls, no co-located wait). Data checked
+ * every call against the sum the pattern gives. */
+static int rankSpinColocated(int rank, int nranks, void* arg) {
+  int together = *(const int*)arg == 0;
+  cpu_set_t set, one;
+  T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
+  relayConfig_t cfg = tCfg(20000, 0);
+  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
+  T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
+          c->cfg.spinBusy);
+  int want = together ? 0 : rank, cpu = -1;
+  for (int i = 0, k = 0; i < CPU_SETSIZE && cpu < 0; i++)
+    if (CPU_ISSET(i, &set) && k++ == want) cpu = i;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  T_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity(%d): %s", cpu, strerror(errno));
+  enum { kN = 1031, kCalls = 300, kWarm = 4 };
+  static float send[kN], recv[kN];
+  size_t counts[2] = {kN, kN};
+  int ranks[2] = {0, 1};
+  relayLayout_t lay = {1, 2, ranks};
+  uint64_t busy0 = 0, co0 = 0, busy = 0, co = 0;
+  for (int call = 0; call < kWarm + kCalls; call++) {
+    /* The first waits of a binding may meet the peer's CPU from before it: counted from kWarm on. */
+    if (call == kWarm) relayShmWaitCounts(c, &busy0, &co0);
+    for (int i = 0; i < kN; i++) {
+      send[i] = (float)(rank * 1000 + (i % 97) + call % 5);
+      recv[i] = -1.0f;
+    }
+    T_OK(relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL));
+    for (int i = 0; i < kN; i++) {
+      float ref = (float)(1000 + 2 * (i % 97) + 2 * (call % 5));
+      T_CHECK(recv[i] == ref, "rank %d, call %d: element %d = %g, want %g", rank, call, i, recv[i], ref);
+    }
+  }
+  relayShmWaitCounts(c, &busy, &co);
+  busy -= busy0;
+  co -= co0;
+  printf("rank %d on CPU %d (%s): %llu busy polls, %llu co-located waits in %d calls\n", rank, cpu,
+         together ? "both on one" : "a CPU each", (unsigned long long)busy, (unsigned long long)co, kCalls);
+  if (together) {
+    T_CHECK(busy == 0, "rank %d: %llu busy polls with its peer on its CPU", rank, (unsigned long long)busy);
+    T_CHECK(co > 0, "rank %d: no wait found its peer on its CPU in %d calls", rank, kCalls);
+  } else {
+    T_CHECK(co == 0, "rank %d: %llu waits took a peer on another CPU for a co-located one", rank,
+            (unsigned long long)co);
+    atomic_fetch_add(&gShared[0], busy > 0);
+  }
+  relayCommDestroy(c);
+  return 0;
+}
+static int runSpinColocated(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
+  for (int apart = 0; apart < 2; apart++) {
+    atomic_store(&gShared[0], 0);
+    t_run_ranks(2, rankSpinColocated, &apart, 60);
+    /* Apart, 300 exchanges without one busy poll on either rank would mean the spin never ran. */
+    if (apart) T_CHECK(atomic_load(&gShared[0]) > 0, "a CPU each: no rank busy-polled in %d calls", 300);
+  }
+  return 0;
+}
+
 /* Rank 2 never inits: the others time out naming it. */
 static int rankInitTimeout(int rank, int nranks, void* arg) {
   (void)arg;
@@ -1493,6 +1560,7 @@ static const tCase kCases[] = {
     SHM_RANKS("timeout", 3, rankTimeout),
     SHM_RANKS("timeout_spin", 3, rankTimeoutSpin),
     SHM_CASE("spin_cores", runSpinCores),
+    SHM_CASE("spin_colocated", runSpinColocated),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),

@@ -72,6 +72,9 @@ uint64_t relayShmP2pConnected(struct relayComm* comm, int dir);
  * whose sender (side P2P_DIR_SEND) or receiver (P2P_DIR_RECV) connected.
  * Any rank can read any pair's. */
 uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side);
+/* What this rank's waits did over the comm's life: busy polls, and waits that slept at once because a peer
+ * last waited on the same CPU (wait.c, shmPause). Zeros on a comm without the shm transport. */
+void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits);
 
 #ifdef __cplusplus
 }

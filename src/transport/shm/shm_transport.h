@@ -104,6 +104,7 @@ typedef struct {
    * Its own line: every producer and consumer of this rank writes it. */
   _Alignas(SHM_LINE) _Atomic uint32_t doorbell;
   _Atomic uint32_t waiting; /* nonzero while this rank may sleep on doorbell */
+  _Atomic int32_t cpu;      /* 1 + the CPU this rank began its last wait on (0: none yet): shmPause */
   _Alignas(SHM_LINE) _Atomic int32_t pid;
   _Atomic uint32_t status;    /* SHM_OK / FAILED / ABORTED / GONE */
   _Atomic uint64_t arrived;   /* == header nonce once checked in */
@@ -181,6 +182,9 @@ typedef struct {
   /* Ranks outnumber cores: the waits' polls are cfg.spinCount >> spinCut; a spin that ends in a sleep
    * raises the cut, one that ends in progress lowers it (shmPause, shmWaiterProgress). */
   int spinCut;
+  /* What the waits did (relayShmWaitCounts, for tests): busy polls, and waits that slept at once because
+   * a peer last waited on this rank's CPU. Local, not shared. */
+  uint64_t busyPolls, coLocatedWaits;
   uint64_t agreeRound;
   /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
    * head of rings me->p and tail of p->me. */

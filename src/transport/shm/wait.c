@@ -217,6 +217,23 @@ void shmWaiterProgress(shmState* st, shmWaiter* w) {
  * liveness are judged once they are spent and between every slice after. Returns 1 when the wait's
  * deadline (no progress for timeoutMs) passed. */
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
+  /* Busy polls are for a peer running on another core. Where the ranks' CPUs allow a core each
+   * (cfg.spinBusy > 0) the scheduler may still put two ranks on one core (other processes busy on the
+   * rest: wake-affine placement), and a busy poll then keeps the core from the peer it waits for until
+   * RELAYCC_SPIN_US ends it, every wait of every call: 2 unbound ranks with 4 busy processes on the 2-core
+   * EPYC took 105 us a 4 KiB all-reduce (spread 1.00) against 1.4 bound. So each wait first says where it
+   * runs, and one that finds a peer whose last wait began on this same CPU sleeps at once (the futex
+   * hands the core over): 5-15 us there (docs/perf/2026-12-05-cpu-coloc-2core.md). A peer seen there
+   * that has moved since costs one sleep and wake-up; a wait that spins still ends its spin by time. */
+  if (!w->spun && w->spins == 0 && comm->cfg.spinBusy > 0) {
+    int cpu = sched_getcpu() + 1, n = comm->nranks; /* 0: unknown, never a match */
+    atomic_store_explicit(&st->slots[comm->rank].cpu, cpu, memory_order_relaxed);
+    for (int q = 0; q < n && cpu > 0 && !w->spun; q++)
+      if (q != comm->rank && atomic_load_explicit(&st->slots[q].cpu, memory_order_relaxed) == cpu) {
+        w->spun = 1;
+        st->coLocatedWaits++;
+      }
+  }
   if (!w->spun) {
     int polls = comm->cfg.spinCount >> st->spinCut;
     if (comm->cfg.spinCount > 2 && polls < 2) polls = 2; /* a probe, so the cut can come down again */
@@ -225,8 +242,12 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
      * whole slice. */
     if (i < polls && !((!busy || (i & 15) == 0) && relayNowNs() - w->lastProgress >= comm->cfg.spinNs)) {
       w->spins++;
-      if (busy) shmCpuRelax();
-      else sched_yield();
+      if (busy) {
+        shmCpuRelax();
+        st->busyPolls++;
+      } else {
+        sched_yield();
+      }
       return 0;
     }
     w->spun = 1; /* spent: judge the deadline and the peers, then sleep */
@@ -312,3 +333,9 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
 }
 
 void relayShmRing(struct relayComm* comm, int q) { shmWake(&shmStateOf(comm)->slots[q]); }
+
+void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits) {
+  shmState* st = shmStateOf(comm);
+  *busyPolls = st ? st->busyPolls : 0;
+  *coLocatedWaits = st ? st->coLocatedWaits : 0;
+}
