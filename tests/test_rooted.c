@@ -378,7 +378,8 @@ static int caseRoute(void) {
       k.op = relaySum, k.route = relayRouteAuto, k.depth = 1, k.root = 1;
       int route = -1, depth = 0;
       relayRouteChoose(&k, t, (int)shmCaps, &route, &depth);
-      T_CHECK(route == relayRouteBw, "cpu broadcast A=2 of %zu floats: %s, want bw", c, relayRouteName(route));
+      T_CHECK(route == relayRouteBw, "cpu broadcast A=2 of %zu floats: %s, want bw", c,
+              relayRouteName(route));
     }
   }
   relayTopoFree(t);

@@ -214,11 +214,11 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
    * relaycc-bench --check 0, n 40 (2026-12-05), one copy against the staged rooted path: 8 ranks 64 KiB 44  \
    * against 44 us, 256 KiB 83 against 131, 1 MiB 277 against 393; 4 ranks 256 KiB 41 against 38, 1 MiB 135  \
    * against 142; 2 ranks 256 KiB 16 against 12.7, 1 MiB 60 against 54, 4 MiB 249 against direct's 417.      \
-   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks and 350 KiB at 4. 2 actives take the lower of  \
-   * it and RELAYCC_SHM_CMA_PAIR_BYTES (4 KiB), as their other calls: on the 2-vCPU Xeon (2026-12-05,        \
-   * docs/perf/2026-12-05-cpu-bcast2-2core.md, --root-index 1, n 1000, medians) one copy took 4K / 16K / 64K \
-   * / 256K in 1.57 / 1.83 / 3.06 / 8.18 us against staged 1.60 / 2.98 / 6.86 / 18.9 and direct 1.44 / 2.85 \
-   * / 6.11 / 19.7 (the member's read hits the root's clean lines, the staged copy crosses cores twice).     \
+   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks and 350 KiB at 4. 2 actives take the lower      \
+   * of it and RELAYCC_SHM_CMA_PAIR_BYTES (4 KiB), as their other calls: on the 2-vCPU Xeon (2026-12-05,     \
+   * docs/perf/2026-12-05-cpu-bcast2-2core.md, --root-index 1, n 1000, medians) one copy took 4K / 16K /     \
+   * 64K / 256K in 1.57 / 1.83 / 3.06 / 8.18 us against staged 1.60 / 2.98 / 6.86 / 18.9 and direct 1.44 /   \
+   * 2.85 / 6.11 / 19.7 (the member reads the root's clean lines; a staged copy crosses cores twice).        \
    */                                                                                                        \
   X(SHM_CMA_ROOTED_BYTES, "RELAYCC_SHM_CMA_ROOTED_BYTES", BYTES, AGREED, 1 << 20, 0, 1LL << 40, -1, "1 MiB", \
     "shm bandwidth route, broadcast: the one-copy path (each peer reads the root's buffer) from this many "  \

@@ -634,8 +634,8 @@ static int bwCmaWanted(struct relayComm* comm, const bwState* s, const relayBwDe
    * staged; 4 ranks 4 MiB 1190 against direct's 896). */
   uint64_t pair = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_PAIR_BYTES);
   if (d->root >= 0 && d->root < d->nActive) {
-    /* 2 actives: the lower of it and the pair's floor, as every other call of a pair (RELAYCC_SHM_CMA_PAIR_BYTES
-     * says why). */
+    /* 2 actives: the lower of it and the pair's floor, as every other call of a pair
+     * (RELAYCC_SHM_CMA_PAIR_BYTES says why). */
     uint64_t rooted = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_ROOTED_BYTES);
     if (d->nActive == 2 && pair > 0 && pair < rooted) rooted = pair; /* as sim.c bwSeconds prices it */
     return d->gather && floor > 0 && in * (uint64_t)(d->nActive - 1) >= rooted;
