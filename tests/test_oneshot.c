@@ -47,8 +47,21 @@ static int gCmaWant = -1;
  * (the lower of it and RELAYCC_SHM_CMA_PAIR_BYTES) for 2; the bwcma- cases set both to 64. */
 static size_t gCmaFloor = 64, gCmaPairFloor = 64;
 /* A broadcast's floor on what its root sends in all ((A-1) x count x element size:
- * RELAYCC_SHM_CMA_ROOTED_BYTES, 1 MiB by default, 64 in the bwcma- cases); a reduce is always staged. */
+ * RELAYCC_SHM_CMA_ROOTED_BYTES, 1 MiB by default, 64 in the bwcma- cases; for 2 the lower of it and the
+ * pair's); a reduce is always staged. */
 static size_t gCmaRootedFloor = 64;
+
+/* Whether a bw call of `bytes` of each active's input takes the one copy, as bw.c bwCmaWanted decides (a
+ * pair floor of 0 leaves the other floor). */
+static int cmaWanted(relayCollective_t coll, int A, size_t bytes) {
+  if (!gCmaWant) return 0;
+  size_t pair = A == 2 && gCmaPairFloor > 0 ? gCmaPairFloor : (size_t)-1;
+  if (relayCollRooted(coll)) {
+    size_t floor = pair < gCmaRootedFloor ? pair : gCmaRootedFloor;
+    return coll == relayCollectiveBroadcast && (size_t)(A - 1) * bytes >= floor;
+  }
+  return bytes >= (pair < gCmaFloor ? pair : gCmaFloor);
+}
 
 /* Input of active `src` at element e of call `call`: small integers (exact in
  * bf16 and in fp32 sums of 8) that change with every call and every rank. */
@@ -289,9 +302,7 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
             relayRouteName(route), relayRouteName(expectRoute));
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
-      int want = relayCollRooted(a->coll) ? gCmaWant && a->coll == relayCollectiveBroadcast &&
-                                                (size_t)(A - 1) * in * es >= gCmaRootedFloor
-                                          : gCmaWant && in * es >= (A == 2 ? gCmaPairFloor : gCmaFloor);
+      int want = cmaWanted(a->coll, A, in * es);
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
               "rank %d call %d %s of %zu bytes: %s path, expected %s", rank, call, relayCollName(a->coll),
               in * es, comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
@@ -635,19 +646,25 @@ static int runCmaPair(void) {
   return 0;
 }
 
-/* The broadcast's floor at its default (RELAYCC_SHM_CMA_ROOTED_BYTES 1 MiB of what the root sends in all),
- * on the forced bw route: one element below it staged, at it and one above one copy, A = 2 (262144 floats)
- * and A = 8 (7 x 37450 floats), in and out of place, the root at every position; a reduce stays staged. */
+/* The broadcast's floors at their defaults (RELAYCC_SHM_CMA_ROOTED_BYTES 1 MiB of what the root sends in
+ * all; at A = 2 RELAYCC_SHM_CMA_PAIR_BYTES 4 KiB, the lower), on the forced bw route: one element below
+ * the floor staged, at it and one above one copy, A = 2 (1024 floats) and A = 8 (7 x 37450 floats), in and
+ * out of place, the root at every position; a reduce stays staged. Then A = 2 with the pair floor 0: the
+ * rooted floor's 1 MiB (262144 floats) again. */
 static int runCmaRootedFloor(void) {
   unsetenv("RELAYCC_SHM_CMA_BYTES");
   unsetenv("RELAYCC_SHM_CMA_ROOTED_BYTES");
+  unsetenv("RELAYCC_SHM_CMA_PAIR_BYTES");
   gCmaWant = 1;
   gCmaFloor = 64 << 10, gCmaPairFloor = 4 << 10, gCmaRootedFloor = 1 << 20;
   static const struct {
     int A;
     size_t floorCount; /* the least count at the floor */
-  } rows[] = {{2, 262144}, {8, 37450}};
-  for (int i = 0; i < 2; i++)
+    const char* pair;  /* RELAYCC_SHM_CMA_PAIR_BYTES, NULL: the default */
+  } rows[] = {{2, 1024, NULL}, {8, 37450, NULL}, {2, 262144, "0"}};
+  for (int i = 0; i < 3; i++) {
+    if (rows[i].pair) setenv("RELAYCC_SHM_CMA_PAIR_BYTES", rows[i].pair, 1);
+    gCmaPairFloor = rows[i].pair ? 0 : 4 << 10;
     for (int d = -1; d <= 1; d++)
       for (int ip = 0; ip < 2; ip++) {
         int A = rows[i].A;
@@ -662,15 +679,20 @@ static int runCmaRootedFloor(void) {
                     rows[i].floorCount - 1 + (size_t)(d + 1),
                     relayRouteOneShot};
         char what[160];
-        snprintf(what, sizeof what, "bw broadcast floor: A=%d count %zu (%s the floor)%s", A, a.count,
+        snprintf(what, sizeof what, "bw broadcast floor: A=%d count %zu (%s the floor)%s%s", A, a.count,
                  d < 0 ? "below"
                  : d   ? "above"
                        : "at",
-                 ip ? " in place" : "");
+                 ip ? " in place" : "", rows[i].pair ? ", pair floor 0" : "");
         launch(what, rankRun, &a, 240);
       }
+  }
+  unsetenv("RELAYCC_SHM_CMA_PAIR_BYTES");
+  gCmaPairFloor = 4 << 10;
   runArg r = {8, 8, 0, 1, relayCollectiveReduce, relayFloat32, relaySum, 0, 37451, relayRouteOneShot};
   launch("bw reduce above the broadcast's floor: staged", rankRun, &r, 240);
+  r.A = 2, r.calls = 2, r.count = 1024;
+  launch("bw reduce A=2 at the pair floor: staged", rankRun, &r, 240);
   return 0;
 }
 

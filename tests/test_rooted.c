@@ -213,6 +213,19 @@ static int caseRef(void) {
 
 /* The router: the relay wins broadcast and reduce at A = 2 on a mesh at 1 GiB (pipelined), and the
  * one-shot is priced for them at small counts only where the transport's one-shot has the rooted form. */
+/* The model's time of a bw broadcast of `count` floats on `A` actives (root at position `root`). */
+static double bwBcastS(const struct relayTopo* t, int A, const int* ranks, size_t count, int root) {
+  planKey k = planKeyInit(relayCollectiveBroadcast, 8, 1, A, ranks, &count, relayFloat32);
+  k.op = relaySum, k.route = relayRouteBw, k.depth = 1, k.root = root;
+  relayPlan* p = NULL;
+  relaySimResult r;
+  if (relayPlanBuild(&k, &p) != relaySuccess) return -1;
+  double s = relaySimRun(p, t, &r) == relaySuccess ? r.totalS : -1;
+  if (s >= 0) relaySimResultFree(&r);
+  relayPlanFree(p);
+  return s;
+}
+
 static int caseRoute(void) {
   int ranks[2] = {2, 5};
   struct relayTopo* t = NULL;
@@ -337,6 +350,37 @@ static int caseRoute(void) {
     relaySimResultFree(&staged);
     relaySimResultFree(&off);
     relaySimResultFree(&zero);
+  }
+  /* A = 2: the rooted floor is the lower of it and the pair's (bw.c bwCmaWanted), and priced so: 1024
+   * floats (4 KiB) price as the one copy, as with a rooted floor of 0 (every broadcast one copy), and below
+   * the staged tiles' price there; 1023 floats price staged, as with the pair floor 0 (the rooted 1 MiB).
+   * 4 actives keep the rooted floor. Auto takes bw from 4 KiB to 256 KiB (the one copy ahead of direct
+   * there: docs/perf/2026-12-05-cpu-bcast2-2core.md). */
+  {
+    int two[2] = {6, 1}, four[4] = {6, 1, 4, 3};
+    t->oneCopyBytes = 64 << 10, t->oneCopyPairBytes = 4 << 10, t->oneCopyRootedBytes = 1 << 20;
+    double one = bwBcastS(t, 2, two, 1024, 1), below = bwBcastS(t, 2, two, 1023, 1);
+    double four1 = bwBcastS(t, 4, four, 1024, 3);
+    t->oneCopyRootedBytes = 0;
+    double zero = bwBcastS(t, 2, two, 1024, 1);
+    t->oneCopyRootedBytes = 1 << 20, t->oneCopyPairBytes = 0;
+    double staged = bwBcastS(t, 2, two, 1024, 1), stagedBelow = bwBcastS(t, 2, two, 1023, 1);
+    double four0 = bwBcastS(t, 4, four, 1024, 3);
+    T_CHECK(one > 0 && below > 0 && zero > 0 && staged > 0 && stagedBelow > 0 && four1 > 0 && four0 > 0,
+            "cpu broadcast A=2: a plan or its model failed");
+    T_CHECK(one == zero && one < staged && below == stagedBelow && four1 == four0,
+            "cpu broadcast A=2 at the pair floor: %.2f us (every one copy %.2f, staged %.2f), below it %.2f "
+            "(staged %.2f); A=4 %.2f (pair floor 0: %.2f)",
+            one * 1e6, zero * 1e6, staged * 1e6, below * 1e6, stagedBelow * 1e6, four1 * 1e6, four0 * 1e6);
+    t->oneCopyPairBytes = 4 << 10;
+    for (size_t c = 1024; c <= 65536; c *= 4) {
+      planKey k = planKeyInit(relayCollectiveBroadcast, 8, 1, 2, two, &c, relayFloat32);
+      k.op = relaySum, k.route = relayRouteAuto, k.depth = 1, k.root = 1;
+      int route = -1, depth = 0;
+      relayRouteChoose(&k, t, (int)shmCaps, &route, &depth);
+      T_CHECK(route == relayRouteBw, "cpu broadcast A=2 of %zu floats: %s, want bw", c,
+              relayRouteName(route));
+    }
   }
   relayTopoFree(t);
   printf("route: ok\n");

@@ -206,19 +206,25 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
    */                                                                                                        \
   X(SHM_CMA_PAIR_BYTES, "RELAYCC_SHM_CMA_PAIR_BYTES", BYTES, AGREED, 4 << 10, 0, 1LL << 40, -1, "4 KiB",     \
     "shm bandwidth route, 2 active ranks: the one-copy floor instead of `RELAYCC_SHM_CMA_BYTES` (the lower " \
-    "of the two counts; `RELAYCC_SHM_CMA_BYTES=0` still turns the path off); from it the router weighs "     \
-    "the one-copy path against the one-shot")                                                                \
+    "of the two counts; `RELAYCC_SHM_CMA_BYTES=0` still turns the path off), and a broadcast's instead of "  \
+    "`RELAYCC_SHM_CMA_ROOTED_BYTES` (the lower); from it the router weighs the one-copy path against the "   \
+    "one-shot and direct")                                                                                   \
   /* 1 MiB: a broadcast's one copy saves the root its A-1 staged writes but reads at the cross-memory rate   \
    * (~10 GB/s here against ~23 for memcpy), so it wins once the staged copies leave the cache. 2-core EPYC, \
    * relaycc-bench --check 0, n 40 (2026-12-05), one copy against the staged rooted path: 8 ranks 64 KiB 44  \
    * against 44 us, 256 KiB 83 against 131, 1 MiB 277 against 393; 4 ranks 256 KiB 41 against 38, 1 MiB 135  \
    * against 142; 2 ranks 256 KiB 16 against 12.7, 1 MiB 60 against 54, 4 MiB 249 against direct's 417.      \
-   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks, 350 KiB at 4 and 1 MiB at 2.                   \
+   * (A-1) x count >= 1 MiB takes it from 150 KiB at 8 ranks and 350 KiB at 4. 2 actives take the lower      \
+   * of it and RELAYCC_SHM_CMA_PAIR_BYTES (4 KiB), as their other calls: on the 2-vCPU Xeon (2026-12-05,     \
+   * docs/perf/2026-12-05-cpu-bcast2-2core.md, --root-index 1, n 1000, medians) one copy took 4K / 16K /     \
+   * 64K / 256K in 1.57 / 1.83 / 3.06 / 8.18 us against staged 1.60 / 2.98 / 6.86 / 18.9 and direct 1.44 /   \
+   * 2.85 / 6.11 / 19.7 (the member reads the root's clean lines; a staged copy crosses cores twice).        \
    */                                                                                                        \
   X(SHM_CMA_ROOTED_BYTES, "RELAYCC_SHM_CMA_ROOTED_BYTES", BYTES, AGREED, 1 << 20, 0, 1LL << 40, -1, "1 MiB", \
     "shm bandwidth route, broadcast: the one-copy path (each peer reads the root's buffer) from this many "  \
-    "bytes the root sends in all ((actives - 1) x count x element size) on (reduce stays staged); "          \
-    "`RELAYCC_SHM_CMA_BYTES=0` still turns the path off")                                                    \
+    "bytes the root sends in all ((actives - 1) x count x element size) on (reduce stays staged); 2 "        \
+    "actives: the lower of it and `RELAYCC_SHM_CMA_PAIR_BYTES`; `RELAYCC_SHM_CMA_BYTES=0` still turns the "  \
+    "path off")                                                                                              \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \

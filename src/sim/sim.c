@@ -615,7 +615,7 @@ static double bwRootedOneCopySeconds(const simState* S, const planOp* op) {
     if (t > read) read = t;
   }
   if (T->fabricBw > 0 && (A - 1) * m / T->fabricBw > read) read = (A - 1) * m / T->fabricBw;
-  return T->launchS + 2 * T->hopS + read;
+  return T->launchS + (A == 2 ? 1 : 2) * T->hopS + read;
 }
 
 /* The staged path: tiles through the ring (above). */
@@ -650,10 +650,14 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
    * oneCopyRootedBytes of what its root sends in all; a reduce stays staged (as bw.c bwCmaWanted). */
   double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
   /* A rooted floor of 0: every broadcast, as bw.c reads it (RELAYCC_SHM_CMA_BYTES=0 is the off switch). */
-  if (op->root >= 0)
-    return op->gather && T->oneCopyBytes > 0 && input * (P->nActive - 1) >= T->oneCopyRootedBytes
+  if (op->root >= 0) {
+    double rooted = T->oneCopyRootedBytes;
+    if (P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < rooted)
+      rooted = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
+    return op->gather && T->oneCopyBytes > 0 && input * (P->nActive - 1) >= rooted
                ? bwRootedOneCopySeconds(S, op)
                : bwStagedSeconds(S, r, op);
+  }
   double floor = T->oneCopyBytes;
   if (floor > 0 && P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < floor)
     floor = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
