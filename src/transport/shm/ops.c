@@ -78,6 +78,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   snprintf(where, sizeof where, "agreement round %llu", (unsigned long long)round);
   shmWaiter w;
   shmWaiterInit(&w);
+  (void)shmNoteCpu(comm, st);
   for (;;) {
     uint32_t db = atomic_load_explicit(&st->slots[me].doorbell, memory_order_acquire);
     int got = 0;
