@@ -244,6 +244,13 @@ relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out) {
   return relaySuccess;
 }
 
+/* An NCCL comm's tpState is its own state, not a shmState: the ops pointer tells them apart. */
+void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits) {
+  shmState* st = comm->tp == &relayShmOps ? shmStateOf(comm) : NULL;
+  *busyPolls = st ? st->busyPolls : 0;
+  *coLocatedWaits = st ? st->coLocatedWaits : 0;
+}
+
 uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir) {
   shmState* st = shmStateOf(comm);
   if (!st || !st->p2pReady || peer < 0 || peer >= comm->nranks ||

@@ -348,9 +348,3 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
 }
 
 void relayShmRing(struct relayComm* comm, int q) { shmWake(&shmStateOf(comm)->slots[q]); }
-
-void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits) {
-  shmState* st = shmStateOf(comm);
-  *busyPolls = st ? st->busyPolls : 0;
-  *coLocatedWaits = st ? st->coLocatedWaits : 0;
-}
