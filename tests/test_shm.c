@@ -514,8 +514,9 @@ static void colocCall(relayComm_t c, int rank, int call) {
  * judged a core each from the affinity masks): arg 0 both on one CPU, where no wait may busy-poll; arg 1 a
  * CPU each, where waits spin as before (busy polls, no co-located wait). Left alone, two ranks may run 300
  * calls without one of them ever waiting (in step on two CPUs; on one, the one the other's ring wakes
- * always arriving last: 130 of 500 runs under other builds failed so), so every third call one rank, in
- * turn, arrives 200 us late: each rank waits in at least 50 calls. Data checked every call. */
+ * always arriving last: 2 of 211 runs failed so beside other builds, 130 of 500 with a print in each spin),
+ * so every third call one rank, in turn, arrives 200 us late: each rank waits in at least 50 calls. Data
+ * checked every call. */
 static int rankSpinColocated(int rank, int nranks, void* arg) {
   int together = *(const int*)arg == 0;
   cpu_set_t set;
