@@ -1150,12 +1150,28 @@ static int cmdReduceTails(void) {
                 relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[nsrc], i, out[i], want);
           }
           T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
+          /* In place, into source j (the first, a middle or the last by turn), as the one-shot and bw
+           * reduce when dst is a rank's own source: every source's element must be read before the output's
+           * is written, on each path, so the result is the one out of place. */
+          int j = (int)(li % (size_t)nsrc);
+          unsigned short* in = buf[j] + off[j];
+          in[n] = 0xdead & 0xfbff;
+          relayHostReduce(in, srcs, nsrc, n, dt, ops[oi], 0);
+          for (size_t i = 0; i < n; i++)
+            T_CHECK(in[i] == out[i],
+                    "%s %s (path %d), %d sources, %zu elements, in place into source %d: "
+                    "element %zu 0x%04x, out of place 0x%04x",
+                    relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, j, i, in[i], out[i]);
+          T_CHECK(in[n] == (0xdead & 0xfbff), "%s, %zu elements in place: wrote past the end",
+                  relayTypeName(dt), n);
           checked += n;
         }
   relayHostHalfPathSet(-1);
   for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
-  printf("reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, bit for bit\n",
-         (unsigned long long)checked);
+  printf(
+      "reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, out of place "
+      "and in place, bit for bit\n",
+      (unsigned long long)checked);
   return 0;
 }
 

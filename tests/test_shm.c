@@ -477,44 +477,65 @@ static int runSpinCores(void) {
   return 0;
 }
 
+/* Binds the calling rank to the k-th CPU it may run on (as the scheduler may place it). */
+static int colocBind(int rank, const cpu_set_t* set, int k) {
+  cpu_set_t one;
+  int cpu = -1;
+  for (int i = 0, j = 0; i < CPU_SETSIZE && cpu < 0; i++)
+    if (CPU_ISSET(i, set) && j++ == k) cpu = i;
+  T_CHECK(cpu >= 0, "rank %d: no CPU %d to bind to", rank, k);
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  T_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity(%d): %s", cpu, strerror(errno));
+  return cpu;
+}
+
+/* One 2-rank all-reduce of kColocN floats, checked against the sum the pattern gives. */
+enum { kColocN = 1031 };
+static void colocCall(relayComm_t c, int rank, int call) {
+  static float send[kColocN], recv[kColocN];
+  size_t counts[2] = {kColocN, kColocN};
+  int ranks[2] = {0, 1};
+  relayLayout_t lay = {1, 2, ranks};
+  for (int i = 0; i < kColocN; i++) {
+    send[i] = (float)(rank * 1000 + (i % 97) + call % 5);
+    recv[i] = -1.0f;
+  }
+  T_OK(relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL));
+  for (int i = 0; i < kColocN; i++) {
+    float ref = (float)(1000 + 2 * (i % 97) + 2 * (call % 5));
+    T_CHECK(recv[i] == ref, "rank %d, call %d: element %d = %g, want %g", rank, call, i, recv[i], ref);
+  }
+}
+
 /* Two ranks the scheduler put on one core, though their CPUs allow a core each (busy polls on): a wait
- * that finds its peer's last wait began on its own CPU sleeps at once instead of spinning RELAYCC_SPIN_US on
- * the core the peer needs (wait.c, shmPause). Each rank binds itself after its init, as the scheduler may
- * place it (init judged a core each from the affinity masks): arg 0 both on one CPU, where no wait may
- * busy-poll; arg 1 a CPU each, where waits spin as before (busy polls, no co-located wait). Data checked
- * every call against the sum the pattern gives. */
+ * that finds its peer on its own CPU sleeps at once instead of spinning RELAYCC_SPIN_US on the core the
+ * peer needs (wait.c, shmPause). Each rank binds itself after its init, as the scheduler may place it (init
+ * judged a core each from the affinity masks): arg 0 both on one CPU, where no wait may busy-poll; arg 1 a
+ * CPU each, where waits spin as before (busy polls, no co-located wait). Left alone, two ranks may run 300
+ * calls without one of them ever waiting (in step on two CPUs; on one, the one the other's ring wakes
+ * always arriving last: 2 of 211 runs failed so beside other builds, 130 of 500 with a print in each spin),
+ * so every third call one rank, in turn, arrives 200 us late: each rank waits in at least 50 calls. Data
+ * checked every call. */
 static int rankSpinColocated(int rank, int nranks, void* arg) {
   int together = *(const int*)arg == 0;
-  cpu_set_t set, one;
+  cpu_set_t set;
   T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
   relayConfig_t cfg = tCfg(20000, 0);
   relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
   T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
           c->cfg.spinBusy);
-  int want = together ? 0 : rank, cpu = -1;
-  for (int i = 0, k = 0; i < CPU_SETSIZE && cpu < 0; i++)
-    if (CPU_ISSET(i, &set) && k++ == want) cpu = i;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  T_CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity(%d): %s", cpu, strerror(errno));
-  enum { kN = 1031, kCalls = 300, kWarm = 4 };
-  static float send[kN], recv[kN];
-  size_t counts[2] = {kN, kN};
-  int ranks[2] = {0, 1};
-  relayLayout_t lay = {1, 2, ranks};
+  int cpu = colocBind(rank, &set, together ? 0 : rank);
+  enum { kCalls = 300, kWarm = 2 };
   uint64_t busy0 = 0, co0 = 0, busy = 0, co = 0;
   for (int call = 0; call < kWarm + kCalls; call++) {
-    /* The first waits of a binding may meet the peer's CPU from before it: counted from kWarm on. */
+    /* Each rank says where it runs in its first call bound (waiting or not): counted from kWarm on. */
     if (call == kWarm) relayShmWaitCounts(c, &busy0, &co0);
-    for (int i = 0; i < kN; i++) {
-      send[i] = (float)(rank * 1000 + (i % 97) + call % 5);
-      recv[i] = -1.0f;
+    if (call % 3 == 0 && (call / 3) % 2 == rank) {
+      struct timespec ts = {0, 200000};
+      nanosleep(&ts, NULL);
     }
-    T_OK(relayAllReduce(send, recv, counts, relayFloat32, relaySum, &lay, c, NULL));
-    for (int i = 0; i < kN; i++) {
-      float ref = (float)(1000 + 2 * (i % 97) + 2 * (call % 5));
-      T_CHECK(recv[i] == ref, "rank %d, call %d: element %d = %g, want %g", rank, call, i, recv[i], ref);
-    }
+    colocCall(c, rank, call);
   }
   relayShmWaitCounts(c, &busy, &co);
   busy -= busy0;
@@ -527,7 +548,8 @@ static int rankSpinColocated(int rank, int nranks, void* arg) {
   } else {
     T_CHECK(co == 0, "rank %d: %llu waits took a peer on another CPU for a co-located one", rank,
             (unsigned long long)co);
-    atomic_fetch_add(&gShared[0], busy > 0);
+    T_CHECK(busy > 0, "rank %d: no busy poll in %d calls, %d of them waiting for a late peer", rank, kCalls,
+            kCalls / 6);
   }
   relayCommDestroy(c);
   return 0;
@@ -535,12 +557,68 @@ static int rankSpinColocated(int rank, int nranks, void* arg) {
 static int runSpinColocated(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
-  for (int apart = 0; apart < 2; apart++) {
-    atomic_store(&gShared[0], 0);
-    t_run_ranks(2, rankSpinColocated, &apart, 60);
-    /* Apart, 300 exchanges without one busy poll on either rank would mean the spin never ran. */
-    if (apart) T_CHECK(atomic_load(&gShared[0]) > 0, "a CPU each: no rank busy-polled in %d calls", 300);
+  for (int apart = 0; apart < 2; apart++) t_run_ranks(2, rankSpinColocated, &apart, 60);
+  return 0;
+}
+
+/* A peer that never waits still says where it runs. Rank 1 waits on CPU 1 (rank 0 arrives 20 ms late,
+ * until rank 1's counts show a wait), then moves to rank 0's CPU and from then on arrives 2 ms late to
+ * every call, so it finds everything there and never waits, while rank 0 waits in every call. Rank 0's
+ * waits must find rank 1 on its CPU and sleep at once: no busy poll after the first call on one CPU. When
+ * only a wait said where a rank runs, rank 1's slot kept CPU 1 and rank 0 spun RELAYCC_SPIN_US in every
+ * call on the core rank 1 needed (2 ranks on one core, one always arriving last: 20-30 calls of it in
+ * spin_colocated under load before something broke the pattern). */
+static int rankSpinStale(int rank, int nranks, void* arg) {
+  (void)arg;
+  cpu_set_t set;
+  T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
+  relayConfig_t cfg = tCfg(20000, 0);
+  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
+  T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
+          c->cfg.spinBusy);
+  colocBind(rank, &set, rank);
+  int call = 0, waited = 0;
+  for (int tries = 0; tries < 50 && !waited; tries++) {
+    uint64_t b0, c0, b1, c1;
+    relayShmWaitCounts(c, &b0, &c0);
+    if (rank == 0) tSleepMs(20);
+    colocCall(c, rank, call++);
+    relayShmWaitCounts(c, &b1, &c1);
+    /* Both ranks learn whether rank 1 waited, so both run the same calls. */
+    int32_t mine = rank == 1 && b1 + c1 > b0 + c0, all = 0;
+    size_t one[2] = {1, 1};
+    int ranks[2] = {0, 1};
+    relayLayout_t lay = {1, 2, ranks};
+    T_OK(relayAllReduce(&mine, &all, one, relayInt32, relaySum, &lay, c, NULL));
+    waited = all > 0;
   }
+  T_CHECK(waited, "rank %d: rank 1 never waited on CPU 1 in 50 tries", rank);
+  int cpu = colocBind(rank, &set, 0);
+  enum { kCalls = 40 };
+  uint64_t busy0 = 0, co0 = 0, busy = 0, co = 0;
+  for (int k = 0; k < kCalls; k++) {
+    /* Rank 1 says where it runs in the first call on CPU 0: counted from the second. */
+    if (k == 1) relayShmWaitCounts(c, &busy0, &co0);
+    if (rank == 1) tSleepMs(2);
+    colocCall(c, rank, call++);
+  }
+  relayShmWaitCounts(c, &busy, &co);
+  busy -= busy0;
+  co -= co0;
+  printf("rank %d on CPU %d: %llu busy polls, %llu co-located waits in %d calls\n", rank, cpu,
+         (unsigned long long)busy, (unsigned long long)co, kCalls - 1);
+  if (rank == 0) {
+    T_CHECK(busy == 0, "rank 0: %llu busy polls with rank 1 on its CPU (rank 1 never waits)",
+            (unsigned long long)busy);
+    T_CHECK(co > 0, "rank 0: no wait found rank 1 on its CPU in %d calls", kCalls - 1);
+  }
+  relayCommDestroy(c);
+  return 0;
+}
+static int runSpinStale(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
+  t_run_ranks(2, rankSpinStale, NULL, 60);
   return 0;
 }
 
@@ -1561,6 +1639,7 @@ static const tCase kCases[] = {
     SHM_RANKS("timeout_spin", 3, rankTimeoutSpin),
     SHM_CASE("spin_cores", runSpinCores),
     SHM_CASE("spin_colocated", runSpinColocated),
+    SHM_CASE("spin_colocated_stale", runSpinStale),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),

@@ -851,6 +851,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
 
   shmWaiter w;
   shmWaiterInit(&w);
+  (void)shmNoteCpu(comm, st);
   for (;;) {
     uint32_t db = atomic_load_explicit(&st->slots[me].doorbell, memory_order_acquire);
     uint64_t moved = 0;

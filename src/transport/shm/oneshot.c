@@ -186,7 +186,8 @@ relayResult_t relayShmRegionSetup(struct relayComm* comm, relayShmRegion* R, con
 
 relayResult_t relayShmRegionWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_t want, int peer,
                                  const char* proto, const char* what) {
-  /* Mostly there already: no message formatting on the fast path. */
+  /* Mostly there already: no message formatting on the fast path; where this rank runs is said even so. */
+  (void)shmNoteCpu(comm, shmStateOf(comm));
   if ((int32_t)(atomic_load_explicit(w, memory_order_acquire) - want) >= 0) return relaySuccess;
   char where[128];
   /* The call and step are the error prefix's. */

@@ -78,6 +78,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   snprintf(where, sizeof where, "agreement round %llu", (unsigned long long)round);
   shmWaiter w;
   shmWaiterInit(&w);
+  (void)shmNoteCpu(comm, st);
   for (;;) {
     uint32_t db = atomic_load_explicit(&st->slots[me].doorbell, memory_order_acquire);
     int got = 0;
@@ -241,6 +242,13 @@ relayResult_t relayShmP2pInfo(struct relayComm* comm, p2pComm* out) {
   RELAY_CHECK(shmP2pInit(comm, st));
   *out = st->p2p;
   return relaySuccess;
+}
+
+/* An NCCL comm's tpState is its own state, not a shmState: the ops pointer tells them apart. */
+void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits) {
+  shmState* st = comm->tp == &relayShmOps ? shmStateOf(comm) : NULL;
+  *busyPolls = st ? st->busyPolls : 0;
+  *coLocatedWaits = st ? st->coLocatedWaits : 0;
 }
 
 uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir) {

@@ -104,7 +104,7 @@ typedef struct {
    * Its own line: every producer and consumer of this rank writes it. */
   _Alignas(SHM_LINE) _Atomic uint32_t doorbell;
   _Atomic uint32_t waiting; /* nonzero while this rank may sleep on doorbell */
-  _Atomic int32_t cpu;      /* 1 + the CPU this rank began its last wait on (0: none yet): shmPause */
+  _Atomic int32_t cpu;      /* 1 + the CPU this rank last entered a wait on (0: none yet): shmNoteCpu */
   _Alignas(SHM_LINE) _Atomic int32_t pid;
   _Atomic uint32_t status;    /* SHM_OK / FAILED / ABORTED / GONE */
   _Atomic uint64_t arrived;   /* == header nonce once checked in */
@@ -185,6 +185,7 @@ typedef struct {
   /* What the waits did (relayShmWaitCounts, for tests): busy polls, and waits that slept at once because
    * a peer last waited on this rank's CPU. Local, not shared. */
   uint64_t busyPolls, coLocatedWaits;
+  int cpuNoted; /* what this rank's slot says of its CPU (shmNoteCpu): stored only when it changes */
   uint64_t agreeRound;
   /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
    * head of rings me->p and tail of p->me. */
@@ -293,6 +294,7 @@ relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what
 void shmWaiterInit(shmWaiter* w);
 void shmWaiterProgress(shmState* st, shmWaiter* w);
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db);
+int shmNoteCpu(struct relayComm* comm, shmState* st);
 int shmLiveCheckDue(shmWaiter* w);
 void shmReject(struct relayComm* comm);
 void shmFailOp(struct relayComm* comm);

@@ -212,6 +212,22 @@ void shmWaiterProgress(shmState* st, shmWaiter* w) {
   w->lastProgress = relayNowNs();
 }
 
+/* Says where this rank runs, for its peers' waits (shmPause), and returns it (1 + the CPU; 0: unknown). Every
+ * wait of the transport calls it on entry, waiting or not, and again on its first pause: were it said only
+ * where a wait begins, a rank that never waits (it always arrives last: everything is there) would keep the
+ * CPU of its last wait, and a peer the scheduler put on its core since would spin RELAYCC_SPIN_US there in
+ * every call (test_shm spin_colocated_stale: 97312 busy polls in 39 calls, 2 ranks on one CPU). A store only
+ * when the CPU changed: the word shares the doorbell's line, which every peer's ring writes. */
+int shmNoteCpu(struct relayComm* comm, shmState* st) {
+  if (comm->cfg.spinBusy <= 0) return 0; /* no busy polls to skip */
+  int cpu = sched_getcpu() + 1;          /* ~7 ns (glibc 2.36, 2-core Xeon) */
+  if (cpu != st->cpuNoted) {
+    st->cpuNoted = cpu;
+    atomic_store_explicit(&st->slots[comm->rank].cpu, cpu, memory_order_relaxed);
+  }
+  return cpu;
+}
+
 /* A wait made no progress: busy-poll (cfg.spinBusy polls), yield the core (cfg.spinCount polls in all),
  * then sleep one bounded slice on our doorbell. The spins are bounded, so the deadline and the peers'
  * liveness are judged once they are spent and between every slice after. Returns 1 when the wait's
@@ -222,12 +238,11 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
    * rest: wake-affine placement), and a busy poll then keeps the core from the peer it waits for until
    * RELAYCC_SPIN_US ends it, every wait of every call: 2 unbound ranks with 4 busy processes on the 2-core
    * EPYC took 105 us a 4 KiB all-reduce (spread 1.00) against 1.4 bound. So each wait first says where it
-   * runs, and one that finds a peer whose last wait began on this same CPU sleeps at once (the futex
-   * hands the core over): 5-15 us there (docs/perf/2026-12-05-cpu-coloc-2core.md). A peer seen there
-   * that has moved since costs one sleep and wake-up; a wait that spins still ends its spin by time. */
+   * runs (shmNoteCpu), and one that finds a peer last seen entering a wait on this same CPU sleeps at once
+   * (the futex hands the core over): 5-15 us there (docs/perf/2026-12-05-cpu-coloc-2core.md). A peer seen
+   * there that has moved since costs one sleep and wake-up; a wait that spins still ends its spin by time. */
   if (!w->spun && w->spins == 0 && comm->cfg.spinBusy > 0) {
-    int cpu = sched_getcpu() + 1, n = comm->nranks; /* 0: unknown, never a match */
-    atomic_store_explicit(&st->slots[comm->rank].cpu, cpu, memory_order_relaxed);
+    int cpu = shmNoteCpu(comm, st), n = comm->nranks; /* 0: unknown, never a match */
     for (int q = 0; q < n && cpu > 0 && !w->spun; q++)
       if (q != comm->rank && atomic_load_explicit(&st->slots[q].cpu, memory_order_relaxed) == cpu) {
         w->spun = 1;
@@ -333,9 +348,3 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
 }
 
 void relayShmRing(struct relayComm* comm, int q) { shmWake(&shmStateOf(comm)->slots[q]); }
-
-void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits) {
-  shmState* st = shmStateOf(comm);
-  *busyPolls = st ? st->busyPolls : 0;
-  *coLocatedWaits = st ? st->coLocatedWaits : 0;
-}
