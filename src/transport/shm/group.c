@@ -870,7 +870,7 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
       if (!shmPending(st, bad)) continue;
       return shmPeerError(comm, st, bad, what, NULL); /* the prefix names the call and step */
     }
-    if (shmPause(comm, st, &w, db)) return shmGroupTimeout(comm, st, sends, recvs);
+    if (shmPause(comm, st, &w, db, -1)) return shmGroupTimeout(comm, st, sends, recvs);
   }
 }
 

@@ -128,7 +128,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       return shmPeerError(comm, st, q, what, where);
     }
     if (rescan) continue;
-    if (shmPause(comm, st, &w, db)) {
+    if (shmPause(comm, st, &w, db, np == 1 ? pend[0] : -1)) {
       char miss[200];
       size_t o = 0;
       for (int i = 0; i < np && o + 16 < sizeof miss; i++)

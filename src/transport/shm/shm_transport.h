@@ -293,7 +293,7 @@ int shmPeerState(struct relayComm* comm, shmState* st, int q);
 relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what, const char* where);
 void shmWaiterInit(shmWaiter* w);
 void shmWaiterProgress(shmState* st, shmWaiter* w);
-int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db);
+int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db, int peer);
 int shmNoteCpu(struct relayComm* comm, shmState* st);
 int shmLiveCheckDue(shmWaiter* w);
 void shmReject(struct relayComm* comm);

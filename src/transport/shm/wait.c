@@ -232,18 +232,20 @@ int shmNoteCpu(struct relayComm* comm, shmState* st) {
  * then sleep one bounded slice on our doorbell. The spins are bounded, so the deadline and the peers'
  * liveness are judged once they are spent and between every slice after. Returns 1 when the wait's
  * deadline (no progress for timeoutMs) passed. */
-int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db) {
+int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db, int peer) {
   /* Busy polls are for a peer running on another core. Where the ranks' CPUs allow a core each
    * (cfg.spinBusy > 0) the scheduler may still put two ranks on one core (other processes busy on the
    * rest: wake-affine placement), and a busy poll then keeps the core from the peer it waits for until
    * RELAYCC_SPIN_US ends it, every wait of every call: 2 unbound ranks with 4 busy processes on the 2-core
-   * EPYC took 105 us a 4 KiB all-reduce (spread 1.00) against 1.4 bound. So each wait first says where it
+   * Xeon took 105 us a 4 KiB all-reduce (spread 1.00) against 1.4 bound. So each wait first says where it
    * runs (shmNoteCpu), and one that finds a peer last seen entering a wait on this same CPU sleeps at once
    * (the futex hands the core over): 5-15 us there (docs/perf/2026-12-05-cpu-coloc-2core.md). A peer seen
-   * there that has moved since costs one sleep and wake-up; a wait that spins still ends its spin by time. */
+   * there that has moved since costs one sleep and wake-up; a wait that spins still ends its spin by time.
+   * peer: the one rank the wait is for, whose word alone is read (each word shares a line every ring writes:
+   * a miss a peer), or -1 for a wait on several, which reads every rank's. */
   if (!w->spun && w->spins == 0 && comm->cfg.spinBusy > 0) {
     int cpu = shmNoteCpu(comm, st), n = comm->nranks; /* 0: unknown, never a match */
-    for (int q = 0; q < n && cpu > 0 && !w->spun; q++)
+    for (int q = peer >= 0 ? peer : 0; q < (peer >= 0 ? peer + 1 : n) && cpu > 0 && !w->spun; q++)
       if (q != comm->rank && atomic_load_explicit(&st->slots[q].cpu, memory_order_relaxed) == cpu) {
         w->spun = 1;
         st->coLocatedWaits++;
@@ -343,7 +345,7 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
       if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
       return shmPeerError(comm, st, q, what, where);
     }
-    if (shmPause(comm, st, &w, db)) return relayTimeout;
+    if (shmPause(comm, st, &w, db, q)) return relayTimeout;
   }
 }
 
