@@ -302,15 +302,18 @@ BF16V_TARGET static inline __m256 bf16vEven(__m256i x) { return _mm256_castsi256
 BF16V_TARGET static inline __m256 bf16vOdd(__m256i x) {
   return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
 }
-BF16V_TARGET static inline __m256i bf16vRound(__m256 v) {
+BF16V_TARGET static inline __m256i bf16vRound(__m256 v, int anyNan) {
   __m256i x = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
   __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  if (!anyNan) return r;
   __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   return _mm256_blendv_epi8(r, _mm256_or_si256(x, _mm256_set1_epi32(0x400000)), nan);
 }
 BF16V_TARGET static inline void bf16vStore(unsigned short* p, __m256 even, __m256 odd, size_t m) {
-  __m256i h = _mm256_blend_epi16(_mm256_srli_epi32(bf16vRound(even), 16), bf16vRound(odd), 0xaa);
+  __m256 u = _mm256_cmp_ps(even, odd, _CMP_UNORD_Q); /* a lane where either is a NaN */
+  int anyNan = !_mm256_testz_ps(u, u);
+  __m256i h = _mm256_blend_epi16(_mm256_srli_epi32(bf16vRound(even, anyNan), 16), bf16vRound(odd, anyNan), 0xaa);
   if (m >= 16) {
     _mm256_storeu_si256((__m256i*)p, h);
     return;
