@@ -283,8 +283,13 @@ F16C_TARGET static void reduce_f16_f16c(unsigned short* dst, const void* const* 
 
 /* bf16 through AVX2, on the same switch as fp16's F16C path (relayHostHalfPath) where the CPU has AVX2 too:
  * element-major as reduce_f16_f16c, with the same folds (f16cSum .. f16cMin) and divide. The block-major
- * reduce_bf16 above, bf16Load/bf16Store vectorized by its clones, ran at 28-31 GB/s at 2 sources in cache and
- * 23 from memory. A 32-bit lane of 16 loaded bf16 holds elements 2j (low half) and 2j + 1 (high half): shifted
+ * reduce_bf16 above (bf16Load/bf16Store vectorized by its clones, now the fallback) against this, 2 sources
+ * of 64 KiB: 19.7 -> 42.7 GB/s, 8 sources 24.4 -> 42.3; from memory (8 MiB a source) 16.7 -> 20.0 and 10.9 ->
+ * 17.4 (test_plan reduce_speed, median of 3, 2-core Xeon at load 15-17:
+ * docs/perf/2026-12-05-cpu-fp16-2core.md; at load 1.5 the block-major one gave 28-31 in cache). The store
+ * blends in the quiet NaNs only where one of its 16 elements is a NaN (one unordered compare of the pair, a
+ * test): blending always, 2 sources in cache gave 42 GB/s against 56 (best of 40 interleaved trials). AVX-512
+ * was not tried. A 32-bit lane of 16 loaded bf16 holds elements 2j (low half) and 2j + 1 (high half): shifted
  * left 16 it is the first's float, its low half cleared the second's, so loading takes no shuffle (and no
  * packus, which packs within 128-bit lanes, on the way back); the folds work lane by lane, so which element
  * sits in which lane does not matter. The store is bf16Store's in integers, each lane's high half: x + 0x7fff
@@ -298,7 +303,9 @@ BF16V_TARGET static inline __m256i bf16vLoad(const unsigned short* p, size_t m) 
   memcpy(t, p, m * sizeof *t);
   return _mm256_loadu_si256((const __m256i*)t);
 }
-BF16V_TARGET static inline __m256 bf16vEven(__m256i x) { return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16)); }
+BF16V_TARGET static inline __m256 bf16vEven(__m256i x) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+}
 BF16V_TARGET static inline __m256 bf16vOdd(__m256i x) {
   return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
 }
@@ -313,7 +320,8 @@ BF16V_TARGET static inline __m256i bf16vRound(__m256 v, int anyNan) {
 BF16V_TARGET static inline void bf16vStore(unsigned short* p, __m256 even, __m256 odd, size_t m) {
   __m256 u = _mm256_cmp_ps(even, odd, _CMP_UNORD_Q); /* a lane where either is a NaN */
   int anyNan = !_mm256_testz_ps(u, u);
-  __m256i h = _mm256_blend_epi16(_mm256_srli_epi32(bf16vRound(even, anyNan), 16), bf16vRound(odd, anyNan), 0xaa);
+  __m256i h =
+      _mm256_blend_epi16(_mm256_srli_epi32(bf16vRound(even, anyNan), 16), bf16vRound(odd, anyNan), 0xaa);
   if (m >= 16) {
     _mm256_storeu_si256((__m256i*)p, h);
     return;
@@ -323,43 +331,43 @@ BF16V_TARGET static inline void bf16vStore(unsigned short* p, __m256 even, __m25
   memcpy(p, t, m * sizeof *t);
 }
 
-#define BF16V_FOLD(OP)                                                                                 \
-  do {                                                                                                 \
-    size_t i = 0;                                                                                      \
-    for (; i + 32 <= count; i += 32) {                                                                 \
-      const unsigned short* p = (const unsigned short*)srcs[0] + i;                                    \
-      __m256i x0 = bf16vLoad(p, 16), x1 = bf16vLoad(p + 16, 16);                                       \
-      __m256 e0 = bf16vEven(x0), o0 = bf16vOdd(x0), e1 = bf16vEven(x1), o1 = bf16vOdd(x1);             \
-      for (int k = 1; k < nsrc; k++) {                                                                 \
-        p = (const unsigned short*)srcs[k] + i;                                                        \
-        x0 = bf16vLoad(p, 16);                                                                         \
-        x1 = bf16vLoad(p + 16, 16);                                                                    \
-        e0 = OP(e0, bf16vEven(x0));                                                                    \
-        o0 = OP(o0, bf16vOdd(x0));                                                                     \
-        e1 = OP(e1, bf16vEven(x1));                                                                    \
-        o1 = OP(o1, bf16vOdd(x1));                                                                     \
-      }                                                                                                \
-      if (divisor > 1)                                                                                 \
-        e0 = _mm256_div_ps(e0, dv), o0 = _mm256_div_ps(o0, dv), e1 = _mm256_div_ps(e1, dv),            \
-        o1 = _mm256_div_ps(o1, dv);                                                                    \
-      bf16vStore(dst + i, e0, o0, 16);                                                                 \
-      bf16vStore(dst + i + 16, e1, o1, 16);                                                            \
-    }                                                                                                  \
-    for (; i < count; i += 16) {                                                                       \
-      __m256i x = bf16vLoad((const unsigned short*)srcs[0] + i, count - i);                            \
-      __m256 e = bf16vEven(x), o = bf16vOdd(x);                                                        \
-      for (int k = 1; k < nsrc; k++) {                                                                 \
-        x = bf16vLoad((const unsigned short*)srcs[k] + i, count - i);                                  \
-        e = OP(e, bf16vEven(x));                                                                       \
-        o = OP(o, bf16vOdd(x));                                                                        \
-      }                                                                                                \
-      if (divisor > 1) e = _mm256_div_ps(e, dv), o = _mm256_div_ps(o, dv);                             \
-      bf16vStore(dst + i, e, o, count - i);                                                            \
-    }                                                                                                  \
+#define BF16V_FOLD(OP)                                                                      \
+  do {                                                                                      \
+    size_t i = 0;                                                                           \
+    for (; i + 32 <= count; i += 32) {                                                      \
+      const unsigned short* p = (const unsigned short*)srcs[0] + i;                         \
+      __m256i x0 = bf16vLoad(p, 16), x1 = bf16vLoad(p + 16, 16);                            \
+      __m256 e0 = bf16vEven(x0), o0 = bf16vOdd(x0), e1 = bf16vEven(x1), o1 = bf16vOdd(x1);  \
+      for (int k = 1; k < nsrc; k++) {                                                      \
+        p = (const unsigned short*)srcs[k] + i;                                             \
+        x0 = bf16vLoad(p, 16);                                                              \
+        x1 = bf16vLoad(p + 16, 16);                                                         \
+        e0 = OP(e0, bf16vEven(x0));                                                         \
+        o0 = OP(o0, bf16vOdd(x0));                                                          \
+        e1 = OP(e1, bf16vEven(x1));                                                         \
+        o1 = OP(o1, bf16vOdd(x1));                                                          \
+      }                                                                                     \
+      if (divisor > 1)                                                                      \
+        e0 = _mm256_div_ps(e0, dv), o0 = _mm256_div_ps(o0, dv), e1 = _mm256_div_ps(e1, dv), \
+        o1 = _mm256_div_ps(o1, dv);                                                         \
+      bf16vStore(dst + i, e0, o0, 16);                                                      \
+      bf16vStore(dst + i + 16, e1, o1, 16);                                                 \
+    }                                                                                       \
+    for (; i < count; i += 16) {                                                            \
+      __m256i x = bf16vLoad((const unsigned short*)srcs[0] + i, count - i);                 \
+      __m256 e = bf16vEven(x), o = bf16vOdd(x);                                             \
+      for (int k = 1; k < nsrc; k++) {                                                      \
+        x = bf16vLoad((const unsigned short*)srcs[k] + i, count - i);                       \
+        e = OP(e, bf16vEven(x));                                                            \
+        o = OP(o, bf16vOdd(x));                                                             \
+      }                                                                                     \
+      if (divisor > 1) e = _mm256_div_ps(e, dv), o = _mm256_div_ps(o, dv);                  \
+      bf16vStore(dst + i, e, o, count - i);                                                 \
+    }                                                                                       \
   } while (0)
 
-BF16V_TARGET static void reduce_bf16_avx2(unsigned short* dst, const void* const* srcs, int nsrc, size_t count,
-                                          relayRedOp_t op, int divisor) {
+BF16V_TARGET static void reduce_bf16_avx2(unsigned short* dst, const void* const* srcs, int nsrc,
+                                          size_t count, relayRedOp_t op, int divisor) {
   __m256 dv = _mm256_set1_ps((float)divisor);
   switch (op) {
     case relaySum:

@@ -919,8 +919,8 @@ static int runReplay(int argc, char** argv) {
  * each op, an odd count, sources and output at their own offsets off alignment, then 8-source products down
  * to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward zero, upward: the
  * conversions must not follow them, the adds do in both the kernel and the reference here), on each path this
- * CPU has (software; F16C for fp16, AVX2 for bf16), the paths also against each other. Whatever path and clone a rank
- * runs, a rank with another CPU computes the same. */
+ * CPU has (software; F16C for fp16, AVX2 for bf16), the paths also against each other. Whatever path and
+ * clone a rank runs, a rank with another CPU computes the same. */
 static float refLoad(relayDataType_t dt, unsigned short h) {
   return dt == relayBfloat16 ? relayBf16ToFloat(h) : relayHalfToFloat(h);
 }
@@ -1144,19 +1144,21 @@ static int cmdReduceTails(void) {
           out[n] = 0xdead & 0xfbff;                                  /* the guard after */
           relayHostReduce(out, srcs, nsrc, n, dt, ops[oi], ops[oi] == relayAvg ? nsrc : 0);
           for (size_t i = 0; i < n; i++)
-            T_CHECK(out[i] == want[i],
-                    "%s %s (path %d), %d sources, %zu elements, offsets %d/%d, output %d: element %zu 0x%04x, "
-                    "want 0x%04x",
-                    relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[ko], ko, i, out[i],
-                    want[i]);
+            T_CHECK(
+                out[i] == want[i],
+                "%s %s (path %d), %d sources, %zu elements, offsets %d/%d, output %d: element %zu 0x%04x, "
+                "want 0x%04x",
+                relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[ko], ko, i, out[i],
+                want[i]);
           T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
           checked += n;
         }
   relayHostHalfPathSet(-1);
   for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
-  printf("reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, in place and "
-         "not, %s, bit for bit\n",
-         (unsigned long long)checked, paths == 2 ? "software and F16C/AVX2 paths" : "software path only");
+  printf(
+      "reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, in place and "
+      "not, %s, bit for bit\n",
+      (unsigned long long)checked, paths == 2 ? "software and F16C/AVX2 paths" : "software path only");
   return 0;
 }
 
@@ -1208,7 +1210,10 @@ static int cmdReduceSpeed(void) {
         }
         relayHostHalfPathSet(-1);
         printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n",
-               di == 3 ? "bf16-sw" : di == 4 ? "half-sw" : relayTypeName(dt), nsrc, bytes >> 10, best);
+               di == 3   ? "bf16-sw"
+               : di == 4 ? "half-sw"
+                         : relayTypeName(dt),
+               nsrc, bytes >> 10, best);
         for (int k = 0; k < nsrc; k++) free(src[k]);
         free(dst);
       }
