@@ -913,14 +913,14 @@ static int runReplay(int argc, char** argv) {
   return runSeed(strtoull(argv[0], NULL, 0), &relay, &depth, &f);
 }
 
-/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set, fp16 through F16C where the
- * CPU has it: src/reduce_host.c) against the scalar conversions, element by element, bit for bit (a NaN: a
- * quiet NaN): every bf16 / fp16 value as source 0 and as source 1 (in another order), a sample as source 2,
- * each op, an odd count, sources and output at their own offsets off alignment, then 8-source products down
- * to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward zero, upward: the
- * conversions must not follow them, the adds do in both the kernel and the reference here), on each path this
- * CPU has (software; F16C for fp16, AVX2 for bf16), the paths also against each other. Whatever path and
- * clone a rank runs, a rank with another CPU computes the same. */
+/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set, fp16 through F16C and bf16
+ * through AVX2 where the CPU has them: src/reduce_host.c) against the scalar conversions, element by element,
+ * bit for bit (a NaN: a quiet NaN): every bf16 / fp16 value as source 0 and as source 1 (in another order), a
+ * sample as source 2, each op, an odd count, sources and output at their own offsets off alignment, then
+ * 8-source products down to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward
+ * zero, upward: the conversions must not follow them, the adds do in both the kernel and the reference here),
+ * on each path this CPU has (software; F16C for fp16, AVX2 for bf16), the paths also against each other.
+ * Whatever path and clone a rank runs, a rank with another CPU computes the same. */
 static float refLoad(relayDataType_t dt, unsigned short h) {
   return dt == relayBfloat16 ? relayBf16ToFloat(h) : relayHalfToFloat(h);
 }
