@@ -20,6 +20,7 @@
 #endif
 
 enum { kBlock = 1024 };
+enum { kCpuF16c = 1, kCpuAvx2 = 2 }; /* cpuVec's bits: what the x86 paths below need */
 
 /* Compiled for AVX-512, AVX2 and the baseline, the one the CPU has chosen at load time (an ifunc): the
  * loops vectorize across elements only, each element's sources still added in order, and IEEE adds,
@@ -280,24 +281,135 @@ F16C_TARGET static void reduce_f16_f16c(unsigned short* dst, const void* const* 
   }
 }
 
-/* CPUID.1:ECX bits 27-29 (OSXSAVE, AVX, F16C) and XCR0 bits 1-2 (the OS saves XMM and YMM state). */
-static int cpuHasF16c(void) {
+/* bf16 through AVX2, on the same switch as fp16's F16C path (relayHostHalfPath) where the CPU has AVX2 too:
+ * element-major as reduce_f16_f16c, with the same folds (f16cSum .. f16cMin) and divide. The block-major
+ * reduce_bf16 above (bf16Load/bf16Store vectorized by its clones, now the fallback) against this, 2 sources
+ * of 64 KiB: 19.7 -> 42.7 GB/s, 8 sources 24.4 -> 42.3; from memory (8 MiB a source) 16.7 -> 20.0 and 10.9 ->
+ * 17.4 (test_plan reduce_speed, median of 3, 2-core Xeon at load 15-17:
+ * docs/perf/2026-12-05-cpu-fp16-2core.md; at load 1.5 the block-major one gave 28-31 in cache). The store
+ * blends in the quiet NaNs only where one of its 16 elements is a NaN (one unordered compare of the pair, a
+ * test): blending always, 2 sources in cache gave 42 GB/s against 56 (best of 40 interleaved trials). AVX-512
+ * was not tried. A 32-bit lane of 16 loaded bf16 holds elements 2j (low half) and 2j + 1 (high half): shifted
+ * left 16 it is the first's float, its low half cleared the second's, so loading takes no shuffle (and no
+ * packus, which packs within 128-bit lanes, on the way back); the folds work lane by lane, so which element
+ * sits in which lane does not matter. The store is bf16Store's in integers, each lane's high half: x + 0x7fff
+ * + bit 16 of x (round to nearest even whatever MXCSR says), a NaN x | 0x400000 (quiet, payload kept as
+ * bf16Store keeps it). Not AVX512-BF16's VCVTNE2PS2BF16: it flushes float subnormals, bf16Store keeps them.
+ * The last count % 32 elements go through a 16-element copy, as reduce_f16_f16c's. */
+#define BF16V_TARGET __attribute__((target("avx,avx2,f16c")))
+BF16V_TARGET static inline __m256i bf16vLoad(const unsigned short* p, size_t m) {
+  if (m >= 16) return _mm256_loadu_si256((const __m256i*)p);
+  unsigned short t[16] = {0};
+  memcpy(t, p, m * sizeof *t);
+  return _mm256_loadu_si256((const __m256i*)t);
+}
+BF16V_TARGET static inline __m256 bf16vEven(__m256i x) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+}
+BF16V_TARGET static inline __m256 bf16vOdd(__m256i x) {
+  return _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000u)));
+}
+BF16V_TARGET static inline __m256i bf16vRound(__m256 v, int anyNan) {
+  __m256i x = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  __m256i r = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), lsb);
+  if (!anyNan) return r;
+  __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  return _mm256_blendv_epi8(r, _mm256_or_si256(x, _mm256_set1_epi32(0x400000)), nan);
+}
+BF16V_TARGET static inline void bf16vStore(unsigned short* p, __m256 even, __m256 odd, size_t m) {
+  __m256 u = _mm256_cmp_ps(even, odd, _CMP_UNORD_Q); /* a lane where either is a NaN */
+  int anyNan = !_mm256_testz_ps(u, u);
+  __m256i h =
+      _mm256_blend_epi16(_mm256_srli_epi32(bf16vRound(even, anyNan), 16), bf16vRound(odd, anyNan), 0xaa);
+  if (m >= 16) {
+    _mm256_storeu_si256((__m256i*)p, h);
+    return;
+  }
+  unsigned short t[16];
+  _mm256_storeu_si256((__m256i*)t, h);
+  memcpy(p, t, m * sizeof *t);
+}
+
+#define BF16V_FOLD(OP)                                                                      \
+  do {                                                                                      \
+    size_t i = 0;                                                                           \
+    for (; i + 32 <= count; i += 32) {                                                      \
+      const unsigned short* p = (const unsigned short*)srcs[0] + i;                         \
+      __m256i x0 = bf16vLoad(p, 16), x1 = bf16vLoad(p + 16, 16);                            \
+      __m256 e0 = bf16vEven(x0), o0 = bf16vOdd(x0), e1 = bf16vEven(x1), o1 = bf16vOdd(x1);  \
+      for (int k = 1; k < nsrc; k++) {                                                      \
+        p = (const unsigned short*)srcs[k] + i;                                             \
+        x0 = bf16vLoad(p, 16);                                                              \
+        x1 = bf16vLoad(p + 16, 16);                                                         \
+        e0 = OP(e0, bf16vEven(x0));                                                         \
+        o0 = OP(o0, bf16vOdd(x0));                                                          \
+        e1 = OP(e1, bf16vEven(x1));                                                         \
+        o1 = OP(o1, bf16vOdd(x1));                                                          \
+      }                                                                                     \
+      if (divisor > 1)                                                                      \
+        e0 = _mm256_div_ps(e0, dv), o0 = _mm256_div_ps(o0, dv), e1 = _mm256_div_ps(e1, dv), \
+        o1 = _mm256_div_ps(o1, dv);                                                         \
+      bf16vStore(dst + i, e0, o0, 16);                                                      \
+      bf16vStore(dst + i + 16, e1, o1, 16);                                                 \
+    }                                                                                       \
+    for (; i < count; i += 16) {                                                            \
+      __m256i x = bf16vLoad((const unsigned short*)srcs[0] + i, count - i);                 \
+      __m256 e = bf16vEven(x), o = bf16vOdd(x);                                             \
+      for (int k = 1; k < nsrc; k++) {                                                      \
+        x = bf16vLoad((const unsigned short*)srcs[k] + i, count - i);                       \
+        e = OP(e, bf16vEven(x));                                                            \
+        o = OP(o, bf16vOdd(x));                                                             \
+      }                                                                                     \
+      if (divisor > 1) e = _mm256_div_ps(e, dv), o = _mm256_div_ps(o, dv);                  \
+      bf16vStore(dst + i, e, o, count - i);                                                 \
+    }                                                                                       \
+  } while (0)
+
+BF16V_TARGET static void reduce_bf16_avx2(unsigned short* dst, const void* const* srcs, int nsrc,
+                                          size_t count, relayRedOp_t op, int divisor) {
+  __m256 dv = _mm256_set1_ps((float)divisor);
+  switch (op) {
+    case relaySum:
+    case relayAvg: BF16V_FOLD(f16cSum); break;
+    case relayProd: BF16V_FOLD(f16cProd); break;
+    case relayMax: BF16V_FOLD(f16cMax); break;
+    default: BF16V_FOLD(f16cMin); break;
+  }
+}
+
+/* What this CPU has for the paths above: CPUID.1:ECX bits 27-29 (OSXSAVE, AVX, F16C) and XCR0 bits 1-2 (the
+ * OS saves XMM and YMM state) for fp16's; CPUID.7.0:EBX bit 5 (AVX2) as well for bf16's. */
+static int cpuVecAsk(void) {
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d) || (c & (7u << 27)) != (7u << 27)) return 0;
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
   (void)hi;
-  return (lo & 6u) == 6u;
+  if ((lo & 6u) != 6u) return 0;
+  return kCpuF16c | (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5)) ? kCpuAvx2 : 0);
 }
 #else
-static int cpuHasF16c(void) { return 0; }
+static int cpuVecAsk(void) { return 0; }
 #endif
+
+/* cpuVecAsk's answer, asked once (-1: not yet): CPUID traps to the hypervisor in a VM, bf16's dispatch reads
+ * it on every call. */
+static atomic_int gCpuVec = -1;
+static int cpuVec(void) {
+  int v = atomic_load_explicit(&gCpuVec, memory_order_relaxed);
+  if (v < 0) {
+    v = cpuVecAsk();
+    atomic_store_explicit(&gCpuVec, v, memory_order_relaxed);
+  }
+  return v;
+}
 
 /* The fp16 path, chosen on first use and kept (-1: not chosen yet): a relaxed atomic read per call, no
  * ifunc, so it holds under ASan and TSan too (REDUCE_CLONES says why those have no clones). */
 static atomic_int gHalfPath = -1;
 
-static int halfPathBest(void) { return cpuHasF16c() ? relayHalfPathF16c : relayHalfPathSoftware; }
+static int halfPathBest(void) { return cpuVec() & kCpuF16c ? relayHalfPathF16c : relayHalfPathSoftware; }
 
 int relayHostHalfPath(void) {
   int p = atomic_load_explicit(&gHalfPath, memory_order_relaxed);
@@ -310,7 +422,7 @@ int relayHostHalfPath(void) {
 
 int relayHostHalfPathSet(int path) {
   if (path < 0) path = halfPathBest();
-  if (path != relayHalfPathSoftware && (path != relayHalfPathF16c || !cpuHasF16c())) return -1;
+  if (path != relayHalfPathSoftware && (path != relayHalfPathF16c || !(cpuVec() & kCpuF16c))) return -1;
   atomic_store_explicit(&gHalfPath, path, memory_order_relaxed);
   return 0;
 }
@@ -334,7 +446,15 @@ void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
 #endif
       reduce_f16(dst, srcs, nsrc, count, op, divisor);
       break;
-    case relayBfloat16: reduce_bf16(dst, srcs, nsrc, count, op, divisor); break;
+    case relayBfloat16:
+#ifdef REDUCE_F16C
+      if (relayHostHalfPath() == relayHalfPathF16c && (cpuVec() & kCpuAvx2)) {
+        reduce_bf16_avx2(dst, srcs, nsrc, count, op, divisor);
+        break;
+      }
+#endif
+      reduce_bf16(dst, srcs, nsrc, count, op, divisor);
+      break;
     case relayFloat32: reduce_f32(dst, srcs, nsrc, count, op, divisor); break;
     case relayFloat64: reduce_f64(dst, srcs, nsrc, count, op, divisor); break;
     default: break;

@@ -17,8 +17,9 @@ extern "C" {
 void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
                      relayRedOp_t op, int divisor);
 
-/* The fp16 reduce's conversions: software (bit operations, any CPU) or the CPU's F16C instructions (x86-64
- * with F16C and AVX), the same bits either way. relayHostHalfPath: the one relayHostReduce takes, the best
+/* The fp16 and bf16 reduce's conversions: software (bit operations, any CPU) or x86-64 instructions (fp16
+ * through F16C on a CPU with F16C and AVX; bf16 through AVX2 where it has that too, else software), the same
+ * bits either way. relayHostHalfPath: the one relayHostReduce takes, the best
  * this CPU has unless a test set another. relayHostHalfPathSet (tests: both paths against each other): takes
  * `path` when this CPU has it and returns 0, else returns -1 and changes nothing; -1 goes back to the best.
  */

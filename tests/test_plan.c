@@ -913,14 +913,14 @@ static int runReplay(int argc, char** argv) {
   return runSeed(strtoull(argv[0], NULL, 0), &relay, &depth, &f);
 }
 
-/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set, fp16 through F16C where the
- * CPU has it: src/reduce_host.c) against the scalar conversions, element by element, bit for bit (a NaN: a
- * quiet NaN): every bf16 / fp16 value as source 0 and as source 1 (in another order), a sample as source 2,
- * each op, an odd count, sources and output at their own offsets off alignment, then 8-source products down
- * to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward zero, upward: the
- * conversions must not follow them, the adds do in both the kernel and the reference here), and fp16 on each
- * path this CPU has (software, F16C), the paths also against each other. Whatever path and clone a rank
- * runs, a rank with another CPU computes the same. */
+/* The host reduce in bf16 and fp16 (vectorized, one clone per instruction set, fp16 through F16C and bf16
+ * through AVX2 where the CPU has them: src/reduce_host.c) against the scalar conversions, element by element,
+ * bit for bit (a NaN: a quiet NaN): every bf16 / fp16 value as source 0 and as source 1 (in another order), a
+ * sample as source 2, each op, an odd count, sources and output at their own offsets off alignment, then
+ * 8-source products down to float subnormals. Each under five FPU modes (nearest, DAZ|FTZ, DAZ alone, toward
+ * zero, upward: the conversions must not follow them, the adds do in both the kernel and the reference here),
+ * on each path this CPU has (software; F16C for fp16, AVX2 for bf16), the paths also against each other.
+ * Whatever path and clone a rank runs, a rank with another CPU computes the same. */
 static float refLoad(relayDataType_t dt, unsigned short h) {
   return dt == relayBfloat16 ? relayBf16ToFloat(h) : relayHalfToFloat(h);
 }
@@ -1060,9 +1060,8 @@ static int cmdReduceExact(void) {
               src[s] = p;
             }
             int doff = (int)((k / 8195 + (uint32_t)oi) % 4);
-            int np = dt == relayFloat16 ? paths : 1;
-            for (int path = 0; path < np; path++) {
-              if (dt == relayFloat16) T_CHECK(relayHostHalfPathSet(path) == 0, "path %d", path);
+            for (int path = 0; path < paths; path++) { /* bf16 too: AVX2 on the F16C path's switch */
+              T_CHECK(relayHostHalfPathSet(path) == 0, "path %d", path);
               unsigned short* d = out[path] + doff;
               for (size_t i = 0; i <= n; i++) d[i] = 0xdead & 0xfbff; /* poison, and a guard after */
               if (!fpuModeSet(&modes[mi])) {
@@ -1093,19 +1092,20 @@ static int cmdReduceExact(void) {
   free(out[0]);
   free(out[1]);
   printf("reduce exact: %llu elements, bf16 and fp16 (%s), 5 ops, 5 FPU modes, bit for bit\n",
-         (unsigned long long)checked, paths == 2 ? "software and F16C paths" : "software path only");
+         (unsigned long long)checked, paths == 2 ? "software and F16C/AVX2 paths" : "software path only");
   return 0;
 }
 
 /* Every length from 1 to 70 and around the block (1024) and vector widths, 2 to 8 sources, each source and
  * the output at its own element offset (0 to 3: 16-bit elements 2, 4 or 6 bytes off a vector's alignment),
- * sum and max, bf16 and fp16 against the serial reference (sources folded in rank order in float, one
- * rounding), fp16 on each path this CPU has (software, F16C): the vector clone's head, body and tail all
- * agree with it bit for bit. The output is poisoned
- * before each call, and the element after it must stay untouched. */
+ * every op, bf16 and fp16 against the serial reference (sources folded in rank order in float, one
+ * rounding), each on every path this CPU has (software; F16C for fp16, AVX2 for bf16): the vector clone's
+ * head, body and tail all agree with it bit for bit. The output is poisoned before each call, and the
+ * element after it must stay untouched; then again in place, the output one of the sources. */
 static int cmdReduceTails(void) {
   enum { kMaxN = 2100, kMaxSrc = 8, kPad = 8 };
   unsigned short* buf[kMaxSrc + 1];
+  static unsigned short want[kMaxN];
   for (int k = 0; k <= kMaxSrc; k++) {
     buf[k] = malloc((kMaxN + kPad) * sizeof(unsigned short));
     T_CHECK(buf[k], "oom");
@@ -1113,15 +1113,16 @@ static int cmdReduceTails(void) {
   static const size_t lens[] = {1023, 1024, 1025, 1031, 2047, 2048, 2049, 2090};
   size_t nlens = 70 + sizeof lens / sizeof lens[0];
   relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
-  relayRedOp_t ops[2] = {relaySum, relayMax};
+  relayRedOp_t ops[5] = {relaySum, relayAvg, relayProd, relayMax, relayMin};
   uint64_t checked = 0;
   int paths = relayHostHalfPathSet(relayHalfPathF16c) == 0 ? 2 : 1;
-  for (int di = 0; di < 2 * paths; di++) /* fp16 on the software path, then on F16C where the CPU has it */
-    for (int oi = 0; oi < 2; oi++)
+  for (int di = 0; di < 2 * paths; di++) /* the software path, then F16C/AVX2 where the CPU has it */
+    for (int oi = 0; oi < 5; oi++)
       for (int nsrc = 2; nsrc <= kMaxSrc; nsrc += 3)
-        for (size_t li = 0; li < nlens; li++) {
+        for (size_t lip = 0; lip < 2 * nlens; lip++) {
+          size_t li = lip % nlens;
+          int inplace = lip >= nlens; /* the output is source li % nsrc */
           relayDataType_t dt = dts[di & 1];
-          if (dt == relayBfloat16 && di > 1) continue;
           T_CHECK(relayHostHalfPathSet(di > 1) == 0, "path %d", di > 1);
           size_t n = li < 70 ? li + 1 : lens[li - 70];
           const void* srcs[kMaxSrc];
@@ -1134,44 +1135,30 @@ static int cmdReduceTails(void) {
                                                     (i * 40503u + (unsigned)k * 977u));
             if (k < nsrc) srcs[k] = buf[k] + off[k];
           }
-          unsigned short* out = buf[nsrc] + off[nsrc];
-          for (size_t i = 0; i < n + 1; i++) out[i] = 0xdead & 0xfbff; /* poison, and the guard after */
-          relayHostReduce(out, srcs, nsrc, n, dt, ops[oi], 0);
-          for (size_t i = 0; i < n; i++) {
-            float r = refLoad(dt, ((const unsigned short*)srcs[0])[i]);
-            for (int k = 1; k < nsrc; k++) {
-              float v = refLoad(dt, ((const unsigned short*)srcs[k])[i]);
-              r = ops[oi] == relaySum ? r + v : (r < v ? v : r);
-            }
-            unsigned short want = refStore(dt, r);
-            T_CHECK(
-                out[i] == want,
-                "%s %s (path %d), %d sources, %zu elements, offsets %d/%d: element %zu 0x%04x, want 0x%04x",
-                relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[nsrc], i, out[i], want);
-          }
-          T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
-          /* In place, into source j (the first, a middle or the last by turn), as the one-shot and bw
-           * reduce when dst is a rank's own source: every source's element must be read before the output's
-           * is written, on each path, so the result is the one out of place. */
-          int j = (int)(li % (size_t)nsrc);
-          unsigned short* in = buf[j] + off[j];
-          in[n] = 0xdead & 0xfbff;
-          relayHostReduce(in, srcs, nsrc, n, dt, ops[oi], 0);
           for (size_t i = 0; i < n; i++)
-            T_CHECK(in[i] == out[i],
-                    "%s %s (path %d), %d sources, %zu elements, in place into source %d: "
-                    "element %zu 0x%04x, out of place 0x%04x",
-                    relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, j, i, in[i], out[i]);
-          T_CHECK(in[n] == (0xdead & 0xfbff), "%s, %zu elements in place: wrote past the end",
-                  relayTypeName(dt), n);
+            want[i] = refStore(dt, refFold(dt, ops[oi], (const unsigned short* const*)srcs, nsrc, i));
+          int ko = inplace ? (int)(li % (size_t)nsrc) : nsrc;
+          unsigned short* out = buf[ko] + off[ko];
+          if (!inplace)
+            for (size_t i = 0; i < n; i++) out[i] = 0xdead & 0xfbff; /* poison */
+          out[n] = 0xdead & 0xfbff;                                  /* the guard after */
+          relayHostReduce(out, srcs, nsrc, n, dt, ops[oi], ops[oi] == relayAvg ? nsrc : 0);
+          for (size_t i = 0; i < n; i++)
+            T_CHECK(
+                out[i] == want[i],
+                "%s %s (path %d), %d sources, %zu elements, offsets %d/%d, output %d: element %zu 0x%04x, "
+                "want 0x%04x",
+                relayTypeName(dt), relayOpName(ops[oi]), di > 1, nsrc, n, off[0], off[ko], ko, i, out[i],
+                want[i]);
+          T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
           checked += n;
         }
   relayHostHalfPathSet(-1);
   for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
   printf(
-      "reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, out of place "
-      "and in place, bit for bit\n",
-      (unsigned long long)checked);
+      "reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, in place and "
+      "not, %s, bit for bit\n",
+      (unsigned long long)checked, paths == 2 ? "software and F16C/AVX2 paths" : "software path only");
   return 0;
 }
 
@@ -1180,16 +1167,16 @@ static int cmdReduceTails(void) {
  * docs/perf/2026-12-05-cpu-2core.md keeps the numbers. The output is checked against the reference (its first
  * and last elements) so a broken kernel cannot pass as fast. */
 static int cmdReduceSpeed(void) {
-  /* the last: fp16 on the software path (the fallback: no F16C, or a test forcing it) */
-  relayDataType_t dts[4] = {relayFloat32, relayBfloat16, relayFloat16, relayFloat16};
+  /* the last two: bf16 and fp16 on the software path (the fallback: no AVX2 or F16C, or a test forcing it) */
+  relayDataType_t dts[5] = {relayFloat32, relayBfloat16, relayFloat16, relayBfloat16, relayFloat16};
   size_t sizes[2] = {64u << 10, 8u << 20};
   int nsrcs[2] = {2, 8};
   for (int si = 0; si < 2; si++)
     for (int ni = 0; ni < 2; ni++)
-      for (int di = 0; di < 4; di++) {
+      for (int di = 0; di < 5; di++) {
         relayDataType_t dt = dts[di];
-        if (di == 3 && relayHostHalfPath() == relayHalfPathSoftware) continue; /* the row above was it */
-        if (di == 3) relayHostHalfPathSet(relayHalfPathSoftware);
+        if (di >= 3 && relayHostHalfPath() == relayHalfPathSoftware) continue; /* the rows above were it */
+        if (di >= 3) relayHostHalfPathSet(relayHalfPathSoftware);
         size_t bytes = sizes[si], esz = relayTypeSize(dt), n = bytes / esz;
         int nsrc = nsrcs[ni];
         void* src[8];
@@ -1223,7 +1210,10 @@ static int cmdReduceSpeed(void) {
         }
         relayHostHalfPathSet(-1);
         printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n",
-               di == 3 ? "half-sw" : relayTypeName(dt), nsrc, bytes >> 10, best);
+               di == 3   ? "bf16-sw"
+               : di == 4 ? "half-sw"
+                         : relayTypeName(dt),
+               nsrc, bytes >> 10, best);
         for (int k = 0; k < nsrc; k++) free(src[k]);
         free(dst);
       }
