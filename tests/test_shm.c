@@ -470,12 +470,14 @@ static int rankSpinCores(int rank, int nranks, void* arg) {
   relayCommDestroy(c);
   return 0;
 }
-static int runSpinCores(void) {
+/* A two-CPU case: 2 ranks of rankFn with arg 0, then arg 1 (77: fewer than 2 CPUs to bind to). */
+static int runTwoCpus(relayRankFn rankFn) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
-  for (int own = 0; own < 2; own++) t_run_ranks(2, rankSpinCores, &own, 60);
+  for (int arg = 0; arg < 2; arg++) t_run_ranks(2, rankFn, &arg, 60);
   return 0;
 }
+static int runSpinCores(void) { return runTwoCpus(rankSpinCores); }
 
 /* Binds the calling rank to the k-th CPU it may run on (as the scheduler may place it). */
 static int colocBind(int rank, const cpu_set_t* set, int k) {
@@ -554,12 +556,7 @@ static int rankSpinColocated(int rank, int nranks, void* arg) {
   relayCommDestroy(c);
   return 0;
 }
-static int runSpinColocated(void) {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) return 77;
-  for (int apart = 0; apart < 2; apart++) t_run_ranks(2, rankSpinColocated, &apart, 60);
-  return 0;
-}
+static int runSpinColocated(void) { return runTwoCpus(rankSpinColocated); }
 
 /* A peer that never waits still says where it runs. Rank 1 waits on CPU 1 (rank 0 arrives 20 ms late,
  * until rank 1's counts show a wait), then moves to rank 0's CPU and from then on arrives 2 ms late to
