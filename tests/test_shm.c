@@ -492,6 +492,17 @@ static int colocBind(int rank, const cpu_set_t* set, int k) {
   return cpu;
 }
 
+/* A comm of the spin cases: init unbound (every rank's CPUs allow a core each, so busy polls are on), the
+ * CPUs this rank may run on in *set for colocBind. */
+static relayComm_t colocInit(int rank, int nranks, cpu_set_t* set) {
+  T_CHECK(sched_getaffinity(0, sizeof *set, set) == 0, "sched_getaffinity: %s", strerror(errno));
+  relayConfig_t cfg = tCfg(20000, 0);
+  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
+  T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
+          c->cfg.spinBusy);
+  return c;
+}
+
 /* One 2-rank all-reduce of kColocN floats, checked against the sum the pattern gives. */
 enum { kColocN = 1031 };
 static void colocCall(relayComm_t c, int rank, int call) {
@@ -522,11 +533,7 @@ static void colocCall(relayComm_t c, int rank, int call) {
 static int rankSpinColocated(int rank, int nranks, void* arg) {
   int together = *(const int*)arg == 0;
   cpu_set_t set;
-  T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
-  relayConfig_t cfg = tCfg(20000, 0);
-  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
-  T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
-          c->cfg.spinBusy);
+  relayComm_t c = colocInit(rank, nranks, &set);
   int cpu = colocBind(rank, &set, together ? 0 : rank);
   enum { kCalls = 300, kWarm = 2 };
   uint64_t busy0 = 0, co0 = 0, busy = 0, co = 0;
@@ -568,11 +575,7 @@ static int runSpinColocated(void) { return runTwoCpus(rankSpinColocated); }
 static int rankSpinStale(int rank, int nranks, void* arg) {
   (void)arg;
   cpu_set_t set;
-  T_CHECK(sched_getaffinity(0, sizeof set, &set) == 0, "sched_getaffinity: %s", strerror(errno));
-  relayConfig_t cfg = tCfg(20000, 0);
-  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
-  T_CHECK(c->cfg.spinBusy > 0, "rank %d: %d busy polls: the case needs a core per rank at init", rank,
-          c->cfg.spinBusy);
+  relayComm_t c = colocInit(rank, nranks, &set);
   colocBind(rank, &set, rank);
   int call = 0, waited = 0;
   for (int tries = 0; tries < 50 && !waited; tries++) {
