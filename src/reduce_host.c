@@ -199,7 +199,7 @@ REDUCE_FLOAT(f16, unsigned short, float, f16Load, f16Store)
 REDUCE_FLOAT(bf16, unsigned short, float, bf16Load, bf16Store)
 
 /* fp16 through the CPU's own conversions (F16C: VCVTPH2PS, VCVTPS2PH), 8 elements a step, when it has them
- * (relayHostHalfPath: a cached CPUID check, no ifunc). The software conversions above cost several selects an
+ * (relayHostPath16: a cached CPUID check, no ifunc). The software conversions above cost several selects an
  * element: fp16 ran at 12 GB/s in cache against bf16's 31. Through these, 2 sources of 64 KiB went from 11.9
  * to 81.6 GB/s and 8 sources from 12.8 to 78.5; from memory (8 MiB a source) 10.5 to 28.8 and 6.3 to 27.4
  * (test_plan reduce_speed, median of 3, 2-core Xeon with AVX-512, load 1.5: docs/perf/2026-12-05-cpu-fp16-
@@ -281,7 +281,7 @@ F16C_TARGET static void reduce_f16_f16c(unsigned short* dst, const void* const* 
   }
 }
 
-/* bf16 through AVX2, on the same switch as fp16's F16C path (relayHostHalfPath) where the CPU has AVX2 too:
+/* bf16 through AVX2, on the same switch as fp16's F16C path (relayHostPath16) where the CPU has AVX2 too:
  * element-major as reduce_f16_f16c, with the same folds (f16cSum .. f16cMin) and divide. The block-major
  * reduce_bf16 above (bf16Load/bf16Store vectorized by its clones, now the fallback) against this, 2 sources
  * of 64 KiB: 19.7 -> 42.7 GB/s, 8 sources 24.4 -> 42.3; from memory (8 MiB a source) 16.7 -> 20.0 and 10.9 ->
@@ -405,25 +405,26 @@ static int cpuVec(void) {
   return v;
 }
 
-/* The fp16 path, chosen on first use and kept (-1: not chosen yet): a relaxed atomic read per call, no
- * ifunc, so it holds under ASan and TSan too (REDUCE_CLONES says why those have no clones). */
-static atomic_int gHalfPath = -1;
+/* The 16-bit floats' path (fp16 and bf16), chosen on first use and kept (-1: not chosen yet): a relaxed
+ * atomic read per call, no ifunc, so it holds under ASan and TSan too (REDUCE_CLONES says why those have no
+ * clones). */
+static atomic_int gPath16 = -1;
 
-static int halfPathBest(void) { return cpuVec() & kCpuF16c ? relayHalfPathF16c : relayHalfPathSoftware; }
+static int path16Best(void) { return cpuVec() & kCpuF16c ? relayPath16Vector : relayPath16Software; }
 
-int relayHostHalfPath(void) {
-  int p = atomic_load_explicit(&gHalfPath, memory_order_relaxed);
+int relayHostPath16(void) {
+  int p = atomic_load_explicit(&gPath16, memory_order_relaxed);
   if (p < 0) {
-    p = halfPathBest();
-    atomic_store_explicit(&gHalfPath, p, memory_order_relaxed);
+    p = path16Best();
+    atomic_store_explicit(&gPath16, p, memory_order_relaxed);
   }
   return p;
 }
 
-int relayHostHalfPathSet(int path) {
-  if (path < 0) path = halfPathBest();
-  if (path != relayHalfPathSoftware && (path != relayHalfPathF16c || !(cpuVec() & kCpuF16c))) return -1;
-  atomic_store_explicit(&gHalfPath, path, memory_order_relaxed);
+int relayHostPath16Set(int path) {
+  if (path < 0) path = path16Best();
+  if (path != relayPath16Software && (path != relayPath16Vector || !(cpuVec() & kCpuF16c))) return -1;
+  atomic_store_explicit(&gPath16, path, memory_order_relaxed);
   return 0;
 }
 
@@ -439,7 +440,7 @@ void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
     case relayUint64: reduce_uint64_t(dst, srcs, nsrc, count, op, divisor); break;
     case relayFloat16:
 #ifdef REDUCE_F16C
-      if (relayHostHalfPath() == relayHalfPathF16c) {
+      if (relayHostPath16() == relayPath16Vector) {
         reduce_f16_f16c(dst, srcs, nsrc, count, op, divisor);
         break;
       }
@@ -448,7 +449,7 @@ void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count,
       break;
     case relayBfloat16:
 #ifdef REDUCE_F16C
-      if (relayHostHalfPath() == relayHalfPathF16c && (cpuVec() & kCpuAvx2)) {
+      if (relayHostPath16() == relayPath16Vector && (cpuVec() & kCpuAvx2)) {
         reduce_bf16_avx2(dst, srcs, nsrc, count, op, divisor);
         break;
       }

@@ -17,15 +17,15 @@ extern "C" {
 void relayHostReduce(void* dst, const void* const* srcs, int nsrc, size_t count, relayDataType_t dt,
                      relayRedOp_t op, int divisor);
 
-/* The fp16 and bf16 reduce's conversions: software (bit operations, any CPU) or x86-64 instructions (fp16
+/* The 16-bit floats' (fp16 and bf16) reduce path: software (bit operations, any CPU) or vector (x86-64: fp16
  * through F16C on a CPU with F16C and AVX; bf16 through AVX2 where it has that too, else software), the same
- * bits either way. relayHostHalfPath: the one relayHostReduce takes, the best
- * this CPU has unless a test set another. relayHostHalfPathSet (tests: both paths against each other): takes
+ * bits either way. relayHostPath16: the one relayHostReduce takes, the best this CPU has unless a test set
+ * another. relayHostPath16Set (tests: both paths against each other): takes
  * `path` when this CPU has it and returns 0, else returns -1 and changes nothing; -1 goes back to the best.
  */
-enum { relayHalfPathSoftware = 0, relayHalfPathF16c = 1 };
-int relayHostHalfPath(void);
-int relayHostHalfPathSet(int path);
+enum { relayPath16Software = 0, relayPath16Vector = 1 };
+int relayHostPath16(void);
+int relayHostPath16Set(int path);
 
 /* Conversions used by tests and the bench for 16-bit floats. */
 float relayHalfToFloat(unsigned short h);

@@ -1019,11 +1019,11 @@ static int cmdReduceExact(void) {
   T_CHECK(out[0] && out[1], "oom");
   /* The F16C path must be what this machine runs: every CPU with AVX2 has F16C (Intel from Haswell, AMD from
    * Piledriver), so an AVX2 CPU on the software path means the run-time check broke. */
-  int paths = relayHostHalfPathSet(relayHalfPathF16c) == 0 ? 2 : 1;
+  int paths = relayHostPath16Set(relayPath16Vector) == 0 ? 2 : 1;
 #if defined(__x86_64__) && defined(__GNUC__)
   T_CHECK(paths == 2 || !__builtin_cpu_supports("avx2"), "an AVX2 CPU without the F16C path");
 #endif
-  T_CHECK(relayHostHalfPathSet(-1) == 0 && relayHostHalfPath() == (paths == 2 ? relayHalfPathF16c : 0),
+  T_CHECK(relayHostPath16Set(-1) == 0 && relayHostPath16() == (paths == 2 ? relayPath16Vector : 0),
           "the best path is not the default");
   relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
   relayRedOp_t ops[5] = {relaySum, relayAvg, relayProd, relayMax, relayMin};
@@ -1061,7 +1061,7 @@ static int cmdReduceExact(void) {
             }
             int doff = (int)((k / 8195 + (uint32_t)oi) % 4);
             for (int path = 0; path < paths; path++) { /* bf16 too: AVX2 on the F16C path's switch */
-              T_CHECK(relayHostHalfPathSet(path) == 0, "path %d", path);
+              T_CHECK(relayHostPath16Set(path) == 0, "path %d", path);
               unsigned short* d = out[path] + doff;
               for (size_t i = 0; i <= n; i++) d[i] = 0xdead & 0xfbff; /* poison, and a guard after */
               if (!fpuModeSet(&modes[mi])) {
@@ -1076,7 +1076,7 @@ static int cmdReduceExact(void) {
                       relayOpName(op));
               checked += n;
             }
-            relayHostHalfPathSet(-1);
+            relayHostPath16Set(-1);
           }
         }
   for (int mi = 0; mi < kModes; mi++)
@@ -1115,7 +1115,7 @@ static int cmdReduceTails(void) {
   relayDataType_t dts[2] = {relayBfloat16, relayFloat16};
   relayRedOp_t ops[5] = {relaySum, relayAvg, relayProd, relayMax, relayMin};
   uint64_t checked = 0;
-  int paths = relayHostHalfPathSet(relayHalfPathF16c) == 0 ? 2 : 1;
+  int paths = relayHostPath16Set(relayPath16Vector) == 0 ? 2 : 1;
   for (int di = 0; di < 2 * paths; di++) /* the software path, then F16C/AVX2 where the CPU has it */
     for (int oi = 0; oi < 5; oi++)
       for (int nsrc = 2; nsrc <= kMaxSrc; nsrc += 3)
@@ -1123,7 +1123,7 @@ static int cmdReduceTails(void) {
           size_t li = lip % nlens;
           int inplace = lip >= nlens; /* the output is source li % nsrc */
           relayDataType_t dt = dts[di & 1];
-          T_CHECK(relayHostHalfPathSet(di > 1) == 0, "path %d", di > 1);
+          T_CHECK(relayHostPath16Set(di > 1) == 0, "path %d", di > 1);
           size_t n = li < 70 ? li + 1 : lens[li - 70];
           const void* srcs[kMaxSrc];
           int off[kMaxSrc + 1];
@@ -1153,7 +1153,7 @@ static int cmdReduceTails(void) {
           T_CHECK(out[n] == (0xdead & 0xfbff), "%s, %zu elements: wrote past the end", relayTypeName(dt), n);
           checked += n;
         }
-  relayHostHalfPathSet(-1);
+  relayHostPath16Set(-1);
   for (int k = 0; k <= kMaxSrc; k++) free(buf[k]);
   printf(
       "reduce tails: %llu elements, lengths 1-70 and 1023-2090, 2/5/8 sources, offsets 0-3, in place and "
@@ -1175,8 +1175,8 @@ static int cmdReduceSpeed(void) {
     for (int ni = 0; ni < 2; ni++)
       for (int di = 0; di < 5; di++) {
         relayDataType_t dt = dts[di];
-        if (di >= 3 && relayHostHalfPath() == relayHalfPathSoftware) continue; /* the rows above were it */
-        if (di >= 3) relayHostHalfPathSet(relayHalfPathSoftware);
+        if (di >= 3 && relayHostPath16() == relayPath16Software) continue; /* the rows above were it */
+        if (di >= 3) relayHostPath16Set(relayPath16Software);
         size_t bytes = sizes[si], esz = relayTypeSize(dt), n = bytes / esz;
         int nsrc = nsrcs[ni];
         void* src[8];
@@ -1208,7 +1208,7 @@ static int cmdReduceSpeed(void) {
           float got = dt == relayFloat32 ? ((float*)dst)[at[j]] : refLoad(dt, ((unsigned short*)dst)[at[j]]);
           T_CHECK(got == want, "%s element %zu: %g, want %g", relayTypeName(dt), at[j], got, want);
         }
-        relayHostHalfPathSet(-1);
+        relayHostPath16Set(-1);
         printf("reduce speed: %-8s %d sources x %5zu KiB: %6.1f GB/s\n",
                di == 3   ? "bf16-sw"
                : di == 4 ? "half-sw"
