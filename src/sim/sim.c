@@ -646,23 +646,12 @@ static double bwSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   const struct relayTopo* T = S->topo;
   double es = (double)P->elemSize;
-  /* Each rank's input: the transport takes the one-copy path from oneCopyBytes on; a broadcast from
-   * oneCopyRootedBytes of what its root sends in all; a reduce stays staged (as bw.c bwCmaWanted). */
+  /* Each rank's input, and the transport's own rule for its one-copy path (bw.c bwCmaWanted). */
   double input = (double)op->count * es * (op->srcStride ? (double)P->nActive : 1.0);
-  /* A rooted floor of 0: every broadcast, as bw.c reads it (RELAYCC_SHM_CMA_BYTES=0 is the off switch). */
-  if (op->root >= 0) {
-    double rooted = T->oneCopyRootedBytes;
-    if (P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < rooted)
-      rooted = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
-    return op->gather && T->oneCopyBytes > 0 && input * (P->nActive - 1) >= rooted
-               ? bwRootedOneCopySeconds(S, op)
-               : bwStagedSeconds(S, r, op);
-  }
-  double floor = T->oneCopyBytes;
-  if (floor > 0 && P->nActive == 2 && T->oneCopyPairBytes > 0 && T->oneCopyPairBytes < floor)
-    floor = T->oneCopyPairBytes; /* as bw.c bwCmaWanted */
-  if (floor > 0 && input >= floor) return bwOneCopySeconds(S, r, op);
-  return bwStagedSeconds(S, r, op);
+  if (!relayTopoOneCopy(T->oneCopyBytes, T->oneCopyPairBytes, T->oneCopyRootedBytes, P->nActive,
+                        op->root >= 0, op->gather, input))
+    return bwStagedSeconds(S, r, op);
+  return op->root >= 0 ? bwRootedOneCopySeconds(S, op) : bwOneCopySeconds(S, r, op);
 }
 
 /* Runs rank r's local ops of step s from time t; returns when lane 0 is done. */

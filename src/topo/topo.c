@@ -137,6 +137,15 @@ double relayTopoNicCap(const struct relayTopo* t) {
 
 /* ---- queries ------------------------------------------------------------ */
 
+int relayTopoOneCopy(double floor, double pairFloor, double rootedFloor, int nActive, int rooted, int gather,
+                     double inputBytes) {
+  if (floor <= 0) return 0;
+  double f = rooted ? rootedFloor : floor;
+  if (nActive == 2 && pairFloor > 0 && pairFloor < f) f = pairFloor; /* RELAYCC_SHM_CMA_PAIR_BYTES says why */
+  if (rooted) return gather && inputBytes * (nActive - 1) >= f;
+  return inputBytes >= f;
+}
+
 int relayTopoReachable(const struct relayTopo* t, int s, int d) {
   if (s < 0 || d < 0 || s >= t->nGPUs || d >= t->nGPUs) return 0;
   if (s == d) return 1;

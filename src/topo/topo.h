@@ -251,6 +251,13 @@ static inline double relayTopoLinkCap(const struct relayTopo* t, int src, int ds
  * the least of its link (or, through a switch, infinity), the two port caps
  * and the fabric cap. 0 when unreachable. For src == dst, memBw / 2. */
 double relayTopoPairRate(const struct relayTopo* topo, int src, int dst);
+/* Does the shm bandwidth route take its one-copy path? The one rule that bw.c (bwCmaWanted, with the
+ * comm's agreed RELAYCC_SHM_CMA_* floors) follows and the simulator prices (with topo's oneCopy* copies of
+ * them): floor 0 turns the path off; a call of 2 actives takes the lower of its floor and pairFloor (when
+ * not 0); a broadcast (rooted and gather) from rootedFloor of the bytes its root sends in all, (nActive - 1)
+ * x input; a reduce (rooted, not gather) stays staged; any other call from floor of each rank's input. */
+int relayTopoOneCopy(double floor, double pairFloor, double rootedFloor, int nActive, int rooted, int gather,
+                     double inputBytes);
 /* Structural sanity (counts, bandwidths, costs); 0 when sound. */
 int relayTopoCheck(const struct relayTopo* topo, char* err, size_t errlen);
 /* The check's and the parser's message writer (topo.c): err gets the text; returns -1. */

@@ -628,20 +628,12 @@ static int bwCmaWanted(struct relayComm* comm, const bwState* s, const relayBwDe
   const relayOneShotDesc* d = &w->c;
   if (!s->cma) return 0;
   uint64_t in = d->count * es * (d->srcStride ? (uint64_t)d->nActive : 1); /* each rank's input */
-  uint64_t floor = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES);
-  /* A broadcast: from what its root sends in all. A reduce stays staged: its one copy would read the A-1
-   * peers' buffers in turn on the root's one core (8 ranks of the 2-core EPYC, 1 MiB: 692 us against 307
-   * staged; 4 ranks 4 MiB 1190 against direct's 896). */
-  uint64_t pair = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_PAIR_BYTES);
-  if (d->root >= 0 && d->root < d->nActive) {
-    /* 2 actives: the lower of it and the pair's floor, as every other call of a pair
-     * (RELAYCC_SHM_CMA_PAIR_BYTES says why). */
-    uint64_t rooted = (uint64_t)relayParamInt(comm, RELAY_P_SHM_CMA_ROOTED_BYTES);
-    if (d->nActive == 2 && pair > 0 && pair < rooted) rooted = pair; /* as sim.c bwSeconds prices it */
-    return d->gather && floor > 0 && in * (uint64_t)(d->nActive - 1) >= rooted;
-  }
-  if (d->nActive == 2 && pair > 0 && pair < floor) floor = pair; /* as sim.c bwSeconds prices it */
-  return in >= floor;
+  /* A reduce stays staged: its one copy would read the A-1 peers' buffers in turn on the root's one core (8
+   * ranks of the 2-core EPYC, 1 MiB: 692 us against 307 staged; 4 ranks 4 MiB 1190 against direct's 896). */
+  return relayTopoOneCopy((double)relayParamInt(comm, RELAY_P_SHM_CMA_BYTES),
+                          (double)relayParamInt(comm, RELAY_P_SHM_CMA_PAIR_BYTES),
+                          (double)relayParamInt(comm, RELAY_P_SHM_CMA_ROOTED_BYTES), d->nActive,
+                          d->root >= 0 && d->root < d->nActive, d->gather, (double)in);
 }
 
 relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStream_t stream) {
