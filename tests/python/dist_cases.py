@@ -611,6 +611,17 @@ def case_abort(g):
   return _timed(lambda: dist.all_reduce(t, group=grp))
 
 
+def error_state(grp):
+  """The group's error state by name: the backend's `error_state` (every torch) and, where this torch binds
+  it (2.15; 2.11 does not), torch's `get_error()`, which must say the same (else the answer says both)."""
+  from relaycc import torch_backend
+  b = torch_backend.get_backend(grp)
+  state = b.error_state
+  if hasattr(b, "get_error") and b.get_error().name != state:
+    return f"get_error() {b.get_error().name} but error_state {state}"
+  return state
+
+
 def case_reject(g, timeout_s):
   """Rank 0's all_to_all_single breaks the contract (4n + 1 elements at n ranks): it rejects the call through
   the C core, so it raises at once and its peers raise too, not at their deadline. Its shape differs from
@@ -624,8 +635,7 @@ def case_reject(g, timeout_s):
   first = _timed(lambda: dist.all_to_all_single(out, torch.ones(k), group=grp))
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
-  from relaycc import torch_backend
-  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  state = error_state(grp)
   return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
 
 
@@ -655,8 +665,7 @@ def case_reject_usable(g, timeout_s, checked):
     first = _timed(lambda: dist.all_gather_into_tensor(out, value(me, 0, k).float(), group=grp))
   t = value(me, 0, 6).float()
   second = _timed(lambda: dist.all_reduce(t, group=grp))
-  from relaycc import torch_backend
-  state = torch_backend.get_backend(grp).get_error().name  # the group's error state (torch's get_error)
+  state = error_state(grp)
   return first, second, torch.equal(t.double(), sum(value(s, 0, 6) for s in range(n))), state
 
 

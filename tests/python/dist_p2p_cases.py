@@ -8,7 +8,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from dist_cases import _check, _expect_served, _poison, _served, _timed
+from dist_cases import _check, _expect_served, _poison, _served, _timed, error_state
 
 # Every dtype the other ops serve: the reducing ones travel as themselves, the rest as bytes.
 DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.int8,
@@ -245,8 +245,7 @@ def case_mismatch(g, timeout_s):
   t = torch.ones(5)
   dist.all_reduce(t, group=grp)
   res["all_reduce"] = torch.equal(t, torch.full((5,), float(n)))
-  from relaycc import torch_backend
-  res["state"] = torch_backend.get_backend(grp).get_error().name
+  res["state"] = error_state(grp)
   return res
 
 

@@ -582,14 +582,18 @@ class RelayBackend : public c10d::Backend {
 
   bool cudaActive() const { return cudaComm_ != nullptr; }
 
-#if defined(TORCH_VERSION_MINOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7)
-  // torch's error state of the group (ProcessGroup.get_error): relaycc's first failure that left a comm
-  // unusable (a rejected argument leaves it usable: none), else the inner NCCL's.
-  c10d::ErrorType getError() override {
+  // The group's error state (a c10d::ErrorType value): relaycc's first failure that left a comm unusable (a
+  // rejected argument leaves it usable: none), else the inner NCCL's where torch has getError.
+  int errorValue() {
     int e = error_.load();
-    if (e != 0) return static_cast<c10d::ErrorType>(e);
-    return cudaInner_ ? cudaInner_->getError() : c10d::ErrorType::SUCCESS;
+#if defined(TORCH_VERSION_MINOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7)
+    if (e == 0 && cudaInner_) e = static_cast<int>(cudaInner_->getError());
+#endif
+    return e;
   }
+#if defined(TORCH_VERSION_MINOR) && (TORCH_VERSION_MAJOR > 2 || TORCH_VERSION_MINOR >= 7)
+  // torch's reading of it (Backend.get_error in Python where torch binds it: 2.15 does, 2.11 does not).
+  c10d::ErrorType getError() override { return static_cast<c10d::ErrorType>(errorValue()); }
 #endif
 
   bool relayActive() const { return useRelay_; }
@@ -1307,5 +1311,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def_property_readonly("cuda_active", &RelayBackend::cudaActive)
       .def_property_readonly("relay_active", &RelayBackend::relayActive)
       .def_property_readonly("comm_created", &RelayBackend::commCreated)
-      .def_property_readonly("served", &RelayBackend::served);
+      .def_property_readonly("served", &RelayBackend::served)
+      // The error state by c10d::ErrorType's name on every torch (2.11 binds no get_error for a backend).
+      .def_property_readonly("error_state", [](RelayBackend& b) {
+        static const char* const kNames[] = {"SUCCESS", "TIMEOUT", "COMM_ERROR", "REMOTE_ERROR"};
+        int e = b.errorValue();
+        return std::string(e >= 0 && e < 4 ? kNames[e] : "UNKNOWN");
+      });
 }
