@@ -144,15 +144,34 @@ def _timeout_ms(timeout):
   return max(1, min(ms, 2**31 - 1))
 
 
-def _serves_cuda(dist_opts):
-  """Whether this group's CUDA tensors come to this backend: its default backend is relaycc itself
-  ("relaycc", "cuda:relaycc,..."), not NCCL ("cpu:relaycc,cuda:nccl": torch then makes the group's
-  default backend the accelerator's). The same answer on every member (the same spec)."""
-  pg = getattr(dist_opts, "process_group", None)
-  try:
-    return pg is not None and pg._get_backend_name() not in ("nccl", "gloo")
-  except Exception:  # a torch without these: CPU tensors only
-    return False
+def _group_creation():
+  """(device -> backend map, device_id) of the group being created, read from torch's group-creation frame:
+  the creator's caller (_new_process_group_helper, torch 2.x) holds them as `backend_config` and
+  `device_id`. torch hands an extended-API creator no word of the devices it will serve
+  (_DistributedBackendOptions carries the store, ranks, timeout and group id only), and "relaycc" and
+  "cpu:relaycc,cuda:nccl" call it alike, on the "cpu" entry. ({}, None) where no caller holds them (a
+  torch that creates groups otherwise): the group is then CPU-only, which every rank decides alike."""
+  f = sys._getframe(1)
+  for _ in range(10):  # _create's caller is at most a wrapper or two away (autoload entry point)
+    if f is None:
+      break
+    cfg = f.f_locals.get("backend_config")
+    if cfg is not None and hasattr(cfg, "get_device_backend_map"):
+      try:
+        m = {str(k).lower(): str(v).lower() for k, v in cfg.get_device_backend_map().items()}
+      except Exception:
+        return {}, None
+      dev = f.f_locals.get("device_id")
+      return m, dev if isinstance(dev, torch.device) else None
+    f = f.f_back
+  return {}, None
+
+
+def _serves_cuda(device_map):
+  """Whether this group's CUDA tensors come to this backend: its spec gives relaycc the "cuda" device
+  ("relaycc", "cuda:relaycc,..."), not NCCL ("cpu:relaycc,cuda:nccl"). The same answer on every member
+  (the same spec)."""
+  return device_map.get("cuda") == NAME
 
 
 def _gather(own, key, rank, size, value):
@@ -160,22 +179,24 @@ def _gather(own, key, rank, size, value):
   return [own.get(f"{key}/{r}").decode() for r in range(size)]
 
 
-def _cuda_side(dist_opts, own, timeout, host_ok):
-  """(inner NCCL backend, relaycc guest comm handle or 0, device index) or (None, 0, -1); see the module's
-  docstring. Each step that may differ between ranks is voted through the group's store first."""
+def _cuda_side(dist_opts, own, timeout, host_ok, device_map, device_id):
+  """(inner NCCL backend, relaycc guest comm handle or 0, device index, status) or (None, 0, -1, status);
+  see the module's docstring; status says in words what serves the group's CUDA tensors and why (the same
+  on every rank: cuda_status). Each step that may differ between ranks is voted through the group's store
+  first."""
   rank, size = dist_opts.group_rank, dist_opts.group_size
   why = ""
-  if not _serves_cuda(dist_opts):
-    return None, 0, -1
+  if not _serves_cuda(device_map):
+    return None, 0, -1, f"not relaycc's: the group's spec gives CUDA tensors to {device_map.get('cuda', 'none')}"
   if not dist.is_nccl_available() or not torch.cuda.is_available():
     why = "no CUDA device or no NCCL in this torch"
   votes = _gather(own, "cuda", rank, size, why)
   if any(votes):
-    return None, 0, -1
-  pg = dist_opts.process_group
-  device = getattr(pg, "bound_device_id", None)
-  device = torch.device("cuda", device.index if device is not None and device.index is not None
-                        else torch.cuda.current_device())
+    bad = next(r for r, w in enumerate(votes) if w)
+    return None, 0, -1, f"forwarded to gloo (rank {bad}: {votes[bad]})"
+  # init_process_group(device_id=...)'s device, else the current one (torch's own rule for NCCL).
+  device = torch.device("cuda", device_id.index if device_id is not None and device_id.type == "cuda"
+                        and device_id.index is not None else torch.cuda.current_device())
   opts = dist.ProcessGroupNCCL.Options()
   opts._timeout = timeout
   try:  # torch's names for its logs and flight recorder (absent in some versions: only names)
@@ -201,8 +222,9 @@ def _cuda_side(dist_opts, own, timeout, host_ok):
   votes = _gather(own, "attach", rank, size, why)
   if any(votes):
     bad = next(r for r, w in enumerate(votes) if w)
-    print(f"relaycc: rank {rank}: CUDA calls go to NCCL (rank {bad}: {votes[bad]})", file=sys.stderr)
-    return nccl, 0, device.index
+    status = f"forwarded to the inner NCCL (rank {bad}: {votes[bad]})"
+    print(f"relaycc: rank {rank}: CUDA calls {status}", file=sys.stderr)
+    return nccl, 0, device.index, status
   import ctypes
   from .comm import _config
   cfg = _config(timeout_ms=_timeout_ms(timeout))
@@ -210,10 +232,24 @@ def _cuda_side(dist_opts, own, timeout, host_ok):
   with torch.cuda.device(device):
     res = _lib.lib.relayCommInitNccl(ctypes.byref(h), ptr, ctypes.byref(cfg))
   if res != _lib.SUCCESS:  # voted inside the init: every rank got an error
-    print(f"relaycc: rank {rank}: CUDA calls go to NCCL (relayCommInitNccl: "
-          f"{(_lib.lib.relayGetLastError(None) or b'').decode()})", file=sys.stderr)
-    return nccl, 0, device.index
-  return nccl, h.value, device.index
+    status = (f"forwarded to the inner NCCL (relayCommInitNccl: "
+              f"{(_lib.lib.relayGetLastError(None) or b'').decode()})")
+    print(f"relaycc: rank {rank}: CUDA calls {status}", file=sys.stderr)
+    return nccl, 0, device.index, status
+  return nccl, h.value, device.index, f"relaycc, a guest on the inner NCCL's communicator (cuda:{device.index})"
+
+
+# group name -> what serves the group's CUDA tensors, in words (cuda_status).
+_CUDA_STATUS = {}
+
+
+def cuda_status(group=None):
+  """What serves this relaycc group's CUDA tensors and why, as its creator decided on every member alike:
+  "relaycc, a guest on the inner NCCL's communicator (cuda:N)", "forwarded to the inner NCCL (rank R:
+  why)", "forwarded to gloo (rank R: why)" or "not relaycc's: ..." (the spec gave them to another
+  backend)."""
+  pg = group or dist.group.WORLD
+  return _CUDA_STATUS.get(str(pg.group_name), "unknown: not a relaycc group of this process")
 
 
 def _create(dist_opts, backend_options=None):
@@ -227,7 +263,9 @@ def _create(dist_opts, backend_options=None):
   # The job name: the token (unique per group and launch) is the whole rendezvous.
   token = "torch-" + own.get("token").decode()
   hosts = set(_gather(own, "host", rank, size, _host_identity()))
-  nccl, cuda_comm, cuda_device = _cuda_side(dist_opts, own, timeout, len(hosts) == 1)
+  device_map, device_id = _group_creation()
+  nccl, cuda_comm, cuda_device, _CUDA_STATUS[str(dist_opts.group_id)] = _cuda_side(
+      dist_opts, own, timeout, len(hosts) == 1, device_map, device_id)
   backend = extension().RelayBackend(inner, rank, size, token, _timeout_ms(timeout), len(hosts) == 1, nccl,
                                      cuda_comm, cuda_device)
   # torch's own abort of the inner NCCL group (its watchdog's) ends relaycc's waits and kernels first.

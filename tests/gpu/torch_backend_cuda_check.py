@@ -177,9 +177,9 @@ def main():
   if len(libs) != 1:
     bad.append(f"NCCL libraries mapped: {libs}")
   if not backend.cuda_active:
-    bad.append("the relaycc backend has no CUDA side (relaycc is no guest on its NCCL: see stderr)")
+    bad.append(f"the relaycc backend has no CUDA side: {torch_backend.cuda_status()}")
   print(f"rank {rank}: torch {torch.__version__}, relaycc {relaycc.__version__}, "
-        f"cuda:{torch.cuda.current_device()}, CUDA side {backend.cuda_active}, "
+        f"cuda:{torch.cuda.current_device()}, CUDA side {backend.cuda_active} ({torch_backend.cuda_status()}), "
         f"RELAYCC_ROUTE={os.environ.get('RELAYCC_ROUTE', 'auto')}", flush=True)
   collectives(bad, None, "relaycc", rank, world)
   ddp_step(bad, rank, world)
@@ -193,6 +193,8 @@ def main():
         torch.arange(10, dtype=torch.float32) * world + world * (world - 1) // 2)
   if torch_backend.get_backend(mixed).cuda_active:
     bad.append("cpu:relaycc,cuda:nccl: the relaycc backend attached to CUDA (torch's NCCL serves it)")
+  if not torch_backend.cuda_status(mixed).startswith("not relaycc's"):
+    bad.append(f"cpu:relaycc,cuda:nccl: CUDA status {torch_backend.cuda_status(mixed)!r}")
   for b in bad[:20]:
     print(f"rank {rank}: {b}", flush=True)
   finish(rank, world, bad, "OK" if not bad else f"FAILED ({len(bad)} checks)")

@@ -414,8 +414,12 @@ def case_backend_facts(g):
   """relaycc serves this group (all ranks on one host) and its comm exists after a call."""
   from relaycc import torch_backend
   b = torch_backend.get_backend()
+  # The creator's CUDA decision: WORLD ("relaycc") gives it CUDA tensors (on this GPU-less machine they
+  # then go to gloo, voted); a "cpu:relaycc,cuda:gloo" group's CUDA tensors are gloo's by its spec.
+  mixed = dist.new_group(backend="cpu:relaycc,cuda:gloo")
   return {"name": dist.get_backend(), "relay": b.relay_active, "comm": b.comm_created,
-          "cpu_backend": type(b).__name__}
+          "cpu_backend": type(b).__name__, "cuda": torch_backend.cuda_status(),
+          "mixed_cuda": torch_backend.cuda_status(mixed), "mixed_name": dist.get_backend(mixed)}
 
 
 def _relay_segments():

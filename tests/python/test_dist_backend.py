@@ -6,6 +6,7 @@ import functools
 import tempfile
 
 import pytest
+import torch
 
 import dist_cases as dc
 from common import Pool, free_port
@@ -45,6 +46,12 @@ def test_backend_is_relaycc(setup):
   facts = setup["pool"].run(dc.case_backend_facts)
   for r, f in enumerate(facts):
     assert f["name"] == "relaycc" and f["relay"] and f["cpu_backend"] == "RelayBackend", f"rank {r}: {f}"
+    # The creator saw the group's spec (torch hands it no word of it: read from its caller's frame).
+    if torch.cuda.is_available():
+      assert f["cuda"].startswith("relaycc, a guest"), f"rank {r}: {f}"
+    else:
+      assert f["cuda"] == "forwarded to gloo (rank 0: no CUDA device or no NCCL in this torch)", f"rank {r}: {f}"
+    assert f["mixed_cuda"] == "not relaycc's: the group's spec gives CUDA tensors to gloo", f"rank {r}: {f}"
 
 
 def test_all_reduce(setup):
