@@ -272,10 +272,11 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
  * in one 24-byte record where agreeOnCall's digest takes 80 (shm: one line of the agreement slot, not
  * two): the local verdict, the shape digest (comm->callShape: collective, layout, counts, datatype, op,
  * root and the agreed settings, from which route and depth follow) and the caller's send pointer, which
- * the shm one-copy broadcast reads in place of its own entry round (bw.c; the round and the entry cost
- * ~0.25 us each at 2 ranks on 2 cores, docs/perf/2026-12-06-cpu-bcast-fold-2core.md). A rejection takes
- * the vote (relayAgreeCall) as before. Shapes that differ: every rank sees the same records, so every rank
- * then takes agreeOnCall's round, whose message names what differs. */
+ * the shm one-copy broadcast reads in place of its own entry round (bw.c: ~0.45 us of a 2-rank 4 KiB
+ * broadcast's ~3.1 on the 2-vCPU EPYC; the shorter record alone ~0.04,
+ * docs/perf/2026-12-06-cpu-bcast-fold-2core.md). A rejection takes the vote (relayAgreeCall) as before.
+ * Shapes that differ: every rank sees the same records, so every rank then takes agreeOnCall's round, whose
+ * message names what differs. */
 typedef struct {
   int32_t status, pad; /* status first: relayAgreeCall's contract */
   uint64_t shape, send;

@@ -591,7 +591,8 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
  * active (one group: the root's plan reads its caller send from its start): its entry round would only
  * repeat that agreement, so the root posts none and a peer reads the root's send from comm->callSends.
  * Every input is the same on every active (the round is every rank's or none's, the shapes equal), so
- * they all skip the entry or none does. Saves ~0.3 us of the 2-rank 4 KiB broadcast's ~1.6 (2-core KVM,
+ * they all skip the entry or none does. The entry's 9 lines a peer (bwPostEntry) cost ~0.45 us: the 2-rank
+ * broadcast took 3.12 -> 2.65 us at 4 KiB, 6.7 -> 6.3 at 64 KiB (2-vCPU EPYC KVM,
  * docs/perf/2026-12-06-cpu-bcast-fold-2core.md). */
 static int bwEntryAgreed(const struct relayComm* comm, const relayOneShotDesc* d) {
   return comm->callSendsKnown && d->nActive == comm->nranks && d->root >= 0 && d->root < d->nActive &&
