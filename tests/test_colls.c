@@ -412,6 +412,37 @@ static double misCall(relayComm_t comm, int rank, relayCollective_t coll, int A,
   return sec;
 }
 
+/* The comm of a mismatch case: route forced (or auto), check mode 0 as the case's environment sets it. */
+static relayComm_t misComm(int rank, int nranks, const char* route) {
+  relayComm_t comm = tc_comm_route(rank, nranks, route, MIS_DEADLINE_MS);
+  T_CHECK(comm->cfg.checkMode == 0, "rank %d: check mode %d, want 0 (RELAYCC_CHECK=0)", rank,
+          comm->cfg.checkMode);
+  return comm;
+}
+
+/* After a misCall: the comm is not failed and the same call with one shape (base count) is right on every
+ * active; it took route want (-1: any), and on bw the path its floor says (the one copy for a broadcast of
+ * (A - 1) x base floats from MIS_FLOOR_BYTES on). */
+static void misAfter(relayComm_t comm, int rank, relayCollective_t coll, int A, const int* ranks, size_t base,
+                     int root, int inPlace, int want, const char* tag) {
+  T_CHECK(!comm->failed, "rank %d, %s: the comm is failed after a rejected shape", rank, tag);
+  char after[300];
+  snprintf(after, sizeof after, "after %s", tag);
+  T_CHECK(tc_one_call_root(comm, rank, coll, A, 1, ranks, &base, relayFloat32, relaySum, root, inPlace,
+                           after) == 0,
+          "rank %d, %s: wrong", rank, after);
+  int got = -1, depth = 0;
+  relayCommLastRoute(comm, &got, &depth);
+  T_CHECK(want < 0 || got == want, "rank %d, %s: took route %s", rank, after, relayRouteName(got));
+  int active = 0;
+  for (int i = 0; i < A; i++) active |= ranks[i] == rank;
+  if (got == relayRouteBw && active) {
+    int one = coll == relayCollectiveBroadcast && base * 4 * (size_t)(A - 1) >= MIS_FLOOR_BYTES;
+    T_CHECK((comm->lastWindow == UINT32_MAX) == one, "rank %d, %s: %s path, want %s", rank, after,
+            comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", one ? "one-copy" : "staged");
+  }
+}
+
 /* For broadcast and reduce on every shm route that serves them (forced), at A = 2, 3, 4 with the root
  * moving, in and out of place: one rank's call differs (kMisRows; the odd rank is in turn the root, a
  * member, a helper and rank 0) in check mode 0, where shm agrees on a rooted call's shape first (api.c):
@@ -422,9 +453,7 @@ static int mismatchRootedRank(int rank, int nranks, void* arg) {
   static const char* const routes[] = {"direct", "relay", "oneshot", "bw"};
   static const int routeIds[] = {relayRouteDirect, relayRouteRelay, relayRouteOneShot, relayRouteBw};
   for (int ri = 0; ri < 4; ri++) {
-    relayComm_t comm = tc_comm_route(rank, nranks, routes[ri], MIS_DEADLINE_MS);
-    T_CHECK(comm->cfg.checkMode == 0, "rank %d: check mode %d, want 0 (RELAYCC_CHECK=0)", rank,
-            comm->cfg.checkMode);
+    relayComm_t comm = misComm(rank, nranks, routes[ri]);
     double slowest = 0;
     int nFailed = 0;
     for (int ci = 0; ci < 2; ci++) {
@@ -449,29 +478,97 @@ static int mismatchRootedRank(int rank, int nranks, void* arg) {
           double sec = misCall(comm, rank, coll, A, ranks, root, inPlace, row, base, odd, oddRank, tag);
           if (sec > slowest) slowest = sec;
           nFailed++;
-          T_CHECK(!comm->failed, "rank %d, %s: the comm is failed after a rejected shape", rank, tag);
           /* Usable: the same call with one shape, on the forced route (every route here serves one group
-           * of up to 4 of 8 ranks at these counts), right on every active; on bw the path its floor
-           * says, which puts each row's base count on the side of the floor the row names. */
-          char after[300];
-          snprintf(after, sizeof after, "after %s", tag);
-          T_CHECK(tc_one_call_root(comm, rank, coll, A, 1, ranks, &base, relayFloat32, relaySum, root,
-                                   inPlace, after) == 0,
-                  "rank %d, %s: wrong", rank, after);
-          int got = -1, depth = 0;
-          relayCommLastRoute(comm, &got, &depth);
-          T_CHECK(got == routeIds[ri], "rank %d, %s: took route %s", rank, after, relayRouteName(got));
-          int active = 0;
-          for (int i = 0; i < A; i++) active |= ranks[i] == rank;
-          if (routeIds[ri] == relayRouteBw && active) {
-            int one = coll == relayCollectiveBroadcast && base * 4 * (size_t)(A - 1) >= MIS_FLOOR_BYTES;
-            T_CHECK((comm->lastWindow == UINT32_MAX) == one, "rank %d, %s: %s path, want %s", rank, after,
-                    comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", one ? "one-copy" : "staged");
-          }
+           * of up to 4 of 8 ranks at these counts), on bw the path its floor says, which puts each row's
+           * base count on the side of the floor the row names. */
+          misAfter(comm, rank, coll, A, ranks, base, root, inPlace, routeIds[ri], tag);
         }
       }
     }
     printf("rooted mismatch, route %s: rank %d: %d calls failed, slowest after %.2f ms\n", routes[ri], rank,
+           nFailed, slowest * 1e3);
+    T_OK(relayCommDestroy(comm));
+  }
+  return 0;
+}
+
+/* 2 ranks, check mode 0, a broadcast at the pair floor (the one copy whose entry is the call's agreement),
+ * the root at position root of ranks: one rank rejects it (bad 0: the root's sendbuff NULL; 1: the
+ * member's recvbuff NULL; 2: relayCallReject on the member). Every rank fails within MIS_BOUND_S with the
+ * rejection's error, nothing written, and the next call is right. */
+static void pairReject(relayComm_t comm, int rank, const int* ranks, int root, int bad, const char* route) {
+  static const char* const texts[] = {"sendbuff is NULL (the root", "recvbuff is NULL", "the member says no"};
+  size_t count = MIS_FLOOR_BYTES / 4;
+  float s[MIS_FLOOR_BYTES / 4], r[MIS_FLOOR_BYTES / 4];
+  for (size_t i = 0; i < count; i++) s[i] = (float)(rank * 10000 + (int)i + 1);
+  memset(r, TC_POISON, sizeof r);
+  int isRoot = ranks[root] == rank;
+  relayLayout_t L = {1, 2, ranks};
+  uint64_t t0 = relayNowNs();
+  relayResult_t res = bad == 2 && !isRoot
+                          ? relayCallReject(relayCollectiveBroadcast, &count, relayFloat32, relaySum, &L,
+                                            root, "the member says no", comm, NULL)
+                          : relayBroadcast(bad == 0 && isRoot ? NULL : s, bad == 1 && !isRoot ? NULL : r,
+                                           &count, relayFloat32, root, &L, comm, NULL);
+  double sec = (double)(relayNowNs() - t0) / 1e9;
+  const char* e = relayGetLastError(comm);
+  T_CHECK(res == relayInvalidArgument && strstr(e, texts[bad]),
+          "rank %d, route %s, root %d, rejection %d: %s, want relayInvalidArgument saying \"%s\" (%s)", rank,
+          route, root, bad, relayGetErrorString(res), texts[bad], e);
+  T_CHECK(sec < MIS_BOUND_S, "rank %d, route %s, root %d, rejection %d: failed after %.2f s", rank, route,
+          root, bad, sec);
+  for (size_t i = 0; i < count; i++) {
+    T_CHECK(s[i] == (float)(rank * 10000 + (int)i + 1), "rank %d, rejection %d: send %zu written", rank, bad,
+            i);
+    T_CHECK(((unsigned char*)r)[i * 4] == TC_POISON, "rank %d, rejection %d: recv %zu written", rank, bad, i);
+  }
+  char tag[160];
+  snprintf(tag, sizeof tag, "route %s, root %d, rejection %d", route, root, bad);
+  misAfter(comm, rank, relayCollectiveBroadcast, 2, ranks, count, root, 0, -1, tag);
+}
+
+/* A comm of 2 ranks, both active, in check mode 0: the one-copy broadcast's entry is the call's agreement
+ * (api.c agreeOnShape carries the root's send; bw.c bwEntryAgreed skips the entry round), so only that
+ * agreement stands between a disagreement and a read of the wrong bytes. Broadcast and reduce, on the
+ * router's route and on bw forced, the actives in both orders, the root at either position, the odd call
+ * (kMisRows: counts across the 4 KiB pair floor, datatype, the root in both directions, op) on either rank:
+ * every rank fails at once naming the field, nothing written, and the next call with one shape is right
+ * (on bw, the one copy from the floor on); then one rank's rejection of such a broadcast (pairReject). */
+static int mismatchPairRank(int rank, int nranks, void* arg) {
+  (void)arg;
+  static const char* const routes[] = {"auto", "bw"};
+  for (int ri = 0; ri < 2; ri++) {
+    relayComm_t comm = misComm(rank, nranks, routes[ri]);
+    double slowest = 0;
+    int nFailed = 0;
+    const size_t fc = MIS_FLOOR_BYTES / 4; /* floats at the pair floor */
+    for (int ci = 0; ci < 2; ci++) {
+      relayCollective_t coll = ci ? relayCollectiveReduce : relayCollectiveBroadcast;
+      for (int v = 0; v < (int)(sizeof kMisRows / sizeof kMisRows[0]); v++) {
+        const misRow* row = &kMisRows[v];
+        if (row->field == MIS_OP && coll != relayCollectiveReduce) continue;
+        int ranks[2] = {v % 2, 1 - v % 2};
+        size_t base = (size_t)((long)row->baseMul * (long)fc + row->baseAdd);
+        size_t odd = (size_t)((long)row->oddMul * (long)fc / row->oddDiv + row->oddAdd);
+        for (int root = 0; root < 2; root++)
+          for (int oddRank = 0; oddRank < 2; oddRank++) {
+            int inPlace = (v + root + oddRank) % 2;
+            char tag[256];
+            snprintf(tag, sizeof tag,
+                     "route %s, %s on ranks %d,%d root=%d%s: %s, base count %zu, rank %d's %zu", routes[ri],
+                     relayCollName(coll), ranks[0], ranks[1], root, inPlace ? " in place" : "", row->what,
+                     base, oddRank, odd);
+            double sec = misCall(comm, rank, coll, 2, ranks, root, inPlace, row, base, odd, oddRank, tag);
+            if (sec > slowest) slowest = sec;
+            nFailed++;
+            misAfter(comm, rank, coll, 2, ranks, base, root, inPlace, ri ? relayRouteBw : -1, tag);
+          }
+      }
+    }
+    for (int root = 0; root < 2; root++)
+      for (int bad = 0; bad < 3; bad++)
+        pairReject(comm, rank, (const int[2]){bad % 2, 1 - bad % 2}, root, bad, routes[ri]);
+    printf("pair mismatch, route %s: rank %d: %d calls failed, slowest after %.2f ms\n", routes[ri], rank,
            nFailed, slowest * 1e3);
     T_OK(relayCommDestroy(comm));
   }
@@ -648,6 +745,13 @@ static const tCase kCases[] = {
      .deadlineS = 120,
      .timeoutS = 300,
      .env = "RELAYCC_CHECK=0;RELAYCC_SHM_CMA_ROOTED_BYTES=4096"},
+    /* 2 ranks, check mode 0: the one-copy broadcast whose entry is the call's agreement (bwEntryAgreed). */
+    {.name = "mismatch-pair-check0",
+     .rank = mismatchPairRank,
+     .ranks = 2,
+     .deadlineS = 120,
+     .timeoutS = 300,
+     .env = "RELAYCC_CHECK=0"},
     {.name = "barrier", .rank = barrierRank, .ranks = NRANKS, .deadlineS = 60, .timeoutS = 120},
     SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),

@@ -65,6 +65,12 @@ struct relayComm {
    * it in its messages (shm) turns calls whose shapes differ between ranks
    * into errors in check mode 0. 0 outside calls. */
   uint64_t callShape;
+  /* Check mode 0, a rooted call whose agreement carried every rank's send pointer (api.c agreeOnShape, a
+   * comm of at most RELAY_TP_ONESHOT_MAX ranks): callSends[r] is rank r's caller send, which the shm
+   * one-copy broadcast reads in place of an entry round of its own (transport/shm/bw.c). callSendsKnown is
+   * 0 in every other call, on every rank alike (the round is every rank's or none's). */
+  int callSendsKnown;
+  uint64_t callSends[RELAY_TP_ONESHOT_MAX];
   const char* curCallName;
   /* Point-to-point (core/pt2pt.c): pairSeq[r] counts this rank's sends to r, pairSeq[nranks + r] its
    * receives from r (lazily allocated), the per-pair sequence numbers that match transfers outside the

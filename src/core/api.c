@@ -268,6 +268,45 @@ static relayResult_t agreeOnCall(struct relayComm* c, const callArgs* a, relayRe
   return res;
 }
 
+/* Check mode 0, a rooted call on a transport with RELAY_TP_CAP_SHAPES and no direct windows: the agreement
+ * in one 24-byte record where agreeOnCall's digest takes 80 (shm: one line of the agreement slot, not
+ * two): the local verdict, the shape digest (comm->callShape: collective, layout, counts, datatype, op,
+ * root and the agreed settings, from which route and depth follow) and the caller's send pointer, which
+ * the shm one-copy broadcast reads in place of its own entry round (bw.c: ~0.45 us of a 2-rank 4 KiB
+ * broadcast's ~3.1 on the 2-vCPU EPYC; the shorter record alone ~0.04,
+ * docs/perf/2026-12-06-cpu-bcast-fold-2core.md). A rejection takes the vote (relayAgreeCall) as before.
+ * Shapes that differ: every rank sees the same records, so every rank then takes agreeOnCall's round, whose
+ * message names what differs. */
+typedef struct {
+  int32_t status, pad; /* status first: relayAgreeCall's contract */
+  uint64_t shape, send;
+} shapeRecord;
+
+static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
+                                  int depth) {
+  shapeRecord mine = {(int32_t)local, 0, local == relaySuccess ? c->callShape : 0,
+                      (uint64_t)(uintptr_t)a->send};
+  const void* got;
+  RELAY_CHECK(relayAgreeCall(c, local, &mine, sizeof mine, &got));
+  const shapeRecord* all = got; /* every status is relaySuccess here: a rejection ended in the vote */
+  for (int q = 1; q < c->nranks; q++)
+    if (all[q].shape != all[0].shape) {
+      unsigned long long s0 = all[0].shape, sq = all[q].shape; /* the next round overwrites the records */
+      relayResult_t res = agreeOnCall(c, a, relaySuccess, route, depth);
+      return res != relaySuccess
+                 ? res
+                 : relaySetError(c, relayInvalidUsage,
+                                 "ranks 0 and %d disagree on the call's shape (digest 0x%llx, "
+                                 "0x%llx): the collective, layout, counts, datatype, op or root",
+                                 q, s0, sq);
+    }
+  if (c->nranks <= RELAY_TP_ONESHOT_MAX) {
+    for (int q = 0; q < c->nranks; q++) c->callSends[q] = all[q].send;
+    c->callSendsKnown = 1;
+  }
+  return relaySuccess;
+}
+
 /* ---- the call ---------------------------------------------------------- */
 
 /* RELAYCC_DEBUG=2 (trace): a plan that enters the cache, how it was built, and how many plans of its route
@@ -469,6 +508,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   }
   c->callMark = -1;
   c->callShape = 0;
+  c->callSendsKnown = 0;
   c->callDeclined = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
@@ -518,7 +558,9 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
               (relayCollRowOf(a->coll) && relayCollRooted(a->coll) && (c->tp->caps & RELAY_TP_CAP_SHAPES));
   if (agree) {
     /* relayAgreeCall clears the call's shape for its rounds: a peer with another shape is their answer. */
-    relayResult_t agreed = agreeOnCall(c, a, local, list->route[0], list->depth[0]);
+    relayResult_t agreed = c->cfg.checkMode || c->directWindows
+                               ? agreeOnCall(c, a, local, list->route[0], list->depth[0])
+                               : agreeOnShape(c, a, local, list->route[0], list->depth[0]);
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
     /* A shape error: no plan, so nothing to take part with. Peers that wait
@@ -617,6 +659,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
                           : runCall(comm, a, stream);
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
   comm->callShape = 0;      /* what runs outside calls (a window's rounds) has no shape */
+  comm->callSendsKnown = 0;
   atomic_store(&comm->inCall, 0);
   return res;
 }

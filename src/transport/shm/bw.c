@@ -586,6 +586,19 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
   return relaySuccess;
 }
 
+/* A one-copy broadcast of buffers in no window whose call's agreement carried every rank's send and found
+ * every shape alike (core/api.c agreeOnShape: check mode 0, no direct windows), every rank of the comm an
+ * active (one group: the root's plan reads its caller send from its start): its entry round would only
+ * repeat that agreement, so the root posts none and a peer reads the root's send from comm->callSends.
+ * Every input is the same on every active (the round is every rank's or none's, the shapes equal), so
+ * they all skip the entry or none does. The entry's 9 lines a peer (bwPostEntry) cost ~0.45 us: the 2-rank
+ * broadcast took 3.12 -> 2.65 us at 4 KiB, 6.7 -> 6.3 at 64 KiB (2-vCPU EPYC KVM,
+ * docs/perf/2026-12-06-cpu-bcast-fold-2core.md). */
+static int bwEntryAgreed(const struct relayComm* comm, const relayOneShotDesc* d) {
+  return comm->callSendsKnown && d->nActive == comm->nranks && d->root >= 0 && d->root < d->nActive &&
+         d->gather;
+}
+
 /* One call on the direct path: entry, move, exit. *direct = 0: a peer is elsewhere, nothing moved, the
  * caller runs the staged path (on every active alike). */
 static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwDesc* w, size_t es,
@@ -608,6 +621,19 @@ static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwD
     }
     at.pull = x->pull;
     at.pullTile = x->pullTile;
+  } else if (bwEntryAgreed(comm, d)) {
+    /* The call's agreement carried the root's send (comm->callSends) and found every shape alike: the entry
+     * round has nothing left to tell, so every active skips it alike. */
+    *direct = 1;
+    res = relaySuccess;
+    if (bwOwns(d) && comm->callSends[comm->rank] != (uint64_t)(uintptr_t)d->src)
+      res = relaySetError(comm, relayInternalError,
+                          "bw one copy: the root's send %p is not the %#llx its agreement carried", d->src,
+                          (unsigned long long)comm->callSends[comm->rank]);
+    at.send[d->root] = comm->callSends[d->ranks[d->root]];
+    for (int i = 0; i < d->nActive; i++) at.pid[i] = shmStateOf(comm)->pids[d->ranks[i]];
+    at.pull = s->pull;
+    at.pullTile = s->tileBytes;
   } else {
     res = bwDirectEntry(comm, s, d, BW_WIN_ADDRS, (uint64_t)(uintptr_t)d->src, (uint64_t)(uintptr_t)d->dst,
                         &at, direct);

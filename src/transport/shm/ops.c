@@ -73,9 +73,10 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
   int np = 0;
   for (int q = 0; q < n; q++)
     if (q != me) pend[np++] = q;
-  char where[96];
-  /* The call (when one runs) is the error prefix's. */
-  snprintf(where, sizeof where, "agreement round %llu", (unsigned long long)round);
+  /* Errors name the round ("agreement round %llu"; the call, when one runs, is the error prefix's), formatted
+   * only on the way out: an snprintf a round was ~4% of a 2-rank 4 KiB broadcast's samples (perf, 2-vCPU
+   * EPYC, docs/perf/2026-12-06-cpu-bcast-fold-2core.md). */
+  unsigned long long rn = (unsigned long long)round;
   shmWaiter w;
   shmWaiterInit(&w);
   (void)shmNoteCpu(comm, st);
@@ -89,20 +90,21 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       if (s != round) {
         if (s > round)
           return relaySetError(comm, relayInvalidUsage,
-                               "%s: rank %d is already in round %llu: ranks disagree on the number of "
-                               "agreements",
-                               where, q, (unsigned long long)s);
+                               "agreement round %llu: rank %d is already in round %llu: ranks disagree on "
+                               "the number of agreements",
+                               rn, q, (unsigned long long)s);
         i++;
         continue;
       }
       if (pb->call != comm->callSeq)
         return relaySetError(comm, relayInvalidUsage,
-                             "%s: rank %d's record is of its call #%llu: a rank rejected a call its peers "
-                             "ran (check mode 0), so the ranks are no longer in step",
-                             where, q, (unsigned long long)pb->call);
+                             "agreement round %llu: rank %d's record is of its call #%llu: a rank rejected a "
+                             "call its peers ran (check mode 0), so the ranks are no longer in step",
+                             rn, q, (unsigned long long)pb->call);
       if (pb->bytes != bytes)
-        return relaySetError(comm, relayInvalidUsage, "%s: rank %d agrees on %u bytes, this rank on %zu",
-                             where, q, pb->bytes, bytes);
+        return relaySetError(comm, relayInvalidUsage,
+                             "agreement round %llu: rank %d agrees on %u bytes, this rank on %zu", rn, q,
+                             pb->bytes, bytes);
       if (bytes) memcpy((unsigned char*)all + (size_t)q * bytes, pb->data, bytes);
       pend[i] = pend[--np];
       got++;
@@ -113,7 +115,7 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       continue;
     }
     if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
+      return relaySetError(comm, relayInvalidUsage, "agreement round %llu: the comm was aborted", rn);
     int checkPids = w.spun && shmLiveCheckDue(&w), rescan = 0;
     for (int i = 0; i < np && !rescan; i++) {
       int q = pend[i];
@@ -125,6 +127,8 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
         rescan = 1;
         break;
       }
+      char where[64];
+      snprintf(where, sizeof where, "agreement round %llu", rn);
       return shmPeerError(comm, st, q, what, where);
     }
     if (rescan) continue;
@@ -133,7 +137,8 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       size_t o = 0;
       for (int i = 0; i < np && o + 16 < sizeof miss; i++)
         o += (size_t)snprintf(miss + o, sizeof miss - o, "%s%d", i ? ", " : "", pend[i]);
-      return relaySetError(comm, relayTimeout, "%s: no progress for %d ms waiting for rank%s %s", where,
+      return relaySetError(comm, relayTimeout,
+                           "agreement round %llu: no progress for %d ms waiting for rank%s %s", rn,
                            comm->cfg.timeoutMs, np > 1 ? "s" : "", miss);
     }
   }
