@@ -137,6 +137,28 @@ def _host_identity():
   return f"{socket.gethostname()}/{boot}"
 
 
+def _device_key(device):
+  """The GPU as NCCL tells ranks' GPUs apart: its host (NCCL_HOSTID where set, which NCCL reads in place of
+  the host's own hash, else this host's identity) and the device's UUID."""
+  host = os.environ.get("NCCL_HOSTID") or _host_identity()
+  try:
+    gpu = str(torch.cuda.get_device_properties(device).uuid)
+  except Exception:  # a torch without the UUID: the index on this host
+    gpu = f"cuda:{device.index}"
+  return f"{host}|{gpu}"
+
+
+def _shared_gpu(keys):
+  """(r, s), the first two ranks whose device keys (_device_key) are equal, else None: NCCL refuses two ranks
+  of one communicator on one GPU ("Duplicate GPU detected"), as in a CPU job of several ranks on a GPU host."""
+  first = {}
+  for r, k in enumerate(keys):
+    if k in first:
+      return first[k], r
+    first[k] = r
+  return None
+
+
 def _timeout_ms(timeout):
   if timeout is None:
     return 30 * 60 * 1000
@@ -185,18 +207,24 @@ def _cuda_side(dist_opts, own, timeout, host_ok, device_map, device_id):
   on every rank: cuda_status). Each step that may differ between ranks is voted through the group's store
   first."""
   rank, size = dist_opts.group_rank, dist_opts.group_size
-  why = ""
   if not _serves_cuda(device_map):
     return None, 0, -1, f"not relaycc's: the group's spec gives CUDA tensors to {device_map.get('cuda', 'none')}"
+  device = None
   if not dist.is_nccl_available() or not torch.cuda.is_available():
-    why = "no CUDA device or no NCCL in this torch"
-  votes = _gather(own, "cuda", rank, size, why)
-  if any(votes):
-    bad = next(r for r, w in enumerate(votes) if w)
-    return None, 0, -1, f"forwarded to gloo (rank {bad}: {votes[bad]})"
-  # init_process_group(device_id=...)'s device, else the current one (torch's own rule for NCCL).
-  device = torch.device("cuda", device_id.index if device_id is not None and device_id.type == "cuda"
-                        and device_id.index is not None else torch.cuda.current_device())
+    mine = "why:no CUDA device or no NCCL in this torch"
+  else:
+    # init_process_group(device_id=...)'s device, else the current one (torch's own rule for NCCL).
+    device = torch.device("cuda", device_id.index if device_id is not None and device_id.type == "cuda"
+                          and device_id.index is not None else torch.cuda.current_device())
+    mine = "gpu:" + _device_key(device)
+  votes = _gather(own, "cuda", rank, size, mine)
+  bad = next((r for r, v in enumerate(votes) if v.startswith("why:")), None)
+  if bad is not None:
+    return None, 0, -1, f"forwarded to gloo (rank {bad}: {votes[bad][4:]})"
+  shared = _shared_gpu(votes)
+  if shared:  # NCCL's init would fail on every rank ("Duplicate GPU detected"): a CPU job on a GPU host
+    return None, 0, -1, (f"forwarded to gloo (ranks {shared[0]} and {shared[1]} share a GPU; NCCL takes one "
+                         f"GPU per rank)")
   opts = dist.ProcessGroupNCCL.Options()
   opts._timeout = timeout
   try:  # torch's names for its logs and flight recorder (absent in some versions: only names)
@@ -204,10 +232,27 @@ def _cuda_side(dist_opts, own, timeout, host_ok, device_map, device_id):
     opts.global_ranks_in_group = list(dist_opts.global_ranks_in_group)
   except Exception:
     pass
-  nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", dist_opts.store), rank, size, opts)
-  # The inner NCCL's communicator, now (collective over the members, who all run this creator).
-  with torch.cuda.device(device):
-    nccl.eager_connect_single_device(device)
+  # The inner NCCL's communicator, now (collective over the members, who all run this creator). A failure
+  # here leaves the group's CUDA tensors to gloo on every rank (voted), never the user's init failed by
+  # relaycc's inner NCCL.
+  nccl, failed = None, ""
+  try:
+    nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", dist_opts.store), rank, size, opts)
+    with torch.cuda.device(device):
+      nccl.eager_connect_single_device(device)
+  except Exception as e:  # torch's DistBackendError and its kin: a line of it is the status
+    failed = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
+  votes = _gather(own, "nccl", rank, size, failed)
+  if any(votes):
+    bad = next(r for r, w in enumerate(votes) if w)
+    if nccl is not None:
+      try:
+        nccl.abort()
+      except Exception:
+        pass
+    status = f"forwarded to gloo (rank {bad}: the inner NCCL did not connect: {votes[bad]})"
+    print(f"relaycc: rank {rank}: CUDA calls {status}", file=sys.stderr)
+    return None, 0, -1, status
   from .comm import nccl_comm_pointer_of, nccl_libraries
   ptr = nccl_comm_pointer_of(nccl)
   why = ""

@@ -95,3 +95,14 @@ def test_fsdp2_and_dcp(setup):
   for r, (err, dcp_err) in enumerate(res):
     assert err < 1e-4, f"rank {r}: FSDP2 vs one process: max |diff| {err}"
     assert dcp_err == 0, f"rank {r}: DCP load differs from what was saved by {dcp_err}"
+
+
+def test_shared_gpu_rule():
+  """Ranks on one GPU (same NCCL host, same device UUID) are found, so the creator leaves CUDA tensors to
+  gloo instead of failing the user's init in NCCL's "Duplicate GPU detected"; NCCL_HOSTID apart (the
+  8-ranks-on-one-GPU harness) or other UUIDs are not shared."""
+  from relaycc import torch_backend as tb
+  assert tb._shared_gpu(["gpu:h|GPU-a", "gpu:h|GPU-b", "gpu:h|GPU-a"]) == (0, 2)
+  assert tb._shared_gpu(["gpu:h|GPU-a", "gpu:h|GPU-b"]) is None
+  assert tb._shared_gpu(["gpu:1|GPU-a", "gpu:2|GPU-a"]) is None
+  assert tb._shared_gpu([]) is None
