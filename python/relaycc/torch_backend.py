@@ -213,10 +213,16 @@ def _cuda_side(dist_opts, own, timeout, host_ok, device_map, device_id):
   if not dist.is_nccl_available() or not torch.cuda.is_available():
     mine = "why:no CUDA device or no NCCL in this torch"
   else:
-    # init_process_group(device_id=...)'s device, else the current one (torch's own rule for NCCL).
-    device = torch.device("cuda", device_id.index if device_id is not None and device_id.type == "cuda"
-                          and device_id.index is not None else torch.cuda.current_device())
-    mine = "gpu:" + _device_key(device)
+    # init_process_group(device_id=...)'s device, else the current one (torch's own rule for NCCL). A rank
+    # whose CUDA fails here (torch.cuda.current_device() raises where the driver's init fails though the
+    # device count said yes) votes its error: raising would leave its peers in this vote's store.get until
+    # the store's deadline (30 min by default) and fail the user's init over relaycc's CUDA side.
+    try:
+      device = torch.device("cuda", device_id.index if device_id is not None and device_id.type == "cuda"
+                            and device_id.index is not None else torch.cuda.current_device())
+      mine = "gpu:" + _device_key(device)
+    except Exception as e:
+      mine = f"why:CUDA failed on this rank ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]})"
   votes = _gather(own, "cuda", rank, size, mine)
   bad = next((r for r, v in enumerate(votes) if v.startswith("why:")), None)
   if bad is not None:

@@ -106,3 +106,63 @@ def test_shared_gpu_rule():
   assert tb._shared_gpu(["gpu:h|GPU-a", "gpu:h|GPU-b"]) is None
   assert tb._shared_gpu(["gpu:1|GPU-a", "gpu:2|GPU-a"]) is None
   assert tb._shared_gpu([]) is None
+
+
+def test_cuda_probe_failure_is_voted(monkeypatch):
+  """A rank whose CUDA fails while the creator picks its device (torch.cuda.current_device() raising where
+  the driver's init fails) votes that, so every rank leaves the group's CUDA tensors to gloo with the same
+  status at once; before, it raised out of the creator and its peers waited in the vote's store.get until
+  the store's deadline (found by review). Two ranks in threads over one in-process store."""
+  import threading
+  from relaycc import torch_backend as tb
+
+  class Store:  # the store's set/get: get waits for the key, up to a deadline (a real store's timeout)
+    def __init__(self):
+      self.kv, self.cv = {}, threading.Condition()
+
+    def set(self, k, v):
+      with self.cv:
+        self.kv[k] = v.encode() if isinstance(v, str) else v
+        self.cv.notify_all()
+
+    def get(self, k):
+      with self.cv:
+        if not self.cv.wait_for(lambda: k in self.kv, timeout=10):
+          raise TimeoutError(f"store: no {k} after 10 s")
+        return self.kv[k]
+
+  mine = threading.local()
+
+  def current_device():
+    if mine.rank == 1:
+      raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
+    return 0
+
+  monkeypatch.setattr(tb.dist, "is_nccl_available", lambda: True)
+  monkeypatch.setattr(tb.torch.cuda, "is_available", lambda: True)
+  monkeypatch.setattr(tb.torch.cuda, "current_device", current_device)
+  monkeypatch.setattr(tb, "_device_key", lambda device: f"host|GPU-{device.index}")
+  store, out = Store(), [None, None]
+
+  def rank(r):
+    mine.rank = r
+
+    class Opts:
+      group_rank, group_size = r, 2
+
+    try:
+      out[r] = tb._cuda_side(Opts, store, None, True, {"cpu": "relaycc", "cuda": "relaycc"}, None)
+    except Exception as e:
+      out[r] = e
+
+  threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  for r in range(2):
+    assert isinstance(out[r], tuple), f"rank {r}: the creator raised {out[r]!r}"
+    assert out[r][:3] == (None, 0, -1), f"rank {r}: {out[r]}"
+    assert out[r][3].startswith("forwarded to gloo (rank 1: CUDA failed on this rank (RuntimeError: CUDA "
+                                "driver initialization failed"), f"rank {r}: {out[r][3]}"
+  assert out[0][3] == out[1][3]
