@@ -298,7 +298,8 @@ def cuda_status(group=None):
   """What serves this relaycc group's CUDA tensors and why, as its creator decided on every member alike:
   "relaycc, a guest on the inner NCCL's communicator (cuda:N)", "forwarded to the inner NCCL (rank R:
   why)", "forwarded to gloo (rank R: why)" or "not relaycc's: ..." (the spec gave them to another
-  backend)."""
+  backend). The decision is every member's; the text may name this rank's own device (cuda:N) or, where
+  relayCommInitNccl failed (on every rank: its init votes), this rank's own error text."""
   pg = group or dist.group.WORLD
   return _CUDA_STATUS.get(str(pg.group_name), "unknown: not a relaycc group of this process")
 
