@@ -476,6 +476,8 @@ static void callKey(const struct relayComm* c, const callArgs* a, planKey* key) 
   key->root = relayCollRooted(a->coll) ? a->root : 0;
   key->nodeOf = relayNodesKeyMap(c);
   relayCommKeySettings(c, key);
+  /* Hashed once for the call's digest, route cache and plan cache (planKey.shapeHash says why). */
+  key->shapeHash = planKeyShapeHash(key);
 }
 
 int relayCommRoutesCall(struct relayComm* c, relayCollective_t coll, const size_t* counts,

@@ -43,8 +43,17 @@ void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]) {
   head[11] = k->oneShotGate;
 }
 
+uint64_t planKeyShapeHash(const planKey* k) {
+  int32_t head[PLAN_KEY_WORDS];
+  planKeyHead(k, head);
+  head[PLAN_KEY_W_ROUTE] = head[PLAN_KEY_W_DEPTH] = 0;
+  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, sizeof head), k);
+}
+
 uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k) {
-  return planKeyArraysHash(relayHash64(RELAY_HASH_SEED, head, PLAN_KEY_WORDS * sizeof(int32_t)), k);
+  _Static_assert(PLAN_KEY_W_DEPTH == PLAN_KEY_W_ROUTE + 1, "route and depth are hashed as one 8-byte run");
+  uint64_t h = k->shapeHash ? k->shapeHash : planKeyShapeHash(k);
+  return relayHash64(h, head + PLAN_KEY_W_ROUTE, 2 * sizeof(int32_t));
 }
 
 unsigned char* planKeyArraysDup(const planKey* k) {

@@ -231,6 +231,12 @@ typedef struct planKey {
    * bandwidth settings (0: RELAY_ONESHOT_DEFAULT_MAX_BYTES; below 0: the route is off): the one value
    * the router's pricing and the route's prepare read (planOneShotGate). */
   int oneShotGate;
+  /* planKeyShapeHash(this key), memoized by core's callKey (0: not memoized; planKeyHash then computes it):
+   * the three caches and digest of a call (shape digest, route cache, plan cache) hashed the same head and
+   * arrays three times, 12% of a 2-rank 4 KiB all-to-all's samples in the call (perf, 2-vCPU EPYC,
+   * docs/perf/2026-12-06-cpu-oneshot-overhead-2core.md). Every field but route and depth goes into it:
+   * a copy that changes any other field (plan_bcast.c's reduce-scatter key) must zero it. */
+  uint64_t shapeHash;
 } planKey;
 
 /* A key of the call's shape, every other field 0 (op sum, route 0 = auto, one node, root 0, the bw route's
@@ -278,8 +284,12 @@ static inline int planKeyNumCounts(const planKey* k) {
  * compare and hash these words, then the arrays (planKeyHash). */
 enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 12 };
 void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]);
-/* The head and the key's arrays hashed in place (no serialized copy per call). */
+/* The head and the key's arrays hashed in place (no serialized copy per call): the key's shape hash (its
+ * memo, else computed), then head's route and depth words. head is planKeyHead(k) but for those two words
+ * (the route cache puts caps in the route's). */
 uint64_t planKeyHash(const int32_t head[PLAN_KEY_WORDS], const planKey* k);
+/* Every word of planKeyHead but route and depth, then the arrays: what planKeyHash starts from. */
+uint64_t planKeyShapeHash(const planKey* k);
 /* A key's ranks and counts (the route and plan caches keep a copy to compare
  * keys in full, after their fixed fields, which fix the lengths, matched):
  * hashed on from h, copied into one allocation (NULL: out of memory, free()

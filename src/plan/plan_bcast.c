@@ -153,6 +153,7 @@ relayResult_t planBuildReduceRelay(planBuilder* b) {
     rk.counts = q;
     rk.root = 0;
     rk.depth = 1;
+    rk.shapeHash = 0; /* another collective and counts: k's memo is not rk's */
     planBuilder* sb = planBuilderNew(&rk);
     res = sb ? planBuildRelay(sb) : relaySystemError;
     if (res == relaySuccess && !(rs = planBuilderFinish(sb))) res = relaySystemError;
