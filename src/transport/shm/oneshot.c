@@ -189,10 +189,7 @@ relayResult_t relayShmRegionWait(struct relayComm* comm, _Atomic uint32_t* w, ui
   /* Mostly there already: no message formatting on the fast path; where this rank runs is said even so. */
   (void)shmNoteCpu(comm, shmStateOf(comm));
   if ((int32_t)(atomic_load_explicit(w, memory_order_acquire) - want) >= 0) return relaySuccess;
-  char where[128];
-  /* The call and step are the error prefix's. */
-  snprintf(where, sizeof where, "%s, waiting for %s epoch %u", proto, what, want);
-  relayResult_t r = relayShmWaitWord(comm, w, want, peer, where);
+  relayResult_t r = relayShmWaitWord(comm, w, want, peer, proto, what);
   if (r != relayTimeout) return r;
   return relaySetError(comm, relayTimeout, "%s: no %s epoch %u from rank %d within %d ms (it holds %u)",
                        proto, what, want, peer, comm->cfg.timeoutMs,

@@ -393,10 +393,11 @@ uint64_t relayShmCommHash(struct relayComm* comm);
  * waits do: spin cfg.spinCount times (RELAYCC_SPIN*), then sleep on this
  * rank's doorbell (futex) in bounded slices; between pauses the abort flag
  * and peer q's failure state, each slice q's process. relaySuccess, a peer /
- * abort error (message set, naming `where`), or relayTimeout with NO message:
- * the caller names what it waited for. */
+ * abort error (message set, naming where: "<proto>, waiting for <what> epoch
+ * <want>"), or relayTimeout with NO message: the caller names what it waited
+ * for. */
 relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, uint32_t want, int q,
-                               const char* where);
+                               const char* proto, const char* what);
 /* Ring rank q's doorbell after a store it may be waiting on (no syscall
  * unless q sleeps). */
 void relayShmRing(struct relayComm* comm, int q);

@@ -324,8 +324,17 @@ void shmAbort(struct relayComm* comm) {
   }
 }
 
+/* The wait's "where" for its error (the call and step are the error prefix's), formatted only on the way out:
+ * an snprintf a wait that did not find its word there at once was ~4% of a 2-rank 4 KiB all-to-all's samples in
+ * the call (perf, 2-vCPU EPYC, docs/perf/2026-12-06-cpu-oneshot-overhead-2core.md). */
+static const char* waitWhere(char* buf, size_t len, const char* proto, const char* what, uint32_t want) {
+  snprintf(buf, len, "%s, waiting for %s epoch %u", proto, what, want);
+  return buf;
+}
+
 relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, uint32_t want, int q,
-                               const char* where) {
+                               const char* proto, const char* what) {
+  char where[128];
   shmState* st = shmStateOf(comm);
   shmSlot* me = &st->slots[comm->rank];
   shmWaiter w;
@@ -337,13 +346,14 @@ relayResult_t relayShmWaitWord(struct relayComm* comm, _Atomic uint32_t* word, u
       return relaySuccess;
     }
     if (shmAborted(comm, st))
-      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted", where);
-    int what = shmPeerState(comm, st, q);
-    if (what == SHM_PEER_OK && w.spun && shmLiveCheckDue(&w) && shmPeerDead(st, q)) what = SHM_PEER_DEAD;
-    if (what != SHM_PEER_OK) {
+      return relaySetError(comm, relayInvalidUsage, "%s: the comm was aborted",
+                           waitWhere(where, sizeof where, proto, what, want));
+    int state = shmPeerState(comm, st, q);
+    if (state == SHM_PEER_OK && w.spun && shmLiveCheckDue(&w) && shmPeerDead(st, q)) state = SHM_PEER_DEAD;
+    if (state != SHM_PEER_OK) {
       /* What it stored before it failed or died counts. */
       if ((int32_t)(atomic_load_explicit(word, memory_order_acquire) - want) >= 0) return relaySuccess;
-      return shmPeerError(comm, st, q, what, where);
+      return shmPeerError(comm, st, q, state, waitWhere(where, sizeof where, proto, what, want));
     }
     if (shmPause(comm, st, &w, db, q)) return relayTimeout;
   }
