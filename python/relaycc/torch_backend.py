@@ -248,32 +248,37 @@ def _cuda_side(dist_opts, own, timeout, host_ok, device_map, device_id):
       nccl.eager_connect_single_device(device)
   except Exception as e:  # torch's DistBackendError and its kin: a line of it is the status
     failed = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}"
-  votes = _gather(own, "nccl", rank, size, failed)
-  if any(votes):
-    bad = next(r for r, w in enumerate(votes) if w)
+  # What this rank would stop: its inner NCCL's connection ("nccl:" why, then gloo serves the group's CUDA
+  # tensors on every rank), else relaycc's attach to it ("attach:" why, then the inner NCCL does); one vote
+  # for both.
+  why = ""
+  if failed:
+    why = "nccl:" + failed
+  else:
+    from .comm import nccl_comm_pointer_of, nccl_libraries
+    ptr = nccl_comm_pointer_of(nccl)
+    if not host_ok:
+      why = "attach:the group spans hosts"
+    elif not _lib.has_nccl():
+      why = f"attach:{_lib.library_path()} has no NCCL transport"
+    elif len(nccl_libraries()) > 1:
+      why = f"attach:{len(nccl_libraries())} NCCL libraries are mapped in this process"
+    elif not ptr:
+      why = "attach:torch gives no pointer to its NCCL communicator"
+  votes = _gather(own, "nccl", rank, size, why)
+  bad = next((r for r, w in enumerate(votes) if w.startswith("nccl:")), None)
+  if bad is not None:
     if nccl is not None:
       try:
         nccl.abort()
       except Exception:
         pass
-    status = f"forwarded to gloo (rank {bad}: the inner NCCL did not connect: {votes[bad]})"
+    status = f"forwarded to gloo (rank {bad}: the inner NCCL did not connect: {votes[bad][5:]})"
     print(f"relaycc: rank {rank}: CUDA calls {status}", file=sys.stderr)
     return None, 0, -1, status
-  from .comm import nccl_comm_pointer_of, nccl_libraries
-  ptr = nccl_comm_pointer_of(nccl)
-  why = ""
-  if not host_ok:
-    why = "the group spans hosts"
-  elif not _lib.has_nccl():
-    why = f"{_lib.library_path()} has no NCCL transport"
-  elif len(nccl_libraries()) > 1:
-    why = f"{len(nccl_libraries())} NCCL libraries are mapped in this process"
-  elif not ptr:
-    why = "torch gives no pointer to its NCCL communicator"
-  votes = _gather(own, "attach", rank, size, why)
-  if any(votes):
-    bad = next(r for r, w in enumerate(votes) if w)
-    status = f"forwarded to the inner NCCL (rank {bad}: {votes[bad]})"
+  bad = next((r for r, w in enumerate(votes) if w), None)
+  if bad is not None:
+    status = f"forwarded to the inner NCCL (rank {bad}: {votes[bad][7:]})"
     print(f"relaycc: rank {rank}: CUDA calls {status}", file=sys.stderr)
     return nccl, 0, device.index, status
   import ctypes

@@ -108,48 +108,38 @@ def test_shared_gpu_rule():
   assert tb._shared_gpu([]) is None
 
 
-def test_cuda_probe_failure_is_voted(monkeypatch):
-  """A rank whose CUDA fails while the creator picks its device (torch.cuda.current_device() raising where
-  the driver's init fails) votes that, so every rank leaves the group's CUDA tensors to gloo with the same
-  status at once; before, it raised out of the creator and its peers waited in the vote's store.get until
-  the store's deadline (found by review). Two ranks in threads over one in-process store."""
+class _Store:
+  """A store's set/get for ranks in threads: get waits for the key, up to a deadline (a real store's)."""
+
+  def __init__(self):
+    import threading
+    self.kv, self.cv = {}, threading.Condition()
+
+  def set(self, k, v):
+    with self.cv:
+      self.kv[k] = v.encode() if isinstance(v, str) else v
+      self.cv.notify_all()
+
+  def get(self, k):
+    with self.cv:
+      if not self.cv.wait_for(lambda: k in self.kv, timeout=10):
+        raise TimeoutError(f"store: no {k} after 10 s")
+      return self.kv[k]
+
+
+def _cuda_side_on_two_ranks(tb, per_rank):
+  """torch_backend._cuda_side on ranks 0 and 1, each a thread over one in-process store, a CUDA group of
+  relaycc's; per_rank(r) runs first in each thread. Each rank's answer, or what it raised."""
   import threading
-  from relaycc import torch_backend as tb
-
-  class Store:  # the store's set/get: get waits for the key, up to a deadline (a real store's timeout)
-    def __init__(self):
-      self.kv, self.cv = {}, threading.Condition()
-
-    def set(self, k, v):
-      with self.cv:
-        self.kv[k] = v.encode() if isinstance(v, str) else v
-        self.cv.notify_all()
-
-    def get(self, k):
-      with self.cv:
-        if not self.cv.wait_for(lambda: k in self.kv, timeout=10):
-          raise TimeoutError(f"store: no {k} after 10 s")
-        return self.kv[k]
-
-  mine = threading.local()
-
-  def current_device():
-    if mine.rank == 1:
-      raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
-    return 0
-
-  monkeypatch.setattr(tb.dist, "is_nccl_available", lambda: True)
-  monkeypatch.setattr(tb.torch.cuda, "is_available", lambda: True)
-  monkeypatch.setattr(tb.torch.cuda, "current_device", current_device)
-  monkeypatch.setattr(tb, "_device_key", lambda device: f"host|GPU-{device.index}")
-  store, out = Store(), [None, None]
+  store, out = _Store(), [None, None]
 
   def rank(r):
-    mine.rank = r
+    per_rank(r)
 
     class Opts:
-      group_rank, group_size = r, 2
+      group_rank, group_size, group_id, global_ranks_in_group = r, 2, "g", [0, 1]
 
+    Opts.store = store
     try:
       out[r] = tb._cuda_side(Opts, store, None, True, {"cpu": "relaycc", "cuda": "relaycc"}, None)
     except Exception as e:
@@ -162,7 +152,85 @@ def test_cuda_probe_failure_is_voted(monkeypatch):
     t.join()
   for r in range(2):
     assert isinstance(out[r], tuple), f"rank {r}: the creator raised {out[r]!r}"
+  return out
+
+
+def test_cuda_probe_failure_is_voted(monkeypatch):
+  """A rank whose CUDA fails while the creator picks its device (torch.cuda.current_device() raising where
+  the driver's init fails) votes that, so every rank leaves the group's CUDA tensors to gloo with the same
+  status at once; before, it raised out of the creator and its peers waited in the vote's store.get until
+  the store's deadline (found by review)."""
+  import threading
+  from relaycc import torch_backend as tb
+  mine = threading.local()
+
+  def current_device():
+    if mine.rank == 1:
+      raise RuntimeError("CUDA driver initialization failed, you might not have a CUDA gpu.")
+    return 0
+
+  monkeypatch.setattr(tb.dist, "is_nccl_available", lambda: True)
+  monkeypatch.setattr(tb.torch.cuda, "is_available", lambda: True)
+  monkeypatch.setattr(tb.torch.cuda, "current_device", current_device)
+  monkeypatch.setattr(tb, "_device_key", lambda device: f"host|GPU-{device.index}")
+  out = _cuda_side_on_two_ranks(tb, lambda r: setattr(mine, "rank", r))
+  for r in range(2):
     assert out[r][:3] == (None, 0, -1), f"rank {r}: {out[r]}"
     assert out[r][3].startswith("forwarded to gloo (rank 1: CUDA failed on this rank (RuntimeError: CUDA "
                                 "driver initialization failed"), f"rank {r}: {out[r][3]}"
   assert out[0][3] == out[1][3]
+
+
+def test_inner_nccl_vote(monkeypatch):
+  """One vote after the inner NCCL's connection decides both what stops it: a rank whose connection failed
+  sends every rank's CUDA tensors to gloo (each aborts its inner NCCL), a rank that cannot
+  attach relaycc to a connected one leaves them to the inner NCCL on every rank; the same status
+  everywhere. A fake ProcessGroupNCCL stands in for torch's (no GPU here)."""
+  import contextlib
+  import threading
+  from relaycc import torch_backend as tb
+  mine, aborted = threading.local(), []
+
+  class FakeNccl:
+    fail_rank = None
+
+    class Options:
+      pass
+
+    def __init__(self, store, rank, size, opts):
+      self.rank = rank
+
+    def eager_connect_single_device(self, device):
+      if self.rank == FakeNccl.fail_rank:
+        raise RuntimeError("DistBackendError: NCCL error: remote process exited\nmore")
+
+    def abort(self):
+      aborted.append(self.rank)
+
+    def comm_ptr(self):
+      return 0x1000 + self.rank if self.rank != 1 else 0  # rank 1's torch gives no pointer
+
+  monkeypatch.setattr(tb.dist, "is_nccl_available", lambda: True)
+  monkeypatch.setattr(tb.dist, "ProcessGroupNCCL", FakeNccl)
+  monkeypatch.setattr(tb.dist, "PrefixStore", lambda prefix, store: store)
+  monkeypatch.setattr(tb.torch.cuda, "is_available", lambda: True)
+  monkeypatch.setattr(tb.torch.cuda, "current_device", lambda: mine.rank)
+  monkeypatch.setattr(tb.torch.cuda, "device", lambda device: contextlib.nullcontext())
+  monkeypatch.setattr(tb._lib, "has_nccl", lambda: True)
+  monkeypatch.setattr(tb, "_device_key", lambda device: f"host|GPU-{device.index}")
+
+  FakeNccl.fail_rank = 0
+  out = _cuda_side_on_two_ranks(tb, lambda r: setattr(mine, "rank", r))
+  for r in range(2):
+    assert out[r][:3] == (None, 0, -1), f"rank {r}: {out[r]}"
+    assert out[r][3] == ("forwarded to gloo (rank 0: the inner NCCL did not connect: RuntimeError: "
+                         "DistBackendError: NCCL error: remote process exited)"), f"rank {r}: {out[r][3]}"
+  assert sorted(aborted) == [0, 1], f"every rank aborts its inner NCCL, the failed one's too: {aborted}"
+
+  FakeNccl.fail_rank = None
+  out = _cuda_side_on_two_ranks(tb, lambda r: setattr(mine, "rank", r))
+  for r in range(2):
+    nccl, comm, device, status = out[r]
+    assert isinstance(nccl, FakeNccl) and comm == 0 and device == r, f"rank {r}: {out[r]}"
+    assert status == ("forwarded to the inner NCCL (rank 1: torch gives no pointer to its NCCL "
+                      "communicator)"), f"rank {r}: {status}"
