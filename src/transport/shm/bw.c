@@ -551,10 +551,18 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
       if (d->src != d->dst) memcpy(d->dst, d->src, c * es);
       return relaySuccess;
     }
-    size_t tile = BW_ROOTED_READ_BYTES, bytes = c * es;
-    for (size_t off = 0; off < bytes; off += tile)
-      RELAY_CHECK(bwReachCopy(comm, d, at, R, 0, (char*)d->dst + off, at->send[R] + off,
-                              bytes - off < tile ? bytes - off : tile));
+    /* Each reader starts at its own 1/(A-1) of the buffer (page-aligned) and wraps around, so the readers
+     * pin and read different pages at once instead of all walking the root's pages together. */
+    size_t tile = BW_ROOTED_READ_BYTES, bytes = c * es, page = 4096;
+    size_t seg = (bytes / (size_t)(A - 1) + page - 1) & ~(page - 1);
+    size_t start = (size_t)((me - R - 1 + A) % A) * seg;
+    if (start >= bytes) start = 0;
+    for (int part = 0; part < 2; part++) {
+      size_t lo = part ? 0 : start, hi = part ? start : bytes;
+      for (size_t off = lo; off < hi; off += tile)
+        RELAY_CHECK(bwReachCopy(comm, d, at, R, 0, (char*)d->dst + off, at->send[R] + off,
+                                hi - off < tile ? hi - off : tile));
+    }
     return relaySuccess;
   }
   if (d->gather) {
