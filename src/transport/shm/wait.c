@@ -36,8 +36,12 @@ static long shmFutex(_Atomic uint32_t* addr, int op, uint32_t val, const struct 
 /* Ring rank q's doorbell: bump and wake it only if it may sleep. A rank that spins reads its doorbell in
  * every poll, so a bump on every ring (a locked add: the line taken from the spinner and pulled back by its
  * next poll) cost each ring two transfers of that line; now a ring reads a line nobody writes while every
- * rank spins. The fence pairs with shmSleep's after it arms (Dekker): either this load sees waiting != 0,
- * or the sleeper's polls after arming see what the caller stored before the ring. */
+ * rank spins. On the 16-core Xeon (relaycc-bench on shm, 2 alternations with main's build, median us of
+ * the slowest rank's call) 8 ranks: all-reduce 4 KiB 18.8-19.2 -> 9.1-10.8, all-to-all 4 KiB 6.6-7.2 ->
+ * 3.8-4.5; 4 ranks: all-reduce 4 KiB 7.6-8.0 -> 6.0-6.3, all-to-all 3.3-3.7 -> 3.0-3.1; 2 ranks within
+ * noise (docs/perf/2026-12-06-cpu-16core-stagger-ring.md). The fence pairs with shmSleep's after it arms
+ * (Dekker): either this load sees waiting != 0, or the sleeper's polls after arming see what the caller
+ * stored before the ring. */
 void shmWake(shmSlot* s) {
   atomic_thread_fence(memory_order_seq_cst);
   if (!atomic_load_explicit(&s->waiting, memory_order_relaxed)) return;
