@@ -103,7 +103,7 @@ typedef struct {
   /* Bumped by whoever makes progress possible for this rank; it sleeps on it.
    * Its own line: every producer and consumer of this rank writes it. */
   _Alignas(SHM_LINE) _Atomic uint32_t doorbell;
-  _Atomic uint32_t waiting; /* nonzero while this rank may sleep on doorbell */
+  _Atomic uint32_t waiting; /* nonzero while this rank may sleep on doorbell: rings bump it (shmSleep) */
   _Atomic int32_t cpu;      /* 1 + the CPU this rank last entered a wait on (0: none yet): shmNoteCpu */
   _Alignas(SHM_LINE) _Atomic int32_t pid;
   _Atomic uint32_t status;    /* SHM_OK / FAILED / ABORTED / GONE */
@@ -266,6 +266,7 @@ typedef struct {
   uint64_t lastLiveCheck;
   int spins;
   int spun;
+  _Atomic uint32_t* armed; /* this rank's waiting word, armed by the last pause and not yet slept on */
 } shmWaiter;
 
 /* ------------------------------------------------ functions across files */
@@ -280,7 +281,7 @@ void shmLaunchIdentity(char* out, size_t len);
 
 /* wait.c */
 void shmWake(shmSlot* s);
-void shmSleep(shmSlot* me, uint32_t db, uint64_t ns);
+int shmSleep(shmSlot* me, uint32_t db, uint64_t ns);
 void shmNap(int ms);
 int shmPidAlive(int32_t pid);
 uint64_t shmPidNamespace(void);

@@ -33,21 +33,37 @@ static long shmFutex(_Atomic uint32_t* addr, int op, uint32_t val, const struct 
   return syscall(SYS_futex, (uint32_t*)addr, op, val, ts, NULL, 0);
 }
 
-/* Ring rank q's doorbell: wake it only if it may sleep (no syscall otherwise).
- * seq_cst pairs with shmSleep's store of waiting then load of doorbell: either
- * we see waiting != 0 or the sleeper sees the bumped doorbell. */
+/* Ring rank q's doorbell: bump and wake it only if it may sleep. A rank that spins reads its doorbell in
+ * every poll, so a bump on every ring (a locked add: the line taken from the spinner and pulled back by its
+ * next poll) cost each ring two transfers of that line; now a ring reads a line nobody writes while every
+ * rank spins. On the 16-core Xeon (relaycc-bench on shm, 2 alternations with main's build, median us of
+ * the slowest rank's call) 8 ranks: all-reduce 4 KiB 18.8-19.2 -> 9.1-10.8, all-to-all 4 KiB 6.6-7.2 ->
+ * 3.8-4.5; 4 ranks: all-reduce 4 KiB 7.6-8.0 -> 6.0-6.3, all-to-all 3.3-3.7 -> 3.0-3.1; 2 ranks within
+ * noise (docs/perf/2026-12-06-cpu-16core-stagger-ring.md). The fence pairs with shmSleep's after it arms
+ * (Dekker): either this load sees waiting != 0, or the sleeper's polls after arming see what the caller
+ * stored before the ring. */
 void shmWake(shmSlot* s) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (!atomic_load_explicit(&s->waiting, memory_order_relaxed)) return;
   atomic_fetch_add_explicit(&s->doorbell, 1, memory_order_seq_cst);
-  if (atomic_load_explicit(&s->waiting, memory_order_seq_cst))
-    shmFutex(&s->doorbell, FUTEX_WAKE, INT_MAX, NULL);
+  shmFutex(&s->doorbell, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-void shmSleep(shmSlot* me, uint32_t db, uint64_t ns) {
+/* Sleep on the doorbell snapshot db, at most ns, once armed. Unarmed (waiting 0: rings do not bump), it
+ * only arms and returns 0: the caller polls once more, its doorbell snapshot and its condition read after
+ * the arming, before it sleeps (returns 1) on a call that finds it armed. The sleep disarms, so a rank
+ * that spins again is not rung for nothing; so does shmWaiterProgress after an arm that found its word. */
+int shmSleep(shmSlot* me, uint32_t db, uint64_t ns) {
+  if (!atomic_load_explicit(&me->waiting, memory_order_relaxed)) {
+    atomic_store_explicit(&me->waiting, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    return 0;
+  }
   struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-  atomic_store_explicit(&me->waiting, 1, memory_order_seq_cst);
   if (atomic_load_explicit(&me->doorbell, memory_order_seq_cst) == db)
     shmFutex(&me->doorbell, FUTEX_WAIT, db, &ts);
   atomic_store_explicit(&me->waiting, 0, memory_order_relaxed);
+  return 1;
 }
 
 void shmNap(int ms) {
@@ -202,11 +218,14 @@ void shmWaiterInit(shmWaiter* w) {
   w->lastLiveCheck = w->lastProgress;
   w->spins = 0;
   w->spun = 0;
+  w->armed = NULL;
 }
 
 /* The wait got something: its spin starts over. A spin that got it (no sleep yet) lowers the cut. */
 void shmWaiterProgress(shmState* st, shmWaiter* w) {
   if (!w->spun && w->spins > 0 && st->spinCut > 0) st->spinCut--;
+  if (w->armed) atomic_store_explicit(w->armed, 0, memory_order_relaxed); /* rings stop bumping (shmSleep) */
+  w->armed = NULL;
   w->spins = 0;
   w->spun = 0;
   w->lastProgress = relayNowNs();
@@ -281,7 +300,8 @@ int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db, in
                         memory_order_release);
   uint64_t ns = (uint64_t)SHM_SLICE_MS * 1000000ull;
   if (limit - waited < ns) ns = limit - waited;
-  shmSleep(&st->slots[comm->rank], db, ns);
+  shmSlot* me = &st->slots[comm->rank];
+  w->armed = shmSleep(me, db, ns) ? NULL : &me->waiting;
   return 0;
 }
 
