@@ -565,6 +565,61 @@ static int rankSpinColocated(int rank, int nranks, void* arg) {
 }
 static int runSpinColocated(void) { return runTwoCpus(rankSpinColocated); }
 
+/* A ring bumps a rank's doorbell only while the rank is armed to sleep (wait.c, shmWake/shmSleep), so a wait
+ * that armed and then found its word without sleeping must disarm on the way out, or every ring to that rank
+ * pays a locked add and a FUTEX_WAKE until it next sleeps (1-7% of 4-rank calls returned armed with
+ * RELAYCC_SPIN_US=1 before the agreement and group loops' last returns disarmed: review of 2026-12-06).
+ * Waits here do not poll, so they arm often (at least once, asserted); after every call (an all-reduce
+ * checked against the serial sum, a barrier, an all-to-all checked by source and index) this rank is not
+ * armed. */
+static int rankWaitDisarmed(int rank, int nranks, void* arg) {
+  (void)arg;
+  setenv("RELAYCC_SPIN", "0", 1); /* no polls: a wait that does not find its word at once arms */
+  setenv("RELAYCC_SPIN_BUSY", "0", 1);
+  relayConfig_t cfg = tCfg(20000, 0);
+  relayComm_t c = tInit(rank, nranks, t_job(), &cfg);
+  enum { kCalls = 3000, kCount = 96 };
+  int ranks[8];
+  for (int i = 0; i < nranks; i++) ranks[i] = i;
+  relayLayout_t L = {1, nranks, ranks};
+  float in[kCount], out[kCount];
+  uint64_t arms = 0;
+  for (int call = 0; call < kCalls; call++) {
+    size_t n = kCount;
+    for (int i = 0; i < kCount; i++) in[i] = (float)(rank * 1000 + i + call % 7), out[i] = -1.0f;
+    if (call % 3 == 0) {
+      T_OK(relayAllReduce(in, out, &n, relayFloat32, relaySum, &L, c, NULL));
+      for (int i = 0; i < kCount; i++) {
+        float want = 0;
+        for (int r = 0; r < nranks; r++) want += (float)(r * 1000 + i + call % 7);
+        T_CHECK(out[i] == want, "rank %d call %d: element %d is %g, want %g", rank, call, i, out[i], want);
+      }
+    } else if (call % 3 == 1) {
+      T_OK(relayBarrier(c, NULL));
+    } else {
+      size_t each = kCount / (size_t)nranks; /* elements to each peer */
+      n = each;
+      T_OK(relayAllToAll(in, out, &n, relayFloat32, &L, c, NULL));
+      for (int s = 0; s < nranks; s++)
+        for (size_t i = 0; i < each; i++) {
+          float want = (float)(s * 1000 + (int)((size_t)rank * each + i) + call % 7);
+          T_CHECK(out[(size_t)s * each + i] == want,
+                  "rank %d call %d: from rank %d element %zu is %g, want %g", rank, call, s, i,
+                  out[(size_t)s * each + i], want);
+        }
+    }
+    T_CHECK(!relayShmArmed(c, &arms), "rank %d: still armed after call %d (%s), %llu arms so far", rank, call,
+            call % 3 == 0   ? "all-reduce"
+            : call % 3 == 1 ? "barrier"
+                            : "all-to-all",
+            (unsigned long long)arms);
+  }
+  printf("rank %d: %llu arms in %d calls, none left armed\n", rank, (unsigned long long)arms, kCalls);
+  T_CHECK(arms > 0, "rank %d: no wait armed in %d calls without polls: nothing was tested", rank, kCalls);
+  relayCommDestroy(c);
+  return 0;
+}
+
 /* A peer that never waits still says where it runs. Rank 1 waits on CPU 1 (rank 0 arrives 20 ms late,
  * until rank 1's counts show a wait), then moves to rank 0's CPU and from then on arrives 2 ms late to
  * every call, so it finds everything there and never waits, while rank 0 waits in every call. Rank 0's
@@ -1640,6 +1695,7 @@ static const tCase kCases[] = {
     SHM_CASE("spin_cores", runSpinCores),
     SHM_CASE("spin_colocated", runSpinColocated),
     SHM_CASE("spin_colocated_stale", runSpinStale),
+    SHM_RANKS("wait_disarmed", 4, rankWaitDisarmed),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),

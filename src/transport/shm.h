@@ -75,6 +75,10 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
 /* What this rank's waits did over the comm's life: busy polls, and waits that slept at once because a peer
  * last waited on the same CPU (wait.c, shmPause). Zeros on a comm without the shm transport. */
 void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* coLocatedWaits);
+/* Whether this rank's waiting word is set now (rings then bump its doorbell and wake it: wait.c, shmSleep),
+ * and how many times its waits armed it over the comm's life (arms). 0 on a comm without the shm transport.
+ */
+int relayShmArmed(struct relayComm* comm, uint64_t* arms);
 
 #ifdef __cplusplus
 }

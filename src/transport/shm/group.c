@@ -856,7 +856,10 @@ static relayResult_t shmGroupRun(struct relayComm* comm, shmState* st, const rel
     uint32_t db = atomic_load_explicit(&st->slots[me].doorbell, memory_order_acquire);
     uint64_t moved = 0;
     RELAY_CHECK(shmScan(comm, st, sends, recvs, &moved));
-    if (st->nspend + st->nrpend == 0) return relaySuccess;
+    if (st->nspend + st->nrpend == 0) {
+      shmWaiterEnd(&w);
+      return relaySuccess;
+    }
     if (moved) {
       shmWaiterProgress(st, &w);
       continue;

@@ -109,7 +109,10 @@ static relayResult_t shmAgreeRun(struct relayComm* comm, shmState* st, const voi
       pend[i] = pend[--np];
       got++;
     }
-    if (np == 0) return relaySuccess;
+    if (np == 0) {
+      shmWaiterEnd(&w);
+      return relaySuccess;
+    }
     if (got) {
       shmWaiterProgress(st, &w);
       continue;
@@ -254,6 +257,12 @@ void relayShmWaitCounts(struct relayComm* comm, uint64_t* busyPolls, uint64_t* c
   shmState* st = comm->tp == &relayShmOps ? shmStateOf(comm) : NULL;
   *busyPolls = st ? st->busyPolls : 0;
   *coLocatedWaits = st ? st->coLocatedWaits : 0;
+}
+
+int relayShmArmed(struct relayComm* comm, uint64_t* arms) {
+  shmState* st = comm->tp == &relayShmOps ? shmStateOf(comm) : NULL;
+  *arms = st ? st->arms : 0;
+  return st && atomic_load_explicit(&st->slots[comm->rank].waiting, memory_order_relaxed) != 0;
 }
 
 uint64_t relayShmP2pConnMask(struct relayComm* comm, int peer, int dir) {

@@ -364,7 +364,9 @@ retry:
     shmSleep(&st->slots[0], db, left < ns ? left : ns);
   }
   /* Everyone mapped it: the name can go, so nothing outlives the job. Only
-   * then go: a segment still reachable by name never releases anyone. */
+   * then go: a segment still reachable by name never releases anyone. The
+   * loop's sleeps may have left this rank armed (shmWaiterEnd says why not). */
+  atomic_store_explicit(&st->slots[0].waiting, 0, memory_order_relaxed);
   shm_unlink(st->name);
   shmRecordPids(st, n);
   atomic_store_explicit(&st->hdr->go, 1, memory_order_release);
@@ -516,6 +518,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   for (int poll = 1;; poll++) {
     uint32_t db = atomic_load_explicit(&mine->doorbell, memory_order_acquire);
     if (atomic_load_explicit(&st->hdr->go, memory_order_acquire)) {
+      atomic_store_explicit(&mine->waiting, 0, memory_order_relaxed); /* armed by a sleep: shmWaiterEnd */
       shmRecordPids(st, n);
       return 1;
     }

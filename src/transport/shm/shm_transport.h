@@ -185,7 +185,8 @@ typedef struct {
   /* What the waits did (relayShmWaitCounts, for tests): busy polls, and waits that slept at once because
    * a peer last waited on this rank's CPU. Local, not shared. */
   uint64_t busyPolls, coLocatedWaits;
-  int cpuNoted; /* what this rank's slot says of its CPU (shmNoteCpu): stored only when it changes */
+  uint64_t arms; /* pauses that armed this rank's waiting word (shmSleep; relayShmArmed, for tests) */
+  int cpuNoted;  /* what this rank's slot says of its CPU (shmNoteCpu): stored only when it changes */
   uint64_t agreeRound;
   /* Producer/consumer cursors, [n][channels + 1] (ring 0: control): we own
    * head of rings me->p and tail of p->me. */
@@ -294,6 +295,7 @@ int shmPeerState(struct relayComm* comm, shmState* st, int q);
 relayResult_t shmPeerError(struct relayComm* comm, shmState* st, int q, int what, const char* where);
 void shmWaiterInit(shmWaiter* w);
 void shmWaiterProgress(shmState* st, shmWaiter* w);
+void shmWaiterEnd(shmWaiter* w);
 int shmPause(struct relayComm* comm, shmState* st, shmWaiter* w, uint32_t db, int peer);
 int shmNoteCpu(struct relayComm* comm, shmState* st);
 int shmLiveCheckDue(shmWaiter* w);
