@@ -557,8 +557,8 @@ static relayResult_t bwDirectMove(struct relayComm* comm, const relayBwDesc* w, 
      * 328-349 -> 235-245, 4M 912-945 -> 572-732, 16M 4804-5239 -> 3583-4559; 8 ranks 4M 1982-2012 ->
      * 1427-1602, 16M 6290-6564 -> 4796-5010; 8 ranks 256K-1M within their noise
      * (docs/perf/2026-12-06-cpu-16core-stagger-ring.md). */
-    size_t tile = BW_ROOTED_READ_BYTES, bytes = c * es, page = 4096;
-    size_t seg = (bytes / (size_t)(A - 1) + page - 1) & ~(page - 1);
+    size_t tile = BW_ROOTED_READ_BYTES, bytes = c * es;
+    size_t seg = shmAlignUp(bytes / (size_t)(A - 1), 4096);
     size_t start = (size_t)((me - R - 1 + A) % A) * seg;
     if (start >= bytes) start = 0;
     for (int part = 0; part < 2; part++) {
