@@ -5,22 +5,32 @@
  * through a bounded ring, so staging does not grow with the message.
  *
  * Region (relayShmRegionSetup, tag "bw": created, mapped by all, voted,
- * unlinked), in OWNER's region, one 64-byte line per word:
- *   [flag[n][ring]]   written by source s: "slot k of my ring in your region
- *                     holds my tile number flag (per-pair count, 1-based)"
- *   [bytes, call, mark, shape: [n][ring] each]  stored with the tile before
- *                     its flag: its byte count (counts that differ between
- *                     ranks become relayInvalidUsage), the pusher's call
- *                     number, mark and shape digest (issue 15: a tile of a
- *                     call this rank rejected, or of another shape, is
- *                     refused, never reduced; relayShmCheckMark)
- *   [ack[n]]          written by consumer s: "I consumed your first ack tiles"
- *   [entry[n], entry info[NENT][n]]  the direct path's entry barrier (below):
- *                     source s entered call #entry with window, offsets,
- *                     call, mark and shape as the info lines say
- *   [exit[n]]         source s finished call #exit: it wrote all it writes
- *                     into my buffers and read all it reads of mine
+ * unlinked), in OWNER's region:
+ *   [tile[n][ring]]   one line each, written by source s: the tile's byte
+ *                     count (counts that differ between ranks become
+ *                     relayInvalidUsage), the pusher's call number, mark and
+ *                     shape digest (issue 15: a tile of a call this rank
+ *                     rejected, or of another shape, is refused, never
+ *                     reduced; relayShmCheckMark), then its flag: "slot k of
+ *                     my ring in your region holds my tile number flag
+ *                     (per-pair count, 1-based)"
+ *   [ack[n]]          one line each, written by consumer s: "I consumed your
+ *                     first ack tiles"
+ *   [entry[n]]        one line each: the direct path's entry barrier (below):
+ *                     source s entered call #flag with window, offsets, call,
+ *                     mark and shape as the line's other words say
+ *   [exit[n]]         one line each: source s finished call #exit: it wrote
+ *                     all it writes into my buffers and read all it reads of
+ *                     mine
  *   [staging[n][ring][tileBytes]]
+ * A flag shares its line with what is stored before it, as the one-shot's
+ * push does (oneshot.c): a push or an entry is one line taken from the
+ * reader, not one per word. With a line per word (until 2026-12-06) a tile
+ * cost 5 lines and an entry 9, each a miss on the writer's side since the
+ * peer read it last; one line each made the 16-core Xeon's 8-rank staged
+ * all-reduce 4 KiB 8.4-8.9 -> 6.3-6.7 us and 16 KiB 16.7-18.0 -> 12.9-13.8
+ * (medians, 3 alternations with the old layout's build; 64 KiB-1 MiB and
+ * 2 ranks within noise; docs/perf/2026-12-06-cpu-16core-floors-lines.md).
  *
  * Epochs are per ordered pair: sent[p] counts the tiles this rank pushed to
  * p since the region was created, got[p] the tiles it consumed from p; the
@@ -74,16 +84,9 @@ typedef struct {
 
 static bwState bwDeclined = {.tried = 1}; /* out of memory before the vote: declined for good */
 
-static size_t bwFlagsOff(void) { return relayShmRegionHeaderBytes(); }
 /* Per source and slot: byte count, call number, mark, shape. */
 enum { BW_INFO_BYTES = 0, BW_INFO_CALL = 1, BW_INFO_MARK = 2, BW_INFO_SHAPE = 3, BW_NINFO = 4 };
-static size_t bwInfoOff(const bwState* s) {
-  return bwFlagsOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
-}
-static size_t bwAcksOff(const bwState* s) {
-  return bwInfoOff(s) + BW_NINFO * (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
-}
-/* The direct path's entry words: flag, then per source its info lines. */
+/* The direct path's entry words. */
 enum {
   BW_ENT_CALL = 0,
   BW_ENT_MARK = 1,
@@ -95,28 +98,40 @@ enum {
   BW_ENT_ROFF_HI = 7,
   BW_NENT = 8
 };
-static size_t bwEntryOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
-static size_t bwExitOff(const bwState* s) {
-  return bwEntryOff(s) + (1 + BW_NENT) * (size_t)s->n * RELAY_SHM_LINE;
+/* One writer per line; v is the flag a peer waits on, stored last (release). */
+typedef struct {
+  _Alignas(RELAY_SHM_LINE) _Atomic uint32_t v;
+  _Atomic uint32_t info[BW_NINFO];
+} bwTileLine;
+typedef struct {
+  _Alignas(RELAY_SHM_LINE) _Atomic uint32_t v;
+  _Atomic uint32_t info[BW_NENT];
+} bwEntryLine;
+_Static_assert(sizeof(bwTileLine) == RELAY_SHM_LINE && sizeof(bwEntryLine) == RELAY_SHM_LINE,
+               "a tile's and an entry's words share one line");
+
+static size_t bwTilesOff(void) { return relayShmRegionHeaderBytes(); }
+static size_t bwAcksOff(const bwState* s) {
+  return bwTilesOff() + (size_t)s->n * (size_t)s->ring * RELAY_SHM_LINE;
 }
+static size_t bwEntryOff(const bwState* s) { return bwAcksOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
+static size_t bwExitOff(const bwState* s) { return bwEntryOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
 static size_t bwStagingOff(const bwState* s) { return bwExitOff(s) + (size_t)s->n * RELAY_SHM_LINE; }
-static relayShmWord* bwEntry(const bwState* s, unsigned char* base, int src) {
-  return (relayShmWord*)(base + bwEntryOff(s)) + src;
+static bwEntryLine* bwEntry(const bwState* s, unsigned char* base, int src) {
+  return (bwEntryLine*)(base + bwEntryOff(s)) + src;
 }
 static _Atomic uint32_t* bwEntryInfo(const bwState* s, unsigned char* base, int what, int src) {
-  return &((relayShmWord*)(base + bwEntryOff(s)) + (size_t)(1 + what) * (size_t)s->n + (size_t)src)->v;
+  return &bwEntry(s, base, src)->info[what];
 }
 static relayShmWord* bwExit(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwExitOff(s)) + src;
 }
 
-static relayShmWord* bwFlag(const bwState* s, unsigned char* base, int src, int slot) {
-  return (relayShmWord*)(base + bwFlagsOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
+static bwTileLine* bwFlag(const bwState* s, unsigned char* base, int src, int slot) {
+  return (bwTileLine*)(base + bwTilesOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
 }
 static _Atomic uint32_t* bwInfo(const bwState* s, unsigned char* base, int what, int src, int slot) {
-  return &((relayShmWord*)(base + bwInfoOff(s)) +
-           ((size_t)what * (size_t)s->n + (size_t)src) * (size_t)s->ring + (size_t)slot)
-              ->v;
+  return &bwFlag(s, base, src, slot)->info[what];
 }
 static relayShmWord* bwAck(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwAcksOff(s)) + src;
