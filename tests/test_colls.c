@@ -738,20 +738,21 @@ static const tCase kCases[] = {
      .ranks = NRANKS,
      .deadlineS = 120,
      .timeoutS = 300},
-    /* Check mode 0, the rooted floor at 4 KiB (MIS_FLOOR_BYTES): the bw broadcast's one copy within reach. */
+    /* Check mode 0, the rooted floor at 4 KiB (MIS_FLOOR_BYTES): the bw broadcast's one copy within reach
+     * (its floor alone decides, whatever a read costs on this host: RELAYCC_SHM_CMA_SLOW_NS=0). */
     {.name = "mismatch-rooted-check0",
      .rank = mismatchRootedRank,
      .ranks = NRANKS,
      .deadlineS = 120,
      .timeoutS = 300,
-     .env = "RELAYCC_CHECK=0;RELAYCC_SHM_CMA_ROOTED_BYTES=4096"},
+     .env = "RELAYCC_CHECK=0;RELAYCC_SHM_CMA_ROOTED_BYTES=4096;RELAYCC_SHM_CMA_SLOW_NS=0"},
     /* 2 ranks, check mode 0: the one-copy broadcast whose entry is the call's agreement (bwEntryAgreed). */
     {.name = "mismatch-pair-check0",
      .rank = mismatchPairRank,
      .ranks = 2,
      .deadlineS = 120,
      .timeoutS = 300,
-     .env = "RELAYCC_CHECK=0"},
+     .env = "RELAYCC_CHECK=0;RELAYCC_SHM_CMA_SLOW_NS=0"},
     {.name = "barrier", .rank = barrierRank, .ranks = NRANKS, .deadlineS = 60, .timeoutS = 120},
     SWEEP_DEPTH8("depth8-allgather", relayCollectiveAllGather, "depth_colls_depth8_allgather"),
     SWEEP_DEPTH8("depth8-reducescatter", relayCollectiveReduceScatter, "depth_colls_depth8_reducescatter"),

@@ -628,6 +628,29 @@ static int runCmaRefused(void) {
   return 0;
 }
 
+/* The read's measured cost (RELAYCC_SHM_CMA_SLOW_NS, bw.c bwCmaReadNs): at 1 ns no host's read is cheap
+ * enough, so every rank stays staged, alike (the least of the ranks' costs, agreed, decides), and the calls
+ * are right; at 1 s every host's is, so the floors decide again. Both measure. */
+static int runCmaSlow(void) {
+  setenv("RELAYCC_DEBUG", "1", 1);
+  setenv("RELAYCC_SHM_CMA_SLOW_NS", "1", 1);
+  gCmaWant = 0;
+  runArg a = {4, 4, 1, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 30011, relayRouteOneShot};
+  launch("bwcma slow read: all-reduce A=4 staged", rankRun, &a, 240);
+  a.coll = relayCollectiveAllGather, a.A = 2;
+  launch("bwcma slow read: all-gather A=2 staged", rankRun, &a, 240);
+  a.coll = relayCollectiveBroadcast, a.calls = 4;
+  launch("bwcma slow read: broadcast A=2 staged, the root at both positions", rankRun, &a, 240);
+  setenv("RELAYCC_SHM_CMA_SLOW_NS", "1000000000", 1);
+  gCmaWant = 1;
+  launch("bwcma cheap read: broadcast A=2 one copy", rankRun, &a, 240);
+  a.coll = relayCollectiveAllReduce, a.A = 4, a.calls = 1;
+  launch("bwcma cheap read: all-reduce A=4 one copy", rankRun, &a, 240);
+  setenv("RELAYCC_SHM_CMA_SLOW_NS", "0", 1);
+  unsetenv("RELAYCC_DEBUG");
+  return 0;
+}
+
 /* The defaults (RELAYCC_SHM_CMA_BYTES 64 KiB, RELAYCC_SHM_CMA_PAIR_BYTES 4 KiB) on the forced bw route: 2
  * actives take the one-copy path from 4 KiB of each rank's input on, 3 stay staged below 64 KiB. */
 static int runCmaPair(void) {
@@ -908,6 +931,9 @@ static void bwSetup(void) {
   gRoute = relayRouteBw;
   setenv("RELAYCC_BW_TILE_BYTES", "1024", 0);
   setenv("RELAYCC_BW_RING", "3", 0);
+  /* The floors alone decide the path the cases assert, whatever a read costs on this host (runCmaSlow
+   * tests the measured verdict). */
+  setenv("RELAYCC_SHM_CMA_SLOW_NS", "0", 0);
 }
 
 #define BW_OF(f)            \
@@ -947,6 +973,7 @@ CMA_OF(runSweep)
 CMA_OF(runBwTiles)
 CMA_OF(runBwAbort)
 CMA_OF(runCmaRefused)
+CMA_OF(runCmaSlow)
 CMA_OF(runCmaKill)
 CMA_OF(runCmaCheck)
 CMA_OF(runCmaKillRooted)
@@ -997,6 +1024,7 @@ static const tCase kCases[] = {
     CMA("tiles", runBwTiles),
     CMA("abort", runBwAbort),
     CMA("refused", runCmaRefused),
+    CMA("slow", runCmaSlow),
     CMA("kill", runCmaKill),
     CMA("check", runCmaCheck),
     CMA("killrooted", runCmaKillRooted),

@@ -225,6 +225,21 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "bytes the root sends in all ((actives - 1) x count x element size) on (reduce stays staged); 2 "        \
     "actives: the lower of it and `RELAYCC_SHM_CMA_PAIR_BYTES`; `RELAYCC_SHM_CMA_BYTES=0` still turns the "  \
     "path off")                                                                                              \
+  /* 1100 ns: an 8-byte process_vm_readv (the one copy's fixed cost: syscall, pinning, page walk), the       \
+   * least over the ranks of each one's min of 9 at the route's setup. On the 16-core Xeon device host       \
+   * that least was 550-765 ns (12 launches at 2, 4 and 8 ranks; single ranks up to 946), and one copy       \
+   * from the floors above wins there (4 and 8 ranks: 1.22x the staged path over 40 cells,                   \
+   * docs/perf/2026-12-06-cpu-16core-floors-lines.md). On the 2-vCPU EPYC development host it was            \
+   * 1573-1954 ns, and there at 2 ranks the staged path beat the one copy at every size (medians, 2          \
+   * alternations: broadcast 4 KiB 0.71-0.99 against 2.96-3.04 us, 64 KiB 3.6-4.2 against 8.0; all-gather    \
+   * 256 KiB 22.7-24.3 against 32.6-36.3; all-reduce 1 MiB 101-104 against 131-149). 1100 sits a factor      \
+   * 1.4 from both. A 256 KiB read against a memcpy of it (1.9x and 3.5x typical) separated the hosts less   \
+   * well: under load the ranks' ratios overlapped (Xeon up to 3.3x on one rank, EPYC down to 2.2x).         \
+   */                                                                                                        \
+  X(SHM_CMA_SLOW_NS, "RELAYCC_SHM_CMA_SLOW_NS", INT, AGREED, 1100, 0, 1000000000, -1, "1100",                \
+    "shm bandwidth route: the one-copy path stays off when an 8-byte `process_vm_readv` (timed by every "    \
+    "rank at the route's setup, the least taken) costs more than this many nanoseconds (`RELAYCC_DEBUG=1` "  \
+    "says so, `=2` prints each rank's); 0: never measured, the floors alone decide")                         \
   /* auto = sm until measured: no 2-GPU machine has timed sm against ce yet (gputest_bw --movers does;       \
    * issue 19 measured one copy-engine peer copy at 380 GB/s one way, 370 each way at once, on 2 x H200).    \
    */                                                                                                        \

@@ -151,28 +151,50 @@ void relayShmBwFree(struct relayComm* comm) {
   free(s);
 }
 
+/* What a process_vm_readv of 8 bytes costs on this host in ns, min of 9 (this process reads itself: the
+ * syscall, the pinning and the walk a peer's read takes, so the one copy's fixed cost); 0 when it cannot
+ * read (the peers' probes then decide). RELAYCC_SHM_CMA_SLOW_NS says why it matters. */
+static uint64_t bwCmaReadNs(void) {
+  uint64_t from = 1, to = 0, best = UINT64_MAX;
+  for (int i = 0; i < 9; i++) {
+    struct iovec l = {&to, sizeof to}, r = {&from, sizeof from};
+    uint64_t t0 = relayNowNs();
+    ssize_t got = process_vm_readv(getpid(), &l, 1, &r, 1, 0);
+    uint64_t t = relayNowNs() - t0;
+    if (got != (ssize_t)sizeof to) return 0;
+    if (t < best) best = t;
+  }
+  return best ? best : 1;
+}
+
 /* The one-copy path's setup, COLLECTIVE (every rank of a ready region, RELAYCC_SHM_CMA_BYTES agreed):
  * each rank publishes the address of a token only it holds; every rank reads every peer's with
  * process_vm_readv from the pid the transport checked in (0 where the peer is in another PID namespace:
  * a pid there may name another process) and compares it, so a read that reaches the wrong process, or
  * none (Yama's ptrace_scope, containers, seccomp), votes no and every rank stays staged;
- * RELAYCC_DEBUG=1 names the rank, the peer and the reason. A no is not an error. */
+ * RELAYCC_DEBUG=1 names the rank, the peer and the reason. The record carries each rank's measured cost
+ * of a read too (bwCmaReadNs): where the least of them is above RELAYCC_SHM_CMA_SLOW_NS every rank
+ * stays staged the same way. A no is not an error. */
 static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   int n = comm->nranks, r = comm->rank;
   shmState* st = shmStateOf(comm);
   int peers = (n < RELAY_TP_ONESHOT_MAX ? n : RELAY_TP_ONESHOT_MAX) - 1;
   s->pull = malloc((size_t)(peers > 0 ? peers : 1) * s->tileBytes);
   s->cmaToken = relayShmCommHash(comm) * 0x100000001b3ull + (uint64_t)r + 1;
-  uint64_t mine[2] = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken};
+  long long slowNs = relayParamInt(comm, RELAY_P_SHM_CMA_SLOW_NS);
+  uint64_t mine[3] = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken, slowNs > 0 ? bwCmaReadNs() : 0};
+  if (slowNs > 0 && relayDebugLevel() >= 2)
+    fprintf(stderr, "relaycc: rank %d: an 8-byte process_vm_readv costs %llu ns here\n", r,
+            (unsigned long long)mine[2]);
   const void* got;
   relayResult_t res = relayAgree(comm, mine, sizeof mine, &got);
   if (res != relaySuccess) return res;
-  char why[160] = "";
+  char why[RELAY_VOTE_WHY_BYTES] = "";
   int ok = s->pull != NULL;
   if (!ok) snprintf(why, sizeof why, "it is out of memory for the pull buffer");
   for (int q = 0; q < n && ok; q++) {
     if (q == r) continue;
-    const uint64_t* rec = (const uint64_t*)got + 2 * (size_t)q;
+    const uint64_t* rec = (const uint64_t*)got + 3 * (size_t)q;
     uint64_t token = 0;
     struct iovec l = {&token, sizeof token}, rv = {(void*)(uintptr_t)rec[0], sizeof token};
     int32_t pid = st ? st->pids[q] : 0;
@@ -188,6 +210,21 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
                (int)pid);
       ok = 0;
     }
+  }
+  /* Every rank holds every rank's cost (the agreement) and takes the least: the ranks time the same host,
+   * and a rank's timing only grows with what else runs. */
+  uint64_t least = 0;
+  int at = -1;
+  for (int q = 0; q < n && slowNs > 0; q++) {
+    uint64_t ns = ((const uint64_t*)got)[3 * (size_t)q + 2];
+    if (ns && (at < 0 || ns < least)) least = ns, at = q;
+  }
+  if (ok && at >= 0 && least > (uint64_t)slowNs) {
+    snprintf(why, sizeof why,
+             "an 8-byte process_vm_readv costs %llu ns (rank %d's, the least) > RELAYCC_SHM_CMA_SLOW_NS "
+             "%lld: the staged path's copies cost less",
+             (unsigned long long)least, at, slowNs);
+    ok = 0;
   }
   relayVerdict v;
   res = relayVote(comm, ok, why, &v);
