@@ -86,7 +86,8 @@ static int sweepRank(int rank, int nranks, void* arg) {
                 nCalls++;
                 /* A forced relay, one-shot or bw serves broadcast and reduce wherever its builder can (relay:
                  * a helper; one-shot: one group within the default gate; bw: one group, any count, the
-                 * 2^20+3 broadcast on its one-copy path): the route taken proves it. */
+                 * 2^20+3 broadcast on its one-copy path where this host's read is cheap enough
+                 * (RELAYCC_SHM_CMA_SLOW_NS), else staged): the route taken proves it. */
                 if (rooted && (r % 2 || r == 4) && countsList[ci]) {
                   int want = r == 1 ? (A < NRANKS ? relayRouteRelay : relayRouteDirect)
                              : r == 4

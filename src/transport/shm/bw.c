@@ -183,9 +183,12 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   s->cmaToken = relayShmCommHash(comm) * 0x100000001b3ull + (uint64_t)r + 1;
   long long slowNs = relayParamInt(comm, RELAY_P_SHM_CMA_SLOW_NS);
   uint64_t mine[3] = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken, slowNs > 0 ? bwCmaReadNs() : 0};
-  if (slowNs > 0 && relayDebugLevel() >= 2)
-    fprintf(stderr, "relaycc: rank %d: an 8-byte process_vm_readv costs %llu ns here\n", r,
-            (unsigned long long)mine[2]);
+  if (slowNs > 0 && relayDebugLevel() >= 2) {
+    if (mine[2])
+      fprintf(stderr, "relaycc: rank %d: an 8-byte process_vm_readv costs %llu ns here\n", r,
+              (unsigned long long)mine[2]);
+    else fprintf(stderr, "relaycc: rank %d: cannot time a process_vm_readv of itself here\n", r);
+  }
   const void* got;
   relayResult_t res = relayAgree(comm, mine, sizeof mine, &got);
   if (res != relaySuccess) return res;
