@@ -127,11 +127,11 @@ static relayShmWord* bwExit(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwExitOff(s)) + src;
 }
 
-static bwTileLine* bwFlag(const bwState* s, unsigned char* base, int src, int slot) {
+static bwTileLine* bwTile(const bwState* s, unsigned char* base, int src, int slot) {
   return (bwTileLine*)(base + bwTilesOff()) + (size_t)src * (size_t)s->ring + (size_t)slot;
 }
 static _Atomic uint32_t* bwInfo(const bwState* s, unsigned char* base, int what, int src, int slot) {
-  return &bwFlag(s, base, src, slot)->info[what];
+  return &bwTile(s, base, src, slot)->info[what];
 }
 static relayShmWord* bwAck(const bwState* s, unsigned char* base, int src) {
   return (relayShmWord*)(base + bwAcksOff(s)) + src;
@@ -167,6 +167,11 @@ static uint64_t bwCmaReadNs(void) {
   return best ? best : 1;
 }
 
+/* What each rank puts in the one-copy setup's agreement: where its token lies, the token, its read's cost. */
+typedef struct {
+  uint64_t tokenAddr, token, readNs;
+} bwCmaRecord;
+
 /* The one-copy path's setup, COLLECTIVE (every rank of a ready region, RELAYCC_SHM_CMA_BYTES agreed):
  * each rank publishes the address of a token only it holds; every rank reads every peer's with
  * process_vm_readv from the pid the transport checked in (0 where the peer is in another PID namespace:
@@ -182,24 +187,24 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   s->pull = malloc((size_t)(peers > 0 ? peers : 1) * s->tileBytes);
   s->cmaToken = relayShmCommHash(comm) * 0x100000001b3ull + (uint64_t)r + 1;
   long long slowNs = relayParamInt(comm, RELAY_P_SHM_CMA_SLOW_NS);
-  uint64_t mine[3] = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken, slowNs > 0 ? bwCmaReadNs() : 0};
+  bwCmaRecord mine = {(uint64_t)(uintptr_t)&s->cmaToken, s->cmaToken, slowNs > 0 ? bwCmaReadNs() : 0};
   if (slowNs > 0 && relayDebugLevel() >= 2) {
-    if (mine[2])
+    if (mine.readNs)
       fprintf(stderr, "relaycc: rank %d: an 8-byte process_vm_readv costs %llu ns here\n", r,
-              (unsigned long long)mine[2]);
+              (unsigned long long)mine.readNs);
     else fprintf(stderr, "relaycc: rank %d: cannot time a process_vm_readv of itself here\n", r);
   }
   const void* got;
-  relayResult_t res = relayAgree(comm, mine, sizeof mine, &got);
+  relayResult_t res = relayAgree(comm, &mine, sizeof mine, &got);
   if (res != relaySuccess) return res;
+  const bwCmaRecord* all = got;
   char why[RELAY_VOTE_WHY_BYTES] = "";
   int ok = s->pull != NULL;
   if (!ok) snprintf(why, sizeof why, "it is out of memory for the pull buffer");
   for (int q = 0; q < n && ok; q++) {
     if (q == r) continue;
-    const uint64_t* rec = (const uint64_t*)got + 3 * (size_t)q;
     uint64_t token = 0;
-    struct iovec l = {&token, sizeof token}, rv = {(void*)(uintptr_t)rec[0], sizeof token};
+    struct iovec l = {&token, sizeof token}, rv = {(void*)(uintptr_t)all[q].tokenAddr, sizeof token};
     int32_t pid = st ? st->pids[q] : 0;
     if (!pid) {
       snprintf(why, sizeof why, "rank %d's pid is not in this PID namespace", q);
@@ -208,7 +213,7 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
       snprintf(why, sizeof why, "it cannot read rank %d's memory with process_vm_readv (%s)", q,
                strerror(errno));
       ok = 0;
-    } else if (token != rec[1]) {
+    } else if (token != all[q].token) {
       snprintf(why, sizeof why, "process_vm_readv of rank %d (pid %d) read another process's memory", q,
                (int)pid);
       ok = 0;
@@ -219,7 +224,7 @@ static relayResult_t bwCmaSetup(struct relayComm* comm, bwState* s) {
   uint64_t least = 0;
   int at = -1;
   for (int q = 0; q < n && slowNs > 0; q++) {
-    uint64_t ns = ((const uint64_t*)got)[3 * (size_t)q + 2];
+    uint64_t ns = all[q].readNs;
     if (ns && (at < 0 || ns < least)) least = ns, at = q;
   }
   if (ok && at >= 0 && least > (uint64_t)slowNs) {
@@ -317,7 +322,7 @@ static relayResult_t bwPush(struct relayComm* comm, bwState* s, const bwCall* g,
                           memory_order_relaxed);
     relayShmStampMark(comm, bwInfo(s, at, BW_INFO_CALL, r, slot), bwInfo(s, at, BW_INFO_MARK, r, slot),
                       bwInfo(s, at, BW_INFO_SHAPE, r, slot));
-    atomic_store_explicit(&bwFlag(s, s->reg.base[p], r, slot)->v, e, memory_order_release);
+    atomic_store_explicit(&bwTile(s, s->reg.base[p], r, slot)->v, e, memory_order_release);
     s->sent[p] = e;
     relayShmRing(comm, p);
   }
@@ -342,7 +347,7 @@ static relayResult_t bwConsume(struct relayComm* comm, bwState* s, const bwCall*
     int p = d->ranks[i];
     uint32_t e = s->got[p] + 1;
     int slot = (int)((e - 1) % (uint32_t)g->w->ring);
-    relayResult_t res = relayShmRegionWait(comm, &bwFlag(s, mine, p, slot)->v, e, p, "bw", "push of tile");
+    relayResult_t res = relayShmRegionWait(comm, &bwTile(s, mine, p, slot)->v, e, p, "bw", "push of tile");
     if (res != relaySuccess) return res;
     res = relayShmCheckMark(comm, bwInfo(s, mine, BW_INFO_CALL, p, slot),
                             bwInfo(s, mine, BW_INFO_MARK, p, slot), bwInfo(s, mine, BW_INFO_SHAPE, p, slot),
