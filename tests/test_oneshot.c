@@ -43,6 +43,9 @@ static int gRoute = relayRouteOneShot;
  * take the one-copy path (comm->lastWindow UINT32_MAX) and a smaller one the staged path; 0 when every call
  * must be staged (a rank refused cross-memory attach); -1: not checked. */
 static int gCmaWant = -1;
+/* The carry (RELAY_TP_CAP_CARRY): -1 unchecked; else whether a one-shot broadcast after the comm's first call
+ * (which readies the region, so its own block cannot ride) must have ridden its agreement. */
+static int gCarryWant = -1;
 /* The one-copy floors gCmaWant checks against: RELAYCC_SHM_CMA_BYTES's for 3 or more actives, the pair's
  * (the lower of it and RELAYCC_SHM_CMA_PAIR_BYTES) for 2; the bwcma- cases set both to 64. */
 static size_t gCmaFloor = 64, gCmaPairFloor = 64;
@@ -301,6 +304,9 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     relayCommLastRoute(comm, &route, NULL);
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
             relayRouteName(route), relayRouteName(expectRoute));
+    if (gCarryWant >= 0 && a->coll == relayCollectiveBroadcast && route == relayRouteOneShot)
+      T_CHECK(comm->lastCarried == (gCarryWant && call > 0), "rank %d call %d: broadcast %s its agreement",
+              rank, call, comm->lastCarried ? "rode" : "did not ride");
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
       int want = cmaWanted(a->coll, A, in * es);
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
@@ -774,24 +780,27 @@ static int runCmaKill(void) {
   return 0;
 }
 
-/* One-copy broadcasts of 4 MiB on ranks 7, 5, 3, 1 back to back; rank 3 is killed 300 ms in, as a reader
- * (root position 0: rank 7) or as the root (position 2): every surviving active's call ends within 3 s
- * (deadline 60 s), its error naming rank 3 (the root's directly; a reader's through the root's failure
- * when rank 3 was a reader). */
-static int rankCmaKillRooted(int rank, int nranks, void* arg) {
+/* Broadcasts on ranks 7, 5, 3, 1 back to back, one-copy ones of 4 MiB (the bwcma- cases) or carried ones of
+ * 4 KiB (the one-shot's: the block rides the agreement); rank 3 is killed 300 ms in, as a reader (root
+ * position 0: rank 7) or as the root (position 2): every surviving active's call ends within 3 s (deadline
+ * 60 s), its error naming rank 3 (the root's directly; a reader's through the root's failure when rank 3
+ * was a reader, or the agreement's wait for its record). */
+static int rankKillRooted(int rank, int nranks, void* arg) {
   (void)nranks;
-  int root = *(const int*)arg;
+  int root = *(const int*)arg, carried = gRoute == relayRouteOneShot;
   relayComm_t comm = oneshotComm(rank);
   int ranks[4] = {7, 5, 3, 1};
   relayLayout_t L = {1, 4, ranks};
-  size_t c = 1 << 20;
+  size_t c = carried ? 1024 : 1 << 20;
   float* sb = malloc(c * sizeof(float));
   float* rb = malloc(c * sizeof(float));
   T_CHECK(sb && rb, "oom");
   fillInput(relayFloat32, 1, rank, c, sb);
   T_OK(relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL)); /* sets the route up, collectively */
+  if (carried) T_OK(relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL)); /* the region is ready */
   int active = rank == 7 || rank == 5 || rank == 3 || rank == 1;
-  if (active)
+  if (active && carried) T_CHECK(comm->lastCarried, "rank %d: 4 KiB one-shot broadcast not carried", rank);
+  if (active && !carried)
     T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB broadcast not on the one-copy path", rank);
   pthread_t th;
   if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
@@ -807,24 +816,24 @@ static int rankCmaKillRooted(int rank, int nranks, void* arg) {
           rank, relayGetErrorString(r), dt, relayGetLastError(comm));
   if (active) printf("rank %d: %s\n", rank, relayGetLastError(comm));
   if (active)
-    T_CHECK(
-        strstr(relayGetLastError(comm), "rank 3"),
-        "rank %d: one-copy broadcast (root position %d) with rank 3 killed: the error does not name it (%s)",
-        rank, root, relayGetLastError(comm));
+    T_CHECK(strstr(relayGetLastError(comm), "rank 3"),
+            "rank %d: %s broadcast (root position %d) with rank 3 killed: the error does not name it (%s)",
+            rank, carried ? "carried" : "one-copy", root, relayGetLastError(comm));
   relayCommDestroy(comm); /* the actives' comms are failed: no T_OK */
   free(sb);
   free(rb);
   return 0;
 }
 
-static int runCmaKillRooted(void) {
+static int runKillRooted(void) {
   static const int roots[2] = {0, 2};
   for (int i = 0; i < 2; i++) {
     int codes[NRANKS];
-    int rc = t_launch(NRANKS, rankCmaKillRooted, (void*)&roots[i], 60, 15000, codes);
+    int rc = t_launch(NRANKS, rankKillRooted, (void*)&roots[i], 60, 15000, codes);
     T_CHECK(rc != 0 && codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
     for (int r = 0; r < NRANKS; r++) T_CHECK(r == 3 || codes[r] == 0, "rank %d exited %d", r, codes[r]);
-    printf("bwcma kill, broadcast root position %d: ok\n", roots[i]);
+    printf("%s kill, broadcast root position %d: ok\n", gRoute == relayRouteOneShot ? "carried" : "bwcma",
+           roots[i]);
   }
   return 0;
 }
@@ -908,6 +917,9 @@ static int runCmaCheck(void) {
 static int runRootedSkew(void) {
   for (int check = 0; check < 2; check++) {
     setenv("RELAYCC_CHECK", check ? "1" : "0", 1);
+    /* The one-shot's broadcast rides the shape agreement in check mode 0; check mode's round carries no
+     * block, so there the exchange after it runs (both forms, under the same skew). */
+    if (gRoute == relayRouteOneShot) gCarryWant = !check;
     static const int As[] = {2, 3, 4, 8};
     for (int ai = 0; ai < 4; ai++) {
       runArg a = {As[ai],        2 * As[ai], 2,      1,     relayCollectiveBroadcast,
@@ -976,7 +988,7 @@ CMA_OF(runCmaRefused)
 CMA_OF(runCmaSlow)
 CMA_OF(runCmaKill)
 CMA_OF(runCmaCheck)
-CMA_OF(runCmaKillRooted)
+CMA_OF(runKillRooted)
 CMA_OF(runRootedDeadline)
 CMA_OF(runRootedSkew)
 
@@ -1001,6 +1013,8 @@ static const tCase kCases[] = {
     OS("fault", runFault),
     OS("oversize", runOversize),
     OS("sweep", runSweep),
+    OS("rootedskew", runRootedSkew),
+    OS("killrooted", runKillRooted),
     BW("plan", casePlan),
     BW("skew", runSkew),
     BW("backtoback", runBackToBack),
@@ -1027,7 +1041,7 @@ static const tCase kCases[] = {
     CMA("slow", runCmaSlow),
     CMA("kill", runCmaKill),
     CMA("check", runCmaCheck),
-    CMA("killrooted", runCmaKillRooted),
+    CMA("killrooted", runKillRooted),
     CMA("rooteddeadline", runRootedDeadline),
     CMA("rootedskew", runRootedSkew),
 };

@@ -71,6 +71,10 @@ struct relayComm {
    * 0 in every other call, on every rank alike (the round is every rank's or none's). */
   int callSendsKnown;
   uint64_t callSends[RELAY_TP_ONESHOT_MAX];
+  /* Check mode 0, a broadcast whose block rode its shape agreement (api.c agreeOnShape,
+   * RELAY_TP_CAP_CARRY): the root's carry slot of that round, which the one-shot op copies out instead of
+   * its exchange. NULL in every other call, on every rank alike (decided from the key and voted state). */
+  const void* callCarry;
   const char* curCallName;
   /* Point-to-point (core/pt2pt.c): pairSeq[r] counts this rank's sends to r, pairSeq[nranks + r] its
    * receives from r (lazily allocated), the per-pair sequence numbers that match transfers outside the
@@ -103,6 +107,7 @@ struct relayComm {
   int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
   uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; UINT32_MAX: the shm
                              * one-copy      path of buffers in no window, transport/shm/bw.c; tests read it) */
+  int lastCarried;          /* 1: the last call's block rode its agreement (comm->callCarry; tests read it) */
   struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
   /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
    * 0..nNodes-1 in order of each node's lowest rank; localRank is this

@@ -139,6 +139,11 @@ enum {
    * shm's (each peer reads the root's buffer once, or the root reads each peer's); the GPU kernel
    * (nccl/bw.cu) has none, so the router does not price it there and a forced one is declined. */
   RELAY_TP_CAP_BW_ROOTED = 32,
+  /* A broadcast's data rides the call's shape agreement (shm, with RELAY_TP_CAP_SHAPES and the one-shot):
+   * the root copies its block into a slot of its one-shot region before it publishes its record, and each
+   * member copies it out once every record is in (op carrySlot; core/api.c agreeOnShape). One cross-core
+   * hop a call where the one-shot's exchange after the agreement took two (route/table.c prices it). */
+  RELAY_TP_CAP_CARRY = 64,
 };
 
 typedef struct relayTransportOps {
@@ -194,6 +199,14 @@ typedef struct relayTransportOps {
    * host-synchronous); ranks capture alike, so they decline alike. */
   relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
   relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
+  /* RELAY_TP_CAP_CARRY (else NULL): rank's carry slot of the next agreement round (next = 1: the root
+   * writes its block there before the round) or of the last one (next = 0: the members read it, before
+   * any later round, in the one-shot op of the same call; the transport records which round that was and
+   * the op refuses to read after another). NULL where bytes do not fit or the one-shot region is not
+   * ready (voted: every rank alike), so every rank of a call decides alike. Two slots by round parity: the
+   * root reaches round r + 2 only after every rank published r + 1, which each does only after reading
+   * round r's. */
+  void* (*carrySlot)(struct relayComm* comm, int rank, int next, size_t bytes);
   /* Bandwidth route (set with RELAY_TP_CAP_BW, else NULL). bwPrepare is the
    * one-shot prepare's twin (collective over all comm ranks, voted, sticky,
    * declines under capture without communicating when no region exists):

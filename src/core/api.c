@@ -282,10 +282,29 @@ typedef struct {
   uint64_t shape, send;
 } shapeRecord;
 
+/* A valid broadcast of one group that routes to the one-shot on a transport that carries
+ * (RELAY_TP_CAP_CARRY): its bytes, else 0. A function of the key and the route (alike on every rank of one
+ * shape); the slot's own answer (carrySlot: the region voted ready, the bytes within its slot) completes it
+ * alike too. */
+static size_t carriedBytes(const struct relayComm* c, const callArgs* a, relayResult_t local, int route) {
+  if (local != relaySuccess || a->coll != relayCollectiveBroadcast || route != relayRouteOneShot ||
+      !(c->tp->caps & RELAY_TP_CAP_CARRY) || a->layout->nGroups != 1)
+    return 0;
+  return a->counts[0] * relayTypeSize(a->dtype);
+}
+
 static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
                                   int depth) {
   shapeRecord mine = {(int32_t)local, 0, local == relaySuccess ? c->callShape : 0,
                       (uint64_t)(uintptr_t)a->send};
+  /* The root's block rides its record: copied into the slot the round's release publishes (a 2-rank 4 KiB
+   * broadcast: one hop, where the agreement and then the one-shot's exchange took two). */
+  size_t carry = carriedBytes(c, a, local, route);
+  int carryRoot = carry ? a->layout->ranks[a->root] : -1;
+  if (carry && carryRoot == c->rank) {
+    void* slot = c->tp->carrySlot(c, c->rank, 1, carry);
+    if (slot) memcpy(slot, a->send, carry);
+  }
   const void* got;
   RELAY_CHECK(relayAgreeCall(c, local, &mine, sizeof mine, &got));
   const shapeRecord* all = got; /* every status is relaySuccess here: a rejection ended in the vote */
@@ -304,6 +323,7 @@ static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, relayR
     for (int q = 0; q < c->nranks; q++) c->callSends[q] = all[q].send;
     c->callSendsKnown = 1;
   }
+  if (carry) c->callCarry = c->tp->carrySlot(c, carryRoot, 0, carry);
   return relaySuccess;
 }
 
@@ -420,6 +440,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
       c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
+      c->lastCarried = c->callCarry != NULL;
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
@@ -511,6 +532,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
   c->callMark = -1;
   c->callShape = 0;
   c->callSendsKnown = 0;
+  c->callCarry = NULL;
   c->callDeclined = 0;
   int myGroup = -1, myIndex = -1, bufErr = 0;
   /* A collective out of range comes only from relayCallReject: a shape error. */
@@ -592,6 +614,7 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
   for (int g = 0; g < planKeyNumCounts(key); g++) any |= key->counts[g] != 0;
   if (!any) {
     c->lastWindow = 0;
+    c->lastCarried = 0;
     c->lastRoute = list->route[0];
     c->lastDepth = list->depth[0];
     return relaySuccess;
@@ -662,6 +685,7 @@ static relayResult_t call(const callArgs* a, relayComm_t comm, relayStream_t str
   comm->curCallName = NULL; /* errors after the call name no call (common.h) */
   comm->callShape = 0;      /* what runs outside calls (a window's rounds) has no shape */
   comm->callSendsKnown = 0;
+  comm->callCarry = NULL;
   atomic_store(&comm->inCall, 0);
   return res;
 }

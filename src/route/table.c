@@ -38,9 +38,15 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
  * run with auto on it fell to 0.49x of Open MPI's broadcast (docs/perf/2026-12-05-cpu-2core.md). The
  * 16-core run decides whether auto may take it on shm; on NCCL a GPU run (the kernel's root waits for
  * every member's token or flag the same way, and no GPU has run it yet). */
+#define RELAY_CARRY_PRICED_BYTES (16u << 10) /* first pick; the 16-core device run decides */
 static int oneShotPriced(const planKey* k, int caps) {
-  (void)caps;
-  return !relayCollRooted(k->coll) && relayOneShotFits(k, planOneShotGate(k));
+  if (!relayOneShotFits(k, planOneShotGate(k))) return 0;
+  if (!relayCollRooted(k->coll)) return 1;
+  /* A broadcast whose block rides the shape agreement (RELAY_TP_CAP_CARRY): no member's push to wait for,
+   * one hop; up to RELAY_CARRY_PRICED_BYTES, above which the block's two copies (into the slot, out of it)
+   * lose to the bandwidth route's tiles or one copy. */
+  return k->coll == relayCollectiveBroadcast && (caps & RELAY_TP_CAP_CARRY) &&
+         k->counts[0] * relayTypeSize(k->dtype) <= RELAY_CARRY_PRICED_BYTES;
 }
 
 /* A forced one-shot above the comm's gate (what one source stages per

@@ -233,6 +233,7 @@ typedef struct {
   size_t slotBytes;
   relayShmRegion reg;
   uint32_t* pairEpoch; /* [n] */
+  uint64_t carryRound; /* the agreement round whose carry slot a member last looked up (relayShmCarrySlot) */
 } osState;
 
 /* A push's words, one line per source and parity, all written by that source: the byte count (counts that
@@ -302,6 +303,35 @@ static relayResult_t osWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_
   return relayShmRegionWait(comm, w, want, peer, "one-shot", what);
 }
 
+/* The carry (RELAY_TP_CAP_CARRY, transport.h): a broadcast's block in its root's own staging slot of the
+ * round's parity (staging[par][root] of the root's region, which no push writes: sources push into their
+ * peers' regions, never their own). */
+void* relayShmCarrySlot(struct relayComm* comm, int rank, int next, size_t bytes) {
+  osState* s = comm->oneshot;
+  if (!s || !s->ready || bytes == 0 || bytes > s->slotBytes || rank < 0 || rank >= s->n) return NULL;
+  uint64_t round = shmStateOf(comm)->agreeRound + (next ? 1 : 0);
+  if (!next) s->carryRound = round;
+  return osStaging(s, s->reg.base[rank], (int)(round & 1), rank);
+}
+
+/* A carried broadcast's one-shot op: the block is in the root's carry slot of this call's agreement. A
+ * member copies it out unless another round ran since (the slot may then hold a later call's block: an
+ * internal error, never wrong data); the root places its own, unless in place. No pushes, no epochs:
+ * every rank of the call carried alike. */
+static relayResult_t osCarried(struct relayComm* comm, const osState* s, const relayOneShotDesc* d,
+                               size_t bytes) {
+  const void* from = d->me == d->root ? (const char*)d->src : comm->callCarry;
+  if (d->me != d->root && s->carryRound != shmStateOf(comm)->agreeRound) {
+    comm->tp->fail(comm);
+    return relaySetError(
+        comm, relayInternalError,
+        "one-shot: the broadcast's block rode agreement round %llu, but round %llu ran since",
+        (unsigned long long)s->carryRound, (unsigned long long)shmStateOf(comm)->agreeRound);
+  }
+  if (bytes && from != d->dst) memmove(d->dst, from, bytes);
+  return relaySuccess;
+}
+
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
   (void)stream;
   osState* s = comm->oneshot;
@@ -312,6 +342,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     return relaySetError(comm, relayInternalError,
                          "one-shot: region %s, A %d, me %d, root %d, %zu bytes (slot %zu)",
                          s && s->ready ? "ready" : "absent", A, me, d->root, bytes, s ? s->slotBytes : 0);
+  if (comm->callCarry) return osCarried(comm, s, d, bytes);
   unsigned char* mine = s->reg.base[r];
   /* A rooted call (broadcast, reduce) runs only the root's pairs; the way without data carries an empty
    * push, so both ends of a pair count its epochs alike. */

@@ -366,6 +366,7 @@ static inline size_t relayShmPushBytes(const relayOneShotDesc* d, int from, int 
 
 relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
+void* relayShmCarrySlot(struct relayComm* comm, int rank, int next, size_t bytes);
 void relayShmOneShotFree(struct relayComm* comm);
 
 /* bw.c: the bandwidth route's twin (tiles through a staging ring). */
