@@ -41,6 +41,7 @@ void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]) {
   head[9] = (int32_t)k->bwTileBytes;
   head[10] = k->bwRing;
   head[11] = k->oneShotGate;
+  head[12] = k->carry;
 }
 
 uint64_t planKeyShapeHash(const planKey* k) {
@@ -495,6 +496,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   memcpy(p->ranks, k->ranks, nr * sizeof(int));
   memcpy(p->counts, k->counts, nc * sizeof(size_t));
   p->root = k->root;
+  p->carried = k->carry && k->route == relayRouteOneShot && k->coll == relayCollectiveBroadcast;
   memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
   if (b->nSrcs) memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
   p->nSrcs = (uint32_t)b->nSrcs;

@@ -231,6 +231,10 @@ typedef struct planKey {
    * bandwidth settings (0: RELAY_ONESHOT_DEFAULT_MAX_BYTES; below 0: the route is off): the one value
    * the router's pricing and the route's prepare read (planOneShotGate). */
   int oneShotGate;
+  /* 1: a broadcast's block rides the call's shape agreement (the transport's RELAY_TP_CAP_CARRY, check mode
+   * 0, no direct windows; core/api.c agreeOnShape), set by core with the settings above: the one-shot is
+   * then priced as the root's one copy into its slot, one hop and each member's copy out (sim.c). */
+  int carry;
   /* planKeyShapeHash(this key), memoized by core's callKey (0: not memoized; planKeyHash then computes it):
    * a call's shape digest, route cache and plan cache hashed the same head and arrays three times, 12% of a
    * 2-rank 4 KiB all-to-all's samples in the call; once, the call's min went 0.39-0.40 -> 0.36-0.37 us,
@@ -283,7 +287,7 @@ static inline int planKeyNumCounts(const planKey* k) {
 /* The one writer of a key's fixed fields, in one order: the plan cache (core/plancache.c), the route
  * cache (route/route.c: caps in the route's word, no depth) and the call's shape digest (core/api.c) all
  * compare and hash these words, then the arrays (planKeyHash). */
-enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 12 };
+enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 13 };
 void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]);
 /* The head and the key's arrays hashed in place (no serialized copy per call): the key's shape hash (its
  * memo, else computed), then head's route and depth words. head is planKeyHead(k) but for those two words
@@ -321,6 +325,7 @@ typedef struct relayPlan {
   uint32_t nSends, nRecvs, nOps, nSrcs;
   uint32_t maxXfersPerStep; /* over ranks and steps, for executors */
   int root;                 /* rooted collectives: the root (0 otherwise) */
+  int carried;              /* the one-shot broadcast of a key with carry (planKey.carry): sim.c prices it */
 } relayPlan;
 
 static inline const planStep* planRankStep(const relayPlan* p, int rank, int step) {

@@ -54,6 +54,8 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
   key->bwRing = ring > 0 ? ring : -1; /* 0 in the key is the default; RELAYCC_BW_RING=0 is "off" */
   int gate = (int)relayParamInt(c, RELAY_P_ONESHOT_MAX_BYTES); /* <= RELAY_ONESHOT_GATE_MAX, 1 GiB */
   key->oneShotGate = gate > 0 ? gate : -1;                     /* as the ring: 0 in the key is the default */
+  /* What api.c's agreeOnShape carries: a rooted call's agreement in check mode 0 without direct windows. */
+  key->carry = c->tp && (c->tp->caps & RELAY_TP_CAP_CARRY) && !c->cfg.checkMode && !c->directWindows;
 }
 
 relayResult_t planBuildBw(planBuilder* b) {

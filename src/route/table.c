@@ -31,22 +31,28 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
 }
 
 /* Broadcast and reduce (rooted by position) run the one-shot only where the transport has its rooted form
- * (RELAY_TP_CAP_ONESHOT_ROOTED: shm's and the GPU kernel's), and only when forced: auto does not price it
- * yet. On the 2-core host (2026-12-05, relaycc-bench, 4 ranks, min of 5 x 50) the rooted one-shot
- * broadcast took 14.8-17 us at 4 KiB where the direct route took 9.7 (the root waits for every member's
- * empty push, which the direct route's root does not; the model prices no such wait), and the CPU-peers
- * run with auto on it fell to 0.49x of Open MPI's broadcast (docs/perf/2026-12-05-cpu-2core.md). The
- * 16-core run decides whether auto may take it on shm; on NCCL a GPU run (the kernel's root waits for
- * every member's token or flag the same way, and no GPU has run it yet). */
-#define RELAY_CARRY_PRICED_BYTES (16u << 10) /* first pick; the 16-core device run decides */
+ * (RELAY_TP_CAP_ONESHOT_ROOTED: shm's and the GPU kernel's). Auto prices only the broadcast whose block
+ * rides the agreement (below); the exchange form is taken only when forced: on the 2-core host (2026-12-05,
+ * relaycc-bench, 4 ranks, min of 5 x 50) it took 14.8-17 us at 4 KiB where the direct route took 9.7 (the
+ * root waits for every member's empty push, which the model does not price;
+ * docs/perf/2026-12-05-cpu-2core.md), and on NCCL the kernel's root waits the same way (no GPU has run it
+ * yet). */
+#define RELAY_CARRY_FEW_BYTES (16u << 10) /* 3-4 actives: the carried broadcast's ceiling (below) */
 static int oneShotPriced(const planKey* k, int caps) {
+  (void)caps; /* the carry is the key's (planKey.carry: the transport's, in check mode 0) */
   if (!relayOneShotFits(k, planOneShotGate(k))) return 0;
   if (!relayCollRooted(k->coll)) return 1;
-  /* A broadcast whose block rides the shape agreement (RELAY_TP_CAP_CARRY): no member's push to wait for,
-   * one hop; up to RELAY_CARRY_PRICED_BYTES, above which the block's two copies (into the slot, out of it)
-   * lose to the bandwidth route's tiles or one copy. */
-  return k->coll == relayCollectiveBroadcast && (caps & RELAY_TP_CAP_CARRY) &&
-         k->counts[0] * relayTypeSize(k->dtype) <= RELAY_CARRY_PRICED_BYTES;
+  /* A broadcast whose block rides the shape agreement (planKey.carry): no member's push to wait for, the
+   * root's one copy into its slot read by every member at once, so its time hardly grows with the members
+   * (16-core Xeon, 2026-12-06, medians of 3 alternations: 17.3-17.9 us at 64 KiB from 3 to 8 actives),
+   * where the bandwidth route's one copy grows with its readers (12.8 at 3 actives, 33.5 at 8). Priced
+   * from 5 actives in the whole slot (1.15-3.7x the bandwidth route's time from 16 KiB to 1 MiB at 5-8
+   * actives) and at 3-4 actives up to 16 KiB (4 KiB: 1.4-1.5x, 16 KiB: 1.25-1.28x; above it 0.80-1.10x
+   * but for 1.70x at 4 actives 1 MiB); never at 2, where the staged pair took 1.3 / 1.6 us at 4 / 16 KiB
+   * against 1.6 / 3.9 (docs/perf/2026-12-06-cpu-carry.md). */
+  uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype);
+  return k->coll == relayCollectiveBroadcast && k->carry && k->nActive > 2 &&
+         (k->nActive >= 5 || bytes <= RELAY_CARRY_FEW_BYTES);
 }
 
 /* A forced one-shot above the comm's gate (what one source stages per

@@ -465,9 +465,21 @@ static double stagedReadSeconds(const simState* S, double b) {
   return T->stagedReadBw > 0 && T->oneCopyBytes > 0 && S->plan->nActive == 2 ? b / T->stagedReadBw : 0;
 }
 
+/* A broadcast whose block rides the shape agreement (relayPlan.carried): the root's one copy into its own
+ * slot, the agreement's hop, then every member's read of that slot at once, each at its pair's rate; no
+ * push per member (the root writes the block once, not A - 1 times). */
+static double carriedSeconds(const simState* S, int r, const planOp* op, double bytes) {
+  const struct relayTopo* T = S->topo;
+  int root = S->plan->ranks[op->group * S->plan->nActive + op->root];
+  double rate = r == root ? 0 : relayTopoPairRate(T, root, r);
+  return T->launchS + bytes / T->memBw + T->hopS + (rate > 0 ? bytes / rate : 0);
+}
+
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
-  double bytes = (double)op->count * (double)P->elemSize, push = pushSeconds(S, r, op, bytes);
+  double bytes = (double)op->count * (double)P->elemSize;
+  if (P->carried && op->root >= 0) return carriedSeconds(S, r, op, bytes);
+  double push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
   int gather = op->gather, blocks = op->root >= 0 ? 1 : P->nActive;
   double local = gather ? 2.0 * blocks * bytes / S->topo->memBw : (double)(P->nActive + 1) * bytes / bw;
