@@ -44,10 +44,10 @@ static int oneShotPriced(const planKey* k, int caps) {
   if (!relayCollRooted(k->coll)) return 1;
   /* A broadcast whose block rides the shape agreement (planKey.carry): no member's push to wait for, the
    * root's one copy into its slot read by every member at once, so its time hardly grows with the members
-   * (16-core Xeon, 2026-12-06, medians of 3 alternations: 17.3-17.9 us at 64 KiB from 3 to 8 actives),
+   * (16-core Xeon, 2026-12-06, medians of 3 alternations: 14.1-17.8 us at 64 KiB from 3 to 8 actives),
    * where the bandwidth route's one copy grows with its readers (12.8 at 3 actives, 33.5 at 8). Priced
    * from 5 actives in the whole slot (1.15-3.7x the bandwidth route's time from 16 KiB to 1 MiB at 5-8
-   * actives) and at 3-4 actives up to 16 KiB (4 KiB: 1.4-1.5x, 16 KiB: 1.25-1.28x; above it 0.80-1.10x
+   * actives) and at 3-4 actives up to 16 KiB (4 KiB: 1.4-1.5x, 16 KiB: 1.18-1.28x; above it 0.51-1.10x
    * but for 1.70x at 4 actives 1 MiB); never at 2, where the staged pair took 1.3 / 1.6 us at 4 / 16 KiB
    * against 1.6 / 3.9 (docs/perf/2026-12-06-cpu-carry.md). */
   uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype);
