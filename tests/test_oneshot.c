@@ -900,6 +900,56 @@ static int rankRootedDeadline(int rank, int nranks, void* arg) {
   return 0;
 }
 
+/* Carried broadcasts of 64 KiB from one root, back to back (its carry slot rewritten every other agreement
+ * round), members late by 0-150 us at random, every output checked: a member that read the slot of the
+ * wrong round would see the next call's block. A = 8, then A = 3 (ranks 6, 1, 4) on the same comm, where
+ * the five others take the agreement only. */
+static int rankCarryReuse(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayComm_t comm = oneshotComm(rank);
+  static int all8[8] = {0, 1, 2, 3, 4, 5, 6, 7}, three[3] = {6, 1, 4};
+  size_t c = 16384;
+  float* sb = malloc(c * sizeof(float));
+  float* rb = malloc(c * sizeof(float));
+  float* want = malloc(c * sizeof(float));
+  T_CHECK(sb && rb && want, "oom");
+  unsigned seed = 977u * (unsigned)rank + 1;
+  for (int li = 0; li < 2; li++) {
+    int A = li ? 3 : 8, root = li ? 2 : 5, me = -1;
+    relayLayout_t L = {1, A, li ? three : all8};
+    for (int i = 0; i < A; i++)
+      if (L.ranks[i] == rank) me = i;
+    for (int call = 0; call < 300; call++) {
+      if (me == root) fillInput(relayFloat32, call, root, c, sb);
+      memset(rb, 0xCD, c * sizeof(float));
+      if (me >= 0 && me != root) {
+        struct timespec ts = {0, (long)(rand_r(&seed) % 150) * 1000L};
+        nanosleep(&ts, NULL);
+      }
+      relayResult_t r = relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL);
+      T_CHECK(r == relaySuccess, "rank %d A=%d call %d: %s (%s)", rank, A, call, relayGetErrorString(r),
+              relayGetLastError(comm));
+      if (me < 0) continue;
+      T_CHECK(comm->lastCarried || (li == 0 && call == 0), "rank %d A=%d call %d: not carried", rank, A,
+              call);
+      fillInput(relayFloat32, call, root, c, want);
+      T_CHECK(memcmp(rb, want, c * sizeof(float)) == 0, "rank %d (active %d) A=%d call %d: wrong block", rank,
+              me, A, call);
+    }
+  }
+  T_OK(relayCommDestroy(comm));
+  free(sb);
+  free(rb);
+  free(want);
+  return 0;
+}
+
+static int runCarryReuse(void) {
+  launch("carried broadcasts from one root, members late", rankCarryReuse, NULL, 240);
+  return 0;
+}
+
 static int runRootedDeadline(void) {
   launch("bwcma broadcast: a reader past the root's deadline", rankRootedDeadline, NULL, 120);
   return 0;
@@ -911,9 +961,9 @@ static int runCmaCheck(void) {
   return runSkew();
 }
 
-/* Broadcast (one copy from 64 bytes the root sends in all, in the bwcma- cases) and reduce (staged) with odd
- * ranks late, A = 2, 3, 4, 8, the root at every position; in check mode 0 (shapes found by the waits) and
- * 1 (the call's agreement round first). */
+/* Broadcast (one copy from 64 bytes the root sends in all, in the bwcma- cases; carried in the one-shot's
+ * check mode 0) and reduce (staged) with odd ranks late, A = 2, 3, 4, 8, the root at every position; in check
+ * mode 0 (shm agrees on a rooted call's shape first) and 1 (check mode's agreement round first). */
 static int runRootedSkew(void) {
   for (int check = 0; check < 2; check++) {
     setenv("RELAYCC_CHECK", check ? "1" : "0", 1);
@@ -1015,6 +1065,7 @@ static const tCase kCases[] = {
     OS("sweep", runSweep),
     OS("rootedskew", runRootedSkew),
     OS("killrooted", runKillRooted),
+    OS("carryreuse", runCarryReuse),
     BW("plan", casePlan),
     BW("skew", runSkew),
     BW("backtoback", runBackToBack),

@@ -199,14 +199,15 @@ typedef struct relayTransportOps {
    * host-synchronous); ranks capture alike, so they decline alike. */
   relayResult_t (*oneshotPrepare)(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
   relayResult_t (*oneshot)(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
-  /* RELAY_TP_CAP_CARRY (else NULL): rank's carry slot of the next agreement round (next = 1: the root
-   * writes its block there before the round) or of the last one (next = 0: the members read it, before
-   * any later round, in the one-shot op of the same call; the transport records which round that was and
-   * the op refuses to read after another). NULL where bytes do not fit or the one-shot region is not
-   * ready (voted: every rank alike), so every rank of a call decides alike. Two slots by round parity: the
-   * root reaches round r + 2 only after every rank published r + 1, which each does only after reading
-   * round r's. */
-  void* (*carrySlot)(struct relayComm* comm, int rank, int next, size_t bytes);
+  /* RELAY_TP_CAP_CARRY (else NULL). carryStage: this rank's carry slot of the next agreement round, where
+   * the root writes its block before the round. carryTake: rank's slot of the round just run, which the
+   * one-shot op of the same call reads; the transport records that round, and the op refuses to read once
+   * another has run. Both NULL where bytes do not fit or the one-shot region is not ready (voted: every rank
+   * alike), so every rank of a call decides alike. Two slots by round parity: the root writes round r's
+   * only in round r, reached after every rank published round r - 1, which each did after its one-shot op
+   * of round r - 2's call, the only place that slot is read. */
+  void* (*carryStage)(struct relayComm* comm, size_t bytes);
+  const void* (*carryTake)(struct relayComm* comm, int rank, size_t bytes);
   /* Bandwidth route (set with RELAY_TP_CAP_BW, else NULL). bwPrepare is the
    * one-shot prepare's twin (collective over all comm ranks, voted, sticky,
    * declines under capture without communicating when no region exists):

@@ -282,27 +282,26 @@ typedef struct {
   uint64_t shape, send;
 } shapeRecord;
 
-/* A valid broadcast of one group that routes to the one-shot on a transport that carries
- * (RELAY_TP_CAP_CARRY): its bytes, else 0. A function of the key and the route (alike on every rank of one
- * shape); the slot's own answer (carrySlot: the region voted ready, the bytes within its slot) completes it
- * alike too. */
-static size_t carriedBytes(const struct relayComm* c, const callArgs* a, relayResult_t local, int route) {
-  if (local != relaySuccess || a->coll != relayCollectiveBroadcast || route != relayRouteOneShot ||
-      !(c->tp->caps & RELAY_TP_CAP_CARRY) || a->layout->nGroups != 1)
-    return 0;
-  return a->counts[0] * relayTypeSize(a->dtype);
+/* A valid call whose key carries (planKey.carry: this transport, check mode 0, no direct windows) and that
+ * the one-shot runs: its bytes, else 0. A function of the key and the route, alike on every rank of one
+ * shape; the transport's answer (the region voted ready) is alike too. */
+static size_t carriedBytes(const planKey* key, relayResult_t local, int route) {
+  return local == relaySuccess && route == relayRouteOneShot && planKeyCarried(key)
+             ? key->counts[0] * relayTypeSize(key->dtype)
+             : 0;
 }
 
-static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, relayResult_t local, int route,
-                                  int depth) {
+static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, const planKey* key,
+                                  relayResult_t local, int route, int depth) {
   shapeRecord mine = {(int32_t)local, 0, local == relaySuccess ? c->callShape : 0,
                       (uint64_t)(uintptr_t)a->send};
-  /* The root's block rides its record: copied into the slot the round's release publishes (a 2-rank 4 KiB
-   * broadcast: one hop, where the agreement and then the one-shot's exchange took two). */
-  size_t carry = carriedBytes(c, a, local, route);
+  /* The root's block rides its record: copied into the slot the round's release publishes (an 8-rank 4 KiB
+   * broadcast: one hop, where the agreement and then the bandwidth route's tiles took two and the root
+   * pushed to every member; docs/perf/2026-12-06-cpu-carry.md). */
+  size_t carry = carriedBytes(key, local, route);
   int carryRoot = carry ? a->layout->ranks[a->root] : -1;
   if (carry && carryRoot == c->rank) {
-    void* slot = c->tp->carrySlot(c, c->rank, 1, carry);
+    void* slot = c->tp->carryStage(c, carry);
     if (slot) memcpy(slot, a->send, carry);
   }
   const void* got;
@@ -323,7 +322,7 @@ static relayResult_t agreeOnShape(struct relayComm* c, const callArgs* a, relayR
     for (int q = 0; q < c->nranks; q++) c->callSends[q] = all[q].send;
     c->callSendsKnown = 1;
   }
-  if (carry) c->callCarry = c->tp->carrySlot(c, carryRoot, 0, carry);
+  if (carry) c->callCarry = c->tp->carryTake(c, carryRoot, carry);
   return relaySuccess;
 }
 
@@ -440,7 +439,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       c->lastRoute = key->route;
       c->lastDepth = plan ? plan->depth : 1;
       c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
-      c->lastCarried = c->callCarry != NULL;
+      c->lastCarried = c->callCarry != NULL && key->route == relayRouteOneShot;
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
@@ -584,7 +583,7 @@ static relayResult_t runCall(struct relayComm* c, const callArgs* args, relayStr
     /* relayAgreeCall clears the call's shape for its rounds: a peer with another shape is their answer. */
     relayResult_t agreed = c->cfg.checkMode || c->directWindows
                                ? agreeOnCall(c, a, local, list->route[0], list->depth[0])
-                               : agreeOnShape(c, a, local, list->route[0], list->depth[0]);
+                               : agreeOnShape(c, a, &key, local, list->route[0], list->depth[0]);
     if (agreed != relaySuccess) return agreed;
   } else if (local != relaySuccess && !bufErr) {
     /* A shape error: no plan, so nothing to take part with. Peers that wait

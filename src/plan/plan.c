@@ -496,7 +496,7 @@ relayPlan* planBuilderFinish(planBuilder* b) {
   memcpy(p->ranks, k->ranks, nr * sizeof(int));
   memcpy(p->counts, k->counts, nc * sizeof(size_t));
   p->root = k->root;
-  p->carried = k->carry && k->route == relayRouteOneShot && k->coll == relayCollectiveBroadcast;
+  p->carried = k->route == relayRouteOneShot && planKeyCarried(k);
   memcpy(p->rank, b->rank, (size_t)k->nranks * sizeof(planRank));
   if (b->nSrcs) memcpy(p->srcs, b->srcs, b->nSrcs * sizeof(planRef));
   p->nSrcs = (uint32_t)b->nSrcs;

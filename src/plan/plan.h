@@ -272,6 +272,11 @@ int relayOneShotSlotFits(const planKey* k, uint64_t gateBytes);
 int relayOneShotFits(const planKey* k, uint64_t gateBytes);
 /* The key's one-shot gate in bytes (0: off). */
 uint64_t planOneShotGate(const planKey* k);
+/* 1: key's broadcast, run by the one-shot, carries its block in the call's shape agreement (planKey.carry):
+ * one group of 2 to RELAY_ONESHOT_MAX_ACTIVE actives, the root among them, a count within the gate. The one
+ * test core (api.c, which carries), the plan (relayPlan.carried, which sim.c prices) and the route table
+ * (which offers it to the router) read. */
+int planKeyCarried(const planKey* k);
 /* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
 size_t planBwTileBytes(const planKey* k);
 int planBwRing(const planKey* k);

@@ -33,6 +33,12 @@ uint64_t planOneShotGate(const planKey* k) {
                               : (uint64_t)k->oneShotGate;
 }
 
+int planKeyCarried(const planKey* k) {
+  return k->carry && k->coll == relayCollectiveBroadcast && k->nGroups == 1 && k->nActive >= 2 &&
+         k->nActive <= RELAY_ONESHOT_MAX_ACTIVE && k->root >= 0 && k->root < k->nActive && k->counts[0] > 0 &&
+         relayOneShotSlotFits(k, planOneShotGate(k));
+}
+
 int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
   if (k->nGroups != 1 || !relayCollOnLayout(k->coll)) return 0;
   uint64_t bytes =

@@ -50,9 +50,8 @@ static int oneShotPriced(const planKey* k, int caps) {
    * actives) and at 3-4 actives up to 16 KiB (4 KiB: 1.4-1.5x, 16 KiB: 1.18-1.28x; above it 0.51-1.10x
    * but for 1.70x at 4 actives 1 MiB); never at 2, where the staged pair took 1.3 / 1.6 us at 4 / 16 KiB
    * against 1.6 / 3.9 (docs/perf/2026-12-06-cpu-carry.md). */
-  uint64_t bytes = k->counts[0] * relayTypeSize(k->dtype);
-  return k->coll == relayCollectiveBroadcast && k->carry && k->nActive > 2 &&
-         (k->nActive >= 5 || bytes <= RELAY_CARRY_FEW_BYTES);
+  return planKeyCarried(k) && k->nActive > 2 &&
+         (k->nActive >= 5 || k->counts[0] * relayTypeSize(k->dtype) <= RELAY_CARRY_FEW_BYTES);
 }
 
 /* A forced one-shot above the comm's gate (what one source stages per

@@ -471,8 +471,9 @@ static double stagedReadSeconds(const simState* S, double b) {
 static double carriedSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const struct relayTopo* T = S->topo;
   int root = S->plan->ranks[op->group * S->plan->nActive + op->root];
-  double rate = r == root ? 0 : relayTopoPairRate(T, root, r);
-  return T->launchS + bytes / T->memBw + T->hopS + (rate > 0 ? bytes / rate : 0);
+  double rate = r == root ? T->memBw : relayTopoPairRate(T, root, r); /* the root places its own block too */
+  if (!(rate > 0)) rate = T->memBw;                                   /* a pair the model has no rate for */
+  return T->launchS + bytes / T->memBw + T->hopS + bytes / rate;
 }
 
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {

@@ -16,7 +16,9 @@
  *                      "my epoch-e push into your staging[e&1][s] is complete"
  *   [ack[nranks]]      written by peer s into OWNER's region: "I finished
  *                      reading your epoch-e push"
- *   [staging[2][nranks][slotBytes]]
+ *   [staging[2][nranks][slotBytes]]  staging[e&1][s]: source s's push of epoch e; the owner's own
+ *                      staging[par][owner], which no push writes, is its carry slot (a broadcast's block
+ *                      riding agreement round r, par = r & 1: relayShmCarryStage below)
  * (one 64-byte line per push/ack: each has exactly one writer).
  *
  * Epochs are per pair (pairEpoch[p]: one-shots this rank ran with p), since
@@ -306,12 +308,21 @@ static relayResult_t osWait(struct relayComm* comm, _Atomic uint32_t* w, uint32_
 /* The carry (RELAY_TP_CAP_CARRY, transport.h): a broadcast's block in its root's own staging slot of the
  * round's parity (staging[par][root] of the root's region, which no push writes: sources push into their
  * peers' regions, never their own). */
-void* relayShmCarrySlot(struct relayComm* comm, int rank, int next, size_t bytes) {
+static unsigned char* osCarrySlot(struct relayComm* comm, int rank, uint64_t round, size_t bytes) {
   osState* s = comm->oneshot;
   if (!s || !s->ready || bytes == 0 || bytes > s->slotBytes || rank < 0 || rank >= s->n) return NULL;
-  uint64_t round = shmStateOf(comm)->agreeRound + (next ? 1 : 0);
-  if (!next) s->carryRound = round;
   return osStaging(s, s->reg.base[rank], (int)(round & 1), rank);
+}
+
+void* relayShmCarryStage(struct relayComm* comm, size_t bytes) {
+  return osCarrySlot(comm, comm->rank, shmStateOf(comm)->agreeRound + 1, bytes);
+}
+
+const void* relayShmCarryTake(struct relayComm* comm, int rank, size_t bytes) {
+  uint64_t round = shmStateOf(comm)->agreeRound;
+  const void* slot = osCarrySlot(comm, rank, round, bytes);
+  if (slot) ((osState*)comm->oneshot)->carryRound = round;
+  return slot;
 }
 
 /* A carried broadcast's one-shot op: the block is in the root's carry slot of this call's agreement. A

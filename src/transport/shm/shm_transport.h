@@ -366,7 +366,8 @@ static inline size_t relayShmPushBytes(const relayOneShotDesc* d, int from, int 
 
 relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, relayStream_t stream);
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream);
-void* relayShmCarrySlot(struct relayComm* comm, int rank, int next, size_t bytes);
+void* relayShmCarryStage(struct relayComm* comm, size_t bytes);
+const void* relayShmCarryTake(struct relayComm* comm, int rank, size_t bytes);
 void relayShmOneShotFree(struct relayComm* comm);
 
 /* bw.c: the bandwidth route's twin (tiles through a staging ring). */
