@@ -235,7 +235,7 @@ typedef struct {
   size_t slotBytes;
   relayShmRegion reg;
   uint32_t* pairEpoch; /* [n] */
-  uint64_t carryRound; /* the agreement round whose carry slot a member last looked up (relayShmCarrySlot) */
+  uint64_t carryRound; /* the agreement round whose carry slot this rank last took (relayShmCarryTake) */
 } osState;
 
 /* A push's words, one line per source and parity, all written by that source: the byte count (counts that
