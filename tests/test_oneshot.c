@@ -933,7 +933,7 @@ static int rankCarryReuse(int rank, int nranks, void* arg) {
       if (me < 0) continue;
       T_CHECK(comm->lastCarried || (li == 0 && call == 0), "rank %d A=%d call %d: not carried", rank, A,
               call);
-      fillInput(relayFloat32, call, root, c, want);
+      expected(relayCollectiveBroadcast, relayFloat32, relaySum, call, A, me, root, 0, c, want);
       T_CHECK(memcmp(rb, want, c * sizeof(float)) == 0, "rank %d (active %d) A=%d call %d: wrong block", rank,
               me, A, call);
     }

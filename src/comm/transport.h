@@ -141,8 +141,9 @@ enum {
   RELAY_TP_CAP_BW_ROOTED = 32,
   /* A broadcast's data rides the call's shape agreement (shm, with RELAY_TP_CAP_SHAPES and the one-shot):
    * the root copies its block into a slot of its one-shot region before it publishes its record, and each
-   * member copies it out once every record is in (op carrySlot; core/api.c agreeOnShape). One cross-core
-   * hop a call where the one-shot's exchange after the agreement took two (route/table.c prices it). */
+   * member copies it out once every record is in (ops carryStage, carryTake; core/api.c agreeOnShape). One
+   * cross-core hop a call where the one-shot's exchange after the agreement took two (route/table.c prices
+   * it). */
   RELAY_TP_CAP_CARRY = 64,
 };
 
