@@ -53,6 +53,10 @@ static size_t gCmaFloor = 64, gCmaPairFloor = 64;
  * RELAYCC_SHM_CMA_ROOTED_BYTES, 1 MiB by default, 64 in the bwcma- cases; for 2 the lower of it and the
  * pair's); a reduce is always staged. */
 static size_t gCmaRootedFloor = 64;
+/* "ts-" cases: RELAYCC_ONESHOT_TWOSHOT_BYTES, so every one-shot all-reduce of at least this many bytes of
+ * input per rank must run the two-shot form (comm->lastTwoShot) and every other call the push form; 0:
+ * unchecked. */
+static uint32_t gTwoShotFrom = 0;
 
 /* Whether a bw call of `bytes` of each active's input takes the one copy, as bw.c bwCmaWanted decides (a
  * pair floor of 0 leaves the other floor). */
@@ -135,9 +139,15 @@ static int casePlan(void) {
         int gather = coll == relayCollectiveAllGather || coll == relayCollectiveAllToAll;
         size_t c = 1000, es = 4;
         planKey k = planKeyInit(coll, NRANKS, 1, A, ranks, &c, relayFloat32);
-        k.op = relaySum, k.route = gRoute, k.depth = 1;
+        k.op = relaySum, k.route = gRoute, k.depth = 1, k.twoShotFrom = gTwoShotFrom;
         relayPlan* p = NULL;
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
+        /* The form is the key's: two-shot for an all-reduce at or above the key's bytes, else push */
+        int twoShot = gRoute == relayRouteOneShot && gTwoShotFrom && coll == relayCollectiveAllReduce &&
+                      c * es >= gTwoShotFrom;
+        for (uint32_t o = 0; o < p->nOps; o++)
+          T_CHECK(p->ops[o].form == (twoShot ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH) || gRoute != relayRouteOneShot,
+                  "A=%d %s: op %u has form %d", A, relayCollName(coll), o, p->ops[o].form);
         char err[512];
         T_CHECK(relayPlanCheck(p, err, sizeof err) == 0, "A=%d %s: check: %s", A, relayCollName(coll), err);
         T_CHECK(p->nSteps == 1, "one step, got %d", p->nSteps);
@@ -307,6 +317,12 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     if (gCarryWant >= 0 && a->coll == relayCollectiveBroadcast && route == relayRouteOneShot)
       T_CHECK(comm->lastCarried == (gCarryWant && call > 0), "rank %d call %d: broadcast %s its agreement",
               rank, call, comm->lastCarried ? "rode" : "did not ride");
+    if (gTwoShotFrom && me >= 0 && route == relayRouteOneShot) {
+      int want = a->coll == relayCollectiveAllReduce && c * es >= gTwoShotFrom;
+      T_CHECK(comm->lastTwoShot == want, "rank %d call %d %s of %zu bytes: %s form, expected %s", rank, call,
+              relayCollName(a->coll), c * es, comm->lastTwoShot ? "two-shot" : "push",
+              want ? "two-shot" : "push");
+    }
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
       int want = cmaWanted(a->coll, A, in * es);
       T_CHECK((comm->lastWindow == UINT32_MAX) == want,
@@ -350,7 +366,8 @@ static int rankSweep(int rank, int nranks, void* arg) {
   int call = 0;
   /* The one-shot at A = 2, 4, 8; the bandwidth route at every A from 2 to 8
    * (its two-shot shards differ with A, and some are empty at count 1). */
-  int nA = gRoute == relayRouteBw ? 7 : 3;
+  int every = gRoute == relayRouteBw || gTwoShotFrom; /* the two-shot's shards differ with A too */
+  int nA = every ? 7 : 3;
   for (int ai = 0; ai < nA; ai++)
     for (int ci = 0; ci < 6; ci++)
       for (int di = 0; di < 3; di++)
@@ -359,7 +376,7 @@ static int rankSweep(int rank, int nranks, void* arg) {
             if (dts[di] == relayInt32 && ops[oi] == relayAvg) continue; /* avg of ints: not a relaycc op */
             if (!relayCollReduces(colls[ci]) && oi > 0) continue;       /* a gather has no op */
             if (colls[ci] == relayCollectiveAllToAll && ip) continue;   /* in-place all-to-all: rejected */
-            int A = gRoute == relayRouteBw ? 2 + ai : 2 << ai;
+            int A = every ? 2 + ai : 2 << ai;
             runArg a = {A, 1, 0, 1, colls[ci], dts[di], ops[oi], ip, counts[(call) % 3], relayRouteOneShot};
             runCalls(comm, rank, &a, call++);
           }
@@ -593,6 +610,113 @@ static int runBwRing1(void) {
   return 0;
 }
 
+/* The one-shot's two-shot (ts-): shards of every kind: A=8 in place, A=5 avg, the whole 1 MiB slot at A=3
+ * (max), A=2, and 7 elements among 7 actives (17 elements: shards of 16 and 1, five empty). */
+static int runTwoShotSizes(void) {
+  runArg a = {8, 3, 2, 1, relayCollectiveAllReduce, relayBfloat16, relaySum, 1, 100003, relayRouteOneShot};
+  launch("two-shot all-reduce A=8 in place", rankRun, &a, 400);
+  a.A = 5, a.dt = relayFloat32, a.op = relayAvg, a.inPlace = 0, a.count = 77777;
+  launch("two-shot all-reduce A=5 avg", rankRun, &a, 400);
+  a.A = 3, a.op = relayMax, a.count = 1 << 18;
+  launch("two-shot all-reduce A=3 max, 1 MiB", rankRun, &a, 400);
+  a.A = 2, a.op = relaySum, a.count = 200001;
+  launch("two-shot all-reduce A=2", rankRun, &a, 400);
+  a.A = 7, a.dt = relayInt32, a.count = 17, a.calls = 50;
+  launch("two-shot all-reduce A=7 of 17 elements, 50 calls", rankRun, &a, 400);
+  return 0;
+}
+
+/* The two-shot's area outlives its call: it is written again two uses later, after every rank that read it
+ * acknowledged, readers that may no longer be in the call (areaReaders). Each call here takes another
+ * random active set (the same on every rank: drawn from the call's number), so a rank's area is often
+ * rewritten while a reader of two uses ago is no peer of the call; ranks sleep at random first. */
+static int rankTwoShotMix(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  relayComm_t comm = oneshotComm(rank);
+  size_t c = 40000, es = sizeof(float);
+  float* x = malloc(c * es);
+  float* want = malloc(c * es);
+  T_CHECK(x && want, "oom");
+  unsigned seed = 12345;
+  for (int call = 0; call < 300; call++) {
+    int perm[NRANKS];
+    for (int i = 0; i < NRANKS; i++) perm[i] = i;
+    for (int i = NRANKS - 1; i > 0; i--) {
+      seed = seed * 1103515245u + 12345u;
+      int j = (int)((seed >> 16) % (unsigned)(i + 1)), t = perm[i];
+      perm[i] = perm[j], perm[j] = t;
+    }
+    seed = seed * 1103515245u + 12345u;
+    int A = 2 + (int)((seed >> 16) % 7), me = -1;
+    for (int i = 0; i < A; i++)
+      if (perm[i] == rank) me = i;
+    relayLayout_t L = {1, A, perm};
+    if (me >= 0) fillInput(relayFloat32, call, me, c, x);
+    if ((seed >> 8) % 5 == (unsigned)rank % 5) {
+      struct timespec ts = {0, (long)((seed >> 4) % 2000) * 1000L};
+      nanosleep(&ts, NULL);
+    }
+    T_CHECK(relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL) == relaySuccess,
+            "rank %d call %d: %s", rank, call, relayGetLastError(comm));
+    if (me < 0) continue;
+    T_CHECK(comm->lastTwoShot, "rank %d call %d: not two-shot", rank, call);
+    expected(relayCollectiveAllReduce, relayFloat32, relaySum, call, A, me, -1, 1, c, want);
+    T_CHECK(memcmp(x, want, c * es) == 0, "rank %d (active %d of %d) call %d: wrong output", rank, me, A,
+            call);
+  }
+  free(x);
+  free(want);
+  T_OK(relayCommDestroy(comm));
+  return 0;
+}
+
+/* Check mode 0, an all-reduce whose count (then datatype) differs on active 2 (rank 4): the two-shot's
+ * words carry each rank's byte count and shape, so every active fails within 3 s, none reads a shard past
+ * another's input, and no input is written. */
+static int rankTwoShotMismatch(int rank, int nranks, void* arg) {
+  (void)nranks;
+  (void)arg;
+  int ranks[4] = {0, 2, 4, 6};
+  relayLayout_t L = {1, 4, ranks};
+  size_t c = 2000, es = sizeof(float);
+  float* in = malloc(3 * c * es);
+  float* keep = malloc(3 * c * es);
+  float* out = malloc(3 * c * es);
+  T_CHECK(in && keep && out, "oom");
+  for (int v = 0; v < 2; v++) {
+    relayComm_t comm = oneshotComm(rank);
+    fillInput(relayFloat32, 1, rank, 3 * c, in);
+    memcpy(keep, in, 3 * c * es);
+    T_OK(relayAllReduce(in, out, &c, relayFloat32, relaySum, &L, comm, NULL)); /* readies the region */
+    size_t mine = v == 0 && rank == 4 ? 3 * c : c;
+    relayDataType_t dt = v == 1 && rank == 4 ? relayInt32 : relayFloat32;
+    uint64_t t0 = relayNowNs();
+    relayResult_t r = relayAllReduce(in, out, &mine, dt, relaySum, &L, comm, NULL);
+    double sec = (double)(relayNowNs() - t0) / 1e9;
+    if (rank % 2 == 0) {
+      T_CHECK(r != relaySuccess && sec < 3.0, "rank %d: %s differs on rank 4 -> %s after %.2f s (%s)", rank,
+              v ? "datatype" : "count", relayGetErrorString(r), sec, relayGetLastError(comm));
+      T_CHECK(memcmp(in, keep, 3 * c * es) == 0, "rank %d: the failed call wrote its input", rank);
+    }
+    relayCommDestroy(comm); /* a failed comm: no T_OK */
+  }
+  free(in);
+  free(keep);
+  free(out);
+  return 0;
+}
+
+static int runTwoShotMismatch(void) {
+  launch("two-shot all-reduce, count then datatype differing on one rank", rankTwoShotMismatch, NULL, 120);
+  return 0;
+}
+
+static int runTwoShotMix(void) {
+  launch("two-shot all-reduce, a random active set each call", rankTwoShotMix, NULL, 500);
+  return 0;
+}
+
 static int runBwAbort(void) {
   launch("bw abort mid-call", rankAbort, NULL, 120);
   return 0;
@@ -742,7 +866,8 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
   relayComm_t comm = oneshotComm(rank);
   int ranks[2] = {7, 3};
   relayLayout_t L = {1, 2, ranks};
-  size_t c = 1 << 20;
+  /* bw: 4 MiB on the one-copy path; the one-shot's two-shot (ts-): 1 MiB, its gate */
+  size_t c = gRoute == relayRouteBw ? 1 << 20 : 1 << 18;
   float* sb = malloc(c * sizeof(float));
   float* rb = malloc(c * sizeof(float));
   T_CHECK(sb && rb, "oom");
@@ -750,7 +875,9 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
   /* Every rank: the first call sets the route up, collectively. */
   T_OK(relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL));
   if (rank == 7 || rank == 3) {
-    T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
+    if (gRoute == relayRouteBw)
+      T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
+    else T_CHECK(comm->lastTwoShot, "rank %d: 1 MiB one-shot all-reduce not two-shot", rank);
     pthread_t th;
     if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
     relayResult_t r = relaySuccess;
@@ -762,7 +889,8 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
     }
     if (rank == 7)
       T_CHECK(r != relaySuccess && strstr(relayGetLastError(comm), "rank 3") && dt < 3.0,
-              "rank 7: one-copy call with a killed peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
+              "rank 7: %s call with a killed peer -> %s after %.2f s (%s)",
+              gRoute == relayRouteBw ? "one-copy" : "two-shot", relayGetErrorString(r), dt,
               relayGetLastError(comm));
   }
   relayCommDestroy(comm); /* rank 7's comm is failed: no T_OK */
@@ -776,7 +904,7 @@ static int runCmaKill(void) {
   int rc = t_launch(NRANKS, rankCmaKill, NULL, 60, 15000, codes);
   T_CHECK(rc != 0 && codes[3] == -SIGKILL, "rank 3 exit %d, want -SIGKILL", codes[3]);
   for (int r = 0; r < NRANKS; r++) T_CHECK(r == 3 || codes[r] == 0, "rank %d exited %d", r, codes[r]);
-  printf("bwcma kill: ok\n");
+  printf("%s kill: ok\n", gRoute == relayRouteBw ? "bwcma" : "two-shot");
   return 0;
 }
 
@@ -1048,12 +1176,34 @@ static int bw_caseRoute(void) {
   return caseRoute();
 }
 
+/* The one-shot's two-shot all-reduce from 64 bytes of input per rank: the cases mix it with the push form
+ * (smaller calls, the other collectives) on the same pairs' epochs and active sets. */
+#define TS_OF(f)                                      \
+  static int ts_##f(void) {                           \
+    gRoute = relayRouteOneShot;                       \
+    setenv("RELAYCC_ONESHOT_TWOSHOT_BYTES", "64", 1); \
+    gTwoShotFrom = 64;                                \
+    return f();                                       \
+  }
+TS_OF(casePlan)
+TS_OF(runSkew)
+TS_OF(runBackToBack)
+TS_OF(runTwoComms)
+TS_OF(runSweep)
+TS_OF(runTwoShotSizes)
+TS_OF(runTwoShotMix)
+TS_OF(runTwoShotMismatch)
+TS_OF(runBwAbort)
+TS_OF(runCmaKill)
+
 #define OS(nm, f) \
   { .name = nm, .fn = f, .timeoutS = 600 }
 #define BW(nm, f) \
   { .name = "bw-" nm, .fn = bw_##f, .timeoutS = 600, .ctest = "bw_" nm }
 #define CMA(nm, f) \
   { .name = "bwcma-" nm, .fn = cma_##f, .timeoutS = 600, .ctest = "bwcma_" nm }
+#define TS(nm, f) \
+  { .name = "ts-" nm, .fn = ts_##f, .timeoutS = 600, .ctest = "oneshot_ts_" nm }
 static const tCase kCases[] = {
     OS("plan", casePlan),
     OS("skew", runSkew),
@@ -1066,6 +1216,16 @@ static const tCase kCases[] = {
     OS("rootedskew", runRootedSkew),
     OS("killrooted", runKillRooted),
     OS("carryreuse", runCarryReuse),
+    TS("plan", casePlan),
+    TS("skew", runSkew),
+    TS("backtoback", runBackToBack),
+    TS("twocomms", runTwoComms),
+    TS("sweep", runSweep),
+    TS("sizes", runTwoShotSizes),
+    TS("mix", runTwoShotMix),
+    TS("mismatch", runTwoShotMismatch),
+    TS("abort", runBwAbort),
+    TS("kill", runCmaKill),
     BW("plan", casePlan),
     BW("skew", runSkew),
     BW("backtoback", runBackToBack),

@@ -81,6 +81,10 @@ typedef struct {
    * ways, the way without data as an empty push, so the pair's epochs stay in step. The transports
    * with RELAY_TP_CAP_ONESHOT_ROOTED serve it. */
   int root;
+  /* 1 (an all-reduce; RELAY_TP_CAP_ONESHOT_TWOSHOT): active j reduces shard j (planBwShard elements) of
+   * every active's input, staged once by each in its own area, then every active copies each reduced shard
+   * out: the same bits as the push form's reduce. */
+  int twoShot;
   int nActive, me;                 /* me: this rank's active index */
   int ranks[RELAY_TP_ONESHOT_MAX]; /* comm rank of each active index */
 } relayOneShotDesc;
@@ -145,6 +149,10 @@ enum {
    * cross-core hop a call where the one-shot's exchange after the agreement took two (route/table.c prices
    * it). */
   RELAY_TP_CAP_CARRY = 64,
+  /* The one-shot's two-shot all-reduce (relayOneShotDesc.twoShot, beside RELAY_TP_CAP_ONESHOT): each active
+   * stages its input once in an area of its own that every peer reads, not once per peer (shm's,
+   * transport/shm/oneshot.c); core puts it in the key (planKey.twoShotFrom), so the GPU's keys never ask. */
+  RELAY_TP_CAP_ONESHOT_TWOSHOT = 128,
 };
 
 typedef struct relayTransportOps {

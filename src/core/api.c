@@ -440,6 +440,7 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       c->lastDepth = plan ? plan->depth : 1;
       c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
       c->lastCarried = c->callCarry != NULL && key->route == relayRouteOneShot;
+      c->lastTwoShot = 0; /* the shm one-shot's two-shot sets it */
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
@@ -614,6 +615,7 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
   if (!any) {
     c->lastWindow = 0;
     c->lastCarried = 0;
+    c->lastTwoShot = 0;
     c->lastRoute = list->route[0];
     c->lastDepth = list->depth[0];
     return relaySuccess;

@@ -26,7 +26,8 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   relayStream_t stream = call->stream;
   int bw = o->kind == PLAN_OP_BW;
   unsigned need = bw ? RELAY_TP_CAP_BW | (o->root >= 0 ? RELAY_TP_CAP_BW_ROOTED : 0)
-                     : RELAY_TP_CAP_ONESHOT | (o->root >= 0 ? RELAY_TP_CAP_ONESHOT_ROOTED : 0);
+                     : RELAY_TP_CAP_ONESHOT | (o->root >= 0 ? RELAY_TP_CAP_ONESHOT_ROOTED : 0) |
+                           (o->form == PLAN_BW_TWOSHOT ? RELAY_TP_CAP_ONESHOT_TWOSHOT : 0);
   if ((comm->tp->caps & need) != need || p->nActive > RELAY_TP_ONESHOT_MAX)
     return relaySetError(comm, relayInternalError, "the %s transport has no %s op", comm->tp->name,
                          bw ? "bandwidth" : "one-shot");
@@ -45,7 +46,10 @@ static relayResult_t execOneShot(struct relayComm* comm, const relayPlan* p, con
   d->nActive = p->nActive;
   d->me = p->rank[comm->rank].activeIndex;
   for (int i = 0; i < p->nActive; i++) d->ranks[i] = p->ranks[o->group * p->nActive + i];
-  if (!bw) return comm->tp->oneshot(comm, &w.c, stream);
+  if (!bw) {
+    d->twoShot = o->form == PLAN_BW_TWOSHOT;
+    return comm->tp->oneshot(comm, &w.c, stream);
+  }
   w.tileElems = o->tile;
   w.ring = o->ring;
   w.twoShot = o->form == PLAN_BW_TWOSHOT;

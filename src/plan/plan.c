@@ -42,6 +42,7 @@ void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]) {
   head[10] = k->bwRing;
   head[11] = k->oneShotGate;
   head[12] = k->carry;
+  head[13] = (int32_t)k->twoShotFrom;
 }
 
 uint64_t planKeyShapeHash(const planKey* k) {
@@ -343,8 +344,9 @@ static planOp* addCollectiveOp(planBuilder* b, int kind, int rank, int step, int
 }
 
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
-                 int divisor) {
-  addCollectiveOp(b, PLAN_OP_ONESHOT, rank, step, group, dst, src, count, divisor);
+                 int divisor, int form) {
+  planOp* o = addCollectiveOp(b, PLAN_OP_ONESHOT, rank, step, group, dst, src, count, divisor);
+  if (o) o->form = (uint8_t)form;
 }
 
 void planBw(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,

@@ -180,7 +180,8 @@ typedef struct {
   int8_t root;
   uint32_t tile; /* PLAN_OP_BW: elements per tile (0 otherwise) */
   uint16_t ring; /* PLAN_OP_BW: staging slots per source */
-  uint8_t form;  /* PLAN_OP_BW: PLAN_BW_* */
+  uint8_t
+      form; /* PLAN_OP_BW: PLAN_BW_*; PLAN_OP_ONESHOT: PLAN_BW_TWOSHOT for an all-reduce's two-shot form */
 } planOp;
 
 typedef struct {
@@ -235,6 +236,10 @@ typedef struct planKey {
    * 0, no direct windows; core/api.c agreeOnShape), set by core with the settings above: the one-shot is
    * then priced as the root's one copy into its slot, one hop and each member's copy out (sim.c). */
   int carry;
+  /* The per-rank input bytes from which an all-reduce run by the one-shot takes its two-shot form (the
+   * transport's RELAY_TP_CAP_ONESHOT_TWOSHOT; RELAYCC_ONESHOT_TWOSHOT_BYTES, the comm's agreed value), set by
+   * core with the settings above; 0: never (tools, tests and the GPU's keys). */
+  uint32_t twoShotFrom;
   /* planKeyShapeHash(this key), memoized by core's callKey (0: not memoized; planKeyHash then computes it):
    * a call's shape digest, route cache and plan cache hashed the same head and arrays three times, 12% of a
    * 2-rank 4 KiB all-to-all's samples in the call; once, the call's min went 0.39-0.40 -> 0.36-0.37 us,
@@ -277,6 +282,9 @@ uint64_t planOneShotGate(const planKey* k);
  * test core (api.c, which carries), the plan (relayPlan.carried, which sim.c prices) and the route table
  * (which offers it to the router) read. */
 int planKeyCarried(const planKey* k);
+/* 1: key's all-reduce, run by the one-shot, takes the two-shot form (planKey.twoShotFrom; PLAN_BW_TWOSHOT in
+ * its ops' form): what the builder and sim.c read. */
+int planKeyOneShotTwoShot(const planKey* k);
 /* The key's tile bytes and ring as the builder uses them (plan_bw.c); ring 0: the route is off. */
 size_t planBwTileBytes(const planKey* k);
 int planBwRing(const planKey* k);
@@ -292,7 +300,7 @@ static inline int planKeyNumCounts(const planKey* k) {
 /* The one writer of a key's fixed fields, in one order: the plan cache (core/plancache.c), the route
  * cache (route/route.c: caps in the route's word, no depth) and the call's shape digest (core/api.c) all
  * compare and hash these words, then the arrays (planKeyHash). */
-enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 13 };
+enum { PLAN_KEY_W_ROUTE = 6, PLAN_KEY_W_DEPTH = 7, PLAN_KEY_WORDS = 14 };
 void planKeyHead(const planKey* k, int32_t head[PLAN_KEY_WORDS]);
 /* The head and the key's arrays hashed in place (no serialized copy per call): the key's shape hash (its
  * memo, else computed), then head's route and depth words. head is planKeyHead(k) but for those two words
@@ -355,7 +363,7 @@ void planReduce(planBuilder* b, int rank, int step, planRef dst, const planRef* 
 /* A PLAN_OP_ONESHOT of active `rank` of `group` (see the op's comment);
  * its srcStride and gather follow from the key's collective. */
 void planOneShot(planBuilder* b, int rank, int step, int group, planRef dst, planRef src, uint64_t count,
-                 int divisor);
+                 int divisor, int form);
 /* A sub-collective among ranks[0..n) (see PLAN_OP_SUBCOLL); returns its
  * index for planSubCollOp, -1 when out of memory (the plan then fails). */
 int planSubCollNew(planBuilder* b, relayCollective_t coll, const int* ranks, int n, uint64_t count);

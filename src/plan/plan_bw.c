@@ -56,6 +56,9 @@ void relayCommKeySettings(const struct relayComm* c, planKey* key) {
   key->oneShotGate = gate > 0 ? gate : -1;                     /* as the ring: 0 in the key is the default */
   /* What api.c's agreeOnShape carries: a rooted call's agreement in check mode 0 without direct windows. */
   key->carry = c->tp && (c->tp->caps & RELAY_TP_CAP_CARRY) && !c->cfg.checkMode && !c->directWindows;
+  key->twoShotFrom = c->tp && (c->tp->caps & RELAY_TP_CAP_ONESHOT_TWOSHOT)
+                         ? (uint32_t)relayParamInt(c, RELAY_P_ONESHOT_TWOSHOT_BYTES)
+                         : 0;
 }
 
 relayResult_t planBuildBw(planBuilder* b) {

@@ -39,6 +39,11 @@ int planKeyCarried(const planKey* k) {
          relayOneShotSlotFits(k, planOneShotGate(k));
 }
 
+int planKeyOneShotTwoShot(const planKey* k) {
+  return k->twoShotFrom && k->coll == relayCollectiveAllReduce && k->nGroups == 1 && k->nActive >= 2 &&
+         k->counts[0] * relayTypeSize(k->dtype) >= k->twoShotFrom;
+}
+
 int relayOneShotFits(const planKey* k, uint64_t gateBytes) {
   if (k->nGroups != 1 || !relayCollOnLayout(k->coll)) return 0;
   uint64_t bytes =
@@ -58,8 +63,9 @@ relayResult_t planBuildOneShot(planBuilder* b) {
   if (!relayOneShotSlotFits(k, RELAY_ONESHOT_GATE_MAX)) return relayNotSupported;
   int A = k->nActive;
   int divisor = relayCollReduces(k->coll) && k->op == relayAvg ? A : 0;
+  int form = planKeyOneShotTwoShot(k) ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH;
   int s = planAddStep(b);
   for (int j = 0; j < A; j++)
-    planOneShot(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor);
+    planOneShot(b, planActiveRank(k, 0, j), s, 0, planRecvRef(0), planSendRef(0), c, divisor, form);
   return relaySuccess;
 }

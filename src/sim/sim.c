@@ -476,10 +476,29 @@ static double carriedSeconds(const simState* S, int r, const planOp* op, double 
   return T->launchS + bytes / T->memBw + T->hopS + bytes / rate;
 }
 
+/* The one-shot's two-shot all-reduce (form PLAN_BW_TWOSHOT): r's one copy of its input into its own area,
+ * a hop, the reduce of its shard from every active's area (A reads, one write), a hop, then the copy of each
+ * peer's reduced shard out of that peer's area at the pair's rate, one after another (one CPU copies them),
+ * and its own. */
+static double oneshotTwoShotSeconds(const simState* S, int r, const planOp* op, double bytes) {
+  const struct relayTopo* T = S->topo;
+  const relayPlan* P = S->plan;
+  double shard = (double)planBwShard(op->count, P->nActive) * (double)P->elemSize;
+  double bw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
+  double out = shard / T->memBw;
+  for (int i = 0; i < P->nActive; i++) {
+    int q = P->ranks[op->group * P->nActive + i];
+    double rate = q == r ? 0 : relayTopoPairRate(T, q, r);
+    if (q != r) out += shard / (rate > 0 ? rate : T->memBw);
+  }
+  return T->launchS + bytes / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * shard / bw + out;
+}
+
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {
   const relayPlan* P = S->plan;
   double bytes = (double)op->count * (double)P->elemSize;
   if (P->carried && op->root >= 0) return carriedSeconds(S, r, op, bytes);
+  if (op->form == PLAN_BW_TWOSHOT) return oneshotTwoShotSeconds(S, r, op, bytes);
   double push = pushSeconds(S, r, op, bytes);
   double bw = S->topo->reduceBw > 0 ? S->topo->reduceBw : S->topo->memBw;
   int gather = op->gather, blocks = op->root >= 0 ? 1 : P->nActive;

@@ -19,6 +19,8 @@
  *   [staging[2][nranks][slotBytes]]  staging[e&1][s]: source s's push of epoch e; the owner's own
  *                      staging[par][owner], which no push writes, is its carry slot (a broadcast's block
  *                      riding agreement round r, par = r & 1: relayShmCarryStage below)
+ *   [area[2][slotBytes]]  the owner's input of its two-shot all-reduces (osTwoShot below), by the owner's
+ *                      own count of them (areaUses & 1), then its reduced shard in place; read by every peer
  * (one 64-byte line per push/ack: each has exactly one writer).
  *
  * Epochs are per pair (pairEpoch[p]: one-shots this rank ran with p), since
@@ -57,6 +59,7 @@
 #include "comm/comm.h"
 #include "comm/common.h"
 #include "comm/vote.h"
+#include "plan/plan.h"
 #include "reduce_host.h"
 #include "transport/shm/shm_transport.h"
 
@@ -236,6 +239,10 @@ typedef struct {
   relayShmRegion reg;
   uint32_t* pairEpoch; /* [n] */
   uint64_t carryRound; /* the agreement round whose carry slot this rank last took (relayShmCarryTake) */
+  uint64_t areaUses;   /* two-shot all-reduces this rank ran: area[areaUses & 1] is the next one's */
+  /* areaReaders[x][q]: the pair epoch rank q read area x of this rank with (0: q did not read it), so
+   * the area is written again only after each of them acknowledged that epoch (osTwoShot) */
+  uint32_t* areaReaders[2];
 } osState;
 
 /* A push's words, one line per source and parity, all written by that source: the byte count (counts that
@@ -246,6 +253,9 @@ typedef struct {
 typedef struct {
   _Alignas(OS_LINE) _Atomic uint32_t flag;
   _Atomic uint32_t bytes, call, mark, shape;
+  /* The two-shot all-reduce's (osTwoShot): which of the source's areas holds its input (flag: its input is
+   * there) and, stored after the flag, "my reduced shard is in that area" (done, the pair's epoch). */
+  _Atomic uint32_t area, done;
 } osPush;
 
 static size_t osPushOff(void) { return sizeof(osHeader); }
@@ -259,6 +269,9 @@ static osWord* osAck(unsigned char* base, int n, int src) { return (osWord*)(bas
 static unsigned char* osStaging(const osState* s, unsigned char* base, int par, int src) {
   return base + osStagingOff(s->n) + ((size_t)par * (size_t)s->n + (size_t)src) * s->slotBytes;
 }
+static unsigned char* osArea(const osState* s, unsigned char* base, int x) {
+  return base + osStagingOff(s->n) + ((size_t)2 * (size_t)s->n + (size_t)x) * s->slotBytes;
+}
 
 /* The state of a comm that could not allocate its own: declined for good. */
 static osState osDeclined = {.tried = 1};
@@ -269,6 +282,8 @@ void relayShmOneShotFree(struct relayComm* comm) {
   if (!s || s == &osDeclined) return;
   relayShmRegionUnmap(&s->reg);
   free(s->pairEpoch);
+  free(s->areaReaders[0]);
+  free(s->areaReaders[1]);
   free(s);
 }
 
@@ -279,9 +294,17 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   int n = comm->nranks;
   size_t slot = (slotBytes + OS_LINE - 1) / OS_LINE * OS_LINE;
   s = calloc(1, sizeof *s);
-  if (s) s->pairEpoch = calloc((size_t)n, sizeof *s->pairEpoch);
-  if (!s || !s->pairEpoch) {
-    if (s) free(s->pairEpoch);
+  if (s) {
+    s->pairEpoch = calloc((size_t)n, sizeof *s->pairEpoch);
+    s->areaReaders[0] = calloc((size_t)n, sizeof *s->areaReaders[0]);
+    s->areaReaders[1] = calloc((size_t)n, sizeof *s->areaReaders[1]);
+  }
+  if (!s || !s->pairEpoch || !s->areaReaders[0] || !s->areaReaders[1]) {
+    if (s) {
+      free(s->pairEpoch);
+      free(s->areaReaders[0]);
+      free(s->areaReaders[1]);
+    }
     free(s);
     /* Still collective: vote no so peers decline with us, and decline
      * stickily, as they do (no vote on later calls). */
@@ -292,8 +315,9 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   s->tried = 1; /* sticky: one attempt per comm, all ranks alike */
   s->n = n;
   s->slotBytes = slot;
-  relayResult_t res = relayShmRegionSetup(comm, &s->reg, "os", slot, osStagingOff(n) + 2 * (size_t)n * slot,
-                                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
+  relayResult_t res =
+      relayShmRegionSetup(comm, &s->reg, "os", slot, osStagingOff(n) + (2 * (size_t)n + 2) * slot,
+                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
   s->ready = res == relaySuccess;
   return res;
 }
@@ -343,6 +367,111 @@ static relayResult_t osCarried(struct relayComm* comm, const osState* s, const r
   return relaySuccess;
 }
 
+/* Waits for peer p's words of pair epoch e in this rank's region (the flag, or with `done` the reduced shard)
+ * and checks what came with them: call, mark, shape and byte count. */
+static relayResult_t osAwaitPush(struct relayComm* comm, osPush* push, uint32_t e, int p, size_t bytes,
+                                 int done) {
+  relayResult_t res =
+      osWait(comm, done ? &push->done : &push->flag, e, p, done ? "reduced shard of" : "push of");
+  if (res != relaySuccess || done) return res;
+  res = relayShmCheckMark(comm, &push->call, &push->mark, &push->shape, p, "one-shot");
+  uint32_t got = atomic_load_explicit(&push->bytes, memory_order_relaxed);
+  if (res == relaySuccess && got != (uint32_t)bytes)
+    res = relaySetError(
+        comm, relayInvalidUsage,
+        "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between ranks)", p, got,
+        bytes);
+  return res;
+}
+
+/* The two-shot all-reduce (relayOneShotDesc.twoShot; DeepSpeed's shm all-reduce from 1 MiB is this scheme):
+ * each active copies its input once into its own area, flags every peer, reduces its shard (planBwShard)
+ * from every active's area with plain loads into its own area, flags again, and copies every active's
+ * reduced shard out of that active's area. Per rank one copy in, A shards read, one copy out, and two hops;
+ * the push form writes its input A - 1 times (7 MiB per rank at 8 ranks and 1 MiB), the bandwidth route's
+ * one copy reads it through a system call per peer whose cost grows with the readers
+ * (docs/perf/2026-12-06-cpu-carry.md). The same bits as every route: each shard is reduced once, in
+ * active-index order, and copied.
+ * The flags are the pair's push words (flag, then done) and its acknowledgement, with the pair's epochs,
+ * so two-shot and push calls interleave. The area is the rank's own (its peers do not know which pair
+ * epoch it is at with the others): the flag says which one; it is written again only after every rank
+ * that read it, two uses ago, acknowledged (areaReaders). */
+static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOneShotDesc* d, size_t bytes) {
+  int A = d->nActive, me = d->me, n = comm->nranks, r = comm->rank;
+  size_t es = relayTypeSize(d->dtype);
+  uint64_t shard = planBwShard(d->count, A);
+  unsigned char* mine = s->reg.base[r];
+  uint32_t ep[RELAY_TP_ONESHOT_MAX], area[RELAY_TP_ONESHOT_MAX];
+  for (int i = 0; i < A; i++) ep[i] = i != me ? ++s->pairEpoch[d->ranks[i]] : 0;
+  int x = (int)(++s->areaUses & 1);
+  relayResult_t res = relaySuccess;
+  /* The area's readers of two uses ago, and the push words' (pair epoch e - 2) are done with them. */
+  for (int q = 0; q < n && res == relaySuccess; q++)
+    if (s->areaReaders[x][q])
+      res = osWait(comm, &osAck(mine, n, q)->v, s->areaReaders[x][q], q, "acknowledgement of");
+  for (int i = 0; i < A && res == relaySuccess; i++)
+    if (i != me)
+      res = osWait(comm, &osAck(mine, n, d->ranks[i])->v, ep[i] - 2, d->ranks[i], "acknowledgement of");
+  if (res == relaySuccess) {
+    memset(s->areaReaders[x], 0, (size_t)n * sizeof *s->areaReaders[x]);
+    unsigned char* own = osArea(s, mine, x);
+    if (bytes) memcpy(own, d->src, bytes);
+    for (int k = 1; k < A; k++) {
+      int i = (me + k) % A, p = d->ranks[i];
+      osPush* words = osPushOf(s->reg.base[p], n, (int)(ep[i] & 1), r);
+      atomic_store_explicit(&words->bytes, (uint32_t)bytes, memory_order_relaxed);
+      atomic_store_explicit(&words->area, (uint32_t)x, memory_order_relaxed);
+      relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
+      atomic_store_explicit(&words->flag, ep[i], memory_order_release);
+      relayShmRing(comm, p);
+      s->areaReaders[x][p] = ep[i];
+    }
+  }
+  const void* srcs[RELAY_TP_ONESHOT_MAX];
+  uint64_t lo = (uint64_t)me * shard < d->count ? (uint64_t)me * shard : d->count;
+  uint64_t len = d->count - lo < shard ? d->count - lo : shard;
+  for (int k = 0; k < A && res == relaySuccess; k++) {
+    int i = (me + k) % A, p = d->ranks[i];
+    area[i] = (uint32_t)x;
+    if (i != me) {
+      osPush* push = osPushOf(mine, n, (int)(ep[i] & 1), p);
+      res = osAwaitPush(comm, push, ep[i], p, bytes, 0);
+      area[i] = atomic_load_explicit(&push->area, memory_order_relaxed) & 1;
+    }
+    srcs[i] = osArea(s, s->reg.base[p], (int)area[i]) + lo * es;
+  }
+  if (res == relaySuccess) {
+    /* My shard, reduced in place in my own area (srcs[me] is that place: element for element) */
+    if (len) relayHostReduce(osArea(s, mine, x) + lo * es, srcs, A, (size_t)len, d->dtype, d->op, d->divisor);
+    for (int k = 1; k < A; k++) {
+      int i = (me + k) % A, p = d->ranks[i];
+      atomic_store_explicit(&osPushOf(s->reg.base[p], n, (int)(ep[i] & 1), r)->done, ep[i],
+                            memory_order_release);
+      relayShmRing(comm, p);
+    }
+  }
+  /* Every active's reduced shard out of its area, mine first (it is ready). */
+  for (int k = 0; k < A && res == relaySuccess; k++) {
+    int i = (me + k) % A, p = d->ranks[i];
+    if (i != me) res = osAwaitPush(comm, osPushOf(mine, n, (int)(ep[i] & 1), p), ep[i], p, bytes, 1);
+    uint64_t at = (uint64_t)i * shard < d->count ? (uint64_t)i * shard : d->count;
+    uint64_t m = d->count - at < shard ? d->count - at : shard;
+    if (res == relaySuccess && m)
+      memcpy((char*)d->dst + at * es, osArea(s, s->reg.base[p], (int)area[i]) + at * es, (size_t)m * es);
+  }
+  if (res != relaySuccess) {
+    comm->tp->fail(comm); /* peers waiting for this rank's words end their waits now (relayShmOneShot) */
+    return res;
+  }
+  for (int i = 0; i < A; i++)
+    if (i != me) {
+      atomic_store_explicit(&osAck(s->reg.base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
+      relayShmRing(comm, d->ranks[i]);
+    }
+  comm->lastTwoShot = 1;
+  return relaySuccess;
+}
+
 relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d, relayStream_t stream) {
   (void)stream;
   osState* s = comm->oneshot;
@@ -354,6 +483,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
                          "one-shot: region %s, A %d, me %d, root %d, %zu bytes (slot %zu)",
                          s && s->ready ? "ready" : "absent", A, me, d->root, bytes, s ? s->slotBytes : 0);
   if (comm->callCarry) return osCarried(comm, s, d, bytes);
+  if (d->twoShot) return osTwoShot(comm, s, d, bytes);
   unsigned char* mine = s->reg.base[r];
   /* A rooted call (broadcast, reduce) runs only the root's pairs; the way without data carries an empty
    * push, so both ends of a pair count its epochs alike. */

@@ -293,7 +293,7 @@ uint64_t relayShmP2pConnFlags(struct relayComm* comm, int src, int dst, int side
 static const relayTransportOps relayShmOps = {
     .name = "shm",
     .caps = RELAY_TP_CAP_ONESHOT | RELAY_TP_CAP_ONESHOT_ROOTED | RELAY_TP_CAP_BW | RELAY_TP_CAP_BW_ROOTED |
-            RELAY_TP_CAP_SHAPES | RELAY_TP_CAP_CARRY,
+            RELAY_TP_CAP_SHAPES | RELAY_TP_CAP_CARRY | RELAY_TP_CAP_ONESHOT_TWOSHOT,
     .group = shmGroup,
     .reduce = shmReduce,
     .copy = shmCopy,
