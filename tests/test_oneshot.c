@@ -144,7 +144,7 @@ static int casePlan(void) {
         T_CHECK(relayPlanBuild(&k, &p) == relaySuccess, "A=%d %s: build", A, relayCollName(coll));
         /* The form is the key's: two-shot for an all-reduce at or above the key's bytes, else push */
         int twoShot = gRoute == relayRouteOneShot && gTwoShotFrom && coll == relayCollectiveAllReduce &&
-                      c * es >= gTwoShotFrom;
+                      A >= 3 && c * es >= gTwoShotFrom;
         for (uint32_t o = 0; o < p->nOps; o++)
           T_CHECK(p->ops[o].form == (twoShot ? PLAN_BW_TWOSHOT : PLAN_BW_PUSH) || gRoute != relayRouteOneShot,
                   "A=%d %s: op %u has form %d", A, relayCollName(coll), o, p->ops[o].form);
@@ -318,7 +318,7 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
       T_CHECK(comm->lastCarried == (gCarryWant && call > 0), "rank %d call %d: broadcast %s its agreement",
               rank, call, comm->lastCarried ? "rode" : "did not ride");
     if (gTwoShotFrom && me >= 0 && route == relayRouteOneShot) {
-      int want = a->coll == relayCollectiveAllReduce && c * es >= gTwoShotFrom;
+      int want = a->coll == relayCollectiveAllReduce && A >= 3 && c * es >= gTwoShotFrom;
       T_CHECK(comm->lastTwoShot == want, "rank %d call %d %s of %zu bytes: %s form, expected %s", rank, call,
               relayCollName(a->coll), c * es, comm->lastTwoShot ? "two-shot" : "push",
               want ? "two-shot" : "push");
@@ -467,10 +467,12 @@ static int rankAbort(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  runArg a = {2, 1, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 5000, relayRouteOneShot};
+  /* The two-shot (ts-) from 3 actives: rank 5 is then an active beside 3, in the call when 7 aborts */
+  int A = gTwoShotFrom ? 3 : 2;
+  runArg a = {A, 1, 0, 1, relayCollectiveAllReduce, relayFloat32, relaySum, 0, 5000, relayRouteOneShot};
   runCalls(comm, rank, &a, 0); /* the region exists: the next call goes straight to the tiles */
-  int ranks[2] = {7, 3};
-  relayLayout_t L = {1, 2, ranks};
+  int ranks[3] = {7, 3, 5};
+  relayLayout_t L = {1, A, ranks};
   size_t c = 5000;
   float* x = malloc(c * sizeof *x);
   T_CHECK(x, "oom");
@@ -500,6 +502,9 @@ static int rankAbort(int rank, int nranks, void* arg) {
       T_CHECK(r == relayRemoteError && strstr(relayGetLastError(comm), "rank 7") && dt < 3.0,
               "rank 3: bw call with an aborted peer -> %s after %.2f s (%s)", relayGetErrorString(r), dt,
               relayGetLastError(comm));
+    else if (rank == 5 && A == 3)
+      T_CHECK(r != relaySuccess && dt < 3.0, "rank 5: call with an aborted peer -> %s after %.2f s (%s)",
+              relayGetErrorString(r), dt, relayGetLastError(comm));
     else T_CHECK(r == relaySuccess, "helper %d: %s", rank, relayGetLastError(comm));
     relayCommDestroy(comm);
   }
@@ -660,7 +665,8 @@ static int rankTwoShotMix(int rank, int nranks, void* arg) {
     T_CHECK(relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL) == relaySuccess,
             "rank %d call %d: %s", rank, call, relayGetLastError(comm));
     if (me < 0) continue;
-    T_CHECK(comm->lastTwoShot, "rank %d call %d: not two-shot", rank, call);
+    T_CHECK(comm->lastTwoShot == (A >= 3), "rank %d call %d, %d actives: two-shot %d", rank, call, A,
+            comm->lastTwoShot);
     expected(relayCollectiveAllReduce, relayFloat32, relaySum, call, A, me, -1, 1, c, want);
     T_CHECK(memcmp(x, want, c * es) == 0, "rank %d (active %d of %d) call %d: wrong output", rank, me, A,
             call);
@@ -864,8 +870,8 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
   (void)nranks;
   (void)arg;
   relayComm_t comm = oneshotComm(rank);
-  int ranks[2] = {7, 3};
-  relayLayout_t L = {1, 2, ranks};
+  int ranks[3] = {7, 3, 5}; /* the two-shot (ts-) from 3 actives */
+  relayLayout_t L = {1, gTwoShotFrom ? 3 : 2, ranks};
   /* bw: 4 MiB on the one-copy path; the one-shot's two-shot (ts-): 1 MiB, its gate */
   size_t c = gRoute == relayRouteBw ? 1 << 20 : 1 << 18;
   float* sb = malloc(c * sizeof(float));
@@ -874,7 +880,7 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
   fillInput(relayFloat32, 1, rank, c, sb);
   /* Every rank: the first call sets the route up, collectively. */
   T_OK(relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL));
-  if (rank == 7 || rank == 3) {
+  if (rank == 7 || rank == 3 || (L.nActive == 3 && rank == 5)) {
     if (gRoute == relayRouteBw)
       T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
     else T_CHECK(comm->lastTwoShot, "rank %d: 1 MiB one-shot all-reduce not two-shot", rank);
@@ -887,9 +893,9 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
       r = relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL);
       dt = (double)(relayNowNs() - t1) / 1e9;
     }
-    if (rank == 7)
+    if (rank != 3)
       T_CHECK(r != relaySuccess && strstr(relayGetLastError(comm), "rank 3") && dt < 3.0,
-              "rank 7: %s call with a killed peer -> %s after %.2f s (%s)",
+              "rank %d: %s call with a killed peer -> %s after %.2f s (%s)", rank,
               gRoute == relayRouteBw ? "one-copy" : "two-shot", relayGetErrorString(r), dt,
               relayGetLastError(comm));
   }

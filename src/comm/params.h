@@ -158,10 +158,10 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "r / (nranks / N), as if `RELAYCC_NODE_ID` said so on every rank (any transport)")                       \
   X(ONESHOT_MAX_BYTES, "RELAYCC_ONESHOT_MAX_BYTES", BYTES, AGREED, 1 << 20, 0, 1 << 30, -1, "1 MiB",         \
     "one-shot gate: per-rank bytes a source stages per destination (0 turns the one-shot off)")              \
-  X(ONESHOT_TWOSHOT_BYTES, "RELAYCC_ONESHOT_TWOSHOT_BYTES", BYTES, AGREED, 64 << 10, 0, 1 << 30, -1,         \
-    "64 KiB",                                                                                                \
-    "shm one-shot all-reduce: per-rank bytes from which each rank stages its input once in an area of its "  \
-    "own and reduces its shard from every rank's (two hops; below: one push per peer, one hop); 0: never")   \
+  X(ONESHOT_TWOSHOT_BYTES, "RELAYCC_ONESHOT_TWOSHOT_BYTES", BYTES, AGREED, 4 << 10, 0, 1 << 30, -1, "4 KiB", \
+    "shm one-shot all-reduce of 3 or more ranks: per-rank bytes from which each rank stages its input once " \
+    "in an area of its own and reduces its shard from every rank's (two hops; below: one push per peer, "    \
+    "one hop); 0: never")                                                                                    \
   X(ONESHOT_PREPARE, "RELAYCC_ONESHOT_PREPARE", BOOL, AGREED, 0, 0, 1, -1, "0",                              \
     "1: create the one-shot region at init, so a first call under CUDA-graph capture can use it")            \
   X(ONESHOT_BLOCKS, "RELAYCC_ONESHOT_BLOCKS", INT, AGREED, 64, 1, 256, -1, "64",                             \

@@ -40,7 +40,10 @@ int planKeyCarried(const planKey* k) {
 }
 
 int planKeyOneShotTwoShot(const planKey* k) {
-  return k->twoShotFrom && k->coll == relayCollectiveAllReduce && k->nGroups == 1 && k->nActive >= 2 &&
+  /* Not at 2 actives: each rank would still read its peer's whole input, in two hops where the push form
+   * takes one (16-core Xeon, 2026-12-06: 2.0 against 1.6 us at 4 KiB, 135 against 130 at 1 MiB;
+   * docs/perf/2026-12-06-cpu-twoshot.md) */
+  return k->twoShotFrom && k->coll == relayCollectiveAllReduce && k->nGroups == 1 && k->nActive >= 3 &&
          k->counts[0] * relayTypeSize(k->dtype) >= k->twoShotFrom;
 }
 

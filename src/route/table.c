@@ -38,9 +38,26 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
  * docs/perf/2026-12-05-cpu-2core.md), and on NCCL the kernel's root waits the same way (no GPU has run it
  * yet). */
 #define RELAY_CARRY_FEW_BYTES (16u << 10) /* 3-4 actives: the carried broadcast's ceiling (below) */
+#define RELAY_TWOSHOT_ALL_ACTIVES 6       /* from here the two-shot all-reduce is priced in the whole slot */
+#define RELAY_TWOSHOT_FEW_BYTES (64u << 10) /* below it, the two-shot's ceiling (below) */
+/* The two-shot all-reduce (planKey.twoShotFrom, shm): one copy of each input, read by every active where
+ * the bandwidth route reads every input through a system call per reader or stages it in tiles (16-core
+ * Xeon, 2026-12-06, medians of 3 alternations, forced both: 1.03-1.36x at 3-8 actives from 4 to 64 KiB,
+ * 1.38-1.69x at 8 actives 256 KiB and 1 MiB; at 3-5 actives 0.96-1.07x at 256 KiB and 0.75-0.91x at
+ * 1 MiB, where the bandwidth route's few readers are cheap; docs/perf/2026-12-06-cpu-twoshot.md). The model
+ * prices neither the one copy's readers (docs/model.md) nor the staged tiles' flags well enough to draw
+ * this line (it put the bandwidth route first at 4-16 KiB), so the table does: where the two-shot is
+ * priced, the bandwidth route is not. */
+static int twoShotPriced(const planKey* k) {
+  return planKeyOneShotTwoShot(k) && relayOneShotFits(k, planOneShotGate(k)) &&
+         (k->nActive >= RELAY_TWOSHOT_ALL_ACTIVES ||
+          k->counts[0] * relayTypeSize(k->dtype) <= RELAY_TWOSHOT_FEW_BYTES);
+}
+
 static int oneShotPriced(const planKey* k, int caps) {
   (void)caps; /* the carry is the key's (planKey.carry: the transport's, in check mode 0) */
   if (!relayOneShotFits(k, planOneShotGate(k))) return 0;
+  if (planKeyOneShotTwoShot(k)) return twoShotPriced(k);
   if (!relayCollRooted(k->coll)) return 1;
   /* A broadcast whose block rides the shape agreement (planKey.carry): no member's push to wait for, the
    * root's one copy into its slot read by every member at once, so its time hardly grows with the members
@@ -87,7 +104,7 @@ static int bwRootedCan(const planKey* k, unsigned caps) {
  * against 4182; relaycc-bench --check 0, 2026-12-05, docs/perf/2026-12-05-cpu-bcast-2core.md), where the
  * model prices it the winner; forced, it runs. */
 static int bwPriced(const planKey* k, int caps) {
-  return bwRootedCan(k, (unsigned)caps) && k->coll != relayCollectiveReduce;
+  return bwRootedCan(k, (unsigned)caps) && k->coll != relayCollectiveReduce && !twoShotPriced(k);
 }
 
 static relayResult_t bwPrepare(struct relayComm* c, const relayRouteCall* call, void** handle) {
