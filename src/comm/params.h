@@ -158,7 +158,11 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "r / (nranks / N), as if `RELAYCC_NODE_ID` said so on every rank (any transport)")                       \
   X(ONESHOT_MAX_BYTES, "RELAYCC_ONESHOT_MAX_BYTES", BYTES, AGREED, 1 << 20, 0, 1 << 30, -1, "1 MiB",         \
     "one-shot gate: per-rank bytes a source stages per destination (0 turns the one-shot off)")              \
-  X(ONESHOT_TWOSHOT_BYTES, "RELAYCC_ONESHOT_TWOSHOT_BYTES", BYTES, AGREED, 4 << 10, 0, 1 << 30, -1, "4 KiB", \
+  /* 1 KiB: at 3, 4 and 8 actives the two-shot took 1.7-1.8 / 1.9-2.2 / 2.9-3.4 us at 1 KiB against the      \
+   * push form's 1.8-2.0 / 2.4-2.8 / 4.7-5.1, and 2.5 / 3.0 / 4.5 against 3.3 / 5.0 / 11.1 at 4 KiB; at 256  \
+   * bytes the push form's one hop won (0.8-1.0 against 1.2-1.4 at 3 actives; 16-core Xeon, medians of 3,    \
+   * docs/perf/2026-12-06-cpu-twoshot.md). */                                                                \
+  X(ONESHOT_TWOSHOT_BYTES, "RELAYCC_ONESHOT_TWOSHOT_BYTES", BYTES, AGREED, 1 << 10, 0, 1 << 30, -1, "1 KiB", \
     "shm one-shot all-reduce of 3 or more ranks: per-rank bytes from which each rank stages its input once " \
     "in an area of its own and reduces its shard from every rank's (two hops; below: one push per peer, "    \
     "one hop); 0: never")                                                                                    \
