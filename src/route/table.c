@@ -43,7 +43,7 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
 /* The two-shot all-reduce (planKey.twoShotFrom, shm): one copy of each input, read by every active where
  * the bandwidth route reads every input through a system call per reader or stages it in tiles (16-core
  * Xeon, 2026-12-06, medians of 3 alternations, forced both: 1.03-1.36x at 3-8 actives from 4 to 64 KiB,
- * 1.38-1.69x at 8 actives 256 KiB and 1 MiB, 1.07 / 1.25 at 6 / 7 actives 1 MiB; at 3-5 actives 0.96-1.07x
+ * 1.38-1.69x at 8 actives 256 KiB and 1 MiB, 1.09 / 1.28 at 6 / 7 actives 1 MiB; at 3-5 actives 0.96-1.07x
  * at 256 KiB and 0.75-1.0x at 1 MiB, where the bandwidth route's few readers are cheap;
  * docs/perf/2026-12-06-cpu-twoshot.md). The model
  * prices neither the one copy's readers (docs/model.md) nor the staged tiles' flags well enough to draw
