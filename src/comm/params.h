@@ -125,6 +125,8 @@ typedef enum { RELAY_PSCOPE_PROCESS, RELAY_PSCOPE_RANK, RELAY_PSCOPE_AGREED } re
     "without a model")                                                                                       \
   X(ONESHOT_FAULT_RANK, "RELAYCC_ONESHOT_FAULT_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                     \
     "test hook: that rank's one-shot setup fails as if a peer's region would not open")                      \
+  X(ONESHOT_STALL_RANK, "RELAYCC_ONESHOT_STALL_RANK", INT, RANK, -1, -1, 1023, -1, "-1",                     \
+    "test hook: that rank sleeps 5 ms before it copies a two-shot all-reduce's reduced shards out")          \
   X(NODE_ID, "RELAYCC_NODE_ID", INT, RANK, -1, -1, 1LL << 40, -1, "unset (host identity)",                   \
     "this rank's node: ranks with one value are one node, whatever their host (default: a hash of hostname " \
     "and "                                                                                                   \

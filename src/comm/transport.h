@@ -84,8 +84,8 @@ typedef struct {
   /* 1 (an all-reduce; RELAY_TP_CAP_ONESHOT_TWOSHOT): active j reduces shard j (planBwShard elements) of
    * every active's input, staged once by each in its own area, then every active copies each reduced shard
    * out: the same bits as the push form's reduce. */
-  int twoShot;
-  int nActive, me;                 /* me: this rank's active index */
+  int twoShot;     /* (a bandwidth op's form is relayBwDesc.twoShot; this one stays 0 there) */
+  int nActive, me; /* me: this rank's active index */
   int ranks[RELAY_TP_ONESHOT_MAX]; /* comm rank of each active index */
 } relayOneShotDesc;
 

@@ -99,11 +99,12 @@ static int regionCmp(const void* a, const void* b) {
  * tile sequence both ends count), and two-shot is all-reduce's only. */
 static int checkOneShot(const relayPlan* p, int r, int s, const planOp* o, char* err, size_t errlen) {
   int A = p->nActive;
-  if (o->kind == PLAN_OP_BW &&
-      (o->tile == 0 || o->ring < 1 || o->ring > RELAY_BW_MAX_RING || o->form > PLAN_BW_TWOSHOT ||
-       (o->form == PLAN_BW_TWOSHOT && p->coll != relayCollectiveAllReduce)))
-    return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u, form %u in a %s plan", r, s,
-                o->tile, o->ring, o->form, relayCollName(p->coll));
+  if (o->kind == PLAN_OP_BW && (o->tile == 0 || o->ring < 1 || o->ring > RELAY_BW_MAX_RING))
+    return fail(err, errlen, "rank %d step %d: bw op with tile %u, ring %u", r, s, o->tile, o->ring);
+  /* Both kinds: the one-shot's two-shot form (planKey.twoShotFrom) reduces shards of one input as well */
+  if (o->form > PLAN_BW_TWOSHOT || (o->form == PLAN_BW_TWOSHOT && p->coll != relayCollectiveAllReduce))
+    return fail(err, errlen, "rank %d step %d: %s op of form %u in a %s plan", r, s,
+                o->kind == PLAN_OP_BW ? "bw" : "one-shot", o->form, relayCollName(p->coll));
   int rooted = relayCollRooted(p->coll);
   if (!relayCollOnLayout(p->coll) || o->root != (rooted ? p->root : -1) ||
       (rooted && o->form != PLAN_BW_PUSH) || (rooted && o->gather != !relayCollReduces(p->coll)))

@@ -644,6 +644,7 @@ void relayPlanPrint(const relayPlan* p, int rank, void* file) {
         if (o->kind == PLAN_OP_BW)
           fprintf(f, "(%s tile %u ring %u) ", o->form == PLAN_BW_TWOSHOT ? "two-shot" : "push", o->tile,
                   o->ring);
+        else if (o->kind == PLAN_OP_ONESHOT && o->form == PLAN_BW_TWOSHOT) fprintf(f, "(two-shot) ");
         printRef(f, o->dst);
         fprintf(f, " +%llu] <-", (unsigned long long)o->count);
         for (int k = 0; k < o->nsrc; k++) {

@@ -48,7 +48,8 @@ static int oneShotRootedCan(const planKey* k, unsigned caps) {
  * docs/perf/2026-12-06-cpu-twoshot.md). The model
  * prices neither the one copy's readers (docs/model.md) nor the staged tiles' flags well enough to draw
  * this line (it put the bandwidth route first at 4-16 KiB), so the table does: where the two-shot is
- * priced, the bandwidth route is not. */
+ * priced, the bandwidth route is not (where the one-shot's region was declined, such a call then runs
+ * direct: slower, never wrong). */
 static int twoShotPriced(const planKey* k) {
   return planKeyOneShotTwoShot(k) && relayOneShotFits(k, planOneShotGate(k)) &&
          (k->nActive >= RELAY_TWOSHOT_ALL_ACTIVES ||

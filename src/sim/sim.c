@@ -488,8 +488,9 @@ static double oneshotTwoShotSeconds(const simState* S, int r, const planOp* op, 
   double out = shard / T->memBw;
   for (int i = 0; i < P->nActive; i++) {
     int q = P->ranks[op->group * P->nActive + i];
-    double rate = q == r ? 0 : relayTopoPairRate(T, q, r);
-    if (q != r) out += shard / (rate > 0 ? rate : T->memBw);
+    if (q == r) continue;
+    double rate = relayTopoPairRate(T, q, r);
+    out += shard / (rate > 0 ? rate : T->memBw);
   }
   return T->launchS + bytes / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * shard / bw + out;
 }

@@ -21,6 +21,7 @@
  *                      riding agreement round r, par = r & 1: relayShmCarryStage below)
  *   [area[2][slotBytes]]  the owner's input of its two-shot all-reduces (osTwoShot below), by the owner's
  *                      own count of them (areaUses & 1), then its reduced shard in place; read by every peer
+ *                      (only where the two-shot can run: osState.areas)
  * (one 64-byte line per push/ack: each has exactly one writer).
  *
  * Epochs are per pair (pairEpoch[p]: one-shots this rank ran with p), since
@@ -232,6 +233,7 @@ relayResult_t relayShmCheckMark(struct relayComm* comm, _Atomic uint32_t* callW,
 
 /* ---- the one-shot --------------------------------------------------------- */
 
+#define OS_READ (1ull << 32)
 typedef struct {
   int tried, ready;
   int n;
@@ -240,9 +242,12 @@ typedef struct {
   uint32_t* pairEpoch; /* [n] */
   uint64_t carryRound; /* the agreement round whose carry slot this rank last took (relayShmCarryTake) */
   uint64_t areaUses;   /* two-shot all-reduces this rank ran: area[areaUses & 1] is the next one's */
-  /* areaReaders[x][q]: the pair epoch rank q read area x of this rank with (0: q did not read it), so
-   * the area is written again only after each of them acknowledged that epoch (osTwoShot) */
-  uint32_t* areaReaders[2];
+  /* areaReaders[x][q]: OS_READ | the pair epoch rank q read area x of this rank with (0: q did not read
+   * it; any epoch, 0 after a wrap too, has OS_READ beside it), so the area is written again only after
+   * each of them acknowledged that epoch (osTwoShot) */
+  uint64_t* areaReaders[2];
+  int areas; /* 2: the region has the two-shot's areas (RELAYCC_ONESHOT_TWOSHOT_BYTES > 0, 3 ranks or more) */
+  int stallRank; /* RELAYCC_ONESHOT_STALL_RANK (tests) */
 } osState;
 
 /* A push's words, one line per source and parity, all written by that source: the byte count (counts that
@@ -315,9 +320,13 @@ relayResult_t relayShmOneShotPrepare(struct relayComm* comm, size_t slotBytes, r
   s->tried = 1; /* sticky: one attempt per comm, all ranks alike */
   s->n = n;
   s->slotBytes = slot;
-  relayResult_t res =
-      relayShmRegionSetup(comm, &s->reg, "os", slot, osStagingOff(n) + (2 * (size_t)n + 2) * slot,
-                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
+  /* The areas only where a key can ask for them (planKeyOneShotTwoShot: the same agreed value, 3 actives or
+   * more): at 8 ranks and the 1 MiB slot they are 2 MiB of /dev/shm a rank. */
+  s->areas = relayParamInt(comm, RELAY_P_ONESHOT_TWOSHOT_BYTES) > 0 && n >= 3 ? 2 : 0;
+  s->stallRank = (int)relayParamInt(comm, RELAY_P_ONESHOT_STALL_RANK);
+  relayResult_t res = relayShmRegionSetup(comm, &s->reg, "os", slot,
+                                          osStagingOff(n) + (2 * (size_t)n + (size_t)s->areas) * slot,
+                                          (int)relayParamInt(comm, RELAY_P_ONESHOT_FAULT_RANK));
   s->ready = res == relaySuccess;
   return res;
 }
@@ -384,6 +393,13 @@ static relayResult_t osAwaitPush(struct relayComm* comm, osPush* push, uint32_t 
   return res;
 }
 
+/* Active i's shard of a two-shot call: elements [*at, *at + *len) of the count (the last ones may be short or
+ * empty: planBwShard). */
+static void osShard(const relayOneShotDesc* d, uint64_t shard, int i, uint64_t* at, uint64_t* len) {
+  *at = (uint64_t)i * shard < d->count ? (uint64_t)i * shard : d->count;
+  *len = d->count - *at < shard ? d->count - *at : shard;
+}
+
 /* The two-shot all-reduce (relayOneShotDesc.twoShot; DeepSpeed's shm all-reduce from 1 MiB is this scheme):
  * each active copies its input once into its own area, flags every peer, reduces its shard (planBwShard)
  * from every active's area with plain loads into its own area, flags again, and copies every active's
@@ -398,8 +414,16 @@ static relayResult_t osAwaitPush(struct relayComm* comm, osPush* push, uint32_t 
  * that read it, two uses ago, acknowledged (areaReaders). */
 static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOneShotDesc* d, size_t bytes) {
   int A = d->nActive, me = d->me, n = comm->nranks, r = comm->rank;
+  /* An all-reduce's only (the plan checker refuses the form elsewhere): no gather, no root, one input */
+  if (!s->areas || d->gather || d->root >= 0 || d->srcStride) {
+    comm->tp->fail(comm); /* its peers, waiting for its words, end their waits now */
+    return relaySetError(comm, relayInternalError,
+                         "one-shot: a two-shot op with %s, gather %d, root %d, stride %zu",
+                         s->areas ? "areas" : "no areas", d->gather, d->root, d->srcStride);
+  }
   size_t es = relayTypeSize(d->dtype);
-  uint64_t shard = planBwShard(d->count, A);
+  uint64_t shard = planBwShard(d->count, A), lo, len;
+  osShard(d, shard, me, &lo, &len);
   unsigned char* mine = s->reg.base[r];
   uint32_t ep[RELAY_TP_ONESHOT_MAX], area[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A; i++) ep[i] = i != me ? ++s->pairEpoch[d->ranks[i]] : 0;
@@ -408,14 +432,13 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
   /* The area's readers of two uses ago, and the push words' (pair epoch e - 2) are done with them. */
   for (int q = 0; q < n && res == relaySuccess; q++)
     if (s->areaReaders[x][q])
-      res = osWait(comm, &osAck(mine, n, q)->v, s->areaReaders[x][q], q, "acknowledgement of");
+      res = osWait(comm, &osAck(mine, n, q)->v, (uint32_t)s->areaReaders[x][q], q, "acknowledgement of");
   for (int i = 0; i < A && res == relaySuccess; i++)
     if (i != me)
       res = osWait(comm, &osAck(mine, n, d->ranks[i])->v, ep[i] - 2, d->ranks[i], "acknowledgement of");
   if (res == relaySuccess) {
     memset(s->areaReaders[x], 0, (size_t)n * sizeof *s->areaReaders[x]);
-    unsigned char* own = osArea(s, mine, x);
-    if (bytes) memcpy(own, d->src, bytes);
+    if (bytes) memcpy(osArea(s, mine, x), d->src, bytes);
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
       osPush* words = osPushOf(s->reg.base[p], n, (int)(ep[i] & 1), r);
@@ -424,12 +447,10 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
       atomic_store_explicit(&words->flag, ep[i], memory_order_release);
       relayShmRing(comm, p);
-      s->areaReaders[x][p] = ep[i];
+      s->areaReaders[x][p] = OS_READ | ep[i];
     }
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
-  uint64_t lo = (uint64_t)me * shard < d->count ? (uint64_t)me * shard : d->count;
-  uint64_t len = d->count - lo < shard ? d->count - lo : shard;
   for (int k = 0; k < A && res == relaySuccess; k++) {
     int i = (me + k) % A, p = d->ranks[i];
     area[i] = (uint32_t)x;
@@ -450,18 +471,27 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       relayShmRing(comm, p);
     }
   }
-  /* Every active's reduced shard out of its area, mine first (it is ready). */
-  for (int k = 0; k < A && res == relaySuccess; k++) {
+  /* Every peer's reduced shard there before dst is written: dst may be the input (in place), which a call
+   * that fails must leave as it was. */
+  for (int k = 1; k < A && res == relaySuccess; k++) {
     int i = (me + k) % A, p = d->ranks[i];
-    if (i != me) res = osAwaitPush(comm, osPushOf(mine, n, (int)(ep[i] & 1), p), ep[i], p, bytes, 1);
-    uint64_t at = (uint64_t)i * shard < d->count ? (uint64_t)i * shard : d->count;
-    uint64_t m = d->count - at < shard ? d->count - at : shard;
-    if (res == relaySuccess && m)
-      memcpy((char*)d->dst + at * es, osArea(s, s->reg.base[p], (int)area[i]) + at * es, (size_t)m * es);
+    res = osAwaitPush(comm, osPushOf(mine, n, (int)(ep[i] & 1), p), ep[i], p, bytes, 1);
   }
   if (res != relaySuccess) {
     comm->tp->fail(comm); /* peers waiting for this rank's words end their waits now (relayShmOneShot) */
     return res;
+  }
+  if (s->stallRank == r) { /* RELAYCC_ONESHOT_STALL_RANK: a reader late to copy out (tests) */
+    struct timespec ts = {0, 5 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  for (int k = 0; k < A; k++) { /* mine first: it is in cache */
+    int i = (me + k) % A;
+    uint64_t at, m;
+    osShard(d, shard, i, &at, &m);
+    if (m)
+      memcpy((char*)d->dst + at * es, osArea(s, s->reg.base[d->ranks[i]], (int)area[i]) + at * es,
+             (size_t)m * es);
   }
   for (int i = 0; i < A; i++)
     if (i != me) {
@@ -517,17 +547,8 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
     }
     if (!relayShmPairs(d, me, i)) continue;
     int p = d->ranks[i];
-    osPush* push = osPushOf(mine, n, (int)(ep[i] & 1), p);
-    res = osWait(comm, &push->flag, ep[i], p, "push of");
+    res = osAwaitPush(comm, osPushOf(mine, n, (int)(ep[i] & 1), p), ep[i], p, bytes, 0);
     srcs[i] = osStaging(s, mine, (int)(ep[i] & 1), p);
-    uint32_t got = atomic_load_explicit(&push->bytes, memory_order_relaxed);
-    if (res == relaySuccess)
-      res = relayShmCheckMark(comm, &push->call, &push->mark, &push->shape, p, "one-shot");
-    if (res == relaySuccess && got != (uint32_t)bytes)
-      res = relaySetError(comm, relayInvalidUsage,
-                          "one-shot: rank %d pushed %u bytes, this rank expects %zu (counts differ between "
-                          "ranks)",
-                          p, got, bytes);
   }
   if (res != relaySuccess) {
     /* Peers still waiting for this rank's push or acknowledgement end their

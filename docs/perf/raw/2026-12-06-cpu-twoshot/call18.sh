@@ -9,6 +9,11 @@ t0=$(date +%s)
 for n in 3 4 5 6 7 8; do for d in float bfloat16; do
   RELAYCC_BENCH_BIND=1 timeout 60 build-cpu-peers/relaycc-bench --backend shm --ranks $n -A $n -c allreduce -d $d --sizes 256,1K,2K,4K,64K,1M -n 20 -r 1 --check 1 2>&1 | grep -E '^ +[0-9]|rror|Wrong'
 done; done > $OUT/check.txt 2>&1
+for rep in 1 2 3; do for n in 3 4 8; do for v in bw twoshot; do
+  case $v in bw) r=bw ;; twoshot) r=oneshot ;; esac
+  echo "--- V=$v ranks=$n dtype=float rep=$rep"
+  RELAYCC_BENCH_BIND=1 timeout 60 build-cpu-peers/relaycc-bench --backend shm --ranks $n -A $n -c allreduce --sizes 1K,2K,4K --route $r -n 300 -r 3 --check 0 2>&1 | grep -E '^ +[0-9]|rror'
+done; done; done > $OUT/sweep.txt 2>&1
 for c in sizes mix mismatch kill abort skew sweep backtoback plan twocomms; do timeout 120 build-cpu-peers/test_oneshot ts-$c 2>&1 | tail -1; done > $OUT/tests.txt 2>&1
 echo "check+tests $(( $(date +%s) - t0 )) s" >> $OUT/host.txt
 for t in 1 2; do
