@@ -376,6 +376,19 @@ static relayResult_t osCarried(struct relayComm* comm, const osState* s, const r
   return relaySuccess;
 }
 
+/* This rank's push words of pair epoch e in peer p's region: the call's byte count, the two-shot's area (0
+ * for the push form, which no one reads), the call's mark, then the flag (release: the words and any data
+ * written before it are visible with it), and p's doorbell. */
+static void osPublish(struct relayComm* comm, const osState* s, int p, uint32_t e, size_t bytes,
+                      uint32_t area) {
+  osPush* words = osPushOf(s->reg.base[p], comm->nranks, (int)(e & 1), comm->rank);
+  atomic_store_explicit(&words->bytes, (uint32_t)bytes, memory_order_relaxed);
+  atomic_store_explicit(&words->area, area, memory_order_relaxed);
+  relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
+  atomic_store_explicit(&words->flag, e, memory_order_release);
+  relayShmRing(comm, p);
+}
+
 /* Waits for peer p's words of pair epoch e in this rank's region (the flag, or with `done` the reduced shard)
  * and checks what came with them: call, mark, shape and byte count. */
 static relayResult_t osAwaitPush(struct relayComm* comm, osPush* push, uint32_t e, int p, size_t bytes,
@@ -441,12 +454,7 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
     if (bytes) memcpy(osArea(s, mine, x), d->src, bytes);
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
-      osPush* words = osPushOf(s->reg.base[p], n, (int)(ep[i] & 1), r);
-      atomic_store_explicit(&words->bytes, (uint32_t)bytes, memory_order_relaxed);
-      atomic_store_explicit(&words->area, (uint32_t)x, memory_order_relaxed);
-      relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
-      atomic_store_explicit(&words->flag, ep[i], memory_order_release);
-      relayShmRing(comm, p);
+      osPublish(comm, s, p, ep[i], bytes, (uint32_t)x);
       s->areaReaders[x][p] = OS_READ | ep[i];
     }
   }
@@ -533,11 +541,7 @@ relayResult_t relayShmOneShot(struct relayComm* comm, const relayOneShotDesc* d,
       memcpy(osStaging(s, s->reg.base[p], (int)(e & 1), r),
              (const char*)d->src + (size_t)i * d->srcStride * es, push);
     /* The call's byte count, also with an empty push: both ends of a rooted pair see a count that differs */
-    osPush* words = osPushOf(s->reg.base[p], n, (int)(e & 1), r);
-    atomic_store_explicit(&words->bytes, (uint32_t)bytes, memory_order_relaxed);
-    relayShmStampMark(comm, &words->call, &words->mark, &words->shape);
-    atomic_store_explicit(&words->flag, e, memory_order_release);
-    relayShmRing(comm, p);
+    osPublish(comm, s, p, e, bytes, 0);
   }
   const void* srcs[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A && res == relaySuccess; i++) {
