@@ -209,9 +209,9 @@ static relayResult_t layoutCall(relayComm_t comm, int rank, relayCollective_t co
       relayCommLastRoute(comm, &route, &depth);
       T_CHECK(route == wantRoute, "rank %d: %s: %s ran route %s, the case forces %s", rank, tag,
               relayCollName(coll), relayRouteName(route), relayRouteName(wantRoute));
-      T_CHECK(!gWin || comm->lastWindow == (me >= 0 ? gWinId : 0),
+      T_CHECK(!gWin || comm->last.window == (me >= 0 ? gWinId : 0),
               "rank %d: %s: %s: direct path of window %u, want %u", rank, tag, relayCollName(coll),
-              comm->lastWindow, me >= 0 ? gWinId : 0);
+              comm->last.window, me >= 0 ? gWinId : 0);
     }
     if (me >= 0) {
       tc_expected(coll, dt, op, A, me, c, want);

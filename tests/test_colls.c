@@ -439,8 +439,8 @@ static void misAfter(relayComm_t comm, int rank, relayCollective_t coll, int A, 
   for (int i = 0; i < A; i++) active |= ranks[i] == rank;
   if (got == relayRouteBw && active) {
     int one = coll == relayCollectiveBroadcast && base * 4 * (size_t)(A - 1) >= MIS_FLOOR_BYTES;
-    T_CHECK((comm->lastWindow == UINT32_MAX) == one, "rank %d, %s: %s path, want %s", rank, after,
-            comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", one ? "one-copy" : "staged");
+    T_CHECK((comm->last.window == UINT32_MAX) == one, "rank %d, %s: %s path, want %s", rank, after,
+            comm->last.window == UINT32_MAX ? "one-copy" : "staged", one ? "one-copy" : "staged");
   }
 }
 

@@ -40,7 +40,7 @@
 /* The route under test: relayRouteOneShot, or relayRouteBw for "bw-" and "bwcma-" cases. */
 static int gRoute = relayRouteOneShot;
 /* "bwcma-" cases (RELAYCC_SHM_CMA_BYTES=64): 1 when a bw call of at least 64 bytes of input per rank must
- * take the one-copy path (comm->lastWindow UINT32_MAX) and a smaller one the staged path; 0 when every call
+ * take the one-copy path (comm->last.window UINT32_MAX) and a smaller one the staged path; 0 when every call
  * must be staged (a rank refused cross-memory attach); -1: not checked. */
 static int gCmaWant = -1;
 /* The carry (RELAY_TP_CAP_CARRY): -1 unchecked; else whether a one-shot broadcast after the comm's first call
@@ -54,7 +54,7 @@ static size_t gCmaFloor = 64, gCmaPairFloor = 64;
  * pair's); a reduce is always staged. */
 static size_t gCmaRootedFloor = 64;
 /* "ts-" cases: RELAYCC_ONESHOT_TWOSHOT_BYTES, so every one-shot all-reduce of at least this many bytes of
- * input per rank must run the two-shot form (comm->lastTwoShot) and every other call the push form; 0:
+ * input per rank must run the two-shot form (comm->last.twoShot) and every other call the push form; 0:
  * unchecked. */
 static uint32_t gTwoShotFrom = 0;
 
@@ -315,19 +315,19 @@ static void runCalls(relayComm_t comm, int rank, const runArg* a, int callBase) 
     T_CHECK(route == expectRoute, "rank %d call %d: ran route %s, expected %s", rank, call,
             relayRouteName(route), relayRouteName(expectRoute));
     if (gCarryWant >= 0 && a->coll == relayCollectiveBroadcast && route == relayRouteOneShot)
-      T_CHECK(comm->lastCarried == (gCarryWant && call > 0), "rank %d call %d: broadcast %s its agreement",
-              rank, call, comm->lastCarried ? "rode" : "did not ride");
+      T_CHECK(comm->last.carried == (gCarryWant && call > 0), "rank %d call %d: broadcast %s its agreement",
+              rank, call, comm->last.carried ? "rode" : "did not ride");
     if (gTwoShotFrom && me >= 0 && route == relayRouteOneShot) {
       int want = a->coll == relayCollectiveAllReduce && A >= 3 && c * es >= gTwoShotFrom;
-      T_CHECK(comm->lastTwoShot == want, "rank %d call %d %s of %zu bytes: %s form, expected %s", rank, call,
-              relayCollName(a->coll), c * es, comm->lastTwoShot ? "two-shot" : "push",
+      T_CHECK(comm->last.twoShot == want, "rank %d call %d %s of %zu bytes: %s form, expected %s", rank, call,
+              relayCollName(a->coll), c * es, comm->last.twoShot ? "two-shot" : "push",
               want ? "two-shot" : "push");
     }
     if (gCmaWant >= 0 && me >= 0 && route == relayRouteBw) {
       int want = cmaWanted(a->coll, A, in * es);
-      T_CHECK((comm->lastWindow == UINT32_MAX) == want,
+      T_CHECK((comm->last.window == UINT32_MAX) == want,
               "rank %d call %d %s of %zu bytes: %s path, expected %s", rank, call, relayCollName(a->coll),
-              in * es, comm->lastWindow == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
+              in * es, comm->last.window == UINT32_MAX ? "one-copy" : "staged", want ? "one-copy" : "staged");
     }
     if (me >= 0 && (a->checkEvery <= 1 || k % a->checkEvery == 0 || k == a->calls - 1)) {
       expected(a->coll, a->dt, a->op, call, A, me, root, a->inPlace, c, want);
@@ -665,8 +665,8 @@ static int rankTwoShotMix(int rank, int nranks, void* arg) {
     T_CHECK(relayAllReduce(x, x, &c, relayFloat32, relaySum, &L, comm, NULL) == relaySuccess,
             "rank %d call %d: %s", rank, call, relayGetLastError(comm));
     if (me < 0) continue;
-    T_CHECK(comm->lastTwoShot == (A >= 3), "rank %d call %d, %d actives: two-shot %d", rank, call, A,
-            comm->lastTwoShot);
+    T_CHECK(comm->last.twoShot == (A >= 3), "rank %d call %d, %d actives: two-shot %d", rank, call, A,
+            comm->last.twoShot);
     expected(relayCollectiveAllReduce, relayFloat32, relaySum, call, A, me, -1, 1, c, want);
     T_CHECK(memcmp(x, want, c * es) == 0, "rank %d (active %d of %d) call %d: wrong output", rank, me, A,
             call);
@@ -885,8 +885,8 @@ static int rankCmaKill(int rank, int nranks, void* arg) {
   T_OK(relayAllReduce(sb, rb, &c, relayFloat32, relaySum, &L, comm, NULL));
   if (rank == 7 || rank == 3 || (L.nActive == 3 && rank == 5)) {
     if (gRoute == relayRouteBw)
-      T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
-    else T_CHECK(comm->lastTwoShot, "rank %d: 1 MiB one-shot all-reduce not two-shot", rank);
+      T_CHECK(comm->last.window == UINT32_MAX, "rank %d: 4 MiB all-reduce not on the one-copy path", rank);
+    else T_CHECK(comm->last.twoShot, "rank %d: 1 MiB one-shot all-reduce not two-shot", rank);
     pthread_t th;
     if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
     relayResult_t r = relaySuccess;
@@ -936,9 +936,9 @@ static int rankKillRooted(int rank, int nranks, void* arg) {
   T_OK(relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL)); /* sets the route up, collectively */
   if (carried) T_OK(relayBroadcast(sb, rb, &c, relayFloat32, root, &L, comm, NULL)); /* the region is ready */
   int active = rank == 7 || rank == 5 || rank == 3 || rank == 1;
-  if (active && carried) T_CHECK(comm->lastCarried, "rank %d: 4 KiB one-shot broadcast not carried", rank);
+  if (active && carried) T_CHECK(comm->last.carried, "rank %d: 4 KiB one-shot broadcast not carried", rank);
   if (active && !carried)
-    T_CHECK(comm->lastWindow == UINT32_MAX, "rank %d: 4 MiB broadcast not on the one-copy path", rank);
+    T_CHECK(comm->last.window == UINT32_MAX, "rank %d: 4 MiB broadcast not on the one-copy path", rank);
   pthread_t th;
   if (rank == 3) T_CHECK(pthread_create(&th, NULL, killSoon, NULL) == 0, "pthread_create");
   /* Every rank calls every broadcast (helpers too: a rooted call's agreement round is every rank's). */
@@ -997,7 +997,7 @@ static int rankRootedDeadline(int rank, int nranks, void* arg) {
   T_OK(relayBroadcast(sb, rb, &c, relayFloat32, 0, &L, comm, NULL));
   pid_t child = -1;
   if (rank == 3) {
-    T_CHECK(comm->lastWindow == UINT32_MAX, "rank 3: 4 MiB broadcast not on the one-copy path");
+    T_CHECK(comm->last.window == UINT32_MAX, "rank 3: 4 MiB broadcast not on the one-copy path");
     pid_t parent = getpid();
     child = fork();
     T_CHECK(child >= 0, "fork: %s", strerror(errno));
@@ -1068,7 +1068,7 @@ static int rankCarryReuse(int rank, int nranks, void* arg) {
       T_CHECK(r == relaySuccess, "rank %d A=%d call %d: %s (%s)", rank, A, call, relayGetErrorString(r),
               relayGetLastError(comm));
       if (me < 0) continue;
-      T_CHECK(comm->lastCarried || (li == 0 && call == 0), "rank %d A=%d call %d: not carried", rank, A,
+      T_CHECK(comm->last.carried || (li == 0 && call == 0), "rank %d A=%d call %d: not carried", rank, A,
               call);
       expected(relayCollectiveBroadcast, relayFloat32, relaySum, call, A, me, root, 0, c, want);
       T_CHECK(memcmp(rb, want, c * sizeof(float)) == 0, "rank %d (active %d) A=%d call %d: wrong block", rank,

@@ -677,10 +677,15 @@ static int runSpinStale(void) {
   return 0;
 }
 
-/* Rank 2 never inits: the others time out naming it. */
-static int rankInitTimeout(int rank, int nranks, void* arg) {
-  (void)arg;
+/* Rank 2 never inits: the others time out naming it. late0: rank 0 comes this many ms after rank 1, so
+ * rank 1's own deadline passes first; it waits for rank 0's verdict rather than leave, which rank 0 read as
+ * "rank 1 checked in and died" (ctest -j2 on 2 cores, once; 400 ms here makes it every run). */
+static int initTimeout(int rank, int nranks, int late0) {
   if (rank == 2) return 0;
+  if (rank == 0 && late0) {
+    struct timespec ts = {0, late0 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   relayConfig_t cfg = tCfg(1000, 4096);
   relayComm_t c = NULL;
   uint64_t t0 = relayNowNs();
@@ -695,6 +700,14 @@ static int rankInitTimeout(int rank, int nranks, void* arg) {
     T_CHECK(!tSegmentExists(t_job()), "rank 0 left the segment behind after a failed init");
   }
   return 0;
+}
+static int rankInitTimeout(int rank, int nranks, void* arg) {
+  (void)arg;
+  return initTimeout(rank, nranks, 0);
+}
+static int rankInitTimeoutLate0(int rank, int nranks, void* arg) {
+  (void)arg;
+  return initTimeout(rank, nranks, 400);
 }
 
 /* Rank 0 never inits: the others time out saying they wait for rank 0. */
@@ -1697,6 +1710,7 @@ static const tCase kCases[] = {
     SHM_CASE("spin_colocated_stale", runSpinStale),
     SHM_RANKS("wait_disarmed", 4, rankWaitDisarmed),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
+    SHM_RANKS("init_timeout_late0", 3, rankInitTimeoutLate0),
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),
     SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),

@@ -11,7 +11,7 @@
  * place), and the recv is poisoned (TC_POISON) before each call and
  * compared with the serial reference (tc_expected: values encode source,
  * destination block and position). A call asserts that it took the direct
- * path (comm->lastWindow) or the staged one, as the case expects.
+ * path (comm->last.window) or the staged one, as the case expects.
  *
  * Usage: test_window <case>   (cases: kCases at the bottom; --list prints them)
  */
@@ -104,8 +104,8 @@ static void oneCall(relayComm_t comm, int rank, const shape* s, char* buf, uint3
   relayCommLastRoute(comm, &route, NULL);
   T_CHECK(route == relayRouteBw, "rank %d %s: ran %s", rank, tag, relayRouteName(route));
   uint32_t want = me >= 0 ? wantWin : 0;
-  T_CHECK(comm->lastWindow == want, "rank %d %s: %s A=%d: direct path of window %u, want %u", rank, tag,
-          relayCollName(s->coll), s->A, comm->lastWindow, want);
+  T_CHECK(comm->last.window == want, "rank %d %s: %s A=%d: direct path of window %u, want %u", rank, tag,
+          relayCollName(s->coll), s->A, comm->last.window, want);
   if (me < 0) return;
   size_t es = relayTypeSize(s->dt), out = tc_recv_elems(s->coll, s->A, s->count),
          in = tc_send_elems(s->coll, s->A, s->count);
@@ -396,9 +396,9 @@ static int rankMismatch(int rank, int nranks, void* arg) {
     if (kColls[ci] != relayCollectiveReduceScatter) { /* its recv offset is not one peers use */
       char *send, *recv;
       relayResult_t r = callPrepared(comm, rank, &s, buf, me == 2 ? 8 : 0, &send, &recv);
-      T_CHECK(r == relaySuccess && comm->lastWindow == 0,
+      T_CHECK(r == relaySuccess && comm->last.window == 0,
               "rank %d: %s with active 2's recv shifted: %s, window %u (%s)", rank, relayCollName(s.coll),
-              relayGetErrorString(r), comm->lastWindow, relayGetLastError(comm));
+              relayGetErrorString(r), comm->last.window, relayGetLastError(comm));
       if (me >= 0) {
         size_t out = tc_recv_elems(s.coll, 4, s.count);
         float* want = malloc(out * sizeof *want);

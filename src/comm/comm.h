@@ -104,12 +104,15 @@ struct relayComm {
   relayResult_t asyncRes;
   char asyncWhy[256];
   atomic_int inCall;
-  int lastRoute, lastDepth; /* what the last call ran, after fallbacks */
-  uint32_t lastWindow;      /* the window whose direct path the last call took (0: none; UINT32_MAX: the shm
-                             * one-copy      path of buffers in no window, transport/shm/bw.c; tests read it) */
-  int lastCarried;          /* 1: the last call's block rode its agreement (comm->callCarry; tests read it) */
-  int lastTwoShot;          /* 1: the last call ran the shm one-shot's two-shot all-reduce (tests read it) */
-  struct relayTopo* topo;   /* the cost model's view of this node (NULL: none) */
+  struct relayLastCall { /* what the last call ran, after fallbacks (relayCommLastRoute; tests read the rest)
+                          */
+    int route, depth;
+    uint32_t window; /* the window whose direct path it took (0: none; UINT32_MAX: the shm one-copy path of
+                      * buffers in no window, transport/shm/bw.c) */
+    int carried;     /* 1: its block rode its agreement (comm->callCarry) */
+    int twoShot;     /* 1: it ran the shm one-shot's two-shot all-reduce */
+  } last;
+  struct relayTopo* topo; /* the cost model's view of this node (NULL: none) */
   /* Nodes (src/core/nodes.c, set at init): nodeOf[r] is comm rank r's node,
    * 0..nNodes-1 in order of each node's lowest rank; localRank is this
    * rank's index among the localRanks ranks of its node. */

@@ -436,11 +436,12 @@ static relayResult_t runRoutes(struct relayComm* c, planKey* key, const relayRou
       continue;
     }
     if (res == relaySuccess) {
-      c->lastRoute = key->route;
-      c->lastDepth = plan ? plan->depth : 1;
-      c->lastWindow = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0;
-      c->lastCarried = c->callCarry != NULL && key->route == relayRouteOneShot;
-      c->lastTwoShot = 0; /* the shm one-shot's two-shot sets it */
+      c->last = (struct relayLastCall){
+          .route = key->route,
+          .depth = plan ? plan->depth : 1,
+          .window = (row->flags & RELAY_ROW_WINDOWED) && call->exec.win ? call->exec.win->id : 0,
+          .carried = c->callCarry != NULL && key->route == relayRouteOneShot,
+      }; /* twoShot: the shm one-shot's two-shot sets it */
       res = plan       ? relayExecRun(c, plan, &call->exec)
             : row->run ? row->run(c, handle, call)
                        : relaySetError(c, relayInternalError, "the %s route has no plan and no run",
@@ -613,11 +614,7 @@ static relayResult_t runPlan(struct relayComm* c, const callArgs* a, planKey* ke
   int any = 0;
   for (int g = 0; g < planKeyNumCounts(key); g++) any |= key->counts[g] != 0;
   if (!any) {
-    c->lastWindow = 0;
-    c->lastCarried = 0;
-    c->lastTwoShot = 0;
-    c->lastRoute = list->route[0];
-    c->lastDepth = list->depth[0];
+    c->last = (struct relayLastCall){.route = list->route[0], .depth = list->depth[0]};
     return relaySuccess;
   }
   int perGroup = relayCollRows[a->coll].counts == RELAY_COUNTS_PER_GROUP;

@@ -132,8 +132,7 @@ relayResult_t relayInitBegin(const char* fn, int nranks, int rank, const char** 
   if (bad >= 0) relaySetError(c, relayInvalidArgument, "%s", why); /* every rank learns it in agreeParams */
   fillConfig(c);
   c->callMark = -1;
-  c->lastRoute = relayRouteDirect;
-  c->lastDepth = 1;
+  c->last = (struct relayLastCall){.route = relayRouteDirect, .depth = 1};
   atomic_init(&c->aborted, 0);
   atomic_init(&c->inCall, 0);
   *out = c;

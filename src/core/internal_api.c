@@ -39,8 +39,8 @@ relayResult_t relayCommAgree(struct relayComm* comm, const void* mine, void* all
 }
 
 void relayCommLastRoute(struct relayComm* comm, int* route, int* depth) {
-  if (route) *route = comm ? comm->lastRoute : relayRouteDirect;
-  if (depth) *depth = comm ? comm->lastDepth : 1;
+  if (route) *route = comm ? comm->last.route : relayRouteDirect;
+  if (depth) *depth = comm ? comm->last.depth : 1;
 }
 
 relayResult_t relayCommDeadPeer(struct relayComm* comm, char* why, size_t whyLen) {

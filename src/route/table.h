@@ -31,7 +31,7 @@ enum {
   RELAY_ROW_ONE_LAUNCH = 4,
   /* Read by core: the route's plan reads and writes the caller's buffers in peers' memory where they lie
    * in a registered window (relayExecCall.win: the one-copy path), which the call reports
-   * (comm->lastWindow). */
+   * (comm->last.window). */
   RELAY_ROW_WINDOWED = 8,
 };
 

@@ -765,7 +765,7 @@ static int runRelay(shimComm* sc, relayCollective_t coll, const void* send, void
   if (prev >= 0 && prev != sc->dev) cudaSetDevice(prev);
   int declined = r == relayNotSupported && rc->callDeclined;
   say(2, sc->nccl, sc->rank, sc->nranks, "%s count %zu dtype %d -> %s: %s", relayCollName(coll), count,
-      (int)dt, declined ? "declined, NCCL's" : relayRouteName(rc->lastRoute),
+      (int)dt, declined ? "declined, NCCL's" : relayRouteName(rc->last.route),
       declined ? relayGetLastError(rc) : relayGetErrorString(r));
   if (!declined && r != relaySuccess) {
     /* Reported now and by every later ncclCommGetAsyncError (the first error's code); the comm's next

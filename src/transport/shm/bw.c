@@ -715,7 +715,7 @@ static relayResult_t bwDirect(struct relayComm* comm, bwState* s, const relayBwD
   }
   if (res != relaySuccess || !*direct) return res;
   RELAY_CHECK(bwDirectMove(comm, w, &at, es));
-  if (!w->win) comm->lastWindow = BW_WIN_ADDRS; /* tests tell the one-copy path from the staged one */
+  if (!w->win) comm->last.window = BW_WIN_ADDRS; /* tests tell the one-copy path from the staged one */
   return bwDirectExit(comm, s, d);
 }
 
@@ -752,7 +752,7 @@ relayResult_t relayShmBw(struct relayComm* comm, const relayBwDesc* w, relayStre
     res = bwDirect(comm, s, w, es, &direct);
     if (res != relaySuccess) comm->tp->fail(comm); /* peers waiting on this rank end now */
     if (res != relaySuccess || direct) return res;
-    comm->lastWindow = 0; /* a peer's buffers are elsewhere: the staged path, on every active */
+    comm->last.window = 0; /* a peer's buffers are elsewhere: the staged path, on every active */
   } else if (comm->directWindows || s->cma) {
     /* Tell the actives this rank takes the staged path: one that meant the
      * direct one sees window 0 and joins it here. */

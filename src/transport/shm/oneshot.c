@@ -506,7 +506,7 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       atomic_store_explicit(&osAck(s->reg.base[d->ranks[i]], n, r)->v, ep[i], memory_order_release);
       relayShmRing(comm, d->ranks[i]);
     }
-  comm->lastTwoShot = 1;
+  comm->last.twoShot = 1;
   return relaySuccess;
 }
 

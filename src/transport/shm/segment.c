@@ -574,7 +574,14 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
           st->job, n, creator, miss);
       return -1;
     }
-    if (relayNowNs() - t0 >= limit) {
+    /* Checked in with a live rank 0: rank 0 judges the launch, and this rank waits for its verdict
+     * (initFailed) past its own deadline, up to two: rank 0 created the segment before this rank checked
+     * in, within this rank's deadline, and gives up one deadline after it began. A joiner leaving at its own
+     * deadline first reads to rank 0 as a rank that died (test_shm init_timeout under load, rank 0
+     * started after rank 1: "rank 1 checked in and died" instead of the rank that never came). */
+    uint64_t waited = relayNowNs() - t0;
+    if (waited >= limit && (waited >= (limit > UINT64_MAX / 2 ? limit : 2 * limit) ||
+                            st->hdr->creatorPidNs != st->pidNs || !shmPidAlive(st->hdr->creatorPid))) {
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       int creator = st->hdr->creatorPid;
