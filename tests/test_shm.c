@@ -699,6 +699,9 @@ static int initTimeout(int rank, int nranks, int late0) {
     printf("rank 0: %s\n", msg);
     T_CHECK(!tSegmentExists(t_job()), "rank 0 left the segment behind after a failed init");
   }
+  if (rank == 1 && late0) /* it waited for rank 0's verdict, past its own deadline */
+    T_CHECK(dt >= 0.95 + late0 * 1e-3 - 0.1 && strstr(msg, "rank 0 gave up"),
+            "rank 1: %.2f s, rank 0 %d ms late: did not wait for its verdict: %s", dt, late0, msg);
   return 0;
 }
 static int rankInitTimeout(int rank, int nranks, void* arg) {

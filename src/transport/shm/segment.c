@@ -578,7 +578,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
      * (initFailed) past its own deadline, up to two: rank 0 created the segment before this rank checked
      * in, within this rank's deadline, and gives up one deadline after it began. A joiner leaving at its own
      * deadline first reads to rank 0 as a rank that died (test_shm init_timeout under load, rank 0
-     * started after rank 1: "rank 1 checked in and died" instead of the rank that never came). */
+     * started after rank 1: "rank 1 checked in and died" instead of the rank that never came). The bound
+     * assumes rank 0's RELAYCC_TIMEOUT_MS is at most twice this rank's (a per-rank setting). */
     uint64_t waited = relayNowNs() - t0;
     if (waited >= limit && (waited >= (limit > UINT64_MAX / 2 ? limit : 2 * limit) ||
                             st->hdr->creatorPidNs != st->pidNs || !shmPidAlive(st->hdr->creatorPid))) {
