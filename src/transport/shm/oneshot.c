@@ -414,9 +414,10 @@ static void osShard(const relayOneShotDesc* d, uint64_t shard, int i, uint64_t* 
 }
 
 /* The two-shot all-reduce (relayOneShotDesc.twoShot; DeepSpeed's shm all-reduce from 1 MiB is this scheme):
- * each active copies its input once into its own area, flags every peer, reduces its shard (planBwShard)
- * from every active's area with plain loads into its own area, flags again, and copies every active's
- * reduced shard out of that active's area. Per rank one copy in, A shards read, one copy out, and two hops;
+ * each active copies its input, but for its own shard, into its own area, flags every peer, reduces its
+ * shard (planBwShard) from its input and every peer's area with plain loads into its own area, flags again,
+ * and copies every active's reduced shard out of that active's area. Per rank (A - 1)/A of a copy in, A
+ * shards read, one copy out, and two hops;
  * the push form writes its input A - 1 times (7 MiB per rank at 8 ranks and 1 MiB), the bandwidth route's
  * one copy reads it through a system call per peer whose cost grows with the readers
  * (docs/perf/2026-12-06-cpu-carry.md). The same bits as every route: each shard is reduced once, in
@@ -451,7 +452,12 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       res = osWait(comm, &osAck(mine, n, d->ranks[i])->v, ep[i] - 2, d->ranks[i], "acknowledgement of");
   if (res == relaySuccess) {
     memset(s->areaReaders[x], 0, (size_t)n * sizeof *s->areaReaders[x]);
-    if (bytes) memcpy(osArea(s, mine, x), d->src, bytes);
+    /* All but my own shard: I reduce that one from my input (srcs[me] below), and my peers read that part of
+     * my area only once it holds the reduced shard (done): one copy of 1/A of the input saved. */
+    if (lo) memcpy(osArea(s, mine, x), d->src, (size_t)lo * es);
+    if (bytes > (lo + len) * es)
+      memcpy(osArea(s, mine, x) + (lo + len) * es, (const char*)d->src + (lo + len) * es,
+             bytes - (size_t)(lo + len) * es);
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
       osPublish(comm, s, p, ep[i], bytes, (uint32_t)x);
@@ -467,10 +473,11 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       res = osAwaitPush(comm, push, ep[i], p, bytes, 0);
       area[i] = atomic_load_explicit(&push->area, memory_order_relaxed) & 1;
     }
-    srcs[i] = osArea(s, s->reg.base[p], (int)area[i]) + lo * es;
+    srcs[i] = i == me ? (const void*)((const char*)d->src + lo * es)
+                      : (const void*)(osArea(s, s->reg.base[p], (int)area[i]) + lo * es);
   }
   if (res == relaySuccess) {
-    /* My shard, reduced in place in my own area (srcs[me] is that place: element for element) */
+    /* My shard, reduced from my input and my peers' areas into my own area (for my peers to copy out) */
     if (len) relayHostReduce(osArea(s, mine, x) + lo * es, srcs, A, (size_t)len, d->dtype, d->op, d->divisor);
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];

@@ -175,6 +175,13 @@ static int shmConflictPersists(shmState* st) {
   return now - st->conflictSince >= (uint64_t)SHM_CONFLICT_MS * 1000000ull;
 }
 
+/* Whether the segment's creator (rank 0) lives: 1 yes, 0 it is gone, -1 unknown (another pid namespace:
+ * its pid means nothing here). */
+static int shmCreatorAlive(const shmState* st, const shmHeader* h) {
+  if (h->creatorPidNs != st->pidNs) return -1;
+  return shmPidAlive(h->creatorPid);
+}
+
 /* What is under the name: the pid of a live process other than us whose
  * rendezvous is open there (its segment initialized, no go, no failure),
  * -1 for a segment not initialized (yet), 0 for anything else. */
@@ -187,9 +194,8 @@ static int32_t shmOpenRendezvousHolder(shmState* st) {
     shmHeader* h = mmap(NULL, sizeof(shmHeader), PROT_READ, MAP_SHARED, fd, 0);
     if (h != MAP_FAILED) {
       if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_MAGIC_READY) holder = -1;
-      else if (h->version == SHM_VERSION && h->creatorPidNs == st->pidNs &&
-               h->creatorPid != (int32_t)getpid() && shmPidAlive(h->creatorPid) &&
-               !atomic_load_explicit(&h->go, memory_order_acquire) &&
+      else if (h->version == SHM_VERSION && h->creatorPid != (int32_t)getpid() &&
+               shmCreatorAlive(st, h) == 1 && !atomic_load_explicit(&h->go, memory_order_acquire) &&
                !atomic_load_explicit(&h->initFailed, memory_order_acquire))
         holder = h->creatorPid;
       else holder = 0;
@@ -215,7 +221,7 @@ static int shmJoinFailure(struct relayComm* comm, shmState* st, shmHeader* h, re
  * it tells the ranks there, which otherwise wait for it until their deadline. Only in a header of this
  * version (the fields' place), whose creator lives and has not said go. */
 static void shmPostJoinFailure(struct relayComm* comm, shmState* st, shmHeader* h, const char* why) {
-  if (h->version != SHM_VERSION || h->creatorPidNs != st->pidNs || !shmPidAlive(h->creatorPid) ||
+  if (h->version != SHM_VERSION || shmCreatorAlive(st, h) != 1 ||
       atomic_load_explicit(&h->go, memory_order_acquire))
     return;
   uint32_t none = 0;
@@ -429,7 +435,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
   }
   /* A dead creator means a crashed run's leftover: never join it (even one
    * that says go), wait for our rank 0 to replace it. */
-  if (h->creatorPidNs == st->pidNs && !shmPidAlive(h->creatorPid)) {
+  if (shmCreatorAlive(st, h) == 0) {
     st->deadCreator = h->creatorPid;
     munmap(h, sizeof(shmHeader));
     close(fd);
@@ -560,8 +566,7 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
      * away while it is still this segment (its memory goes with the last unmap), or nobody would. An old
      * run's rank 0 that still lived when we came and dies within the same few ms would be taken for ours:
      * our rank 0 refuses such a holder itself after SHM_CONFLICT_MS. */
-    if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && st->hdr->creatorPidNs == st->pidNs &&
-        !shmPidAlive(st->hdr->creatorPid)) {
+    if (poll % (SHM_SLICE_MS / SHM_INIT_POLL_MS) == 0 && shmCreatorAlive(st, st->hdr) == 0) {
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
       int creator = st->hdr->creatorPid;
@@ -580,18 +585,17 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
      * deadline first reads to rank 0 as a rank that died (test_shm init_timeout under load, rank 0
      * started after rank 1: "rank 1 checked in and died" instead of the rank that never came). The bound
      * assumes rank 0's RELAYCC_TIMEOUT_MS is at most twice this rank's (a per-rank setting). */
-    uint64_t waited = relayNowNs() - t0;
-    if (waited >= limit && (waited >= (limit > UINT64_MAX / 2 ? limit : 2 * limit) ||
-                            st->hdr->creatorPidNs != st->pidNs || !shmPidAlive(st->hdr->creatorPid))) {
+    uint64_t waited = relayNowNs() - t0, cap = limit > UINT64_MAX / 2 ? limit : 2 * limit;
+    int creator = waited >= limit ? shmCreatorAlive(st, st->hdr) : 1;
+    if (waited >= cap || (waited >= limit && creator != 1)) {
       char miss[256];
       shmMissing(st, n, miss, sizeof miss);
-      int creator = st->hdr->creatorPid;
+      /* The time waited: past RELAYCC_TIMEOUT_MS where rank 0 was waited for */
       *res = relaySetError(comm, relayTimeout,
-                           "init of job '%s' (%d ranks): timed out after %d ms waiting for %s to arrive%s",
-                           st->job, n, comm->cfg.timeoutMs, miss,
-                           st->hdr->creatorPidNs != st->pidNs || shmPidAlive(creator)
-                               ? ""
-                               : " (the segment's creator, rank 0, is gone)");
+                           "init of job '%s' (%d ranks): timed out after %llu ms (RELAYCC_TIMEOUT_MS %d) "
+                           "waiting for %s to arrive%s",
+                           st->job, n, (unsigned long long)(waited / 1000000u), comm->cfg.timeoutMs, miss,
+                           creator == 0 ? " (the segment's creator, rank 0, is gone)" : "");
       shmUnmap(st);
       return -1;
     }
