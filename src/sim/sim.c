@@ -476,10 +476,10 @@ static double carriedSeconds(const simState* S, int r, const planOp* op, double 
   return T->launchS + bytes / T->memBw + T->hopS + bytes / rate;
 }
 
-/* The one-shot's two-shot all-reduce (form PLAN_BW_TWOSHOT): r's one copy of its input into its own area,
- * a hop, the reduce of its shard from every active's area (A reads, one write), a hop, then the copy of each
- * peer's reduced shard out of that peer's area at the pair's rate, one after another (one CPU copies them),
- * and its own. */
+/* The one-shot's two-shot all-reduce (form PLAN_BW_TWOSHOT): r's one copy of its input but for its own shard
+ * (it reduces that one from its input) into its own area, a hop, the reduce of its shard from every active's
+ * area (A reads, one write), a hop, then the copy of each peer's reduced shard out of that peer's area at the
+ * pair's rate, one after another (one CPU copies them), and its own. */
 static double oneshotTwoShotSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const struct relayTopo* T = S->topo;
   const relayPlan* P = S->plan;
@@ -492,7 +492,8 @@ static double oneshotTwoShotSeconds(const simState* S, int r, const planOp* op, 
     double rate = relayTopoPairRate(T, q, r);
     out += shard / (rate > 0 ? rate : T->memBw);
   }
-  return T->launchS + bytes / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * shard / bw + out;
+  double in = bytes > shard ? bytes - shard : 0;
+  return T->launchS + in / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * shard / bw + out;
 }
 
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {
