@@ -558,6 +558,8 @@ static int shmTryJoin(struct relayComm* comm, shmState* st, uint64_t t0, relayRe
     /* Rank 0 replaced the segment we joined (it was a leftover): re-attach.
      * "Not there" is normal just before go (rank 0 unlinks, then sets go). */
     if (shmSameFile(st, dev, ino) == 0) {
+      /* Unless rank 0's verdict came since it was read above: failed, then replaced by a new launch */
+      if (atomic_load_explicit(&st->hdr->initFailed, memory_order_acquire)) continue;
       shmUnmap(st);
       return 0;
     }
