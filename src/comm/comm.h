@@ -104,8 +104,8 @@ struct relayComm {
   relayResult_t asyncRes;
   char asyncWhy[256];
   atomic_int inCall;
-  struct relayLastCall { /* what the last call ran, after fallbacks (relayCommLastRoute; tests read the rest)
-                          */
+  /* What the last call ran, after fallbacks (relayCommLastRoute; tests read the rest) */
+  struct relayLastCall {
     int route, depth;
     uint32_t window; /* the window whose direct path it took (0: none; UINT32_MAX: the shm one-copy path of
                       * buffers in no window, transport/shm/bw.c) */
