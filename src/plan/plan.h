@@ -128,6 +128,12 @@ static inline PLAN_HD uint64_t planBwShard(uint64_t count, int A) {
   uint64_t s = (count + (uint64_t)A - 1) / (uint64_t)A;
   return (s + 15) / 16 * 16;
 }
+/* Active i's shard of a count cut in shards of `shard` (planBwShard): elements [*at, *at + *len); the last
+ * ones may be short or empty. */
+static inline PLAN_HD void planBwShardOf(uint64_t count, uint64_t shard, int i, uint64_t* at, uint64_t* len) {
+  *at = (uint64_t)i * shard < count ? (uint64_t)i * shard : count;
+  *len = count - *at < shard ? count - *at : shard;
+}
 /* Item u of a bw op, as every transport cuts it: the elements source `from`
  * sends to active `to` start at *off (of its send buffer; in the two-shot's
  * second phase, u >= T1, of its output) and number *len (0: an empty item,
@@ -144,12 +150,10 @@ static inline PLAN_HD void planBwItem(uint64_t count, uint64_t stride, uint64_t 
     end = base + count;
     base += u * tile;
   } else {
-    int owner = u < T1 ? to : from;
-    uint64_t k = u < T1 ? u : u - T1;
-    uint64_t st = (uint64_t)owner * shard;
-    if (st > count) st = count;
-    end = st + shard < count ? st + shard : count;
-    base = st + k * tile;
+    uint64_t st, span;
+    planBwShardOf(count, shard, u < T1 ? to : from, &st, &span);
+    end = st + span;
+    base = st + (u < T1 ? u : u - T1) * tile;
   }
   *off = base;
   *len = base < end ? (end - base < tile ? end - base : tile) : 0;

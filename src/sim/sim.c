@@ -476,24 +476,25 @@ static double carriedSeconds(const simState* S, int r, const planOp* op, double 
   return T->launchS + bytes / T->memBw + T->hopS + bytes / rate;
 }
 
-/* The one-shot's two-shot all-reduce (form PLAN_BW_TWOSHOT): r's one copy of its input but for its own shard
- * (it reduces that one from its input) into its own area, a hop, the reduce of its shard from every active's
- * area (A reads, one write), a hop, then the copy of each peer's reduced shard out of that peer's area at the
- * pair's rate, one after another (one CPU copies them), and its own. */
+/* The one-shot's two-shot all-reduce (form PLAN_BW_TWOSHOT): r's copy of its input but for its own shard
+ * (it reduces that one from its input) into its own area, a hop, the reduce of its shard (A reads, one
+ * write), a hop, then the copy of each peer's reduced shard out of that peer's area at the pair's rate, one
+ * after another (one CPU copies them), and its own. Each shard at its own length (planBwShardOf: the last
+ * ones short or empty). */
 static double oneshotTwoShotSeconds(const simState* S, int r, const planOp* op, double bytes) {
   const struct relayTopo* T = S->topo;
   const relayPlan* P = S->plan;
-  double shard = (double)planBwShard(op->count, P->nActive) * (double)P->elemSize;
-  double bw = T->reduceBw > 0 ? T->reduceBw : T->memBw;
-  double out = shard / T->memBw;
+  uint64_t shard = planBwShard(op->count, P->nActive), at, len;
+  double es = (double)P->elemSize, bw = T->reduceBw > 0 ? T->reduceBw : T->memBw, own = 0, out = 0;
   for (int i = 0; i < P->nActive; i++) {
     int q = P->ranks[op->group * P->nActive + i];
-    if (q == r) continue;
-    double rate = relayTopoPairRate(T, q, r);
-    out += shard / (rate > 0 ? rate : T->memBw);
+    planBwShardOf(op->count, shard, i, &at, &len);
+    double rate = q == r ? T->memBw : relayTopoPairRate(T, q, r);
+    out += (double)len * es / (rate > 0 ? rate : T->memBw);
+    if (q == r) own = (double)len * es;
   }
-  double in = bytes > shard ? bytes - shard : 0;
-  return T->launchS + in / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * shard / bw + out;
+  double in = bytes > own ? bytes - own : 0;
+  return T->launchS + in / T->memBw + 2 * T->hopS + (double)(P->nActive + 1) * own / bw + out;
 }
 
 static double oneshotSeconds(const simState* S, int r, const planOp* op) {

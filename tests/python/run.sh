@@ -16,7 +16,7 @@ venv)
   # CUDA's libraries along: the venv took 5.4 GB (torch 2.15), and an install with 6.7 GB free failed with
   # "No space left on device" (CI, 2026-12-06), so say so before the download rather than after it.
   free_kb=$(df -Pk "$venv" | awk 'NR == 2 { print $4 }')
-  if [ "${free_kb:-0}" -lt 10000000 ]; then
+  if [ -n "$free_kb" ] && [ "$free_kb" -lt 10000000 ]; then
     echo "run.sh: only $((free_kb / 1024)) MB free under $venv; torch's install needs about 10 GB" >&2
   fi
   if ! "$venv/bin/pip" install --quiet torch numpy pytest scikit-build-core; then

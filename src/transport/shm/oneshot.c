@@ -406,18 +406,11 @@ static relayResult_t osAwaitPush(struct relayComm* comm, osPush* push, uint32_t 
   return res;
 }
 
-/* Active i's shard of a two-shot call: elements [*at, *at + *len) of the count (the last ones may be short or
- * empty: planBwShard). */
-static void osShard(const relayOneShotDesc* d, uint64_t shard, int i, uint64_t* at, uint64_t* len) {
-  *at = (uint64_t)i * shard < d->count ? (uint64_t)i * shard : d->count;
-  *len = d->count - *at < shard ? d->count - *at : shard;
-}
-
 /* The two-shot all-reduce (relayOneShotDesc.twoShot; DeepSpeed's shm all-reduce from 1 MiB is this scheme):
  * each active copies its input, but for its own shard, into its own area, flags every peer, reduces its
  * shard (planBwShard) from its input and every peer's area with plain loads into its own area, flags again,
- * and copies every active's reduced shard out of that active's area. Per rank (A - 1)/A of a copy in, A
- * shards read, one copy out, and two hops;
+ * and copies every active's reduced shard out of that active's area. Per rank a copy in of all but its own
+ * shard, A shards read, one copy out, and two hops;
  * the push form writes its input A - 1 times (7 MiB per rank at 8 ranks and 1 MiB), the bandwidth route's
  * one copy reads it through a system call per peer whose cost grows with the readers
  * (docs/perf/2026-12-06-cpu-carry.md). The same bits as every route: each shard is reduced once, in
@@ -437,7 +430,7 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
   }
   size_t es = relayTypeSize(d->dtype);
   uint64_t shard = planBwShard(d->count, A), lo, len;
-  osShard(d, shard, me, &lo, &len);
+  planBwShardOf(d->count, shard, me, &lo, &len);
   unsigned char* mine = s->reg.base[r];
   uint32_t ep[RELAY_TP_ONESHOT_MAX], area[RELAY_TP_ONESHOT_MAX];
   for (int i = 0; i < A; i++) ep[i] = i != me ? ++s->pairEpoch[d->ranks[i]] : 0;
@@ -473,7 +466,8 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
       res = osAwaitPush(comm, push, ep[i], p, bytes, 0);
       area[i] = atomic_load_explicit(&push->area, memory_order_relaxed) & 1;
     }
-    srcs[i] = i == me ? (const void*)((const char*)d->src + lo * es)
+    /* (mine: only read where my shard is not empty; src may be NULL at count 0) */
+    srcs[i] = i == me ? (const void*)(len ? (const char*)d->src + lo * es : NULL)
                       : (const void*)(osArea(s, s->reg.base[p], (int)area[i]) + lo * es);
   }
   if (res == relaySuccess) {
@@ -503,7 +497,7 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
   for (int k = 0; k < A; k++) { /* mine first: it is in cache */
     int i = (me + k) % A;
     uint64_t at, m;
-    osShard(d, shard, i, &at, &m);
+    planBwShardOf(d->count, shard, i, &at, &m);
     if (m)
       memcpy((char*)d->dst + at * es, osArea(s, s->reg.base[d->ranks[i]], (int)area[i]) + at * es,
              (size_t)m * es);
