@@ -1093,7 +1093,7 @@ static void tCrashMidInit(void) {
   T_CHECK(tSegmentExists(gJob), "no stale segment was left behind to test with");
 }
 
-static void caseStale(void) {
+static int runStale(void) {
   /* The segment name holds the launch identity (relayShmSegmentName): with
    * launcher variables set it is the same for this process, which looks for
    * the segment, and for the ranks it forks. */
@@ -1119,6 +1119,7 @@ static void caseStale(void) {
   tCrashMidInit();
   t_run_ranks(2, rankStaleInit, NULL, 60);
   T_CHECK(!tSegmentExists(gJob), "segment left behind");
+  return 0;
 }
 
 /* ------------------------------------------------------- small /dev/shm */
@@ -1494,16 +1495,17 @@ static int rankP2pBadEnv(int rank, int nranks, void* arg) {
 
 /* --------------------------------------------------------------- main */
 
-static void caseMismatch(void) {
+static int runMismatch(void) {
   mismatchArg small = {4096, 8192}; /* sender fits the ring: it finishes */
   t_run_ranks(3, rankMismatch, &small, 60);
   mismatchArg big = {100001, 50000}; /* sender is stuck on the full ring */
   t_run_ranks(3, rankMismatch, &big, 60);
   mismatchArg zero = {0, 16}; /* an empty send still carries its size */
   t_run_ranks(3, rankMismatch, &zero, 60);
+  return 0;
 }
 
-static void caseKilled(void) {
+static int runKilled(void) {
   int codes[4];
   uint64_t t0 = relayNowNs();
   int rc = t_launch(4, rankKilled, NULL, 60, 15000, codes);
@@ -1513,55 +1515,33 @@ static void caseKilled(void) {
   for (int r = 0; r < 3; r++)
     T_CHECK(codes[r] == 0, "survivor rank %d exited %d (0 = saw the error in time, 2 = never saw it)", r,
             codes[r]);
+  return 0;
 }
 
-static void caseInitKilled(void) {
+static int runInitKilled(void) {
   int codes[4];
   int rc = t_launch(4, rankInitKilled, NULL, 60, 10000, codes);
   T_CHECK(rc != 0 && codes[1] == -SIGKILL, "rank 1 exit %d, want -SIGKILL", codes[1]);
   T_CHECK(codes[0] == 0 && codes[2] == 0 && codes[3] == 0, "survivors exited %d, %d, %d", codes[0], codes[2],
           codes[3]);
   T_CHECK(!tSegmentExists(t_job()), "segment left behind");
+  return 0;
 }
 
-static void caseCreatorKilled(void) {
+static int runCreatorKilled(void) {
   int codes[4];
   int rc = t_launch(4, rankCreatorKilled, NULL, 60, 10000, codes);
   T_CHECK(rc != 0 && codes[0] == -SIGKILL, "rank 0 exit %d, want -SIGKILL", codes[0]);
   T_CHECK(codes[1] == 0 && codes[2] == 0 && codes[3] == 0, "survivors exited %d, %d, %d", codes[1], codes[2],
           codes[3]);
+  return 0;
 }
 
-static void caseAbort(void) {
+static int runAbort(void) {
   int viaApi = 0;
   t_run_ranks(2, rankAbort, &viaApi, 60);
   viaApi = 1;
   t_run_ranks(2, rankAbort, &viaApi, 60);
-}
-
-/* The cases that are more than one launch of one rank body. */
-static int runMismatch(void) {
-  caseMismatch();
-  return 0;
-}
-static int runInitKilled(void) {
-  caseInitKilled();
-  return 0;
-}
-static int runCreatorKilled(void) {
-  caseCreatorKilled();
-  return 0;
-}
-static int runKilled(void) {
-  caseKilled();
-  return 0;
-}
-static int runAbort(void) {
-  caseAbort();
-  return 0;
-}
-static int runStale(void) {
-  caseStale();
   return 0;
 }
 
