@@ -677,10 +677,13 @@ static int runSpinStale(void) {
   return 0;
 }
 
-/* Rank 2 never inits: the others time out naming it. late0: rank 0 comes this many ms after rank 1, so
- * rank 1's own deadline passes first; it waits for rank 0's verdict rather than leave, which rank 0 read as
- * "rank 1 checked in and died" (ctest -j2 on 2 cores, once; 400 ms here makes it every run). */
-static int initTimeout(int rank, int nranks, int late0) {
+/* Rank 2 never inits: the others time out naming it. arg, where set: late0, rank 0 comes this many ms after
+ * rank 1, so rank 1's own deadline passes first; it waits for rank 0's verdict rather than leave, which
+ * rank 0 read as "rank 1 checked in and died" (ctest -j2 on 2 cores, once; 400 ms here makes it every run).
+ */
+static int kLate0Ms = 400;
+static int rankInitTimeout(int rank, int nranks, void* arg) {
+  int late0 = arg ? *(const int*)arg : 0;
   if (rank == 2) return 0;
   if (rank == 0 && late0) {
     struct timespec ts = {0, late0 * 1000000L};
@@ -703,14 +706,6 @@ static int initTimeout(int rank, int nranks, int late0) {
     T_CHECK(dt >= 0.95 + late0 * 1e-3 - 0.1 && strstr(msg, "rank 0 gave up"),
             "rank 1: %.2f s, rank 0 %d ms late: did not wait for its verdict: %s", dt, late0, msg);
   return 0;
-}
-static int rankInitTimeout(int rank, int nranks, void* arg) {
-  (void)arg;
-  return initTimeout(rank, nranks, 0);
-}
-static int rankInitTimeoutLate0(int rank, int nranks, void* arg) {
-  (void)arg;
-  return initTimeout(rank, nranks, 400);
 }
 
 /* Rank 0 never inits: the others time out saying they wait for rank 0. */
@@ -1693,7 +1688,13 @@ static const tCase kCases[] = {
     SHM_CASE("spin_colocated_stale", runSpinStale),
     SHM_RANKS("wait_disarmed", 4, rankWaitDisarmed),
     SHM_RANKS("init_timeout", 3, rankInitTimeout),
-    SHM_RANKS("init_timeout_late0", 3, rankInitTimeoutLate0),
+    {.name = "init_timeout_late0",
+     .rank = rankInitTimeout,
+     .arg = &kLate0Ms,
+     .ranks = 3,
+     .deadlineS = 60,
+     .timeoutS = 120,
+     .skipCode = 77},
     SHM_RANKS("guest", 2, rankGuest),
     SHM_RANKS("unique_name", 3, rankUnique),
     SHM_RANKS("init_no_rank0", 3, rankInitNoRank0),

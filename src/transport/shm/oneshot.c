@@ -447,10 +447,9 @@ static relayResult_t osTwoShot(struct relayComm* comm, osState* s, const relayOn
     memset(s->areaReaders[x], 0, (size_t)n * sizeof *s->areaReaders[x]);
     /* All but my own shard: I reduce that one from my input (srcs[me] below), and my peers read that part of
      * my area only once it holds the reduced shard (done): one copy of 1/A of the input saved. */
-    if (lo) memcpy(osArea(s, mine, x), d->src, (size_t)lo * es);
-    if (bytes > (lo + len) * es)
-      memcpy(osArea(s, mine, x) + (lo + len) * es, (const char*)d->src + (lo + len) * es,
-             bytes - (size_t)(lo + len) * es);
+    size_t head = (size_t)lo * es, tail = (size_t)(lo + len) * es; /* my shard: [head, tail) */
+    if (head) memcpy(osArea(s, mine, x), d->src, head);
+    if (bytes > tail) memcpy(osArea(s, mine, x) + tail, (const char*)d->src + tail, bytes - tail);
     for (int k = 1; k < A; k++) {
       int i = (me + k) % A, p = d->ranks[i];
       osPublish(comm, s, p, ep[i], bytes, (uint32_t)x);
